@@ -1,0 +1,54 @@
+"""epoxy: an ONNX inference runtime whose hardware back ends are plugins.
+
+``epoxy.InferenceSession("m.onnx", providers=["openvino", "cpu"])`` runs a model, each
+node on the best installed provider that claims it, the rest on cpu.
+"""
+
+from __future__ import annotations
+
+from .errors import (
+    EpoxyError,
+    InvalidArgumentError,
+    InvalidFeedError,
+    InvalidGraphError,
+    KernelError,
+    ModelLoadError,
+    PartitionError,
+    PluginLoadError,
+    ProviderError,
+    UnsupportedOpError,
+)
+from .options import SessionOptions
+from .plugins import default_registry
+from .session import InferenceSession, NodeArg
+from .version import __version__
+
+
+def get_all_providers() -> list[str]:
+    """Names of every installed provider (available on this host or not), by priority."""
+    return [e.name for e in default_registry().entries()]
+
+
+def get_available_providers() -> list[str]:
+    """Names of installed providers that found a device here, by priority."""
+    return [e.name for e in default_registry().entries() if e.available]
+
+
+__all__ = [
+    "EpoxyError",
+    "InferenceSession",
+    "InvalidArgumentError",
+    "InvalidFeedError",
+    "InvalidGraphError",
+    "KernelError",
+    "ModelLoadError",
+    "NodeArg",
+    "PartitionError",
+    "PluginLoadError",
+    "ProviderError",
+    "SessionOptions",
+    "UnsupportedOpError",
+    "__version__",
+    "get_all_providers",
+    "get_available_providers",
+]

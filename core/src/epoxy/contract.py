@@ -1,0 +1,230 @@
+"""The provider contract: plain data the core hands to providers, and the Protocols they implement.
+
+This module is the whole public API a provider package needs (with :mod:`epoxy.hookspecs`).
+It lives in the core, not the SDK, so a provider depends only on ``epoxy-core`` at run time;
+the SDK is a development-time kit (base classes, conformance tests, template).
+
+Bump :data:`SDK_API_VERSION` only for incompatible changes; add fields, never change them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+#: Version of this contract. A factory declares the version it targets; the core refuses
+#: factories whose version differs (recorded as a plugin failure, never a crash).
+SDK_API_VERSION = 1
+
+#: What a kernel or a compiled group is: called with input values in the node's input
+#: order (``None`` for missing optional inputs); returns one value for a single output or
+#: a tuple with one value per output.
+KernelFn = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device a provider can drive (a CPU, a GPU, a simulated device...)."""
+
+    provider: str
+    kind: str
+    index: int = 0
+    name: str = ""
+    memory_bytes: int | None = None
+    properties: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """``provider:kind:index`` — how reports and errors name the device."""
+        return f"{self.provider}:{self.kind}:{self.index}"
+
+
+@dataclass(frozen=True)
+class ValueType:
+    """Static type of a graph value, as far as shape inference knows it.
+
+    ``kind`` is ``tensor``, ``sequence``, ``optional`` or ``unknown``; for sequence and
+    optional values ``element`` describes what is inside. ``shape`` dims are ints (known),
+    strings (symbolic) or ``None`` (unknown); ``shape`` itself is ``None`` when rank is unknown.
+    """
+
+    kind: str = "unknown"
+    elem_type: int = 0
+    dtype: np.dtype | None = None
+    shape: tuple[int | str | None, ...] | None = None
+    element: ValueType | None = None
+
+    @property
+    def is_static(self) -> bool:
+        """True when this is a tensor whose every dim is a known int."""
+        return self.kind == "tensor" and self.shape is not None and all(isinstance(d, int) for d in self.shape)
+
+    def nbytes(self) -> int | None:
+        """Byte size for static tensors of fixed-width dtype, else ``None``."""
+        if not self.is_static or self.dtype is None or self.dtype == np.dtype(object):
+            return None
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize  # type: ignore[arg-type]
+
+
+UNKNOWN = ValueType()
+
+
+@dataclass(frozen=True, eq=False)
+class NodeSpec:
+    """One node as providers see it: identity, opset, attributes as Python values, types.
+
+    Attribute values are ``int``, ``float``, ``str``, ``tuple`` of those, ``numpy.ndarray``
+    for tensors, or an opaque core object for graph attributes (control flow is run by the
+    core). ``inputs``/``outputs`` hold value names, ``""`` marking an omitted optional one.
+    """
+
+    index: int
+    name: str
+    op_type: str
+    domain: str
+    opset: int
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attributes: Mapping[str, Any]
+    input_types: tuple[ValueType, ...]
+    output_types: tuple[ValueType, ...]
+
+    @property
+    def qualified_op(self) -> str:
+        """``domain::OpType-opset`` for reports; ai.onnx omits the domain."""
+        prefix = f"{self.domain}::" if self.domain else ""
+        return f"{prefix}{self.op_type}-{self.opset}"
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        """Attribute value or ``default`` when the attribute is absent."""
+        return self.attributes.get(name, default)
+
+
+class GraphSpec(Protocol):
+    """Read-only view of the (optimized) graph handed to ``Provider.capability``."""
+
+    nodes: Sequence[NodeSpec]
+    inputs: Sequence[str]
+    outputs: Sequence[str]
+    opsets: Mapping[str, int]
+
+    def value_type(self, name: str) -> ValueType:
+        """Static type of a value (``UNKNOWN`` when inference could not tell)."""
+        ...
+
+    def constant(self, name: str) -> np.ndarray | None:
+        """Value of an initializer / constant, or ``None`` when it is computed at run time."""
+        ...
+
+    def producer(self, name: str) -> int | None:
+        """Index of the node producing ``name``; ``None`` for graph inputs and constants."""
+        ...
+
+    def consumers(self, name: str) -> Sequence[int]:
+        """Indices of nodes reading ``name``."""
+        ...
+
+    def to_model(self, node_indices: Sequence[int]) -> Any:
+        """A standalone ``onnx.ModelProto`` holding just these nodes (for compilers)."""
+        ...
+
+
+@dataclass(frozen=True)
+class FusedGroup:
+    """Nodes a provider wants compiled together into one call."""
+
+    nodes: tuple[int, ...]
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class Capability:
+    """A provider's answer for a graph.
+
+    ``nodes``: single nodes it runs with kernels. ``groups``: node groups it fuses and
+    compiles; each is taken whole or not at all. ``declined``: why it did not claim a node,
+    shown in the partition report.
+    """
+
+    nodes: tuple[int, ...] = ()
+    groups: tuple[FusedGroup, ...] = ()
+    declined: Mapping[int, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SubgraphSpec:
+    """A fused group handed to ``Provider.compile``: nodes, boundary values, the graph."""
+
+    group: FusedGroup
+    graph: GraphSpec
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+@runtime_checkable
+class Allocator(Protocol):
+    """Owns a device's memory; moves values between host (numpy) and the device."""
+
+    device: Device
+    #: True when device values *are* host numpy arrays (no copies needed to/from host).
+    is_host: bool
+
+    def to_device(self, value: np.ndarray) -> Any:
+        """Copy a host array to the device; returns the device value."""
+        ...
+
+    def to_host(self, value: Any) -> np.ndarray:
+        """Copy a device value to a host numpy array."""
+        ...
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """An execution provider bound to one device, created by a factory for a session."""
+
+    name: str
+    device: Device
+    allocator: Allocator
+
+    def capability(self, graph: GraphSpec) -> Capability:
+        """Which nodes this provider runs (single or fused). Called once per session graph."""
+        ...
+
+    def kernel(self, node: NodeSpec) -> KernelFn:
+        """A ready-to-call kernel for a node it claimed singly (attributes resolved now)."""
+        ...
+
+    def compile(self, subgraph: SubgraphSpec) -> KernelFn:
+        """A callable running a claimed fused group: inputs in ``subgraph.inputs`` order,
+        returns a tuple in ``subgraph.outputs`` order."""
+        ...
+
+
+@runtime_checkable
+class ProviderFactory(Protocol):
+    """Registered by plugins: identity, device discovery, provider creation.
+
+    ``devices`` must be cheap and must not import heavy libraries at plugin import time;
+    it may raise :class:`ProviderUnavailable` with the reason when none can be driven.
+    """
+
+    name: str
+    vendor: str
+    version: str
+    sdk_api: int
+    priority: int
+
+    def devices(self) -> Sequence[Device]:
+        """Devices this factory can drive on this host (empty or raise when none)."""
+        ...
+
+    def create(self, device: Device, options: Mapping[str, Any]) -> Provider:
+        """A provider for ``device`` configured with user ``options``."""
+        ...
+
+
+class ProviderUnavailable(Exception):
+    """Raised by ``ProviderFactory.devices`` to say why no device can be used here."""

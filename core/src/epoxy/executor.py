@@ -1,0 +1,82 @@
+"""The compiled plan and the sequential executor that runs it.
+
+Everything is resolved at session creation: each step holds its callable, the integer
+slots it reads and writes, and the slots to release after it. A run is a loop over tuples
+with no lookups by name. A parallel executor can run the same plan: steps carry their
+dependencies (``Step.after``) so independent steps can be dispatched concurrently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .contract import KernelFn
+from .errors import EpoxyError, KernelError
+
+
+@dataclass(frozen=True)
+class Step:
+    """One call: a kernel, a compiled group, or a device copy."""
+
+    fn: KernelFn
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]  # -1 marks an output nobody reads
+    provider: str
+    label: str
+    op_type: str
+    after: tuple[int, ...] = ()  # indices of steps this one depends on
+
+
+@dataclass
+class ExecutionPlan:
+    """Steps in order plus the slot table they index."""
+
+    steps: list[Step]
+    slot_names: list[str]
+    initial: list[Any]  # constants preloaded (on their device), None elsewhere
+    input_slots: dict[str, int]
+    output_slots: dict[str, int]
+    frees: list[tuple[int, ...]] = field(default_factory=list)
+
+
+class SequentialExecutor:
+    """Runs a plan's steps one after another, releasing values after their last use."""
+
+    def __init__(self, plan: ExecutionPlan) -> None:
+        self.plan = plan
+        self._program = [
+            (s.fn, s.inputs, s.outputs[0] if len(s.outputs) == 1 else None, s.outputs, frees)
+            for s, frees in zip(plan.steps, plan.frees)
+        ]
+
+    def run(self, feeds: Sequence[tuple[int, Any]], fetch: Sequence[int]) -> list[Any]:
+        """Run with ``feeds`` as (slot, value) pairs; return the values of ``fetch`` slots."""
+        values = list(self.plan.initial)
+        for slot, value in feeds:
+            values[slot] = value
+        index = 0
+        try:
+            for index, (fn, ins, single, outs, frees) in enumerate(self._program):
+                result = fn(*[values[i] for i in ins])
+                if single is not None:
+                    values[single] = result
+                else:
+                    if not isinstance(result, tuple) or len(result) < len(outs):
+                        raise TypeError(f"kernel returned {type(result).__name__}, expected {len(outs)} outputs")
+                    for slot, value in zip(outs, result):
+                        if slot >= 0:
+                            values[slot] = value
+                for slot in frees:
+                    values[slot] = None
+        except EpoxyError:
+            raise
+        except Exception as exc:
+            step = self.plan.steps[index]
+            raise KernelError(
+                f"node {step.label!r} ({step.op_type}) failed on provider {step.provider!r}: "
+                f"{type(exc).__name__}: {exc}",
+                node=step.label, op_type=step.op_type, provider=step.provider,
+            ) from exc
+        return [values[s] for s in fetch]

@@ -1,0 +1,93 @@
+"""Validate user feeds against the model's declared inputs before anything runs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .contract import ValueType
+from .dtypes import describe_dtype
+from .errors import InvalidFeedError
+
+
+def _describe(vt: ValueType) -> str:
+    if vt.kind == "tensor":
+        dims = "?" if vt.shape is None else "[" + ", ".join("?" if d is None else str(d) for d in vt.shape) + "]"
+        return f"tensor({describe_dtype(vt.dtype)}) with shape {dims}"
+    return vt.kind
+
+
+def check_tensor(name: str, value: Any, vt: ValueType, symbols: dict[str, int]) -> np.ndarray:
+    """Return ``value`` as an ndarray if it matches ``vt``; raise naming the input otherwise."""
+    if not isinstance(value, np.ndarray):
+        if isinstance(value, np.generic):
+            value = np.asarray(value)
+        else:
+            raise InvalidFeedError(
+                f"input {name!r}: expected a numpy.ndarray ({_describe(vt)}), got {type(value).__name__}",
+                input_name=name,
+            )
+    if vt.dtype is not None and value.dtype != vt.dtype:
+        if not (vt.dtype == np.dtype(object) and value.dtype.kind in "OU"):
+            raise InvalidFeedError(
+                f"input {name!r}: expected dtype {describe_dtype(vt.dtype)}, got {describe_dtype(value.dtype)}",
+                input_name=name,
+            )
+        value = value.astype(object)
+    if vt.shape is not None:
+        if value.ndim != len(vt.shape):
+            raise InvalidFeedError(
+                f"input {name!r}: expected rank {len(vt.shape)} ({_describe(vt)}), got shape {list(value.shape)}",
+                input_name=name,
+            )
+        for axis, (want, got) in enumerate(zip(vt.shape, value.shape)):
+            if isinstance(want, int) and want != got:
+                raise InvalidFeedError(
+                    f"input {name!r}: dim {axis} must be {want}, got {got} (shape {list(value.shape)}, "
+                    f"expected {_describe(vt)})",
+                    input_name=name,
+                )
+            if isinstance(want, str):
+                seen = symbols.setdefault(want, got)
+                if seen != got:
+                    raise InvalidFeedError(
+                        f"input {name!r}: dim {axis} ({want!r}) is {got} but another input set {want!r}={seen}",
+                        input_name=name,
+                    )
+    return value
+
+
+def check_value(name: str, value: Any, vt: ValueType, symbols: dict[str, int]) -> Any:
+    """Validate a feed of any kind (tensor, sequence, optional)."""
+    if vt.kind == "sequence":
+        if not isinstance(value, (list, tuple)):
+            raise InvalidFeedError(f"input {name!r}: expected a sequence (list of arrays), got {type(value).__name__}", input_name=name)
+        element = vt.element or ValueType()
+        return [check_value(f"{name}[{i}]", v, element, {}) for i, v in enumerate(value)]
+    if vt.kind == "optional":
+        return None if value is None else check_value(name, value, vt.element or ValueType(), symbols)
+    if vt.kind == "tensor":
+        return check_tensor(name, value, vt, symbols)
+    return value
+
+
+def check_feeds(feeds: Mapping[str, Any], declared: Mapping[str, ValueType], required: set[str]) -> dict[str, Any]:
+    """All required inputs present, no unknown names, every value matching its type."""
+    if not isinstance(feeds, Mapping):
+        raise InvalidFeedError(f"feeds must be a dict of input name -> array, got {type(feeds).__name__}")
+    unknown = [n for n in feeds if n not in declared]
+    if unknown:
+        raise InvalidFeedError(
+            f"unknown input {unknown[0]!r}; the model's inputs are {sorted(declared)}", input_name=unknown[0]
+        )
+    missing = [n for n in sorted(required) if n not in feeds]
+    if missing:
+        raise InvalidFeedError(
+            f"missing input {missing[0]!r} ({_describe(declared[missing[0]])}); "
+            f"required inputs are {sorted(required)}",
+            input_name=missing[0],
+        )
+    symbols: dict[str, int] = {}
+    return {name: check_value(name, value, declared[name], symbols) for name, value in feeds.items()}

@@ -1,0 +1,216 @@
+"""Build the provider-facing :class:`~epoxy.contract.GraphSpec` from an onnx_ir graph.
+
+Providers never see onnx_ir objects (except opaque subgraph attributes), so the contract
+stays stable when the IR library changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from .contract import UNKNOWN, NodeSpec, ValueType
+from .errors import InvalidGraphError
+
+
+def value_type_of(value: ir.Value | None) -> ValueType:
+    """Static type of an IR value as a contract ``ValueType``."""
+    if value is None:
+        return UNKNOWN
+    return _type_from_ir(value.type, value.shape)
+
+
+def _type_from_ir(type_: Any, shape: ir.Shape | None) -> ValueType:
+    if type_ is None:
+        return UNKNOWN
+    if isinstance(type_, ir.TensorType):
+        dims = None
+        if shape is not None:
+            dims = tuple(d if isinstance(d, int) else (d.value if d.value is not None else None) for d in shape)
+        elem = int(type_.dtype)
+        try:
+            dtype = type_.dtype.numpy()
+        except Exception:
+            dtype = None
+        return ValueType("tensor", elem, dtype, dims)
+    if isinstance(type_, ir.SequenceType):
+        return ValueType("sequence", element=_type_from_ir(type_.elem_type, None))
+    if isinstance(type_, ir.OptionalType):
+        return ValueType("optional", element=_type_from_ir(type_.elem_type, None))
+    return UNKNOWN
+
+
+def attribute_value(attr: ir.Attr) -> Any:
+    """Python value of an attribute: numbers, str, tuples, numpy arrays, or ir.Graph."""
+    kind = attr.type
+    value = attr.value
+    if kind == ir.AttributeType.TENSOR:
+        return value.numpy()
+    if kind == ir.AttributeType.TENSORS:
+        return tuple(t.numpy() for t in value)
+    if kind in (ir.AttributeType.INTS, ir.AttributeType.FLOATS, ir.AttributeType.STRINGS,
+                ir.AttributeType.GRAPHS):
+        return tuple(value)
+    if kind == ir.AttributeType.SPARSE_TENSOR:
+        return _sparse_to_dense(value)
+    return value
+
+
+def _sparse_to_dense(sparse: Any) -> np.ndarray:
+    proto = sparse if isinstance(sparse, onnx.SparseTensorProto) else ir.serde.serialize_sparse_tensor(sparse)  # type: ignore[attr-defined]
+    values = onnx.numpy_helper.to_array(proto.values)
+    indices = onnx.numpy_helper.to_array(proto.indices)
+    dense = np.zeros(int(np.prod(proto.dims)), dtype=values.dtype)
+    if indices.ndim == 2:
+        indices = np.ravel_multi_index(indices.T, tuple(proto.dims))
+    dense[indices] = values
+    return dense.reshape(tuple(proto.dims))
+
+
+def outer_scope_names(graph: ir.Graph) -> tuple[str, ...]:
+    """Names a (sub)graph reads that it does not define itself: its implicit inputs."""
+    defined = {v.name for v in graph.inputs} | set(graph.initializers)
+    used: list[str] = []
+    seen: set[str] = set()
+    for node in graph:
+        for inp in node.inputs:
+            if inp is not None and inp.name not in defined and inp.name not in seen and inp.name:
+                seen.add(inp.name)
+                used.append(inp.name)
+        for attr in node.attributes.values():
+            for sub in _subgraphs(attr):
+                for name in outer_scope_names(sub):
+                    if name not in defined and name not in seen:
+                        seen.add(name)
+                        used.append(name)
+        defined.update(o.name for o in node.outputs)
+    for out in graph.outputs:
+        if out.name not in defined and out.name not in seen:
+            seen.add(out.name)
+            used.append(out.name)
+    return tuple(used)
+
+
+def _subgraphs(attr: ir.Attr) -> Sequence[ir.Graph]:
+    if attr.type == ir.AttributeType.GRAPH:
+        return (attr.value,)
+    if attr.type == ir.AttributeType.GRAPHS:
+        return tuple(attr.value)
+    return ()
+
+
+class CoreGraph:
+    """The session's graph: node specs, value types, constants, producer/consumer maps."""
+
+    def __init__(self, graph: ir.Graph, opsets: Mapping[str, int], *, outer_types: Mapping[str, ValueType] | None = None) -> None:
+        self.ir_graph = graph
+        self.opsets = {("" if d == "ai.onnx" else d): v for d, v in opsets.items()}
+        self.inputs: list[str] = [v.name for v in graph.inputs]
+        self.outputs: list[str] = [v.name for v in graph.outputs]
+        self._types: dict[str, ValueType] = dict(outer_types or {})
+        self._constants: dict[str, ir.Value] = {}
+        for name, value in graph.initializers.items():
+            self._constants[name] = value
+            self._types[name] = value_type_of(value)
+        for value in graph.inputs:
+            self._types[value.name] = value_type_of(value)
+        self.nodes: list[NodeSpec] = []
+        self.ir_nodes: list[ir.Node] = []
+        self.implicit_inputs: dict[int, tuple[str, ...]] = {}
+        self._producer: dict[str, int] = {}
+        self._consumers: dict[str, list[int]] = {}
+        for index, node in enumerate(graph):
+            self._add_node(index, node)
+        for name in self.outputs:
+            if name not in self._producer and name not in self._types and name not in (outer_types or {}):
+                raise InvalidGraphError(f"graph output {name!r} is never produced")
+
+    def _add_node(self, index: int, node: ir.Node) -> None:
+        domain = "" if node.domain in ("", "ai.onnx") else node.domain
+        opset = self.opsets.get(domain)
+        if opset is None:
+            raise InvalidGraphError(
+                f"node {node.name or node.op_type!r} uses domain {domain or 'ai.onnx'!r} "
+                "which the model does not import (opset_import)", node=node.name
+            )
+        inputs = tuple("" if v is None else v.name for v in node.inputs)
+        outputs = tuple(v.name for v in node.outputs)
+        for name in outputs:
+            if not name:
+                continue
+            if name in self._producer or name in self._constants or name in self.inputs:
+                raise InvalidGraphError(f"value {name!r} is defined twice (node {node.name!r})", node=node.name)
+            self._producer[name] = index
+            self._types[name] = value_type_of(_value_by_name(node.outputs, name))
+        for name in inputs:
+            if name:
+                self._consumers.setdefault(name, []).append(index)
+        implicit: tuple[str, ...] = ()
+        attributes: dict[str, Any] = {}
+        for attr_name, attr in node.attributes.items():
+            attributes[attr_name] = attribute_value(attr)
+            for sub in _subgraphs(attr):
+                implicit += tuple(n for n in outer_scope_names(sub) if n not in implicit)
+        if implicit:
+            self.implicit_inputs[index] = implicit
+            for name in implicit:
+                self._consumers.setdefault(name, []).append(index)
+        spec = NodeSpec(
+            index=index,
+            name=node.name or f"{node.op_type}_{index}",
+            op_type=node.op_type,
+            domain=domain,
+            opset=opset,
+            inputs=inputs,
+            outputs=outputs,
+            attributes=attributes,
+            input_types=tuple(value_type_of(v) for v in node.inputs),
+            output_types=tuple(value_type_of(v) for v in node.outputs),
+        )
+        self.nodes.append(spec)
+        self.ir_nodes.append(node)
+
+    # -- GraphSpec protocol ------------------------------------------------------------
+    def value_type(self, name: str) -> ValueType:
+        return self._types.get(name, UNKNOWN)
+
+    def constant(self, name: str) -> np.ndarray | None:
+        value = self._constants.get(name)
+        if value is None or value.const_value is None:
+            return None
+        return self._constant_arrays[name]
+
+    @cached_property
+    def _constant_arrays(self) -> dict[str, np.ndarray]:
+        return {n: v.const_value.numpy() for n, v in self._constants.items() if v.const_value is not None}
+
+    def constants(self) -> dict[str, np.ndarray]:
+        """All initializer values by name."""
+        return self._constant_arrays
+
+    def producer(self, name: str) -> int | None:
+        return self._producer.get(name)
+
+    def consumers(self, name: str) -> Sequence[int]:
+        return self._consumers.get(name, ())
+
+    def node_inputs(self, index: int) -> tuple[str, ...]:
+        """Explicit plus implicit (subgraph outer-scope) inputs of a node."""
+        return tuple(n for n in self.nodes[index].inputs if n) + self.implicit_inputs.get(index, ())
+
+    def to_model(self, node_indices: Sequence[int]) -> onnx.ModelProto:
+        from .subgraph_export import export_nodes
+
+        return export_nodes(self, node_indices)
+
+
+def _value_by_name(values: Sequence[ir.Value], name: str) -> ir.Value | None:
+    for v in values:
+        if v.name == name:
+            return v
+    return None

@@ -1,0 +1,11 @@
+"""Run-time building blocks for providers: kernel registry, host allocator, kernel provider.
+
+They live in the core (not the SDK) so a provider package needs only ``epoxy-core`` when
+it runs; ``epoxy-sdk`` re-exports them next to the development-time conformance kit.
+"""
+
+from .host import HostAllocator
+from .kernel_provider import KernelProvider
+from .registry import KernelRegistry, OpSupport, Unsupported
+
+__all__ = ["HostAllocator", "KernelProvider", "KernelRegistry", "OpSupport", "Unsupported"]

@@ -1,0 +1,113 @@
+"""Model loading: path, bytes or ModelProto -> validated, shape-inferred onnx_ir Model.
+
+Every failure becomes a :class:`ModelLoadError` that says what was being loaded and why.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import onnx
+import onnx_ir as ir
+from google.protobuf.message import DecodeError
+
+from .errors import ModelLoadError
+
+ModelSource = str | os.PathLike | bytes | onnx.ModelProto
+
+
+@dataclass
+class LoadedModel:
+    """The IR model plus what loading learned (warnings are shown, never swallowed)."""
+
+    model: ir.Model
+    source: str
+    base_dir: Path | None
+    warnings: list[str] = field(default_factory=list)
+
+
+def _read_proto(source: ModelSource) -> tuple[onnx.ModelProto, str, Path | None]:
+    if isinstance(source, onnx.ModelProto):
+        return source, "<ModelProto>", None
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        proto = onnx.ModelProto()
+        try:
+            proto.ParseFromString(bytes(source))
+        except (DecodeError, RuntimeError, ValueError) as exc:
+            raise ModelLoadError(f"model bytes are not a valid ONNX protobuf: {exc}") from exc
+        if not proto.graph.node and not proto.graph.output:
+            raise ModelLoadError("model bytes parsed to an empty model (no graph outputs)")
+        return proto, "<bytes>", None
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        if not path.is_file():
+            raise ModelLoadError(f"model file not found: {path}")
+        try:
+            proto = onnx.load(str(path), load_external_data=False)
+        except (DecodeError, RuntimeError, ValueError, OSError) as exc:
+            raise ModelLoadError(f"cannot parse {path} as an ONNX model: {exc}") from exc
+        return proto, str(path), path.resolve().parent
+    raise ModelLoadError(
+        f"model must be a path, bytes or onnx.ModelProto, got {type(source).__name__}"
+    )
+
+
+def _load_external_data(proto: onnx.ModelProto, base_dir: Path | None, source: str) -> None:
+    from onnx.external_data_helper import load_external_data_for_model, uses_external_data
+
+    if not any(uses_external_data(t) for t in proto.graph.initializer):
+        return
+    if base_dir is None:
+        raise ModelLoadError(
+            f"{source}: model uses external data but was not loaded from a path; "
+            "pass the model's file path so its data files can be found"
+        )
+    try:
+        load_external_data_for_model(proto, str(base_dir))
+    except (OSError, ValueError, onnx.checker.ValidationError) as exc:
+        raise ModelLoadError(f"{source}: cannot load external data: {exc}") from exc
+
+
+def _check(proto: onnx.ModelProto, source: str) -> None:
+    try:
+        onnx.checker.check_model(proto)
+    except onnx.checker.ValidationError as exc:
+        raise ModelLoadError(f"{source}: model is not valid ONNX: {exc}") from exc
+    except ValueError as exc:  # models > 2 GiB cannot be checked in memory
+        if "2GB" not in str(exc) and "2 GB" not in str(exc):
+            raise ModelLoadError(f"{source}: model check failed: {exc}") from exc
+
+
+def _infer_shapes(proto: onnx.ModelProto, source: str, notes: list[str]) -> onnx.ModelProto:
+    try:
+        return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=True)
+    except Exception as exc:  # inference gaps are not fatal: kernels still see real shapes
+        notes.append(f"{source}: shape inference failed, continuing without inferred shapes: {exc}")
+        return proto
+
+
+def load_model(source: ModelSource, *, check: bool = True, infer_shapes: bool = True) -> LoadedModel:
+    """Read, validate and shape-infer a model, returning it as an ``onnx_ir`` model."""
+    proto, name, base_dir = _read_proto(source)
+    _load_external_data(proto, base_dir, name)
+    if check:
+        _check(proto, name)
+    notes: list[str] = []
+    if infer_shapes:
+        proto = _infer_shapes(proto, name, notes)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = ir.serde.deserialize_model(proto)
+    except Exception as exc:
+        raise ModelLoadError(f"{name}: cannot build the graph: {type(exc).__name__}: {exc}") from exc
+    return LoadedModel(model=model, source=name, base_dir=base_dir, warnings=notes)
+
+
+def as_model_proto(model: Any) -> onnx.ModelProto:
+    """Serialize an onnx_ir model back to a proto (for compilers and tools)."""
+    return ir.serde.serialize_model(model)

@@ -1,0 +1,40 @@
+"""Run the registered passes whose level is enabled and whose provider scope applies.
+
+Passes are ``onnx_ir`` passes (callables taking an ``ir.Model`` and returning a
+``PassResult``). Levels nest: ``basic`` < ``extended`` < ``all``; ``disable`` runs none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import onnx_ir as ir
+
+from ..errors import EpoxyError, ModelLoadError
+
+LEVEL_ORDER = {"disable": 0, "basic": 1, "extended": 2, "all": 3}
+
+
+def optimize(model: ir.Model, passes: Sequence[dict[str, Any]], level: str, providers: Sequence[str]) -> list[str]:
+    """Apply passes in registration order; return the names of passes that changed the model."""
+    enabled = LEVEL_ORDER[level]
+    changed: list[str] = []
+    for entry in passes:
+        if LEVEL_ORDER.get(entry["level"], 99) > enabled:
+            continue
+        scope = entry["providers"]
+        if scope is not None and not set(scope) & set(providers):
+            continue
+        pass_ = entry["pass"]
+        name = getattr(pass_, "name", None) or type(pass_).__name__
+        try:
+            result = pass_(model)
+        except EpoxyError:
+            raise
+        except Exception as exc:
+            raise ModelLoadError(f"optimization pass {name} failed: {type(exc).__name__}: {exc}") from exc
+        model = result.model
+        if result.modified:
+            changed.append(name)
+    return changed

@@ -1,0 +1,215 @@
+"""Greedy partitioning of nodes over providers in the user's priority order.
+
+Each provider, highest priority first, is asked for its capability over the whole graph.
+It gets every claimed node not yet taken; a fused group is taken whole or not at all, and
+only when merging it keeps the graph of execution units acyclic (the group is convex).
+Whatever is left goes to the fallback (cpu, last) unless fallback is disabled, in which
+case an unclaimed node is an error naming it. Every decision is recorded for the report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .contract import Capability, FusedGroup, Provider
+from .errors import ProviderError, UnsupportedOpError
+from .graph_spec import CoreGraph
+
+
+@dataclass
+class Unit:
+    """An execution unit: one node on a kernel, or a fused group compiled by a provider."""
+
+    provider: str
+    nodes: tuple[int, ...]
+    fused: bool
+    label: str = ""
+
+
+@dataclass
+class NodeDecision:
+    """Where one node went and why the providers before it declined."""
+
+    node: str
+    op_type: str
+    provider: str
+    fused_group: str | None
+    declined: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class Partition:
+    """Units in execution order plus the per-node decisions."""
+
+    units: list[Unit]
+    decisions: list[NodeDecision]
+
+
+def _ask(provider_name: str, provider: Provider, graph: CoreGraph) -> Capability:
+    try:
+        cap = provider.capability(graph)
+    except Exception as exc:
+        raise ProviderError(
+            f"provider {provider_name!r} failed in capability(): {type(exc).__name__}: {exc}",
+            provider=provider_name,
+        ) from exc
+    if not isinstance(cap, Capability):
+        raise ProviderError(
+            f"provider {provider_name!r} capability() returned {type(cap).__name__}, expected Capability",
+            provider=provider_name,
+        )
+    return cap
+
+
+class _UnitGraph:
+    """Dependency graph between execution units, for convexity (cycle) checks."""
+
+    def __init__(self, graph: CoreGraph) -> None:
+        n = len(graph.nodes)
+        self.unit_of = list(range(n))  # node -> unit id (initially singleton units)
+        self.members: dict[int, set[int]] = {i: {i} for i in range(n)}
+        self.succ: list[set[int]] = [set() for _ in range(n)]
+        for i in range(n):
+            for name in graph.node_inputs(i):
+                p = graph.producer(name)
+                if p is not None and p != i:
+                    self.succ[p].add(i)
+
+    def merge_is_acyclic(self, nodes: Sequence[int]) -> bool:
+        """True when contracting ``nodes`` (with the units they are in) keeps a DAG.
+
+        A path that leaves the group and comes back would make the merged unit depend on
+        itself; search from the group's outside successors for a way back in, moving
+        through whole units (a unit runs as one step).
+        """
+        group = set().union(*(self.members[self.unit_of[i]] for i in nodes))
+        stack = [s for i in group for s in self.succ[i] if s not in group]
+        seen_units: set[int] = set()
+        while stack:
+            unit = self.unit_of[stack.pop()]
+            if unit in seen_units:
+                continue
+            seen_units.add(unit)
+            for m in self.members[unit]:
+                for s in self.succ[m]:
+                    if s in group:
+                        return False
+                    if self.unit_of[s] not in seen_units:
+                        stack.append(s)
+        return True
+
+    def merge(self, nodes: Sequence[int]) -> None:
+        units = {self.unit_of[i] for i in nodes}
+        uid = min(units)
+        merged = set().union(*(self.members.pop(u) for u in units))
+        for i in merged:
+            self.unit_of[i] = uid
+        self.members[uid] = merged
+
+
+def partition(
+    graph: CoreGraph,
+    providers: Sequence[tuple[str, Provider]],
+    *,
+    fallback: str | None,
+) -> Partition:
+    """Assign every node to a provider; see the module docstring for the rules."""
+    n = len(graph.nodes)
+    owner: list[str | None] = [None] * n
+    group_label: list[str | None] = [None] * n
+    declined: list[list[tuple[str, str]]] = [[] for _ in range(n)]
+    fused_groups: list[tuple[str, FusedGroup]] = []
+    units_graph = _UnitGraph(graph)
+
+    for name, provider in providers:
+        cap = _ask(name, provider, graph)
+        claimed_single = set(cap.nodes)
+        claimed_in_group: set[int] = set()
+        for g_index, group in enumerate(cap.groups):
+            nodes = tuple(sorted(set(group.nodes)))
+            if not nodes or any(not (0 <= i < n) for i in nodes):
+                raise ProviderError(f"provider {name!r} returned a group with invalid node indices {group.nodes!r}", provider=name)
+            label = group.label or f"{name}_group_{g_index}"
+            taken = [i for i in nodes if owner[i] is not None]
+            if taken:
+                for i in nodes:
+                    if owner[i] is None:
+                        declined[i].append((name, f"group {label} not taken: nodes already assigned ({graph.nodes[taken[0]].name})"))
+                continue
+            if not units_graph.merge_is_acyclic(nodes):
+                for i in nodes:
+                    declined[i].append((name, f"group {label} not taken: fusing it would create a cycle (not convex)"))
+                continue
+            units_graph.merge(nodes)
+            fused_groups.append((name, FusedGroup(nodes, label)))
+            for i in nodes:
+                owner[i] = name
+                group_label[i] = label
+            claimed_in_group.update(nodes)
+        for i in range(n):
+            if owner[i] is not None:
+                continue
+            if i in claimed_single:
+                owner[i] = name
+            elif i not in claimed_in_group:
+                declined[i].append((name, cap.declined.get(i, "not supported by this provider")))
+
+    unclaimed = [i for i in range(n) if owner[i] is None]
+    if unclaimed:
+        node = graph.nodes[unclaimed[0]]
+        reasons = "; ".join(f"{p}: {r}" for p, r in declined[unclaimed[0]]) or "no providers"
+        raise UnsupportedOpError(
+            f"no provider can run node {node.name!r} ({node.qualified_op}): {reasons}"
+            + ("" if fallback else " (fallback to cpu is disabled or cpu is not installed)"),
+            node=node.name, op_type=node.op_type, domain=node.domain, opset=node.opset,
+        )
+
+    units = _order_units(graph, owner, fused_groups)
+    decisions = [
+        NodeDecision(spec.name, spec.op_type, owner[i] or "", group_label[i], declined[i])
+        for i, spec in enumerate(graph.nodes)
+    ]
+    return Partition(units, decisions)
+
+
+def _order_units(graph: CoreGraph, owner: list[str | None], groups: list[tuple[str, FusedGroup]]) -> list[Unit]:
+    """Topologically order units (a fused group runs where all its inputs are ready)."""
+    n = len(graph.nodes)
+    unit_index = [-1] * n
+    units: list[Unit] = []
+    for provider, group in groups:
+        for i in group.nodes:
+            unit_index[i] = len(units)
+        units.append(Unit(provider, group.nodes, True, group.label))
+    for i in range(n):
+        if unit_index[i] < 0:
+            unit_index[i] = len(units)
+            units.append(Unit(owner[i] or "", (i,), False, graph.nodes[i].name))
+    deps: list[set[int]] = [set() for _ in units]
+    for i in range(n):
+        for name in graph.node_inputs(i):
+            p = graph.producer(name)
+            if p is not None and unit_index[p] != unit_index[i]:
+                deps[unit_index[i]].add(unit_index[p])
+    # Kahn's algorithm, keeping original node order among ready units for stable plans
+    indegree = [len(d) for d in deps]
+    users: list[list[int]] = [[] for _ in units]
+    for u, ds in enumerate(deps):
+        for d in ds:
+            users[d].append(u)
+    import heapq
+
+    ready = [(min(units[u].nodes), u) for u in range(len(units)) if indegree[u] == 0]
+    heapq.heapify(ready)
+    ordered: list[Unit] = []
+    while ready:
+        _, u = heapq.heappop(ready)
+        ordered.append(units[u])
+        for v in users[u]:
+            indegree[v] -= 1
+            if indegree[v] == 0:
+                heapq.heappush(ready, (min(units[v].nodes), v))
+    if len(ordered) != len(units):
+        raise ProviderError("partition produced a cyclic unit graph (internal error)")
+    return ordered

@@ -1,0 +1,217 @@
+"""Turn a partition into an execution plan: kernels resolved, copies inserted, slots fixed.
+
+A value lives on the device of the provider that produced it (graph inputs and constants
+on the host). When a step reads a value that lives elsewhere, a copy step is inserted
+(once per value and destination); copies of constants are made now, not per run. Graph
+outputs living off-host are copied back to the host at the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .contract import Allocator, NodeSpec, Provider, SubgraphSpec
+from .errors import ProviderError
+from .executor import ExecutionPlan, Step
+from .graph_spec import CoreGraph
+from .partitioner import Partition, Unit
+from .planner import MemoryPlan, PlannedValue, last_uses, plan_memory
+from .subgraph_export import boundary
+
+HOST = "host"
+
+
+@dataclass
+class BuiltPlan:
+    """The plan plus its memory plan."""
+
+    plan: ExecutionPlan
+    memory: MemoryPlan
+
+
+def _device_key(allocator: Allocator) -> str:
+    return HOST if allocator.is_host else allocator.device.label
+
+
+class _Slots:
+    def __init__(self) -> None:
+        self.index: dict[tuple[str, str], int] = {}
+        self.names: list[str] = []
+        self.device: list[str] = []
+
+    def get(self, name: str, device: str) -> int | None:
+        return self.index.get((name, device))
+
+    def add(self, name: str, device: str) -> int:
+        key = (name, device)
+        if key not in self.index:
+            self.index[key] = len(self.names)
+            self.names.append(name if device == HOST else f"{name}@{device}")
+            self.device.append(device)
+        return self.index[key]
+
+
+def _kernel_for(provider_name: str, provider: Provider, node: NodeSpec) -> Any:
+    try:
+        return provider.kernel(node)
+    except Exception as exc:
+        raise ProviderError(
+            f"provider {provider_name!r} could not create a kernel for node {node.name!r} "
+            f"({node.qualified_op}): {type(exc).__name__}: {exc}",
+            provider=provider_name,
+        ) from exc
+
+
+def _compile_group(provider_name: str, provider: Provider, graph: CoreGraph, unit: Unit) -> tuple[Any, list[str], list[str]]:
+    from .contract import FusedGroup
+
+    inputs, outputs = boundary(graph, unit.nodes)
+    spec = SubgraphSpec(FusedGroup(unit.nodes, unit.label), graph, tuple(inputs), tuple(outputs))
+    try:
+        fn = provider.compile(spec)
+    except Exception as exc:
+        names = ", ".join(graph.nodes[i].name for i in unit.nodes[:8])
+        raise ProviderError(
+            f"provider {provider_name!r} failed to compile group {unit.label!r} "
+            f"(nodes {names}{'...' if len(unit.nodes) > 8 else ''}) on {provider.device.label}: "
+            f"{type(exc).__name__}: {exc}",
+            provider=provider_name,
+        ) from exc
+    return fn, inputs, outputs
+
+
+def build_plan(
+    graph: CoreGraph,
+    partition: Partition,
+    providers: Mapping[str, Provider],
+) -> BuiltPlan:
+    """Compile every unit and lay out slots, copies and frees."""
+    slots = _Slots()
+    initial: dict[int, Any] = {}
+    constants = graph.constants()
+    for name, value in constants.items():
+        initial[slots.add(name, HOST)] = value
+    input_slots = {name: slots.add(name, HOST) for name in graph.inputs if name not in constants}
+    steps: list[Step] = []
+    producer_step: dict[int, int] = {}
+
+    def locate(name: str, device: str, allocator: Allocator, reader: str) -> int:
+        """Slot holding ``name`` on ``device``; inserts a copy when it lives elsewhere."""
+        here = slots.get(name, device)
+        if here is not None:
+            return here
+        source = next((s for (n, _d), s in slots.index.items() if n == name), None)
+        if source is None:
+            raise ProviderError(f"value {name!r} read by {reader!r} is never produced")
+        target = slots.add(name, device)
+        src_device = slots.device[source]
+        src_alloc = allocators.get(src_device)
+        if source in initial:  # constants move once, at session creation
+            host_value = initial[source] if src_alloc is None else src_alloc.to_host(initial[source])
+            initial[target] = host_value if device == HOST else allocator.to_device(host_value)
+            return target
+        copy_fn = _make_copy(src_alloc, None if device == HOST else allocator)
+        steps.append(Step(copy_fn, (source,), (target,), "copy", f"copy:{name}:{src_device}->{device}", "MemcpyDevice",
+                          after=_after(source)))
+        producer_step[target] = len(steps) - 1
+        return target
+
+    def _after(*sources: int) -> tuple[int, ...]:
+        return tuple(sorted({producer_step[s] for s in sources if s in producer_step}))
+
+    allocators: dict[str, Allocator] = {}
+    for unit in partition.units:
+        provider = providers[unit.provider]
+        allocator = provider.allocator
+        device = _device_key(allocator)
+        allocators.setdefault(device, allocator)
+        if unit.fused:
+            fn, in_names, out_names = _compile_group(unit.provider, provider, graph, unit)
+            label, op_type = unit.label, "FusedGroup"
+        else:
+            node = graph.nodes[unit.nodes[0]]
+            fn = _kernel_for(unit.provider, provider, node)
+            in_names, out_names = list(node.inputs), list(node.outputs)
+            extra = graph.implicit_inputs.get(node.index, ())
+            in_names = in_names + list(extra)
+            label, op_type = node.name, node.op_type
+        in_slots = tuple(-1 if not n else locate(n, device, allocator, label) for n in in_names)
+        out_slots = tuple(-1 if not n else slots.add(n, device) for n in out_names)
+        steps.append(Step(fn, in_slots, out_slots, unit.provider, label, op_type,
+                          after=_after(*[s for s in in_slots if s >= 0])))
+        for s in out_slots:
+            if s >= 0:
+                producer_step[s] = len(steps) - 1
+    output_slots = {}
+    for name in graph.outputs:
+        output_slots[name] = locate(name, HOST, _HOST_ALLOCATOR, "graph output")
+    return _finish(graph, slots, steps, initial, input_slots, output_slots, producer_step)
+
+
+def _finish(graph, slots, steps, initial, input_slots, output_slots, producer_step) -> BuiltPlan:
+    n_slots = len(slots.names)
+    # A missing optional input reads slot -1; give it a dedicated always-None slot.
+    none_slot = n_slots
+    steps = [
+        Step(s.fn, tuple(none_slot if i < 0 else i for i in s.inputs), s.outputs, s.provider, s.label, s.op_type, s.after)
+        for s in steps
+    ]
+    keep_to_end = {s: len(steps) for s in output_slots.values()}
+    last = last_uses([s.inputs for s in steps], keep_to_end)
+    frees: list[list[int]] = [[] for _ in steps]
+    for slot, step in last.items():
+        if step < len(steps) and slot not in initial and slot != none_slot:
+            frees[step].append(slot)
+    # outputs nobody reads are released right after they are produced
+    for index, step in enumerate(steps):
+        for slot in step.outputs:
+            if slot >= 0 and slot not in last:
+                frees[index].append(slot)
+    table: list[Any] = [None] * (n_slots + 1)
+    for slot, value in initial.items():
+        table[slot] = value
+    plan = ExecutionPlan(
+        steps=steps,
+        slot_names=slots.names + ["<none>"],
+        initial=table,
+        input_slots=input_slots,
+        output_slots=output_slots,
+        frees=[tuple(f) for f in frees],
+    )
+    planned = []
+    for slot, name in enumerate(slots.names):
+        if slot in initial:
+            continue
+        first = producer_step.get(slot, -1)
+        base = name.split("@", 1)[0]
+        planned.append(PlannedValue(slot, slots.device[slot], graph.value_type(base).nbytes(), first,
+                                    last.get(slot, first)))
+    constant_bytes = sum(int(getattr(v, "nbytes", 0) or 0) for v in initial.values())
+    return BuiltPlan(plan, plan_memory(planned, constant_bytes))
+
+
+class _HostAllocatorStub:
+    is_host = True
+    device = None
+
+    def to_device(self, value: Any) -> Any:
+        return value
+
+    def to_host(self, value: Any) -> Any:
+        return value
+
+
+_HOST_ALLOCATOR: Any = _HostAllocatorStub()
+
+
+def _make_copy(src: Allocator | None, dst: Allocator | None) -> Any:
+    """A copy step function: source device -> host -> destination device."""
+    if src is not None and not src.is_host and dst is not None:
+        return lambda value: dst.to_device(src.to_host(value))
+    if src is not None and not src.is_host:
+        return src.to_host
+    if dst is not None:
+        return dst.to_device
+    return lambda value: value

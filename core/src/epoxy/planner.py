@@ -1,0 +1,115 @@
+"""Liveness-based memory planning: which values can share a buffer, and the peak it costs.
+
+Values are planned per device. A value is live from the step that produces it to the last
+step that reads it (graph outputs live to the end). Buffers are reused best-fit once their
+last reader ran. Constants (weights) are not planned; they are reported separately.
+Values whose size is not static are counted in ``dynamic_values`` and not in the peak.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class PlannedValue:
+    """One value to plan: size, device, and the step range it must stay alive."""
+
+    slot: int
+    device: str
+    nbytes: int | None
+    first_step: int
+    last_step: int
+
+
+@dataclass
+class DevicePlan:
+    """The buffers of one device and which values each holds."""
+
+    buffer_sizes: list[int] = field(default_factory=list)
+    assignment: dict[int, int] = field(default_factory=dict)  # slot -> buffer index
+    live_peak_bytes: int = 0
+    dynamic_values: int = 0
+
+    @property
+    def planned_peak_bytes(self) -> int:
+        """Bytes of all buffers: what the device needs at most with this reuse plan."""
+        return sum(self.buffer_sizes)
+
+
+@dataclass
+class MemoryPlan:
+    """Plans per device plus constant bytes; what ``InferenceSession.memory_plan`` reports."""
+
+    devices: dict[str, DevicePlan]
+    constant_bytes: int
+
+    @property
+    def planned_peak_bytes(self) -> int:
+        return sum(p.planned_peak_bytes for p in self.devices.values())
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "planned_peak_bytes": self.planned_peak_bytes,
+            "constant_bytes": self.constant_bytes,
+            "devices": {
+                name: {
+                    "planned_peak_bytes": p.planned_peak_bytes,
+                    "live_peak_bytes": p.live_peak_bytes,
+                    "buffers": len(p.buffer_sizes),
+                    "values": len(p.assignment),
+                    "dynamic_values": p.dynamic_values,
+                }
+                for name, p in self.devices.items()
+            },
+        }
+
+
+def plan_memory(values: Sequence[PlannedValue], constant_bytes: int = 0) -> MemoryPlan:
+    """Assign values to reusable buffers per device (greedy best fit in step order)."""
+    by_device: dict[str, list[PlannedValue]] = {}
+    for v in values:
+        by_device.setdefault(v.device, []).append(v)
+    return MemoryPlan({d: _plan_device(vs) for d, vs in by_device.items()}, constant_bytes)
+
+
+def _plan_device(values: Sequence[PlannedValue]) -> DevicePlan:
+    plan = DevicePlan()
+    static = [v for v in values if v.nbytes is not None]
+    plan.dynamic_values = len(values) - len(static)
+    births: dict[int, list[PlannedValue]] = {}
+    deaths: dict[int, list[PlannedValue]] = {}
+    for v in static:
+        births.setdefault(v.first_step, []).append(v)
+        deaths.setdefault(v.last_step, []).append(v)
+    free: list[tuple[int, int]] = []  # sorted (size, buffer index)
+    live = 0
+    for step in sorted(set(births) | set(deaths)):
+        for v in births.get(step, ()):
+            need = v.nbytes or 0
+            pos = bisect.bisect_left(free, (need, -1))
+            if pos < len(free):
+                _, buf = free.pop(pos)
+            else:
+                buf = len(plan.buffer_sizes)
+                plan.buffer_sizes.append(need)
+            plan.assignment[v.slot] = buf
+            live += need
+        plan.live_peak_bytes = max(plan.live_peak_bytes, live)
+        for v in deaths.get(step, ()):
+            buf = plan.assignment[v.slot]
+            bisect.insort(free, (plan.buffer_sizes[buf], buf))
+            live -= v.nbytes or 0
+    return plan
+
+
+def last_uses(step_inputs: Sequence[Sequence[int]], keep: Mapping[int, int]) -> dict[int, int]:
+    """Slot -> index of the last step reading it (``keep`` pins slots to a given step)."""
+    last: dict[int, int] = {}
+    for index, slots in enumerate(step_inputs):
+        for s in slots:
+            last[s] = index
+    last.update(keep)
+    return last

@@ -1,0 +1,249 @@
+"""Plugin loading: entry points one at a time, failures recorded, never a crash.
+
+Environment variables:
+
+- ``EPOXY_DISABLE_PLUGIN_AUTOLOAD=1``: do not load ``epoxy.providers`` entry points
+  (plugins can still be added explicitly with :meth:`ProviderRegistry.add_plugin`).
+- ``EPOXY_PROVIDERS=a,b``: allowlist; other providers' entry points are not loaded.
+- ``EPOXY_STRICT_PLUGINS=1``: re-raise plugin failures as :class:`PluginLoadError`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+import pluggy
+
+from .contract import SDK_API_VERSION, Device, ProviderFactory, ProviderUnavailable
+from .errors import PluginLoadError
+from .hookspecs import PROJECT_NAME, EpoxySpecs
+
+ENTRY_POINT_GROUP = "epoxy.providers"
+ENV_DISABLE_AUTOLOAD = "EPOXY_DISABLE_PLUGIN_AUTOLOAD"
+ENV_ALLOWLIST = "EPOXY_PROVIDERS"
+ENV_STRICT = "EPOXY_STRICT_PLUGINS"
+_REQUIRED_FACTORY_ATTRS = ("name", "vendor", "version", "sdk_api", "priority", "devices", "create")
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _env_allowlist() -> frozenset[str] | None:
+    raw = os.environ.get(ENV_ALLOWLIST, "").strip()
+    return frozenset(p.strip() for p in raw.split(",") if p.strip()) or None
+
+
+@dataclass(frozen=True)
+class PluginFailure:
+    """A plugin or factory that could not be used, and why (shown by ``epoxy providers``)."""
+
+    plugin: str
+    stage: str
+    reason: str
+    distribution: str | None = None
+
+
+@dataclass
+class ProviderEntry:
+    """A registered factory with its discovered devices (or why it has none)."""
+
+    factory: ProviderFactory
+    plugin: str
+    distribution: str | None
+    distribution_version: str | None
+    _devices: tuple[Device, ...] | None = field(default=None, repr=False)
+    _unavailable: str | None = field(default=None, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.factory.name
+
+    def devices(self) -> tuple[Device, ...]:
+        """Devices found (enumerated once, lazily; a failure becomes the unavailable reason)."""
+        if self._devices is None:
+            try:
+                found = tuple(self.factory.devices())
+                if not all(isinstance(d, Device) for d in found):
+                    raise TypeError("devices() must return epoxy.contract.Device objects")
+                self._devices = found
+                if not found:
+                    self._unavailable = "no devices found"
+            except ProviderUnavailable as exc:
+                self._devices, self._unavailable = (), str(exc) or "unavailable"
+            except Exception as exc:  # a broken factory must not take the host down
+                self._devices = ()
+                self._unavailable = f"device enumeration failed: {type(exc).__name__}: {exc}"
+                if _env_flag(ENV_STRICT):
+                    raise PluginLoadError(
+                        f"provider {self.name!r}: {self._unavailable}", provider=self.name
+                    ) from exc
+        return self._devices
+
+    @property
+    def available(self) -> bool:
+        return bool(self.devices())
+
+    @property
+    def unavailable_reason(self) -> str | None:
+        self.devices()
+        return self._unavailable
+
+
+class ProviderRegistry:
+    """The plugin manager plus the factories and failures it collected.
+
+    The core calls hooks only through the typed methods here, never ``pm.hook`` directly.
+    """
+
+    def __init__(self, *, autoload: bool | None = None) -> None:
+        self.pm = pluggy.PluginManager(PROJECT_NAME)
+        self.pm.add_hookspecs(EpoxySpecs)
+        self.failures: list[PluginFailure] = []
+        self._entries: dict[str, ProviderEntry] = {}
+        self._passes: list[dict[str, Any]] | None = None
+        self._strict = _env_flag(ENV_STRICT)
+        from .optimizer.builtin import BuiltinPasses
+
+        self.add_plugin(BuiltinPasses(), name="epoxy.builtin")
+        if autoload is None:
+            autoload = not _env_flag(ENV_DISABLE_AUTOLOAD)
+        if autoload:
+            self.load_entry_points(metadata.entry_points(group=ENTRY_POINT_GROUP))
+
+    # -- loading -------------------------------------------------------------------------
+    def load_entry_points(self, entry_points: Iterable[metadata.EntryPoint]) -> None:
+        """Load each entry point on its own; a failure is recorded and the rest still load."""
+        allow = _env_allowlist()
+        for ep in sorted(entry_points, key=lambda e: e.name):
+            if allow is not None and ep.name not in allow:
+                continue
+            dist = getattr(ep, "dist", None)
+            dist_name = dist.metadata["Name"] if dist is not None else None
+            dist_version = dist.version if dist is not None else None
+            try:
+                plugin = ep.load()
+            except BaseException as exc:  # noqa: BLE001 - SystemExit from a plugin too
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                self._fail(ep.name, "import", exc, dist_name)
+                continue
+            self.add_plugin(plugin, name=ep.name, distribution=dist_name, distribution_version=dist_version)
+
+    def add_plugin(
+        self,
+        plugin: Any,
+        *,
+        name: str,
+        distribution: str | None = None,
+        distribution_version: str | None = None,
+    ) -> None:
+        """Register a plugin object/module and collect the factories it registers."""
+        try:
+            self.pm.register(plugin, name=name)
+            self.pm.check_pending()
+        except Exception as exc:
+            self._fail(name, "register", exc, distribution)
+            return
+        collected: list[ProviderFactory] = []
+
+        def register(factory: ProviderFactory, **_future: Any) -> None:
+            collected.append(factory)
+
+        caller = self.pm.subset_hook_caller("epoxy_register_providers", remove_plugins=[
+            p for p in self.pm.get_plugins() if p is not plugin
+        ])
+        try:
+            caller(register=register)
+        except Exception as exc:
+            self._fail(name, "epoxy_register_providers", exc, distribution)
+            self.pm.unregister(plugin)
+            return
+        for factory in collected:
+            self._add_factory(factory, name, distribution, distribution_version)
+
+    def _add_factory(
+        self, factory: Any, plugin: str, distribution: str | None, dist_version: str | None
+    ) -> None:
+        missing = [a for a in _REQUIRED_FACTORY_ATTRS if not hasattr(factory, a)]
+        if missing:
+            self._fail(plugin, "factory", TypeError(f"factory lacks {', '.join(missing)}"), distribution)
+            return
+        if factory.sdk_api != SDK_API_VERSION:
+            self._fail(
+                plugin,
+                "sdk-version",
+                RuntimeError(
+                    f"provider {factory.name!r} targets epoxy SDK API {factory.sdk_api}, "
+                    f"this epoxy-core implements {SDK_API_VERSION}; install a matching version"
+                ),
+                distribution,
+            )
+            return
+        if factory.name in self._entries:
+            self._fail(plugin, "factory", RuntimeError(f"provider name {factory.name!r} already registered"), distribution)
+            return
+        self._entries[factory.name] = ProviderEntry(factory, plugin, distribution, dist_version)
+
+    def _fail(self, plugin: str, stage: str, exc: BaseException, distribution: str | None) -> None:
+        reason = f"{type(exc).__name__}: {exc}"
+        self.failures.append(PluginFailure(plugin, stage, reason, distribution))
+        if self._strict:
+            raise PluginLoadError(
+                f"plugin {plugin!r} failed at {stage}: {reason}\n{traceback.format_exc()}", provider=plugin
+            ) from exc
+
+    # -- queries -------------------------------------------------------------------------
+    def entries(self) -> list[ProviderEntry]:
+        """All registered factories, highest priority first."""
+        return sorted(self._entries.values(), key=lambda e: (-e.factory.priority, e.name))
+
+    def get(self, name: str) -> ProviderEntry | None:
+        return self._entries.get(name)
+
+    def passes(self) -> list[dict[str, Any]]:
+        """Passes registered through ``epoxy_register_passes`` (collected once)."""
+        if self._passes is None:
+            found: list[dict[str, Any]] = []
+
+            def register(pass_: Callable[..., Any], *, level: str = "basic",
+                         providers: Sequence[str] | None = None, **_future: Any) -> None:
+                found.append({"pass": pass_, "level": level, "providers": tuple(providers) if providers else None})
+
+            for plugin in self.pm.get_plugins():
+                name = self.pm.get_name(plugin) or repr(plugin)
+                caller = self.pm.subset_hook_caller(
+                    "epoxy_register_passes", remove_plugins=[p for p in self.pm.get_plugins() if p is not plugin]
+                )
+                try:
+                    caller(register=register)
+                except Exception as exc:
+                    self._fail(name, "epoxy_register_passes", exc, None)
+            self._passes = found
+        return self._passes
+
+
+_default_registry: ProviderRegistry | None = None
+_default_lock = threading.Lock()
+
+
+def default_registry() -> ProviderRegistry:
+    """The process-wide registry, built on first use from installed entry points."""
+    global _default_registry
+    with _default_lock:
+        if _default_registry is None:
+            _default_registry = ProviderRegistry()
+        return _default_registry
+
+
+def reset_default_registry(registry: ProviderRegistry | None = None) -> None:
+    """Replace (or drop, to reload lazily) the process-wide registry; for tests and tools."""
+    global _default_registry
+    with _default_lock:
+        _default_registry = registry

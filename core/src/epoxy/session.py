@@ -1,0 +1,241 @@
+"""``InferenceSession``: load -> optimize -> partition -> plan, then ``run`` the plan."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .contract import Provider, ValueType
+from .dtypes import describe_dtype
+from .errors import InvalidArgumentError, ProviderError
+from .executor import SequentialExecutor
+from .feeds import check_feeds
+from .graph_spec import CoreGraph
+from .loader import ModelSource, load_model
+from .optimizer import optimize
+from .options import SessionOptions
+from .partitioner import partition
+from .plan_builder import build_plan
+from .plugins import ProviderRegistry, default_registry
+from .report import PartitionReport
+
+FALLBACK_PROVIDER = "cpu"
+
+_ORT_TYPE_NAMES = {
+    "float32": "float", "float64": "double", "object": "string",
+}
+
+
+@dataclass(frozen=True)
+class NodeArg:
+    """An input or output as ``get_inputs()``/``get_outputs()`` describe it (onnxruntime style)."""
+
+    name: str
+    type: str
+    shape: list[int | str | None] | None
+    value_type: ValueType
+
+    @property
+    def dtype(self) -> Any:
+        return self.value_type.dtype
+
+
+def _type_string(vt: ValueType) -> str:
+    if vt.kind == "tensor":
+        name = describe_dtype(vt.dtype)
+        return f"tensor({_ORT_TYPE_NAMES.get(name, name)})"
+    if vt.kind in ("sequence", "optional"):
+        return f"{vt.kind}({_type_string(vt.element or ValueType())})"
+    return "unknown"
+
+
+def _normalize_providers(
+    providers: Sequence[Any] | None, provider_options: Any, registry: ProviderRegistry
+) -> list[tuple[str, dict[str, Any]]]:
+    if providers is None:
+        names = [e.name for e in registry.entries() if e.available]
+        pairs: list[tuple[str, dict[str, Any]]] = [(n, {}) for n in names]
+    else:
+        if isinstance(providers, str):
+            raise InvalidArgumentError("providers must be a list of names, e.g. ['cpu'], not a string")
+        pairs = []
+        for item in providers:
+            if isinstance(item, str):
+                pairs.append((item, {}))
+            elif isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], Mapping):
+                pairs.append((item[0], dict(item[1])))
+            else:
+                raise InvalidArgumentError(f"provider entries must be names or (name, options) pairs, got {item!r}")
+    if provider_options is not None:
+        if isinstance(provider_options, Mapping):
+            for i, (name, opts) in enumerate(pairs):
+                pairs[i] = (name, {**opts, **dict(provider_options.get(name, {}))})
+        else:
+            if len(provider_options) != len(pairs):
+                raise InvalidArgumentError("provider_options must have one entry per provider")
+            pairs = [(n, {**o, **dict(extra)}) for (n, o), extra in zip(pairs, provider_options)]
+    seen: set[str] = set()
+    for name, _ in pairs:
+        if name in seen:
+            raise InvalidArgumentError(f"provider {name!r} listed twice")
+        seen.add(name)
+    return pairs
+
+
+def _select_device(entry: Any, options: dict[str, Any]) -> Any:
+    devices = entry.devices()
+    index = options.pop("device_index", 0)
+    if not isinstance(index, int) or not 0 <= index < len(devices):
+        raise InvalidArgumentError(
+            f"provider {entry.name!r}: device_index {index!r} out of range (found {len(devices)} devices)"
+        )
+    return devices[index]
+
+
+class InferenceSession:
+    """Run an ONNX model, each node on the best provider that claims it.
+
+    ``model``: a path, bytes or ``onnx.ModelProto``. ``providers``: names (or
+    ``(name, options)`` pairs) in priority order; default: every available provider by
+    priority. cpu is appended as the fallback unless ``sess_options.disable_fallback``.
+    """
+
+    def __init__(
+        self,
+        model: ModelSource,
+        providers: Sequence[Any] | None = None,
+        provider_options: Any = None,
+        sess_options: SessionOptions | None = None,
+        *,
+        registry: ProviderRegistry | None = None,
+    ) -> None:
+        self._options = sess_options or SessionOptions()
+        self._options.validate()
+        self._registry = registry or default_registry()
+        self.timings: dict[str, float] = {}
+        notes: list[str] = []
+        t0 = time.perf_counter()
+        loaded = load_model(model, check=self._options.check_model, infer_shapes=self._options.infer_shapes)
+        for note in loaded.warnings:
+            warnings.warn(note, RuntimeWarning, stacklevel=2)
+        notes.extend(loaded.warnings)
+        t1 = time.perf_counter()
+        chosen = self._create_providers(providers, provider_options, notes)
+        names = [name for name, _ in chosen]
+        self.applied_passes = optimize(
+            loaded.model, self._registry.passes(), self._options.graph_optimization_level, names
+        )
+        t2 = time.perf_counter()
+        graph = CoreGraph(loaded.model.graph, loaded.model.opset_imports)
+        fallback = FALLBACK_PROVIDER if FALLBACK_PROVIDER in names and not self._options.disable_fallback else None
+        parts = partition(graph, chosen, fallback=fallback)
+        t3 = time.perf_counter()
+        built = build_plan(graph, parts, dict(chosen))
+        t4 = time.perf_counter()
+        self.timings = {"load": t1 - t0, "optimize": t2 - t1, "partition": t3 - t2, "plan": t4 - t3}
+        self._graph = graph
+        self._model = loaded.model
+        self._providers = chosen
+        self._plan = built.plan
+        self._memory = built.memory
+        self._executor = SequentialExecutor(built.plan)
+        self._report = PartitionReport(
+            providers=names,
+            nodes=parts.decisions,
+            groups={u.label: [graph.nodes[i].name for i in u.nodes] for u in parts.units if u.fused},
+            notes=notes,
+        )
+        constants = graph.constants()
+        self._inputs = [n for n in graph.inputs if n not in constants]
+        self._overridable = [n for n in graph.inputs if n in constants]
+        self._input_types = {n: graph.value_type(n) for n in graph.inputs}
+
+    # -- construction helpers ------------------------------------------------------------
+    def _create_providers(self, providers: Any, provider_options: Any, notes: list[str]) -> list[tuple[str, Provider]]:
+        pairs = _normalize_providers(providers, provider_options, self._registry)
+        if not self._options.disable_fallback and FALLBACK_PROVIDER not in [n for n, _ in pairs]:
+            if self._registry.get(FALLBACK_PROVIDER) is not None:
+                pairs.append((FALLBACK_PROVIDER, {}))
+        created: list[tuple[str, Provider]] = []
+        for name, options in pairs:
+            entry = self._registry.get(name)
+            if entry is None:
+                failed = [f for f in self._registry.failures if f.plugin == name]
+                why = f" (plugin failed: {failed[0].reason})" if failed else ""
+                raise InvalidArgumentError(
+                    f"unknown provider {name!r}{why}; installed: {[e.name for e in self._registry.entries()]}"
+                )
+            if not entry.available:
+                note = f"provider {name!r} skipped: {entry.unavailable_reason}"
+                warnings.warn(note, RuntimeWarning, stacklevel=3)
+                notes.append(note)
+                continue
+            device = _select_device(entry, options)
+            try:
+                provider = entry.factory.create(device, options)
+            except InvalidArgumentError:
+                raise
+            except Exception as exc:
+                raise ProviderError(
+                    f"provider {name!r} failed to start on {device.label}: {type(exc).__name__}: {exc}",
+                    provider=name,
+                ) from exc
+            created.append((name, provider))
+        if not created:
+            raise InvalidArgumentError("no usable provider: " + ("; ".join(notes) or "none requested"))
+        return created
+
+    # -- onnxruntime-style surface ---------------------------------------------------------
+    def get_inputs(self) -> list[NodeArg]:
+        """Inputs a run must feed (initializer-backed inputs are optional overrides)."""
+        return [self._node_arg(n) for n in self._inputs]
+
+    def get_overridable_initializers(self) -> list[NodeArg]:
+        """Inputs that have an initializer default and may be fed to override it."""
+        return [self._node_arg(n) for n in self._overridable]
+
+    def get_outputs(self) -> list[NodeArg]:
+        return [self._node_arg(n) for n in self._graph.outputs]
+
+    def get_providers(self) -> list[str]:
+        """Providers in use, in priority order."""
+        return [name for name, _ in self._providers]
+
+    def partition_report(self) -> PartitionReport:
+        """For every node: the provider chosen, its fused group, why earlier providers declined."""
+        return self._report
+
+    def memory_plan(self) -> dict[str, object]:
+        """Planned memory per device (buffers reused by liveness) and constant bytes."""
+        return self._memory.summary()
+
+    @property
+    def planned_peak_bytes(self) -> int:
+        return self._memory.planned_peak_bytes
+
+    def _node_arg(self, name: str) -> NodeArg:
+        vt = self._graph.value_type(name)
+        return NodeArg(name, _type_string(vt), None if vt.shape is None else list(vt.shape), vt)
+
+    def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any], run_options: Any = None) -> list[Any]:
+        """Run the model; returns the requested outputs (all when ``output_names`` is None)."""
+        feeds = check_feeds(input_feed, self._input_types, set(self._inputs))
+        plan = self._plan
+        if output_names is None:
+            fetch = [plan.output_slots[n] for n in self._graph.outputs]
+        else:
+            if isinstance(output_names, str):
+                raise InvalidArgumentError("output_names must be a list of names, not a string")
+            fetch = []
+            for name in output_names:
+                if name not in plan.output_slots:
+                    raise InvalidArgumentError(f"unknown output {name!r}; the model's outputs are {self._graph.outputs}")
+                fetch.append(plan.output_slots[name])
+        return self._executor.run([(plan.input_slots.get(n) if n in plan.input_slots else self._constant_slot(n), v)
+                                   for n, v in feeds.items()], fetch)
+
+    def _constant_slot(self, name: str) -> int:
+        return self._plan.slot_names.index(name)

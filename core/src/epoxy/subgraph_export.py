@@ -1,0 +1,68 @@
+"""Export a group of nodes as a standalone ONNX model (what compile-based providers need)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import onnx
+import onnx_ir as ir
+from onnx import helper, numpy_helper
+
+from .contract import ValueType
+
+if TYPE_CHECKING:
+    from .graph_spec import CoreGraph
+
+
+def boundary(graph: CoreGraph, node_indices: Sequence[int]) -> tuple[list[str], list[str]]:
+    """(inputs, outputs) of a node group: values read from / visible outside the group."""
+    members = set(node_indices)
+    produced: set[str] = set()
+    for i in node_indices:
+        produced.update(o for o in graph.nodes[i].outputs if o)
+    inputs: list[str] = []
+    for i in sorted(node_indices):
+        for name in graph.node_inputs(i):
+            if name not in produced and name not in inputs:
+                inputs.append(name)
+    graph_outputs = set(graph.outputs)
+    outputs: list[str] = []
+    for i in sorted(node_indices):
+        for name in graph.nodes[i].outputs:
+            if not name:
+                continue
+            if name in graph_outputs or any(c not in members for c in graph.consumers(name)):
+                outputs.append(name)
+    return inputs, outputs
+
+
+def _value_info(name: str, vt: ValueType) -> onnx.ValueInfoProto:
+    if vt.kind == "tensor":
+        shape = None if vt.shape is None else [d if d is not None else None for d in vt.shape]
+        return helper.make_tensor_value_info(name, vt.elem_type, shape)
+    return helper.make_empty_tensor_value_info(name)
+
+
+def export_nodes(graph: CoreGraph, node_indices: Sequence[int]) -> onnx.ModelProto:
+    """A model holding exactly these nodes; constants they read become initializers."""
+    order = sorted(node_indices)
+    inputs, outputs = boundary(graph, order)
+    initializers = []
+    feed_inputs = []
+    for name in inputs:
+        const = graph.constant(name)
+        if const is not None:
+            initializers.append(numpy_helper.from_array(const, name))
+        else:
+            feed_inputs.append(_value_info(name, graph.value_type(name)))
+    nodes = [ir.serde.serialize_node(graph.ir_nodes[i]) for i in order]
+    g = helper.make_graph(
+        nodes,
+        "epoxy_subgraph",
+        feed_inputs,
+        [_value_info(n, graph.value_type(n)) for n in outputs],
+        initializer=initializers,
+    )
+    opsets = [helper.make_opsetid(d, v) for d, v in graph.opsets.items()]
+    return helper.make_model(g, opset_imports=opsets, producer_name="epoxy")

@@ -1,0 +1,44 @@
+"""The cpu provider factory: one host device, kernels from this package's registry."""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from epoxy.contract import SDK_API_VERSION, Device
+from epoxy.kit import KernelProvider, OpSupport
+
+from .version import __version__
+
+KNOWN_OPTIONS = frozenset()
+
+
+class CpuProviderFactory:
+    """Identity and discovery for the numpy provider; always available."""
+
+    name = "cpu"
+    vendor = "epoxy"
+    version = __version__
+    sdk_api = SDK_API_VERSION
+    priority = 0  # lowest: the fallback runs what nobody else claims
+
+    def devices(self) -> Sequence[Device]:
+        return [Device(self.name, "cpu", 0, platform.processor() or platform.machine(),
+                       properties={"cores": os.cpu_count() or 1})]
+
+    def create(self, device: Device, options: Mapping[str, Any]) -> KernelProvider:
+        unknown = set(options) - KNOWN_OPTIONS
+        if unknown:
+            from epoxy.errors import InvalidArgumentError
+
+            raise InvalidArgumentError(f"cpu provider: unknown options {sorted(unknown)}; it takes none")
+        from .registry import load_kernels
+
+        return KernelProvider(self.name, device, load_kernels(), options)
+
+    def supported_ops(self) -> list[OpSupport]:
+        from .registry import load_kernels
+
+        return load_kernels().ops()

@@ -1,0 +1,1 @@
+"""Op families: each module registers its kernels into ``epoxy_ep_cpu.registry.KERNELS``."""

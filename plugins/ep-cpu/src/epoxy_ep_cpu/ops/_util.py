@@ -1,0 +1,25 @@
+"""Small helpers shared by op families (attribute defaults, axis handling, output dtypes)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from epoxy.contract import NodeSpec
+
+
+def normalize_axis(axis: int, rank: int) -> int:
+    """Negative axes count from the end, as ONNX allows."""
+    return axis + rank if axis < 0 else axis
+
+
+def normalize_axes(axes: Sequence[int], rank: int) -> tuple[int, ...]:
+    return tuple(normalize_axis(int(a), rank) for a in axes)
+
+
+def output_dtype(node: NodeSpec, index: int = 0) -> np.dtype | None:
+    """Statically inferred dtype of an output, if shape inference knew it."""
+    if index < len(node.output_types):
+        return node.output_types[index].dtype
+    return None
