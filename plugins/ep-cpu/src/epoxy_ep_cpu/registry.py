@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import threading
 
 from epoxy.kit import KernelRegistry
 
 KERNELS = KernelRegistry()
 
-#: One module per op family under ``epoxy_ep_cpu.ops``; imported once, in this order.
-FAMILIES = (
-    "elementwise",
-)
+
+def _families() -> list[str]:
+    """Op family modules under ``epoxy_ep_cpu.ops`` (private ``_`` modules are helpers)."""
+    from . import ops
+
+    return sorted(m.name for m in pkgutil.iter_modules(ops.__path__) if not m.name.startswith("_"))
 
 _loaded = False
 _lock = threading.Lock()
@@ -23,7 +26,7 @@ def load_kernels() -> KernelRegistry:
     global _loaded
     with _lock:
         if not _loaded:
-            for family in FAMILIES:
+            for family in _families():
                 importlib.import_module(f"epoxy_ep_cpu.ops.{family}")
             _loaded = True
     return KERNELS
