@@ -129,6 +129,8 @@ def build_plan(
         allocators.setdefault(device, allocator)
         if unit.fused:
             fn, in_names, out_names = _compile_group(unit.provider, provider, graph, unit)
+            if len(out_names) == 1:  # compiled groups return a tuple; single-output steps store a value
+                fn = _first_of(fn)
             label, op_type = unit.label, "FusedGroup"
         else:
             node = graph.nodes[unit.nodes[0]]
@@ -204,6 +206,10 @@ class _HostAllocatorStub:
 
 
 _HOST_ALLOCATOR: Any = _HostAllocatorStub()
+
+
+def _first_of(fn: Any) -> Any:
+    return lambda *args: fn(*args)[0]
 
 
 def _make_copy(src: Allocator | None, dst: Allocator | None) -> Any:

@@ -1,0 +1,1 @@
+"""The ``epoxy`` command line: one module per subcommand, registered in ``main.COMMANDS``."""

@@ -1,0 +1,58 @@
+"""``epoxy run MODEL --input name=file.npy``: run once, print or save the outputs."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InvalidArgumentError
+from ..session import InferenceSession
+from ._format import providers_arg
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", help="path to an .onnx model")
+    parser.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy", help="an input (repeat)")
+    parser.add_argument("--providers", help="comma-separated, priority order (default: all available)")
+    parser.add_argument("--output-dir", "-o", help="save each output as NAME.npy here instead of printing")
+
+
+def parse_inputs(specs: list[str]) -> dict[str, np.ndarray]:
+    feeds = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise InvalidArgumentError(f"--input must look like name=file.npy, got {spec!r}")
+        try:
+            feeds[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise InvalidArgumentError(f"--input {name}: cannot read {path}: {exc}") from exc
+    return feeds
+
+
+def run(args: argparse.Namespace) -> int:
+    session = InferenceSession(args.model, providers=providers_arg(args.providers))
+    feeds = parse_inputs(args.input)
+    start = time.perf_counter()
+    outputs = session.run(None, feeds)
+    elapsed = (time.perf_counter() - start) * 1e3
+    names = [o.name for o in session.get_outputs()]
+    if args.output_dir:
+        out_dir = Path(args.output_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for name, value in zip(names, outputs):
+            path = out_dir / f"{name.replace('/', '_')}.npy"
+            np.save(path, np.asarray(value))
+            print(f"{name}: saved {path}")
+    else:
+        with np.printoptions(threshold=50, edgeitems=3, precision=5):
+            for name, value in zip(names, outputs):
+                if isinstance(value, np.ndarray):
+                    print(f"{name}: {value.dtype} {list(value.shape)}\n{value}")
+                else:
+                    print(f"{name}: {value!r}")
+    print(f"ran in {elapsed:.2f} ms on {', '.join(session.get_providers())}")
+    return 0

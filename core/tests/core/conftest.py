@@ -1,0 +1,29 @@
+"""Fixtures for core tests: registries built from test plugins only (no entry points)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from fakes import FactoryPlugin, mini_factory  # noqa: E402
+
+from epoxy.plugins import ProviderRegistry  # noqa: E402
+
+
+@pytest.fixture
+def make_registry() -> Callable[..., ProviderRegistry]:
+    """Build a registry holding the given factories (plus the mini cpu unless told not to)."""
+
+    def build(*factories: Any, with_cpu: bool = True) -> ProviderRegistry:
+        registry = ProviderRegistry(autoload=False)
+        all_factories = list(factories) + ([mini_factory()] if with_cpu else [])
+        registry.add_plugin(FactoryPlugin(*all_factories), name="test-plugins")
+        return registry
+
+    return build

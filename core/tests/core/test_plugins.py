@@ -1,0 +1,159 @@
+"""Plugin loading: every kind of broken plugin is recorded, never a crash; strict re-raises."""
+
+from __future__ import annotations
+
+import sys
+import types
+from importlib.metadata import EntryPoint
+
+import numpy as np
+import pytest
+from fakes import Factory, FactoryPlugin, mini_factory
+from models import chain
+
+from epoxy import InferenceSession, PluginLoadError
+from epoxy.contract import ProviderUnavailable
+from epoxy.hookspecs import HOOK_NAMES, EpoxySpecs, hookimpl
+from epoxy.plugins import ProviderRegistry
+
+
+def _module(name: str, **attrs: object) -> str:
+    mod = types.ModuleType(name)
+    mod.__dict__.update(attrs)
+    sys.modules[name] = mod
+    return name
+
+
+@pytest.fixture
+def good_plugin_module():
+    @hookimpl
+    def epoxy_register_providers(register):
+        register(mini_factory())
+
+    yield _module("epoxy_test_good_plugin", epoxy_register_providers=epoxy_register_providers)
+    sys.modules.pop("epoxy_test_good_plugin", None)
+
+
+def _ep(name: str, value: str) -> EntryPoint:
+    return EntryPoint(name=name, value=value, group="epoxy.providers")
+
+
+def _registry_with(*eps: EntryPoint) -> ProviderRegistry:
+    registry = ProviderRegistry(autoload=False)
+    registry.load_entry_points(eps)
+    return registry
+
+
+def test_import_error_is_recorded_and_others_still_load(good_plugin_module):
+    registry = _registry_with(_ep("broken", "epoxy_test_no_such_module"), _ep("cpu", good_plugin_module))
+    assert [e.name for e in registry.entries()] == ["cpu"]
+    (failure,) = registry.failures
+    assert failure.plugin == "broken" and failure.stage == "import"
+    assert "ModuleNotFoundError" in failure.reason
+    session = InferenceSession(chain(["Relu"]), providers=["cpu"], registry=registry)
+    assert session.run(None, {"x": np.ones((2, 3), np.float32)})[0].shape == (2, 3)
+
+
+def test_plugin_raising_at_import_time(good_plugin_module):
+    class Boom(types.ModuleType):
+        def __getattr__(self, item):
+            raise RuntimeError("vendor library missing")
+
+    sys.modules["epoxy_test_boom"] = Boom("epoxy_test_boom")
+    try:
+        registry = _registry_with(_ep("boom", "epoxy_test_boom:plugin"), _ep("cpu", good_plugin_module))
+    finally:
+        sys.modules.pop("epoxy_test_boom")
+    assert "vendor library missing" in registry.failures[0].reason
+    assert registry.get("cpu") is not None
+
+
+def test_register_hook_raising_is_recorded():
+    class Bad:
+        @hookimpl
+        def epoxy_register_providers(self, register):
+            raise ValueError("cannot register")
+
+    registry = ProviderRegistry(autoload=False)
+    registry.add_plugin(Bad(), name="bad")
+    registry.add_plugin(FactoryPlugin(mini_factory()), name="good")
+    assert registry.failures[0].stage == "epoxy_register_providers"
+    assert [e.name for e in registry.entries()] == ["cpu"]
+
+
+def test_sdk_version_mismatch_is_refused():
+    registry = ProviderRegistry(autoload=False)
+    registry.add_plugin(FactoryPlugin(Factory("future", lambda d, o: None, sdk_api=99)), name="future")
+    assert registry.get("future") is None
+    assert "targets epoxy SDK API 99" in registry.failures[0].reason
+
+
+def test_factory_missing_attributes_is_refused():
+    registry = ProviderRegistry(autoload=False)
+    registry.add_plugin(FactoryPlugin(object()), name="junk")
+    assert registry.failures[0].stage == "factory"
+
+
+def test_device_enumeration_failure_makes_provider_unavailable(make_registry):
+    class Unavailable(Factory):
+        def devices(self):
+            raise ProviderUnavailable("no driver found")
+
+    class Crashing(Factory):
+        def devices(self):
+            raise OSError("segfault-ish")
+
+    registry = make_registry(Unavailable("gpu", None, 10), Crashing("npu", None, 20))
+    assert registry.get("gpu").unavailable_reason == "no driver found"
+    assert "OSError: segfault-ish" in registry.get("npu").unavailable_reason
+    with pytest.warns(RuntimeWarning, match="provider 'gpu' skipped: no driver found"):
+        session = InferenceSession(chain(["Relu"]), providers=["gpu", "cpu"], registry=registry)
+    assert session.get_providers() == ["cpu"]
+    assert "no driver found" in " ".join(session.partition_report().notes)
+
+
+def test_provider_whose_create_raises_gives_clear_error(make_registry):
+    from epoxy import ProviderError
+
+    def explode(device, options):
+        raise RuntimeError("out of licenses")
+
+    registry = make_registry(Factory("vendor", explode, 10))
+    with pytest.raises(ProviderError, match="provider 'vendor' failed to start on vendor:cpu:0: RuntimeError: out of licenses"):
+        InferenceSession(chain(["Relu"]), providers=["vendor"], registry=registry)
+
+
+def test_strict_mode_reraises(monkeypatch):
+    monkeypatch.setenv("EPOXY_STRICT_PLUGINS", "1")
+    registry = ProviderRegistry(autoload=False)
+    with pytest.raises(PluginLoadError, match="epoxy_test_no_such_module|broken"):
+        registry.load_entry_points([_ep("broken", "epoxy_test_no_such_module")])
+
+
+def test_allowlist_and_disable_autoload(monkeypatch, good_plugin_module):
+    monkeypatch.setenv("EPOXY_PROVIDERS", "other")
+    registry = _registry_with(_ep("cpu", good_plugin_module), _ep("broken", "epoxy_test_no_such_module"))
+    assert registry.entries() == [] and registry.failures == []
+    monkeypatch.delenv("EPOXY_PROVIDERS")
+    monkeypatch.setenv("EPOXY_DISABLE_PLUGIN_AUTOLOAD", "1")
+    assert ProviderRegistry().entries() == []
+
+
+def test_passes_hook_collects_builtin_and_plugin_passes():
+    class PassPlugin:
+        @hookimpl
+        def epoxy_register_passes(self, register):
+            register(lambda model: None, level="extended", providers=["sim"])
+
+    registry = ProviderRegistry(autoload=False)
+    registry.add_plugin(PassPlugin(), name="passes")
+    levels = [(p["level"], p["providers"]) for p in registry.passes()]
+    assert ("extended", ("sim",)) in levels
+    assert ("basic", None) in levels  # the core's own passes come through the same hook
+
+
+def test_every_hook_is_documented_and_prefixed():
+    assert HOOK_NAMES == ["epoxy_register_providers", "epoxy_register_passes"]
+    for name in HOOK_NAMES:
+        doc = getattr(EpoxySpecs, name).__doc__
+        assert doc and "Called" in doc and "firstresult" in doc
