@@ -1,4 +1,4 @@
-"""Run ONNX backend test cases through epoxy and compare like the onnx backend runner.
+"""The ONNX backend test suite, run through epoxy and compared like the onnx backend runner.
 
 Comparison is ``onnx.backend.test.runner.Runner.assert_similar_outputs`` (rtol/atol from the
 case, dtypes exact) plus: an empty optional equals an empty optional, numpy scalars become
@@ -150,13 +150,18 @@ def is_random(model: onnx.ModelProto) -> bool:
     return any(n.op_type in RANDOM_OPS for n in model.graph.node)
 
 
-def run_case(case: Case, providers: list[str] | None = None) -> None:
+def run_case(case: Case, providers: list[str] | None = None, *, disable_fallback: bool = False,
+             registry: Any = None) -> None:
     """Run one case; raises (AssertionError or an epoxy error) when it does not pass."""
     import epoxy
 
     model = case.load_model()
     source = case.model_path if case.model_path is not None else model
-    session = epoxy.InferenceSession(source, providers=providers or ["cpu"])
+    options = epoxy.SessionOptions(disable_fallback=disable_fallback)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        session = epoxy.InferenceSession(source, providers=providers or ["cpu"], sess_options=options,
+                                         registry=registry)
     for feeds, expected in load_data(case, model):
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")

@@ -1,0 +1,50 @@
+"""epoxy-sdk: what a vendor needs to write and prove an epoxy execution provider.
+
+Run time pieces (the contract and base classes) live in ``epoxy-core`` so a provider needs
+nothing else when it runs; they are re-exported here for one import line while authoring.
+Development-time pieces live here: the conformance kit (``epoxy_sdk.conformance``, a
+pytest plugin and the ``epoxy-conformance`` command) and a package template (``template/``).
+"""
+
+from epoxy.contract import (
+    SDK_API_VERSION,
+    Allocator,
+    Capability,
+    Device,
+    FusedGroup,
+    GraphSpec,
+    KernelFn,
+    NodeSpec,
+    Provider,
+    ProviderFactory,
+    ProviderUnavailable,
+    SubgraphSpec,
+    ValueType,
+)
+from epoxy.hookspecs import hookimpl
+from epoxy.kit import HostAllocator, KernelProvider, KernelRegistry, OpSupport, Unsupported
+
+from .version import __version__
+
+__all__ = [
+    "SDK_API_VERSION",
+    "Allocator",
+    "Capability",
+    "Device",
+    "FusedGroup",
+    "GraphSpec",
+    "HostAllocator",
+    "KernelFn",
+    "KernelProvider",
+    "KernelRegistry",
+    "NodeSpec",
+    "OpSupport",
+    "Provider",
+    "ProviderFactory",
+    "ProviderUnavailable",
+    "SubgraphSpec",
+    "Unsupported",
+    "ValueType",
+    "__version__",
+    "hookimpl",
+]

@@ -1,0 +1,3 @@
+"""Version of epoxy-sdk."""
+
+__version__ = "0.1.0"
