@@ -1,0 +1,74 @@
+"""One nox session per package, each in its own venv with only that package's declared
+dependencies (plus pytest), then cross-package integration and the ONNX conformance suite.
+
+    nox                 # every test session (what CI runs)
+    nox -s ep_cpu       # one package
+    nox -s bench        # benchmarks (not run by default)
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.sessions = ["core", "sdk", "ep_cpu", "template", "integration", "conformance"]
+nox.options.reuse_existing_virtualenvs = False
+
+ONNX_PIN = "onnx==1.23.*"  # conformance counts are comparable only on one onnx release
+PYTEST = ["pytest>=8", "pytest-xdist>=3"]
+
+
+def _pytest(session: nox.Session, *paths: str, parallel: bool = False) -> None:
+    args = ["-q", "-p", "no:cacheprovider", *paths]
+    if parallel:
+        args = ["-n", "auto", *args]
+    session.run("pytest", *args, *session.posargs)
+
+
+@nox.session
+def core(session: nox.Session) -> None:
+    """epoxy-core alone (test-only providers, no ep-cpu)."""
+    session.install("./core", *PYTEST)
+    _pytest(session, "core/tests")
+
+
+@nox.session
+def sdk(session: nox.Session) -> None:
+    """epoxy-sdk: the conformance kit checked against good and broken providers."""
+    session.install("./core", "./sdk[conformance]", ONNX_PIN, *PYTEST)
+    _pytest(session, "sdk/tests")
+
+
+@nox.session
+def ep_cpu(session: nox.Session) -> None:
+    """epoxy-ep-cpu kernels (onnx.reference as the oracle)."""
+    session.install("./core", "./plugins/ep-cpu", ONNX_PIN, "hypothesis", *PYTEST)
+    _pytest(session, "plugins/ep-cpu/tests", parallel=True)
+
+
+@nox.session
+def template(session: nox.Session) -> None:
+    """The provider template passes the SDK's API scope."""
+    session.install("./core", "./sdk[conformance]", "./sdk/template", *PYTEST)
+    _pytest(session, "sdk/template/tests")
+
+
+@nox.session
+def integration(session: nox.Session) -> None:
+    """Cross-package: CLI, broken plugins, control flow, functions."""
+    session.install("./core", "./sdk", "./plugins/ep-cpu", ONNX_PIN, *PYTEST)
+    _pytest(session, "tests/integration", parallel=True)
+
+
+@nox.session
+def conformance(session: nox.Session) -> None:
+    """The ONNX backend test suite (2033 cases) through epoxy with ep-cpu."""
+    session.install("./core", "./sdk", "./plugins/ep-cpu", ONNX_PIN, *PYTEST)
+    _pytest(session, "tests/conformance", parallel=True)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks against onnxruntime (and OpenVINO when installable); not a test."""
+    session.install("./core", "./plugins/ep-cpu", ONNX_PIN, "onnxruntime", "threadpoolctl")
+    session.run("python", "bench/compare.py", *session.posargs)

@@ -1,0 +1,1 @@
+"""Template provider: Relu and Add on the host."""
