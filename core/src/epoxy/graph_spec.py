@@ -107,10 +107,20 @@ def _subgraphs(attr: ir.Attr) -> Sequence[ir.Graph]:
 class CoreGraph:
     """The session's graph: node specs, value types, constants, producer/consumer maps."""
 
-    def __init__(self, graph: ir.Graph, opsets: Mapping[str, int], *, outer_types: Mapping[str, ValueType] | None = None) -> None:
+    def __init__(
+        self,
+        graph: ir.Graph,
+        opsets: Mapping[str, int],
+        *,
+        outer_types: Mapping[str, ValueType] | None = None,
+        outer_inputs: Sequence[str] = (),
+    ) -> None:
+        """``outer_inputs``: for a subgraph, the enclosing-scope names it reads; they become
+        extra trailing inputs (typed from ``outer_types``)."""
         self.ir_graph = graph
         self.opsets = {("" if d == "ai.onnx" else d): v for d, v in opsets.items()}
         self.inputs: list[str] = [v.name for v in graph.inputs]
+        self.inputs += [n for n in outer_inputs if n not in self.inputs and n not in graph.initializers]
         self.outputs: list[str] = [v.name for v in graph.outputs]
         self._types: dict[str, ValueType] = dict(outer_types or {})
         self._constants: dict[str, ir.Value] = {}
@@ -119,6 +129,8 @@ class CoreGraph:
             self._types[name] = value_type_of(value)
         for value in graph.inputs:
             self._types[value.name] = value_type_of(value)
+        for name in outer_inputs:
+            self._types.setdefault(name, UNKNOWN)
         self.nodes: list[NodeSpec] = []
         self.ir_nodes: list[ir.Node] = []
         self.implicit_inputs: dict[int, tuple[str, ...]] = {}

@@ -124,6 +124,7 @@ def partition(
 
     for name, provider in providers:
         cap = _ask(name, provider, graph)
+        quiet = bool(getattr(provider, "quiet_declines", False))
         claimed_single = set(cap.nodes)
         claimed_in_group: set[int] = set()
         for g_index, group in enumerate(cap.groups):
@@ -153,6 +154,8 @@ def partition(
             if i in claimed_single:
                 owner[i] = name
             elif i not in claimed_in_group:
+                if quiet and i not in cap.declined:
+                    continue  # an internal provider (core control flow) only reports real declines
                 declined[i].append((name, cap.declined.get(i, "not supported by this provider")))
 
     unclaimed = [i for i in range(n) if owner[i] is None]

@@ -12,12 +12,12 @@ from .contract import Provider, ValueType
 from .dtypes import describe_dtype
 from .errors import InvalidArgumentError, ProviderError
 from .executor import SequentialExecutor
+from .control_flow import ControlFlowProvider
 from .feeds import check_feeds
-from .graph_spec import CoreGraph
+from .functions import inline_local_functions, partition_graph, reinfer_shapes
 from .loader import ModelSource, load_model
 from .optimizer import optimize
 from .options import SessionOptions
-from .partitioner import partition
 from .plan_builder import build_plan
 from .plugins import ProviderRegistry, default_registry
 from .report import PartitionReport
@@ -125,15 +125,23 @@ class InferenceSession:
         t1 = time.perf_counter()
         chosen = self._create_providers(providers, provider_options, notes)
         names = [name for name, _ in chosen]
+        inline_local_functions(loaded.model)
         self.applied_passes = optimize(
             loaded.model, self._registry.passes(), self._options.graph_optimization_level, names
         )
         t2 = time.perf_counter()
-        graph = CoreGraph(loaded.model.graph, loaded.model.opset_imports)
         fallback = FALLBACK_PROVIDER if FALLBACK_PROVIDER in names and not self._options.disable_fallback else None
-        parts = partition(graph, chosen, fallback=fallback)
+        # the core's control-flow provider comes first; it compiles subgraphs over `chosen`
+        core = ControlFlowProvider(chosen, fallback)
+        everyone = [(core.name, core), *chosen]
+        infer = self._options.infer_shapes
+        graph, parts = partition_graph(
+            loaded.model.graph, loaded.model.opset_imports, everyone, fallback,
+            on_expand=(lambda: reinfer_shapes(loaded.model)) if infer else None,
+        )
+        notes.extend(core.summaries())
         t3 = time.perf_counter()
-        built = build_plan(graph, parts, dict(chosen))
+        built = build_plan(graph, parts, dict(everyone))
         t4 = time.perf_counter()
         self.timings = {"load": t1 - t0, "optimize": t2 - t1, "partition": t3 - t2, "plan": t4 - t3}
         self._graph = graph

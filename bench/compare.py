@@ -1,0 +1,468 @@
+"""Batch-1 latency of epoxy (cpu provider) against onnxruntime (CPU EP) and OpenVINO (CPU).
+
+    /work/venv/bin/python bench/compare.py                       # every model, 1 and 2 threads
+    /work/venv/bin/python bench/compare.py --models resnet50,bert --threads 2 --runs 20
+    /work/venv/bin/python bench/compare.py --json bench/results.json
+
+For each model and thread count: load every runtime, run once (outputs compared with
+onnxruntime's: max abs diff), warm up, then time the runtimes interleaved in blocks, dropping
+the first call of each block (onnxruntime's worker threads keep spinning after a run and slow
+whatever runs next) and rotating the order of runtimes between rounds. Reported: the median.
+
+Threads: onnxruntime gets ``intra_op_num_threads``; OpenVINO ``INFERENCE_NUM_THREADS``;
+epoxy runs numpy kernels, so numpy's BLAS/OpenMP pools are limited with threadpoolctl (and
+the ``*_NUM_THREADS`` variables are set before numpy loads), and epoxy's own
+``SessionOptions.intra_op_num_threads`` is set too.
+
+A model epoxy (or any runtime) cannot load or run is reported in the table with the error's
+first line; the run goes on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+_THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
+               "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+
+RUNTIMES = ("epoxy", "onnxruntime", "openvino")
+SHORT = {"epoxy": "epoxy", "onnxruntime": "ort", "openvino": "ov"}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default=None,
+                    help="comma-separated filter, e.g. resnet50,bert or light (default: all 10)")
+    ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
+    ap.add_argument("--runs", type=int, default=10, help="timed runs per runtime (default 10)")
+    ap.add_argument("--block", type=int, default=5, help="timed calls per block; +1 dropped (default 5)")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed calls after load (default 2)")
+    ap.add_argument("--budget", type=float, default=6.0,
+                    help="seconds of timed calls per runtime, model and thread count; fewer runs "
+                         "(at least --min-runs) when one call is slow (default 6)")
+    ap.add_argument("--min-runs", type=int, default=3)
+    ap.add_argument("--runtimes", default=",".join(RUNTIMES),
+                    help="comma-separated subset of epoxy,onnxruntime,openvino")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    ap.add_argument("--json", default=None, metavar="OUT.json", help="also write every measurement here")
+    args = ap.parse_args(argv)
+    args.thread_list = sorted({int(t) for t in args.threads.split(",") if t.strip()})
+    if not args.thread_list or min(args.thread_list) < 1:
+        ap.error("--threads needs positive integers")
+    args.runtime_list = [r.strip() for r in args.runtimes.split(",") if r.strip()]
+    bad = [r for r in args.runtime_list if r not in RUNTIMES]
+    if bad:
+        ap.error(f"unknown runtime(s) {bad}; choose from {RUNTIMES}")
+    if args.runs < 1 or args.block < 1:
+        ap.error("--runs and --block must be >= 1")
+    return args
+
+
+def limit_thread_env(max_threads: int) -> None:
+    """Cap the BLAS/OpenMP pools before numpy is imported (threadpoolctl can lower, not raise)."""
+    for var in _THREAD_ENV:
+        os.environ[var] = str(max_threads)
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# -- runtime adapters: load(path, threads) -> run(feeds) -> list of arrays ----------------------
+def load_epoxy(path, threads):
+    import epoxy
+
+    opts = epoxy.SessionOptions(intra_op_num_threads=threads)
+    sess = epoxy.InferenceSession(str(path), providers=["cpu"], sess_options=opts)
+
+    def run(feeds):
+        return sess.run(None, feeds)
+
+    return run
+
+
+def load_onnxruntime(path, threads):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+
+    def run(feeds):
+        return sess.run(None, feeds)
+
+    return run
+
+
+def openvino_available() -> str | None:
+    """None when OpenVINO can be imported, else the reason."""
+    try:
+        import openvino  # noqa: F401
+    except Exception as exc:  # ImportError, or a broken install
+        return first_line(exc)
+    return None
+
+
+_OV_CORE = None
+
+
+def load_openvino(path, threads):
+    import openvino as ov
+
+    global _OV_CORE
+    if _OV_CORE is None:
+        _OV_CORE = ov.Core()
+    core = _OV_CORE
+    model = core.read_model(str(path))
+    config = {
+        "INFERENCE_NUM_THREADS": threads,
+        "PERFORMANCE_HINT": "LATENCY",
+        "NUM_STREAMS": 1,
+        "INFERENCE_PRECISION_HINT": "f32",
+    }
+    compiled = core.compile_model(model, "CPU", config)
+    request = compiled.create_infer_request()
+    outputs = list(compiled.outputs)
+    # ONNX input names -> port index (OpenVINO keeps the tensor names).
+    index = {}
+    for i, port in enumerate(compiled.inputs):
+        for name in port.get_names():
+            index[name] = i
+
+    def run(feeds):
+        bound = {index.get(name, name): value for name, value in feeds.items()}
+        res = request.infer(bound, share_inputs=True, share_outputs=False)
+        return [res[o] for o in outputs]
+
+    return run
+
+
+LOADERS = {"epoxy": load_epoxy, "onnxruntime": load_onnxruntime, "openvino": load_openvino}
+
+
+# -- measuring ------------------------------------------------------------------------------------
+def max_abs_diff(got, ref):
+    """Largest |got - ref| over all outputs; a string when they cannot be compared."""
+    import numpy as np
+
+    if len(got) != len(ref):
+        return f"{len(got)} outputs, onnxruntime gave {len(ref)}"
+    worst = 0.0
+    for g, r in zip(got, ref):
+        g = np.asarray(g)
+        r = np.asarray(r)
+        if g.shape != r.shape:
+            return f"shape {g.shape} vs {r.shape}"
+        if g.size == 0:
+            continue
+        if g.dtype.kind in "fc" or r.dtype.kind in "fc":
+            g64 = g.astype(np.float64)
+            r64 = r.astype(np.float64)
+            both_nan = np.isnan(g64) & np.isnan(r64)
+            d = np.where(both_nan, 0.0, np.abs(g64 - r64))
+            d = np.where(np.isnan(d), np.inf, d)
+            worst = max(worst, float(d.max()))
+        elif g.dtype.kind in "iub":
+            worst = max(worst, float(np.abs(g.astype(np.int64) - r.astype(np.int64)).max()))
+        else:
+            if not np.array_equal(g, r):
+                return "values differ"
+    return worst
+
+
+def time_interleaved(fns, feeds, *, runs, block, warmup, budget, min_runs, first_call=None):
+    """Median seconds per runtime, interleaving runtimes in blocks.
+
+    ``fns``: {name: run}. Each block calls one runtime ``1 + k`` times and keeps the last ``k``
+    (the first absorbs whatever the previous runtime left behind: spinning threads, cold
+    caches). The order of runtimes rotates each round. A runtime whose call is slow gets fewer
+    runs (``budget`` seconds of timed calls; at least ``min_runs`` unless one call alone takes
+    more than budget / min_runs) and, past 1 s a call, no dropped call and no second warm-up.
+    Returns ({name: median s}, {name: [seconds]}, {name: error}).
+    """
+    import gc
+    import statistics
+
+    first_call = first_call or {}
+    errors = {}
+    estimate = {}
+    for name, fn in list(fns.items()):
+        try:
+            est = first_call.get(name)
+            for _ in range(max(1, warmup)):
+                if est is not None and est > 1.0:
+                    break
+                t0 = time.perf_counter()
+                fn(feeds)
+                est = time.perf_counter() - t0
+            estimate[name] = est
+        except Exception as exc:
+            errors[name] = first_line(exc)
+    live = [n for n in fns if n not in errors]
+    target = {}
+    for n in live:
+        fit = int(budget / max(estimate[n], 1e-9))
+        floor = min_runs if estimate[n] * min_runs <= 2 * budget else 1
+        target[n] = max(1, min(runs, max(floor, fit)))
+    samples = {n: [] for n in live}
+    order = list(live)
+    while order and any(len(samples[n]) < target[n] for n in live):
+        for name in order:
+            need = target[name] - len(samples[name])
+            if need <= 0:
+                continue
+            fn = fns[name]
+            gc.collect()
+            try:
+                if estimate[name] <= 1.0:
+                    fn(feeds)  # dropped
+                for _ in range(min(block, need)):
+                    t0 = time.perf_counter()
+                    fn(feeds)
+                    samples[name].append(time.perf_counter() - t0)
+            except Exception as exc:
+                errors[name] = first_line(exc)
+                target[name] = len(samples[name])
+        order = order[1:] + order[:1]
+    medians = {n: statistics.median(s) for n, s in samples.items() if s and n not in errors}
+    return medians, samples, errors
+
+
+def bench_model(model, threads, runtimes, args):
+    """One model at one thread count: a dict of results per runtime."""
+    import gc
+
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    feeds = model.make_feeds(np.random.default_rng(args.seed))
+    result = {rt: {"runtime": rt, "model": model.name, "threads": threads} for rt in runtimes}
+    fns = {}
+    first_outputs = {}
+    first_call = {}
+    with threadpool_limits(limits=threads):
+        for rt in runtimes:
+            rec = result[rt]
+            try:
+                t0 = time.perf_counter()
+                fn = LOADERS[rt](model.path, threads)
+                rec["load_s"] = time.perf_counter() - t0
+            except Exception as exc:
+                rec["error"] = "load: " + first_line(exc)
+                continue
+            try:
+                t0 = time.perf_counter()
+                first_outputs[rt] = [np.asarray(o) for o in fn(dict(feeds))]
+                first_call[rt] = time.perf_counter() - t0
+            except Exception as exc:
+                rec["error"] = "run: " + first_line(exc)
+                continue
+            fns[rt] = fn
+        ref = first_outputs.get("onnxruntime")
+        for rt, outs in first_outputs.items():
+            if rt != "onnxruntime" and ref is not None:
+                result[rt]["max_abs_diff"] = max_abs_diff(outs, ref)
+        first_outputs.clear()
+        medians, samples, errors = time_interleaved(
+            fns, feeds, runs=args.runs, block=args.block, warmup=args.warmup,
+            budget=args.budget, min_runs=args.min_runs, first_call=first_call,
+        )
+    for rt, msg in errors.items():
+        result[rt]["error"] = "run: " + msg
+    for rt, med in medians.items():
+        result[rt]["median_ms"] = med * 1e3
+        result[rt]["n"] = len(samples[rt])
+        result[rt]["min_ms"] = min(samples[rt]) * 1e3
+        result[rt]["samples_ms"] = [round(x * 1e3, 4) for x in samples[rt]]
+    fns.clear()
+    gc.collect()
+    return result
+
+
+# -- reporting ------------------------------------------------------------------------------------
+def fmt_ms(rec):
+    if rec is None:
+        return "-"
+    if "error" in rec:
+        return "FAIL"
+    ms = rec.get("median_ms")
+    if ms is None:
+        return "-"
+    return f"{ms:.1f}" if ms < 1000 else f"{ms:.0f}"
+
+
+def fmt_diff(rec):
+    if rec is None or "max_abs_diff" not in rec:
+        return "-"
+    d = rec["max_abs_diff"]
+    return d if isinstance(d, str) else f"{d:.1e}"
+
+
+def ratio(rec, base):
+    if not rec or not base or "median_ms" not in rec or "median_ms" not in base or "error" in rec or "error" in base:
+        return None
+    return rec["median_ms"] / base["median_ms"]
+
+
+def geomean(values):
+    import math
+
+    values = [v for v in values if v]
+    if not values:
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def print_table(results, threads, runtimes, out=sys.stdout):
+    others = [r for r in runtimes if r != "onnxruntime"]
+    has_ort = "onnxruntime" in runtimes
+    head = ["model"] + [f"{r} ms" for r in runtimes]
+    if has_ort:
+        head += [f"{SHORT[r]}/ort" for r in others] + [f"{SHORT[r]} max|Δ|" for r in others]
+    rows = []
+    ratios = {r: [] for r in others}
+    notes = []
+    for name, per_rt in results.items():
+        recs = per_rt.get(threads)
+        if recs is None:
+            continue
+        row = [name] + [fmt_ms(recs.get(r)) for r in runtimes]
+        if has_ort:
+            for r in others:
+                q = ratio(recs.get(r), recs.get("onnxruntime"))
+                ratios[r].append(q)
+                row.append("-" if q is None else f"{q:.2f}")
+            row += [fmt_diff(recs.get(r)) for r in others]
+        rows.append(row)
+        for r in runtimes:
+            rec = recs.get(r)
+            if rec and "error" in rec:
+                notes.append(f"{name} [{r}]: {rec['error']}")
+    if has_ort and others:
+        gm_row = ["geomean"] + [""] * len(runtimes)
+        for r in others:
+            g = geomean(ratios[r])
+            ok = sum(1 for q in ratios[r] if q)
+            gm_row.append("-" if g is None else f"{g:.2f} ({ok})")
+        gm_row += [""] * len(others)
+        rows.append(gm_row)
+    print(f"\n### {threads} thread{'s' if threads > 1 else ''} — batch 1, median ms", file=out)
+    print("| " + " | ".join(head) + " |", file=out)
+    print("|" + "|".join("---" for _ in head) + "|", file=out)
+    for row in rows:
+        print("| " + " | ".join(row) + " |", file=out)
+    if notes:
+        print("\nfailures:", file=out)
+        for n in notes:
+            print(f"- {n}", file=out)
+    out.flush()
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(f"{v:.2f}" for v in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def machine_note() -> dict:
+    import platform
+
+    info = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count()}
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    versions = {}
+    for mod in ("numpy", "onnx", "onnxruntime", "openvino", "epoxy"):
+        try:
+            m = __import__(mod)
+            versions[mod] = getattr(m, "__version__", "?")
+        except Exception:
+            versions[mod] = None
+    info["versions"] = versions
+    return info
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    limit_thread_env(max(args.thread_list))
+
+    import json
+    import warnings
+
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module="epoxy")
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from models import select_models
+
+    runtimes = list(args.runtime_list)
+    if "openvino" in runtimes:
+        why = openvino_available()
+        if why:
+            print(f"note: OpenVINO not importable ({why}); skipped. `pip install openvino` to include it.")
+            runtimes.remove("openvino")
+
+    started = time.time()
+    info = machine_note()
+    print(f"# epoxy benchmark — {time.strftime('%Y-%m-%d %H:%M', time.localtime(started))}")
+    print(f"cpu: {info.get('cpu', '?')} ×{info['cpus']}; " +
+          ", ".join(f"{k} {v}" for k, v in info["versions"].items() if v))
+    print(f"threads {args.thread_list}; up to {args.runs} timed runs per runtime "
+          f"(budget {args.budget:g} s, blocks of {args.block} + 1 dropped); runtimes {runtimes}")
+
+    print(f"load average at start: {loadavg()}")
+    models = select_models(args.models)
+    results: dict[str, dict[int, dict]] = {}
+    records = []
+    for model in models:
+        results[model.name] = {}
+        for threads in args.thread_list:
+            t0 = time.perf_counter()
+            per_rt = bench_model(model, threads, runtimes, args)
+            results[model.name][threads] = per_rt
+            records.extend(per_rt.values())
+            summary = ", ".join(
+                f"{rt} {fmt_ms(rec)}" + (f" (load {rec['load_s']:.2f}s)" if "load_s" in rec else "")
+                for rt, rec in per_rt.items()
+            )
+            log(f"  {model.name} @{threads}t: {summary}  [{time.perf_counter() - t0:.1f}s]")
+
+    for threads in args.thread_list:
+        print_table(results, threads, runtimes)
+    elapsed = time.time() - started
+    print(f"\n(total {elapsed:.0f} s; load average at end: {loadavg()})")
+
+    if args.json:
+        payload = {
+            "date": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+            "argv": sys.argv[1:] if argv is None else argv,
+            "machine": info,
+            "runtimes": runtimes,
+            "threads": args.thread_list,
+            "results": records,
+            "elapsed_s": elapsed,
+        }
+        with open(args.json, "w") as fh:
+            json.dump(payload, fh, indent=1, default=str)
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

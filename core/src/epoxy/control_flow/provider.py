@@ -1,0 +1,163 @@
+"""The core's internal provider ("core") that runs control-flow nodes.
+
+It comes first in every session's provider list and claims exactly the control-flow ops
+(If, Loop, Scan, SequenceMap). When it answers ``capability`` it compiles each of their
+subgraphs once into a :class:`SubPlan`: the subgraph is partitioned over the session's
+own providers (plus a nested core provider for nested control flow), function-expanded
+like the main graph and planned; a kernel then runs that plan per branch / iteration.
+
+Values a subgraph reads from enclosing scopes arrive as the node's trailing arguments
+(``CoreGraph.implicit_inputs``) and are fed to the sub-plan as extra inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import onnx_ir as ir
+
+from ..contract import Capability, Device, GraphSpec, KernelFn, NodeSpec, SubgraphSpec, ValueType
+from ..executor import SequentialExecutor
+from ..graph_spec import CoreGraph, outer_scope_names
+from ..kit.host import HostAllocator
+from ..kit.registry import Unsupported
+
+PROVIDER_NAME = "core"
+
+
+class SubPlan:
+    """A subgraph compiled once: feed (formal inputs + outer values), get its outputs."""
+
+    def __init__(self, body: ir.Graph, owner: ControlFlowProvider, enclosing: CoreGraph) -> None:
+        from ..functions import partition_graph
+        from ..plan_builder import build_plan
+
+        self.formal = [v.name for v in body.inputs]
+        self.outer = [n for n in outer_scope_names(body) if n not in self.formal]
+        outer_types = {n: enclosing.value_type(n) for n in self.outer}
+        nested = ControlFlowProvider(owner.providers, owner.fallback)
+        providers = [(PROVIDER_NAME, nested), *owner.providers]
+        graph, parts = partition_graph(
+            body, dict(enclosing.opsets), providers, owner.fallback,
+            outer_inputs=self.outer, outer_types=outer_types,
+        )
+        built = build_plan(graph, parts, dict(providers))
+        plan = built.plan
+        self.graph = graph
+        self.partition = parts
+        self.nested = nested
+        self.in_slots = [self._slot(plan, n) for n in self.formal + self.outer]
+        self.out_slots = [plan.output_slots[n] for n in graph.outputs]
+        self.output_types: list[ValueType] = [graph.value_type(n) for n in graph.outputs]
+        self.n_outputs = len(graph.outputs)
+        self._executor = SequentialExecutor(plan)
+
+    @staticmethod
+    def _slot(plan: Any, name: str) -> int:
+        if name in plan.input_slots:
+            return plan.input_slots[name]
+        return plan.slot_names.index(name)  # an input shadowed by an initializer
+
+    def run(self, values: Sequence[Any]) -> list[Any]:
+        """Run once with formal inputs followed by outer values (in ``self.outer`` order)."""
+        return self._executor.run(list(zip(self.in_slots, values)), self.out_slots)
+
+    def summary(self) -> str:
+        counts: dict[str, int] = {}
+        for d in self.partition.decisions:
+            counts[d.provider] = counts.get(d.provider, 0) + 1
+        inner = "; ".join(self.nested.summaries())
+        text = ", ".join(f"{n} on {p}" for p, n in counts.items()) or "no nodes"
+        return text + (f" [{inner}]" if inner else "")
+
+
+class CompileContext:
+    """What a control-flow kernel factory needs beyond its NodeSpec."""
+
+    def __init__(self, owner: ControlFlowProvider, graph: CoreGraph, node: NodeSpec) -> None:
+        self.owner = owner
+        self.graph = graph
+        self.node = node
+        self.implicit: tuple[str, ...] = graph.implicit_inputs.get(node.index, ())
+        self.subplans: list[tuple[str, SubPlan]] = []
+
+    def compile(self, attr: str) -> SubPlan:
+        body = self.node.attributes.get(attr)
+        if not isinstance(body, ir.Graph):
+            raise Unsupported(f"{self.node.op_type}: attribute {attr!r} is missing or not a graph")
+        try:
+            sub = SubPlan(body, self.owner, self.graph)
+        except Unsupported:
+            raise
+        except Exception as exc:  # the subgraph cannot run here: decline, saying why
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            raise Unsupported(f"{attr}: {type(exc).__name__}: {first}") from exc
+        self.subplans.append((attr, sub))
+        return sub
+
+    def outer_positions(self, sub: SubPlan) -> list[int]:
+        """Where each of ``sub``'s outer values sits among the node's implicit arguments."""
+        return [self.implicit.index(n) for n in sub.outer]
+
+
+Factory = Callable[[NodeSpec, CompileContext], KernelFn]
+
+
+class ControlFlowProvider:
+    """Internal provider claiming control-flow nodes; see the module docstring."""
+
+    name = PROVIDER_NAME
+    #: the partition report lists this provider only for nodes it claims or truly declines
+    quiet_declines = True
+
+    def __init__(self, providers: Sequence[tuple[str, Any]], fallback: str | None) -> None:
+        self.providers = list(providers)
+        self.fallback = fallback
+        self.device = Device(PROVIDER_NAME, "cpu", 0, "control flow (runs subgraph plans)")
+        self.allocator: Any = HostAllocator(self.device)
+        self._built: dict[int, tuple[NodeSpec, KernelFn, CompileContext]] = {}
+
+    @staticmethod
+    def handles(node: NodeSpec) -> bool:
+        from .kernels import FACTORIES
+
+        return node.domain == "" and node.op_type in FACTORIES
+
+    def capability(self, graph: GraphSpec) -> Capability:
+        from .kernels import FACTORIES
+
+        self._built.clear()
+        nodes: list[int] = []
+        declined: dict[int, str] = {}
+        if not isinstance(graph, CoreGraph):
+            return Capability()
+        for node in graph.nodes:
+            if not self.handles(node):
+                continue
+            ctx = CompileContext(self, graph, node)
+            try:
+                fn = FACTORIES[node.op_type](node, ctx)
+            except Unsupported as exc:
+                declined[node.index] = str(exc) or f"{node.op_type}: unsupported"
+                continue
+            self._built[node.index] = (node, fn, ctx)
+            nodes.append(node.index)
+        return Capability(nodes=tuple(nodes), declined=declined)
+
+    def kernel(self, node: NodeSpec) -> KernelFn:
+        built = self._built.get(node.index)
+        if built is None or built[0] is not node:
+            raise Unsupported(f"core: node {node.name!r} was not claimed in capability()")
+        return built[1]
+
+    def compile(self, subgraph: SubgraphSpec) -> KernelFn:
+        raise NotImplementedError("the core provider never claims fused groups")
+
+    def summaries(self) -> list[str]:
+        """One line per claimed node saying where its subgraphs' nodes run."""
+        lines = []
+        for node, _fn, ctx in self._built.values():
+            for attr, sub in ctx.subplans:
+                lines.append(f"{node.name}.{attr}: {sub.summary()}")
+        return lines

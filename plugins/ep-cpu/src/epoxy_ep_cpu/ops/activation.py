@@ -1,0 +1,165 @@
+"""Activation functions (Relu family, sigmoid family, Gelu, Swish...).
+
+Float attributes are Python floats, so numpy keeps the array's dtype (NEP 50); float16 and
+bfloat16 inputs are computed in float32 and cast back (see ``float_unary``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from epoxy.contract import NodeSpec
+from epoxy.kit import Unsupported
+
+from ..registry import KERNELS
+from ._elementwise_util import arr, compute_dtype, erf, float_unary, is_narrow_float
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    """Overflow-free logistic function."""
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+def _softplus(x: np.ndarray) -> np.ndarray:
+    """log(1 + exp(x)) without overflow."""
+    return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
+
+
+@KERNELS.register("Relu", (1, 6, 13, 14))
+def relu(node: NodeSpec):  # type: ignore[no-untyped-def]
+    def run(x: np.ndarray) -> np.ndarray:
+        if is_narrow_float(x.dtype):
+            return arr(np.maximum(x.astype(np.float32), np.float32(0)).astype(x.dtype))
+        return arr(np.maximum(x, x.dtype.type(0)))
+
+    return run
+
+
+@KERNELS.register("LeakyRelu", (1, 6, 16))
+def leaky_relu(node: NodeSpec):  # type: ignore[no-untyped-def]
+    alpha = float(node.attr("alpha", 0.01))
+    return float_unary(lambda x: np.where(x >= 0, x, x * alpha))
+
+
+@KERNELS.register("PRelu", (1, 6, 7, 9, 16))
+def prelu(node: NodeSpec):  # type: ignore[no-untyped-def]
+    legacy = node.opset < 7
+
+    def run(x: np.ndarray, slope: np.ndarray) -> np.ndarray:
+        slope = np.asarray(slope)
+        if legacy and slope.ndim == 1 and x.ndim > 2 and slope.size == x.shape[1] and slope.size != 1:
+            # opset 1/6 (Caffe-style): a 1-D slope is per channel (axis 1)
+            slope = slope.reshape((-1,) + (1,) * (x.ndim - 2))
+        cdt = compute_dtype(x.dtype)
+        xc = x.astype(cdt, copy=False)
+        with np.errstate(all="ignore"):
+            out = np.where(xc >= 0, xc, xc * slope.astype(cdt, copy=False))
+        return arr(out).astype(x.dtype, copy=False)
+
+    return run
+
+
+@KERNELS.register("Elu", (1, 6, 22))
+def elu(node: NodeSpec):  # type: ignore[no-untyped-def]
+    alpha = float(node.attr("alpha", 1.0))
+    return float_unary(lambda x: np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0))))
+
+
+@KERNELS.register("Selu", (1, 6, 22))
+def selu(node: NodeSpec):  # type: ignore[no-untyped-def]
+    alpha = float(node.attr("alpha", 1.67326319217681884765625))
+    gamma = float(node.attr("gamma", 1.05070102214813232421875))
+    return float_unary(lambda x: gamma * np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0))))
+
+
+@KERNELS.register("Celu", (12, 28))
+def celu(node: NodeSpec):  # type: ignore[no-untyped-def]
+    alpha = float(node.attr("alpha", 1.0))
+    return float_unary(lambda x: np.maximum(x, 0) + np.minimum(0, alpha * np.expm1(np.minimum(x, 0) / alpha)))
+
+
+@KERNELS.register("Sigmoid", (1, 6, 13))
+def sigmoid(node: NodeSpec):  # type: ignore[no-untyped-def]
+    return float_unary(_sigmoid)
+
+
+@KERNELS.register("HardSigmoid", (1, 6, 22))
+def hard_sigmoid(node: NodeSpec):  # type: ignore[no-untyped-def]
+    alpha = float(node.attr("alpha", 0.2))
+    beta = float(node.attr("beta", 0.5))
+    return float_unary(lambda x: np.clip(alpha * x + beta, 0, 1))
+
+
+@KERNELS.register("HardSwish", (14, 22))
+def hard_swish(node: NodeSpec):  # type: ignore[no-untyped-def]
+    return float_unary(lambda x: x * np.clip(x / 6 + 0.5, 0, 1))
+
+
+@KERNELS.register("Softplus", (1, 22))
+def softplus(node: NodeSpec):  # type: ignore[no-untyped-def]
+    return float_unary(_softplus)
+
+
+@KERNELS.register("Softsign", (1, 22))
+def softsign(node: NodeSpec):  # type: ignore[no-untyped-def]
+    return float_unary(lambda x: x / (1 + np.abs(x)))
+
+
+@KERNELS.register("Tanh", (1, 6, 13))
+def tanh(node: NodeSpec):  # type: ignore[no-untyped-def]
+    return float_unary(np.tanh)
+
+
+@KERNELS.register("ThresholdedRelu", (10, 22))
+def thresholded_relu(node: NodeSpec):  # type: ignore[no-untyped-def]
+    alpha = float(node.attr("alpha", 1.0))
+    return float_unary(lambda x: np.where(x > alpha, x, 0))
+
+
+@KERNELS.register("Shrink", 9)
+def shrink(node: NodeSpec):  # type: ignore[no-untyped-def]
+    lambd = float(node.attr("lambd", 0.5))
+    bias = float(node.attr("bias", 0.0))
+
+    def math_(x: np.ndarray) -> np.ndarray:
+        return np.where(x < -lambd, x + bias, np.where(x > lambd, x - bias, 0))
+
+    floats = float_unary(math_)
+
+    def run(x: np.ndarray) -> np.ndarray:
+        if x.dtype.kind in "iu":
+            with np.errstate(all="ignore"):
+                return arr(math_(x.astype(np.float64))).astype(x.dtype)
+        return floats(x)
+
+    return run
+
+
+@KERNELS.register("Mish", (18, 22))
+def mish(node: NodeSpec):  # type: ignore[no-untyped-def]
+    return float_unary(lambda x: x * np.tanh(_softplus(x)))
+
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2 = 1.0 / math.sqrt(2.0)
+
+
+@KERNELS.register("Gelu", 20)
+def gelu(node: NodeSpec):  # type: ignore[no-untyped-def]
+    approximate = node.attr("approximate", "none")
+    if isinstance(approximate, bytes):
+        approximate = approximate.decode()
+    if approximate == "none":
+        return float_unary(lambda x: 0.5 * x * (1 + erf(x * _INV_SQRT_2)))
+    if approximate == "tanh":
+        return float_unary(lambda x: 0.5 * x * (1 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))))
+    raise Unsupported(f"Gelu: unknown approximate={approximate!r}")
+
+
+@KERNELS.register("Swish", 24)
+def swish(node: NodeSpec):  # type: ignore[no-untyped-def]
+    alpha = float(node.attr("alpha", 1.0))
+    return float_unary(lambda x: x * _sigmoid(alpha * x))

@@ -1,0 +1,359 @@
+"""Convolutions: Conv, ConvTranspose, ConvInteger, QLinearConv, DeformConv, Col2Im.
+
+Conv is im2col (a strided window view copied once) followed by one batched BLAS matmul per
+call; groups, depthwise included, are a batch axis of that matmul. 1x1 stride-1 unpadded
+convolutions skip im2col and are a plain GEMM on the input viewed as a matrix.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from epoxy.contract import NodeSpec
+from epoxy.kit import Unsupported
+
+from ..registry import KERNELS
+from ._conv_util import col2im_add, compute_dtype, pad_spatial, resolve_pads, windows
+
+_AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+
+
+def _auto_pad(node: NodeSpec) -> str:
+    auto_pad = node.attr("auto_pad", "NOTSET")
+    if isinstance(auto_pad, bytes):
+        auto_pad = auto_pad.decode()
+    if auto_pad not in _AUTO_PADS:
+        raise Unsupported(f"auto_pad {auto_pad!r}")
+    return auto_pad
+
+
+class _Geometry:
+    """Sliding-window attributes of a node, defaults filled in per spatial rank."""
+
+    def __init__(self, node: NodeSpec) -> None:
+        self.auto_pad = _auto_pad(node)
+        self.kernel = node.attr("kernel_shape")
+        self._strides = node.attr("strides")
+        self._dilations = node.attr("dilations")
+        self._pads = node.attr("pads")
+
+    def get(self, nsp: int, kernel: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        strides = tuple(self._strides) if self._strides else (1,) * nsp
+        dilations = tuple(self._dilations) if self._dilations else (1,) * nsp
+        pads = tuple(self._pads) if self._pads else (0,) * (2 * nsp)
+        return strides, dilations, pads
+
+
+def conv_cols(
+    x: np.ndarray,
+    kernel: tuple[int, ...],
+    strides: tuple[int, ...],
+    dilations: tuple[int, ...],
+    begin: list[int],
+    end: list[int],
+    out_sp: list[int],
+) -> np.ndarray:
+    """im2col: ``(N, C, *kernel, *out)`` contiguous (or a view for 1x1 stride-1 convs)."""
+    nsp = len(kernel)
+    if all(k == 1 for k in kernel) and not any(begin) and not any(end):
+        if all(s == 1 for s in strides):
+            return x.reshape(x.shape[:2] + (1,) * nsp + x.shape[2:])
+        sl = (slice(None), slice(None)) + tuple(slice(0, (o - 1) * s + 1, s) for o, s in zip(out_sp, strides))
+        return np.ascontiguousarray(x[sl]).reshape(x.shape[:2] + (1,) * nsp + tuple(out_sp))
+    xp = pad_spatial(x, begin, end, 0)
+    v = windows(xp, out_sp, kernel, strides, dilations)  # (N, C, *O, *K)
+    perm = (0, 1) + tuple(range(2 + nsp, 2 + 2 * nsp)) + tuple(range(2, 2 + nsp))
+    return np.ascontiguousarray(v.transpose(perm))
+
+
+def grouped_matmul(w: np.ndarray, cols: np.ndarray, group: int, out_sp: list[int]) -> np.ndarray:
+    """``w`` (M, C/G, *K) times ``cols`` (N, C, *K, *O) per group -> (N, M, *O)."""
+    n, c = cols.shape[:2]
+    m = w.shape[0]
+    ck = (c // group) * math.prod(w.shape[2:])
+    o = math.prod(out_sp)
+    cm = cols.reshape(n, group, ck, o)
+    wm = w.reshape(group, m // group, ck)
+    if group == 1:
+        out = np.matmul(wm[0], cm[:, 0])  # (N, M, O)
+    elif m == group and ck <= 32:
+        # depthwise: a tiny dot per channel; einsum avoids N*G separate BLAS calls
+        out = np.einsum("gk,ngko->ngo", wm[:, 0], cm, optimize=False)
+    else:
+        out = np.matmul(wm, cm)  # (N, G, M/G, O)
+    return out.reshape((n, m) + tuple(out_sp))
+
+
+def conv_nd(
+    x: np.ndarray,
+    w: np.ndarray,
+    group: int,
+    strides: tuple[int, ...],
+    dilations: tuple[int, ...],
+    begin: list[int],
+    end: list[int],
+    out_sp: list[int],
+) -> np.ndarray:
+    n, m = x.shape[0], w.shape[0]
+    if n == 0 or m == 0 or any(o == 0 for o in out_sp) or x.shape[1] == 0:
+        return np.zeros((n, m) + tuple(out_sp), dtype=x.dtype)
+    cols = conv_cols(x, tuple(w.shape[2:]), strides, dilations, begin, end, out_sp)
+    return grouped_matmul(w, cols, group, out_sp)
+
+
+def _geometry_for(geo: _Geometry, x: np.ndarray, w: np.ndarray, group: int):  # type: ignore[no-untyped-def]
+    nsp = x.ndim - 2
+    kernel = tuple(int(k) for k in w.shape[2:])
+    if geo.kernel and tuple(geo.kernel) != kernel:
+        raise ValueError(f"kernel_shape {tuple(geo.kernel)} does not match weight shape {w.shape}")
+    if x.shape[1] != w.shape[1] * group:
+        raise ValueError(f"input channels {x.shape[1]} != weight channels {w.shape[1]} x group {group}")
+    strides, dilations, pads = geo.get(nsp, kernel)
+    out_sp, begin, end, _ = resolve_pads(x.shape[2:], kernel, strides, dilations, pads, geo.auto_pad)
+    return kernel, strides, dilations, begin, end, out_sp
+
+
+def _bias_shape(m: int, nsp: int) -> tuple[int, ...]:
+    return (m,) + (1,) * nsp
+
+
+@KERNELS.register("Conv", (1, 11, 22))
+def conv(node: NodeSpec):  # type: ignore[no-untyped-def]
+    geo = _Geometry(node)
+    group = int(node.attr("group", 1))
+
+    def run(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
+        dtype = x.dtype
+        cdt = compute_dtype(dtype)
+        if dtype != cdt:
+            x, w = x.astype(cdt), w.astype(cdt)
+            b = None if b is None else b.astype(cdt)
+        elif w.dtype != cdt:
+            w = w.astype(cdt)
+        _, strides, dilations, begin, end, out_sp = _geometry_for(geo, x, w, group)
+        y = conv_nd(x, w, group, strides, dilations, begin, end, out_sp)
+        if b is not None and y.size:
+            y += b.astype(y.dtype, copy=False).reshape(_bias_shape(w.shape[0], len(out_sp)))
+        return y if y.dtype == dtype else y.astype(dtype)
+
+    return run
+
+
+# --------------------------------------------------------------------------- ConvInteger
+
+
+def _zp_per_channel(zp: np.ndarray | None, nsp: int) -> np.ndarray | float:
+    if zp is None:
+        return 0.0
+    zp = np.asarray(zp, dtype=np.float64)
+    if zp.size == 1:
+        return float(zp.reshape(()))
+    return zp.reshape((-1,) + (1,) * (nsp + 1))
+
+
+def _integer_conv(geo: _Geometry, group: int, x, w, x_zp, w_zp) -> np.ndarray:  # type: ignore[no-untyped-def]
+    # float64 keeps every 8-bit product and the sums of realistic sizes exact, and uses BLAS
+    xf = x.astype(np.float64)
+    if x_zp is not None:
+        xf -= np.asarray(x_zp, dtype=np.float64).reshape(())
+    wf = w.astype(np.float64)
+    nsp = x.ndim - 2
+    if w_zp is not None:
+        wf -= _zp_per_channel(w_zp, nsp)
+    _, strides, dilations, begin, end, out_sp = _geometry_for(geo, xf, wf, group)
+    return conv_nd(xf, wf, group, strides, dilations, begin, end, out_sp)
+
+
+@KERNELS.register("ConvInteger", 10)
+def conv_integer(node: NodeSpec):  # type: ignore[no-untyped-def]
+    geo = _Geometry(node)
+    group = int(node.attr("group", 1))
+
+    def run(x, w, x_zero_point=None, w_zero_point=None):  # type: ignore[no-untyped-def]
+        acc = _integer_conv(geo, group, x, w, x_zero_point, w_zero_point)
+        return np.rint(acc).astype(np.int64).astype(np.int32)
+
+    return run
+
+
+def _saturate(y: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    info = np.iinfo(dtype)
+    return np.clip(y, info.min, info.max).astype(dtype)
+
+
+@KERNELS.register("QLinearConv", 10)
+def qlinear_conv(node: NodeSpec):  # type: ignore[no-untyped-def]
+    geo = _Geometry(node)
+    group = int(node.attr("group", 1))
+
+    def run(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, b=None):  # type: ignore[no-untyped-def]
+        acc = _integer_conv(geo, group, x, w, x_zero_point, w_zero_point)
+        nsp = x.ndim - 2
+        if b is not None:
+            acc += b.astype(np.float64).reshape(_bias_shape(-1, nsp))
+        xs = np.float32(np.asarray(x_scale).reshape(()))
+        ws = np.asarray(w_scale, dtype=np.float32)
+        ws = ws.reshape(()) if ws.size == 1 else ws.reshape(_bias_shape(-1, nsp))
+        ys = np.float32(np.asarray(y_scale).reshape(()))
+        scale = (xs * ws / ys).astype(np.float64)
+        y = np.rint(acc * scale)
+        out_dtype = np.dtype(y_zero_point.dtype) if y_zero_point is not None else np.dtype(np.uint8)
+        if y_zero_point is not None:
+            y += float(np.asarray(y_zero_point).reshape(()))
+        return _saturate(y, out_dtype)
+
+    return run
+
+
+# --------------------------------------------------------------------------- ConvTranspose
+
+
+@KERNELS.register("ConvTranspose", (1, 11, 22))
+def conv_transpose(node: NodeSpec):  # type: ignore[no-untyped-def]
+    geo = _Geometry(node)
+    group = int(node.attr("group", 1))
+    output_padding_attr = node.attr("output_padding")
+    output_shape_attr = node.attr("output_shape")
+
+    def run(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
+        dtype = x.dtype
+        cdt = compute_dtype(dtype)
+        x, w = x.astype(cdt, copy=False), w.astype(cdt, copy=False)
+        nsp = x.ndim - 2
+        n, c = x.shape[:2]
+        in_sp = x.shape[2:]
+        kernel = tuple(int(k) for k in w.shape[2:])
+        mg = w.shape[1]
+        m = mg * group
+        strides, dilations, pads = geo.get(nsp, kernel)
+        opad = tuple(output_padding_attr) if output_padding_attr else (0,) * nsp
+        full = [s * (i - 1) + op + (k - 1) * d + 1 for s, i, op, k, d in zip(strides, in_sp, opad, kernel, dilations)]
+        if output_shape_attr or geo.auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            if output_shape_attr:
+                out_sp = [int(v) for v in tuple(output_shape_attr)[-nsp:]]
+            else:
+                out_sp = [i * s for i, s in zip(in_sp, strides)]
+            total = [f - o for f, o in zip(full, out_sp)]
+            if geo.auto_pad == "SAME_UPPER":
+                begin = [t // 2 for t in total]
+            else:
+                begin = [t - t // 2 for t in total]
+        else:
+            if geo.auto_pad == "VALID":
+                pads = (0,) * (2 * nsp)
+            begin = list(pads[:nsp])
+            out_sp = [f - pads[i] - pads[i + nsp] for i, f in enumerate(full)]
+        out_sp = [max(0, o) for o in out_sp]
+        itot = math.prod(in_sp)
+        ktot = math.prod(kernel)
+        cg = c // group
+        if n == 0 or itot == 0 or cg == 0 or m == 0:
+            y = np.zeros((n, m) + tuple(out_sp), dtype=cdt)
+        else:
+            wm = w.reshape(group, cg, mg * ktot).transpose(0, 2, 1)  # (G, Mg*K, Cg)
+            xm = x.reshape(n, group, cg, itot)
+            cols = np.matmul(wm[0], xm[:, 0]) if group == 1 else np.matmul(wm, xm)
+            cols = cols.reshape((n, m) + kernel + tuple(in_sp))
+            y = col2im_add(cols, (n, m), kernel, in_sp, strides, dilations, out_sp, begin)
+        if b is not None and y.size:
+            y += b.astype(cdt, copy=False).reshape(_bias_shape(m, nsp))
+        return y if y.dtype == dtype else y.astype(dtype)
+
+    return run
+
+
+# --------------------------------------------------------------------------- Col2Im
+
+
+@KERNELS.register("Col2Im", 18)
+def col2im(node: NodeSpec):  # type: ignore[no-untyped-def]
+    strides_attr = node.attr("strides")
+    dilations_attr = node.attr("dilations")
+    pads_attr = node.attr("pads")
+
+    def run(x: np.ndarray, image_shape: np.ndarray, block_shape: np.ndarray) -> np.ndarray:
+        image = [int(v) for v in np.asarray(image_shape).reshape(-1)]
+        block = tuple(int(v) for v in np.asarray(block_shape).reshape(-1))
+        nsp = len(image)
+        strides = tuple(strides_attr) if strides_attr else (1,) * nsp
+        dilations = tuple(dilations_attr) if dilations_attr else (1,) * nsp
+        pads = tuple(pads_attr) if pads_attr else (0,) * (2 * nsp)
+        ktot = math.prod(block)
+        n = x.shape[0]
+        c = x.shape[1] // ktot if ktot else 0
+        blocks, begin, _, _ = resolve_pads(image, block, strides, dilations, pads, "NOTSET")
+        if math.prod(blocks) != x.shape[2]:
+            raise ValueError(f"Col2Im: {x.shape[2]} blocks given, geometry gives {blocks}")
+        cols = x.reshape((n, c) + block + tuple(blocks))
+        return col2im_add(cols, (n, c), block, blocks, strides, dilations, image, begin).astype(x.dtype, copy=False)
+
+    return run
+
+
+# --------------------------------------------------------------------------- DeformConv
+
+
+@KERNELS.register("DeformConv", (19, 22))
+def deform_conv(node: NodeSpec):  # type: ignore[no-untyped-def]
+    geo = _Geometry(node)
+    group = int(node.attr("group", 1))
+    offset_group = int(node.attr("offset_group", 1))
+
+    def run(x, w, offset, b=None, mask=None):  # type: ignore[no-untyped-def]
+        dtype = x.dtype
+        cdt = compute_dtype(dtype)
+        x, w, offset = (v.astype(cdt, copy=False) for v in (x, w, offset))
+        nsp = x.ndim - 2
+        n, c = x.shape[:2]
+        sp = x.shape[2:]
+        kernel = tuple(int(k) for k in w.shape[2:])
+        strides, dilations, pads = geo.get(nsp, kernel)
+        out_sp, begin, _, _ = resolve_pads(sp, kernel, strides, dilations, pads, geo.auto_pad)
+        m = w.shape[0]
+        ktot, otot, stot = math.prod(kernel), math.prod(out_sp), math.prod(sp)
+        og = offset_group
+        if n == 0 or m == 0 or otot == 0 or c == 0:
+            return np.zeros((n, m) + tuple(out_sp), dtype=dtype)
+        off = offset.reshape((n, og, ktot, nsp, otot))
+        # base sampling positions per kernel element and output position, per dim
+        grids = np.meshgrid(*(np.arange(o) for o in out_sp), indexing="ij")
+        kgrid = np.meshgrid(*(np.arange(k) for k in kernel), indexing="ij")
+        pos = []
+        for i in range(nsp):
+            base = (grids[i].reshape(1, otot) * strides[i] - begin[i]) + (kgrid[i].reshape(ktot, 1) * dilations[i])
+            pos.append(base.astype(cdt) + off[:, :, :, i, :])  # (N, og, K, O)
+        floors = [np.floor(p) for p in pos]
+        fracs = [p - f for p, f in zip(pos, floors)]
+        floors_i = [f.astype(np.int64) for f in floors]
+        cog = c // og
+        xg = x.reshape(n, og, cog, stot)
+        dim_strides = [math.prod(sp[i + 1 :]) for i in range(nsp)]
+        sampled = np.zeros((n, og, cog, ktot * otot), dtype=cdt)
+        for corner in range(1 << nsp):
+            weight = None
+            valid = None
+            flat = None
+            for i in range(nsp):
+                bit = (corner >> (nsp - 1 - i)) & 1
+                idx = floors_i[i] + bit
+                wi = fracs[i] if bit else 1 - fracs[i]
+                ok = (idx >= 0) & (idx < sp[i])
+                term = np.clip(idx, 0, sp[i] - 1) * dim_strides[i]
+                weight = wi if weight is None else weight * wi
+                valid = ok if valid is None else valid & ok
+                flat = term if flat is None else flat + term
+            weight = np.where(valid, weight, 0).reshape(n, og, 1, ktot * otot)
+            vals = np.take_along_axis(xg, flat.reshape(n, og, 1, ktot * otot), axis=3)
+            sampled += vals * weight
+        sampled = sampled.reshape(n, og, cog, ktot, otot)
+        if mask is not None:
+            sampled *= mask.astype(cdt, copy=False).reshape(n, og, 1, ktot, otot)
+        cols = sampled.reshape((n, c) + kernel + tuple(out_sp))
+        y = grouped_matmul(w, cols, group, out_sp)
+        if b is not None:
+            y += b.astype(cdt, copy=False).reshape(_bias_shape(m, nsp))
+        return y.astype(dtype, copy=False)
+
+    return run

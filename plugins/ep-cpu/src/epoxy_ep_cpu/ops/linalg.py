@@ -1,0 +1,146 @@
+"""Matrix products: Gemm, MatMul, MatMulInteger, QLinearMatMul, Einsum (BLAS via numpy)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from epoxy.contract import NodeSpec
+
+from ..registry import KERNELS
+
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+
+
+def _float_compute(dtype: np.dtype) -> np.dtype | None:
+    """Dtype to compute a float matmul in, or None to use the input dtype as is."""
+    if dtype in (_F32, _F64) or dtype.kind in "iub" or dtype.kind == "c":
+        return None
+    return _F32  # float16, bfloat16 and other exotic floats: BLAS in float32
+
+
+@KERNELS.register("MatMul", (1, 9, 13))
+def matmul(node: NodeSpec):  # type: ignore[no-untyped-def]
+    def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        dtype = a.dtype
+        cdt = _float_compute(dtype)
+        if cdt is not None:
+            y = np.matmul(a.astype(cdt), b.astype(cdt))
+            return np.asarray(y).astype(dtype)
+        if b.dtype != dtype:
+            b = b.astype(dtype)
+        return np.asarray(np.matmul(a, b))
+
+    return run
+
+
+@KERNELS.register("Gemm", (1, 6, 7, 9, 11, 13))
+def gemm(node: NodeSpec):  # type: ignore[no-untyped-def]
+    alpha = float(node.attr("alpha", 1.0))
+    beta = float(node.attr("beta", 1.0))
+    trans_a = bool(node.attr("transA", 0))
+    trans_b = bool(node.attr("transB", 0))
+
+    def run(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
+        dtype = a.dtype
+        cdt = _float_compute(dtype) or dtype
+        a = a.astype(cdt, copy=False)
+        b = b.astype(cdt, copy=False)
+        if trans_a:
+            a = a.T
+        if trans_b:
+            b = b.T
+        y = np.dot(a, b)
+        if alpha != 1.0:
+            if cdt.kind == "f":
+                y *= cdt.type(alpha)
+            else:
+                y = (y * alpha).astype(cdt)
+        if c is not None and beta != 0.0:
+            cc = c.astype(cdt, copy=False)
+            if beta == 1.0:
+                y = y + cc if y.shape != np.broadcast_shapes(y.shape, cc.shape) else np.add(y, cc, out=y)
+            elif cdt.kind == "f":
+                y = y + cc * cdt.type(beta)
+            else:
+                y = (y + cc * beta).astype(cdt)
+        return np.asarray(y).astype(dtype, copy=False)
+
+    return run
+
+
+def _row_param(v: np.ndarray | None, a_ndim: int) -> np.ndarray | float:
+    """Zero point / scale of the left operand: scalar, or per row (1-D M -> M x 1)."""
+    if v is None:
+        return 0.0
+    v = np.asarray(v)
+    if v.size == 1:
+        return v.reshape(())
+    if v.ndim == 1 and a_ndim >= 2:
+        return v.reshape(-1, 1)
+    return v
+
+
+def _col_param(v: np.ndarray | None) -> np.ndarray | float:
+    if v is None:
+        return 0.0
+    v = np.asarray(v)
+    return v.reshape(()) if v.size == 1 else v
+
+
+def _int_matmul(a, b, a_zp, b_zp) -> np.ndarray:  # type: ignore[no-untyped-def]
+    # float64 BLAS: every 8-bit product and realistic sums are exact
+    af = a.astype(_F64) - np.asarray(_row_param(a_zp, a.ndim), dtype=_F64)
+    bf = b.astype(_F64) - np.asarray(_col_param(b_zp), dtype=_F64)
+    return np.asarray(np.matmul(af, bf))
+
+
+@KERNELS.register("MatMulInteger", 10)
+def matmul_integer(node: NodeSpec):  # type: ignore[no-untyped-def]
+    def run(a, b, a_zero_point=None, b_zero_point=None):  # type: ignore[no-untyped-def]
+        acc = _int_matmul(a, b, a_zero_point, b_zero_point)
+        return np.rint(acc).astype(np.int64).astype(np.int32)
+
+    return run
+
+
+def _is_int(dtype: np.dtype) -> bool:
+    return np.dtype(dtype).kind in "iu"
+
+
+@KERNELS.register("QLinearMatMul", (10, 21))
+def qlinear_matmul(node: NodeSpec):  # type: ignore[no-untyped-def]
+    def run(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):  # type: ignore[no-untyped-def]
+        acc = _int_matmul(a, b, a_zero_point, b_zero_point)
+        sa = np.asarray(_row_param(a_scale, a.ndim), dtype=_F32).astype(_F64)
+        sb = np.asarray(_col_param(b_scale), dtype=_F32).astype(_F64)
+        sy = np.asarray(_col_param(y_scale), dtype=_F32).astype(_F64)
+        out_dtype = np.dtype(y_zero_point.dtype)
+        zp = np.asarray(_col_param(y_zero_point)).astype(_F64)
+        y = acc * (sa * sb) / sy
+        if _is_int(out_dtype):
+            y = np.rint(y) + zp
+            info = np.iinfo(out_dtype)
+            return np.clip(y, info.min, info.max).astype(out_dtype)
+        return (y + zp).astype(_F32).astype(out_dtype)
+
+    return run
+
+
+@KERNELS.register("Einsum", (12, 28))
+def einsum(node: NodeSpec):  # type: ignore[no-untyped-def]
+    equation = node.attr("equation", "")
+    if isinstance(equation, bytes):
+        equation = equation.decode()
+    equation = equation.replace(" ", "")
+
+    def run(*inputs: np.ndarray) -> np.ndarray:
+        dtype = inputs[0].dtype
+        cdt = _float_compute(dtype)
+        if cdt is not None:
+            inputs = tuple(x.astype(cdt) for x in inputs)
+        optimize = len(inputs) >= 2 and all(x.size > 0 for x in inputs)
+        y = np.einsum(equation, *inputs, optimize=optimize)
+        return np.asarray(y).astype(dtype, copy=False)
+
+    return run

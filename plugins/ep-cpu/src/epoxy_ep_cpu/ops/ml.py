@@ -1,0 +1,303 @@
+"""ai.onnx.ml ops: LabelEncoder (1, 2, 4), TreeEnsemble (5), ArrayFeatureExtractor (1),
+Binarizer (1)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from epoxy.contract import NodeSpec
+from epoxy.kit import Unsupported
+
+from ..registry import KERNELS
+
+ML = "ai.onnx.ml"
+
+
+def _s(v: object) -> str:
+    return v.decode("utf-8") if isinstance(v, bytes) else str(v)
+
+
+# --------------------------------------------------------------------------- Binarizer
+
+
+@KERNELS.register("Binarizer", 1, domain=ML)
+def binarizer(node: NodeSpec):  # type: ignore[no-untyped-def]
+    threshold = float(node.attr("threshold", 0.0))
+
+    def run(x: np.ndarray) -> np.ndarray:
+        return (x > threshold).astype(x.dtype)
+
+    return run
+
+
+# --------------------------------------------------------------------------- ArrayFeatureExtractor
+
+
+@KERNELS.register("ArrayFeatureExtractor", 1, domain=ML)
+def array_feature_extractor(node: NodeSpec):  # type: ignore[no-untyped-def]
+    def run(x: np.ndarray, indices: np.ndarray) -> np.ndarray:
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        last = x.shape[-1] if x.ndim else 0
+        if idx.size and (idx.min() < -last or idx.max() >= last):
+            raise IndexError(f"ArrayFeatureExtractor: index out of range for last dim {last}")
+        out = np.take(x, idx, axis=-1)
+        if x.ndim == 1:
+            out = out.reshape(1, -1)
+        return out
+
+    return run
+
+
+# --------------------------------------------------------------------------- LabelEncoder
+
+
+class _Lookup:
+    """Vectorized key -> value map (sorted keys + searchsorted; last duplicate wins)."""
+
+    def __init__(self, keys: np.ndarray, values: np.ndarray, default: object) -> None:
+        if keys.shape[0] != values.shape[0]:
+            raise Unsupported("LabelEncoder: keys and values have different lengths")
+        self.is_str = keys.dtype.kind in "OUS"
+        if self.is_str:
+            keys = keys.astype(str)
+        self.nan_value = None
+        if keys.dtype.kind == "f":
+            nan = np.isnan(keys)
+            if nan.any():
+                self.nan_value = values[np.nonzero(nan)[0][-1]]
+            keys, values = keys[~nan], values[~nan]
+        # keep the last occurrence of every key
+        rev_keys, rev_vals = keys[::-1], values[::-1]
+        uniq, first = np.unique(rev_keys, return_index=True)
+        self.keys = uniq
+        self.values = rev_vals[first]
+        self.default = default
+        self.out_dtype = values.dtype
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        xa = np.asarray(x)
+        if self.is_str:
+            probe = xa.astype(str)
+        elif self.keys.dtype.kind == "f":
+            probe = xa.astype(np.float64)
+        else:
+            probe = xa
+        out = np.empty(xa.shape, dtype=self.out_dtype)
+        out[...] = self.default
+        if self.keys.size and xa.size:
+            keys = self.keys.astype(np.float64) if self.keys.dtype.kind == "f" else self.keys
+            pos = np.searchsorted(keys, probe)
+            pos_c = np.minimum(pos, keys.size - 1)
+            hit = keys[pos_c] == probe
+            out[hit] = self.values[pos_c[hit]]
+        if self.nan_value is not None and probe.dtype.kind == "f":
+            out[np.isnan(probe)] = self.nan_value
+        return out
+
+
+def _attr_array(node: NodeSpec, kind: str, prefix: str) -> np.ndarray | None:
+    v = node.attr(f"{prefix}_{kind}")
+    if v is None:
+        return None
+    if kind == "strings":
+        return np.asarray([_s(s) for s in v], dtype=object)
+    if kind == "int64s":
+        return np.asarray(v, dtype=np.int64)
+    if kind == "floats":
+        return np.asarray(v, dtype=np.float32)
+    arr = np.asarray(v).reshape(-1)  # tensor
+    if arr.dtype.kind in "SU":
+        arr = np.asarray([_s(s) for s in arr], dtype=object)
+    return arr
+
+
+def _one(node: NodeSpec, prefix: str, kinds: tuple[str, ...]) -> np.ndarray:
+    found = [a for a in (_attr_array(node, k, prefix) for k in kinds) if a is not None]
+    if len(found) != 1:
+        raise Unsupported(f"LabelEncoder needs exactly one {prefix}_* attribute")
+    return found[0]
+
+
+def _default_for(node: NodeSpec, values: np.ndarray, allow_tensor: bool) -> object:
+    if allow_tensor and node.attr("default_tensor") is not None:
+        d = np.asarray(node.attr("default_tensor")).reshape(-1)
+        v = d[0]
+        return _s(v) if isinstance(v, (bytes, np.bytes_)) else v
+    if values.dtype == object:
+        return _s(node.attr("default_string", "_Unused"))
+    if values.dtype.kind in "iu":
+        return int(node.attr("default_int64", -1))
+    return float(node.attr("default_float", -0.0))
+
+
+@KERNELS.register("LabelEncoder", 1, domain=ML)
+def label_encoder_1(node: NodeSpec):  # type: ignore[no-untyped-def]
+    classes = np.asarray([_s(s) for s in (node.attr("classes_strings") or ())], dtype=object)
+    default_string = node.attr("default_string")
+    default_int = node.attr("default_int64")
+    in_dtype = node.input_types[0].dtype if node.input_types else None
+
+    to_int = _Lookup(classes, np.arange(classes.size, dtype=np.int64), int(default_int if default_int is not None else -1))
+    fallback = _s(default_string) if default_string is not None else "_Unused"
+
+    def run(x: np.ndarray) -> np.ndarray:
+        if x.dtype.kind in "iu":
+            idx = x.astype(np.int64)
+            ok = (idx >= 0) & (idx < classes.size)
+            out = np.full(x.shape, fallback, dtype=object)
+            out[ok] = classes[idx[ok]]
+            return out
+        return to_int(x)
+
+    del in_dtype
+    return run
+
+
+@KERNELS.register("LabelEncoder", (2, 4), domain=ML)
+def label_encoder_2(node: NodeSpec):  # type: ignore[no-untyped-def]
+    tensors = node.opset >= 4
+    kinds = ("strings", "int64s", "floats") + (("tensor",) if tensors else ())
+    keys = _one(node, "keys", kinds)
+    values = _one(node, "values", kinds)
+    default = _default_for(node, values, tensors)
+    lookup = _Lookup(keys, values, default)
+
+    def run(x: np.ndarray) -> np.ndarray:
+        return lookup(x)
+
+    return run
+
+
+# --------------------------------------------------------------------------- TreeEnsemble
+
+_LEQ, _LT, _GTE, _GT, _EQ, _NEQ, _MEMBER = range(7)
+
+
+def _post_transform(y: np.ndarray, kind: int) -> np.ndarray:
+    if kind == 0:
+        return y
+    if kind == 1:
+        e = np.exp(y - y.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+    if kind == 2:
+        return 1.0 / (1.0 + np.exp(-y))
+    if kind == 3:
+        nz = y != 0
+        m = np.where(nz, y, -np.inf).max(axis=1, keepdims=True)
+        m = np.where(np.isfinite(m), m, 0.0)
+        e = np.where(nz, np.exp(y - m), 0.0)
+        s = e.sum(axis=1, keepdims=True)
+        return np.where(nz, e / np.where(s == 0, 1.0, s), 0.0)
+    from scipy.special import erfinv
+
+    return np.sqrt(2.0) * erfinv(2.0 * y - 1.0)
+
+
+@KERNELS.register("TreeEnsemble", 5, domain=ML)
+def tree_ensemble(node: NodeSpec):  # type: ignore[no-untyped-def]
+    def ints(name: str) -> np.ndarray:
+        return np.asarray(node.attr(name) or (), dtype=np.int64)
+
+    def tensor(name: str) -> np.ndarray | None:
+        v = node.attr(name)
+        return None if v is None else np.asarray(v).reshape(-1)
+
+    feature = ints("nodes_featureids")
+    n_nodes = feature.size
+    modes_t = tensor("nodes_modes")
+    modes = modes_t.astype(np.int64) if modes_t is not None else np.zeros(n_nodes, np.int64)
+    splits_t = tensor("nodes_splits")
+    splits = splits_t.astype(np.float64) if splits_t is not None else np.zeros(n_nodes)
+    true_ids = ints("nodes_truenodeids")
+    false_ids = ints("nodes_falsenodeids")
+    true_leaf = ints("nodes_trueleafs").astype(bool)
+    false_leaf = ints("nodes_falseleafs").astype(bool)
+    miss = node.attr("nodes_missing_value_tracks_true")
+    missing_true = np.asarray(miss, dtype=bool) if miss else np.zeros(n_nodes, dtype=bool)
+    roots = ints("tree_roots")
+    leaf_targets = ints("leaf_targetids")
+    lw = tensor("leaf_weights")
+    leaf_weights = lw.astype(np.float64) if lw is not None else np.zeros(leaf_targets.size)
+    n_targets = int(node.attr("n_targets", 1))
+    aggregate = int(node.attr("aggregate_function", 1))
+    post = int(node.attr("post_transform", 0))
+    if aggregate not in (0, 1, 2, 3):
+        raise Unsupported(f"TreeEnsemble aggregate_function {aggregate} is not supported")
+    if post not in (0, 1, 2, 3, 4):
+        raise Unsupported(f"TreeEnsemble post_transform {post} is not supported")
+    for name, arr in (
+        ("nodes_modes", modes),
+        ("nodes_splits", splits),
+        ("nodes_truenodeids", true_ids),
+        ("nodes_falsenodeids", false_ids),
+        ("nodes_trueleafs", true_leaf),
+        ("nodes_falseleafs", false_leaf),
+        ("nodes_missing_value_tracks_true", missing_true),
+    ):
+        if arr.size != n_nodes:
+            raise Unsupported(f"TreeEnsemble: {name} has {arr.size} entries for {n_nodes} nodes")
+    # set membership: member node -> its value set (sets listed in node order, NaN-delimited)
+    member_nodes = np.nonzero(modes == _MEMBER)[0]
+    member_sets: list[tuple[int, np.ndarray]] = []
+    if member_nodes.size:
+        mv = tensor("membership_values")
+        if mv is None:
+            raise Unsupported("TreeEnsemble: BRANCH_MEMBER nodes need membership_values")
+        mv = mv.astype(np.float64)
+        cuts = np.nonzero(np.isnan(mv))[0]
+        groups = np.split(mv, cuts)
+        groups = [g[~np.isnan(g)] for g in groups][: member_nodes.size]
+        if len(groups) < member_nodes.size:
+            raise Unsupported("TreeEnsemble: fewer membership sets than BRANCH_MEMBER nodes")
+        member_sets = list(zip(member_nodes.tolist(), groups))
+    n_trees = roots.size
+
+    def run(x: np.ndarray) -> np.ndarray:
+        xa = x.astype(np.float64)
+        if xa.ndim == 1:
+            xa = xa.reshape(1, -1)
+        n = xa.shape[0]
+        out = np.zeros((n, n_targets), dtype=np.float64)
+        if n == 0 or n_trees == 0:
+            return _post_transform(out, post).astype(x.dtype)
+        cur = np.broadcast_to(roots[None, :], (n, n_trees)).copy()
+        at_leaf = np.zeros((n, n_trees), dtype=bool)
+        rows = np.broadcast_to(np.arange(n)[:, None], (n, n_trees))
+        for _ in range(n_nodes + 1):  # at most one level per node
+            active = ~at_leaf
+            if not active.any():
+                break
+            nodes = cur[active]
+            vals = xa[rows[active], feature[nodes]]
+            sp = splits[nodes]
+            md = modes[nodes]
+            cond = np.select(
+                [md == _LEQ, md == _LT, md == _GTE, md == _GT, md == _EQ, md == _NEQ],
+                [vals <= sp, vals < sp, vals >= sp, vals > sp, vals == sp, vals != sp],
+                default=False,
+            )
+            for m, members in member_sets:  # one pass per membership node
+                sel = nodes == m
+                if sel.any():
+                    cond[sel] = np.isin(vals[sel], members)
+            isnan = np.isnan(vals)
+            cond = np.where(isnan, missing_true[nodes], cond)
+            cur[active] = np.where(cond, true_ids[nodes], false_ids[nodes])
+            at_leaf[active] = np.where(cond, true_leaf[nodes], false_leaf[nodes])
+        else:
+            raise ValueError("TreeEnsemble: a tree does not terminate")
+        targets = leaf_targets[cur]
+        weights = leaf_weights[cur]
+        r = rows
+        if aggregate in (0, 1):
+            np.add.at(out, (r, targets), weights)
+            if aggregate == 0:
+                out = out / n_trees
+        else:
+            fill = np.inf if aggregate == 2 else -np.inf
+            acc = np.full((n, n_targets), fill)
+            (np.minimum if aggregate == 2 else np.maximum).at(acc, (r, targets), weights)
+            out = np.where(np.isinf(acc), 0.0, acc)
+        return _post_transform(out, post).astype(x.dtype)
+
+    return run

@@ -1,0 +1,257 @@
+"""Normalizations: BatchNormalization, InstanceNormalization, LayerNormalization,
+GroupNormalization, RMSNormalization, LRN, LpNormalization, MeanVarianceNormalization."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from epoxy.contract import NodeSpec
+from epoxy.kit import Unsupported
+
+from ..registry import KERNELS
+from ._conv_util import compute_dtype
+
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+
+
+def _out_dtype(node: NodeSpec, index: int, default: np.dtype) -> np.dtype:
+    if index < len(node.output_types) and node.output_types[index].dtype is not None:
+        return np.dtype(node.output_types[index].dtype)
+    return np.dtype(default)
+
+
+def _channel_shape(x: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Per-channel parameter ``v`` broadcastable against ``x`` (N, C, ...). Parameters of
+    the legacy non-spatial form (shape C x D1 x ...) broadcast as they are."""
+    if v.ndim <= 1:
+        return v.reshape((1, -1) + (1,) * max(0, x.ndim - 2)) if x.ndim >= 2 else v
+    return v.reshape((1,) + v.shape)
+
+
+def _stash_dtype(stash_type: int, x_dtype: np.dtype) -> np.dtype:
+    if stash_type == 11:
+        return _F64
+    if x_dtype == _F64 and stash_type not in (1,):
+        return _F64
+    return _F32
+
+
+# --------------------------------------------------------------------------- BatchNormalization
+
+
+@KERNELS.register("BatchNormalization", (1, 6, 7, 9, 14, 15))
+def batch_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
+    eps = float(node.attr("epsilon", 1e-5))
+    momentum = float(node.attr("momentum", 0.9))
+    n_out = len(node.outputs)
+    if node.opset >= 14:
+        training = bool(node.attr("training_mode", 0))
+    else:
+        is_test = int(node.attr("is_test", 0)) if node.opset < 7 else 0
+        training = n_out > 1 and not is_test
+
+    def run(x, scale, b, mean, var):  # type: ignore[no-untyped-def]
+        dtype = x.dtype
+        cdt = compute_dtype(dtype)
+        xc = x.astype(cdt, copy=False)
+        sc, bc = scale.astype(cdt, copy=False), b.astype(cdt, copy=False)
+        mc, vc = mean.astype(cdt, copy=False), var.astype(cdt, copy=False)
+        eps_c = cdt.type(eps)
+        if not training:
+            a = sc / np.sqrt(vc + eps_c)
+            shift = bc - mc * a
+            y = xc * _channel_shape(x, a)
+            y += _channel_shape(x, shift)
+            return y.astype(dtype, copy=False) if n_out == 1 else (y.astype(dtype, copy=False),) + (None,) * (n_out - 1)
+        axes = (0,) + tuple(range(2, x.ndim))
+        cur_mean = xc.mean(axis=axes)
+        cur_var = xc.var(axis=axes)
+        a = sc / np.sqrt(cur_var + eps_c)
+        shift = bc - cur_mean * a
+        y = xc * _channel_shape(x, a)
+        y += _channel_shape(x, shift)
+        mom = cdt.type(momentum)
+        run_mean = (mc * mom + cur_mean * (cdt.type(1) - mom)).astype(mean.dtype, copy=False)
+        run_var = (vc * mom + cur_var * (cdt.type(1) - mom)).astype(var.dtype, copy=False)
+        outs = [y.astype(dtype, copy=False), run_mean, run_var]
+        if node.opset < 14:
+            outs += [cur_mean.astype(mean.dtype, copy=False), cur_var.astype(var.dtype, copy=False)]
+        outs = outs[:n_out]
+        return outs[0] if n_out == 1 else tuple(outs)
+
+    return run
+
+
+# --------------------------------------------------------------------------- Instance / Group
+
+
+def _normalize(xc: np.ndarray, axes: tuple[int, ...], eps: float) -> np.ndarray:
+    mean = xc.mean(axis=axes, keepdims=True)
+    d = xc - mean
+    var = np.mean(np.square(d), axis=axes, keepdims=True)
+    d *= 1 / np.sqrt(var + xc.dtype.type(eps))
+    return d
+
+
+@KERNELS.register("InstanceNormalization", (1, 6, 22))
+def instance_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
+    eps = float(node.attr("epsilon", 1e-5))
+
+    def run(x, scale, b):  # type: ignore[no-untyped-def]
+        cdt = compute_dtype(x.dtype)
+        y = _normalize(x.astype(cdt, copy=False), tuple(range(2, x.ndim)), eps)
+        y *= _channel_shape(x, scale.astype(cdt, copy=False))
+        y += _channel_shape(x, b.astype(cdt, copy=False))
+        return y.astype(x.dtype, copy=False)
+
+    return run
+
+
+@KERNELS.register("GroupNormalization", (18, 21))
+def group_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
+    eps = float(node.attr("epsilon", 1e-5))
+    groups = node.attr("num_groups")
+    if groups is None:
+        raise Unsupported("GroupNormalization without num_groups")
+    groups = int(groups)
+    per_channel = node.opset >= 21
+    stash = int(node.attr("stash_type", 1))
+
+    def run(x, scale, b):  # type: ignore[no-untyped-def]
+        n, c = x.shape[:2]
+        cdt = _stash_dtype(stash, x.dtype) if per_channel else compute_dtype(x.dtype)
+        xg = x.astype(cdt, copy=False).reshape(n, groups, -1)
+        y = _normalize(xg, (2,), eps).reshape(x.shape)
+        if per_channel:
+            y = y.astype(x.dtype, copy=False)
+            sc = scale.reshape((1, c) + (1,) * (x.ndim - 2))
+            bc = b.reshape((1, c) + (1,) * (x.ndim - 2))
+        else:
+            sc = np.repeat(scale.astype(cdt, copy=False), c // groups).reshape((1, c) + (1,) * (x.ndim - 2))
+            bc = np.repeat(b.astype(cdt, copy=False), c // groups).reshape((1, c) + (1,) * (x.ndim - 2))
+        y = y * sc.astype(y.dtype, copy=False) + bc.astype(y.dtype, copy=False)
+        return y.astype(x.dtype, copy=False)
+
+    return run
+
+
+# --------------------------------------------------------------------------- Layer / RMS
+
+
+@KERNELS.register("LayerNormalization", 17)
+def layer_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
+    eps = float(node.attr("epsilon", 1e-5))
+    axis = int(node.attr("axis", -1))
+    stash = int(node.attr("stash_type", 1))
+    n_out = len(node.outputs)
+    stat_dtype = _out_dtype(node, 1, _F32) if n_out > 1 else _F32
+
+    def run(x, scale, b=None):  # type: ignore[no-untyped-def]
+        ax = axis + x.ndim if axis < 0 else axis
+        axes = tuple(range(ax, x.ndim))
+        cdt = _stash_dtype(stash, x.dtype)
+        xc = x.astype(cdt, copy=False)
+        mean = xc.mean(axis=axes, keepdims=True)
+        d = xc - mean
+        var = np.mean(np.square(d), axis=axes, keepdims=True)
+        inv = 1 / np.sqrt(var + cdt.type(eps))
+        d *= inv
+        y = d.astype(x.dtype, copy=False)
+        y = y * scale
+        if b is not None:
+            y += b
+        y = y.astype(x.dtype, copy=False)
+        if n_out == 1:
+            return y
+        outs = (y, mean.astype(stat_dtype, copy=False), inv.astype(stat_dtype, copy=False))
+        return outs[:n_out]
+
+    return run
+
+
+@KERNELS.register("RMSNormalization", 23)
+def rms_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
+    eps = float(node.attr("epsilon", 1e-5))
+    axis = int(node.attr("axis", -1))
+    stash = int(node.attr("stash_type", 1))
+
+    def run(x, scale):  # type: ignore[no-untyped-def]
+        ax = axis + x.ndim if axis < 0 else axis
+        axes = tuple(range(ax, x.ndim))
+        cdt = _stash_dtype(stash, x.dtype)
+        xc = x.astype(cdt, copy=False)
+        ms = np.mean(np.square(xc), axis=axes, keepdims=True)
+        y = (xc / np.sqrt(ms + cdt.type(eps))).astype(x.dtype, copy=False)
+        return (y * scale.astype(x.dtype, copy=False)).astype(scale.dtype, copy=False)
+
+    return run
+
+
+# --------------------------------------------------------------------------- LRN / Lp / MVN
+
+
+@KERNELS.register("LRN", (1, 13))
+def lrn(node: NodeSpec):  # type: ignore[no-untyped-def]
+    size = node.attr("size")
+    if size is None:
+        raise Unsupported("LRN without size")
+    size = int(size)
+    alpha = float(node.attr("alpha", 1e-4))
+    beta = float(node.attr("beta", 0.75))
+    bias = float(node.attr("bias", 1.0))
+    before = (size - 1) // 2
+    after = size - 1 - before
+
+    def run(x):  # type: ignore[no-untyped-def]
+        cdt = compute_dtype(x.dtype)
+        xc = x.astype(cdt, copy=False)
+        c = x.shape[1]
+        sq = np.square(xc)
+        pad = [(0, 0)] * x.ndim
+        pad[1] = (before, after)
+        sqp = np.pad(sq, pad)
+        ss = sqp[:, 0:c].copy()
+        for i in range(1, size):
+            ss += sqp[:, i : i + c]
+        denom = (cdt.type(bias) + cdt.type(alpha / size) * ss) ** cdt.type(beta)
+        return (xc / denom).astype(x.dtype, copy=False)
+
+    return run
+
+
+@KERNELS.register("LpNormalization", (1, 22))
+def lp_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
+    axis = int(node.attr("axis", -1))
+    p = int(node.attr("p", 2))
+    if p not in (1, 2):
+        raise Unsupported(f"LpNormalization p={p}")
+
+    def run(x):  # type: ignore[no-untyped-def]
+        cdt = compute_dtype(x.dtype)
+        xc = x.astype(cdt, copy=False)
+        if p == 2:
+            norm = np.sqrt(np.sum(np.square(xc), axis=axis, keepdims=True))
+        else:
+            norm = np.sum(np.abs(xc), axis=axis, keepdims=True)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            y = np.where(norm == 0, cdt.type(0), xc / norm)
+        return y.astype(x.dtype, copy=False)
+
+    return run
+
+
+@KERNELS.register("MeanVarianceNormalization", (9, 13))
+def mean_variance_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
+    axes_attr = tuple(int(a) for a in node.attr("axes", (0, 2, 3)))
+
+    def run(x):  # type: ignore[no-untyped-def]
+        cdt = compute_dtype(x.dtype)
+        xc = x.astype(cdt, copy=False)
+        axes = tuple(a + x.ndim if a < 0 else a for a in axes_attr)
+        mean = xc.mean(axis=axes, keepdims=True)
+        d = xc - mean
+        std = np.sqrt(np.mean(np.square(d), axis=axes, keepdims=True))
+        return (d / (std + cdt.type(1e-9))).astype(x.dtype, copy=False)
+
+    return run

@@ -1,0 +1,250 @@
+"""Pooling: MaxPool, AveragePool, LpPool, their Global forms, MaxUnpool.
+
+Windows are reduced by looping over kernel *positions* (a handful of strided slices of
+the padded input, each a whole-tensor numpy op), never over pixels.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from epoxy.contract import NodeSpec
+from epoxy.kit import Unsupported
+
+from ..registry import KERNELS
+from ._conv_util import compute_dtype, kernel_offsets, pad_spatial, resolve_pads
+
+_AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+
+
+class _PoolAttrs:
+    def __init__(self, node: NodeSpec, *, ceil: bool = True, dil: bool = True) -> None:
+        self.kernel = tuple(int(k) for k in node.attr("kernel_shape", ()))
+        if not self.kernel:
+            raise Unsupported(f"{node.op_type} without kernel_shape")
+        nsp = len(self.kernel)
+        self.nsp = nsp
+        self.strides = tuple(int(s) for s in node.attr("strides", ())) or (1,) * nsp
+        self.dilations = (tuple(int(s) for s in node.attr("dilations", ())) if dil else ()) or (1,) * nsp
+        self.pads = tuple(int(s) for s in node.attr("pads", ())) or (0,) * (2 * nsp)
+        auto_pad = node.attr("auto_pad", "NOTSET")
+        if isinstance(auto_pad, bytes):
+            auto_pad = auto_pad.decode()
+        if auto_pad not in _AUTO_PADS:
+            raise Unsupported(f"auto_pad {auto_pad!r}")
+        self.auto_pad = auto_pad
+        self.ceil_mode = bool(node.attr("ceil_mode", 0)) if ceil else False
+
+    def geometry(self, x: np.ndarray):  # type: ignore[no-untyped-def]
+        if x.ndim != self.nsp + 2:
+            raise ValueError(f"input rank {x.ndim} does not match kernel_shape {self.kernel}")
+        return resolve_pads(x.shape[2:], self.kernel, self.strides, self.dilations, self.pads, self.auto_pad, self.ceil_mode)
+
+
+def _lowest(dtype: np.dtype):  # type: ignore[no-untyped-def]
+    if dtype.kind == "f":
+        return -np.inf
+    if dtype.kind in "iu":
+        return np.iinfo(dtype).min
+    return -np.inf
+
+
+def _max_pool(x: np.ndarray, a: _PoolAttrs, want_indices: bool, storage_order: int):  # type: ignore[no-untyped-def]
+    out_sp, begin, end, extra = a.geometry(x)
+    n, c = x.shape[:2]
+    oshape = (n, c) + tuple(out_sp)
+    if any(o == 0 for o in out_sp) or n == 0 or c == 0:
+        return np.empty(oshape, x.dtype), np.empty(oshape, np.int64)
+    work = x
+    if x.dtype.kind == "f" and x.dtype not in (np.float32, np.float64):
+        work = x.astype(np.float32)
+    xp = pad_spatial(work, begin, [e + ex for e, ex in zip(end, extra)], _lowest(work.dtype))
+    lead = (slice(None), slice(None))
+    best = None
+    arg = None
+    for kidx, (_, sl) in enumerate(kernel_offsets(a.kernel, a.strides, a.dilations, out_sp)):
+        v = xp[lead + sl]
+        if best is None:
+            best = v.copy()
+            if want_indices:
+                arg = np.zeros(best.shape, dtype=np.int64)
+        elif want_indices:
+            better = v > best
+            np.copyto(best, v, where=better)
+            arg[better] = kidx
+        else:
+            np.maximum(best, v, out=best)
+    y = best if best.dtype == x.dtype else best.astype(x.dtype)
+    if not want_indices:
+        return y, None
+    # kernel position -> input coordinates -> flat index into x
+    kcoords = np.unravel_index(arg, a.kernel)
+    sp = x.shape[2:]
+    nsp = len(sp)
+    coords = []
+    for i in range(nsp):
+        o = np.arange(out_sp[i]).reshape((-1,) + (1,) * (nsp - 1 - i)) * a.strides[i] - begin[i]
+        coords.append(o + kcoords[i] * a.dilations[i])
+    flat = np.zeros(arg.shape, dtype=np.int64)
+    order = range(nsp) if storage_order == 0 else reversed(range(nsp))
+    for i in order:
+        flat = flat * sp[i] + coords[i]
+    plane = math.prod(sp)
+    flat += (np.arange(n * c, dtype=np.int64) * plane).reshape((n, c) + (1,) * nsp)
+    return y, flat
+
+
+@KERNELS.register("MaxPool", (1, 8, 10, 11, 12, 22))
+def max_pool(node: NodeSpec):  # type: ignore[no-untyped-def]
+    a = _PoolAttrs(node, ceil=node.opset >= 10, dil=node.opset >= 10)
+    storage_order = int(node.attr("storage_order", 0))
+    want = len(node.outputs) > 1 and node.outputs[1] != ""
+
+    def run(x: np.ndarray):  # type: ignore[no-untyped-def]
+        y, idx = _max_pool(x, a, want, storage_order)
+        return (y, idx) if want else y
+
+    return run
+
+
+def _window_counts(size: int, o: int, k: int, s: int, d: int, begin: int, lo: int, hi: int) -> np.ndarray:
+    """Per output position: how many of its window positions fall in ``[lo, hi)``
+    (coordinates in the padded input, whose origin is ``-begin``)."""
+    pos = np.arange(o).reshape(-1, 1) * s + np.arange(k).reshape(1, -1) * d - begin
+    return ((pos >= lo) & (pos < hi)).sum(axis=1)
+
+
+def _sum_pool(xp: np.ndarray, a: _PoolAttrs, out_sp: list[int], dtype) -> np.ndarray:  # type: ignore[no-untyped-def]
+    lead = (slice(None), slice(None))
+    acc = None
+    for _, sl in kernel_offsets(a.kernel, a.strides, a.dilations, out_sp):
+        v = xp[lead + sl]
+        if acc is None:
+            acc = v.astype(dtype, copy=True)
+        else:
+            acc += v
+    return acc  # type: ignore[return-value]
+
+
+@KERNELS.register("AveragePool", (1, 7, 10, 11, 19, 22))
+def average_pool(node: NodeSpec):  # type: ignore[no-untyped-def]
+    a = _PoolAttrs(node, ceil=node.opset >= 10, dil=node.opset >= 19)
+    include_pad = bool(node.attr("count_include_pad", 0))
+
+    def run(x: np.ndarray) -> np.ndarray:
+        out_sp, begin, end, extra = a.geometry(x)
+        n, c = x.shape[:2]
+        if any(o == 0 for o in out_sp) or n == 0 or c == 0:
+            return np.empty((n, c) + tuple(out_sp), x.dtype)
+        cdt = compute_dtype(x.dtype)
+        xp = pad_spatial(x.astype(cdt, copy=False), begin, [e + ex for e, ex in zip(end, extra)], 0)
+        acc = _sum_pool(xp, a, out_sp, cdt)
+        sp = x.shape[2:]
+        nsp = len(sp)
+        count = None
+        for i in range(nsp):
+            if include_pad:
+                lo, hi = -begin[i], sp[i] + end[i]
+            else:
+                lo, hi = 0, sp[i]
+            ci = _window_counts(sp[i], out_sp[i], a.kernel[i], a.strides[i], a.dilations[i], begin[i], lo, hi)
+            ci = ci.reshape((-1,) + (1,) * (nsp - 1 - i))
+            count = ci if count is None else count * ci
+        acc /= np.maximum(count, 1).astype(cdt)
+        return acc if acc.dtype == x.dtype else acc.astype(x.dtype)
+
+    return run
+
+
+def _lp(x: np.ndarray, p: float) -> np.ndarray:
+    if p == 2:
+        return x * x
+    if p == 1:
+        return np.abs(x)
+    return np.abs(x) ** x.dtype.type(p)
+
+
+def _root(s: np.ndarray, p: float) -> np.ndarray:
+    if p == 2:
+        return np.sqrt(s)
+    if p == 1:
+        return s
+    return s ** s.dtype.type(1.0 / p)
+
+
+@KERNELS.register("LpPool", (1, 2, 11, 18, 22))
+def lp_pool(node: NodeSpec):  # type: ignore[no-untyped-def]
+    a = _PoolAttrs(node, ceil=node.opset >= 18, dil=node.opset >= 18)
+    p = float(node.attr("p", 2))
+
+    def run(x: np.ndarray) -> np.ndarray:
+        out_sp, begin, end, extra = a.geometry(x)
+        n, c = x.shape[:2]
+        if any(o == 0 for o in out_sp) or n == 0 or c == 0:
+            return np.empty((n, c) + tuple(out_sp), x.dtype)
+        cdt = compute_dtype(x.dtype)
+        xp = pad_spatial(_lp(x.astype(cdt, copy=False), p), begin, [e + ex for e, ex in zip(end, extra)], 0)
+        y = _root(_sum_pool(xp, a, out_sp, cdt), p)
+        return y if y.dtype == x.dtype else y.astype(x.dtype)
+
+    return run
+
+
+@KERNELS.register("GlobalAveragePool", (1, 22))
+def global_average_pool(node: NodeSpec):  # type: ignore[no-untyped-def]
+    def run(x: np.ndarray) -> np.ndarray:
+        axes = tuple(range(2, x.ndim))
+        cdt = compute_dtype(x.dtype)
+        y = np.mean(x, axis=axes, keepdims=True, dtype=cdt)
+        return np.asarray(y).astype(x.dtype, copy=False)
+
+    return run
+
+
+@KERNELS.register("GlobalMaxPool", (1, 22))
+def global_max_pool(node: NodeSpec):  # type: ignore[no-untyped-def]
+    def run(x: np.ndarray) -> np.ndarray:
+        return np.asarray(np.max(x, axis=tuple(range(2, x.ndim)), keepdims=True))
+
+    return run
+
+
+@KERNELS.register("GlobalLpPool", (1, 2, 22))
+def global_lp_pool(node: NodeSpec):  # type: ignore[no-untyped-def]
+    p = float(node.attr("p", 2))
+
+    def run(x: np.ndarray) -> np.ndarray:
+        cdt = compute_dtype(x.dtype)
+        s = np.sum(_lp(x.astype(cdt, copy=False), p), axis=tuple(range(2, x.ndim)), keepdims=True)
+        return np.asarray(_root(np.asarray(s), p)).astype(x.dtype, copy=False)
+
+    return run
+
+
+@KERNELS.register("MaxUnpool", (9, 11, 22))
+def max_unpool(node: NodeSpec):  # type: ignore[no-untyped-def]
+    a = _PoolAttrs(node, ceil=False, dil=False)
+
+    def run(x: np.ndarray, indices: np.ndarray, output_shape: np.ndarray | None = None) -> np.ndarray:
+        n, c = x.shape[:2]
+        nsp = x.ndim - 2
+        # indices address the tensor MaxPool saw, whose shape is the inferred one
+        shape = (n, c) + tuple(
+            (x.shape[2 + i] - 1) * a.strides[i] + a.kernel[i] - a.pads[i] - a.pads[i + nsp] for i in range(nsp)
+        )
+        flat = np.asarray(indices, dtype=np.int64).reshape(-1)
+        if output_shape is not None:
+            target = tuple(int(v) for v in np.asarray(output_shape).reshape(-1))
+            if len(target) == nsp:
+                target = (n, c) + target
+            if target != shape:
+                coords = np.unravel_index(flat, shape)
+                flat = np.ravel_multi_index(coords, target)
+            shape = target
+        out = np.zeros(shape, dtype=x.dtype)
+        out.reshape(-1)[flat] = x.reshape(-1)
+        return out
+
+    return run

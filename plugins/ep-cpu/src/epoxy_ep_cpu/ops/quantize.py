@@ -1,0 +1,171 @@
+"""Linear quantization: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear.
+
+Granularity is read from the scale's shape: a scalar (per-tensor), a 1-D tensor along
+``axis`` (per-axis) or, with ``block_size`` > 0, a tensor of the input's rank whose ``axis``
+dimension is ``ceil(D / block_size)`` (blocked). Integer targets round half to even and
+saturate to the type's range; float8/float4/float6 targets go through ``ml_dtypes`` casts
+(clamped to the finite range when saturating).
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+from onnx import helper
+
+from epoxy.contract import NodeSpec
+from epoxy.kit import Unsupported
+
+from ..registry import KERNELS
+from ._util import normalize_axis
+
+_QUANT_VERSIONS = (10, 13, 19, 21, 23, 24, 25, 28)
+
+#: float targets whose cast has no non-saturating (inf/NaN) encoding to fall back to
+_ALWAYS_SATURATE = {
+    np.dtype(ml_dtypes.float4_e2m1fn),
+    np.dtype(ml_dtypes.float6_e2m3fn),
+    np.dtype(ml_dtypes.float6_e3m2fn),
+}
+_FLOAT_COMPUTE = {np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64), np.dtype(ml_dtypes.bfloat16)}
+
+
+def _onnx_dtype(code: int) -> np.dtype:
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(int(code)))
+    except Exception as exc:  # noqa: BLE001 - unknown enum value
+        raise Unsupported(f"unsupported data type {code}") from exc
+
+
+def _is_int_dtype(dt: np.dtype) -> bool:
+    return dt.kind in "iu" or dt in (np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4),
+                                     np.dtype(ml_dtypes.int2), np.dtype(ml_dtypes.uint2))
+
+
+def _int_range(dt: np.dtype) -> tuple[int, int]:
+    info = ml_dtypes.iinfo(dt) if dt.kind not in "iu" else np.iinfo(dt)
+    return int(info.min), int(info.max)
+
+
+def _expand_param(param: np.ndarray, x_shape: tuple[int, ...], axis_attr: int, block_size: int) -> np.ndarray:
+    """Broadcastable view of a scale / zero point against ``x`` for its granularity."""
+    rank = len(x_shape)
+    if param.ndim == 0 or (param.size == 1 and block_size <= 0):
+        return param.reshape(())  # per-tensor: the axis is irrelevant
+    axis = normalize_axis(axis_attr, rank)
+    if rank == 1 and not 0 <= axis < rank:
+        axis = 0  # a 1-D input can only be quantized along its one axis
+    if not 0 <= axis < rank:
+        raise ValueError(f"axis {axis_attr} out of range for rank {rank}")
+    if block_size > 0:
+        if param.ndim != rank:
+            raise ValueError(f"blocked quantization needs a scale of rank {rank}, got shape {param.shape}")
+        dim = x_shape[axis]
+        if param.shape[axis] != -(-dim // block_size):
+            raise ValueError(f"scale dim {param.shape[axis]} does not match ceil({dim}/{block_size}) on axis {axis}")
+        return np.repeat(param, block_size, axis=axis)[(slice(None),) * axis + (slice(0, dim),)]
+    if param.ndim == 1 and rank > 0 and param.shape[0] == x_shape[axis]:
+        shape = [1] * rank
+        shape[axis] = param.shape[0]
+        return param.reshape(shape)
+    if param.ndim == rank:  # already full-rank (broadcastable) parameters
+        return param
+    raise ValueError(f"scale of shape {param.shape} does not fit input of shape {x_shape} on axis {axis}")
+
+
+@KERNELS.register("QuantizeLinear", _QUANT_VERSIONS)
+def quantize_linear(node: NodeSpec):  # type: ignore[no-untyped-def]
+    axis_attr = int(node.attr("axis", 1)) if node.opset >= 13 else 0
+    block_size = int(node.attr("block_size", 0))
+    saturate = bool(node.attr("saturate", 1))
+    out_code = int(node.attr("output_dtype", 0))
+    fixed_out = _onnx_dtype(out_code) if out_code else None
+    precision_code = int(node.attr("precision", 0)) if node.opset >= 23 else 0
+    precision = _onnx_dtype(precision_code) if precision_code else None
+    if block_size < 0:
+        raise Unsupported("block_size must be positive")
+
+    def run(x: np.ndarray, y_scale: np.ndarray, y_zero_point: np.ndarray | None = None) -> np.ndarray:
+        if fixed_out is not None:
+            out_dt = fixed_out
+        elif y_zero_point is not None:
+            out_dt = y_zero_point.dtype
+        else:
+            out_dt = np.dtype(np.uint8)
+        if precision is not None:
+            cdt = precision
+        elif y_scale.dtype in _FLOAT_COMPUTE:
+            cdt = y_scale.dtype
+        else:
+            cdt = np.dtype(np.float32)
+        scale = _expand_param(y_scale, x.shape, axis_attr, block_size).astype(cdt)
+        q = x.astype(cdt) / scale
+        q = q.astype(np.float64) if _is_int_dtype(out_dt) else q.astype(np.float32)
+        if y_zero_point is not None:
+            zp = _expand_param(y_zero_point, x.shape, axis_attr, block_size)
+            zp = zp.astype(np.float64) if _is_int_dtype(out_dt) else zp.astype(np.float32)
+        else:
+            zp = None
+        if _is_int_dtype(out_dt):
+            q = np.rint(q)
+            if zp is not None:
+                q = q + zp
+            lo, hi = _int_range(out_dt)
+            q = np.clip(q, lo, hi)
+            q = np.nan_to_num(q, nan=0.0)
+            return np.asarray(q.astype(np.int64).astype(out_dt))
+        if zp is not None:
+            q = q + zp
+        if saturate or out_dt in _ALWAYS_SATURATE:
+            fmax = float(ml_dtypes.finfo(out_dt).max)
+            q = np.clip(q, -fmax, fmax)
+        return np.asarray(q.astype(out_dt))
+
+    return run
+
+
+@KERNELS.register("DequantizeLinear", _QUANT_VERSIONS)
+def dequantize_linear(node: NodeSpec):  # type: ignore[no-untyped-def]
+    axis_attr = int(node.attr("axis", 1)) if node.opset >= 13 else 0
+    block_size = int(node.attr("block_size", 0))
+    out_code = int(node.attr("output_dtype", 0)) if node.opset >= 23 else 0
+    fixed_out = _onnx_dtype(out_code) if out_code else None
+
+    def run(x: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarray | None = None) -> np.ndarray:
+        if fixed_out is not None:
+            out_dt = fixed_out
+        elif x_scale.dtype in _FLOAT_COMPUTE:
+            out_dt = x_scale.dtype
+        else:
+            out_dt = np.dtype(np.float32)
+        integer = _is_int_dtype(x.dtype)
+        diff = x.astype(np.int64) if integer else x.astype(np.float32)
+        if x_zero_point is not None:
+            zp = _expand_param(x_zero_point, x.shape, axis_attr, block_size)
+            diff = diff - (zp.astype(np.int64) if integer else zp.astype(np.float32))
+        scale = _expand_param(x_scale, x.shape, axis_attr, block_size)
+        if out_dt == np.dtype(np.float32) or out_dt == np.dtype(np.float64):
+            y = diff.astype(out_dt) * scale.astype(out_dt)
+        else:  # reduced-precision outputs: multiply in float32, round once
+            y = (diff.astype(np.float32) * scale.astype(np.float32)).astype(out_dt)
+        return np.asarray(y, dtype=out_dt)
+
+    return run
+
+
+@KERNELS.register("DynamicQuantizeLinear", 11)
+def dynamic_quantize_linear(node: NodeSpec):  # type: ignore[no-untyped-def]
+    def run(x: np.ndarray):  # type: ignore[no-untyped-def]
+        xf = x.astype(np.float32)
+        lo = min(0.0, float(np.min(xf))) if xf.size else 0.0
+        hi = max(0.0, float(np.max(xf))) if xf.size else 0.0
+        scale = np.float32((np.float32(hi) - np.float32(lo)) / np.float32(255.0))
+        if scale == 0 or not np.isfinite(scale):
+            zp = np.uint8(0)
+            y = np.zeros(x.shape, dtype=np.uint8)
+            return y, np.asarray(scale, dtype=np.float32), np.asarray(zp, dtype=np.uint8)
+        zp_f = np.clip(np.rint(np.float32(0.0) - np.float32(lo) / scale), 0, 255)
+        y = np.clip(np.rint(xf / scale) + zp_f, 0, 255).astype(np.uint8)
+        return y, np.asarray(scale, dtype=np.float32), np.asarray(zp_f, dtype=np.uint8)
+
+    return run

@@ -1,0 +1,261 @@
+"""Recurrent layers: RNN, GRU, LSTM (forward / reverse / bidirectional, layout, sequence_lens).
+
+The input projections of every time step are computed in one matmul per direction; only
+the recurrence itself loops over time (it is inherently sequential), vectorized over the
+batch. Shorter sequences (``sequence_lens``) keep their state frozen past their length and
+write zeros to ``Y`` there; reverse directions start at each sequence's own last step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from epoxy.contract import NodeSpec
+from epoxy.kit import Unsupported
+
+from ..registry import KERNELS
+
+Act = Callable[[np.ndarray], np.ndarray]
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    # numerically stable logistic
+    out = np.empty_like(x)
+    pos = x >= 0
+    out[pos] = 1.0 / (1.0 + np.exp(-x[pos]))
+    ex = np.exp(x[~pos])
+    out[~pos] = ex / (1.0 + ex)
+    return out
+
+
+#: name -> (needs alpha, needs beta, default alpha, default beta, builder)
+_ACTIVATIONS: dict[str, tuple[bool, bool, float, float, Callable[[float, float], Act]]] = {
+    "relu": (False, False, 0.0, 0.0, lambda a, b: lambda x: np.maximum(x, 0)),
+    "tanh": (False, False, 0.0, 0.0, lambda a, b: np.tanh),
+    "sigmoid": (False, False, 0.0, 0.0, lambda a, b: _sigmoid),
+    "affine": (True, True, 1.0, 0.0, lambda a, b: lambda x: a * x + b),
+    "leakyrelu": (True, False, 0.01, 0.0, lambda a, b: lambda x: np.where(x >= 0, x, a * x)),
+    "thresholdedrelu": (True, False, 1.0, 0.0, lambda a, b: lambda x: np.where(x > a, x, 0.0)),
+    "scaledtanh": (True, True, 1.0, 1.0, lambda a, b: lambda x: a * np.tanh(b * x)),
+    "hardsigmoid": (True, True, 0.2, 0.5, lambda a, b: lambda x: np.clip(a * x + b, 0.0, 1.0)),
+    "elu": (True, False, 1.0, 0.0, lambda a, b: lambda x: np.where(x >= 0, x, a * (np.exp(np.minimum(x, 0)) - 1.0))),
+    "softsign": (False, False, 0.0, 0.0, lambda a, b: lambda x: x / (1.0 + np.abs(x))),
+    "softplus": (False, False, 0.0, 0.0, lambda a, b: lambda x: np.logaddexp(0.0, x)),
+}
+
+
+def _parse_activations(node: NodeSpec, defaults: tuple[str, ...], num_dirs: int) -> list[list[Act]]:
+    names = node.attr("activations")
+    per_dir = len(defaults)
+    if names is None:
+        names = defaults * num_dirs
+    names = [n.decode() if isinstance(n, bytes) else str(n) for n in names]
+    if len(names) == per_dir and num_dirs == 2:
+        names = names * 2
+    if len(names) != per_dir * num_dirs:
+        raise Unsupported(f"{node.op_type} expects {per_dir * num_dirs} activations, got {len(names)}")
+    alphas = list(node.attr("activation_alpha", ()) or ())
+    betas = list(node.attr("activation_beta", ()) or ())
+    acts: list[Act] = []
+    for name in names:
+        spec = _ACTIVATIONS.get(name.lower())
+        if spec is None:
+            raise Unsupported(f"unsupported activation {name!r}")
+        needs_a, needs_b, da, db, build = spec
+        a = float(alphas.pop(0)) if needs_a and alphas else da
+        b = float(betas.pop(0)) if needs_b and betas else db
+        acts.append(build(a, b))
+    return [acts[d * per_dir:(d + 1) * per_dir] for d in range(num_dirs)]
+
+
+class _Config:
+    def __init__(self, node: NodeSpec, gates: int, default_acts: tuple[str, ...]) -> None:
+        direction = node.attr("direction", "forward")
+        direction = direction.decode() if isinstance(direction, bytes) else str(direction)
+        if direction not in ("forward", "reverse", "bidirectional"):
+            raise Unsupported(f"unknown direction {direction!r}")
+        self.num_dirs = 2 if direction == "bidirectional" else 1
+        self.reverse = [direction == "reverse"] if self.num_dirs == 1 else [False, True]
+        self.hidden_size = node.attr("hidden_size")
+        self.layout = int(node.attr("layout", 0)) if node.opset >= 14 else 0
+        clip = node.attr("clip")
+        self.clip = None if clip is None else float(clip)
+        self.gates = gates
+        self.acts = _parse_activations(node, default_acts, self.num_dirs)
+        self.n_out = len(node.outputs)
+
+    def cdtype(self, x: np.ndarray) -> np.dtype:
+        return np.dtype(np.float64) if x.dtype == np.float64 else np.dtype(np.float32)
+
+    def clipped(self, v: np.ndarray) -> np.ndarray:
+        return v if self.clip is None else np.clip(v, -self.clip, self.clip)
+
+    def to_time_major(self, x: np.ndarray | None) -> np.ndarray | None:
+        """layout=1 inputs [batch, seq|dirs, ...] -> [seq|dirs, batch, ...]."""
+        if x is None or self.layout == 0:
+            return x
+        return np.swapaxes(x, 0, 1)
+
+    def finish(self, x_dtype: np.dtype, y: np.ndarray, *states: np.ndarray) -> tuple:
+        """y: [T, D, N, H] and states [D, N, H] in compute dtype -> outputs per layout."""
+        if self.layout == 1:
+            y = np.transpose(y, (2, 0, 1, 3))
+            states = tuple(np.swapaxes(s, 0, 1) for s in states)
+        outs = (y.astype(x_dtype, copy=False),) + tuple(s.astype(x_dtype, copy=False) for s in states)
+        outs = tuple(np.ascontiguousarray(o) for o in outs)
+        return outs[: self.n_out] if self.n_out > 1 else outs[0]
+
+
+def _step_mask(seq_lens: np.ndarray | None, t: int) -> np.ndarray | None:
+    """(N, 1) bool: which batch entries are still inside their sequence at time t."""
+    if seq_lens is None:
+        return None
+    return (t < seq_lens)[:, None]
+
+
+def _run_recurrence(cfg: _Config, x: np.ndarray, seq_lens: np.ndarray | None, dir_fn) -> tuple[np.ndarray, list]:  # type: ignore[no-untyped-def]
+    """Drive ``dir_fn(d)`` -> (step(t, states) -> (h, states), init states) over time."""
+    seq_len, batch = x.shape[0], x.shape[1]
+    H = cfg.hidden_size
+    cd = cfg.cdtype(x)
+    y = np.zeros((seq_len, cfg.num_dirs, batch, H), dtype=cd)
+    finals: list[list[np.ndarray]] = []
+    for d in range(cfg.num_dirs):
+        step, states = dir_fn(d)
+        order = range(seq_len - 1, -1, -1) if cfg.reverse[d] else range(seq_len)
+        for t in order:
+            new_states = step(t, states)
+            mask = _step_mask(seq_lens, t)
+            if mask is None:
+                states = new_states
+                y[t, d] = new_states[0]
+            else:
+                states = [np.where(mask, n, o) for n, o in zip(new_states, states)]
+                y[t, d] = np.where(mask, new_states[0], 0)
+        finals.append(states)
+    stacked = [np.stack([f[i] for f in finals]) if finals else np.zeros((cfg.num_dirs, batch, H), cd)
+               for i in range(len(finals[0]) if finals else 0)]
+    return y, stacked
+
+
+def _common_inputs(cfg: _Config, X, W, R, B, sequence_lens, initial_h, nb: int):  # type: ignore[no-untyped-def]
+    xt = cfg.to_time_major(X)
+    cd = cfg.cdtype(X)
+    xt = xt.astype(cd, copy=False)
+    seq_len, batch = xt.shape[0], xt.shape[1]
+    H = cfg.hidden_size if cfg.hidden_size is not None else R.shape[-1]
+    cfg.hidden_size = H
+    W = W.astype(cd, copy=False)
+    R = R.astype(cd, copy=False)
+    B = np.zeros((cfg.num_dirs, nb * H), dtype=cd) if B is None else B.astype(cd, copy=False)
+    h0 = cfg.to_time_major(initial_h)
+    h0 = np.zeros((cfg.num_dirs, batch, H), dtype=cd) if h0 is None else h0.astype(cd, copy=False)
+    lens = None
+    if sequence_lens is not None:
+        lens = np.asarray(sequence_lens).astype(np.int64).reshape(-1)
+        if np.all(lens >= seq_len):
+            lens = None
+    return xt, W, R, B, h0, lens, H, cd
+
+
+@KERNELS.register("RNN", (1, 7, 14, 22))
+def rnn(node: NodeSpec):  # type: ignore[no-untyped-def]
+    cfg = _Config(node, 1, ("Tanh",))
+
+    def run(X, W, R, B=None, sequence_lens=None, initial_h=None):  # type: ignore[no-untyped-def]
+        c = _Config.__new__(_Config)
+        c.__dict__.update(cfg.__dict__)
+        xt, W_, R_, B_, h0, lens, H, cd = _common_inputs(c, X, W, R, B, sequence_lens, initial_h, 2)
+
+        def dir_fn(d: int):  # type: ignore[no-untyped-def]
+            xw = xt @ W_[d].T + (B_[d, :H] + B_[d, H:])
+            rT = R_[d].T
+            f = c.acts[d][0]
+
+            def step(t: int, states: list) -> list:  # type: ignore[type-arg]
+                return [f(c.clipped(xw[t] + states[0] @ rT))]
+
+            return step, [h0[d]]
+
+        y, (yh,) = _run_recurrence(c, xt, lens, dir_fn)
+        return c.finish(X.dtype, y, yh)
+
+    return run
+
+
+@KERNELS.register("GRU", (1, 3, 7, 14, 22))
+def gru(node: NodeSpec):  # type: ignore[no-untyped-def]
+    cfg = _Config(node, 3, ("Sigmoid", "Tanh"))
+    lbr = int(node.attr("linear_before_reset", 0)) if node.opset >= 3 else 0
+
+    def run(X, W, R, B=None, sequence_lens=None, initial_h=None):  # type: ignore[no-untyped-def]
+        c = _Config.__new__(_Config)
+        c.__dict__.update(cfg.__dict__)
+        xt, W_, R_, B_, h0, lens, H, cd = _common_inputs(c, X, W, R, B, sequence_lens, initial_h, 6)
+
+        def dir_fn(d: int):  # type: ignore[no-untyped-def]
+            wb, rb = B_[d, : 3 * H], B_[d, 3 * H:]
+            xw = xt @ W_[d].T + wb  # [T, N, 3H] in z, r, h order
+            r_zr_T = R_[d, : 2 * H].T
+            r_h_T = R_[d, 2 * H:].T
+            rb_zr, rb_h = rb[: 2 * H], rb[2 * H:]
+            f, g = c.acts[d]
+
+            def step(t: int, states: list) -> list:  # type: ignore[type-arg]
+                h = states[0]
+                zr = f(c.clipped(xw[t, :, : 2 * H] + h @ r_zr_T + rb_zr))
+                z, r = zr[:, :H], zr[:, H:]
+                if lbr:
+                    hh = g(c.clipped(xw[t, :, 2 * H:] + r * (h @ r_h_T + rb_h)))
+                else:
+                    hh = g(c.clipped(xw[t, :, 2 * H:] + (r * h) @ r_h_T + rb_h))
+                return [(1 - z) * hh + z * h]
+
+            return step, [h0[d]]
+
+        y, (yh,) = _run_recurrence(c, xt, lens, dir_fn)
+        return c.finish(X.dtype, y, yh)
+
+    return run
+
+
+@KERNELS.register("LSTM", (1, 7, 14, 22))
+def lstm(node: NodeSpec):  # type: ignore[no-untyped-def]
+    cfg = _Config(node, 4, ("Sigmoid", "Tanh", "Tanh"))
+    input_forget = bool(node.attr("input_forget", 0))
+
+    def run(X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None):  # type: ignore[no-untyped-def]
+        c = _Config.__new__(_Config)
+        c.__dict__.update(cfg.__dict__)
+        xt, W_, R_, B_, h0, lens, H, cd = _common_inputs(c, X, W, R, B, sequence_lens, initial_h, 8)
+        c0 = c.to_time_major(initial_c)
+        c0 = np.zeros_like(h0) if c0 is None else c0.astype(cd, copy=False)
+        P_ = np.zeros((c.num_dirs, 3 * H), dtype=cd) if P is None else P.astype(cd, copy=False)
+
+        def dir_fn(d: int):  # type: ignore[no-untyped-def]
+            xw = xt @ W_[d].T + (B_[d, : 4 * H] + B_[d, 4 * H:])  # [T, N, 4H] in i, o, f, c order
+            rT = R_[d].T
+            pi, po, pf = P_[d, :H], P_[d, H: 2 * H], P_[d, 2 * H:]
+            f, g, hf = c.acts[d]
+
+            def step(t: int, states: list) -> list:  # type: ignore[type-arg]
+                h, cell = states
+                gates = xw[t] + h @ rT
+                i = f(c.clipped(gates[:, :H] + pi * cell))
+                if input_forget:
+                    fg = 1 - i
+                else:
+                    fg = f(c.clipped(gates[:, 2 * H: 3 * H] + pf * cell))
+                cc = g(c.clipped(gates[:, 3 * H:]))
+                new_c = fg * cell + i * cc
+                o = f(c.clipped(gates[:, H: 2 * H] + po * new_c))
+                return [o * hf(new_c), new_c]
+
+            return step, [h0[d], c0[d]]
+
+        y, (yh, yc) = _run_recurrence(c, xt, lens, dir_fn)
+        return c.finish(X.dtype, y, yh, yc)
+
+    return run

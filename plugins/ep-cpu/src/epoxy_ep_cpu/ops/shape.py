@@ -1,0 +1,544 @@
+"""Shape manipulation: Identity, Shape, Size, Reshape, Flatten, Squeeze, Unsqueeze, Transpose,
+Concat, Split, Expand, Tile, Pad, DepthToSpace, SpaceToDepth, CenterCropPad, CumSum, CumProd,
+Dropout (inference and seeded training)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from epoxy.contract import NodeSpec
+from epoxy.kit import Unsupported
+
+from ..registry import KERNELS
+from ._shape_util import arr, contig, has_output, norm_axis, out_dtype, schema_versions, to_int, to_ints, versions_between
+
+# --------------------------------------------------------------------------------------------
+# Identity
+
+
+@KERNELS.register("Identity", schema_versions("Identity"))
+def identity(node: NodeSpec):  # type: ignore[no-untyped-def]
+    def run(x: Any) -> Any:
+        if isinstance(x, list):
+            return list(x)
+        return x
+
+    return run
+
+
+# --------------------------------------------------------------------------------------------
+# Shape / Size
+
+
+@KERNELS.register("Shape", schema_versions("Shape"))
+def shape(node: NodeSpec):  # type: ignore[no-untyped-def]
+    start = node.attr("start", 0) if node.opset >= 15 else 0
+    end = node.attr("end", None) if node.opset >= 15 else None
+
+    def run(x: np.ndarray) -> np.ndarray:
+        dims = np.asarray(x).shape
+        r = len(dims)
+        s = int(start) + r if start < 0 else int(start)
+        e = r if end is None else (int(end) + r if end < 0 else int(end))
+        s = min(max(s, 0), r)
+        e = min(max(e, 0), r)
+        return np.array(dims[s:e] if s < e else (), dtype=np.int64)
+
+    return run
+
+
+@KERNELS.register("Size", schema_versions("Size"))
+def size(node: NodeSpec):  # type: ignore[no-untyped-def]
+    def run(x: np.ndarray) -> np.ndarray:
+        return np.array(np.asarray(x).size, dtype=np.int64)
+
+    return run
+
+
+# --------------------------------------------------------------------------------------------
+# Reshape / Flatten / Squeeze / Unsqueeze / Transpose
+
+
+def _reshape_target(in_shape: tuple[int, ...], target: list[int], allowzero: bool) -> tuple[int, ...]:
+    out = []
+    for i, d in enumerate(target):
+        if d == 0 and not allowzero:
+            if i >= len(in_shape):
+                raise ValueError(f"Reshape: 0 at position {i} beyond input rank {len(in_shape)}")
+            out.append(in_shape[i])
+        else:
+            out.append(d)
+    if out.count(-1) > 1:
+        raise ValueError("Reshape: more than one -1 in shape")
+    if -1 in out:
+        known = int(np.prod([d for d in out if d != -1], dtype=np.int64))
+        total = int(np.prod(in_shape, dtype=np.int64))
+        if known == 0:
+            if total != 0:
+                raise ValueError(f"Reshape: cannot infer -1 for {in_shape} -> {target}")
+            inferred = 0
+        else:
+            if total % known:
+                raise ValueError(f"Reshape: cannot reshape {in_shape} to {target}")
+            inferred = total // known
+        out[out.index(-1)] = inferred
+    return tuple(out)
+
+
+@KERNELS.register("Reshape", 1)
+def reshape_v1(node: NodeSpec):  # type: ignore[no-untyped-def]
+    target = [int(d) for d in node.attr("shape", ())]
+
+    def run(x: np.ndarray) -> np.ndarray:
+        return x.reshape(_reshape_target(x.shape, target, False))
+
+    return run
+
+
+@KERNELS.register("Reshape", versions_between("Reshape", 5))
+def reshape(node: NodeSpec):  # type: ignore[no-untyped-def]
+    allowzero = bool(node.attr("allowzero", 0)) if node.opset >= 14 else False
+
+    def run(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
+        return x.reshape(_reshape_target(x.shape, to_ints(shape), allowzero))
+
+    return run
+
+
+@KERNELS.register("Flatten", schema_versions("Flatten"))
+def flatten(node: NodeSpec):  # type: ignore[no-untyped-def]
+    axis = int(node.attr("axis", 1))
+
+    def run(x: np.ndarray) -> np.ndarray:
+        a = norm_axis(axis, x.ndim)
+        outer = int(np.prod(x.shape[:a], dtype=np.int64))
+        inner = int(np.prod(x.shape[a:], dtype=np.int64))
+        return x.reshape(outer, inner)
+
+    return run
+
+
+def _squeeze(x: np.ndarray, axes: list[int] | None) -> np.ndarray:
+    if axes is None or len(axes) == 0:
+        return x.reshape(tuple(d for d in x.shape if d != 1))
+    ax = sorted({norm_axis(a, x.ndim) for a in axes})
+    for a in ax:
+        if x.shape[a] != 1:
+            raise ValueError(f"Squeeze: dimension {a} of shape {x.shape} is not 1")
+    return x.reshape(tuple(d for i, d in enumerate(x.shape) if i not in ax))
+
+
+@KERNELS.register("Squeeze", versions_between("Squeeze", 1, 13))
+def squeeze_attr(node: NodeSpec):  # type: ignore[no-untyped-def]
+    axes = node.attr("axes", None)
+    axes = None if axes is None else [int(a) for a in axes]
+
+    def run(x: np.ndarray) -> np.ndarray:
+        return _squeeze(x, axes)
+
+    return run
+
+
+@KERNELS.register("Squeeze", versions_between("Squeeze", 13))
+def squeeze(node: NodeSpec):  # type: ignore[no-untyped-def]
+    def run(x: np.ndarray, axes: np.ndarray | None = None) -> np.ndarray:
+        return _squeeze(x, None if axes is None else to_ints(axes))
+
+    return run
+
+
+def _unsqueeze(x: np.ndarray, axes: list[int]) -> np.ndarray:
+    rank = x.ndim + len(axes)
+    ax = sorted(norm_axis(a, rank) for a in axes)
+    if len(set(ax)) != len(ax) or any(not 0 <= a < rank for a in ax):
+        raise ValueError(f"Unsqueeze: invalid axes {axes} for input rank {x.ndim}")
+    shape = list(x.shape)
+    for a in ax:
+        shape.insert(a, 1)
+    return x.reshape(shape)
+
+
+@KERNELS.register("Unsqueeze", versions_between("Unsqueeze", 1, 13))
+def unsqueeze_attr(node: NodeSpec):  # type: ignore[no-untyped-def]
+    axes = [int(a) for a in node.attr("axes", ())]
+
+    def run(x: np.ndarray) -> np.ndarray:
+        return _unsqueeze(x, axes)
+
+    return run
+
+
+@KERNELS.register("Unsqueeze", versions_between("Unsqueeze", 13))
+def unsqueeze(node: NodeSpec):  # type: ignore[no-untyped-def]
+    def run(x: np.ndarray, axes: np.ndarray) -> np.ndarray:
+        return _unsqueeze(x, to_ints(axes))
+
+    return run
+
+
+@KERNELS.register("Transpose", schema_versions("Transpose"))
+def transpose(node: NodeSpec):  # type: ignore[no-untyped-def]
+    perm = node.attr("perm", None)
+    perm = None if perm is None else tuple(int(p) for p in perm)
+
+    def run(x: np.ndarray) -> np.ndarray:
+        p = perm if perm is not None else tuple(range(x.ndim - 1, -1, -1))
+        return contig(np.transpose(x, p))
+
+    return run
+
+
+# --------------------------------------------------------------------------------------------
+# Concat / Split
+
+
+@KERNELS.register("Concat", schema_versions("Concat"))
+def concat(node: NodeSpec):  # type: ignore[no-untyped-def]
+    axis = int(node.attr("axis", 1))
+
+    def run(*xs: np.ndarray) -> np.ndarray:
+        xs = tuple(np.asarray(x) for x in xs if x is not None)
+        rank = max(x.ndim for x in xs)
+        a = norm_axis(axis, rank)
+        if xs[0].dtype == object:
+            return np.concatenate(xs, axis=a)
+        return np.concatenate(xs, axis=a, dtype=xs[0].dtype)
+
+    return run
+
+
+def _split_sizes(dim: int, n_out: int, split: list[int] | None, num_outputs: int | None) -> list[int]:
+    if split:
+        if sum(split) != dim:
+            raise ValueError(f"Split: sizes {split} do not add up to {dim}")
+        return split
+    n = num_outputs if num_outputs is not None else n_out
+    chunk = -(-dim // n) if n else 0
+    sizes = [max(0, min(chunk, dim - i * chunk)) for i in range(n)]
+    return sizes
+
+
+def _do_split(x: np.ndarray, axis: int, sizes: list[int]) -> tuple[np.ndarray, ...]:
+    a = norm_axis(axis, x.ndim)
+    bounds = np.cumsum([0] + list(sizes))
+    outs = []
+    for i in range(len(sizes)):
+        idx = [slice(None)] * x.ndim
+        idx[a] = slice(int(bounds[i]), int(bounds[i + 1]))
+        outs.append(contig(x[tuple(idx)]))
+    return tuple(outs)
+
+
+def _split_result(node: NodeSpec, outs: tuple[np.ndarray, ...]) -> Any:
+    if len(node.outputs) == 1:
+        return outs[0]
+    return outs
+
+
+@KERNELS.register("Split", 1)
+def split_v1(node: NodeSpec):  # type: ignore[no-untyped-def]
+    axis = int(node.attr("axis", 0))
+    split_attr = [int(s) for s in node.attr("split", ())]
+    n_out = len(node.outputs)
+
+    def run(x: np.ndarray, split: np.ndarray | None = None) -> Any:
+        sp = to_ints(split) if split is not None else split_attr
+        sizes = _split_sizes(x.shape[norm_axis(axis, x.ndim)], n_out, sp or None, None)
+        return _split_result(node, _do_split(x, axis, sizes))
+
+    return run
+
+
+@KERNELS.register("Split", versions_between("Split", 2, 13))
+def split_attr(node: NodeSpec):  # type: ignore[no-untyped-def]
+    axis = int(node.attr("axis", 0))
+    split_attr = [int(s) for s in node.attr("split", ())]
+    n_out = len(node.outputs)
+
+    def run(x: np.ndarray) -> Any:
+        sizes = _split_sizes(x.shape[norm_axis(axis, x.ndim)], n_out, split_attr or None, None)
+        return _split_result(node, _do_split(x, axis, sizes))
+
+    return run
+
+
+@KERNELS.register("Split", versions_between("Split", 13))
+def split(node: NodeSpec):  # type: ignore[no-untyped-def]
+    axis = int(node.attr("axis", 0))
+    num_outputs = node.attr("num_outputs", None) if node.opset >= 18 else None
+    n_out = len(node.outputs)
+
+    def run(x: np.ndarray, split: np.ndarray | None = None) -> Any:
+        sp = to_ints(split) if split is not None else None
+        nout = None if num_outputs is None else int(num_outputs)
+        sizes = _split_sizes(x.shape[norm_axis(axis, x.ndim)], n_out, sp or None, nout)
+        return _split_result(node, _do_split(x, axis, sizes))
+
+    return run
+
+
+# --------------------------------------------------------------------------------------------
+# Expand / Tile
+
+
+@KERNELS.register("Expand", schema_versions("Expand"))
+def expand(node: NodeSpec):  # type: ignore[no-untyped-def]
+    def run(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
+        target = np.broadcast_shapes(x.shape, tuple(to_ints(shape)))
+        return np.array(np.broadcast_to(x, target))
+
+    return run
+
+
+@KERNELS.register("Tile", 1)
+def tile_v1(node: NodeSpec):  # type: ignore[no-untyped-def]
+    def run(x: np.ndarray, tiles: np.ndarray, axis: np.ndarray) -> np.ndarray:
+        reps = [1] * x.ndim
+        reps[norm_axis(to_int(axis), x.ndim)] = to_int(tiles)
+        return np.tile(x, reps)
+
+    return run
+
+
+@KERNELS.register("Tile", versions_between("Tile", 6))
+def tile(node: NodeSpec):  # type: ignore[no-untyped-def]
+    def run(x: np.ndarray, repeats: np.ndarray) -> np.ndarray:
+        reps = to_ints(repeats)
+        if len(reps) != x.ndim:
+            raise ValueError(f"Tile: repeats {reps} do not match input rank {x.ndim}")
+        return np.tile(x, reps) if x.ndim else x.copy()
+
+    return run
+
+
+# --------------------------------------------------------------------------------------------
+# Pad
+
+
+_NP_PAD_MODE = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
+
+
+def _pad(x: np.ndarray, pads: list[int], mode: str, value: Any, axes: list[int] | None) -> np.ndarray:
+    rank = x.ndim
+    if axes is None:
+        axes = list(range(rank))
+    else:
+        axes = [norm_axis(a, rank) for a in axes]
+    n = len(axes)
+    if len(pads) != 2 * n:
+        raise ValueError(f"Pad: {len(pads)} pads for {n} axes")
+    begin = [0] * rank
+    end = [0] * rank
+    for i, a in enumerate(axes):
+        begin[a] = pads[i]
+        end[a] = pads[i + n]
+    # negative pads crop
+    if any(p < 0 for p in begin + end):
+        idx = tuple(
+            slice(-b if b < 0 else 0, x.shape[i] + e if e < 0 else x.shape[i]) for i, (b, e) in enumerate(zip(begin, end))
+        )
+        x = x[idx]
+        begin = [max(b, 0) for b in begin]
+        end = [max(e, 0) for e in end]
+    width = list(zip(begin, end))
+    if not any(b or e for b, e in width):
+        return np.array(x)
+    if mode == "constant":
+        if x.dtype == object:
+            fill = "" if value is None else value
+        else:
+            fill = np.zeros((), x.dtype) if value is None else np.asarray(value).astype(x.dtype)
+        out = np.full(tuple(d + b + e for d, (b, e) in zip(x.shape, width)), fill, dtype=x.dtype)
+        out[tuple(slice(b, b + d) for d, (b, _) in zip(x.shape, width))] = x
+        return out
+    if x.size == 0:
+        raise ValueError(f"Pad: mode {mode} on an empty tensor")
+    return np.pad(x, width, mode=_NP_PAD_MODE[mode])
+
+
+def _pad_mode(node: NodeSpec) -> str:
+    mode = node.attr("mode", "constant")
+    if isinstance(mode, bytes):
+        mode = mode.decode()
+    if mode not in _NP_PAD_MODE or (mode == "wrap" and node.opset < 19):
+        raise Unsupported(f"Pad mode {mode!r}")
+    return mode
+
+
+@KERNELS.register("Pad", (1, 2))
+def pad_attr(node: NodeSpec):  # type: ignore[no-untyped-def]
+    mode = _pad_mode(node)
+    pads = [int(p) for p in node.attr("pads" if node.opset >= 2 else "paddings", ())]
+    value = float(node.attr("value", 0.0))
+
+    def run(x: np.ndarray) -> np.ndarray:
+        return _pad(x, pads, mode, value, None)
+
+    return run
+
+
+@KERNELS.register("Pad", versions_between("Pad", 11))
+def pad(node: NodeSpec):  # type: ignore[no-untyped-def]
+    mode = _pad_mode(node)
+
+    def run(x: np.ndarray, pads: np.ndarray, constant_value: np.ndarray | None = None,
+            axes: np.ndarray | None = None) -> np.ndarray:
+        value = None
+        if constant_value is not None and np.asarray(constant_value).size:
+            value = np.asarray(constant_value).reshape(-1)[0]
+        return _pad(x, to_ints(pads), mode, value, None if axes is None else to_ints(axes))
+
+    return run
+
+
+# --------------------------------------------------------------------------------------------
+# DepthToSpace / SpaceToDepth / CenterCropPad
+
+
+@KERNELS.register("DepthToSpace", schema_versions("DepthToSpace"))
+def depth_to_space(node: NodeSpec):  # type: ignore[no-untyped-def]
+    bs = int(node.attr("blocksize"))
+    mode = node.attr("mode", "DCR") if node.opset >= 11 else "DCR"
+    if mode not in ("DCR", "CRD"):
+        raise Unsupported(f"DepthToSpace mode {mode!r}")
+
+    def run(x: np.ndarray) -> np.ndarray:
+        b, c, h, w = x.shape
+        oc = c // (bs * bs)
+        if mode == "DCR":
+            t = x.reshape(b, bs, bs, oc, h, w).transpose(0, 3, 4, 1, 5, 2)
+        else:
+            t = x.reshape(b, oc, bs, bs, h, w).transpose(0, 1, 4, 2, 5, 3)
+        return contig(t).reshape(b, oc, h * bs, w * bs)
+
+    return run
+
+
+@KERNELS.register("SpaceToDepth", schema_versions("SpaceToDepth"))
+def space_to_depth(node: NodeSpec):  # type: ignore[no-untyped-def]
+    bs = int(node.attr("blocksize"))
+    mode = node.attr("mode", "DCR") if node.opset >= 28 else "DCR"
+    if mode not in ("DCR", "CRD"):
+        raise Unsupported(f"SpaceToDepth mode {mode!r}")
+    perm = (0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4)
+
+    def run(x: np.ndarray) -> np.ndarray:
+        b, c, h, w = x.shape
+        t = x.reshape(b, c, h // bs, bs, w // bs, bs).transpose(perm)
+        return contig(t).reshape(b, c * bs * bs, h // bs, w // bs)
+
+    return run
+
+
+@KERNELS.register("CenterCropPad", schema_versions("CenterCropPad"))
+def center_crop_pad(node: NodeSpec):  # type: ignore[no-untyped-def]
+    axes_attr = node.attr("axes", None)
+
+    def run(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
+        target = to_ints(shape)
+        axes = list(range(x.ndim)) if axes_attr is None else [norm_axis(a, x.ndim) for a in axes_attr]
+        if len(axes) != len(target):
+            raise ValueError("CenterCropPad: shape and axes lengths differ")
+        src = [slice(None)] * x.ndim
+        dst = [slice(None)] * x.ndim
+        out_shape = list(x.shape)
+        for a, t in zip(axes, target):
+            d = x.shape[a]
+            out_shape[a] = t
+            if t < d:
+                off = (d - t) // 2
+                src[a] = slice(off, off + t)
+            elif t > d:
+                off = (t - d) // 2
+                dst[a] = slice(off, off + d)
+        out = np.zeros(out_shape, dtype=x.dtype)
+        out[tuple(dst)] = x[tuple(src)]
+        return out
+
+    return run
+
+
+# --------------------------------------------------------------------------------------------
+# CumSum / CumProd
+
+
+def _cumulative(ufunc: np.ufunc, identity: int):  # type: ignore[no-untyped-def]
+    def factory(node: NodeSpec):  # type: ignore[no-untyped-def]
+        exclusive = bool(node.attr("exclusive", 0))
+        reverse = bool(node.attr("reverse", 0))
+
+        def run(x: np.ndarray, axis: np.ndarray) -> np.ndarray:
+            a = norm_axis(to_int(axis), x.ndim)
+            y = np.flip(x, a) if reverse else x
+            if exclusive:
+                n = y.shape[a]
+                pad_shape = list(y.shape)
+                pad_shape[a] = 1
+                head = np.full(pad_shape, identity, dtype=x.dtype)
+                y = np.concatenate([head, np.take(y, np.arange(max(n - 1, 0)), axis=a)], axis=a)
+            out = ufunc.accumulate(y, axis=a, dtype=x.dtype) if y.size else np.array(y)
+            if reverse:
+                out = np.flip(out, a)
+            return contig(out)
+
+        return run
+
+    return factory
+
+
+KERNELS.register("CumSum", schema_versions("CumSum"))(_cumulative(np.add, 0))
+KERNELS.register("CumProd", schema_versions("CumProd"))(_cumulative(np.multiply, 1))
+
+
+# --------------------------------------------------------------------------------------------
+# Dropout
+
+
+def _dropout_apply(x: np.ndarray, ratio: float, seed: Any, want_mask: bool, mask_dtype: np.dtype) -> Any:
+    if ratio == 0:
+        return x, (np.ones(x.shape, dtype=mask_dtype) if want_mask else None)
+    rng = np.random.RandomState(int(seed)) if seed is not None else np.random.RandomState()
+    keep = rng.uniform(0.0, 1.0, x.shape) >= ratio
+    if ratio >= 1:
+        y = np.zeros_like(x)
+    else:
+        scale = np.asarray(1.0 / (1.0 - ratio)).astype(x.dtype)
+        y = (x * keep.astype(x.dtype) * scale).astype(x.dtype, copy=False)
+    return y, (keep.astype(mask_dtype) if want_mask else None)
+
+
+@KERNELS.register("Dropout", versions_between("Dropout", 1, 12))
+def dropout_legacy(node: NodeSpec):  # type: ignore[no-untyped-def]
+    ratio = float(node.attr("ratio", 0.5))
+    training = node.opset < 7 and not int(node.attr("is_test", 0))
+    want_mask = has_output(node, 1)
+    mask_dt = out_dtype(node, 1)
+
+    def run(x: np.ndarray) -> Any:
+        mdt = mask_dt if mask_dt is not None else (np.dtype(bool) if node.opset >= 10 else x.dtype)
+        if training:
+            y, m = _dropout_apply(x, ratio, None, want_mask, mdt)
+        else:
+            y, m = x, (np.ones(x.shape, dtype=mdt) if want_mask else None)
+        return (y, m) if len(node.outputs) > 1 else y
+
+    return run
+
+
+@KERNELS.register("Dropout", versions_between("Dropout", 12))
+def dropout(node: NodeSpec):  # type: ignore[no-untyped-def]
+    seed = node.attr("seed", None)
+    want_mask = has_output(node, 1)
+
+    def run(x: np.ndarray, ratio: np.ndarray | None = None, training_mode: np.ndarray | None = None) -> Any:
+        train = training_mode is not None and bool(np.asarray(training_mode).reshape(-1)[0])
+        if train:
+            r = 0.5 if ratio is None else float(np.asarray(ratio).reshape(-1)[0])
+            y, m = _dropout_apply(x, r, seed, want_mask, np.dtype(bool))
+        else:
+            y, m = x, (np.ones(x.shape, dtype=bool) if want_mask else None)
+        return (arr(y), m) if len(node.outputs) > 1 else arr(y)
+
+    return run

@@ -1,0 +1,73 @@
+"""Softmax, LogSoftmax, Hardmax.
+
+Before opset 13 the input is coerced to 2-D at ``axis`` (default 1) and the op runs over
+the flattened trailing dims; from 13 it runs over the single ``axis`` (default -1).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from epoxy.contract import NodeSpec
+
+from ..registry import KERNELS
+from ._conv_util import compute_dtype
+
+
+def _softmax(x: np.ndarray, axis: int, log: bool) -> np.ndarray:
+    if x.size == 0:
+        return x.copy()
+    m = np.max(x, axis=axis, keepdims=True)
+    if not np.all(np.isfinite(m)):
+        m = np.where(np.isfinite(m), m, 0)
+    e = x - m
+    if log:
+        with np.errstate(divide="ignore"):
+            return e - np.log(np.sum(np.exp(e), axis=axis, keepdims=True))
+    np.exp(e, out=e)
+    e /= np.sum(e, axis=axis, keepdims=True)
+    return e
+
+
+def _hardmax(x: np.ndarray, axis: int) -> np.ndarray:
+    y = np.zeros_like(x)
+    if x.size == 0:
+        return y
+    idx = np.expand_dims(np.argmax(x, axis=axis), axis)
+    np.put_along_axis(y, idx, 1, axis=axis)
+    return y
+
+
+def _family(kind: str):  # type: ignore[no-untyped-def]
+    def factory(node: NodeSpec):  # type: ignore[no-untyped-def]
+        legacy = node.opset < 13
+        axis_attr = int(node.attr("axis", 1 if legacy else -1))
+
+        def apply(x: np.ndarray, axis: int) -> np.ndarray:
+            if kind == "Hardmax":
+                return _hardmax(x, axis)
+            # float16 stays float16 (as the ONNX reference computes); exotic floats -> float32
+            cdt = x.dtype if x.dtype == np.float16 else compute_dtype(x.dtype)
+            y = _softmax(x.astype(cdt, copy=False), axis, kind == "LogSoftmax")
+            return y.astype(x.dtype, copy=False)
+
+        def run(x: np.ndarray) -> np.ndarray:
+            rank = x.ndim
+            axis = axis_attr + rank if axis_attr < 0 else axis_attr
+            if rank == 0:
+                return apply(x.reshape(1), 0).reshape(())
+            if legacy:
+                outer = math.prod(x.shape[:axis])
+                inner = math.prod(x.shape[axis:])
+                return apply(x.reshape(outer, inner), 1).reshape(x.shape)
+            return apply(x, axis)
+
+        return run
+
+    return factory
+
+
+for _kind in ("Softmax", "LogSoftmax", "Hardmax"):
+    KERNELS.register(_kind, (1, 11, 13))(_family(_kind))

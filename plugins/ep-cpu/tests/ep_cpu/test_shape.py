@@ -1,0 +1,207 @@
+"""Shape manipulation kernels on the cpu provider, checked against onnx.reference / numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+
+import epoxy
+
+
+def _elem(dtype) -> int:  # type: ignore[no-untyped-def]
+    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+
+
+def _build(op, inputs, n_out=1, opset=21, **attrs):  # type: ignore[no-untyped-def]
+    """One-node model; ``inputs`` is a list of (name, array or None for an omitted input)."""
+    node = helper.make_node(op, [n if v is not None else "" for n, v in inputs], [f"y{i}" for i in range(n_out)], **attrs)
+    graph_inputs = [helper.make_tensor_value_info(n, _elem(v.dtype), v.shape) for n, v in inputs if v is not None]
+    outs = [helper.make_value_info(f"y{i}", onnx.TypeProto()) for i in range(n_out)]
+    graph = helper.make_graph([node], "g", graph_inputs, outs)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _as_f64(a: np.ndarray) -> np.ndarray:
+    return a.astype(np.float64) if a.dtype.type.__module__.startswith("ml_dtypes") else a
+
+
+def run_both(op, inputs, n_out=1, opset=21, expected=None, **attrs):  # type: ignore[no-untyped-def]
+    """(epoxy outputs, reference outputs) of a one-node model (reference: onnx.reference)."""
+    model = _build(op, inputs, n_out, opset, **attrs)
+    feeds = {n: v for n, v in inputs if v is not None}
+    with np.errstate(all="ignore"):
+        ref = expected if expected is not None else ReferenceEvaluator(model).run(None, feeds)
+    ref = [np.asarray(r) for r in ref]
+    for out, v in zip(model.graph.output, ref):
+        out.type.CopyFrom(helper.make_tensor_type_proto(_elem(v.dtype), [f"d{k}" for k in range(v.ndim)]))
+    sess = epoxy.InferenceSession(model, providers=["cpu"])
+    with np.errstate(all="ignore"):
+        got = sess.run(None, feeds)
+    return got, ref
+
+
+def check(op, inputs, n_out=1, opset=21, expected=None, **attrs):  # type: ignore[no-untyped-def]
+    got, ref = run_both(op, inputs, n_out, opset, expected, **attrs)
+    assert len(got) == len(ref)
+    for g, r in zip(got, ref):
+        assert isinstance(g, np.ndarray), type(g)
+        assert g.dtype == r.dtype, (g.dtype, r.dtype)
+        assert g.shape == r.shape, (g.shape, r.shape)
+        if r.dtype == object:
+            assert g.tolist() == r.tolist()
+        else:
+            np.testing.assert_array_equal(_as_f64(g), _as_f64(r))
+    return got
+
+
+RNG = np.random.default_rng(0)
+F = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+
+
+def i64(*v: int) -> np.ndarray:
+    return np.array(v, dtype=np.int64)
+
+
+def test_identity_and_sequence_passthrough() -> None:
+    check("Identity", [("x", F)])
+    check("Identity", [("x", np.zeros((0, 3), np.int32))])
+
+
+@pytest.mark.parametrize("start,end", [(None, None), (-1, None), (None, -1), (1, 2), (-10, 10), (2, 1)])
+def test_shape_start_end(start, end) -> None:  # type: ignore[no-untyped-def]
+    attrs = {k: v for k, v in (("start", start), ("end", end)) if v is not None}
+    check("Shape", [("x", F)], opset=15, **attrs)
+
+
+def test_shape_size_scalar() -> None:
+    check("Shape", [("x", np.array(1.0, np.float32))])
+    check("Size", [("x", np.zeros((0, 5), np.float32))])
+    check("Size", [("x", F)])
+
+
+@pytest.mark.parametrize("shape,allowzero", [((4, -1), 0), ((0, -1), 0), ((-1,), 0), ((2, 0, 4), 0), ((3, 0), 1)])
+def test_reshape(shape, allowzero) -> None:  # type: ignore[no-untyped-def]
+    x = F if not (allowzero and 0 in shape) else np.zeros((0, 3), np.float32)
+    check("Reshape", [("x", x), ("s", i64(*shape))], opset=14, allowzero=allowzero)
+
+
+def test_reshape_opset1_attribute() -> None:
+    got, _ = run_both("Reshape", [("x", F)], opset=1, expected=[F.reshape(6, 4)], shape=[6, -1])
+    np.testing.assert_array_equal(got[0], F.reshape(6, 4))
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2, 3, -1, -3])
+def test_flatten(axis) -> None:  # type: ignore[no-untyped-def]
+    check("Flatten", [("x", F)], axis=axis)
+
+
+def test_squeeze_unsqueeze_versions() -> None:
+    x = np.zeros((1, 3, 1, 2), np.float32)
+    check("Squeeze", [("x", x)], opset=11, axes=[0, -2])
+    check("Squeeze", [("x", x)], opset=11)
+    check("Squeeze", [("x", x), ("a", i64(-2))], opset=13)
+    check("Squeeze", [("x", x)], opset=13)
+    check("Unsqueeze", [("x", F)], opset=11, axes=[0, -1])
+    check("Unsqueeze", [("x", F), ("a", i64(4, 0, 2))], opset=13)
+    check("Unsqueeze", [("x", np.array(3, np.int64)), ("a", i64(0))], opset=13)
+
+
+def test_transpose() -> None:
+    check("Transpose", [("x", F)])
+    check("Transpose", [("x", F)], perm=[1, 2, 0])
+    check("Transpose", [("x", np.array(2.0, np.float32))])
+
+
+def test_concat() -> None:
+    b = RNG.standard_normal((2, 5, 4)).astype(np.float32)
+    check("Concat", [("a", F), ("b", b)], axis=-2)
+    check("Concat", [("a", F), ("e", np.zeros((2, 0, 4), np.float32))], axis=1)
+    s = np.array(["a", "b"], dtype=object)
+    check("Concat", [("a", s), ("b", s)], axis=0)
+
+
+def test_split_variants() -> None:
+    x = np.arange(7, dtype=np.int32)
+    check("Split", [("x", x)], n_out=3, opset=18, num_outputs=3)
+    check("Split", [("x", x), ("s", i64(2, 5))], n_out=2, opset=13)
+    check("Split", [("x", np.arange(6, dtype=np.float32))], n_out=3, opset=13)
+    check("Split", [("x", F)], n_out=2, opset=11, axis=-1, split=[1, 3])
+    check("Split", [("x", np.zeros((0,), np.float32)), ("s", i64(0, 0))], n_out=2, opset=13)
+
+
+def test_expand_tile() -> None:
+    check("Expand", [("x", np.arange(3, dtype=np.int64).reshape(3, 1)), ("s", i64(2, 1, 4))])
+    check("Expand", [("x", F), ("s", i64(1))])
+    got = check("Expand", [("x", np.array(1.5, np.float32)), ("s", i64(2, 2))])
+    assert got[0].flags.writeable
+    check("Tile", [("x", F), ("r", i64(1, 2, 3))])
+    check("Tile", [("x", F), ("r", i64(0, 1, 1))])
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge", "wrap"])
+def test_pad_modes(mode) -> None:  # type: ignore[no-untyped-def]
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    check("Pad", [("x", x), ("p", i64(1, 2, 2, 1))], opset=19, mode=mode)
+    # negative pads crop first (the onnx reference cannot do these)
+    np_mode = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}[mode]
+    expected = np.pad(x[:, 1:], ((0, 1), (0, 2)), mode=np_mode)
+    check("Pad", [("x", x), ("p", i64(0, -1, 1, 2))], opset=19, expected=[expected], mode=mode)
+
+
+def test_pad_constant_value_axes_and_opset2() -> None:
+    x = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
+    check("Pad", [("x", x), ("p", i64(1, 2, 0, 3)), ("v", np.array(7, np.int32)), ("a", i64(-1, 0))], opset=18)
+    xf = np.ones((2, 2), np.float32)
+    expected = np.pad(xf, ((0, 1), (2, 0)), constant_values=1.5)
+    check("Pad", [("x", xf)], opset=2, expected=[expected], pads=[0, 2, 1, 0], value=1.5)
+
+
+def test_depth_space_roundtrip() -> None:
+    x = np.arange(2 * 8 * 2 * 3, dtype=np.float32).reshape(2, 8, 2, 3)
+    for mode in ("DCR", "CRD"):
+        d2s = check("DepthToSpace", [("x", x)], opset=13, blocksize=2, mode=mode)[0]
+    check("SpaceToDepth", [("x", d2s)], blocksize=2)
+
+
+def test_center_crop_pad() -> None:
+    x = np.arange(30, dtype=np.float32).reshape(5, 6)
+    check("CenterCropPad", [("x", x), ("s", i64(3, 9))], opset=18)
+    check("CenterCropPad", [("x", x), ("s", i64(8))], opset=18, axes=[-2])
+
+
+@pytest.mark.parametrize("exclusive", [0, 1])
+@pytest.mark.parametrize("reverse", [0, 1])
+def test_cumsum_cumprod(exclusive, reverse) -> None:  # type: ignore[no-untyped-def]
+    x = np.array([[1, 2, 3], [4, 5, 6]], dtype=np.int32)
+    check("CumSum", [("x", x), ("a", np.array(-1, np.int32))], exclusive=exclusive, reverse=reverse)
+    check("CumSum", [("x", F), ("a", np.array(1, np.int64))], exclusive=exclusive, reverse=reverse)
+    sums = np.cumsum(np.flip(x, 0) if reverse else x, axis=0)
+    prods = np.cumprod(np.flip(x, 0) if reverse else x, axis=0)
+    if exclusive:
+        prods = np.concatenate([np.ones((1, 3), np.int32), prods[:-1]])
+    prods = np.flip(prods, 0) if reverse else prods
+    got, _ = run_both("CumProd", [("x", x), ("a", np.array(0, np.int64))], opset=26, expected=[prods.astype(np.int32)],
+                      exclusive=exclusive, reverse=reverse)
+    np.testing.assert_array_equal(got[0], prods)
+    assert got[0].dtype == np.int32
+    assert sums.shape == x.shape
+
+
+def test_dropout_inference_and_training() -> None:
+    got, _ = run_both("Dropout", [("x", F)], n_out=2, opset=13, expected=[F, np.ones(F.shape, bool)])
+    np.testing.assert_array_equal(got[0], F)
+    assert got[1].dtype == np.bool_ and got[1].all()
+    ratio = np.array(0.25, np.float32)
+    train = np.array(True)
+    got, _ = run_both("Dropout", [("x", F), ("r", ratio), ("t", train)], n_out=2, opset=13,
+                      expected=[F, np.ones(F.shape, bool)], seed=3)
+    y, mask = got
+    np.testing.assert_allclose(y, np.where(mask, F / 0.75, 0), rtol=1e-6)
+    got2, _ = run_both("Dropout", [("x", F), ("r", ratio), ("t", train)], n_out=2, opset=13,
+                       expected=[F, np.ones(F.shape, bool)], seed=3)
+    np.testing.assert_array_equal(got2[1], mask)
+    got, _ = run_both("Dropout", [("x", F)], n_out=2, opset=7, expected=[F, np.ones(F.shape, np.float32)])
+    assert got[1].dtype == np.float32
