@@ -246,6 +246,8 @@ def expand_node(
         if actual is not None:
             ir_values[actual.name] = actual
     protos = _rename_nodes(function.node, bound, scope, prefixed)
+    body_opsets = {("" if i.domain == "ai.onnx" else i.domain): i.version for i in function.opset_import}
+    graph_opsets = {("" if d == "ai.onnx" else d): v for d, v in (opsets or {}).items()}
     new_nodes: list[ir.Node] = []
     with _quiet_serde():
         for k, proto in enumerate(protos):
@@ -255,6 +257,12 @@ def expand_node(
             label = node_names(prefix + (proto.name or f"{proto.op_type}_{k}"))
             new = ir.Node(proto.domain, proto.op_type, inputs, attrs, outputs=outputs, name=label,
                           overload=proto.overload)
+            domain = "" if proto.domain == "ai.onnx" else proto.domain
+            want = body_opsets.get(domain)
+            if want is not None and graph_opsets.get(domain, want) != want:
+                new.version = want  # the body was written for another opset than the graph's
+            elif node.version is not None and domain == ("" if node.domain == "ai.onnx" else node.domain):
+                new.version = node.version
             for out in outputs:
                 if out.name:
                     ir_values[out.name] = out

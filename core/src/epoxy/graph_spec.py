@@ -145,6 +145,8 @@ class CoreGraph:
     def _add_node(self, index: int, node: ir.Node) -> None:
         domain = "" if node.domain in ("", "ai.onnx") else node.domain
         opset = self.opsets.get(domain)
+        if opset is not None and node.version is not None:
+            opset = node.version  # a node inlined from a function keeps the function's opset
         if opset is None:
             raise InvalidGraphError(
                 f"node {node.name or node.op_type!r} uses domain {domain or 'ai.onnx'!r} "

@@ -79,7 +79,8 @@ def test_attention_3d_with_past_and_all_outputs():
     mask[1] = False  # one fully masked row
     attrs = {"q_num_heads": 4, "kv_num_heads": 2, "is_causal": 1, "scale": 0.2, "softcap": 2.0}
     for mode in (1, 2, 3):
-        got, want = _both("Attention", [q, k, v, mask, pk, pv], dict(attrs, qk_matmul_output_mode=mode), opset=23, n_out=4)
+        attrs_m = dict(attrs, qk_matmul_output_mode=mode)
+        got, want = _both("Attention", [q, k, v, mask, pk, pv], attrs_m, opset=23, n_out=4)
         _close(got, want)
 
 
@@ -239,7 +240,10 @@ def test_linear_attention_no_past_scale():
 
 
 @pytest.mark.parametrize("act", ["none", "silu"])
-@pytest.mark.parametrize("ksize,length,with_past,with_bias", [(4, 6, True, True), (3, 1, False, False), (1, 3, False, True), (4, 2, False, False)])
+@pytest.mark.parametrize(
+    "ksize,length,with_past,with_bias",
+    [(4, 6, True, True), (3, 1, False, False), (1, 3, False, True), (4, 2, False, False)],
+)
 def test_causal_conv_with_state(act, ksize, length, with_past, with_bias):
     x = _r(2, 3, length)
     w = _r(3, 1, ksize)

@@ -266,6 +266,13 @@ def test_clip_attrs():
     np.testing.assert_array_equal(run("Clip", [x], {"min": -1.0, "max": 1.0}, opset=6), np.clip(x, -1, 1))
     np.testing.assert_array_equal(run("Clip", [x], {"max": 0.5}, opset=6), np.minimum(x, 0.5))
     np.testing.assert_array_equal(run("Clip", [x], {"min": 0.0}, opset=1), np.maximum(x, 0.0))
+    # absent attributes default to the float32 limits
+    big = np.array([-np.inf, 1.0, np.inf, np.nan], np.float32)
+    got = run("Clip", [big], opset=6)
+    fmax = np.finfo(np.float32).max
+    np.testing.assert_array_equal(got, np.array([-fmax, 1.0, fmax, np.nan], np.float32))
+    got16 = run("Clip", [big.astype(np.float16)], opset=6)
+    np.testing.assert_array_equal(got16, big.astype(np.float16))
 
 
 # ---------------------------------------------------------------------- IsInf IsNaN

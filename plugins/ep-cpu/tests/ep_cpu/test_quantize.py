@@ -123,7 +123,8 @@ def test_quantize_float8_saturate(saturate, dtype):
 
 def test_quantize_output_dtype_float4():
     x = np.array([0.2, 1.1, -2.9, 5.0, 100.0, -100.0], np.float32)
-    got, want = _both("QuantizeLinear", [x, np.array(1.0, np.float32)], {"output_dtype": TensorProto.FLOAT4E2M1}, opset=23)
+    attrs = {"output_dtype": TensorProto.FLOAT4E2M1}
+    got, want = _both("QuantizeLinear", [x, np.array(1.0, np.float32)], attrs, opset=23)
     assert got[0].dtype == np.dtype(ml_dtypes.float4_e2m1fn)
     np.testing.assert_array_equal(got[0].astype(np.float32), want[0].astype(np.float32))
 
@@ -145,7 +146,7 @@ def test_quantize_precision_attribute():
     np.testing.assert_array_equal(got[0], np.array([0, 1, 333, -1], np.int16))
 
 
-def test_quantize_empty_and_nan():
+def test_quantize_dequantize_empty():
     x = np.zeros((0, 3), np.float32)
     got, want = _both("QuantizeLinear", [x, np.array(1.0, np.float32), np.array(0, np.uint8)])
     assert got[0].shape == (0, 3) and got[0].dtype == np.uint8

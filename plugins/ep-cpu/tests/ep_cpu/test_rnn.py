@@ -48,7 +48,8 @@ def _ref(op, inputs, attrs, opset=14):
     return ReferenceEvaluator(_model(op, inputs, attrs, opset)).run(None, _feeds(inputs))
 
 
-def _make_inputs(op, seq=4, batch=3, inp=5, hidden=6, dirs=1, bias=True, init=True, peep=False, dtype=np.float32, layout=0):
+def _make_inputs(op, seq=4, batch=3, inp=5, hidden=6, dirs=1, bias=True, init=True, peep=False,
+                 dtype=np.float32, layout=0):
     g = GATES[op]
     shape_x = (seq, batch, inp) if layout == 0 else (batch, seq, inp)
     x = RNG.standard_normal(shape_x).astype(dtype)

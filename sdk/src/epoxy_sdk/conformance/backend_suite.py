@@ -87,13 +87,24 @@ def _read_value(path: str, type_proto: onnx.TypeProto) -> Any:
     return numpy_helper.to_array(proto)
 
 
+def _from_proto(value: Any) -> Any:
+    """In-memory node cases store exotic-dtype tensors as TensorProto: turn them into arrays."""
+    if isinstance(value, onnx.TensorProto):
+        return numpy_helper.to_array(value)
+    if isinstance(value, onnx.SequenceProto):
+        return numpy_helper.to_list(value)
+    if isinstance(value, onnx.OptionalProto):
+        return numpy_helper.to_optional(value)
+    return value
+
+
 def load_data(case: Case, model: onnx.ModelProto) -> list[tuple[dict[str, Any], list[Any]]]:
     """(feeds, expected outputs) per data set of a case."""
     sets = []
     if case.data_sets is not None:
         for inputs, outputs in case.data_sets:
             names = [i.name for i in model.graph.input]
-            sets.append((dict(zip(names, inputs)), list(outputs)))
+            sets.append((dict(zip(names, map(_from_proto, inputs))), [_from_proto(o) for o in outputs]))
         return sets
     if case.dummy_model_name is not None:
         from onnx.backend.test.runner import Runner

@@ -37,7 +37,9 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
 
 def masked_softmax(scores: np.ndarray) -> np.ndarray:
     """Softmax over the last axis; rows whose every entry is ``-inf`` become zero rows."""
-    row_max = np.max(scores, axis=-1, keepdims=True) if scores.shape[-1] else np.zeros(scores.shape[:-1] + (1,), scores.dtype)
+    if scores.shape[-1] == 0:
+        return scores.copy()
+    row_max = np.max(scores, axis=-1, keepdims=True)
     dead = np.isneginf(row_max)
     shifted = scores - np.where(dead, 0, row_max)
     e = np.exp(shifted)

@@ -90,7 +90,9 @@ def attention(node: NodeSpec):  # type: ignore[no-untyped-def]
     n_out = len(node.outputs)
     want_qk = n_out > 3 and node.outputs[3] != ""
 
-    def run(Q, K, V, attn_mask=None, past_key=None, past_value=None, nonpad_kv_seqlen=None):  # type: ignore[no-untyped-def]
+    def run(  # type: ignore[no-untyped-def]
+        Q, K, V, attn_mask=None, past_key=None, past_value=None, nonpad_kv_seqlen=None
+    ):
         three_d = Q.ndim == 3
         if three_d:
             if not q_heads_attr or not kv_heads_attr:
@@ -407,7 +409,10 @@ def tensor_scatter(node: NodeSpec):  # type: ignore[no-untyped-def]
         seq = update.shape[axis]
         if seq == 0 or batch == 0:
             return present
-        starts = np.zeros(batch, dtype=np.int64) if write_indices is None else np.asarray(write_indices, np.int64).reshape(-1)
+        if write_indices is None:
+            starts = np.zeros(batch, dtype=np.int64)
+        else:
+            starts = np.asarray(write_indices, np.int64).reshape(-1)
         idx = starts[:, None] + np.arange(seq, dtype=np.int64)[None, :]  # [B, S]
         if mode == "circular":
             idx = idx % max_len

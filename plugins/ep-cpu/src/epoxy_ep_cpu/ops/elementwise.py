@@ -264,13 +264,16 @@ def _bound(value: object, dtype: np.dtype) -> object:
         return None
     if v.size != 1:
         raise ValueError(f"Clip: min/max must be scalars, got shape {v.shape}")
-    return v.reshape(()).astype(dtype)
+    with np.errstate(all="ignore"):  # float32 limits overflow to +-inf in float16: no bound
+        return v.reshape(()).astype(dtype)
 
 
 @KERNELS.register("Clip", (1, 6))
 def clip_attr(node: NodeSpec):  # type: ignore[no-untyped-def]
-    lo_attr = node.attr("min", None)
-    hi_attr = node.attr("max", None)
+    # the attributes default to numeric_limits<float>::lowest()/max() (so +-inf clip to them)
+    flt_max = float(np.finfo(np.float32).max)
+    lo_attr = float(node.attr("min", -flt_max))
+    hi_attr = float(node.attr("max", flt_max))
 
     def run(x: np.ndarray) -> np.ndarray:
         return _clip(x, _bound(lo_attr, x.dtype), _bound(hi_attr, x.dtype))

@@ -71,7 +71,7 @@ def _parse_activations(node: NodeSpec, defaults: tuple[str, ...], num_dirs: int)
 
 
 class _Config:
-    def __init__(self, node: NodeSpec, gates: int, default_acts: tuple[str, ...]) -> None:
+    def __init__(self, node: NodeSpec, default_acts: tuple[str, ...]) -> None:
         direction = node.attr("direction", "forward")
         direction = direction.decode() if isinstance(direction, bytes) else str(direction)
         if direction not in ("forward", "reverse", "bidirectional"):
@@ -82,7 +82,6 @@ class _Config:
         self.layout = int(node.attr("layout", 0)) if node.opset >= 14 else 0
         clip = node.attr("clip")
         self.clip = None if clip is None else float(clip)
-        self.gates = gates
         self.acts = _parse_activations(node, default_acts, self.num_dirs)
         self.n_out = len(node.outputs)
 
@@ -115,12 +114,16 @@ def _step_mask(seq_lens: np.ndarray | None, t: int) -> np.ndarray | None:
     return (t < seq_lens)[:, None]
 
 
-def _run_recurrence(cfg: _Config, x: np.ndarray, seq_lens: np.ndarray | None, dir_fn) -> tuple[np.ndarray, list]:  # type: ignore[no-untyped-def]
-    """Drive ``dir_fn(d)`` -> (step(t, states) -> (h, states), init states) over time."""
+def _run_recurrence(  # type: ignore[no-untyped-def]
+    cfg: _Config, x: np.ndarray, hidden: int, seq_lens: np.ndarray | None, dir_fn
+):
+    """Drive ``dir_fn(d) -> (step, initial states)`` over time for every direction.
+
+    ``step(t, states)`` returns the new states, hidden state first. Returns ``Y`` as
+    [T, D, N, H] and the final states stacked over directions ([D, N, H] each).
+    """
     seq_len, batch = x.shape[0], x.shape[1]
-    H = cfg.hidden_size
-    cd = cfg.cdtype(x)
-    y = np.zeros((seq_len, cfg.num_dirs, batch, H), dtype=cd)
+    y = np.zeros((seq_len, cfg.num_dirs, batch, hidden), dtype=x.dtype)
     finals: list[list[np.ndarray]] = []
     for d in range(cfg.num_dirs):
         step, states = dir_fn(d)
@@ -135,18 +138,16 @@ def _run_recurrence(cfg: _Config, x: np.ndarray, seq_lens: np.ndarray | None, di
                 states = [np.where(mask, n, o) for n, o in zip(new_states, states)]
                 y[t, d] = np.where(mask, new_states[0], 0)
         finals.append(states)
-    stacked = [np.stack([f[i] for f in finals]) if finals else np.zeros((cfg.num_dirs, batch, H), cd)
-               for i in range(len(finals[0]) if finals else 0)]
-    return y, stacked
+    return y, [np.stack([f[i] for f in finals]) for i in range(len(finals[0]))]
 
 
 def _common_inputs(cfg: _Config, X, W, R, B, sequence_lens, initial_h, nb: int):  # type: ignore[no-untyped-def]
+    """Time-major inputs in the compute dtype, zero defaults, and the effective lengths."""
     xt = cfg.to_time_major(X)
     cd = cfg.cdtype(X)
     xt = xt.astype(cd, copy=False)
     seq_len, batch = xt.shape[0], xt.shape[1]
-    H = cfg.hidden_size if cfg.hidden_size is not None else R.shape[-1]
-    cfg.hidden_size = H
+    H = int(cfg.hidden_size) if cfg.hidden_size is not None else R.shape[-1]
     W = W.astype(cd, copy=False)
     R = R.astype(cd, copy=False)
     B = np.zeros((cfg.num_dirs, nb * H), dtype=cd) if B is None else B.astype(cd, copy=False)
@@ -162,38 +163,34 @@ def _common_inputs(cfg: _Config, X, W, R, B, sequence_lens, initial_h, nb: int):
 
 @KERNELS.register("RNN", (1, 7, 14, 22))
 def rnn(node: NodeSpec):  # type: ignore[no-untyped-def]
-    cfg = _Config(node, 1, ("Tanh",))
+    cfg = _Config(node, ("Tanh",))
 
     def run(X, W, R, B=None, sequence_lens=None, initial_h=None):  # type: ignore[no-untyped-def]
-        c = _Config.__new__(_Config)
-        c.__dict__.update(cfg.__dict__)
-        xt, W_, R_, B_, h0, lens, H, cd = _common_inputs(c, X, W, R, B, sequence_lens, initial_h, 2)
+        xt, W_, R_, B_, h0, lens, H, cd = _common_inputs(cfg, X, W, R, B, sequence_lens, initial_h, 2)
 
         def dir_fn(d: int):  # type: ignore[no-untyped-def]
             xw = xt @ W_[d].T + (B_[d, :H] + B_[d, H:])
             rT = R_[d].T
-            f = c.acts[d][0]
+            f = cfg.acts[d][0]
 
             def step(t: int, states: list) -> list:  # type: ignore[type-arg]
-                return [f(c.clipped(xw[t] + states[0] @ rT))]
+                return [f(cfg.clipped(xw[t] + states[0] @ rT))]
 
             return step, [h0[d]]
 
-        y, (yh,) = _run_recurrence(c, xt, lens, dir_fn)
-        return c.finish(X.dtype, y, yh)
+        y, (yh,) = _run_recurrence(cfg, xt, H, lens, dir_fn)
+        return cfg.finish(X.dtype, y, yh)
 
     return run
 
 
 @KERNELS.register("GRU", (1, 3, 7, 14, 22))
 def gru(node: NodeSpec):  # type: ignore[no-untyped-def]
-    cfg = _Config(node, 3, ("Sigmoid", "Tanh"))
+    cfg = _Config(node, ("Sigmoid", "Tanh"))
     lbr = int(node.attr("linear_before_reset", 0)) if node.opset >= 3 else 0
 
     def run(X, W, R, B=None, sequence_lens=None, initial_h=None):  # type: ignore[no-untyped-def]
-        c = _Config.__new__(_Config)
-        c.__dict__.update(cfg.__dict__)
-        xt, W_, R_, B_, h0, lens, H, cd = _common_inputs(c, X, W, R, B, sequence_lens, initial_h, 6)
+        xt, W_, R_, B_, h0, lens, H, cd = _common_inputs(cfg, X, W, R, B, sequence_lens, initial_h, 6)
 
         def dir_fn(d: int):  # type: ignore[no-untyped-def]
             wb, rb = B_[d, : 3 * H], B_[d, 3 * H:]
@@ -201,61 +198,61 @@ def gru(node: NodeSpec):  # type: ignore[no-untyped-def]
             r_zr_T = R_[d, : 2 * H].T
             r_h_T = R_[d, 2 * H:].T
             rb_zr, rb_h = rb[: 2 * H], rb[2 * H:]
-            f, g = c.acts[d]
+            f, g = cfg.acts[d]
 
             def step(t: int, states: list) -> list:  # type: ignore[type-arg]
                 h = states[0]
-                zr = f(c.clipped(xw[t, :, : 2 * H] + h @ r_zr_T + rb_zr))
+                zr = f(cfg.clipped(xw[t, :, : 2 * H] + h @ r_zr_T + rb_zr))
                 z, r = zr[:, :H], zr[:, H:]
                 if lbr:
-                    hh = g(c.clipped(xw[t, :, 2 * H:] + r * (h @ r_h_T + rb_h)))
+                    hh = g(cfg.clipped(xw[t, :, 2 * H:] + r * (h @ r_h_T + rb_h)))
                 else:
-                    hh = g(c.clipped(xw[t, :, 2 * H:] + (r * h) @ r_h_T + rb_h))
+                    hh = g(cfg.clipped(xw[t, :, 2 * H:] + (r * h) @ r_h_T + rb_h))
                 return [(1 - z) * hh + z * h]
 
             return step, [h0[d]]
 
-        y, (yh,) = _run_recurrence(c, xt, lens, dir_fn)
-        return c.finish(X.dtype, y, yh)
+        y, (yh,) = _run_recurrence(cfg, xt, H, lens, dir_fn)
+        return cfg.finish(X.dtype, y, yh)
 
     return run
 
 
 @KERNELS.register("LSTM", (1, 7, 14, 22))
 def lstm(node: NodeSpec):  # type: ignore[no-untyped-def]
-    cfg = _Config(node, 4, ("Sigmoid", "Tanh", "Tanh"))
+    cfg = _Config(node, ("Sigmoid", "Tanh", "Tanh"))
     input_forget = bool(node.attr("input_forget", 0))
 
-    def run(X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None):  # type: ignore[no-untyped-def]
-        c = _Config.__new__(_Config)
-        c.__dict__.update(cfg.__dict__)
-        xt, W_, R_, B_, h0, lens, H, cd = _common_inputs(c, X, W, R, B, sequence_lens, initial_h, 8)
-        c0 = c.to_time_major(initial_c)
+    def run(  # type: ignore[no-untyped-def]
+        X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None
+    ):
+        xt, W_, R_, B_, h0, lens, H, cd = _common_inputs(cfg, X, W, R, B, sequence_lens, initial_h, 8)
+        c0 = cfg.to_time_major(initial_c)
         c0 = np.zeros_like(h0) if c0 is None else c0.astype(cd, copy=False)
-        P_ = np.zeros((c.num_dirs, 3 * H), dtype=cd) if P is None else P.astype(cd, copy=False)
+        P_ = np.zeros((cfg.num_dirs, 3 * H), dtype=cd) if P is None else P.astype(cd, copy=False)
 
         def dir_fn(d: int):  # type: ignore[no-untyped-def]
             xw = xt @ W_[d].T + (B_[d, : 4 * H] + B_[d, 4 * H:])  # [T, N, 4H] in i, o, f, c order
             rT = R_[d].T
             pi, po, pf = P_[d, :H], P_[d, H: 2 * H], P_[d, 2 * H:]
-            f, g, hf = c.acts[d]
+            f, g, hf = cfg.acts[d]
 
             def step(t: int, states: list) -> list:  # type: ignore[type-arg]
                 h, cell = states
                 gates = xw[t] + h @ rT
-                i = f(c.clipped(gates[:, :H] + pi * cell))
+                i = f(cfg.clipped(gates[:, :H] + pi * cell))
                 if input_forget:
                     fg = 1 - i
                 else:
-                    fg = f(c.clipped(gates[:, 2 * H: 3 * H] + pf * cell))
-                cc = g(c.clipped(gates[:, 3 * H:]))
+                    fg = f(cfg.clipped(gates[:, 2 * H: 3 * H] + pf * cell))
+                cc = g(cfg.clipped(gates[:, 3 * H:]))
                 new_c = fg * cell + i * cc
-                o = f(c.clipped(gates[:, H: 2 * H] + po * new_c))
+                o = f(cfg.clipped(gates[:, H: 2 * H] + po * new_c))
                 return [o * hf(new_c), new_c]
 
             return step, [h0[d], c0[d]]
 
-        y, (yh, yc) = _run_recurrence(c, xt, lens, dir_fn)
-        return c.finish(X.dtype, y, yh, yc)
+        y, (yh, yc) = _run_recurrence(cfg, xt, H, lens, dir_fn)
+        return cfg.finish(X.dtype, y, yh, yc)
 
     return run
