@@ -42,7 +42,7 @@ def sdk(session: nox.Session) -> None:
 @nox.session
 def ep_cpu(session: nox.Session) -> None:
     """epoxy-ep-cpu kernels (onnx.reference as the oracle)."""
-    session.install("./core", "./plugins/ep-cpu", ONNX_PIN, "hypothesis", *PYTEST)
+    session.install("./core", "./plugins/ep-cpu[image]", ONNX_PIN, "hypothesis", *PYTEST)
     _pytest(session, "plugins/ep-cpu/tests", parallel=True)
 
 
@@ -63,7 +63,7 @@ def integration(session: nox.Session) -> None:
 @nox.session
 def conformance(session: nox.Session) -> None:
     """The ONNX backend test suite (2033 cases) through epoxy with ep-cpu."""
-    session.install("./core", "./sdk", "./plugins/ep-cpu", ONNX_PIN, *PYTEST)
+    session.install("./core", "./sdk", "./plugins/ep-cpu[image]", ONNX_PIN, *PYTEST)
     _pytest(session, "tests/conformance", parallel=True)
 
 

@@ -88,9 +88,11 @@ def _constant_model(attr_name, value, opset=21):  # type: ignore[no-untyped-def]
         ("value_ints", [3, 4, 5]),
         ("value_string", "hello"),
         ("value_strings", ["a", "bc"]),
-        ("sparse_value", helper.make_sparse_tensor(
+        pytest.param("sparse_value", helper.make_sparse_tensor(
             helper.make_tensor("v", TensorProto.INT64, [2], [5, 6]),
-            helper.make_tensor("i", TensorProto.INT64, [2], [1, 4]), [2, 3])),
+            helper.make_tensor("i", TensorProto.INT64, [2], [1, 4]), [2, 3]),
+            marks=pytest.mark.xfail(reason="model loading (onnx_ir) cannot deserialize sparse attributes yet",
+                                    strict=False)),
     ],
 )
 def test_constant(attr, value) -> None:  # type: ignore[no-untyped-def]
