@@ -56,16 +56,48 @@ def _read_proto(source: ModelSource) -> tuple[onnx.ModelProto, str, Path | None]
     )
 
 
-def _load_external_data(proto: onnx.ModelProto, base_dir: Path | None, source: str) -> None:
-    from onnx.external_data_helper import load_external_data_for_model, uses_external_data
+def _external_entries(tensor: onnx.TensorProto) -> dict[str, str]:
+    return {e.key: e.value for e in tensor.external_data}
 
-    if not any(uses_external_data(t) for t in proto.graph.initializer):
+
+def _checked_external_path(tensor: onnx.TensorProto, base_dir: Path, source: str) -> None:
+    """Refuse locations outside the model's folder and ranges outside the data file."""
+    info = _external_entries(tensor)
+    location = info.get("location", "")
+    where = f"{source}: initializer {tensor.name!r} external data {location!r}"
+    if not location:
+        raise ModelLoadError(f"{where}: no location given")
+    if Path(location).is_absolute() or location.startswith(("/", "\\")) or ":" in Path(location).parts[0]:
+        raise ModelLoadError(f"{where}: absolute locations are refused; data must sit beside the model")
+    base = base_dir.resolve()
+    path = (base / location).resolve()
+    if base != path and base not in path.parents:
+        raise ModelLoadError(f"{where}: resolves to {path}, outside the model's folder {base}; refused")
+    if not path.is_file():
+        raise ModelLoadError(f"{where}: file not found at {path}")
+    size = path.stat().st_size
+    try:
+        offset = int(info.get("offset", 0))
+        length = int(info["length"]) if "length" in info else size - offset
+    except ValueError as exc:
+        raise ModelLoadError(f"{where}: offset/length are not integers") from exc
+    if offset < 0 or length < 0 or offset + length > size:
+        raise ModelLoadError(f"{where}: bytes [{offset}, {offset + length}) lie outside the {size}-byte file")
+
+
+def _load_external_data(proto: onnx.ModelProto, base_dir: Path | None, source: str) -> None:
+    from onnx.external_data_helper import _get_all_tensors, load_external_data_for_model, uses_external_data
+
+    external = [t for t in _get_all_tensors(proto) if uses_external_data(t)]
+    if not external:
         return
     if base_dir is None:
         raise ModelLoadError(
             f"{source}: model uses external data but was not loaded from a path; "
             "pass the model's file path so its data files can be found"
         )
+    for tensor in external:
+        _checked_external_path(tensor, base_dir, source)
     try:
         load_external_data_for_model(proto, str(base_dir))
     except (OSError, ValueError, onnx.checker.ValidationError) as exc:

@@ -117,3 +117,36 @@ def test_kernel_error_names_node(make_registry):
                                registry=make_registry())
     with pytest.raises(epoxy.KernelError, match="node 'mm' \\(MatMul\\) failed on provider 'cpu'"):
         session.run(None, {"a": np.ones((2, 3), np.float32), "b": np.ones((4, 5), np.float32)})
+
+
+def _external_model(tmp_path, location):
+    model = chain(["Add"], shape=(4, 4))
+    onnx.save(model, tmp_path / "m.onnx", save_as_external_data=True, location="w.bin", size_threshold=0)
+    proto = onnx.load(tmp_path / "m.onnx", load_external_data=False)
+    for entry in proto.graph.initializer[0].external_data:
+        if entry.key == "location":
+            entry.value = location
+    onnx.save(proto, tmp_path / "m.onnx")
+    return tmp_path / "m.onnx"
+
+
+@pytest.mark.parametrize(
+    ("location", "message"),
+    [("../outside.bin", "outside the model's folder"), ("/etc/passwd", "absolute locations are refused"),
+     ("missing.bin", "file not found"), ("link.bin", "outside the model's folder")],
+)
+def test_external_data_escaping_the_model_folder_is_refused(make_registry, tmp_path, location, message):
+    inner = tmp_path / "model"
+    inner.mkdir()
+    (tmp_path / "outside.bin").write_bytes(bytes(64))
+    (inner / "link.bin").symlink_to(tmp_path / "outside.bin")
+    path = _external_model(inner, location)
+    with pytest.raises(ModelLoadError, match=message):
+        InferenceSession(path, providers=["cpu"], registry=make_registry())
+
+
+def test_external_data_range_is_checked_against_the_file(make_registry, tmp_path):
+    path = _external_model(tmp_path, "w.bin")
+    (tmp_path / "w.bin").write_bytes(bytes(8))  # truncated: 4x4 float32 needs 64 bytes
+    with pytest.raises(ModelLoadError, match="outside the 8-byte file"):
+        InferenceSession(path, providers=["cpu"], registry=make_registry())

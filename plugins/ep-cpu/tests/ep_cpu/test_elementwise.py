@@ -6,9 +6,8 @@ import math
 
 import ml_dtypes
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 import epoxy
@@ -103,6 +102,11 @@ def test_legacy_broadcast_axis():
     np.testing.assert_allclose(run("Mul", [a, c], {"broadcast": 1}, opset=6), a * c)
     d = RNG.standard_normal((2,)).astype(np.float32)
     np.testing.assert_allclose(run("Sub", [a, d], {"broadcast": 1, "axis": 0}, opset=1), a - d[:, None, None, None])
+    v = RNG.standard_normal((5,)).astype(np.float32)
+    one = np.array([[2.0]], np.float32)
+    got = run("Div", [v, one], {"broadcast": 1}, opset=6)
+    assert got.shape == (5,)
+    np.testing.assert_allclose(got, v / 2)
 
 
 def test_zero_dim_and_empty():

@@ -85,17 +85,20 @@ def scalar(value: float, dtype: np.dtype) -> Any:
 def legacy_align(node: NodeSpec) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None:
     """For opset < 7 binary ops: a function reshaping B to broadcast against A, or None.
 
-    With ``broadcast=1`` and ``axis`` set, B's shape matches A's dims starting at ``axis``;
-    without ``axis`` suffix matching applies, which numpy broadcasting already does.
+    With ``broadcast=1`` B is a 1-element tensor (the output keeps A's shape) or its shape
+    matches A's dims starting at ``axis``; without ``axis`` suffix matching applies, which
+    numpy broadcasting already does.
     """
     if not node.attr("broadcast", 0):
         return None
     axis = node.attr("axis", None)
-    if axis is None:
-        return None
 
     def align(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if b.ndim == 0 or b.ndim == a.ndim or b.size == 1:
+        if b.ndim == 0 or b.ndim == a.ndim:
+            return a, b
+        if b.size == 1:
+            return a, b.reshape(())
+        if axis is None:
             return a, b
         ax = axis + a.ndim if axis < 0 else axis
         tail = a.ndim - ax - b.ndim

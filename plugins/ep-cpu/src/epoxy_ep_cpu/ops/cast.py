@@ -80,14 +80,8 @@ def _parse_strings(x: np.ndarray, target: np.dtype) -> np.ndarray:
 
 def _to_strings(x: np.ndarray) -> np.ndarray:
     if _is_exotic(x.dtype):
-        if x.dtype.kind in "iu" or "int" in x.dtype.name:
-            x = x.astype(np.int64)
-        else:
-            x = x.astype(np.float32)
-    if x.dtype.kind == "f":
-        flat = [str(v) for v in x.reshape(-1).tolist()] if x.dtype == np.float64 else [str(v) for v in x.reshape(-1)]
-        return np.array(flat, dtype=object).reshape(x.shape)
-    return np.array([str(v) for v in x.reshape(-1).tolist()], dtype=object).reshape(x.shape)
+        x = x.astype(np.int64 if "int" in x.dtype.name else np.float32)
+    return x.astype(str).astype(object)
 
 
 def cast_array(x: np.ndarray, target: np.dtype, saturate: bool = True, round_mode: str = "up") -> np.ndarray:
