@@ -38,14 +38,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="comma-separated filter, e.g. resnet50,bert or light (default: all 10)")
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     ap.add_argument("--runs", type=int, default=10, help="timed runs per runtime (default 10)")
-    ap.add_argument("--block", type=int, default=5, help="timed calls per block; +1 dropped (default 5)")
+    ap.add_argument("--block", type=int, default=4, help="timed calls per block; +1 dropped (default 4)")
     ap.add_argument("--warmup", type=int, default=2, help="untimed calls after load (default 2)")
-    ap.add_argument("--budget", type=float, default=6.0,
+    ap.add_argument("--budget", type=float, default=5.0,
                     help="seconds of timed calls per runtime, model and thread count; fewer runs "
-                         "(at least --min-runs) when one call is slow (default 6)")
+                         "(at least --min-runs) when one call is slow (default 5)")
     ap.add_argument("--min-runs", type=int, default=3)
     ap.add_argument("--runtimes", default=",".join(RUNTIMES),
                     help="comma-separated subset of epoxy,onnxruntime,openvino")
+    ap.add_argument("--stat", choices=("median", "min"), default="median",
+                    help="statistic shown in the tables (both are in --json; default median)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     ap.add_argument("--json", default=None, metavar="OUT.json", help="also write every measurement here")
     args = ap.parse_args(argv)
@@ -291,12 +293,15 @@ def bench_model(model, threads, runtimes, args):
 
 
 # -- reporting ------------------------------------------------------------------------------------
+STAT_KEY = "median_ms"
+
+
 def fmt_ms(rec):
     if rec is None:
         return "-"
     if "error" in rec:
         return "FAIL"
-    ms = rec.get("median_ms")
+    ms = rec.get(STAT_KEY)
     if ms is None:
         return "-"
     return f"{ms:.1f}" if ms < 1000 else f"{ms:.0f}"
@@ -310,9 +315,9 @@ def fmt_diff(rec):
 
 
 def ratio(rec, base):
-    if not rec or not base or "median_ms" not in rec or "median_ms" not in base or "error" in rec or "error" in base:
+    if not rec or not base or STAT_KEY not in rec or STAT_KEY not in base or "error" in rec or "error" in base:
         return None
-    return rec["median_ms"] / base["median_ms"]
+    return rec[STAT_KEY] / base[STAT_KEY]
 
 
 def geomean(values):
@@ -357,7 +362,8 @@ def print_table(results, threads, runtimes, out=sys.stdout):
             gm_row.append("-" if g is None else f"{g:.2f} ({ok})")
         gm_row += [""] * len(others)
         rows.append(gm_row)
-    print(f"\n### {threads} thread{'s' if threads > 1 else ''} — batch 1, median ms", file=out)
+    stat = STAT_KEY.split("_")[0]
+    print(f"\n### {threads} thread{'s' if threads > 1 else ''} — batch 1, {stat} ms", file=out)
     print("| " + " | ".join(head) + " |", file=out)
     print("|" + "|".join("---" for _ in head) + "|", file=out)
     for row in rows:
@@ -400,7 +406,9 @@ def machine_note() -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global STAT_KEY
     args = parse_args(argv)
+    STAT_KEY = f"{args.stat}_ms"
     limit_thread_env(max(args.thread_list))
 
     import json

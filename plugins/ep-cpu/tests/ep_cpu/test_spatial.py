@@ -55,7 +55,9 @@ _RNG = np.random.default_rng(0)
     "mode,padding,align,rank",
     [
         c
-        for c in itertools.product(["linear", "nearest", "cubic"], ["zeros", "border", "reflection"], [0, 1], [2, 3])
+        for c in itertools.product(
+            ["linear", "nearest", "cubic"], ["zeros", "border", "reflection"], [0, 1], [2, 3]
+        )
         # cubic is 2-D only; the reference pads cubic "border" taps differently from torch/ort
         if not (c[0] == "cubic" and (c[3] == 3 or c[1] == "border"))
     ],
@@ -113,7 +115,8 @@ def test_affine_grid_matches_reference(align: int, size: list[int]) -> None:
 def test_affine_grid_single_position_is_centered() -> None:
     theta = np.array([[[1, 0, 0], [0, 1, 0]]], np.float64)
     for align in (0, 1):
-        model = _model("AffineGrid", {"theta": theta}, [4], {"align_corners": align}, 20, consts={"size": np.array([1, 1, 1, 1], np.int64)})
+        consts = {"size": np.array([1, 1, 1, 1], np.int64)}
+        model = _model("AffineGrid", {"theta": theta}, [4], {"align_corners": align}, 20, consts=consts)
         np.testing.assert_array_equal(_run(model, {"theta": theta})[0], np.zeros((1, 1, 1, 2)))
 
 
@@ -157,19 +160,29 @@ def test_roi_align_no_rois() -> None:
 
 def _nms(boxes, scores, consts, center=0):  # type: ignore[no-untyped-def]
     feeds = {"boxes": boxes, "scores": scores}
-    model = _model("NonMaxSuppression", feeds, [2], {"center_point_box": center}, 11, consts=consts, out_elem=TensorProto.INT64)
+    attrs = {"center_point_box": center}
+    model = _model("NonMaxSuppression", feeds, [2], attrs, 11, consts=consts, out_elem=TensorProto.INT64)
     return _run(model, feeds)[0]
 
 
 _BOXES = np.array(
-    [[[0.0, 0.0, 1.0, 1.0], [0.0, 0.1, 1.0, 1.1], [0.0, -0.1, 1.0, 0.9], [0.0, 10.0, 1.0, 11.0], [0.0, 10.1, 1.0, 11.1], [0.0, 100.0, 1.0, 101.0]]],
+    [
+        [
+            [0.0, 0.0, 1.0, 1.0],
+            [0.0, 0.1, 1.0, 1.1],
+            [0.0, -0.1, 1.0, 0.9],
+            [0.0, 10.0, 1.0, 11.0],
+            [0.0, 10.1, 1.0, 11.1],
+            [0.0, 100.0, 1.0, 101.0],
+        ]
+    ],
     np.float32,
 )
 _SCORES = np.array([[[0.9, 0.75, 0.6, 0.95, 0.5, 0.3]]], np.float32)
 
 
 def test_nms_suppress_by_iou() -> None:
-    consts = {"max": np.array([3], np.int64), "iou": np.array([0.5], np.float32), "score": np.array([0.0], np.float32)}
+    consts = {"max": np.array([3], np.int64), "iou": np.array([0.5], np.float32), "score": np.zeros(1, np.float32)}
     got = _nms(_BOXES, _SCORES, consts)
     np.testing.assert_array_equal(got, [[0, 0, 3], [0, 0, 0], [0, 0, 5]])
     assert got.dtype == np.int64
@@ -212,3 +225,22 @@ def test_image_decoder_without_pillow_is_declined() -> None:
     model = _model("ImageDecoder", feeds, [3], {}, 20)
     with pytest.raises(Exception, match="Pillow"):
         _run(model, feeds)
+
+
+@pytest.mark.parametrize("fmt", ["RGB", "BGR", "Grayscale"])
+def test_image_decoder_png(fmt: str) -> None:
+    pil_image = pytest.importorskip("PIL.Image")
+    import io
+
+    rgb = _RNG.integers(0, 256, (5, 7, 3), dtype=np.uint8)
+    buf = io.BytesIO()
+    pil_image.fromarray(rgb, "RGB").save(buf, format="PNG")
+    feeds = {"data": np.frombuffer(buf.getvalue(), np.uint8).copy()}
+    got = _run(_model("ImageDecoder", feeds, [3], {"pixel_format": fmt}, 20), feeds)[0]
+    assert got.dtype == np.uint8
+    if fmt == "RGB":
+        np.testing.assert_array_equal(got, rgb)
+    elif fmt == "BGR":
+        np.testing.assert_array_equal(got, rgb[:, :, ::-1])
+    else:
+        assert got.shape == (5, 7, 1)

@@ -61,7 +61,11 @@ def test_string_concat_zero_dim_and_empty() -> None:
     "attrs,x,expected",
     [
         ({"case_change_action": "LOWER"}, _s("MonDay", "ÄBC"), ["monday", "äbc"]),
-        ({"case_change_action": "UPPER", "stopwords": ["monday"], "is_case_sensitive": 1}, _s("monday", "MONDAY", "tuesday"), ["MONDAY", "TUESDAY"]),
+        (
+            {"case_change_action": "UPPER", "stopwords": ["monday"], "is_case_sensitive": 1},
+            _s("monday", "MONDAY", "tuesday"),
+            ["MONDAY", "TUESDAY"],
+        ),
         (
             {"case_change_action": "UPPER", "stopwords": ["monday"], "is_case_sensitive": 0},
             _s("monday", "MONDAY", "tuesday"),

@@ -99,8 +99,38 @@ def conv_nd(
     n, m = x.shape[0], w.shape[0]
     if n == 0 or m == 0 or any(o == 0 for o in out_sp) or x.shape[1] == 0:
         return np.zeros((n, m) + tuple(out_sp), dtype=x.dtype)
-    cols = conv_cols(x, tuple(w.shape[2:]), strides, dilations, begin, end, out_sp)
+    kernel = tuple(w.shape[2:])
+    ck = x.shape[1] * math.prod(kernel)
+    row = math.prod(out_sp[1:])
+    if group == 1 and len(out_sp) >= 1 and n * ck * row * out_sp[0] > _TILE_ABOVE and not all(k == 1 for k in kernel):
+        return _conv_tiled(x, w, strides, dilations, begin, end, out_sp, ck, row)
+    cols = conv_cols(x, kernel, strides, dilations, begin, end, out_sp)
     return grouped_matmul(w, cols, group, out_sp)
+
+
+#: im2col buffers above this many elements are built and multiplied in row tiles of about
+#: _TILE elements: no huge temporary, and each tile is still warm in cache for the GEMM.
+_TILE_ABOVE = 1 << 22
+_TILE = 1 << 20
+
+
+def _conv_tiled(x, w, strides, dilations, begin, end, out_sp, ck, row):  # type: ignore[no-untyped-def]
+    n, m = x.shape[0], w.shape[0]
+    nsp = len(out_sp)
+    kernel = tuple(w.shape[2:])
+    xp = pad_spatial(x, begin, end, 0)
+    v = windows(xp, out_sp, kernel, strides, dilations)  # (N, C, *O, *K)
+    perm = (0, 1) + tuple(range(2 + nsp, 2 + 2 * nsp)) + tuple(range(2, 2 + nsp))
+    v = v.transpose(perm)  # (N, C, *K, *O)
+    y = np.empty((n, m, out_sp[0], row), dtype=x.dtype)
+    wm = w.reshape(m, ck)
+    rows = max(1, _TILE // (n * ck * row))
+    lead = (slice(None),) * (2 + nsp)
+    for r0 in range(0, out_sp[0], rows):
+        r1 = min(out_sp[0], r0 + rows)
+        cols = np.ascontiguousarray(v[lead + (slice(r0, r1),)]).reshape(n, ck, (r1 - r0) * row)
+        np.matmul(wm, cols, out=y[:, :, r0:r1].reshape(n, m, (r1 - r0) * row))
+    return y.reshape((n, m) + tuple(out_sp))
 
 
 def _geometry_for(geo: _Geometry, x: np.ndarray, w: np.ndarray, group: int):  # type: ignore[no-untyped-def]

@@ -135,9 +135,7 @@ def label_encoder_1(node: NodeSpec):  # type: ignore[no-untyped-def]
     classes = np.asarray([_s(s) for s in (node.attr("classes_strings") or ())], dtype=object)
     default_string = node.attr("default_string")
     default_int = node.attr("default_int64")
-    in_dtype = node.input_types[0].dtype if node.input_types else None
-
-    to_int = _Lookup(classes, np.arange(classes.size, dtype=np.int64), int(default_int if default_int is not None else -1))
+    to_int = _Lookup(classes, np.arange(classes.size, dtype=np.int64), int(-1 if default_int is None else default_int))
     fallback = _s(default_string) if default_string is not None else "_Unused"
 
     def run(x: np.ndarray) -> np.ndarray:
@@ -149,7 +147,6 @@ def label_encoder_1(node: NodeSpec):  # type: ignore[no-untyped-def]
             return out
         return to_int(x)
 
-    del in_dtype
     return run
 
 

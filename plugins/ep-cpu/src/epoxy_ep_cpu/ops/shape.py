@@ -334,25 +334,35 @@ def _pad(x: np.ndarray, pads: list[int], mode: str, value: Any, axes: list[int] 
     for i, a in enumerate(axes):
         begin[a] = pads[i]
         end[a] = pads[i + n]
-    # negative pads crop
+    if mode == "constant":
+        # output[j] = input[j - begin] where that lies inside the input, else the constant
+        out_shape = tuple(d + b + e for d, b, e in zip(x.shape, begin, end))
+        if any(n < 0 for n in out_shape):
+            raise ValueError(f"Pad: pads {pads} crop more than the input shape {x.shape}")
+        if x.dtype == object:
+            fill: Any = "" if value is None else value
+        else:
+            fill = np.zeros((), x.dtype) if value is None else np.asarray(value).astype(x.dtype)
+        out = np.full(out_shape, fill, dtype=x.dtype)
+        dst, src = [], []
+        for d, b, n in zip(x.shape, begin, out_shape):
+            lo, hi = max(b, 0), min(b + d, n)
+            if hi <= lo:
+                return out
+            dst.append(slice(lo, hi))
+            src.append(slice(lo - b, hi - b))
+        out[tuple(dst)] = x[tuple(src)]
+        return out
+    # negative pads crop first, then the remaining (positive) pads use the mode
     if any(p < 0 for p in begin + end):
-        idx = tuple(
-            slice(-b if b < 0 else 0, x.shape[i] + e if e < 0 else x.shape[i]) for i, (b, e) in enumerate(zip(begin, end))
-        )
-        x = x[idx]
+        if any(d + min(b, 0) + min(e, 0) <= 0 for d, b, e in zip(x.shape, begin, end) if b < 0 or e < 0):
+            raise ValueError(f"Pad: pads {pads} crop away the whole input {x.shape}")
+        x = x[tuple(slice(-min(b, 0), d + min(e, 0)) for d, b, e in zip(x.shape, begin, end))]
         begin = [max(b, 0) for b in begin]
         end = [max(e, 0) for e in end]
     width = list(zip(begin, end))
     if not any(b or e for b, e in width):
         return np.array(x)
-    if mode == "constant":
-        if x.dtype == object:
-            fill = "" if value is None else value
-        else:
-            fill = np.zeros((), x.dtype) if value is None else np.asarray(value).astype(x.dtype)
-        out = np.full(tuple(d + b + e for d, (b, e) in zip(x.shape, width)), fill, dtype=x.dtype)
-        out[tuple(slice(b, b + d) for d, (b, _) in zip(x.shape, width))] = x
-        return out
     if x.size == 0:
         raise ValueError(f"Pad: mode {mode} on an empty tensor")
     return np.pad(x, width, mode=_NP_PAD_MODE[mode])
