@@ -352,7 +352,7 @@ def unclaimed_nodes(graph: CoreGraph, providers: Sequence[tuple[str, Any]]) -> l
 
 def expand_unclaimed(
     ir_graph: ir.Graph, graph: CoreGraph, providers: Sequence[tuple[str, Any]],
-    opsets: MutableMapping[str, int] | None = None,
+    opsets: MutableMapping[str, int] | None = None, notes: list[str] | None = None,
 ) -> int:
     """Expand the function-defined nodes of ``graph`` nobody claims; returns how many."""
     todo = []
@@ -367,8 +367,12 @@ def expand_unclaimed(
     used_values.update(graph.inputs)
     values, node_names = _Namer(used_values), _Namer(used_nodes | {n.name for n in graph.nodes})
     for index, (function, defaults) in todo:
-        expand_node(ir_graph, graph.ir_nodes[index], function, defaults, caller_name=graph.nodes[index].name,
-                    values=values, node_names=node_names, opsets=opsets)
+        spec = graph.nodes[index]
+        added = expand_node(ir_graph, graph.ir_nodes[index], function, defaults, caller_name=spec.name,
+                            values=values, node_names=node_names, opsets=opsets)
+        if notes is not None:
+            notes.append(f"node {spec.name!r} ({spec.qualified_op}) is run by no provider: expanded into "
+                         f"its ONNX function body ({len(added)} nodes named {spec.name}/...)")
     return len(todo)
 
 
@@ -381,6 +385,7 @@ def partition_graph(
     outer_inputs: Sequence[str] = (),
     outer_types: Mapping[str, ValueType] | None = None,
     on_expand: Callable[[], None] | None = None,
+    notes: list[str] | None = None,
 ) -> tuple[CoreGraph, Partition]:
     """Build the CoreGraph and partition it; nodes nobody claims that ONNX defines as
     functions are expanded into their bodies (recursively) and the graph partitioned again."""
@@ -393,7 +398,7 @@ def partition_graph(
         try:
             return graph, partition(graph, providers, fallback=fallback)
         except UnsupportedOpError:
-            if not expand_unclaimed(ir_graph, graph, providers, opsets):
+            if not expand_unclaimed(ir_graph, graph, providers, opsets, notes):
                 raise
         if on_expand is not None:
             on_expand()

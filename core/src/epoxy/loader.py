@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
@@ -122,6 +123,40 @@ def _infer_shapes(proto: onnx.ModelProto, source: str, notes: list[str]) -> onnx
         return proto
 
 
+def _densify_sparse(proto: onnx.ModelProto) -> None:
+    """onnx_ir cannot hold sparse tensors: turn sparse initializers and Constant
+    ``sparse_value`` attributes into dense tensors before building the IR."""
+    from onnx import numpy_helper
+
+    def dense(sparse: onnx.SparseTensorProto) -> onnx.TensorProto:
+        values = numpy_helper.to_array(sparse.values)
+        indices = numpy_helper.to_array(sparse.indices).astype(np.int64)
+        shape = tuple(sparse.dims)
+        flat = np.zeros(int(np.prod(shape, dtype=np.int64)), dtype=values.dtype)
+        if indices.ndim == 2:
+            indices = np.ravel_multi_index(tuple(indices.T), shape)
+        flat[indices] = values
+        return numpy_helper.from_array(flat.reshape(shape), sparse.values.name)
+
+    graphs = [proto.graph]
+    while graphs:
+        graph = graphs.pop()
+        for sparse in list(graph.sparse_initializer):
+            graph.initializer.append(dense(sparse))
+        del graph.sparse_initializer[:]
+        for node in graph.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.SPARSE_TENSOR:
+                    tensor = dense(attr.sparse_tensor)
+                    attr.ClearField("sparse_tensor")
+                    attr.type = onnx.AttributeProto.TENSOR
+                    attr.t.CopyFrom(tensor)
+                    if node.op_type == "Constant" and attr.name == "sparse_value":
+                        attr.name = "value"
+                graphs.extend(attr.g for _ in [0] if attr.type == onnx.AttributeProto.GRAPH)
+                graphs.extend(attr.graphs)
+
+
 def load_model(source: ModelSource, *, check: bool = True, infer_shapes: bool = True) -> LoadedModel:
     """Read, validate and shape-infer a model, returning it as an ``onnx_ir`` model."""
     proto, name, base_dir = _read_proto(source)
@@ -129,6 +164,7 @@ def load_model(source: ModelSource, *, check: bool = True, infer_shapes: bool = 
     if check:
         _check(proto, name)
     notes: list[str] = []
+    _densify_sparse(proto)
     if infer_shapes:
         proto = _infer_shapes(proto, name, notes)
     try:

@@ -125,7 +125,9 @@ class InferenceSession:
         t1 = time.perf_counter()
         chosen = self._create_providers(providers, provider_options, notes)
         names = [name for name, _ in chosen]
-        inline_local_functions(loaded.model)
+        inlined = inline_local_functions(loaded.model)
+        if inlined:
+            notes.append(f"inlined {inlined} call(s) of model-local functions")
         self.applied_passes = optimize(
             loaded.model, self._registry.passes(), self._options.graph_optimization_level, names
         )
@@ -137,7 +139,7 @@ class InferenceSession:
         infer = self._options.infer_shapes
         graph, parts = partition_graph(
             loaded.model.graph, loaded.model.opset_imports, everyone, fallback,
-            on_expand=(lambda: reinfer_shapes(loaded.model)) if infer else None,
+            on_expand=(lambda: reinfer_shapes(loaded.model)) if infer else None, notes=notes,
         )
         notes.extend(core.summaries())
         t3 = time.perf_counter()

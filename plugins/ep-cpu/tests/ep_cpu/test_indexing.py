@@ -17,7 +17,8 @@ def _elem(dtype) -> int:  # type: ignore[no-untyped-def]
 
 def _build(op, inputs, n_out=1, opset=21, **attrs):  # type: ignore[no-untyped-def]
     """One-node model; ``inputs`` is a list of (name, array or None for an omitted input)."""
-    node = helper.make_node(op, [n if v is not None else "" for n, v in inputs], [f"y{i}" for i in range(n_out)], **attrs)
+    names = [n if v is not None else "" for n, v in inputs]
+    node = helper.make_node(op, names, [f"y{i}" for i in range(n_out)], **attrs)
     graph_inputs = [helper.make_tensor_value_info(n, _elem(v.dtype), v.shape) for n, v in inputs if v is not None]
     outs = [helper.make_value_info(f"y{i}", onnx.TypeProto()) for i in range(n_out)]
     graph = helper.make_graph([node], "g", graph_inputs, outs)
@@ -195,3 +196,16 @@ def test_trilu(upper, k) -> None:  # type: ignore[no-untyped-def]
     inputs = [("x", X)] + ([] if k is None else [("k", np.array(k, np.int64))])
     check("Trilu", inputs, opset=14, upper=upper)
     check("Trilu", [("x", np.zeros((0, 3), np.int32))], opset=14, upper=upper)
+
+
+def test_slice_negative_step_clamps_per_spec() -> None:
+    # starts clamp to [0, dim-1] and ends to [-1, dim-1] for negative steps (as onnxruntime);
+    # numpy-style slicing (the onnx reference) would give an empty result here
+    x = np.array([1.5], np.float32)
+    got, _ = run_both("Slice", [("x", x), ("s", i64(-3)), ("e", i64(-2)), ("a", i64(0)), ("t", i64(-2))],
+                      expected=[x])
+    np.testing.assert_array_equal(got[0], x)
+    m = np.arange(9, dtype=np.float32).reshape(3, 3)
+    got, _ = run_both("Slice", [("x", m), ("s", i64(-4)), ("e", i64(-5)), ("a", i64(0)), ("t", i64(-1))],
+                      expected=[m[:1]])
+    np.testing.assert_array_equal(got[0], m[:1])

@@ -17,7 +17,8 @@ def _elem(dtype) -> int:  # type: ignore[no-untyped-def]
 
 def _build(op, inputs, n_out=1, opset=21, **attrs):  # type: ignore[no-untyped-def]
     """One-node model; ``inputs`` is a list of (name, array or None for an omitted input)."""
-    node = helper.make_node(op, [n if v is not None else "" for n, v in inputs], [f"y{i}" for i in range(n_out)], **attrs)
+    names = [n if v is not None else "" for n, v in inputs]
+    node = helper.make_node(op, names, [f"y{i}" for i in range(n_out)], **attrs)
     graph_inputs = [helper.make_tensor_value_info(n, _elem(v.dtype), v.shape) for n, v in inputs if v is not None]
     outs = [helper.make_value_info(f"y{i}", onnx.TypeProto()) for i in range(n_out)]
     graph = helper.make_graph([node], "g", graph_inputs, outs)
@@ -205,3 +206,17 @@ def test_dropout_inference_and_training() -> None:
     np.testing.assert_array_equal(got2[1], mask)
     got, _ = run_both("Dropout", [("x", F)], n_out=2, opset=7, expected=[F, np.ones(F.shape, np.float32)])
     assert got[1].dtype == np.float32
+
+
+def test_pad_constant_crop_beyond_input() -> None:
+    # output dim = dim + begin + end even when a negative pad eats into the padded region
+    x = np.array([5.0], np.float32)
+    got, _ = run_both("Pad", [("x", x), ("p", i64(1, -2))], opset=19, expected=[np.zeros((0,), np.float32)])
+    assert got[0].shape == (0,)
+    got, _ = run_both("Pad", [("x", x), ("p", i64(2, -2))], opset=19, expected=[np.zeros((1,), np.float32)])
+    np.testing.assert_array_equal(got[0], [0.0])
+    x2 = np.arange(4, dtype=np.float32).reshape(4, 1)
+    expected = np.zeros((5, 1), np.float32)
+    expected[2:, 0] = [0.0, 1.0, 2.0]
+    got, _ = run_both("Pad", [("x", x2), ("p", i64(2, 0, -1, 0))], opset=19, expected=[expected])
+    np.testing.assert_array_equal(got[0], expected)

@@ -10,25 +10,62 @@ import numpy as np
 from epoxy.contract import NodeSpec
 
 
-def schema_versions(op: str, upto: int | None = None) -> tuple[int, ...]:
-    """Every ``since`` version of an ai.onnx op known to the installed onnx (fallback: 1)."""
-    try:
-        from onnx import defs
+#: ai.onnx ``since`` versions of the ops of this family (onnx 1.23, opset 28); a kernel is
+#: registered for each so dispatch and the capability report name the exact versions served.
+_VERSIONS: dict[str, tuple[int, ...]] = {
+    "Identity": (1, 13, 14, 16, 19, 21, 23, 24, 25),
+    "Constant": (1, 9, 11, 12, 13, 19, 21, 23, 24, 25),
+    "ConstantOfShape": (9, 20, 21, 23, 24, 25),
+    "Shape": (1, 13, 15, 19, 21, 23, 24, 25),
+    "Size": (1, 13, 19, 21, 23, 24, 25),
+    "Reshape": (1, 5, 13, 14, 19, 21, 23, 24, 25),
+    "Flatten": (1, 9, 11, 13, 21, 23, 24, 25),
+    "Squeeze": (1, 11, 13, 21, 23, 24, 25),
+    "Unsqueeze": (1, 11, 13, 21, 23, 24, 25),
+    "Transpose": (1, 13, 21, 23, 24, 25),
+    "Concat": (1, 4, 11, 13),
+    "Split": (1, 2, 11, 13, 18),
+    "Slice": (1, 10, 11, 13),
+    "Gather": (1, 11, 13),
+    "GatherElements": (11, 13),
+    "GatherND": (11, 12, 13),
+    "Scatter": (9, 11),
+    "ScatterElements": (11, 13, 16, 18),
+    "ScatterND": (11, 13, 16, 18),
+    "Expand": (8, 13),
+    "Tile": (1, 6, 13),
+    "Pad": (1, 2, 11, 13, 18, 19, 21, 23, 24, 25),
+    "Range": (11, 27),
+    "OneHot": (9, 11, 28),
+    "EyeLike": (9, 22),
+    "Trilu": (14,),
+    "Compress": (9, 11, 28),
+    "NonZero": (9, 13),
+    "Unique": (11, 28),
+    "TopK": (1, 10, 11, 24),
+    "DepthToSpace": (1, 11, 13, 28),
+    "SpaceToDepth": (1, 13, 28),
+    "CenterCropPad": (18,),
+    "ReverseSequence": (10, 28),
+    "CumSum": (11, 14),
+    "CumProd": (26,),
+    "Cast": (1, 6, 9, 13, 19, 21, 23, 24, 25, 28),
+    "CastLike": (15, 19, 21, 23, 24, 25),
+    "BitCast": (26,),
+    "Dropout": (1, 6, 7, 10, 12, 13, 22),
+}
 
-        versions = sorted({s.since_version for s in defs.get_all_schemas_with_history() if s.domain == "" and s.name == op})
-    except Exception:  # pragma: no cover - onnx always present in practice
-        versions = []
-    if upto is not None:
-        versions = [v for v in versions if v <= upto]
-    return tuple(versions) or (1,)
+
+def schema_versions(op: str) -> tuple[int, ...]:
+    """Every ``since`` version of an ai.onnx op of this family."""
+    return _VERSIONS[op]
 
 
 def versions_between(op: str, lo: int, hi: int | None = None) -> tuple[int, ...]:
-    """Schema versions of ``op`` in ``[lo, hi)``; always includes ``lo``."""
-    vs = [v for v in schema_versions(op) if v >= lo and (hi is None or v < hi)]
-    if lo not in vs:
-        vs.insert(0, lo)
-    return tuple(sorted(set(vs)))
+    """Versions of ``op`` in ``[lo, hi)``; always includes ``lo``."""
+    vs = {v for v in _VERSIONS[op] if v >= lo and (hi is None or v < hi)}
+    vs.add(lo)
+    return tuple(sorted(vs))
 
 
 def norm_axis(axis: int, rank: int) -> int:

@@ -152,6 +152,14 @@ def cast_like(node: NodeSpec):  # type: ignore[no-untyped-def]
     return run
 
 
+_SUB_BYTE = {"int4": 4, "uint4": 4, "float4_e2m1fn": 4, "int2": 2, "uint2": 2, "float6_e2m3fn": 6, "float6_e3m2fn": 6}
+
+
+def _bit_width(dt: np.dtype) -> int:
+    """Bits of one element (sub-byte ml_dtypes types live in the low bits of a byte)."""
+    return _SUB_BYTE.get(dt.name, dt.itemsize * 8)
+
+
 @KERNELS.register("BitCast", schema_versions("BitCast"))
 def bitcast(node: NodeSpec):  # type: ignore[no-untyped-def]
     target = _onnx_dtype(int(node.attr("to")))
@@ -162,7 +170,7 @@ def bitcast(node: NodeSpec):  # type: ignore[no-untyped-def]
         x = np.asarray(x)
         if x.dtype == _OBJ:
             raise TypeError("BitCast of a string tensor")
-        if x.dtype.itemsize != target.itemsize:
+        if _bit_width(x.dtype) != _bit_width(target):
             raise TypeError(f"BitCast {x.dtype} -> {target}: bit widths differ")
         return contig(x).view(target).copy()
 

@@ -16,7 +16,8 @@ from ._shape_util import contig, norm_axis, normalize_indices, schema_versions, 
 # Slice
 
 
-def _slice(x: np.ndarray, starts: list[int], ends: list[int], axes: list[int] | None, steps: list[int] | None) -> np.ndarray:
+def _slice(x: np.ndarray, starts: list[int], ends: list[int], axes: list[int] | None,
+           steps: list[int] | None) -> np.ndarray:
     rank = x.ndim
     if axes is None:
         axes = list(range(len(starts)))
@@ -114,7 +115,8 @@ def gather_nd(node: NodeSpec):  # type: ignore[no-untyped-def]
         k = indices.shape[-1]
         data = x.reshape((nb,) + x.shape[b:])
         inner = indices.shape[b:-1]
-        idx = indices.reshape((nb, -1, k)) if indices.size else np.zeros((nb, int(np.prod(inner, dtype=np.int64)), k), np.int64)
+        n_idx = int(np.prod(inner, dtype=np.int64))
+        idx = indices.reshape((nb, n_idx, k))
         idx = normalize_indices(idx, np.array(x.shape[b:b + k], dtype=np.int64))
         for j in range(k):
             _check_range(idx[..., j], x.shape[b + j], "GatherND")

@@ -12,7 +12,17 @@ from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
-from ._shape_util import arr, contig, has_output, norm_axis, out_dtype, schema_versions, to_int, to_ints, versions_between
+from ._shape_util import (
+    arr,
+    contig,
+    has_output,
+    norm_axis,
+    out_dtype,
+    schema_versions,
+    to_int,
+    to_ints,
+    versions_between,
+)
 
 # --------------------------------------------------------------------------------------------
 # Identity

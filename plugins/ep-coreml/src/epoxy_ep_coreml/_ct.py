@@ -1,0 +1,62 @@
+"""Lazy, quiet access to coremltools.
+
+Importing coremltools costs seconds (it pulls in sympy) and, off macOS or with untested
+versions of optional frameworks installed, logs warnings ("Failed to load _MLModelProxy",
+"scikit-learn version ... is not supported") and shows tqdm progress bars while converting.
+Everything in this package reaches coremltools through here, so none of that is paid at
+plugin import and none of it reaches the user's terminal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import threading
+import warnings
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+_lock = threading.Lock()
+_module: ModuleType | None = None
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[io.StringIO]:
+    """Silence coremltools' logger, Python warnings and stdout/stderr chatter (progress bars)."""
+    logger = logging.getLogger("coremltools")
+    old_level, old_propagate = logger.level, logger.propagate
+    logger.setLevel(logging.ERROR)
+    buffer = io.StringIO()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with contextlib.redirect_stderr(buffer), contextlib.redirect_stdout(buffer):
+                yield buffer
+    finally:
+        logger.setLevel(old_level)
+        logger.propagate = old_propagate
+
+
+def coremltools() -> ModuleType:
+    """``import coremltools``, once, quietly."""
+    global _module
+    if _module is None:
+        with _lock:
+            if _module is None:
+                with quiet():
+                    import coremltools as ct  # noqa: PLC0415 - lazy on purpose
+
+                    # submodules used later, imported while still quiet
+                    import coremltools.converters.mil  # noqa: F401
+                _module = ct
+    return _module
+
+
+def mil() -> Any:
+    """``coremltools.converters.mil`` (Builder, Function, Program, types)."""
+    coremltools()
+    from coremltools.converters import mil as _mil
+
+    return _mil

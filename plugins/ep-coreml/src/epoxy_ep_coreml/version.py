@@ -1,0 +1,3 @@
+"""Version of epoxy-ep-coreml."""
+
+__version__ = "0.1.0"

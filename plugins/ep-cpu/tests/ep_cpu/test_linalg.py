@@ -1,0 +1,154 @@
+"""Matrix-product kernels of the cpu provider: Gemm, MatMul, MatMulInteger, QLinearMatMul, Einsum."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+
+import epoxy
+
+RNG = np.random.default_rng(0)
+
+
+def _model(op, inputs, attrs=None, opset=17, n_out=1, out_dtypes=None, out_ranks=None, domain=""):
+    """Single-node model; ``inputs`` is a list of arrays, ``None`` for an omitted optional."""
+    names, vis = [], []
+    for i, x in enumerate(inputs):
+        if x is None:
+            names.append("")
+            continue
+        names.append(f"x{i}")
+        vis.append(helper.make_tensor_value_info(f"x{i}", helper.np_dtype_to_tensor_dtype(x.dtype), x.shape))
+    first = next(x for x in inputs if x is not None)
+    out_dtypes = out_dtypes or [first.dtype] * n_out
+    out_ranks = out_ranks or [first.ndim] * n_out
+    outs = [
+        helper.make_tensor_value_info(f"y{i}", helper.np_dtype_to_tensor_dtype(np.dtype(d)), [f"d{i}_{k}" for k in range(r)])
+        for i, (d, r) in enumerate(zip(out_dtypes, out_ranks))
+    ]
+    node = helper.make_node(op, names, [o.name for o in outs], domain=domain, **(attrs or {}))
+    graph = helper.make_graph([node], "g", vis, outs)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid(domain, opset)])
+
+
+def run_epoxy(model, inputs):
+    feeds = {f"x{i}": x for i, x in enumerate(inputs) if x is not None}
+    return epoxy.InferenceSession(model, providers=["cpu"]).run(None, feeds)
+
+
+def check(op, inputs, attrs=None, opset=17, n_out=1, out_dtypes=None, rtol=1e-5, atol=1e-6, expected=None):
+    """Run through epoxy and compare with ``expected`` or onnx.reference; returns epoxy's outputs."""
+    feeds = {f"x{i}": x for i, x in enumerate(inputs) if x is not None}
+    if expected is None:
+        ref_model = _model(op, inputs, attrs, opset, n_out, out_dtypes)
+        expected = ReferenceEvaluator(ref_model).run(None, feeds)
+    expected = [np.asarray(e) for e in expected]
+    model = _model(op, inputs, attrs, opset, n_out, out_dtypes, [e.ndim for e in expected])
+    got = run_epoxy(model, inputs)
+    for g, e in zip(got, expected):
+        assert g.dtype == e.dtype, (g.dtype, e.dtype)
+        assert g.shape == e.shape, (g.shape, e.shape)
+        np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), rtol=rtol, atol=atol)
+    return got
+
+
+def f32(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    "sa,sb",
+    [((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((2, 1, 3, 4), (5, 4, 2)), ((2, 3, 4), (4, 2)), ((0, 4), (4, 3)), ((3, 0), (0, 2))],
+)
+def test_matmul_shapes(sa, sb):
+    a, b = f32(*sa), f32(*sb)
+    check("MatMul", [a, b], opset=13, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64, np.int32, np.int64, np.uint32, ml_dtypes.bfloat16])
+def test_matmul_dtypes(dtype):
+    low = 0 if np.dtype(dtype).kind == "u" else -3
+    a = RNG.integers(low, 4, (2, 3, 4)).astype(dtype)
+    b = RNG.integers(low, 4, (4, 5)).astype(dtype)
+    expected = np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(dtype)
+    got = check("MatMul", [a, b], opset=13, atol=0, expected=[expected])
+    assert got[0].dtype == np.dtype(dtype)
+
+
+@pytest.mark.parametrize("opset", [6, 7, 9, 11, 13])
+@pytest.mark.parametrize("ta,tb", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_gemm(opset, ta, tb):
+    a = f32(4, 3) if ta else f32(3, 4)
+    b = f32(5, 4) if tb else f32(4, 5)
+    for c in (f32(3, 5), f32(5), f32(1, 1), f32(3, 1)):
+        attrs = {"transA": ta, "transB": tb, "alpha": 0.5, "beta": 2.0}
+        if opset < 7:
+            attrs["broadcast"] = 1
+        check("Gemm", [a, b, c], attrs, opset=opset, rtol=1e-5, atol=1e-5)
+    if opset >= 11:
+        check("Gemm", [a, b], {"transA": ta, "transB": tb}, opset=opset, rtol=1e-5, atol=1e-5)
+
+
+def test_gemm_int_and_double():
+    a, b, c = (RNG.integers(-5, 5, s).astype(np.int32) for s in ((3, 4), (4, 2), (2,)))
+    check("Gemm", [a, b, c], opset=13, atol=0)
+    a, b = f32(3, 4).astype(np.float64), f32(4, 2).astype(np.float64)
+    check("Gemm", [a, b], {"alpha": 3.0}, opset=13)
+
+
+def test_gemm_does_not_modify_c():
+    a, b, c = f32(3, 4), f32(4, 5), f32(3, 5)
+    c0 = c.copy()
+    run_epoxy(_model("Gemm", [a, b, c], opset=13), [a, b, c])
+    np.testing.assert_array_equal(c, c0)
+
+
+def test_matmul_integer():
+    a = RNG.integers(0, 255, (3, 4)).astype(np.uint8)
+    b = RNG.integers(-128, 127, (4, 5)).astype(np.int8)
+    check("MatMulInteger", [a, b, np.array(12, np.uint8), np.array(-3, np.int8)], opset=10, out_dtypes=[np.int32], atol=0)
+    check("MatMulInteger", [a, b], opset=10, out_dtypes=[np.int32], atol=0)
+    # per-row / per-column zero points
+    azp = RNG.integers(0, 255, 3).astype(np.uint8)
+    bzp = RNG.integers(-128, 127, 5).astype(np.int8)
+    expected = (a.astype(np.int64) - azp.reshape(-1, 1)) @ (b.astype(np.int64) - bzp)
+    check("MatMulInteger", [a, b, azp, bzp], opset=10, out_dtypes=[np.int32], atol=0, expected=[expected.astype(np.int32)])
+    a3 = RNG.integers(0, 255, (2, 3, 4)).astype(np.uint8)
+    check("MatMulInteger", [a3, b.astype(np.uint8)], opset=10, out_dtypes=[np.int32], atol=0)
+
+
+@pytest.mark.parametrize("opset", [10, 21])
+def test_qlinear_matmul(opset):
+    a = RNG.integers(0, 255, (2, 3, 4)).astype(np.uint8)
+    b = RNG.integers(0, 255, (4, 5)).astype(np.uint8)
+    args = [a, np.array(0.05, np.float32), np.array(113, np.uint8), b, np.array(0.02, np.float32), np.array(114, np.uint8),
+            np.array(0.3, np.float32), np.array(118, np.uint8)]
+    got = check("QLinearMatMul", args, opset=opset, out_dtypes=[np.uint8], atol=1)
+    assert got[0].dtype == np.uint8
+    args_i8 = [a.astype(np.int16).__sub__(128).astype(np.int8), args[1], np.array(-15, np.int8), b, args[4], args[5], args[6], np.array(-3, np.int8)]
+    check("QLinearMatMul", args_i8, opset=opset, out_dtypes=[np.int8], atol=1)
+
+
+@pytest.mark.parametrize(
+    "eq,shapes",
+    [
+        ("ij,jk->ik", [(3, 4), (4, 5)]),
+        ("bij, bjk -> bik", [(2, 3, 4), (2, 4, 5)]),
+        ("ii->i", [(4, 4)]),
+        ("ij->", [(3, 4)]),
+        ("...ij,...jk", [(2, 3, 4), (4, 2)]),
+        ("i,j,k->ijk", [(2,), (3,), (4,)]),
+        ("bhqd,bhkd->bhqk", [(1, 2, 3, 4), (1, 2, 5, 4)]),
+    ],
+)
+def test_einsum(eq, shapes):
+    inputs = [f32(*s) for s in shapes]
+    check("Einsum", inputs, {"equation": eq}, opset=12, rtol=1e-5, atol=1e-5)
+
+
+def test_einsum_int():
+    a, b = RNG.integers(-4, 4, (3, 4)).astype(np.int64), RNG.integers(-4, 4, (4,)).astype(np.int64)
+    check("Einsum", [a, b], {"equation": "ij,j->i"}, opset=12, atol=0)

@@ -1,0 +1,31 @@
+"""epoxy-ep-openvino: fused subgraphs compiled and run by OpenVINO.
+
+Importing this package does not import OpenVINO; that happens when devices are enumerated
+or a provider is created.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .version import __version__
+
+__all__ = ["__version__", "stats", "openvino_provider"]
+
+
+def openvino_provider(session: Any) -> Any:
+    """The session's openvino provider object, or ``None`` when it has none."""
+    for name, provider in getattr(session, "_providers", ()):
+        if name == "openvino":
+            return provider
+    return None
+
+
+def stats(session: Any) -> dict[str, Any]:
+    """Per group compile time, whether it was loaded from the cache, and the time saved."""
+    provider = openvino_provider(session)
+    if provider is None:
+        return {"groups": [], "summary": "no openvino provider in this session"}
+    from dataclasses import asdict
+
+    return {"groups": [asdict(s) for s in provider.stats], "summary": provider.cache_summary()}

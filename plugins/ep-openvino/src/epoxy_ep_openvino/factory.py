@@ -1,0 +1,90 @@
+"""The openvino provider factory: identity, device enumeration (lazy import), creation.
+
+Nothing here imports OpenVINO at module import time: ``devices()`` and ``create()`` do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from epoxy.contract import SDK_API_VERSION, Device, ProviderUnavailable
+
+from .version import __version__
+
+PROVIDER_NAME = "openvino"
+
+
+def import_openvino() -> Any:
+    """``import openvino`` or raise :class:`ProviderUnavailable` saying why."""
+    try:
+        import openvino
+    except Exception as exc:  # ImportError, or a broken install (missing shared libraries...)
+        text = str(exc).strip().splitlines()
+        raise ProviderUnavailable(
+            f"openvino is not usable: {type(exc).__name__}: {text[0] if text else ''} "
+            "(pip install openvino)"
+        ) from exc
+    return openvino
+
+
+_CORE: Any = None
+
+
+def shared_core() -> Any:
+    """One ``openvino.Core`` per process (creating one costs milliseconds and loads plugins)."""
+    global _CORE
+    if _CORE is None:
+        ov = import_openvino()
+        _CORE = ov.Core()
+    return _CORE
+
+
+class OpenVINOProviderFactory:
+    """Identity and discovery for the OpenVINO provider."""
+
+    name = PROVIDER_NAME
+    vendor = "epoxy (OpenVINO by Intel)"
+    version = __version__
+    sdk_api = SDK_API_VERSION
+    priority = 50  # above cpu: compiled groups are faster than per-node numpy kernels
+
+    def __init__(self) -> None:
+        self._devices: list[Device] | None = None
+
+    def devices(self) -> Sequence[Device]:
+        if self._devices is None:
+            self._devices = self._enumerate()
+        return list(self._devices)
+
+    def _enumerate(self) -> list[Device]:
+        ov = import_openvino()
+        try:
+            core = shared_core()
+            names = list(core.available_devices)
+        except ProviderUnavailable:
+            raise
+        except Exception as exc:
+            raise ProviderUnavailable(f"openvino could not list devices: {type(exc).__name__}: {exc}") from exc
+        if not names:
+            raise ProviderUnavailable("openvino found no devices")
+        devices = []
+        per_kind: dict[str, int] = {}
+        for ov_name in names:
+            kind = ov_name.split(".", 1)[0].lower()
+            index = per_kind.get(kind, 0)
+            per_kind[kind] = index + 1
+            try:
+                full = str(core.get_property(ov_name, "FULL_DEVICE_NAME"))
+            except Exception:  # noqa: BLE001 - a name is nice to have
+                full = ov_name
+            devices.append(Device(self.name, kind, index, full,
+                                  properties={"ov_device": ov_name, "openvino": ov.__version__}))
+        return devices
+
+    def create(self, device: Device, options: Mapping[str, Any]) -> Any:
+        from .options import parse_options
+        from .provider import OpenVINOProvider
+
+        parsed = parse_options(options)
+        return OpenVINOProvider(device, parsed)

@@ -1,0 +1,149 @@
+"""Group supported nodes into convex fused groups whose contraction keeps the graph a DAG.
+
+Nodes are visited in topological order; a supported node joins the groups of its supported
+producers when the union stays convex (no path leaves the group and comes back), checked
+with ancestor/descendant bitsets (Python ints). A final pass contracts the groups one by
+one, largest first, and drops any whose contraction would close a cycle with groups taken
+before (two groups can each be convex and still depend on each other).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+
+def _preds_succs(graph: Any) -> tuple[list[set[int]], list[set[int]]]:
+    n = len(graph.nodes)
+    preds: list[set[int]] = [set() for _ in range(n)]
+    succs: list[set[int]] = [set() for _ in range(n)]
+    node_inputs = getattr(graph, "node_inputs", None)
+    for i, node in enumerate(graph.nodes):
+        names = node_inputs(i) if node_inputs is not None else tuple(x for x in node.inputs if x)
+        for name in names:
+            p = graph.producer(name)
+            if p is not None and p != i:
+                preds[i].add(p)
+                succs[p].add(i)
+    return preds, succs
+
+
+def topological_order(preds: Sequence[set[int]], succs: Sequence[set[int]]) -> list[int]:
+    """Kahn's algorithm, smallest index first (the graph's own order when it is sorted)."""
+    import heapq
+
+    indegree = [len(p) for p in preds]
+    ready = [i for i, d in enumerate(indegree) if d == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for s in succs[i]:
+            indegree[s] -= 1
+            if indegree[s] == 0:
+                heapq.heappush(ready, s)
+    if len(order) != len(preds):
+        raise ValueError("graph has a cycle")
+    return order
+
+
+class _Group:
+    __slots__ = ("members", "mask", "anc", "desc")
+
+    def __init__(self, members: set[int], mask: int, anc: int, desc: int) -> None:
+        self.members = members
+        self.mask = mask
+        self.anc = anc
+        self.desc = desc
+
+
+def convex_groups(graph: Any, supported: Collection[int]) -> tuple[list[tuple[int, ...]], dict[int, str]]:
+    """Maximal connected convex groups of ``supported`` nodes.
+
+    Returns (groups as sorted index tuples, reasons for supported nodes left out).
+    """
+    supported = set(supported)
+    if not supported:
+        return [], {}
+    preds, succs = _preds_succs(graph)
+    order = topological_order(preds, succs)
+    position = {node: k for k, node in enumerate(order)}
+    n = len(order)
+    anc = [0] * n
+    for i in order:
+        a = 0
+        for p in preds[i]:
+            a |= anc[p] | (1 << p)
+        anc[i] = a
+    desc = [0] * n
+    for i in reversed(order):
+        d = 0
+        for s in succs[i]:
+            d |= desc[s] | (1 << s)
+        desc[i] = d
+
+    group_of: dict[int, _Group] = {}
+    for v in order:
+        if v not in supported:
+            continue
+        mask, a, d = 1 << v, anc[v], desc[v]
+        members = {v}
+        candidates = {id(g): g for p in preds[v] if (g := group_of.get(p)) is not None}
+        for g in sorted(candidates.values(), key=lambda g: -len(g.members)):
+            m2, a2, d2 = mask | g.mask, a | g.anc, d | g.desc
+            if (a2 & d2) & ~m2 == 0:  # no outside node lies between two members
+                mask, a, d = m2, a2, d2
+                members |= g.members
+        group = _Group(members, mask, a, d)
+        for m in members:
+            group_of[m] = group
+
+    groups = list({id(g): g for g in group_of.values()}.values())
+    groups.sort(key=lambda g: (-len(g.members), min(position[m] for m in g.members)))
+    kept, dropped = _contract(groups, succs, position, n)
+    reasons = {m: "fusing its openvino group would create a cycle with another openvino group"
+               for g in dropped for m in g.members}
+    result = sorted((tuple(sorted(g.members, key=lambda m: position[m])) for g in kept), key=lambda t: position[t[0]])
+    return [tuple(sorted(t)) for t in result], reasons
+
+
+def _contract(groups: list[_Group], succs: Sequence[set[int]], position: dict[int, int], n: int
+              ) -> tuple[list[_Group], list[_Group]]:
+    unit_of = list(range(n))
+    members: dict[int, set[int]] = {i: {i} for i in range(n)}
+    kept, dropped = [], []
+    for g in groups:
+        if len(g.members) > 1 and not _acyclic(g.members, unit_of, members, succs, position):
+            dropped.append(g)
+            continue
+        uid = min(g.members)
+        for m in g.members:
+            members.pop(m, None)
+            unit_of[m] = uid
+        members[uid] = set(g.members)
+        kept.append(g)
+    return kept, dropped
+
+
+def _acyclic(group: set[int], unit_of: list[int], members: dict[int, set[int]],
+             succs: Sequence[set[int]], position: dict[int, int]) -> bool:
+    """True when no path leaves ``group`` and comes back (moving through whole units)."""
+    last = max(position[m] for m in group)
+    stack = [s for m in group for s in succs[m] if s not in group]
+    seen: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if position[node] > last:
+            continue  # topological order: nothing after the group's last node leads back in
+        unit = unit_of[node]
+        if unit in seen:
+            continue
+        seen.add(unit)
+        for m in members[unit]:
+            for s in succs[m]:
+                if s in group:
+                    return False
+                if unit_of[s] not in seen:
+                    stack.append(s)
+    return True

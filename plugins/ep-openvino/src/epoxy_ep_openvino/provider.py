@@ -1,0 +1,392 @@
+"""The OpenVINO provider: capability (our gates + OpenVINO's frontend), grouping, compile, run.
+
+Groups are compiled while answering ``capability`` (still at session creation): a group
+OpenVINO cannot read or compile is declined with OpenVINO's reason instead of failing the
+session later. ``compile`` then hands out the already compiled group.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from epoxy.contract import Capability, Device, FusedGroup, GraphSpec, KernelFn, NodeSpec, SubgraphSpec, ValueType
+from epoxy.errors import ProviderError
+from epoxy.kit import HostAllocator
+
+from .factory import PROVIDER_NAME, import_openvino, shared_core
+from .grouping import convex_groups
+from .options import OpenVINOOptions
+from .support import gate
+
+log = logging.getLogger("epoxy_ep_openvino")
+
+#: ops whose cost is dominated by arithmetic (a group holding one usually pays for a call)
+_HEAVY = frozenset({"Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "MatMul", "Gemm", "MatMulInteger",
+                    "QLinearMatMul", "Einsum", "LSTM", "GRU", "RNN"})
+_PER_NODE_US = 4.0  # what the cpu provider spends dispatching one node
+_PER_ELEMENT_US = 1e-3  # ~1 ns per output element
+_PER_FLOP_US = 1e-5  # ~100 GFLOP/s
+_UNKNOWN_ELEMENTS = 4096
+_TIMES_FILE = "epoxy_openvino_compile_times.json"
+_FRAMEWORK_NODES = ("NotSupportedONNXNode", "ONNXFrameworkNode", "FrameworkNode")
+
+
+def _elements(vt: ValueType) -> int | None:
+    if vt.kind != "tensor" or vt.shape is None:
+        return None
+    total = 1
+    for d in vt.shape:
+        if not isinstance(d, int):
+            return None
+        total *= d
+    return total
+
+
+def node_cost_us(node: NodeSpec) -> float:
+    """Rough cpu-provider time for ``node`` (dispatch + elements + arithmetic)."""
+    out = sum((_elements(vt) or _UNKNOWN_ELEMENTS) for vt in node.output_types)
+    cost = _PER_NODE_US + out * _PER_ELEMENT_US
+    if node.op_type in _HEAVY:
+        flops = None
+        try:
+            if node.op_type in ("MatMul", "Gemm", "MatMulInteger", "QLinearMatMul"):
+                a = node.input_types[0]
+                k = a.shape[-1] if a.shape else None
+                if node.op_type == "Gemm" and node.attr("transA", 0) and a.shape:
+                    k = a.shape[0]
+                n_out = _elements(node.output_types[0])
+                if isinstance(k, int) and n_out is not None:
+                    flops = 2 * n_out * k
+            elif node.op_type in ("Conv", "ConvInteger", "QLinearConv", "ConvTranspose"):
+                w = node.input_types[3 if node.op_type == "QLinearConv" else 1]
+                n_out = _elements(node.output_types[0])
+                w_elems = _elements(w)
+                if n_out is not None and w_elems is not None and w.shape:
+                    per_out = w_elems // max(1, int(w.shape[0])) if node.op_type != "ConvTranspose" else w_elems // max(1, int(w.shape[1]))
+                    flops = 2 * n_out * per_out
+        except (IndexError, TypeError, ValueError):
+            flops = None
+        cost += 1000.0 if flops is None else flops * _PER_FLOP_US
+    return cost
+
+
+@dataclass
+class GroupStats:
+    """What compiling one group cost (``epoxy_ep_openvino.stats(session)`` lists these)."""
+
+    label: str
+    nodes: int
+    compile_s: float
+    loaded_from_cache: bool
+    saved_s: float | None = None
+
+
+@dataclass
+class _Compiled:
+    model: Any  # openvino.CompiledModel
+    in_names: list[set[str]]  # names of model input port i (one of them is a group input)
+    out_names: list[set[str]]
+    out_dtypes: list[np.dtype]
+    in_dtypes: list[np.dtype]
+    stats: GroupStats
+    requests: list[Any] = field(default_factory=list)
+
+
+def _ov_dtype(ov_type: Any) -> np.dtype | None:
+    try:
+        return np.dtype(ov_type.to_dtype())
+    except Exception:  # noqa: BLE001 - dynamic or exotic element type
+        return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    # OpenVINO messages start with a source location; keep the informative lines short
+    informative = [t.strip() for t in text if t.strip() and not t.strip().startswith(("Check ", "Exception from"))]
+    line = (informative or text or [""])[0]
+    return f"{type(exc).__name__}: {line}"[:400]
+
+
+class OpenVINOProvider:
+    """Runs convex groups of nodes as OpenVINO compiled models on one OpenVINO device."""
+
+    name = PROVIDER_NAME
+
+    def __init__(self, device: Device, options: OpenVINOOptions) -> None:
+        self.ov = import_openvino()
+        self.core = shared_core()
+        self.device = device
+        self.allocator = HostAllocator(device)  # inputs and outputs are host numpy arrays
+        self.options = options
+        self.ov_device = options.device or str(device.properties.get("ov_device", device.kind.upper()))
+        self.config = options.compile_config()
+        self.stats: list[GroupStats] = []
+        self._compiled: dict[str, _Compiled] = {}
+        self._failed: dict[str, str] = {}
+        self._groups = 0
+        self._empty_weights = self.ov.Tensor(np.empty(0, np.uint8))
+        if options.cache_dir:
+            os.makedirs(options.cache_dir, exist_ok=True)
+
+    # -- capability ------------------------------------------------------------------------
+    def capability(self, graph: GraphSpec) -> Capability:
+        declined: dict[int, str] = {}
+        candidates: list[int] = []
+        for node in graph.nodes:
+            why = gate(node, graph)
+            if why is None:
+                candidates.append(node.index)
+            else:
+                declined[node.index] = why
+        if not candidates:
+            return Capability(declined=declined)
+        declined.update(self._frontend_declines(graph, candidates))
+        supported = [i for i in candidates if i not in declined]
+        groups, reasons = convex_groups(graph, supported)
+        declined.update(reasons)
+        out: list[FusedGroup] = []
+        for nodes in groups:
+            cost = sum(node_cost_us(graph.nodes[i]) for i in nodes)
+            if cost < self.options.min_group_cost:
+                why = (f"group of {len(nodes)} node(s) too small for an openvino call "
+                       f"(estimated {cost:.0f} µs on cpu < min_group_cost {self.options.min_group_cost:g})")
+                declined.update({i: why for i in nodes})
+                continue
+            label = f"openvino_{self._groups}"
+            try:
+                self._compile_nodes(graph, nodes, label)
+                self.compile(SubgraphSpec(FusedGroup(tuple(nodes), label), graph, *_boundary(graph, nodes)))
+            except Exception as exc:  # noqa: BLE001 - OpenVINO could not take it: cpu will
+                why = f"openvino could not compile the group: {_first_line(exc)}"
+                declined.update({i: why for i in nodes})
+                continue
+            self._groups += 1
+            out.append(FusedGroup(tuple(nodes), label))
+        return Capability(groups=tuple(out), declined=declined)
+
+    def _frontend_declines(self, graph: GraphSpec, candidates: Sequence[int]) -> dict[int, str]:
+        """Nodes OpenVINO's ONNX frontend cannot convert (partial conversion of the candidates)."""
+        try:
+            return self._partial_convert(graph, candidates)
+        except Exception:  # noqa: BLE001 - the frontend failed on the whole: ask node by node
+            pass
+        declined: dict[int, str] = {}
+        for i in candidates:
+            try:
+                declined.update(self._partial_convert(graph, [i]))
+            except Exception as exc:  # noqa: BLE001
+                declined[i] = f"openvino's ONNX frontend failed: {_first_line(exc)}"
+        return declined
+
+    def _partial_convert(self, graph: GraphSpec, nodes: Sequence[int]) -> dict[int, str]:
+        from openvino.frontend import FrontEndManager
+
+        proto = graph.to_model(list(nodes))
+        frontend = FrontEndManager().load_by_framework("onnx")
+        model = frontend.convert_partially(frontend.load(io.BytesIO(proto.SerializeToString())))
+        wanted = set(nodes)
+        declined: dict[int, str] = {}
+        for op in model.get_ordered_ops():
+            type_name = op.get_type_name()
+            if type_name not in _FRAMEWORK_NODES:
+                continue
+            attrs = op.get_attributes()
+            onnx_type = attrs.get("ONNX_META_type", type_name)
+            for port in op.outputs():
+                for name in port.get_names():
+                    p = graph.producer(name)
+                    if p is not None and p in wanted:
+                        declined[p] = f"openvino's ONNX frontend cannot convert {onnx_type} ({type_name})"
+        return declined
+
+    # -- compile ---------------------------------------------------------------------------
+    def _model_bytes(self, graph: GraphSpec, nodes: Sequence[int]) -> tuple[bytes, str]:
+        proto = graph.to_model(list(nodes))
+        # initializers that are also graph inputs can be overridden by a feed: keep them inputs
+        overridable = set(graph.inputs)
+        moved = [t for t in proto.graph.initializer if t.name in overridable]
+        if moved:
+            from onnx import helper
+
+            for t in moved:
+                proto.graph.initializer.remove(t)
+                vt = graph.value_type(t.name)
+                proto.graph.input.append(helper.make_tensor_value_info(t.name, t.data_type, vt.shape if vt.shape is not None else list(t.dims)))
+        data = proto.SerializeToString()
+        key = hashlib.sha1(data + repr(sorted(self.config.items())).encode() + self.ov_device.encode()).hexdigest()
+        return data, key
+
+    def _compile_nodes(self, graph: GraphSpec, nodes: Sequence[int], label: str) -> _Compiled:
+        data, key = self._model_bytes(graph, nodes)
+        found = self._compiled.get(key)
+        if found is not None:
+            return found
+        if key in self._failed:
+            raise RuntimeError(self._failed[key])
+        t0 = time.perf_counter()
+        try:
+            model = self.core.read_model(model=data, weights=self._empty_weights)
+            compiled = self.core.compile_model(model, self.ov_device, self.config)
+        except Exception as exc:
+            self._failed[key] = _first_line(exc)
+            raise
+        seconds = time.perf_counter() - t0
+        from_cache = False
+        if self.options.cache_dir:
+            try:
+                from_cache = bool(compiled.get_property("LOADED_FROM_CACHE"))
+            except Exception:  # noqa: BLE001 - older OpenVINO or device without the property
+                from_cache = False
+        stats = GroupStats(label, len(nodes), seconds, from_cache)
+        if self.options.cache_dir:
+            stats.saved_s = self._record_compile_time(key, seconds, from_cache)
+        in_names = [set(p.get_names()) for p in compiled.inputs]
+        out_names = [set(p.get_names()) for p in compiled.outputs]
+        in_dtypes = []
+        for port, names in zip(compiled.inputs, in_names):
+            dtype = _ov_dtype(port.get_element_type())
+            if dtype is None:
+                known = [graph.value_type(n).dtype for n in names if graph.value_type(n).dtype is not None]
+                dtype = known[0] if known else np.dtype(np.float32)
+            in_dtypes.append(dtype)
+        entry = _Compiled(compiled, in_names, out_names,
+                          [_ov_dtype(p.get_element_type()) for p in compiled.outputs], in_dtypes, stats)
+        entry.requests.append(compiled.create_infer_request())
+        self._compiled[key] = entry
+        self.stats.append(stats)
+        log.info("openvino: compiled %s (%d nodes) on %s in %.3f s%s", label, len(nodes), self.ov_device, seconds,
+                 " (loaded from cache)" if from_cache else "")
+        return entry
+
+    def _record_compile_time(self, key: str, seconds: float, from_cache: bool) -> float | None:
+        """Remember first-compile times next to OpenVINO's blobs; return the time saved now."""
+        path = os.path.join(self.options.cache_dir or "", _TIMES_FILE)
+        try:
+            with open(path) as f:
+                times = json.load(f)
+        except (OSError, ValueError):
+            times = {}
+        if from_cache:
+            before = times.get(key)
+            return None if before is None else max(0.0, float(before) - seconds)
+        times[key] = seconds
+        try:
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                json.dump(times, f)
+            os.replace(tmp, path)
+        except OSError:
+            pass
+        return None
+
+    def compile(self, subgraph: SubgraphSpec) -> KernelFn:
+        graph = subgraph.graph
+        nodes = subgraph.group.nodes
+        label = subgraph.group.label or f"openvino_{self._groups}"
+        try:
+            entry = self._compile_nodes(graph, nodes, label)
+        except Exception as exc:
+            raise self._error(graph, nodes, label, "compile", exc) from exc
+        positions = {name: k for k, name in enumerate(subgraph.inputs)}
+        feeds = []
+        for port, names in enumerate(entry.in_names):
+            found = sorted(n for n in names if n in positions)
+            if not found:
+                raise self._error(graph, nodes, label, "compile",
+                                  RuntimeError(f"model input {sorted(names)} is not a group input"))
+            feeds.append((port, positions[found[0]], entry.in_dtypes[port]))
+        out_port: dict[str, int] = {}
+        for port, names in enumerate(entry.out_names):
+            for name in names:
+                out_port.setdefault(name, port)
+        lost = [n for n in subgraph.outputs if n not in out_port]
+        if lost:
+            raise self._error(graph, nodes, label, "compile", RuntimeError(f"group outputs {lost} have no OpenVINO port"))
+        fetch = []
+        for name in subgraph.outputs:
+            port = out_port[name]
+            want = graph.value_type(name).dtype
+            have = entry.out_dtypes[port]
+            fetch.append((port, want if (want is not None and have is not None and want != have) else None))
+        return self._runner(entry, feeds, fetch, graph, nodes, label)
+
+    def _runner(self, entry: _Compiled, feeds: list[tuple[int, int, np.dtype]], fetch: list[tuple[int, np.dtype | None]],
+                graph: GraphSpec, nodes: Sequence[int], label: str) -> KernelFn:
+        Tensor = self.ov.Tensor
+        pool = entry.requests
+        create = entry.model.create_infer_request
+        ndarray = np.ndarray
+        ascontiguous = np.ascontiguousarray
+        error = self._error
+
+        def run(*args: Any) -> tuple[Any, ...]:
+            request = pool.pop() if pool else create()
+            try:
+                for port, pos, dtype in feeds:
+                    value = args[pos]
+                    if type(value) is not ndarray or value.dtype != dtype or not value.flags.c_contiguous:
+                        value = ascontiguous(value, dtype=dtype)
+                    request.set_input_tensor(port, Tensor(value, shared_memory=True))
+                request.infer()
+                results = []
+                for port, cast in fetch:
+                    data = request.get_output_tensor(port).data
+                    results.append(data.copy() if cast is None else data.astype(cast))
+            except Exception as exc:
+                raise error(graph, nodes, label, "run", exc) from exc
+            finally:
+                pool.append(request)
+            return tuple(results)
+
+        return run
+
+    def _error(self, graph: GraphSpec, nodes: Sequence[int], label: str, when: str, exc: BaseException) -> ProviderError:
+        names = [graph.nodes[i].name for i in nodes]
+        shown = ", ".join(names[:8]) + (f", ... ({len(names)} nodes)" if len(names) > 8 else "")
+        return ProviderError(
+            f"openvino {when} failed for group {label!r} (nodes {shown}) on {self.device.label} "
+            f"(OpenVINO device {self.ov_device}): {_first_line(exc)}",
+            provider=self.name,
+        )
+
+    def kernel(self, node: NodeSpec) -> KernelFn:
+        raise ProviderError(f"openvino runs fused groups only; node {node.name!r} was never claimed singly",
+                            provider=self.name)
+
+    # -- reporting ---------------------------------------------------------------------------
+    def cache_summary(self) -> str:
+        """One line: compile time, groups loaded from the cache and the time that saved."""
+        total = sum(s.compile_s for s in self.stats)
+        hits = [s for s in self.stats if s.loaded_from_cache]
+        saved = sum(s.saved_s or 0.0 for s in hits)
+        text = f"openvino: {len(self.stats)} group(s) compiled in {total:.3f} s on {self.ov_device}"
+        if self.options.cache_dir:
+            text += f"; {len(hits)} loaded from cache {self.options.cache_dir!r}, saving {saved:.3f} s"
+        return text
+
+
+def _boundary(graph: GraphSpec, nodes: Sequence[int]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(inputs, outputs) of a group, in the order the core's SubgraphSpec uses."""
+    members = set(nodes)
+    node_inputs = getattr(graph, "node_inputs", None)
+    produced = {o for i in nodes for o in graph.nodes[i].outputs if o}
+    inputs: list[str] = []
+    for i in sorted(nodes):
+        names = node_inputs(i) if node_inputs is not None else tuple(n for n in graph.nodes[i].inputs if n)
+        for name in names:
+            if name not in produced and name not in inputs:
+                inputs.append(name)
+    graph_outputs = set(graph.outputs)
+    outputs = [o for i in sorted(nodes) for o in graph.nodes[i].outputs
+               if o and (o in graph_outputs or any(c not in members for c in graph.consumers(o)))]
+    return tuple(inputs), tuple(outputs)
