@@ -210,11 +210,13 @@ class OpenVINOProvider:
         return declined
 
     # -- compile ---------------------------------------------------------------------------
-    def _model_bytes(self, graph: GraphSpec, nodes: Sequence[int]) -> tuple[bytes, str]:
+    def _model_bytes(self, graph: GraphSpec, nodes: Sequence[int], overridable: bool) -> tuple[bytes, str]:
+        """The group as ONNX bytes and its cache key. Initializers that are also graph inputs
+        are baked in (OpenVINO folds them, like native OpenVINO) unless ``overridable``, the
+        variant used when a run feeds such an input."""
         proto = graph.to_model(list(nodes))
-        # initializers that are also graph inputs can be overridden by a feed: keep them inputs
-        overridable = set(graph.inputs)
-        moved = [t for t in proto.graph.initializer if t.name in overridable]
+        graph_inputs = set(graph.inputs) if overridable else set()
+        moved = [t for t in proto.graph.initializer if t.name in graph_inputs]
         if moved:
             from onnx import helper
 
@@ -226,8 +228,8 @@ class OpenVINOProvider:
         key = hashlib.sha1(data + repr(sorted(self.config.items())).encode() + self.ov_device.encode()).hexdigest()
         return data, key
 
-    def _compile_nodes(self, graph: GraphSpec, nodes: Sequence[int], label: str) -> _Compiled:
-        data, key = self._model_bytes(graph, nodes)
+    def _compile_nodes(self, graph: GraphSpec, nodes: Sequence[int], label: str, overridable: bool = False) -> _Compiled:
+        data, key = self._model_bytes(graph, nodes, overridable)
         found = self._compiled.get(key)
         if found is not None:
             return found
@@ -290,11 +292,31 @@ class OpenVINOProvider:
         return None
 
     def compile(self, subgraph: SubgraphSpec) -> KernelFn:
+        main = self._make_runner(subgraph, overridable=False)
+        graph = subgraph.graph
+        graph_inputs = set(graph.inputs)
+        baked = [(k, graph.constant(name)) for k, name in enumerate(subgraph.inputs)
+                 if name in graph_inputs and graph.constant(name) is not None]
+        if not baked:
+            return main
+        variant: list[KernelFn] = []
+
+        def run(*args: Any) -> tuple[Any, ...]:
+            for pos, value in baked:
+                if args[pos] is not value:  # the caller fed an initializer-backed input
+                    if not variant:
+                        variant.append(self._make_runner(subgraph, overridable=True))
+                    return variant[0](*args)
+            return main(*args)
+
+        return run
+
+    def _make_runner(self, subgraph: SubgraphSpec, *, overridable: bool) -> KernelFn:
         graph = subgraph.graph
         nodes = subgraph.group.nodes
         label = subgraph.group.label or f"openvino_{self._groups}"
         try:
-            entry = self._compile_nodes(graph, nodes, label)
+            entry = self._compile_nodes(graph, nodes, label, overridable)
         except Exception as exc:
             raise self._error(graph, nodes, label, "compile", exc) from exc
         positions = {name: k for k, name in enumerate(subgraph.inputs)}

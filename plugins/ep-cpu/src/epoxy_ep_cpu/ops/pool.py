@@ -61,6 +61,9 @@ def _max_pool(x: np.ndarray, a: _PoolAttrs, want_indices: bool, storage_order: i
     if x.dtype.kind == "f" and x.dtype not in (np.float32, np.float64):
         work = x.astype(np.float32)
     xp = pad_spatial(work, begin, [e + ex for e, ex in zip(end, extra)], _lowest(work.dtype))
+    if not want_indices:
+        y = _separable(xp, a, out_sp, np.maximum, xp.dtype)
+        return (y if y.dtype == x.dtype else y.astype(x.dtype)), None
     lead = (slice(None), slice(None))
     best = None
     arg = None
@@ -116,16 +119,26 @@ def _window_counts(size: int, o: int, k: int, s: int, d: int, begin: int, lo: in
     return ((pos >= lo) & (pos < hi)).sum(axis=1)
 
 
+def _separable(xp: np.ndarray, a: _PoolAttrs, out_sp: list[int], ufunc, dtype) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """Reduce the windows of ``xp`` with ``ufunc`` (add / maximum) one spatial axis at a
+    time: a box window is separable, so this costs sum(kernel) ops instead of prod(kernel)."""
+    cur = xp
+    lead = xp.ndim - len(out_sp)
+    for i, (k, s, d, o) in enumerate(zip(a.kernel, a.strides, a.dilations, out_sp)):
+        pre = (slice(None),) * (lead + i)
+        acc = None
+        for j in range(k):
+            v = cur[pre + (slice(j * d, j * d + (o - 1) * s + 1, s),)]
+            if acc is None:
+                acc = v.astype(dtype, copy=True)
+            else:
+                ufunc(acc, v, out=acc)
+        cur = acc
+    return cur  # type: ignore[return-value]
+
+
 def _sum_pool(xp: np.ndarray, a: _PoolAttrs, out_sp: list[int], dtype) -> np.ndarray:  # type: ignore[no-untyped-def]
-    lead = (slice(None), slice(None))
-    acc = None
-    for _, sl in kernel_offsets(a.kernel, a.strides, a.dilations, out_sp):
-        v = xp[lead + sl]
-        if acc is None:
-            acc = v.astype(dtype, copy=True)
-        else:
-            acc += v
-    return acc  # type: ignore[return-value]
+    return _separable(xp, a, out_sp, np.add, dtype)
 
 
 @KERNELS.register("AveragePool", (1, 7, 10, 11, 19, 22))
