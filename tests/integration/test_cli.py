@@ -38,8 +38,9 @@ def test_ops_lists_opset_ranges():
 def test_partition_shows_each_node():
     out = epoxy("partition", str(MODEL_PATH), "--providers", "cpu").stdout
     assert "dense0_matmul" in out and "cpu" in out and "planned peak memory" in out
-    data = json.loads(epoxy("partition", str(MODEL_PATH), "--json").stdout)
+    data = json.loads(epoxy("partition", str(MODEL_PATH), "--providers", "cpu", "--json").stdout)
     assert {n["provider"] for n in data["nodes"]} == {"cpu"}
+    assert data["summary"] == {"cpu": 10}
 
 
 def test_run_with_npy_inputs(tmp_path):

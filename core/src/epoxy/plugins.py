@@ -28,6 +28,8 @@ ENTRY_POINT_GROUP = "epoxy.providers"
 ENV_DISABLE_AUTOLOAD = "EPOXY_DISABLE_PLUGIN_AUTOLOAD"
 ENV_ALLOWLIST = "EPOXY_PROVIDERS"
 ENV_STRICT = "EPOXY_STRICT_PLUGINS"
+#: Names the core uses for its own units (control flow runs on "core"; copies on "copy").
+RESERVED_NAMES = frozenset({"core", "copy"})
 _REQUIRED_FACTORY_ATTRS = ("name", "vendor", "version", "sdk_api", "priority", "devices", "create")
 
 
@@ -185,6 +187,9 @@ class ProviderRegistry:
                 ),
                 distribution,
             )
+            return
+        if factory.name in RESERVED_NAMES:
+            self._fail(plugin, "factory", RuntimeError(f"provider name {factory.name!r} is reserved by the core"), distribution)
             return
         if factory.name in self._entries:
             self._fail(plugin, "factory", RuntimeError(f"provider name {factory.name!r} already registered"), distribution)

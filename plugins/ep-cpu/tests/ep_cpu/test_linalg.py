@@ -152,3 +152,10 @@ def test_einsum(eq, shapes):
 def test_einsum_int():
     a, b = RNG.integers(-4, 4, (3, 4)).astype(np.int64), RNG.integers(-4, 4, (4,)).astype(np.int64)
     check("Einsum", [a, b], {"equation": "ij,j->i"}, opset=12, atol=0)
+
+
+def test_einsum_view_results_are_copies():
+    x = f32(3, 3)
+    for eq in ("ij->ji", "ii->i", "ij->ij"):
+        got = check("Einsum", [x], {"equation": eq}, opset=12)[0]
+        assert not np.may_share_memory(got, x)

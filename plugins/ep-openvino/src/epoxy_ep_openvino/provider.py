@@ -356,8 +356,11 @@ class OpenVINOProvider:
             try:
                 for port, pos, dtype in feeds:
                     value = args[pos]
-                    if type(value) is not ndarray or value.dtype != dtype or not value.flags.c_contiguous:
+                    if type(value) is not ndarray or value.dtype != dtype:
                         value = ascontiguous(value, dtype=dtype)
+                    flags = value.flags
+                    if not (flags.c_contiguous and flags.writeable):  # OpenVINO shares writeable buffers only
+                        value = value.copy()
                     request.set_input_tensor(port, Tensor(value, shared_memory=True))
                 request.infer()
                 results = []

@@ -149,6 +149,12 @@ def assert_outputs_match(expected: list[Any], actual: list[Any], rtol: float, at
         if ref is None or out is None:
             assert ref is None and out is None, f"output {i}: expected {'empty optional' if ref is None else type(ref).__name__}, got {'empty optional' if out is None else type(out).__name__}"
             continue
+        if isinstance(ref, list) or isinstance(out, list):
+            assert isinstance(ref, list) and isinstance(out, list), (
+                f"output {i}: expected {type(ref).__name__}, got {type(out).__name__}")
+            assert len(ref) == len(out), f"output {i}: sequence of {len(out)} items, expected {len(ref)}"
+            assert_outputs_match(ref, out, rtol, atol, values=values)
+            continue
         if not values:
             assert isinstance(out, np.ndarray), f"output {i}: expected an array, got {type(out).__name__}"
             assert out.shape == ref.shape, f"output {i}: shape {out.shape} != {ref.shape}"

@@ -8,26 +8,12 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from epoxy.contract import NodeSpec
-
-#: Dtypes numpy has no fast matmul for: compute in float32, cast back.
-_COMPUTE_AS_F32 = {np.dtype(np.float16)}
-
-
 def compute_dtype(dtype: np.dtype) -> np.dtype:
     """Dtype used for float arithmetic (float16 / bfloat16 / other exotic floats -> float32)."""
     dtype = np.dtype(dtype)
     if dtype in (np.float32, np.float64):
         return dtype
     return np.dtype(np.float32)
-
-
-def spatial_attrs(node: NodeSpec, nsp: int | None, kernel: Sequence[int] | None = None) -> tuple:
-    """(strides, dilations, pads) with defaults for ``nsp`` spatial dims."""
-    strides = tuple(node.attr("strides", ())) or (1,) * nsp  # type: ignore[operator]
-    dilations = tuple(node.attr("dilations", ())) or (1,) * nsp  # type: ignore[operator]
-    pads = tuple(node.attr("pads", ())) or (0,) * (2 * nsp)  # type: ignore[operator]
-    return strides, dilations, pads
 
 
 def resolve_pads(
@@ -97,12 +83,9 @@ def pad_spatial(x: np.ndarray, begin: Sequence[int], end: Sequence[int], value=0
             return x
     lead = x.ndim - nsp
     shape = x.shape[:lead] + tuple(x.shape[lead + i] + b + e for i, (b, e) in enumerate(zip(begin, end)))
-    out = np.empty(shape, dtype=x.dtype)
-    if value is not None:
-        out.fill(value)
+    out = np.full(shape, value, dtype=x.dtype)
     inner = (slice(None),) * lead + tuple(slice(b, b + x.shape[lead + i]) for i, b in enumerate(begin))
     out[inner] = x
-    # fill only the borders when the fill is not already done
     return out
 
 
@@ -147,7 +130,6 @@ def col2im_add(
     Element ``[..., k, i]`` lands at spatial position ``i * stride + k * dilation - pad_begin``;
     positions outside ``[0, out_shape)`` are dropped. Returns ``(*lead, *out_shape)``.
     """
-    nsp = len(kernel)
     # full coordinate range q in [lo, hi): covers both the written span and the output
     lo = [min(0, int(b)) for b in pads_begin]
     full = [(int(i) - 1) * s + (int(k) - 1) * d + 1 if int(i) > 0 else 0 for i, k, s, d in zip(in_shape, kernel, strides, dilations)]
@@ -161,5 +143,4 @@ def col2im_add(
         slice(int(b) - l, int(b) - l + int(o)) for b, l, o in zip(pads_begin, lo, out_shape)
     )
     out = buf[crop]
-    del nsp
     return out if out.flags.c_contiguous else np.ascontiguousarray(out)

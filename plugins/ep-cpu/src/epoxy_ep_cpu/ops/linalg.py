@@ -140,7 +140,9 @@ def einsum(node: NodeSpec):  # type: ignore[no-untyped-def]
         if cdt is not None:
             inputs = tuple(x.astype(cdt) for x in inputs)
         optimize = len(inputs) >= 2 and all(x.size > 0 for x in inputs)
-        y = np.einsum(equation, *inputs, optimize=optimize)
-        return np.asarray(y).astype(dtype, copy=False)
+        y = np.asarray(np.einsum(equation, *inputs, optimize=optimize))
+        if any(np.may_share_memory(y, x) for x in inputs):
+            y = y.copy()  # "ij->ji" / "ii->i" give views of the input
+        return y.astype(dtype, copy=False)
 
     return run
