@@ -252,9 +252,17 @@ def sequence_map_factory(node: NodeSpec, ctx: CompileContext) -> KernelFn:
     return run
 
 
+def _gradient_factory(node: NodeSpec, ctx: Any) -> KernelFn:
+    from .gradient import gradient_factory
+
+    return gradient_factory(node, ctx)
+
+
+#: (domain, op_type) -> kernel factory for the nodes the core runs itself
 FACTORIES = {
-    "If": if_factory,
-    "Loop": loop_factory,
-    "Scan": scan_factory,
-    "SequenceMap": sequence_map_factory,
+    ("", "If"): if_factory,
+    ("", "Loop"): loop_factory,
+    ("", "Scan"): scan_factory,
+    ("", "SequenceMap"): sequence_map_factory,
+    ("ai.onnx.preview.training", "Gradient"): _gradient_factory,
 }

@@ -1,7 +1,7 @@
 """The core's internal provider ("core") that runs control-flow nodes.
 
 It comes first in every session's provider list and claims exactly the control-flow ops
-(If, Loop, Scan, SequenceMap). When it answers ``capability`` it compiles each of their
+(If, Loop, Scan, SequenceMap) and ``Gradient`` (which needs the whole graph). When it answers ``capability`` it compiles each of their
 subgraphs once into a :class:`SubPlan`: the subgraph is partitioned over the session's
 own providers (plus a nested core provider for nested control flow), function-expanded
 like the main graph and planned; a kernel then runs that plan per branch / iteration.
@@ -122,7 +122,7 @@ class ControlFlowProvider:
     def handles(node: NodeSpec) -> bool:
         from .kernels import FACTORIES
 
-        return node.domain == "" and node.op_type in FACTORIES
+        return (node.domain, node.op_type) in FACTORIES
 
     def capability(self, graph: GraphSpec) -> Capability:
         from .kernels import FACTORIES
@@ -137,7 +137,7 @@ class ControlFlowProvider:
                 continue
             ctx = CompileContext(self, graph, node)
             try:
-                fn = FACTORIES[node.op_type](node, ctx)
+                fn = FACTORIES[(node.domain, node.op_type)](node, ctx)
             except Unsupported as exc:
                 declined[node.index] = str(exc) or f"{node.op_type}: unsupported"
                 continue

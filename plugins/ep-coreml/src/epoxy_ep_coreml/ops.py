@@ -10,7 +10,6 @@ indices) must be known at conversion time.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -502,7 +501,8 @@ def _check_conv(node: NodeSpec, facts: Facts) -> str | None:
     if isinstance(params, str):
         return params
     if node.op_type == "ConvTranspose":
-        return _convtranspose_plan(node, facts, params) if isinstance(_convtranspose_plan(node, facts, params), str) else None
+        plan = _convtranspose_plan(node, facts, params)
+        return plan if isinstance(plan, str) else None
     return None
 
 
@@ -724,23 +724,36 @@ def _check_pool(node: NodeSpec, facts: Facts) -> str | None:
         return "MaxPool storage_order=1 is not translated"
     if node.op_type == "LpPool" and node.attr("p", 2) != 2:
         return "LpPool is translated for p=2 only"
-    if node.attr("ceil_mode", 0) and node.op_type != "MaxPool" and node.attr("count_include_pad", 0) == 0:
-        # the last window clipped by ceil_mode averages over its valid part in both; fine
-        pass
     pads = _pool_pads(node, facts)
     if isinstance(pads, str):
         return pads
+    if (node.op_type == "AveragePool" and node.attr("count_include_pad", 0)
+            and pads != _pool_pads(node, facts, ceil_extension=False)):
+        return "AveragePool with ceil_mode=1 and count_include_pad=1 is not translated"
     return None
 
 
-def _pool_pads(node: NodeSpec, facts: Facts) -> list[int] | str:
+def _pool_pads(node: NodeSpec, facts: Facts, *, ceil_extension: bool = True) -> list[int] | str:
+    """Explicit pads; windows that ceil_mode adds (or that SAME/explicit pads imply) are
+    expressed as extra end padding, which max/l2 pooling and padding-excluding averages ignore."""
     x_shape = facts.shape(_in(node, 0))
     y_shape = facts.shape(node.outputs[0])
     assert x_shape is not None and y_shape is not None
     kernel = list(node.attr("kernel_shape"))
     n = len(kernel)
     strides = list(node.attr("strides", [1] * n))
-    return _spatial_pads(node, x_shape[2:], kernel, strides, [1] * n, y_shape[2:])
+    pads = _spatial_pads(node, x_shape[2:], kernel, strides, [1] * n, y_shape[2:])
+    if isinstance(pads, str) or not ceil_extension:
+        return pads
+    pads = list(pads)
+    for i in range(n):
+        covered = x_shape[2 + i] + pads[2 * i] + pads[2 * i + 1]
+        need = (y_shape[2 + i] - 1) * strides[i] + kernel[i]
+        if need > covered:
+            pads[2 * i + 1] += need - covered
+        elif (covered - kernel[i]) // strides[i] + 1 != y_shape[2 + i]:
+            return f"{node.op_type} output size does not follow from its pads"
+    return pads
 
 
 @register("MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool", check=_check_pool)
@@ -758,8 +771,7 @@ def _build_pool(node: NodeSpec, ctx: BuildContext) -> None:
     strides = [int(s) for s in node.attr("strides", [1] * len(kernel))]
     pads = _pool_pads(node, ctx.facts)
     assert not isinstance(pads, str)
-    ceil = bool(node.attr("ceil_mode", 0))
-    common = {"x": x, "kernel_sizes": kernel, "strides": strides, "pad_type": "custom", "pad": pads, "ceil_mode": ceil}
+    common = {"x": x, "kernel_sizes": kernel, "strides": strides, "pad_type": "custom", "pad": pads}
     if node.op_type == "MaxPool":
         y = mb.max_pool(**common)
     elif node.op_type == "AveragePool":
@@ -1123,7 +1135,8 @@ def _resize_plan(node: NodeSpec, facts: Facts) -> tuple[str, int, int, bool] | s
     if mode == "nearest":
         if h_out % h_in or w_out % w_in:
             return "nearest Resize is translated for integer upscales only"
-        ok = ctm in ("half_pixel", "pytorch_half_pixel") or (ctm in ("asymmetric", "tf_half_pixel_for_nn") and nearest_mode == "floor" and ctm == "asymmetric")
+        # integer upscales: half_pixel gives floor(x / scale) under every rounding mode
+        ok = ctm in ("half_pixel", "pytorch_half_pixel") or (ctm == "asymmetric" and nearest_mode == "floor")
         if not ok:
             return f"nearest Resize with coordinate_transformation_mode={ctm!r}, nearest_mode={nearest_mode!r} is not translated"
         return "nearest", h_out // h_in, w_out // w_in, False
@@ -1192,5 +1205,3 @@ def _build_nothing(node: NodeSpec, ctx: BuildContext) -> None:
 def supported_ops() -> list[str]:
     return sorted(OPS)
 
-
-_ = math  # reserved for future use

@@ -26,7 +26,9 @@ def _model(op, inputs, attrs=None, opset=17, n_out=1, out_dtypes=None, out_ranks
     out_dtypes = out_dtypes or [first.dtype] * n_out
     out_ranks = out_ranks or [first.ndim] * n_out
     outs = [
-        helper.make_tensor_value_info(f"y{i}", helper.np_dtype_to_tensor_dtype(np.dtype(d)), [f"d{i}_{k}" for k in range(r)])
+        helper.make_tensor_value_info(
+            f"y{i}", helper.np_dtype_to_tensor_dtype(np.dtype(d)), [f"d{i}_{k}" for k in range(r)]
+        )
         for i, (d, r) in enumerate(zip(out_dtypes, out_ranks))
     ]
     node = helper.make_node(op, names, [o.name for o in outs], domain=domain, **(attrs or {}))
@@ -124,8 +126,10 @@ def test_conv_transpose_groups():
     parts = []
     for g in range(2):
         m = _model("ConvTranspose", [x[:, 2 * g : 2 * g + 2], w[2 * g : 2 * g + 2], b[2 * g : 2 * g + 2]], attrs)
-        parts.append(ReferenceEvaluator(m).run(None, {"x0": x[:, 2 * g : 2 * g + 2], "x1": w[2 * g : 2 * g + 2], "x2": b[2 * g : 2 * g + 2]})[0])
-    check("ConvTranspose", [x, w, b], dict(attrs, group=2), expected=[np.concatenate(parts, axis=1)], rtol=1e-4, atol=1e-4)
+        feeds = {"x0": x[:, 2 * g : 2 * g + 2], "x1": w[2 * g : 2 * g + 2], "x2": b[2 * g : 2 * g + 2]}
+        parts.append(ReferenceEvaluator(m).run(None, feeds)[0])
+    expected = [np.concatenate(parts, axis=1)]
+    check("ConvTranspose", [x, w, b], dict(attrs, group=2), expected=expected, rtol=1e-4, atol=1e-4)
 
 
 def test_conv_integer_and_qlinear():
@@ -154,7 +158,8 @@ def test_deform_conv_offsets_mask_groups():
     x, w, b = f32(2, 4, 5, 6), f32(3, 4, 2, 2), f32(3)
     off = (RNG.standard_normal((2, 2 * 2 * 4, 5, 3)) * 1.5).astype(np.float32)
     mask = RNG.random((2, 2 * 4, 5, 3)).astype(np.float32)
-    check("DeformConv", [x, w, off, b, mask], {"offset_group": 2, "pads": [1, 0, 0, 1], "strides": [1, 2]}, opset=19, rtol=1e-4, atol=1e-4)
+    attrs = {"offset_group": 2, "pads": [1, 0, 0, 1], "strides": [1, 2]}
+    check("DeformConv", [x, w, off, b, mask], attrs, opset=19, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("attrs", [{}, {"strides": [2, 2]}, {"pads": [1, 0, 1, 2], "dilations": [2, 1]}])

@@ -26,7 +26,9 @@ def _model(op, inputs, attrs=None, opset=17, n_out=1, out_dtypes=None, out_ranks
     out_dtypes = out_dtypes or [first.dtype] * n_out
     out_ranks = out_ranks or [first.ndim] * n_out
     outs = [
-        helper.make_tensor_value_info(f"y{i}", helper.np_dtype_to_tensor_dtype(np.dtype(d)), [f"d{i}_{k}" for k in range(r)])
+        helper.make_tensor_value_info(
+            f"y{i}", helper.np_dtype_to_tensor_dtype(np.dtype(d)), [f"d{i}_{k}" for k in range(r)]
+        )
         for i, (d, r) in enumerate(zip(out_dtypes, out_ranks))
     ]
     node = helper.make_node(op, names, [o.name for o in outs], domain=domain, **(attrs or {}))
@@ -61,7 +63,15 @@ def f32(*shape):
 
 @pytest.mark.parametrize(
     "sa,sb",
-    [((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((2, 1, 3, 4), (5, 4, 2)), ((2, 3, 4), (4, 2)), ((0, 4), (4, 3)), ((3, 0), (0, 2))],
+    [
+        ((3, 4), (4, 5)),
+        ((4,), (4, 5)),
+        ((3, 4), (4,)),
+        ((2, 1, 3, 4), (5, 4, 2)),
+        ((2, 3, 4), (4, 2)),
+        ((0, 4), (4, 3)),
+        ((3, 0), (0, 2)),
+    ],
 )
 def test_matmul_shapes(sa, sb):
     a, b = f32(*sa), f32(*sb)
@@ -109,13 +119,15 @@ def test_gemm_does_not_modify_c():
 def test_matmul_integer():
     a = RNG.integers(0, 255, (3, 4)).astype(np.uint8)
     b = RNG.integers(-128, 127, (4, 5)).astype(np.int8)
-    check("MatMulInteger", [a, b, np.array(12, np.uint8), np.array(-3, np.int8)], opset=10, out_dtypes=[np.int32], atol=0)
+    zps = [np.array(12, np.uint8), np.array(-3, np.int8)]
+    check("MatMulInteger", [a, b, *zps], opset=10, out_dtypes=[np.int32], atol=0)
     check("MatMulInteger", [a, b], opset=10, out_dtypes=[np.int32], atol=0)
     # per-row / per-column zero points
     azp = RNG.integers(0, 255, 3).astype(np.uint8)
     bzp = RNG.integers(-128, 127, 5).astype(np.int8)
     expected = (a.astype(np.int64) - azp.reshape(-1, 1)) @ (b.astype(np.int64) - bzp)
-    check("MatMulInteger", [a, b, azp, bzp], opset=10, out_dtypes=[np.int32], atol=0, expected=[expected.astype(np.int32)])
+    expected = [expected.astype(np.int32)]
+    check("MatMulInteger", [a, b, azp, bzp], opset=10, out_dtypes=[np.int32], atol=0, expected=expected)
     a3 = RNG.integers(0, 255, (2, 3, 4)).astype(np.uint8)
     check("MatMulInteger", [a3, b.astype(np.uint8)], opset=10, out_dtypes=[np.int32], atol=0)
 
@@ -124,11 +136,12 @@ def test_matmul_integer():
 def test_qlinear_matmul(opset):
     a = RNG.integers(0, 255, (2, 3, 4)).astype(np.uint8)
     b = RNG.integers(0, 255, (4, 5)).astype(np.uint8)
-    args = [a, np.array(0.05, np.float32), np.array(113, np.uint8), b, np.array(0.02, np.float32), np.array(114, np.uint8),
-            np.array(0.3, np.float32), np.array(118, np.uint8)]
+    sa, sb, sy = np.array(0.05, np.float32), np.array(0.02, np.float32), np.array(0.3, np.float32)
+    args = [a, sa, np.array(113, np.uint8), b, sb, np.array(114, np.uint8), sy, np.array(118, np.uint8)]
     got = check("QLinearMatMul", args, opset=opset, out_dtypes=[np.uint8], atol=1)
     assert got[0].dtype == np.uint8
-    args_i8 = [a.astype(np.int16).__sub__(128).astype(np.int8), args[1], np.array(-15, np.int8), b, args[4], args[5], args[6], np.array(-3, np.int8)]
+    a8 = (a.astype(np.int16) - 128).astype(np.int8)
+    args_i8 = [a8, sa, np.array(-15, np.int8), b, sb, args[5], sy, np.array(-3, np.int8)]
     check("QLinearMatMul", args_i8, opset=opset, out_dtypes=[np.int8], atol=1)
 
 

@@ -27,7 +27,9 @@ def _model(op, inputs, attrs=None, opset=17, n_out=1, out_dtypes=None, out_ranks
     out_dtypes = out_dtypes or [first.dtype] * n_out
     out_ranks = out_ranks or [first.ndim] * n_out
     outs = [
-        helper.make_tensor_value_info(f"y{i}", helper.np_dtype_to_tensor_dtype(np.dtype(d)), [f"d{i}_{k}" for k in range(r)])
+        helper.make_tensor_value_info(
+            f"y{i}", helper.np_dtype_to_tensor_dtype(np.dtype(d)), [f"d{i}_{k}" for k in range(r)]
+        )
         for i, (d, r) in enumerate(zip(out_dtypes, out_ranks))
     ]
     node = helper.make_node(op, names, [o.name for o in outs], domain=domain, **(attrs or {}))
@@ -142,15 +144,17 @@ def test_lrn(size):
     for c in range(6):  # the spec's formula, channel by channel
         sq[:, c] = np.sum(x[:, max(0, c - lo) : min(6, c + hi + 1)] ** 2, axis=1)
     expected = x / (1.5 + 2e-3 / size * sq) ** 0.6
-    check("LRN", [x], {"size": size, "alpha": 2e-3, "beta": 0.6, "bias": 1.5}, opset=13, rtol=1e-4, atol=1e-5, expected=[expected])
+    attrs = {"size": size, "alpha": 2e-3, "beta": 0.6, "bias": 1.5}
+    check("LRN", [x], attrs, opset=13, rtol=1e-4, atol=1e-5, expected=[expected])
     check("LRN", [x], {"size": size}, opset=1, rtol=1e-4, atol=1e-5, expected=[x / (1 + 1e-4 / size * sq) ** 0.75])
 
 
 def test_lp_normalization():
     x = f32(3, 4)
     x[1] = 0
-    check("LpNormalization", [x], {"axis": 1, "p": 2}, opset=22, rtol=1e-5, atol=1e-6,
-          expected=[np.where(np.linalg.norm(x, axis=1, keepdims=True) == 0, 0, x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-30))])
+    norm = np.linalg.norm(x, axis=1, keepdims=True)
+    expected = np.where(norm == 0, 0, x / np.maximum(norm, 1e-30))
+    check("LpNormalization", [x], {"axis": 1, "p": 2}, opset=22, rtol=1e-5, atol=1e-6, expected=[expected])
     y = f32(3, 4)
     check("LpNormalization", [y], {"axis": 0, "p": 1}, opset=1, expected=[y / np.abs(y).sum(0, keepdims=True)])
 

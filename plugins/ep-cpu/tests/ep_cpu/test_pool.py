@@ -25,7 +25,9 @@ def _model(op, inputs, attrs=None, opset=17, n_out=1, out_dtypes=None, out_ranks
     out_dtypes = out_dtypes or [first.dtype] * n_out
     out_ranks = out_ranks or [first.ndim] * n_out
     outs = [
-        helper.make_tensor_value_info(f"y{i}", helper.np_dtype_to_tensor_dtype(np.dtype(d)), [f"d{i}_{k}" for k in range(r)])
+        helper.make_tensor_value_info(
+            f"y{i}", helper.np_dtype_to_tensor_dtype(np.dtype(d)), [f"d{i}_{k}" for k in range(r)]
+        )
         for i, (d, r) in enumerate(zip(out_dtypes, out_ranks))
     ]
     node = helper.make_node(op, names, [o.name for o in outs], domain=domain, **(attrs or {}))
@@ -38,7 +40,9 @@ def run_epoxy(model, inputs):
     return epoxy.InferenceSession(model, providers=["cpu"]).run(None, feeds)
 
 
-def check(op, inputs, attrs=None, opset=17, n_out=1, out_dtypes=None, rtol=1e-5, atol=1e-6, expected=None, oracle="ref"):
+def check(
+    op, inputs, attrs=None, opset=17, n_out=1, out_dtypes=None, rtol=1e-5, atol=1e-6, expected=None, oracle="ref"
+):
     """Run through epoxy and compare with ``expected`` or the oracle (onnx.reference, or
     onnxruntime where the reference gets pooling geometry wrong); returns epoxy's outputs."""
     feeds = {f"x{i}": x for i, x in enumerate(inputs) if x is not None}
@@ -64,6 +68,8 @@ def check(op, inputs, attrs=None, opset=17, n_out=1, out_dtypes=None, rtol=1e-5,
 def f32(*shape):
     return RNG.standard_normal(shape).astype(np.float32)
 
+
+IDX = [np.float32, np.int64]
 
 POOL_CASES = [
     ((1, 2, 7), {"kernel_shape": [3]}),
@@ -101,7 +107,8 @@ def test_lp_pool(shape, attrs):
 
 def test_max_pool_storage_order_and_int():
     x = f32(1, 1, 4, 5)
-    got = run_epoxy(_model("MaxPool", [x], {"kernel_shape": [2, 2], "storage_order": 1}, opset=12, n_out=2, out_dtypes=[np.float32, np.int64]), [x])
+    model = _model("MaxPool", [x], {"kernel_shape": [2, 2], "storage_order": 1}, opset=12, n_out=2, out_dtypes=IDX)
+    got = run_epoxy(model, [x])
     y, idx = got
     # column-major index over the spatial dims: h + w * H
     h, w = idx % 4, idx // 4
@@ -115,7 +122,8 @@ def test_max_pool_storage_order_and_int():
 
 def test_max_pool_indices_batch_offset():
     x = f32(2, 3, 4, 4)
-    y, idx = run_epoxy(_model("MaxPool", [x], {"kernel_shape": [2, 2], "strides": [2, 2]}, opset=12, n_out=2, out_dtypes=[np.float32, np.int64]), [x])
+    model = _model("MaxPool", [x], {"kernel_shape": [2, 2], "strides": [2, 2]}, opset=12, n_out=2, out_dtypes=IDX)
+    y, idx = run_epoxy(model, [x])
     np.testing.assert_array_equal(x.reshape(-1)[idx], y)
 
 
@@ -130,10 +138,12 @@ def test_global_pools():
 
 def test_max_unpool_roundtrip():
     x = f32(1, 2, 4, 4)
-    y, idx = run_epoxy(_model("MaxPool", [x], {"kernel_shape": [2, 2], "strides": [2, 2]}, opset=12, n_out=2, out_dtypes=[np.float32, np.int64]), [x])
+    model = _model("MaxPool", [x], {"kernel_shape": [2, 2], "strides": [2, 2]}, opset=12, n_out=2, out_dtypes=IDX)
+    y, idx = run_epoxy(model, [x])
     check("MaxUnpool", [y, idx], {"kernel_shape": [2, 2], "strides": [2, 2]}, opset=11)
     shape = np.array([1, 2, 5, 5], np.int64)
-    got = run_epoxy(_model("MaxUnpool", [y, idx, shape], {"kernel_shape": [2, 2], "strides": [2, 2]}, opset=11), [y, idx, shape])[0]
+    model = _model("MaxUnpool", [y, idx, shape], {"kernel_shape": [2, 2], "strides": [2, 2]}, opset=11)
+    got = run_epoxy(model, [y, idx, shape])[0]
     assert got.shape == (1, 2, 5, 5)
     np.testing.assert_array_equal(np.sort(got[got != 0]), np.sort(y.reshape(-1)))
 

@@ -25,7 +25,9 @@ def _model(op, inputs, attrs=None, opset=17, n_out=1, out_dtypes=None, out_ranks
     out_dtypes = out_dtypes or [first.dtype] * n_out
     out_ranks = out_ranks or [first.ndim] * n_out
     outs = [
-        helper.make_tensor_value_info(f"y{i}", helper.np_dtype_to_tensor_dtype(np.dtype(d)), [f"d{i}_{k}" for k in range(r)])
+        helper.make_tensor_value_info(
+            f"y{i}", helper.np_dtype_to_tensor_dtype(np.dtype(d)), [f"d{i}_{k}" for k in range(r)]
+        )
         for i, (d, r) in enumerate(zip(out_dtypes, out_ranks))
     ]
     node = helper.make_node(op, names, [o.name for o in outs], domain=domain, **(attrs or {}))

@@ -353,6 +353,7 @@ class OpenVINOProvider:
 
         def run(*args: Any) -> tuple[Any, ...]:
             request = pool.pop() if pool else create()
+            converted = []  # shared tensors do not own their memory: keep converted copies alive
             try:
                 for port, pos, dtype in feeds:
                     value = args[pos]
@@ -361,6 +362,8 @@ class OpenVINOProvider:
                     flags = value.flags
                     if not (flags.c_contiguous and flags.writeable):  # OpenVINO shares writeable buffers only
                         value = value.copy()
+                    if value is not args[pos]:
+                        converted.append(value)
                     request.set_input_tensor(port, Tensor(value, shared_memory=True))
                 request.infer()
                 results = []

@@ -59,9 +59,10 @@ OPS: dict[str, int] = {
     "Trilu": 14, "Unique": 11, "Unsqueeze": 24, "Upsample": 10, "Where": 16, "Xor": 7,
 }
 
-#: dtypes OpenVINO's numpy binding carries exactly (no bfloat16/float8/int4/strings here).
+#: dtypes OpenVINO computes exactly (no bfloat16/float8/int4/strings in its numpy binding;
+#: float64 is computed in float32 by the CPU plugin: out-of-range values saturate).
 DTYPES = frozenset(np.dtype(t) for t in (
-    np.float32, np.float16, np.float64, np.int8, np.int16, np.int32, np.int64,
+    np.float32, np.float16, np.int8, np.int16, np.int32, np.int64,
     np.uint8, np.uint16, np.uint32, np.uint64, np.bool_,
 ))
 

@@ -64,7 +64,7 @@ def resolve_pads(
     return out, begin, end, extra
 
 
-def pad_spatial(x: np.ndarray, begin: Sequence[int], end: Sequence[int], value=0) -> np.ndarray:  # type: ignore[no-untyped-def]
+def pad_spatial(x: np.ndarray, begin: Sequence[int], end: Sequence[int], value=0) -> np.ndarray:  # type: ignore
     """Pad the trailing ``len(begin)`` axes (returns ``x`` itself when nothing to pad).
 
     Negative pads crop.
@@ -89,7 +89,9 @@ def pad_spatial(x: np.ndarray, begin: Sequence[int], end: Sequence[int], value=0
     return out
 
 
-def windows(xp: np.ndarray, out_shape: Sequence[int], kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int]) -> np.ndarray:
+def windows(
+    xp: np.ndarray, out_shape: Sequence[int], kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int]
+) -> np.ndarray:
     """Read-only view ``(..., *out_shape, *kernel)`` of the windows over the trailing axes of ``xp``."""
     nsp = len(kernel)
     lead = xp.ndim - nsp
@@ -100,7 +102,11 @@ def windows(xp: np.ndarray, out_shape: Sequence[int], kernel: Sequence[int], str
 
 
 def kernel_offsets(
-    kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int], out_shape: Sequence[int], shift: Sequence[int] | None = None
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    out_shape: Sequence[int],
+    shift: Sequence[int] | None = None,
 ) -> Iterator[tuple[tuple[int, ...], tuple[slice, ...]]]:
     """For each kernel position: its index and the spatial slices (of the padded input)
     holding the input element that position sees, for every output position.
@@ -132,7 +138,10 @@ def col2im_add(
     """
     # full coordinate range q in [lo, hi): covers both the written span and the output
     lo = [min(0, int(b)) for b in pads_begin]
-    full = [(int(i) - 1) * s + (int(k) - 1) * d + 1 if int(i) > 0 else 0 for i, k, s, d in zip(in_shape, kernel, strides, dilations)]
+    full = [
+        (int(i) - 1) * s + (int(k) - 1) * d + 1 if int(i) > 0 else 0
+        for i, k, s, d in zip(in_shape, kernel, strides, dilations)
+    ]
     hi = [max(f, int(b) + int(o)) for f, b, o in zip(full, pads_begin, out_shape)]
     buf = np.zeros(lead_shape + tuple(h - l for h, l in zip(hi, lo)), dtype=cols.dtype)
     if all(int(i) > 0 for i in in_shape) and cols.size:

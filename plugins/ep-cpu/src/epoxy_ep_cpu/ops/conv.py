@@ -218,7 +218,7 @@ def qlinear_conv(node: NodeSpec):  # type: ignore[no-untyped-def]
     geo = _Geometry(node)
     group = int(node.attr("group", 1))
 
-    def run(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, b=None):  # type: ignore[no-untyped-def]
+    def run(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, b=None):  # type: ignore
         acc = _integer_conv(geo, group, x, w, x_zero_point, w_zero_point)
         nsp = x.ndim - 2
         if b is not None:

@@ -40,7 +40,9 @@ class _PoolAttrs:
     def geometry(self, x: np.ndarray):  # type: ignore[no-untyped-def]
         if x.ndim != self.nsp + 2:
             raise ValueError(f"input rank {x.ndim} does not match kernel_shape {self.kernel}")
-        return resolve_pads(x.shape[2:], self.kernel, self.strides, self.dilations, self.pads, self.auto_pad, self.ceil_mode)
+        return resolve_pads(
+            x.shape[2:], self.kernel, self.strides, self.dilations, self.pads, self.auto_pad, self.ceil_mode
+        )
 
 
 def _lowest(dtype: np.dtype):  # type: ignore[no-untyped-def]
@@ -119,7 +121,7 @@ def _window_counts(size: int, o: int, k: int, s: int, d: int, begin: int, lo: in
     return ((pos >= lo) & (pos < hi)).sum(axis=1)
 
 
-def _separable(xp: np.ndarray, a: _PoolAttrs, out_sp: list[int], ufunc, dtype) -> np.ndarray:  # type: ignore[no-untyped-def]
+def _separable(xp: np.ndarray, a: _PoolAttrs, out_sp: list[int], ufunc, dtype) -> np.ndarray:  # type: ignore
     """Reduce the windows of ``xp`` with ``ufunc`` (add / maximum) one spatial axis at a
     time: a box window is separable, so this costs sum(kernel) ops instead of prod(kernel)."""
     cur = xp
@@ -137,7 +139,7 @@ def _separable(xp: np.ndarray, a: _PoolAttrs, out_sp: list[int], ufunc, dtype) -
     return cur  # type: ignore[return-value]
 
 
-def _sum_pool(xp: np.ndarray, a: _PoolAttrs, out_sp: list[int], dtype) -> np.ndarray:  # type: ignore[no-untyped-def]
+def _sum_pool(xp: np.ndarray, a: _PoolAttrs, out_sp: list[int], dtype) -> np.ndarray:  # type: ignore
     return _separable(xp, a, out_sp, np.add, dtype)
 
 

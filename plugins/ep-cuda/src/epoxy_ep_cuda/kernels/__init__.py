@@ -1,0 +1,1 @@
+"""Kernel families; each registers into :data:`epoxy_ep_cuda.ops_table.OPS`."""
