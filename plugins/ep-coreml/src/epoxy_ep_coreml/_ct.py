@@ -55,8 +55,10 @@ def coremltools() -> ModuleType:
 
 
 def mil() -> Any:
-    """``coremltools.converters.mil`` (Builder, Function, Program, types)."""
+    """Namespace with MIL's ``Builder``, ``Function``, ``Program`` and ``types``."""
     coremltools()
-    from coremltools.converters import mil as _mil
+    from types import SimpleNamespace
 
-    return _mil
+    from coremltools.converters.mil.mil import Builder, Function, Program, types
+
+    return SimpleNamespace(Builder=Builder, Function=Function, Program=Program, types=types)

@@ -78,11 +78,8 @@ def grouped_matmul(w: np.ndarray, cols: np.ndarray, group: int, out_sp: list[int
     wm = w.reshape(group, m // group, ck)
     if group == 1:
         out = np.matmul(wm[0], cm[:, 0])  # (N, M, O)
-    elif m == group and ck <= 32:
-        # depthwise: a tiny dot per channel; einsum avoids N*G separate BLAS calls
-        out = np.einsum("gk,ngko->ngo", wm[:, 0], cm, optimize=False)
     else:
-        out = np.matmul(wm, cm)  # (N, G, M/G, O)
+        out = np.matmul(wm, cm)  # (N, G, M/G, O): groups (depthwise too) are the batch axis
     return out.reshape((n, m) + tuple(out_sp))
 
 

@@ -1,0 +1,41 @@
+"""The coreml provider factory: identity, discovery (macOS only), creation."""
+
+from __future__ import annotations
+
+import importlib.util
+import platform
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from epoxy.contract import SDK_API_VERSION, Device, ProviderUnavailable
+
+from .options import parse_options
+from .version import __version__
+
+UNAVAILABLE_OFF_MACOS = "Core ML runs on macOS only"
+
+
+class CoreMLProviderFactory:
+    """Core ML through coremltools. Above cpu, below hand-written device providers."""
+
+    name = "coreml"
+    vendor = "Apple Core ML (via coremltools)"
+    version = __version__
+    sdk_api = SDK_API_VERSION
+    priority = 50
+
+    def devices(self) -> Sequence[Device]:
+        if sys.platform != "darwin":
+            raise ProviderUnavailable(UNAVAILABLE_OFF_MACOS)
+        if importlib.util.find_spec("coremltools") is None:
+            raise ProviderUnavailable("coremltools is not installed (pip install coremltools)")
+        machine = platform.machine()
+        return [Device(self.name, "apple", 0, f"Core ML on {machine} ({platform.mac_ver()[0] or 'macOS'})",
+                       properties={"machine": machine, "neural_engine": machine == "arm64"})]
+
+    def create(self, device: Device, options: Mapping[str, Any]) -> Any:
+        parsed = parse_options(options)
+        from .provider import CoreMLProvider
+
+        return CoreMLProvider(device, parsed)
