@@ -139,7 +139,7 @@ def compile_model(model_path: Any, out_dir: Any, options: Mapping[str, Any] | No
     counts = report.summary()
     total = len(report.nodes)
     summary = {
-        "model": str(model_path),
+        "model": str(model_path) if isinstance(model_path, (str, Path)) else type(model_path).__name__,
         "nodes": total,
         "coreml_nodes": counts.get("coreml", 0),
         "other_nodes": total - counts.get("coreml", 0),

@@ -98,8 +98,7 @@ def mil_const(value: Any) -> np.ndarray:
     """numpy constant with a dtype MIL programs carry (int64 -> int32, float64 -> float32)."""
     arr = np.asarray(value)
     if arr.dtype == np.int64 or arr.dtype == np.uint64 or arr.dtype == np.uint32:
-        clipped = np.clip(arr, -(1 << 31), (1 << 31) - 1)
-        return clipped.astype(np.int32)
+        return np.asarray(np.clip(arr, -(1 << 31), (1 << 31) - 1)).astype(np.int32)
     if arr.dtype in (np.int8, np.int16, np.uint8, np.uint16):
         return arr.astype(np.int32)
     if arr.dtype == np.float64:
@@ -1150,9 +1149,7 @@ def _resize_plan(node: NodeSpec, facts: Facts) -> tuple[str, int, int, bool] | s
         if ctm in ("half_pixel", "pytorch_half_pixel"):
             if ctm == "pytorch_half_pixel" and (h_out == 1 or w_out == 1):
                 return "pytorch_half_pixel Resize to size 1 is not translated"
-            if h_out % h_in or w_out % w_in:
-                return "linear half_pixel Resize is translated for integer upscales only"
-            return "linear", h_out // h_in, w_out // w_in, False
+            return "linear", h_out, w_out, False
         return f"linear Resize with coordinate_transformation_mode={ctm!r} is not translated"
     return f"Resize mode {mode!r} is not translated"
 
@@ -1183,10 +1180,9 @@ def _build_resize(node: NodeSpec, ctx: BuildContext) -> None:
     x = ctx.x(node.inputs[0])
     if mode == "nearest":
         y = ctx.mb.upsample_nearest_neighbor(x=x, scale_factor_height=sh, scale_factor_width=sw)
-    elif align:
-        y = ctx.mb.resize_bilinear(x=x, target_size_height=sh, target_size_width=sw, sampling_mode="STRICT_ALIGN_CORNERS")
-    else:
-        y = ctx.mb.upsample_bilinear(x=x, scale_factor_height=float(sh), scale_factor_width=float(sw), align_corners=False)
+    else:  # sh, sw are the output sizes here
+        mode = "STRICT_ALIGN_CORNERS" if align else "UNALIGN_CORNERS"
+        y = ctx.mb.resize_bilinear(x=x, target_size_height=sh, target_size_width=sw, sampling_mode=mode)
     ctx.set(node.outputs[0], y)
 
 

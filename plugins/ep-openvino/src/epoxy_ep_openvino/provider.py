@@ -326,7 +326,10 @@ class OpenVINOProvider:
             if not found:
                 raise self._error(graph, nodes, label, "compile",
                                   RuntimeError(f"model input {sorted(names)} is not a group input"))
-            feeds.append((port, positions[found[0]], entry.in_dtypes[port]))
+            pshape = entry.model.inputs[port].get_partial_shape()
+            shape = tuple(d.get_length() for d in pshape) if pshape.is_static else None
+            size = int(np.prod(shape, dtype=np.int64)) if shape is not None else -1
+            feeds.append((port, positions[found[0]], entry.in_dtypes[port], shape, size))
         out_port: dict[str, int] = {}
         for port, names in enumerate(entry.out_names):
             for name in names:
@@ -342,7 +345,7 @@ class OpenVINOProvider:
             fetch.append((port, want if (want is not None and have is not None and want != have) else None))
         return self._runner(entry, feeds, fetch, graph, nodes, label)
 
-    def _runner(self, entry: _Compiled, feeds: list[tuple[int, int, np.dtype]], fetch: list[tuple[int, np.dtype | None]],
+    def _runner(self, entry: _Compiled, feeds: list[tuple[int, int, np.dtype, tuple[int, ...] | None, int]], fetch: list[tuple[int, np.dtype | None]],
                 graph: GraphSpec, nodes: Sequence[int], label: str) -> KernelFn:
         Tensor = self.ov.Tensor
         pool = entry.requests
@@ -355,10 +358,12 @@ class OpenVINOProvider:
             request = pool.pop() if pool else create()
             converted = []  # shared tensors do not own their memory: keep converted copies alive
             try:
-                for port, pos, dtype in feeds:
+                for port, pos, dtype, shape, size in feeds:
                     value = args[pos]
                     if type(value) is not ndarray or value.dtype != dtype:
                         value = ascontiguous(value, dtype=dtype)
+                    if shape is not None and value.shape != shape and value.size == size:
+                        value = value.reshape(shape)  # e.g. [1] where the model says [] (scan bodies)
                     flags = value.flags
                     if not (flags.c_contiguous and flags.writeable):  # OpenVINO shares writeable buffers only
                         value = value.copy()

@@ -1,0 +1,69 @@
+"""A simulated CUDA device for machines without a GPU (tests, partition previews).
+
+``fake_factory()`` is a provider factory named ``cuda`` whose device is a description
+(no driver needed) and whose providers run on :class:`~epoxy_ep_cuda.backend.FakeBackend`:
+same op table, capability, host-value analysis, fusion and copy placement as the GPU,
+with the kernels evaluated by numpy::
+
+    from epoxy.plugins import ProviderRegistry
+    from epoxy_ep_cuda.testing import fake_registry
+    session = epoxy.InferenceSession(model, providers=["cuda", "cpu"], registry=fake_registry())
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from epoxy.contract import SDK_API_VERSION, Device
+from epoxy.hookspecs import hookimpl
+
+from .version import __version__
+
+FAKE_DEVICE = Device("cuda", "gpu", 0, "Simulated GPU (epoxy_ep_cuda.testing)", 80 << 30,
+                     properties={"compute_capability": "9.0", "multiprocessors": 132, "simulated": True})
+
+
+class FakeCudaFactory:
+    name = "cuda"
+    vendor = "epoxy (simulated)"
+    version = __version__
+    sdk_api = SDK_API_VERSION
+    priority = 100
+
+    def __init__(self) -> None:
+        self.created: list[Any] = []
+
+    def devices(self) -> Sequence[Device]:
+        return [FAKE_DEVICE]
+
+    def create(self, device: Device, options: Mapping[str, Any]) -> Any:
+        from .backend import FakeBackend
+        from .options import parse_options
+        from .provider import CudaProvider
+
+        provider = CudaProvider(device, parse_options(options), FakeBackend())
+        self.created.append(provider)
+        return provider
+
+
+class _Plugin:
+    def __init__(self, factory: FakeCudaFactory) -> None:
+        self.factory = factory
+
+    @hookimpl
+    def epoxy_register_providers(self, register: Any) -> None:
+        register(self.factory)
+
+
+def fake_registry(factory: FakeCudaFactory | None = None, *, with_cpu: bool = True) -> Any:
+    """A registry with the simulated cuda provider (and ep-cpu when installed)."""
+    from epoxy.plugins import ProviderRegistry
+
+    registry = ProviderRegistry(autoload=False)
+    registry.add_plugin(_Plugin(factory or FakeCudaFactory()), name="cuda-fake")
+    if with_cpu:
+        import epoxy_ep_cpu.plugin
+
+        registry.add_plugin(epoxy_ep_cpu.plugin, name="cpu")
+    return registry

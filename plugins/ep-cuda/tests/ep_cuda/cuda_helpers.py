@@ -1,0 +1,66 @@
+"""Small ONNX model builders and runners shared by the tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+import epoxy
+from epoxy_ep_cuda.testing import FakeCudaFactory, fake_registry
+
+NP2ONNX = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
+           np.dtype(np.int64): TensorProto.INT64, np.dtype(np.bool_): TensorProto.BOOL,
+           np.dtype(np.float64): TensorProto.DOUBLE, np.dtype(np.int32): TensorProto.INT32}
+
+
+def model(nodes: list[Any], inputs: dict[str, np.ndarray], outputs: list[str], inits: dict[str, np.ndarray] | None = None,
+          opset: int = 17, out_types: dict[str, Any] | None = None) -> bytes:
+    g = helper.make_graph(
+        nodes, "t",
+        [helper.make_tensor_value_info(n, NP2ONNX[v.dtype], list(v.shape)) for n, v in inputs.items()],
+        [onnx.ValueInfoProto(name=n) for n in outputs],
+        initializer=[numpy_helper.from_array(v, n) for n, v in (inits or {}).items()],
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m.SerializeToString()
+
+
+def run_both(model_bytes: bytes, feeds: dict[str, np.ndarray], options: dict[str, Any] | None = None,
+             factory: FakeCudaFactory | None = None) -> tuple[list[Any], list[Any], Any, Any]:
+    """(fake-cuda outputs, cpu outputs, the cuda provider, the cuda session)."""
+    factory = factory or FakeCudaFactory()
+    reg = fake_registry(factory)
+    s = epoxy.InferenceSession(model_bytes, providers=[("cuda", options or {}), "cpu"], registry=reg)
+    ref = epoxy.InferenceSession(model_bytes, providers=["cpu"], registry=reg)
+    return s.run(None, feeds), ref.run(None, feeds), factory.created[-1], s
+
+
+def assert_close(got: list[Any], want: list[Any], rtol: float = 1e-4, atol: float = 1e-5) -> None:
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert type(g) is np.ndarray, f"output is {type(g).__name__}, not a host array"
+        assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, w.dtype, g.shape, w.shape)
+        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol, atol=atol)
+
+
+def placement(session: Any) -> dict[str, str]:
+    return {d.node: d.provider for d in session.partition_report().nodes}
+
+
+_ = onnx
+
+
+def gpu_unavailable_reason() -> str | None:
+    from epoxy.contract import ProviderUnavailable
+
+    from epoxy_ep_cuda._cuda import probe_devices
+
+    try:
+        probe_devices()
+    except ProviderUnavailable as exc:
+        return str(exc)
+    return None
