@@ -41,8 +41,8 @@ def sdk(session: nox.Session) -> None:
 
 @nox.session
 def ep_cpu(session: nox.Session) -> None:
-    """epoxy-ep-cpu kernels (onnx.reference as the oracle)."""
-    session.install("./core", "./plugins/ep-cpu[image]", ONNX_PIN, "hypothesis", *PYTEST)
+    """epoxy-ep-cpu kernels (onnx.reference and onnxruntime as oracles)."""
+    session.install("./core", "./plugins/ep-cpu[image]", ONNX_PIN, "onnxruntime", "hypothesis", *PYTEST)
     _pytest(session, "plugins/ep-cpu/tests", parallel=True)
 
 
