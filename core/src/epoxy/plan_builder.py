@@ -9,7 +9,7 @@ outputs living off-host are copied back to the host at the end.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .contract import Allocator, NodeSpec, Provider, SubgraphSpec
@@ -25,10 +25,11 @@ HOST = "host"
 
 @dataclass
 class BuiltPlan:
-    """The plan plus its memory plan."""
+    """The plan plus its memory plan and the nodes folded into constants."""
 
     plan: ExecutionPlan
     memory: MemoryPlan
+    folded: list[str] = field(default_factory=list)
 
 
 def _device_key(allocator: Allocator) -> str:
@@ -86,9 +87,17 @@ def build_plan(
     graph: CoreGraph,
     partition: Partition,
     providers: Mapping[str, Provider],
+    *,
+    fold_constants: bool = True,
 ) -> BuiltPlan:
-    """Compile every unit and lay out slots, copies and frees."""
+    """Compile every unit and lay out slots, copies and frees.
+
+    With ``fold_constants``, a deterministic node whose inputs are all constants runs once
+    here and its outputs become constants (exporters emit whole weight-building chains).
+    """
     slots = _Slots()
+    folded: list[str] = []
+    overridable = set(graph.inputs)
     initial: dict[int, Any] = {}
     constants = graph.constants()
     for name, value in constants.items():
@@ -141,6 +150,9 @@ def build_plan(
             label, op_type = node.name, node.op_type
         in_slots = tuple(-1 if not n else locate(n, device, allocator, label) for n in in_names)
         out_slots = tuple(-1 if not n else slots.add(n, device) for n in out_names)
+        if fold_constants and not unit.fused and _fold(fn, node, in_slots, out_slots, initial, overridable):
+            folded.append(label)
+            continue
         steps.append(Step(fn, in_slots, out_slots, unit.provider, label, op_type,
                           after=_after(*[s for s in in_slots if s >= 0])))
         for s in out_slots:
@@ -149,7 +161,35 @@ def build_plan(
     output_slots = {}
     for name in graph.outputs:
         output_slots[name] = locate(name, HOST, _HOST_ALLOCATOR, "graph output")
-    return _finish(graph, slots, steps, initial, input_slots, output_slots, producer_step)
+    built = _finish(graph, slots, steps, initial, input_slots, output_slots, producer_step)
+    built.folded = folded
+    return built
+
+
+#: Ops whose result may differ between runs: never folded into constants.
+NONDETERMINISTIC_OPS = frozenset({
+    "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli", "Multinomial", "Dropout",
+})
+
+
+def _fold(fn: Any, node: NodeSpec, in_slots: tuple[int, ...], out_slots: tuple[int, ...],
+          initial: dict[int, Any], overridable: set[str]) -> bool:
+    """Run a node now when all its inputs are constants; store its outputs as constants."""
+    if node.op_type in NONDETERMINISTIC_OPS or node.domain not in ("", "ai.onnx.ml"):
+        return False
+    if any(s >= 0 and s not in initial for s in in_slots):
+        return False
+    if any(n in overridable for n in node.inputs if n):  # a feed may override that initializer
+        return False
+    try:
+        result = fn(*[None if s < 0 else initial[s] for s in in_slots])
+    except Exception:  # leave it to run (and report) at run time
+        return False
+    values = (result,) if len(out_slots) == 1 else tuple(result)
+    for slot, value in zip(out_slots, values):
+        if slot >= 0:
+            initial[slot] = value
+    return True
 
 
 def _finish(graph, slots, steps, initial, input_slots, output_slots, producer_step) -> BuiltPlan:

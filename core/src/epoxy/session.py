@@ -143,7 +143,10 @@ class InferenceSession:
         )
         notes.extend(core.summaries())
         t3 = time.perf_counter()
-        built = build_plan(graph, parts, dict(everyone))
+        built = build_plan(graph, parts, dict(everyone),
+                           fold_constants=self._options.graph_optimization_level != "disable")
+        if built.folded:
+            notes.append(f"constant-folded {len(built.folded)} node(s) at session creation")
         t4 = time.perf_counter()
         self.timings = {"load": t1 - t0, "optimize": t2 - t1, "partition": t3 - t2, "plan": t4 - t3}
         self._graph = graph

@@ -51,9 +51,14 @@ class CoreMLProvider:
         facts = self._facts_for(subgraph.graph)
         package = compile_group(subgraph, facts, self.options)
         self.compiled.append((subgraph.group.label, package))
-        if self.convert_only or sys.platform != "darwin":
+        if self.convert_only or not can_predict():
             return _refuse(subgraph.group.label, package)
         return make_runner(subgraph, facts, package, self.options)
+
+
+def can_predict() -> bool:
+    """Core ML predictions exist on macOS only (coremltools raises elsewhere)."""
+    return sys.platform == "darwin"
 
 
 def _refuse(label: str, package: CompiledPackage) -> KernelFn:
@@ -68,7 +73,7 @@ def make_runner(subgraph: SubgraphSpec, facts: Facts, package: CompiledPackage, 
     returns a tuple in SubgraphSpec.outputs order."""
     model = None
     if package.path is not None:
-        model = load_model(package.path, options.compute_units)
+        model = _loader(package.path, options.compute_units)
     position = {name: i for i, name in enumerate(subgraph.inputs)}
     feeds = [(position[f.onnx_name], f.coreml_name, np.int32 if f.dtype in ("int64", "int32", "bool") else np.float32)
              for f in package.inputs]
@@ -106,13 +111,17 @@ def _fetcher(f: Any, facts: Facts) -> Callable[[dict[str, Any]], Any]:
     return fetch
 
 
-def load_model(path: Any, compute_units: str) -> Any:
+def _load_model(path: Any, compute_units: str) -> Any:
     """``coremltools.models.MLModel`` for a saved package on the chosen compute units."""
     from . import _ct
 
     ct = _ct.coremltools()
     with _ct.quiet():
         return ct.models.MLModel(str(path), compute_units=getattr(ct.ComputeUnit, compute_units))
+
+
+#: how packages are loaded for prediction (tests substitute a simulated runtime)
+_loader: Callable[[Any, str], Any] = _load_model
 
 
 def packages(provider: CoreMLProvider) -> Sequence[CompiledPackage]:

@@ -55,6 +55,10 @@ def _np_dtype(mil_type: Any) -> Any:
     return types.nptype_from_builtin(mil_type)
 
 
+def _positional(ufunc: np.ufunc) -> Callable[..., Any]:
+    return lambda x: ufunc(x)
+
+
 def _value(var: Any, env: dict[str, Any]) -> Any:
     if isinstance(var, (list, tuple)):
         return [_value(v, env) for v in var]
@@ -71,6 +75,8 @@ def _run_block(block: Any, env: dict[str, Any]) -> None:
             env[op.outputs[0].name] = op.outputs[0].val
             continue
         impl = OPS.get(op.op_type)
+        if isinstance(impl, np.ufunc):
+            impl = _positional(impl)
         if impl is None:
             raise NotImplementedError(f"the test MIL interpreter has no {op.op_type!r}")
         args = {k: _value(v, env) for k, v in op.inputs.items()}
@@ -190,8 +196,8 @@ def conv_transpose(x, weight, bias=None, pad=None, output_shape=None, pad_type="
         y = y[tuple(index)]
     elif pad_type != "valid":
         raise NotImplementedError(f"conv_transpose pad_type {pad_type}")
-    if output_shape is not None:
-        raise NotImplementedError("conv_transpose output_shape")
+    if output_shape is not None and tuple(_ints(output_shape))[-n:] != tuple(y.shape[2:]):
+        raise NotImplementedError(f"conv_transpose output_shape {_ints(output_shape)} for a {y.shape} result")
     if bias is not None:
         y = y + bias.reshape((1, -1) + (1,) * n)
     return y.astype(x.dtype)

@@ -21,11 +21,21 @@ def model(nodes: list[Any], inputs: dict[str, np.ndarray], outputs: list[str], i
     g = helper.make_graph(
         nodes, "t",
         [helper.make_tensor_value_info(n, NP2ONNX[v.dtype], list(v.shape)) for n, v in inputs.items()],
-        [onnx.ValueInfoProto(name=n) for n in outputs],
+        [],
         initializer=[numpy_helper.from_array(v, n) for n, v in (inits or {}).items()],
     )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = 8
+    inferred = onnx.shape_inference.infer_shapes(m, data_prop=True)
+    known = {v.name: v for v in inferred.graph.value_info}
+    for name in outputs:
+        vi = known.get(name)
+        if vi is None or not vi.type.tensor_type.HasField("shape"):
+            elem = vi.type.tensor_type.elem_type if vi is not None else (out_types or {}).get(name, TensorProto.FLOAT)
+            vi = helper.make_tensor_value_info(name, elem, [f"{name}_d{i}" for i in range(8)][:0] or None)
+            vi.type.tensor_type.shape.SetInParent()
+            vi.type.tensor_type.shape.ClearField("dim")
+        m.graph.output.append(vi)
     return m.SerializeToString()
 
 

@@ -31,7 +31,6 @@ def matmul(node: NodeSpec, ctx: Ctx) -> Any:
     return ctx.xp.matmul
 
 
-_AFFINE = codegen.ProgramBuilder(2)
 _AFFINE_CACHE: dict[tuple[float, float], codegen.Program] = {}
 
 
@@ -52,16 +51,17 @@ def gemm(node: NodeSpec, ctx: Ctx) -> Any:
     ta, tb = node.attr("transA", 0), node.attr("transB", 0)
     alpha, beta = float(node.attr("alpha", 1.0)), float(node.attr("beta", 1.0))
     prog = affine_program(alpha, beta)
-    scale = codegen.single_op_program("Mul", 1) if alpha != 1.0 else None
+    scale = None
+    if alpha != 1.0:
+        sb = codegen.ProgramBuilder(1)
+        scale = sb.build([sb.add("Mul", [("in", 0), ("lit", alpha)])])
 
     def run(a: Any, b: Any, c: Any = None) -> Any:
         y = xp.matmul(a.T if ta else a, b.T if tb else b)
         if c is not None and beta != 0.0:
             return be.ew(prog, [y, c], [str(y.dtype)])[0]
         if scale is not None:
-            b2 = codegen.ProgramBuilder(1)
-            p = b2.build([b2.add("Mul", [("in", 0), ("lit", alpha)])])
-            return be.ew(p, [y], [str(y.dtype)])[0]
+            return be.ew(scale, [y], [str(y.dtype)])[0]
         return y
 
     return run
