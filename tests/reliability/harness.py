@@ -98,7 +98,8 @@ def _value_for(vt: Any, rng: Any, np: Any) -> Any:
     return np.zeros(shape, dtype)
 
 
-def execute(files: dict[str, bytes], by_path: bool, memory_limit: int | None = SESSION_MEMORY_LIMIT) -> tuple[str, str]:
+def execute(files: dict[str, bytes], by_path: bool, options: dict[str, Any] | None = None,
+            memory_limit: int | None = SESSION_MEMORY_LIMIT) -> tuple[str, str]:
     """Create a session from the case and run it once; returns (outcome, detail)."""
     import warnings
 
@@ -118,8 +119,8 @@ def execute(files: dict[str, bytes], by_path: bool, memory_limit: int | None = S
         try:
             with warnings.catch_warnings(), np.errstate(all="ignore"):
                 warnings.simplefilter("ignore")
-                options = epoxy.SessionOptions(memory_limit_bytes=memory_limit)
-                session = epoxy.InferenceSession(source, providers=["cpu"], sess_options=options)
+                sess_options = epoxy.SessionOptions(memory_limit_bytes=memory_limit, **(options or {}))
+                session = epoxy.InferenceSession(source, providers=["cpu"], sess_options=sess_options)
                 feeds = _feeds(session, np.random.default_rng(0))
                 if feeds is None:
                     return "ok", "created (feeds not built)"
@@ -155,8 +156,8 @@ def worker_main() -> None:
         if len(header) < 8:
             return
         (size,) = struct.unpack("<Q", header)
-        files, by_path = pickle.loads(inp.read(size))
-        outcome, detail = execute(files, by_path)
+        files, by_path, options = pickle.loads(inp.read(size))
+        outcome, detail = execute(files, by_path, options)
         payload = json.dumps([outcome, detail]).encode()
         channel.write(struct.pack("<Q", len(payload)) + payload)
         channel.flush()
@@ -189,8 +190,8 @@ class Worker:
             data += chunk
         return data
 
-    def run(self, files: dict[str, bytes], by_path: bool, timeout: float) -> tuple[str, str]:
-        blob = pickle.dumps((files, by_path))
+    def run(self, files: dict[str, bytes], by_path: bool, options: dict[str, Any], timeout: float) -> tuple[str, str]:
+        blob = pickle.dumps((files, by_path, options))
         try:
             self.proc.stdin.write(struct.pack("<Q", len(blob)) + blob)  # type: ignore[union-attr]
             self.proc.stdin.flush()  # type: ignore[union-attr]
@@ -248,7 +249,7 @@ def run_cases(cases: Iterable[Any], *, workers: int = 2, timeout: float = DEFAUL
                 if worker is None or not worker.alive:
                     worker = Worker()
                 start = time.perf_counter()
-                outcome, detail = worker.run(case.files, case.by_path, timeout)
+                outcome, detail = worker.run(case.files, case.by_path, case.options, timeout)
                 done.put(Result(case.name, outcome, detail, case.description, time.perf_counter() - start))
         except BaseException as exc:  # noqa: BLE001 - surface harness bugs to the caller
             done.put(exc)
@@ -293,7 +294,8 @@ def save_to_corpus(case: Any, result: Result, directory: Path = CORPUS) -> Path:
     target.mkdir(parents=True, exist_ok=True)
     for name, data in case.files.items():
         (target / name).write_bytes(data)
-    meta = {"description": case.description, "by_path": case.by_path, "found": result.outcome,
+    meta = {"description": case.description, "by_path": case.by_path, "options": case.options,
+            "found": result.outcome,
             "detail": result.detail.splitlines()[-1] if result.detail else ""}
     (target / "case.json").write_text(json.dumps(meta, indent=2) + "\n")
     return target
@@ -306,7 +308,8 @@ def load_corpus(directory: Path = CORPUS) -> list[Any]:
     for entry in sorted(p for p in directory.iterdir() if p.is_dir()) if directory.is_dir() else []:
         meta = json.loads((entry / "case.json").read_text())
         files = {p.name: p.read_bytes() for p in entry.iterdir() if p.name != "case.json"}
-        cases.append(Case(entry.name, meta.get("description", ""), files, by_path=bool(meta.get("by_path"))))
+        cases.append(Case(entry.name, meta.get("description", ""), files, by_path=bool(meta.get("by_path")),
+                          options=dict(meta.get("options") or {})))
     return cases
 
 

@@ -40,7 +40,7 @@ class Case:
     description: str
     files: dict[str, bytes]
     by_path: bool = False
-    extra: dict = field(default_factory=dict)
+    options: dict = field(default_factory=dict)  # SessionOptions fields (check_model, infer_shapes)
 
     @property
     def model_bytes(self) -> bytes:
@@ -400,6 +400,7 @@ def external_data_case(rng: random.Random, model: onnx.ModelProto) -> tuple[dict
 
 # -- cases -----------------------------------------------------------------------------------
 def make_case(rng: random.Random, seeds: dict[str, onnx.ModelProto], label: str) -> Case:
+    options = {"check_model": rng.random() < 0.6, "infer_shapes": rng.random() < 0.9}
     seed_name = rng.choice(sorted(seeds))
     model = onnx.ModelProto()
     model.CopyFrom(seeds[seed_name])
@@ -407,7 +408,7 @@ def make_case(rng: random.Random, seeds: dict[str, onnx.ModelProto], label: str)
     roll = rng.random()
     if roll < 0.08:
         files, what = external_data_case(rng, model)
-        return Case(label, "; ".join([*done, what]), files, by_path=True)
+        return Case(label, "; ".join([*done, what]), files, by_path=True, options=options)
     if roll < 0.8:
         for _ in range(rng.choice([1, 1, 1, 2, 3])):
             mutation = rng.choice(STRUCTURED)
@@ -425,7 +426,9 @@ def make_case(rng: random.Random, seeds: dict[str, onnx.ModelProto], label: str)
     if roll >= 0.6:
         data, what = mutate_bytes(rng, data)
         done.append(what)
-    return Case(label, "; ".join(done), {MODEL_FILE: data})
+    if options != {"check_model": True, "infer_shapes": True}:
+        done.append(f"options {options}")
+    return Case(label, "; ".join(done), {MODEL_FILE: data}, options=options)
 
 
 def case_digest(case: Case) -> str:

@@ -91,6 +91,9 @@ class NodeSpec:
     attributes: Mapping[str, Any]
     input_types: tuple[ValueType, ...]
     output_types: tuple[ValueType, ...]
+    #: values of inputs that are constants (initializers no feed can override), by input
+    #: name: lets a kernel factory prepack weights once. Added in SDK API 1 (may be empty).
+    constants: Mapping[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def qualified_op(self) -> str:

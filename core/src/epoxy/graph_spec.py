@@ -121,6 +121,7 @@ class CoreGraph:
         self.opsets = {("" if d == "ai.onnx" else d): v for d, v in opsets.items()}
         self.inputs: list[str] = [v.name for v in graph.inputs]
         self.inputs += [n for n in outer_inputs if n not in self.inputs and n not in graph.initializers]
+        self._input_names = frozenset(self.inputs)
         self.outputs: list[str] = [v.name for v in graph.outputs]
         self._types: dict[str, ValueType] = dict(outer_types or {})
         self._constants: dict[str, ir.Value] = {}
@@ -185,6 +186,8 @@ class CoreGraph:
             attributes=attributes,
             input_types=tuple(value_type_of(v) for v in node.inputs),
             output_types=tuple(value_type_of(v) for v in node.outputs),
+            constants={n: self._constant_arrays[n] for n in inputs
+                       if n in self._constants and n not in self._input_names and n in self._constant_arrays},
         )
         self.nodes.append(spec)
         self.ir_nodes.append(node)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from onnx_ir.passes.common import IdentityEliminationPass, RemoveUnusedNodesPass
+from onnx_ir.passes.common import IdentityEliminationPass, LiftConstantsToInitializersPass, RemoveUnusedNodesPass
 
 from ..hookspecs import hookimpl
 
@@ -14,5 +14,7 @@ class BuiltinPasses:
 
     @hookimpl
     def epoxy_register_passes(self, register: Any) -> None:
+        # Constant nodes become initializers so kernels see their values (NodeSpec.constants)
+        register(LiftConstantsToInitializersPass(lift_all_constants=False, size_limit=0), level="basic")
         register(IdentityEliminationPass(), level="basic")
         register(RemoveUnusedNodesPass(), level="basic")

@@ -61,6 +61,7 @@ class FakeBackend(Backend):
         self.host_syncs = 0
         self.implicit_uploads = 0
         self.ew_variants: set[tuple[Any, ...]] = set()
+        self.programs: dict[str, codegen.Program] = {}
 
     def is_device(self, value: Any) -> bool:
         return isinstance(value, FakeDeviceArray)
@@ -88,6 +89,7 @@ class FakeBackend(Backend):
     def ew(self, program: codegen.Program, inputs: Sequence[np.ndarray], out_dtypes: Sequence[str]) -> list[np.ndarray]:
         shape = self.out_shape(inputs)
         classes = codegen.classify(shape, [(tuple(a.shape), a.strides, a.flags.c_contiguous) for a in inputs])
+        self.programs[program.key] = program
         self.ew_variants.add((program.key, tuple(str(a.dtype) for a in inputs), tuple(out_dtypes), classes, len(shape)))
         return [np.ascontiguousarray(o) for o in codegen.evaluate_numpy(program, inputs, out_dtypes)]
 

@@ -14,6 +14,8 @@ option                 meaning
 ``min_group_cost``     estimated cpu microseconds a group must save to be worth one OpenVINO call
                        (default 30; 0 claims every group). Environment default:
                        ``EPOXY_OPENVINO_MIN_GROUP_COST``
+``float16``            True: also run float16 tensors (OpenVINO computes them in float32 and
+                       rounds once, which can differ from ONNX's float16 steps by 1 ulp); default False
 ``config``             extra OpenVINO properties passed as they are, e.g. ``{"ENABLE_CPU_PINNING": False}``
 =====================  =========================================================================
 """
@@ -31,7 +33,7 @@ HINTS = ("LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT")
 PRECISIONS = {"f32": "f32", "fp32": "f32", "f16": "f16", "fp16": "f16", "bf16": "bf16", "default": None}
 DEFAULT_MIN_GROUP_COST = 30.0
 KNOWN_OPTIONS = ("device", "performance_hint", "num_threads", "num_streams", "precision", "cache_dir",
-                 "min_group_cost", "config")
+                 "min_group_cost", "float16", "config")
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class OpenVINOOptions:
     precision: str | None = "f32"
     cache_dir: str | None = None
     min_group_cost: float = DEFAULT_MIN_GROUP_COST
+    float16: bool = False
     config: Mapping[str, Any] = field(default_factory=dict)
 
     def compile_config(self) -> dict[str, Any]:
@@ -116,6 +119,10 @@ def parse_options(options: Mapping[str, Any]) -> OpenVINOOptions:
         if isinstance(cost, bool) or not isinstance(cost, (int, float)) or cost < 0:
             raise _bad(f"option 'min_group_cost' must be a number >= 0, got {cost!r}")
         kwargs["min_group_cost"] = float(cost)
+    if "float16" in options:
+        if not isinstance(options["float16"], bool):
+            raise _bad(f"option 'float16' must be True or False, got {options['float16']!r}")
+        kwargs["float16"] = options["float16"]
     if "config" in options:
         cfg = options["config"]
         if not isinstance(cfg, Mapping) or not all(isinstance(k, str) for k in cfg):

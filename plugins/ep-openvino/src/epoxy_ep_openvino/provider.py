@@ -143,7 +143,7 @@ class OpenVINOProvider:
         declined: dict[int, str] = {}
         candidates: list[int] = []
         for node in graph.nodes:
-            why = gate(node, graph)
+            why = gate(node, graph, float16=self.options.float16)
             if why is None:
                 candidates.append(node.index)
             else:

@@ -1,0 +1,99 @@
+"""Factory identity, lazy import, device enumeration and option validation."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import epoxy
+from epoxy.contract import SDK_API_VERSION, ProviderUnavailable
+from epoxy.errors import InvalidArgumentError
+from epoxy_ep_openvino.factory import OpenVINOProviderFactory
+from epoxy_ep_openvino.options import parse_options
+
+from ov_test_models import conv_net
+
+
+def test_plugin_import_does_not_import_openvino():
+    code = "import sys, epoxy_ep_openvino, epoxy_ep_openvino.plugin; print('openvino' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_factory_identity_and_devices():
+    f = OpenVINOProviderFactory()
+    assert (f.name, f.sdk_api) == ("openvino", SDK_API_VERSION)
+    assert f.priority > 0
+    devices = f.devices()
+    assert devices and devices[0].provider == "openvino"
+    assert any(d.kind == "cpu" and d.properties["ov_device"] == "CPU" for d in devices)
+
+
+def test_registered_through_entry_point():
+    from epoxy.plugins import default_registry
+
+    entry = default_registry().get("openvino")
+    assert entry is not None and entry.available
+
+
+def test_missing_openvino_is_unavailable(monkeypatch):
+    monkeypatch.setitem(sys.modules, "openvino", None)  # import raises ImportError
+    with pytest.raises(ProviderUnavailable, match="openvino is not usable"):
+        OpenVINOProviderFactory().devices()
+
+
+def test_defaults_and_compile_config():
+    opts = parse_options({})
+    cfg = opts.compile_config()
+    assert cfg == {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1, "INFERENCE_PRECISION_HINT": "f32"}
+    opts = parse_options({"performance_hint": "throughput", "num_threads": 2, "precision": "default",
+                          "cache_dir": "/tmp/x", "config": {"ENABLE_CPU_PINNING": False}, "device": "AUTO"})
+    cfg = opts.compile_config()
+    assert cfg["PERFORMANCE_HINT"] == "THROUGHPUT" and cfg["INFERENCE_NUM_THREADS"] == 2
+    assert "NUM_STREAMS" not in cfg and "INFERENCE_PRECISION_HINT" not in cfg
+    assert cfg["CACHE_DIR"] == "/tmp/x" and cfg["ENABLE_CPU_PINNING"] is False
+    assert opts.device == "AUTO"
+
+
+@pytest.mark.parametrize("options, match", [
+    ({"devcie": "CPU"}, "unknown options"),
+    ({"performance_hint": "FAST"}, "performance_hint"),
+    ({"num_threads": -1}, "num_threads"),
+    ({"num_threads": True}, "num_threads"),
+    ({"precision": "f8"}, "precision"),
+    ({"min_group_cost": "x"}, "min_group_cost"),
+    ({"config": ["a"]}, "config"),
+    ({"float16": "yes"}, "float16"),
+    ({"device": ""}, "device"),
+])
+def test_bad_options(options, match):
+    with pytest.raises(InvalidArgumentError, match=match):
+        parse_options(options)
+
+
+def test_bad_option_through_session(rng):
+    with pytest.raises(InvalidArgumentError, match="openvino provider: unknown options"):
+        epoxy.InferenceSession(conv_net(rng), providers=[("openvino", {"thread": 2}), "cpu"])
+
+
+def test_env_min_group_cost(monkeypatch):
+    monkeypatch.setenv("EPOXY_OPENVINO_MIN_GROUP_COST", "0")
+    assert parse_options({}).min_group_cost == 0.0
+    assert parse_options({"min_group_cost": 5}).min_group_cost == 5.0
+    monkeypatch.setenv("EPOXY_OPENVINO_MIN_GROUP_COST", "lots")
+    with pytest.raises(InvalidArgumentError):
+        parse_options({})
+
+
+def test_unknown_device_is_a_provider_error(rng):
+    from epoxy.errors import EpoxyError
+
+    # a device OpenVINO does not have: every group fails to compile and is declined with the reason
+    sess = epoxy.InferenceSession(conv_net(rng), providers=[("openvino", {"device": "NOSUCH"}), "cpu"])
+    report = sess.partition_report()
+    assert report.summary() == {"cpu": 5}
+    why = " ".join(r for d in report.nodes for p, r in d.declined if p == "openvino")
+    assert "could not compile" in why
+    assert issubclass(InvalidArgumentError, EpoxyError)
