@@ -16,6 +16,7 @@ from .errors import (
     PartitionError,
     PluginLoadError,
     ProviderError,
+    ResourceLimitError,
     UnsupportedOpError,
 )
 from .options import SessionOptions
@@ -46,6 +47,7 @@ __all__ = [
     "PartitionError",
     "PluginLoadError",
     "ProviderError",
+    "ResourceLimitError",
     "SessionOptions",
     "UnsupportedOpError",
     "__version__",

@@ -73,4 +73,11 @@ class KernelError(EpoxyError):
 
 
 class ResourceLimitError(EpoxyError):
-    """A value would exceed a configured resource limit."""
+    """A value would exceed a configured resource limit; names the value and the numbers."""
+
+    def __init__(self, message: str, *, value: str | None = None, nbytes: int | None = None,
+                 limit: int | None = None) -> None:
+        super().__init__(message)
+        self.value = value
+        self.nbytes = nbytes
+        self.limit = limit

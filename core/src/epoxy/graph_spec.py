@@ -204,7 +204,7 @@ class CoreGraph:
 
     @cached_property
     def _constant_arrays(self) -> dict[str, np.ndarray]:
-        return {n: v.const_value.numpy() for n, v in self._constants.items() if v.const_value is not None}
+        return {n: _constant_array(n, v) for n, v in self._constants.items() if v.const_value is not None}
 
     def constants(self) -> dict[str, np.ndarray]:
         """All initializer values by name."""
@@ -224,6 +224,22 @@ class CoreGraph:
         from .subgraph_export import export_nodes
 
         return export_nodes(self, node_indices)
+
+
+def _constant_array(name: str, value: ir.Value) -> np.ndarray:
+    """An initializer as a read-only array (shared by every run, so no kernel may write
+    into it); a tensor whose data does not match its dims/dtype is an error naming it."""
+    tensor = value.const_value
+    try:
+        array = np.asarray(tensor.numpy())  # type: ignore[union-attr]
+    except Exception as exc:  # noqa: BLE001 - onnx_ir/numpy raise many types for bad data
+        dims = list(getattr(tensor, "shape", None) or ())
+        raise InvalidGraphError(
+            f"initializer {name!r} (dtype {getattr(tensor, 'dtype', '?')}, dims {dims}) cannot be read: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    array.flags.writeable = False
+    return array
 
 
 def _value_by_name(values: Sequence[ir.Value], name: str) -> ir.Value | None:

@@ -68,7 +68,10 @@ def _checked_external_path(tensor: onnx.TensorProto, base_dir: Path, source: str
     where = f"{source}: initializer {tensor.name!r} external data {location!r}"
     if not location:
         raise ModelLoadError(f"{where}: no location given")
-    if Path(location).is_absolute() or location.startswith(("/", "\\")) or ":" in Path(location).parts[0]:
+    if "\x00" in location:
+        raise ModelLoadError(f"{where}: location contains a NUL byte; refused")
+    parts = Path(location).parts
+    if Path(location).is_absolute() or location.startswith(("/", "\\")) or (parts and ":" in parts[0]):
         raise ModelLoadError(f"{where}: absolute locations are refused; data must sit beside the model")
     base = base_dir.resolve()
     path = (base / location).resolve()
@@ -115,8 +118,39 @@ def _check(proto: onnx.ModelProto, source: str) -> None:
             raise ModelLoadError(f"{source}: model check failed: {exc}") from exc
 
 
+#: onnx's data propagation costs time and memory linear in the length of every 1-D value
+#: (a declared [2**31] input takes minutes); above this length it is skipped.
+DATA_PROP_MAX_1D = 1 << 16
+
+
+def _long_1d_value(proto: onnx.ModelProto) -> str | None:
+    """Name of a 1-D value (declared or inferred) too long for data propagation, if any."""
+    graphs = [proto.graph]
+    while graphs:
+        graph = graphs.pop()
+        for vi in (*graph.input, *graph.output, *graph.value_info):
+            dims = vi.type.tensor_type.shape.dim if vi.type.HasField("tensor_type") else ()
+            if len(dims) == 1 and (dims[0].dim_value > DATA_PROP_MAX_1D or dims[0].dim_value < 0):
+                return vi.name
+        for init in graph.initializer:
+            if len(init.dims) == 1 and init.dims[0] > DATA_PROP_MAX_1D:
+                return init.name
+        for node in graph.node:
+            for attr in node.attribute:
+                graphs.extend([attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs)
+    return None
+
+
 def _infer_shapes(proto: onnx.ModelProto, source: str, notes: list[str]) -> onnx.ModelProto:
     try:
+        # a first pass without data propagation finds long 1-D values data propagation
+        # would crawl through; only when there is none is the full inference run
+        inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=False)
+        long_value = _long_1d_value(inferred)
+        if long_value is not None:
+            notes.append(f"{source}: 1-D value {long_value!r} is longer than {DATA_PROP_MAX_1D}; "
+                         "shape inference ran without data propagation")
+            return inferred
         return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=True)
     except Exception as exc:  # inference gaps are not fatal: kernels still see real shapes
         notes.append(f"{source}: shape inference failed, continuing without inferred shapes: {exc}")
@@ -157,14 +191,25 @@ def _densify_sparse(proto: onnx.ModelProto) -> None:
                 graphs.extend(attr.graphs)
 
 
-def load_model(source: ModelSource, *, check: bool = True, infer_shapes: bool = True) -> LoadedModel:
-    """Read, validate and shape-infer a model, returning it as an ``onnx_ir`` model."""
+def load_model(source: ModelSource, *, check: bool = True, infer_shapes: bool = True,
+               memory_limit: int | None = None) -> LoadedModel:
+    """Read, validate and shape-infer a model, returning it as an ``onnx_ir`` model.
+
+    ``memory_limit``: tensors whose declared size is above it are refused before their
+    data is read or densified (:class:`~epoxy.errors.ResourceLimitError`)."""
     proto, name, base_dir = _read_proto(source)
+    if memory_limit is not None:
+        from .limits import check_proto_sizes
+
+        check_proto_sizes(proto, memory_limit, name)
     _load_external_data(proto, base_dir, name)
     if check:
         _check(proto, name)
     notes: list[str] = []
-    _densify_sparse(proto)
+    try:
+        _densify_sparse(proto)
+    except Exception as exc:  # noqa: BLE001 - indices out of range, bad dims, unknown dtype
+        raise ModelLoadError(f"{name}: a sparse tensor cannot be densified: {type(exc).__name__}: {exc}") from exc
     if infer_shapes:
         proto = _infer_shapes(proto, name, notes)
     try:

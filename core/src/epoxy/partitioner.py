@@ -9,7 +9,8 @@ case an unclaimed node is an error naming it. Every decision is recorded for the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from numbers import Integral
 from dataclasses import dataclass, field
 
 from .contract import Capability, FusedGroup, Provider
@@ -57,6 +58,26 @@ def _ask(provider_name: str, provider: Provider, graph: CoreGraph) -> Capability
     if not isinstance(cap, Capability):
         raise ProviderError(
             f"provider {provider_name!r} capability() returned {type(cap).__name__}, expected Capability",
+            provider=provider_name,
+        )
+    n = len(graph.nodes)
+
+    def valid(indices: object) -> bool:
+        try:
+            return all(isinstance(i, Integral) and not isinstance(i, bool) and 0 <= i < n for i in indices)  # type: ignore[attr-defined]
+        except TypeError:
+            return False
+
+    bad = None
+    if not valid(cap.nodes):
+        bad = f"nodes {cap.nodes!r}"
+    elif not all(isinstance(g, FusedGroup) and valid(g.nodes) for g in cap.groups):
+        bad = f"groups {cap.groups!r}"
+    elif not isinstance(cap.declined, Mapping):
+        bad = f"declined {cap.declined!r}"
+    if bad is not None:
+        raise ProviderError(
+            f"provider {provider_name!r} capability() returned invalid {bad[:200]} (the graph has {n} nodes)",
             provider=provider_name,
         )
     return cap

@@ -194,10 +194,12 @@ def _fold(fn: Any, node: NodeSpec, in_slots: tuple[int, ...], out_slots: tuple[i
 
 def _finish(graph, slots, steps, initial, input_slots, output_slots, producer_step) -> BuiltPlan:
     n_slots = len(slots.names)
-    # A missing optional input reads slot -1; give it a dedicated always-None slot.
-    none_slot = n_slots
+    # A missing optional input reads slot -1: give it a dedicated always-None slot. An
+    # output nobody may read (name "") is written to a discard slot, cleared after the step.
+    none_slot, discard_slot = n_slots, n_slots + 1
     steps = [
-        Step(s.fn, tuple(none_slot if i < 0 else i for i in s.inputs), s.outputs, s.provider, s.label, s.op_type, s.after)
+        Step(s.fn, tuple(none_slot if i < 0 else i for i in s.inputs), tuple(discard_slot if o < 0 else o for o in s.outputs),
+             s.provider, s.label, s.op_type, s.after)
         for s in steps
     ]
     keep_to_end = {s: len(steps) for s in output_slots.values()}
@@ -209,14 +211,17 @@ def _finish(graph, slots, steps, initial, input_slots, output_slots, producer_st
     # outputs nobody reads are released right after they are produced
     for index, step in enumerate(steps):
         for slot in step.outputs:
-            if slot >= 0 and slot not in last:
+            if slot != discard_slot and slot not in last:
                 frees[index].append(slot)
-    table: list[Any] = [None] * (n_slots + 1)
+    for index, step in enumerate(steps):
+        if discard_slot in step.outputs:
+            frees[index].append(discard_slot)
+    table: list[Any] = [None] * (n_slots + 2)
     for slot, value in initial.items():
         table[slot] = value
     plan = ExecutionPlan(
         steps=steps,
-        slot_names=slots.names + ["<none>"],
+        slot_names=slots.names + ["<none>", "<discard>"],
         initial=table,
         input_slots=input_slots,
         output_slots=output_slots,

@@ -6,6 +6,8 @@ Environment variables:
   (plugins can still be added explicitly with :meth:`ProviderRegistry.add_plugin`).
 - ``EPOXY_PROVIDERS=a,b``: allowlist; other providers' entry points are not loaded.
 - ``EPOXY_STRICT_PLUGINS=1``: re-raise plugin failures as :class:`PluginLoadError`.
+- ``EPOXY_DEVICE_TIMEOUT=seconds``: how long a factory's ``devices()`` may take (default 10);
+  one that hangs makes the provider unavailable ("timed out") instead of hanging the host.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ ENTRY_POINT_GROUP = "epoxy.providers"
 ENV_DISABLE_AUTOLOAD = "EPOXY_DISABLE_PLUGIN_AUTOLOAD"
 ENV_ALLOWLIST = "EPOXY_PROVIDERS"
 ENV_STRICT = "EPOXY_STRICT_PLUGINS"
+ENV_DEVICE_TIMEOUT = "EPOXY_DEVICE_TIMEOUT"
+DEFAULT_DEVICE_TIMEOUT = 10.0
 #: Names the core uses for its own units (control flow runs on "core"; copies on "copy").
 RESERVED_NAMES = frozenset({"core", "copy"})
 _REQUIRED_FACTORY_ATTRS = ("name", "vendor", "version", "sdk_api", "priority", "devices", "create")
@@ -35,6 +39,41 @@ _REQUIRED_FACTORY_ATTRS = ("name", "vendor", "version", "sdk_api", "priority", "
 
 def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def strict_mode() -> bool:
+    """``EPOXY_STRICT_PLUGINS=1``: plugin and provider failures are errors, not skips."""
+    return _env_flag(ENV_STRICT)
+
+
+def device_timeout() -> float:
+    """Seconds ``devices()`` may take (``EPOXY_DEVICE_TIMEOUT``, default 10)."""
+    try:
+        return max(0.001, float(os.environ.get(ENV_DEVICE_TIMEOUT, "") or DEFAULT_DEVICE_TIMEOUT))
+    except ValueError:
+        return DEFAULT_DEVICE_TIMEOUT
+
+
+def _call_with_timeout(fn: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Run ``fn`` in a daemon thread; a call still running after ``timeout`` s is abandoned
+    (Python cannot kill it) and reported as a ``TimeoutError``."""
+    outcome: list[Any] = []
+
+    def target() -> None:
+        try:
+            outcome.append((True, fn()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=target, name=f"epoxy-{what}", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not outcome:
+        raise TimeoutError(f"{what} did not return within {timeout:g} s (set {ENV_DEVICE_TIMEOUT} to wait longer)")
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
 
 
 def _env_allowlist() -> frozenset[str] | None:
@@ -71,7 +110,8 @@ class ProviderEntry:
         """Devices found (enumerated once, lazily; a failure becomes the unavailable reason)."""
         if self._devices is None:
             try:
-                found = tuple(self.factory.devices())
+                found = _call_with_timeout(lambda: tuple(self.factory.devices()), device_timeout(),
+                                           f"provider {self.name!r} devices()")
                 if not all(isinstance(d, Device) for d in found):
                     raise TypeError("devices() must return epoxy.contract.Device objects")
                 self._devices = found

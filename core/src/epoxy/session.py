@@ -12,14 +12,19 @@ from .contract import Provider, ValueType
 from .dtypes import describe_dtype
 from .errors import InvalidArgumentError, ProviderError
 from .executor import SequentialExecutor
+from .parallel_executor import ParallelExecutor
+from .profiling import Profiler, ProfilingExecutor
+from .threads import set_blas_threads
 from .control_flow import ControlFlowProvider
 from .feeds import check_feeds
 from .functions import inline_local_functions, partition_graph, reinfer_shapes
+from .limits import check_feeds as check_feed_sizes
+from .limits import check_planned_peak, check_static_values
 from .loader import ModelSource, load_model
 from .optimizer import optimize
 from .options import SessionOptions
 from .plan_builder import build_plan
-from .plugins import ProviderRegistry, default_registry
+from .plugins import ProviderRegistry, default_registry, strict_mode
 from .report import PartitionReport
 
 FALLBACK_PROVIDER = "cpu"
@@ -118,7 +123,11 @@ class InferenceSession:
         self.timings: dict[str, float] = {}
         notes: list[str] = []
         t0 = time.perf_counter()
-        loaded = load_model(model, check=self._options.check_model, infer_shapes=self._options.infer_shapes)
+        limit = self._options.memory_limit_bytes
+        loaded = load_model(model, check=self._options.check_model, infer_shapes=self._options.infer_shapes,
+                            memory_limit=limit)
+        if limit is not None:
+            check_static_values(loaded.model.graph, limit)
         for note in loaded.warnings:
             warnings.warn(note, RuntimeWarning, stacklevel=2)
         notes.extend(loaded.warnings)
@@ -132,21 +141,10 @@ class InferenceSession:
             loaded.model, self._registry.passes(), self._options.graph_optimization_level, names
         )
         t2 = time.perf_counter()
-        fallback = FALLBACK_PROVIDER if FALLBACK_PROVIDER in names and not self._options.disable_fallback else None
-        # the core's control-flow provider comes first; it compiles subgraphs over `chosen`
-        core = ControlFlowProvider(chosen, fallback)
-        everyone = [(core.name, core), *chosen]
-        infer = self._options.infer_shapes
-        graph, parts = partition_graph(
-            loaded.model.graph, loaded.model.opset_imports, everyone, fallback,
-            on_expand=(lambda: reinfer_shapes(loaded.model)) if infer else None, notes=notes,
-        )
-        notes.extend(core.summaries())
-        t3 = time.perf_counter()
-        built = build_plan(graph, parts, dict(everyone),
-                           fold_constants=self._options.graph_optimization_level != "disable")
-        if built.folded:
-            notes.append(f"constant-folded {len(built.folded)} node(s) at session creation")
+        graph, parts, built, chosen, t3 = self._partition_and_plan(loaded, chosen, notes)
+        names = [name for name, _ in chosen]
+        if limit is not None:
+            check_planned_peak(built.memory.planned_peak_bytes, limit)
         t4 = time.perf_counter()
         self.timings = {"load": t1 - t0, "optimize": t2 - t1, "partition": t3 - t2, "plan": t4 - t3}
         self._graph = graph
@@ -154,7 +152,10 @@ class InferenceSession:
         self._providers = chosen
         self._plan = built.plan
         self._memory = built.memory
-        self._executor = SequentialExecutor(built.plan)
+        self._profiler: Profiler | None = Profiler() if self._options.enable_profiling else None
+        self._executor = self._make_executor(built.plan)
+        if self._options.intra_op_num_threads:
+            set_blas_threads(self._options.intra_op_num_threads)
         self._report = PartitionReport(
             providers=names,
             nodes=parts.decisions,
@@ -167,6 +168,48 @@ class InferenceSession:
         self._input_types = {n: graph.value_type(n) for n in graph.inputs}
 
     # -- construction helpers ------------------------------------------------------------
+    def _partition_and_plan(self, loaded: Any, chosen: list[tuple[str, Provider]], notes: list[str]) -> Any:
+        """Partition and plan. A provider whose capability(), kernel() or compile() fails is
+        skipped for this session, the reason in the report notes (an error in strict mode,
+        ``EPOXY_STRICT_PLUGINS=1``); the fallback's failures are always errors."""
+        while True:
+            names = [name for name, _ in chosen]
+            fallback = FALLBACK_PROVIDER if FALLBACK_PROVIDER in names and not self._options.disable_fallback else None
+            # the core's control-flow provider comes first; it compiles subgraphs over `chosen`
+            core = ControlFlowProvider(chosen, fallback)
+            core.memory_limit = self._options.memory_limit_bytes
+            core.max_loop_iterations = self._options.max_loop_iterations
+            everyone = [(core.name, core), *chosen]
+            infer = self._options.infer_shapes
+            try:
+                graph, parts = partition_graph(
+                    loaded.model.graph, loaded.model.opset_imports, everyone, fallback,
+                    on_expand=(lambda: reinfer_shapes(loaded.model)) if infer else None, notes=notes,
+                )
+                t3 = time.perf_counter()
+                built = build_plan(graph, parts, dict(everyone),
+                                   fold_constants=self._options.graph_optimization_level != "disable")
+            except ProviderError as exc:
+                failed = exc.provider
+                if failed is None or failed == fallback or failed not in names or len(chosen) < 2 or strict_mode():
+                    raise
+                note = f"provider {failed!r} skipped for this session: {exc}"
+                warnings.warn(note, RuntimeWarning, stacklevel=3)
+                notes.append(note)
+                chosen = [(n, p) for n, p in chosen if n != failed]
+                continue
+            notes.extend(core.summaries())
+            if built.folded:
+                notes.append(f"constant-folded {len(built.folded)} node(s) at session creation")
+            return graph, parts, built, chosen, t3
+
+    def _make_executor(self, plan: Any) -> Any:
+        if self._profiler is not None:
+            return ProfilingExecutor(plan, self._profiler)
+        if self._options.execution_mode == "parallel":
+            return ParallelExecutor(plan, self._options.inter_op_num_threads or 2)
+        return SequentialExecutor(plan)
+
     def _create_providers(self, providers: Any, provider_options: Any, notes: list[str]) -> list[tuple[str, Provider]]:
         pairs = _normalize_providers(providers, provider_options, self._registry)
         if not self._options.disable_fallback and FALLBACK_PROVIDER not in [n for n, _ in pairs]:
@@ -229,6 +272,19 @@ class InferenceSession:
     def planned_peak_bytes(self) -> int:
         return self._memory.planned_peak_bytes
 
+    def end_profiling(self, path: str | None = None) -> str:
+        """Write the Chrome trace of the profiled runs; returns its path (profiling must be on)."""
+        if self._profiler is None:
+            raise InvalidArgumentError("profiling is off: create the session with SessionOptions(enable_profiling=True)")
+        stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
+        return self._profiler.write(path or f"{self._options.profile_file_prefix}_{stamp}.json")
+
+    def profile_summary(self, limit: int = 15) -> list[dict[str, Any]]:
+        """Time per op type over the profiled runs, largest first."""
+        if self._profiler is None:
+            raise InvalidArgumentError("profiling is off: create the session with SessionOptions(enable_profiling=True)")
+        return self._profiler.top_ops(limit)
+
     def _node_arg(self, name: str) -> NodeArg:
         vt = self._graph.value_type(name)
         return NodeArg(name, _type_string(vt), None if vt.shape is None else list(vt.shape), vt)
@@ -236,6 +292,8 @@ class InferenceSession:
     def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any], run_options: Any = None) -> list[Any]:
         """Run the model; returns the requested outputs (all when ``output_names`` is None)."""
         feeds = check_feeds(input_feed, self._input_types, set(self._inputs))
+        if self._options.memory_limit_bytes is not None:
+            check_feed_sizes(feeds, self._options.memory_limit_bytes)
         plan = self._plan
         if output_names is None:
             fetch = [plan.output_slots[n] for n in self._graph.outputs]

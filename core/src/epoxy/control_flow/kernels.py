@@ -13,6 +13,7 @@ import numpy as np
 
 from ..contract import KernelFn, NodeSpec, ValueType
 from ..kit.registry import Unsupported
+from ..limits import ITEM_OVERHEAD, check_loop, value_nbytes
 from .provider import CompileContext, SubPlan
 
 
@@ -88,6 +89,8 @@ def loop_factory(node: NodeSpec, ctx: CompileContext) -> KernelFn:
     scan_types = body.output_types[1 + n_carried:]
     positions = ctx.outer_positions(body)
     n_outputs = len(node.outputs)
+    memory_limit, max_iterations = ctx.owner.memory_limit, ctx.owner.max_loop_iterations
+    guarded = memory_limit is not None or max_iterations is not None
 
     def run(*args: Any) -> Any:
         trip_count, cond = args[0], args[1]
@@ -105,6 +108,10 @@ def loop_factory(node: NodeSpec, ctx: CompileContext) -> KernelFn:
             if cond is not None:  # without a cond input the body's cond output is ignored
                 going = _truth(outs[0], "Loop body cond output")
             i += 1
+            if guarded:
+                step = sum(value_nbytes(scans[k][-1]) + ITEM_OVERHEAD for k in range(n_scan))
+                held = value_nbytes(carried) + step * i
+                check_loop(node.name, i, limit, held, step, memory_limit, max_iterations)
         results = carried + [_stack(scans[k], scan_types[k]) for k in range(n_scan)]
         return _result(results, n_outputs)
 

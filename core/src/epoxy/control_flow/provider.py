@@ -37,6 +37,7 @@ class SubPlan:
         self.outer = [n for n in outer_scope_names(body) if n not in self.formal]
         outer_types = {n: enclosing.value_type(n) for n in self.outer}
         nested = ControlFlowProvider(owner.providers, owner.fallback)
+        nested.memory_limit, nested.max_loop_iterations = owner.memory_limit, owner.max_loop_iterations
         providers = [(PROVIDER_NAME, nested), *owner.providers]
         graph, parts = partition_graph(
             body, dict(enclosing.opsets), providers, owner.fallback,
@@ -110,6 +111,9 @@ class ControlFlowProvider:
     name = PROVIDER_NAME
     #: the partition report lists this provider only for nodes it claims or truly declines
     quiet_declines = True
+    #: resource limits the session sets (SessionOptions); Loop kernels read them
+    memory_limit: int | None = None
+    max_loop_iterations: int | None = None
 
     def __init__(self, providers: Sequence[tuple[str, Any]], fallback: str | None) -> None:
         self.providers = list(providers)

@@ -1,0 +1,265 @@
+"""Helpers shared by the rewrite passes: constants, use checks, naming, node replacement.
+
+Every pass here works on the main graph only (subgraphs of control-flow nodes are left as
+they are) and matches patterns whose intermediate values have no reader outside the
+pattern and are not graph outputs, so replacing the pattern cannot change anything else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+
+#: Ops whose semantics are those of the default ONNX domain.
+ONNX_DOMAINS = ("", "ai.onnx")
+
+
+def is_op(node: ir.Node | None, op_type: str | tuple[str, ...], domain: str = "") -> bool:
+    """True when ``node`` is an ``op_type`` node of the given domain (default: ai.onnx)."""
+    if node is None:
+        return False
+    types = (op_type,) if isinstance(op_type, str) else op_type
+    if node.op_type not in types:
+        return False
+    if domain == "":
+        return node.domain in ONNX_DOMAINS
+    return node.domain == domain
+
+
+def opset_of(model: ir.Model, node: ir.Node) -> int:
+    """The opset version a node of the default domain is interpreted with."""
+    if node.version is not None:
+        return node.version
+    return model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
+
+
+def constant(value: ir.Value | None) -> np.ndarray | None:
+    """The value of an initializer no feed can override (not a graph input), else None."""
+    if value is None or not value.is_initializer() or value.is_graph_input():
+        return None
+    tensor = value.const_value
+    if tensor is None:
+        return None
+    try:
+        return tensor.numpy()
+    except Exception:  # an exotic tensor type the pass does not need to understand
+        return None
+
+
+def scalar(value: ir.Value | None) -> float | None:
+    """A constant holding a single number (any rank), as a Python float."""
+    array = constant(value)
+    if array is None or array.size != 1 or array.dtype.kind not in "fiu":
+        return None
+    return float(array.reshape(()))
+
+
+def attr(node: ir.Node, name: str, default: Any = None) -> Any:
+    """An attribute's Python value (lists for repeated attributes) or ``default``."""
+    found = node.attributes.get(name)
+    if found is None:
+        return default
+    value = found.value
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return list(value)
+    return value
+
+
+def dtype_of(value: ir.Value | None) -> ir.DataType | None:
+    if value is None or value.type is None or not isinstance(value.type, ir.TensorType):
+        return None
+    return value.type.dtype
+
+
+def rank_of(value: ir.Value | None) -> int | None:
+    if value is None or value.shape is None:
+        return None
+    return len(value.shape)
+
+
+def static_shape(value: ir.Value | None) -> tuple[int, ...] | None:
+    if value is None or value.shape is None:
+        return None
+    dims = []
+    for d in value.shape:
+        if isinstance(d, int):
+            dims.append(d)
+        else:
+            return None
+    return tuple(dims)
+
+
+def is_float(value: ir.Value | None) -> bool:
+    return dtype_of(value) in (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16)
+
+
+def private(value: ir.Value | None, allowed: Iterable[ir.Node] = ()) -> bool:
+    """True when ``value`` is read only by ``allowed`` nodes and is not a graph output."""
+    if value is None or value.is_graph_output():
+        return False
+    allowed_set = {id(n) for n in allowed}
+    return all(id(use.node) in allowed_set for use in value.uses())
+
+
+def sole_consumer(value: ir.Value | None) -> ir.Node | None:
+    """The only node reading ``value`` (once), when it is not a graph output."""
+    if value is None or value.is_graph_output():
+        return None
+    uses = list(value.uses())
+    if len(uses) != 1:
+        return None
+    return uses[0].node
+
+
+def consumers(value: ir.Value | None) -> list[ir.Node]:
+    if value is None:
+        return []
+    seen: dict[int, ir.Node] = {}
+    for use in value.uses():
+        seen.setdefault(id(use.node), use.node)
+    return list(seen.values())
+
+
+def other_input(node: ir.Node, value: ir.Value) -> tuple[ir.Value | None, int] | None:
+    """For a two-input node reading ``value``: (its other input, that input's index)."""
+    if len(node.inputs) != 2:
+        return None
+    a, b = node.inputs
+    if a is value and b is not value:
+        return b, 1
+    if b is value and a is not value:
+        return a, 0
+    return None
+
+
+def out_value(node: ir.Node) -> ir.Value:
+    return node.outputs[0]
+
+
+class Namer:
+    """Fresh names not used anywhere in the model (values and nodes share the set)."""
+
+    def __init__(self, graph: ir.Graph) -> None:
+        used: set[str] = set(graph.initializers)
+        used.update(v.name for v in graph.inputs if v.name)
+        for node in ir.traversal.RecursiveGraphIterator(graph):
+            if node.name:
+                used.add(node.name)
+            used.update(v.name for v in node.outputs if v.name)
+        self.used = used
+
+    def __call__(self, base: str) -> str:
+        base = base or "opt"
+        candidate, k = base, 1
+        while candidate in self.used:
+            k += 1
+            candidate = f"{base}_{k}"
+        self.used.add(candidate)
+        return candidate
+
+
+def add_initializer(graph: ir.Graph, namer: Namer, base: str, array: np.ndarray) -> ir.Value:
+    """A new initializer holding ``array`` (named after ``base``)."""
+    array = np.ascontiguousarray(array)
+    value = ir.Value(
+        name=namer(base),
+        type=ir.TensorType(ir.DataType.from_numpy(array.dtype)),
+        shape=ir.Shape(array.shape),
+        const_value=ir.Tensor(array),
+    )
+    graph.register_initializer(value)
+    return value
+
+
+def make_node(
+    namer: Namer,
+    op_type: str,
+    inputs: Sequence[ir.Value | None],
+    attributes: dict[str, Any] | None = None,
+    *,
+    name: str,
+    domain: str = "",
+    version: int | None = None,
+    num_outputs: int = 1,
+) -> ir.Node:
+    """A node with uniquely named outputs (``name``, ``name/out1``...)."""
+    attrs = [ir.convenience.convert_attribute(k, v) for k, v in (attributes or {}).items() if v is not None]
+    outputs = [ir.Value(name=namer(name if i == 0 else f"{name}/out{i}")) for i in range(num_outputs)]
+    return ir.Node(domain, op_type, inputs, attrs, outputs=outputs, version=version, name=namer(name))
+
+
+def replace(
+    graph: ir.Graph,
+    old_nodes: Sequence[ir.Node],
+    new_nodes: Sequence[ir.Node],
+    old_values: Sequence[ir.Value],
+    new_values: Sequence[ir.Value],
+) -> None:
+    """Replace ``old_nodes`` by ``new_nodes``; readers of ``old_values`` read ``new_values``.
+
+    The new nodes go where the last old node (in graph order) was; every value they read
+    must be defined before the first old node or by the new nodes themselves (patterns read
+    only the pattern's inputs, so this holds). A replaced graph output keeps its name.
+    """
+    position = {id(n): i for i, n in enumerate(graph)}
+    anchor = max(old_nodes, key=lambda n: position[id(n)])
+    graph.insert_before(anchor, list(new_nodes))
+    for old, new in zip(old_values, new_values):
+        if new.type is None:
+            new.type = old.type
+        if new.shape is None and old.shape is not None:
+            new.shape = old.shape
+        ir.convenience.replace_all_uses_with(old, new, replace_graph_outputs=True)
+        if old.is_graph_output() or any(v is new for v in graph.outputs):
+            name = old.name
+            old.name = None
+            new.name = name
+    graph.remove(list(old_nodes), safe=True)
+
+
+def ensure_opset(model: ir.Model, domain: str, version: int) -> None:
+    """Import ``domain`` (at ``version`` or above) so nodes of it are valid."""
+    current = model.opset_imports.get(domain)
+    if current is None or current < version:
+        model.opset_imports[domain] = version
+
+
+def graph_nodes(graph: ir.Graph) -> list[ir.Node]:
+    """A snapshot of the graph's nodes (safe to rewrite while iterating)."""
+    return list(graph)
+
+
+def alive(graph: ir.Graph, node: ir.Node) -> bool:
+    return node.graph is graph
+
+
+class RewritePass(ir.passes.InPlacePass):
+    """Base: calls ``rewrite(model, graph, namer)`` on the main graph until nothing changes.
+
+    ``rewrite`` returns how many patterns it replaced; ``self.count`` sums them (tests and
+    reports read it).
+    """
+
+    max_sweeps = 4
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        graph = model.graph
+        namer = Namer(graph)
+        total = 0
+        for _ in range(self.max_sweeps):
+            n = self.rewrite(model, graph, namer)
+            total += n
+            if not n:
+                break
+        self.count = total
+        return ir.passes.PassResult(model, modified=bool(total))
+
+    def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:  # pragma: no cover
+        raise NotImplementedError

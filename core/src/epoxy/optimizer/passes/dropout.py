@@ -1,0 +1,50 @@
+"""Dropout elimination: at inference a Dropout is the identity (when its mask is unused)."""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from ._util import RewritePass, constant, graph_nodes, is_op, opset_of
+
+
+def _inference_mode(model: ir.Model, node: ir.Node) -> bool:
+    opset = opset_of(model, node)
+    if opset < 7:
+        # is_test=0 asks for training behavior in the first versions
+        return bool(node.attributes.get_int("is_test", 0))
+    if opset < 12:
+        return True
+    if len(node.inputs) < 3 or node.inputs[2] is None:
+        return True
+    training = constant(node.inputs[2])
+    return training is not None and training.size == 1 and not bool(training.reshape(-1)[0])
+
+
+class DropoutEliminationPass(RewritePass):
+    """``y = Dropout(x)`` in inference mode, mask unread: readers of ``y`` read ``x``."""
+
+    max_sweeps = 1
+
+    def rewrite(self, model, graph, namer) -> int:  # type: ignore[no-untyped-def]
+        count = 0
+        for node in graph_nodes(graph):
+            if not is_op(node, "Dropout") or not node.inputs or node.inputs[0] is None:
+                continue
+            if len(node.outputs) > 1 and (node.outputs[1].uses() or node.outputs[1].is_graph_output()):
+                continue
+            if not _inference_mode(model, node):
+                continue
+            x, y = node.inputs[0], node.outputs[0]
+            if y.is_graph_output():
+                if x.is_graph_input() or x.is_initializer() or x.is_graph_output() or x.producer() is None:
+                    continue
+                x.shape = x.shape or y.shape
+                ir.convenience.replace_all_uses_with(y, x, replace_graph_outputs=True)
+                name = y.name
+                y.name = None
+                x.name = name
+            else:
+                ir.convenience.replace_all_uses_with(y, x)
+            graph.remove(node, safe=True)
+            count += 1
+        return count

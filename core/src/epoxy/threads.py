@@ -1,0 +1,28 @@
+"""BLAS thread control: numpy's BLAS pool is process-wide, so the setting is too."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+_lock = threading.Lock()
+_limiter: Any = None
+
+
+def set_blas_threads(count: int) -> None:
+    """Limit the BLAS libraries numpy uses (OpenBLAS, MKL, BLIS) to ``count`` threads."""
+    global _limiter
+    from threadpoolctl import ThreadpoolController
+
+    with _lock:
+        controller = ThreadpoolController()
+        controller.limit(limits=count, user_api="blas")
+        _limiter = controller
+
+
+def blas_threads() -> list[dict[str, Any]]:
+    """What each BLAS library loaded in this process currently uses (for reports)."""
+    from threadpoolctl import threadpool_info
+
+    return [{"library": i.get("internal_api"), "threads": i.get("num_threads")} for i in threadpool_info()
+            if i.get("user_api") == "blas"]
