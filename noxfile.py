@@ -55,8 +55,8 @@ def template(session: nox.Session) -> None:
 
 @nox.session
 def integration(session: nox.Session) -> None:
-    """Cross-package: CLI, broken plugins, control flow, functions."""
-    session.install("./core", "./sdk", "./plugins/ep-cpu", ONNX_PIN, *PYTEST)
+    """Cross-package: CLI (incl. bench against onnxruntime), broken plugins, control flow, functions."""
+    session.install("./core", "./sdk", "./plugins/ep-cpu", ONNX_PIN, "onnxruntime", *PYTEST)
     _pytest(session, "tests/integration", parallel=True)
 
 

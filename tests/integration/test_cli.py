@@ -67,3 +67,14 @@ def test_demo(providers):
     accuracy = float(out.split("accuracy on 450 held-out digits: ")[1].split()[0])
     assert accuracy > 0.95
     assert "latency, batch 1" in out
+
+
+def test_bench_with_onnxruntime_and_profile(tmp_path):
+    trace = tmp_path / "trace.json"
+    out = epoxy("bench", str(MODEL_PATH), "--providers", "cpu", "--runs", "10", "--warmup", "2",
+                "--compare-onnxruntime", "--profile", "--trace", str(trace), "--dim", "batch=4").stdout
+    assert "p50 ms" in out and "epoxy / onnxruntime (p50):" in out
+    assert "MatMul" in out and trace.exists()
+    assert json.loads(trace.read_text())["traceEvents"]
+    bad = epoxy("bench", str(MODEL_PATH), "--dim", "batch", check=False)
+    assert bad.returncode == 1 and "--dim must look like name=N" in bad.stderr

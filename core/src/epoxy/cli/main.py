@@ -16,6 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ops": ("ops_cmd", "list the ops a provider supports, with opset ranges"),
     "partition": ("partition_cmd", "show which provider runs each node of a model, and why"),
     "run": ("run_cmd", "run a model on .npy inputs and print or save the outputs"),
+    "bench": ("bench_cmd", "time a model: percentiles, onnxruntime side by side, per-op profile"),
     "demo": ("demo_cmd", "classify handwritten digits with the bundled model"),
 }
 
