@@ -21,7 +21,10 @@ SDK_API_VERSION = 1
 
 #: What a kernel or a compiled group is: called with input values in the node's input
 #: order (``None`` for missing optional inputs); returns one value for a single output or
-#: a tuple with one value per output.
+#: a tuple with one value per output. A single-output host kernel may set the attribute
+#: ``supports_out = True``: it is then called with ``out=`` (a planned, reused array of the
+#: output's inferred shape and dtype) when the planner gives it one, must write its result
+#: there and return it (see ``epoxy.arena``).
 KernelFn = Callable[..., Any]
 
 

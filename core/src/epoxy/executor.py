@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .arena import ArenaPool
 from .contract import KernelFn
 from .errors import EpoxyError, KernelError
 
@@ -39,6 +40,8 @@ class ExecutionPlan:
     input_slots: dict[str, int]
     output_slots: dict[str, int]
     frees: list[tuple[int, ...]] = field(default_factory=list)
+    #: planned buffers for outputs of ``out=``-capable kernels (None: nothing planned)
+    arena: Any = None
 
 
 class SequentialExecutor:
@@ -46,20 +49,35 @@ class SequentialExecutor:
 
     def __init__(self, plan: ExecutionPlan) -> None:
         self.plan = plan
+        self._pool = ArenaPool(plan.arena, len(plan.initial)) if plan.arena is not None else None
+        planned = {slot for slot, *_ in plan.arena.views} if plan.arena is not None else set()
         self._program = [
-            (s.fn, s.inputs, s.outputs[0] if len(s.outputs) == 1 else None, s.outputs, frees)
+            (s.fn, s.inputs, s.outputs[0] if len(s.outputs) == 1 else None, s.outputs, frees,
+             len(s.outputs) == 1 and s.outputs[0] in planned)
             for s, frees in zip(plan.steps, plan.frees)
         ]
 
     def run(self, feeds: Sequence[tuple[int, Any]], fetch: Sequence[int]) -> list[Any]:
         """Run with ``feeds`` as (slot, value) pairs; return the values of ``fetch`` slots."""
+        if self._pool is None:
+            return self._run(feeds, fetch, None)
+        arena = self._pool.acquire()
+        try:
+            return self._run(feeds, fetch, arena)
+        finally:
+            self._pool.release(arena)
+
+    def _run(self, feeds: Sequence[tuple[int, Any]], fetch: Sequence[int], arena: list[Any] | None) -> list[Any]:
         values = list(self.plan.initial)
         for slot, value in feeds:
             values[slot] = value
         index = 0
         try:
-            for index, (fn, ins, single, outs, frees) in enumerate(self._program):
-                result = fn(*[values[i] for i in ins])
+            for index, (fn, ins, single, outs, frees, use_out) in enumerate(self._program):
+                if use_out:
+                    result = fn(*[values[i] for i in ins], out=arena[single])  # type: ignore[index]
+                else:
+                    result = fn(*[values[i] for i in ins])
                 if single is not None:
                     values[single] = result
                 else:

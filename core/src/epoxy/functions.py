@@ -25,7 +25,7 @@ import onnx
 import onnx_ir as ir
 
 from .contract import ValueType
-from .errors import UnsupportedOpError
+from .errors import InvalidGraphError, UnsupportedOpError
 from .graph_spec import CoreGraph
 from .partitioner import Partition, partition
 
@@ -318,7 +318,11 @@ def inline_local_functions(model: ir.Model) -> int:
     """Replace every call of a model-local function by its body; returns the count."""
     if not model.functions:
         return 0
-    bodies = {key: ir.serde.serialize_function(f) for key, f in model.functions.items()}
+    try:
+        bodies = {key: ir.serde.serialize_function(f) for key, f in model.functions.items()}
+    except Exception as exc:  # noqa: BLE001 - a garbled function body (undefined attribute...)
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise InvalidGraphError(f"a model-local function cannot be read: {type(exc).__name__}: {first}") from exc
     used_values, used_nodes = _names_in(model.graph)
     values, node_names = _Namer(used_values), _Namer(used_nodes)
     total = 0

@@ -168,7 +168,13 @@ class CoreGraph:
         implicit: tuple[str, ...] = ()
         attributes: dict[str, Any] = {}
         for attr_name, attr in node.attributes.items():
-            attributes[attr_name] = attribute_value(attr)
+            try:
+                attributes[attr_name] = attribute_value(attr)
+            except Exception as exc:  # noqa: BLE001 - undefined/garbled attribute payloads
+                raise InvalidGraphError(
+                    f"node {node.name or node.op_type!r} ({node.op_type}): attribute {attr_name!r} "
+                    f"cannot be read: {type(exc).__name__}: {exc}", node=node.name,
+                ) from exc
             for sub in _subgraphs(attr):
                 implicit += tuple(n for n in outer_scope_names(sub) if n not in implicit)
         if implicit:

@@ -57,6 +57,26 @@ def _read_proto(source: ModelSource) -> tuple[onnx.ModelProto, str, Path | None]
     )
 
 
+def _first_bad_text(message: Any, path: str) -> str | None:
+    """Path of the first string field that is not valid UTF-8 (protobuf hands those back
+    as ``bytes``, which every name lookup downstream would trip over)."""
+    from google.protobuf.descriptor import FieldDescriptor
+
+    for field_desc, value in message.ListFields():
+        where = f"{path}.{field_desc.name}"
+        repeated = field_desc.label == FieldDescriptor.LABEL_REPEATED
+        if field_desc.type == FieldDescriptor.TYPE_STRING:
+            for item in (value if repeated else (value,)):
+                if not isinstance(item, str):
+                    return f"{where} = {item[:60]!r}"
+        elif field_desc.type == FieldDescriptor.TYPE_MESSAGE:
+            for k, item in enumerate(value if repeated else (value,)):
+                bad = _first_bad_text(item, f"{where}[{k}]" if repeated else where)
+                if bad is not None:
+                    return bad
+    return None
+
+
 def _external_entries(tensor: onnx.TensorProto) -> dict[str, str]:
     return {e.key: e.value for e in tensor.external_data}
 
@@ -198,6 +218,9 @@ def load_model(source: ModelSource, *, check: bool = True, infer_shapes: bool = 
     ``memory_limit``: tensors whose declared size is above it are refused before their
     data is read or densified (:class:`~epoxy.errors.ResourceLimitError`)."""
     proto, name, base_dir = _read_proto(source)
+    bad_text = _first_bad_text(proto, "model")
+    if bad_text is not None:
+        raise ModelLoadError(f"{name}: a name or string field is not valid UTF-8: {bad_text}")
     if memory_limit is not None:
         from .limits import check_proto_sizes
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from .contract import Allocator, NodeSpec, Provider, SubgraphSpec
 from .errors import ProviderError
+from .arena import ArenaLayout, alias_extended_last_use, aliases_of_outputs, layout_from_plan
 from .executor import ExecutionPlan, Step
 from .graph_spec import CoreGraph
 from .partitioner import Partition, Unit
@@ -236,7 +237,37 @@ def _finish(graph, slots, steps, initial, input_slots, output_slots, producer_st
         planned.append(PlannedValue(slot, slots.device[slot], graph.value_type(base).nbytes(), first,
                                     last.get(slot, first)))
     constant_bytes = sum(int(getattr(v, "nbytes", 0) or 0) for v in initial.values())
+    plan.arena = _arena_layout(graph, slots, steps, last, set(output_slots.values()))
     return BuiltPlan(plan, plan_memory(planned, constant_bytes))
+
+
+def _arena_layout(graph: CoreGraph, slots: _Slots, steps: list[Step], last: dict[int, int],
+                  outputs: set[int]) -> ArenaLayout | None:
+    """Which host outputs of ``out=``-capable kernels share reused buffers (see arena.py)."""
+    capable = [bool(getattr(s.fn, "supports_out", False)) and len(s.outputs) == 1
+               and s.outputs[0] < len(slots.names) and slots.device[s.outputs[0]] == HOST for s in steps]
+    if not any(capable):
+        return None
+    ins = [s.inputs for s in steps]
+    outs = [s.outputs for s in steps]
+    may_alias = [not c for c in capable]
+    protected = aliases_of_outputs(ins, outs, may_alias, outputs)
+    extended = alias_extended_last_use(ins, outs, may_alias, last)
+    candidates: list[PlannedValue] = []
+    specs: dict[int, tuple[Any, tuple[int, ...]]] = {}
+    for index, step in enumerate(steps):
+        slot = step.outputs[0]
+        if not capable[index] or slot in protected:
+            continue
+        vt = graph.value_type(slots.names[slot])
+        nbytes = vt.nbytes()
+        if nbytes is None or nbytes == 0:
+            continue
+        specs[slot] = (vt.dtype, tuple(vt.shape))  # type: ignore[arg-type]
+        candidates.append(PlannedValue(slot, HOST, nbytes, index, extended.get(slot, index)))
+    if not candidates:
+        return None
+    return layout_from_plan(plan_memory(candidates).devices[HOST], specs)
 
 
 class _HostAllocatorStub:

@@ -81,10 +81,10 @@ class Profiler:
 def timed(fn: Any, step: Any, profiler: Profiler, run_id: Any) -> Any:
     """Wrap a step's callable so each call records a StepEvent."""
 
-    def call(*args: Any) -> Any:
+    def call(*args: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()
         try:
-            return fn(*args)
+            return fn(*args, **kwargs)
         finally:
             end = time.perf_counter()
             profiler.record(StepEvent(run_id[0], step.label, step.op_type, step.provider,
@@ -101,8 +101,8 @@ class ProfilingExecutor(SequentialExecutor):
         self.profiler = profiler
         self._run_id = [0]
         self._program = [
-            (timed(fn, step, profiler, self._run_id), ins, single, outs, frees)
-            for (fn, ins, single, outs, frees), step in zip(self._program, plan.steps)
+            (timed(fn, step, profiler, self._run_id), ins, single, outs, frees, use_out)
+            for (fn, ins, single, outs, frees, use_out), step in zip(self._program, plan.steps)
         ]
 
     def run(self, feeds: Sequence[tuple[int, Any]], fetch: Sequence[int]) -> list[Any]:

@@ -99,7 +99,7 @@ def loop_factory(node: NodeSpec, ctx: CompileContext) -> KernelFn:
         limit = None if trip_count is None else int(np.asarray(trip_count).reshape(-1)[0])
         going = True if cond is None else _truth(cond, "Loop cond")
         scans: list[list[Any]] = [[] for _ in range(n_scan)]
-        i = 0
+        i = scan_bytes = 0
         while going and (limit is None or i < limit):
             outs = body.run([np.array(i, dtype=np.int64), np.array(going, dtype=np.bool_), *carried, *outer])
             carried = outs[1:1 + n_carried]
@@ -110,8 +110,8 @@ def loop_factory(node: NodeSpec, ctx: CompileContext) -> KernelFn:
             i += 1
             if guarded:
                 step = sum(value_nbytes(scans[k][-1]) + ITEM_OVERHEAD for k in range(n_scan))
-                held = value_nbytes(carried) + step * i
-                check_loop(node.name, i, limit, held, step, memory_limit, max_iterations)
+                scan_bytes += step
+                check_loop(node.name, i, limit, value_nbytes(carried) + scan_bytes, step, memory_limit, max_iterations)
         results = carried + [_stack(scans[k], scan_types[k]) for k in range(n_scan)]
         return _result(results, n_outputs)
 

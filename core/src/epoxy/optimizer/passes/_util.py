@@ -161,11 +161,11 @@ class Namer:
         return candidate
 
 
-def add_initializer(graph: ir.Graph, namer: Namer, base: str, array: np.ndarray) -> ir.Value:
-    """A new initializer holding ``array`` (named after ``base``)."""
+def add_initializer(graph: ir.Graph, namer: Namer | None, base: str, array: np.ndarray) -> ir.Value:
+    """A new initializer holding ``array`` (named after ``base``; exactly ``base`` without namer)."""
     array = np.ascontiguousarray(array)
     value = ir.Value(
-        name=namer(base),
+        name=namer(base) if namer is not None else base,
         type=ir.TensorType(ir.DataType.from_numpy(array.dtype)),
         shape=ir.Shape(array.shape),
         const_value=ir.Tensor(array),
@@ -263,3 +263,82 @@ class RewritePass(ir.passes.InPlacePass):
 
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:  # pragma: no cover
         raise NotImplementedError
+
+
+def channel_vector(c: np.ndarray | None, rank: int | None, channels: int, axis: int = 1) -> np.ndarray | None:
+    """``c`` as a length-``channels`` vector when broadcasting it against a rank-``rank``
+    tensor with ``channels`` channels on ``axis`` varies it along that axis only (and does
+    not change the tensor's shape); else None."""
+    if c is None or rank is None or c.ndim > rank or c.dtype.kind != "f":
+        return None
+    full = (1,) * (rank - c.ndim) + tuple(c.shape)
+    for i, d in enumerate(full):
+        if d != 1 and not (i == axis and d == channels):
+            return None
+    flat = c.reshape(-1)
+    return np.broadcast_to(flat, (channels,)) if flat.size == 1 else flat
+
+
+def per_channel(vec: np.ndarray, ndim: int, axis: int = 0) -> np.ndarray:
+    """``vec`` shaped to broadcast along ``axis`` of a rank-``ndim`` array."""
+    shape = [1] * ndim
+    shape[axis] = -1
+    return vec.reshape(shape)
+
+
+def copy_attributes(src: ir.Node, dst: ir.Node, skip: Iterable[str] = ()) -> None:
+    """Copy ``src``'s attributes onto ``dst`` (except ``skip``)."""
+    skipped = set(skip)
+    for name, a in src.attributes.items():
+        if name not in skipped:
+            dst.attributes[name] = a
+
+
+def bypass(graph: ir.Graph, node: ir.Node, src: ir.Value) -> bool:
+    """Remove ``node`` (one live output equal to ``src``): its readers read ``src``.
+
+    A graph output keeps its name (``src`` is renamed) unless ``src`` is itself a graph
+    input, initializer or output, or comes from outside the graph: then nothing changes.
+    """
+    out = node.outputs[0]
+    if any(o.uses() or o.is_graph_output() for o in node.outputs[1:]):
+        return False
+    if out.is_graph_output():
+        if src.is_graph_input() or src.is_initializer() or src.is_graph_output() or src.producer() is None:
+            return False
+        if src.producer().graph is not graph:  # type: ignore[union-attr]
+            return False
+        if src.shape is None:
+            src.shape = out.shape
+        ir.convenience.replace_all_uses_with(out, src, replace_graph_outputs=True)
+        name = out.name
+        out.name = None
+        src.name = name
+    else:
+        ir.convenience.replace_all_uses_with(out, src)
+    graph.remove(node, safe=True)
+    return True
+
+
+def close(value: float | None, target: float, rtol: float = 1e-6) -> bool:
+    """``value`` equals ``target`` up to float32 rounding of a written-out constant."""
+    return value is not None and abs(value - target) <= rtol * abs(target)
+
+
+def binary_with_scalar(node: ir.Node | None, op: str, x: ir.Value) -> float | None:
+    """For ``op(x, c)`` (or ``op(c, x)`` when ``op`` commutes): the scalar constant c."""
+    if not is_op(node, op) or len(node.inputs) != 2:  # type: ignore[union-attr]
+        return None
+    a, b = node.inputs  # type: ignore[union-attr]
+    if a is x and b is not x:
+        return scalar(b)
+    if b is x and a is not x and op in ("Add", "Mul"):
+        return scalar(a)
+    return None
+
+
+def fused_version(model: ir.Model, since: int) -> int | None:
+    """``version=`` for a fused node of an op added in opset ``since`` (None when the
+    model's default-domain opset already has it)."""
+    current = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
+    return None if current >= since else since

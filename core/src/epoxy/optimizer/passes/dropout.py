@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ._util import RewritePass, constant, graph_nodes, is_op, opset_of
+from ._util import RewritePass, bypass, constant, graph_nodes, is_op, opset_of
 
 
 def _inference_mode(model: ir.Model, node: ir.Node) -> bool:
@@ -30,21 +30,8 @@ class DropoutEliminationPass(RewritePass):
         for node in graph_nodes(graph):
             if not is_op(node, "Dropout") or not node.inputs or node.inputs[0] is None:
                 continue
-            if len(node.outputs) > 1 and (node.outputs[1].uses() or node.outputs[1].is_graph_output()):
-                continue
             if not _inference_mode(model, node):
                 continue
-            x, y = node.inputs[0], node.outputs[0]
-            if y.is_graph_output():
-                if x.is_graph_input() or x.is_initializer() or x.is_graph_output() or x.producer() is None:
-                    continue
-                x.shape = x.shape or y.shape
-                ir.convenience.replace_all_uses_with(y, x, replace_graph_outputs=True)
-                name = y.name
-                y.name = None
-                x.name = name
-            else:
-                ir.convenience.replace_all_uses_with(y, x)
-            graph.remove(node, safe=True)
-            count += 1
+            if bypass(graph, node, node.inputs[0]):
+                count += 1
         return count

@@ -1,0 +1,101 @@
+"""Planned output buffers: kernels that accept ``out=`` write into reused arena buffers.
+
+A kernel callable that sets ``supports_out = True`` accepts ``out=`` (an array of its
+output's static shape and dtype), writes its result there and returns it. The planner
+(``planner.plan_memory``) assigns such outputs to buffers reused by liveness; this module
+turns that assignment into arenas: one set of buffers plus ready-made views per slot.
+
+Safety rules (why a value may or may not live in the arena):
+- Outputs of kernels *without* ``out=`` may be views of their inputs (Reshape, Slice...),
+  so an input's buffer stays reserved while any such alias is alive.
+- Graph outputs, and whatever they may alias, are never arena memory: the caller keeps
+  them after the run and the next run would overwrite the buffer.
+- Each concurrent run takes its own arena from a pool, so runs never share buffers.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .planner import DevicePlan
+
+
+@dataclass(frozen=True)
+class ArenaLayout:
+    """Buffer sizes and, per planned slot, (buffer index, dtype, shape)."""
+
+    buffer_sizes: tuple[int, ...]
+    views: tuple[tuple[int, int, np.dtype, tuple[int, ...]], ...]  # (slot, buffer, dtype, shape)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(self.buffer_sizes)
+
+
+def layout_from_plan(plan: DevicePlan, specs: dict[int, tuple[np.dtype, tuple[int, ...]]]) -> ArenaLayout:
+    views = tuple((slot, buf, specs[slot][0], specs[slot][1]) for slot, buf in sorted(plan.assignment.items()))
+    return ArenaLayout(tuple(plan.buffer_sizes), views)
+
+
+class ArenaPool:
+    """Arenas for concurrent runs: take one for a run, give it back after."""
+
+    def __init__(self, layout: ArenaLayout, n_slots: int) -> None:
+        self.layout = layout
+        self.n_slots = n_slots
+        self._free: list[list[np.ndarray | None]] = []
+        self._lock = threading.Lock()
+
+    def _new(self) -> list[np.ndarray | None]:
+        buffers = [np.empty(max(1, size), dtype=np.uint8) for size in self.layout.buffer_sizes]
+        views: list[np.ndarray | None] = [None] * self.n_slots
+        for slot, buf, dtype, shape in self.layout.views:
+            count = int(np.prod(shape, dtype=np.int64))
+            views[slot] = buffers[buf][: count * dtype.itemsize].view(dtype).reshape(shape)
+        return views
+
+    def acquire(self) -> list[np.ndarray | None]:
+        with self._lock:
+            if self._free:
+                return self._free.pop()
+        return self._new()
+
+    def release(self, views: list[np.ndarray | None]) -> None:
+        with self._lock:
+            self._free.append(views)
+
+
+def alias_extended_last_use(
+    step_inputs: Sequence[Sequence[int]],
+    step_outputs: Sequence[Sequence[int]],
+    may_alias: Sequence[bool],
+    last: dict[int, int],
+) -> dict[int, int]:
+    """Last use of each slot, extended through steps whose outputs may view their inputs."""
+    extended = dict(last)
+    for index in range(len(step_inputs) - 1, -1, -1):
+        if not may_alias[index]:
+            continue
+        reach = max((extended.get(o, index) for o in step_outputs[index]), default=index)
+        for slot in step_inputs[index]:
+            if extended.get(slot, -1) < reach:
+                extended[slot] = reach
+    return extended
+
+
+def aliases_of_outputs(
+    step_inputs: Sequence[Sequence[int]],
+    step_outputs: Sequence[Sequence[int]],
+    may_alias: Sequence[bool],
+    outputs: set[int],
+) -> set[int]:
+    """Graph outputs plus every slot they may be views of (never arena memory)."""
+    protected = set(outputs)
+    for index in range(len(step_inputs) - 1, -1, -1):
+        if may_alias[index] and protected.intersection(step_outputs[index]):
+            protected.update(step_inputs[index])
+    return protected

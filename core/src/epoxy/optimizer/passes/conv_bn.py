@@ -1,0 +1,85 @@
+"""Conv + BatchNormalization (inference) -> Conv with the normalization folded into W and B."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from ._util import (RewritePass, add_initializer, attr, constant, copy_attributes, graph_nodes, is_op, make_node, opset_of,
+                    per_channel, replace, sole_consumer)
+
+
+def bn_inference_affine(model: ir.Model, bn: ir.Node, channels: int | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """(scale, shift) of an inference-mode BatchNormalization with constant parameters, as
+    float64 vectors: ``y = x * scale + shift`` per channel (axis 1). None otherwise."""
+    if len(bn.inputs) != 5 or any(v is None for v in bn.inputs):
+        return None
+    if len(bn.outputs) > 1 and any(o.uses() or o.is_graph_output() for o in bn.outputs[1:]):
+        return None
+    opset = opset_of(model, bn)
+    if opset < 7 and not attr(bn, "is_test", 0):
+        return None
+    if attr(bn, "training_mode", 0) or attr(bn, "spatial", 1) != 1:
+        return None
+    params = [constant(v) for v in bn.inputs[1:]]
+    if any(p is None or p.dtype.kind != "f" for p in params):
+        return None
+    gamma, beta, mean, var = (p.reshape(-1).astype(np.float64) for p in params)  # type: ignore[union-attr]
+    n = gamma.size
+    if channels is not None and n != channels or any(p.size != n for p in (beta, mean, var)):
+        return None
+    eps = float(attr(bn, "epsilon", 1e-5))
+    scale = gamma / np.sqrt(var + eps)
+    return scale, beta - mean * scale
+
+
+def fold_into_conv(graph: ir.Graph, namer, conv: ir.Node, scale: np.ndarray | None, shift: np.ndarray | None,  # type: ignore[no-untyped-def]
+                   old_nodes: list[ir.Node], last_out: ir.Value) -> bool:
+    """Replace ``old_nodes`` (a Conv/ConvTranspose followed by per-output-channel affine
+    nodes ending in ``last_out``) by one conv with ``W*scale`` and ``B*scale + shift``."""
+    w = constant(conv.inputs[1])
+    b_value = conv.inputs[2] if len(conv.inputs) > 2 else None
+    b = constant(b_value) if b_value is not None else None
+    if w is None or w.dtype.kind != "f" or (b_value is not None and b is None):
+        return False
+    group = int(attr(conv, "group", 1))
+    transpose = conv.op_type == "ConvTranspose"
+    m = w.shape[1] * group if transpose else w.shape[0]
+    if transpose and group != 1:
+        return False
+    for vec in (scale, shift):
+        if vec is not None and vec.size != m:
+            return False
+    w64 = w.astype(np.float64)
+    b64 = np.zeros(m) if b is None else b.reshape(-1).astype(np.float64)
+    if scale is not None:
+        w64 = w64 * per_channel(scale, w.ndim, axis=1 if transpose else 0)
+        b64 = b64 * scale
+    if shift is not None:
+        b64 = b64 + shift
+    base = conv.name or "conv"
+    new_w = add_initializer(graph, namer, f"{base}.W_folded", w64.astype(w.dtype))
+    new_b = add_initializer(graph, namer, f"{base}.B_folded", b64.astype(w.dtype))
+    new = make_node(namer, conv.op_type, [conv.inputs[0], new_w, new_b], name=base, version=conv.version)
+    copy_attributes(conv, new)
+    replace(graph, old_nodes, [new], [last_out], [new.outputs[0]])
+    return True
+
+
+class ConvBatchNormFoldPass(RewritePass):
+    """``BatchNormalization(Conv(x, W, B))`` with constant W, B and BN parameters."""
+
+    def rewrite(self, model, graph, namer) -> int:  # type: ignore[no-untyped-def]
+        count = 0
+        for conv in graph_nodes(graph):
+            if conv.graph is not graph or not is_op(conv, ("Conv", "ConvTranspose")) or len(conv.inputs) < 2:
+                continue
+            bn = sole_consumer(conv.outputs[0])
+            if not is_op(bn, "BatchNormalization") or bn.inputs[0] is not conv.outputs[0]:
+                continue
+            affine = bn_inference_affine(model, bn, None)
+            if affine is None:
+                continue
+            if fold_into_conv(graph, namer, conv, affine[0], affine[1], [conv, bn], bn.outputs[0]):
+                count += 1
+        return count
