@@ -11,7 +11,7 @@ from __future__ import annotations
 import nox
 
 nox.options.default_venv_backend = "uv|virtualenv"
-nox.options.sessions = ["core", "sdk", "ep_cpu", "template", "integration", "conformance"]
+nox.options.sessions = ["core", "sdk", "ep_cpu", "ep_openvino", "template", "integration", "conformance", "ep_coreml", "ep_cuda"]
 nox.options.reuse_existing_virtualenvs = False
 
 ONNX_PIN = "onnx==1.23.*"  # conformance counts are comparable only on one onnx release
@@ -47,6 +47,13 @@ def ep_cpu(session: nox.Session) -> None:
 
 
 @nox.session
+def ep_openvino(session: nox.Session) -> None:
+    """epoxy-ep-openvino: capability, grouping, options, errors, cache; light models vs cpu."""
+    session.install("./core", "./plugins/ep-cpu", "./plugins/ep-openvino", ONNX_PIN, *PYTEST)
+    _pytest(session, "plugins/ep-openvino/tests")
+
+
+@nox.session
 def template(session: nox.Session) -> None:
     """The provider template passes the SDK's API scope."""
     session.install("./core", "./sdk[conformance]", "./sdk/template", *PYTEST)
@@ -65,6 +72,31 @@ def conformance(session: nox.Session) -> None:
     """The ONNX backend test suite (2033 cases) through epoxy with ep-cpu."""
     session.install("./core", "./sdk", "./plugins/ep-cpu[image]", ONNX_PIN, *PYTEST)
     _pytest(session, "tests/conformance", parallel=True)
+
+
+@nox.session
+def ep_coreml(session: nox.Session) -> None:
+    """epoxy-ep-coreml on any OS: ops converted to MIL, checked by a numpy MIL interpreter against ep-cpu."""
+    session.install("./core", "./plugins/ep-cpu", "./plugins/ep-coreml", ONNX_PIN, *PYTEST)
+    _pytest(session, "plugins/ep-coreml/tests", parallel=True)
+
+
+@nox.session
+def ep_coreml_macos(session: nox.Session) -> None:
+    """epoxy-ep-coreml predictions through Core ML (run on a Mac; not in the default list)."""
+    session.install("./core", "./plugins/ep-cpu", "./plugins/ep-coreml", ONNX_PIN, *PYTEST)
+    _pytest(session, "plugins/ep-coreml/tests", "-m", "macos")
+
+
+@nox.session
+def ep_cuda(session: nox.Session) -> None:
+    """epoxy-ep-cuda without a GPU: plugin listing, capability/partitioning and kernels on a
+    simulated device, and NVRTC compiling every kernel source (CuPy + the NVRTC wheel need
+    no driver). GPU tests are marked ``gpu`` and skip themselves; plugins/ep-cuda/gpu_check.sh
+    runs them on a GPU machine."""
+    session.install("./core", "./plugins/ep-cpu", "./plugins/ep-cuda[cuda13]", "nvidia-cuda-nvrtc>=13,<14",
+                    ONNX_PIN, *PYTEST)
+    _pytest(session, "plugins/ep-cuda/tests", parallel=True)
 
 
 @nox.session

@@ -46,10 +46,10 @@ def coremltools() -> ModuleType:
         with _lock:
             if _module is None:
                 with quiet():
-                    import coremltools as ct  # noqa: PLC0415 - lazy on purpose
+                    import coremltools as ct
 
                     # submodules used later, imported while still quiet
-                    import coremltools.converters.mil  # noqa: F401
+                    import coremltools.converters.mil
                 _module = ct
     return _module
 

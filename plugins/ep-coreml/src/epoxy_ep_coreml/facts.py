@@ -98,7 +98,7 @@ class Facts:
                 values = fold(node, self)
             except _NotFoldable:
                 continue
-            except Exception:  # a malformed constant chain is simply not folded
+            except Exception:  # noqa: BLE001, S112 - a malformed constant chain is simply not folded
                 continue
             if values is None:
                 continue

