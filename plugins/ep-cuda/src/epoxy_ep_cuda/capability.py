@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
 from epoxy.contract import GraphSpec, NodeSpec
 
 from .kernels.elementwise import fusable

@@ -20,12 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
 from epoxy.contract import NodeSpec
 from epoxy.kit import OpSupport
 
 F = frozenset({"float32", "float16"})
-I = frozenset({"int64", "int32"})  # noqa: E741
+I = frozenset({"int64", "int32"})
 B = frozenset({"bool"})
 FIB = F | I | B
 
@@ -90,7 +89,7 @@ def dtype_name(dtype: Any) -> str | None:
 
 def node_dtype(node: NodeSpec, opdef: OpDef) -> str | None:
     types = node.output_types if opdef.type_input < 0 else node.input_types
-    index = 0 if opdef.type_input < 0 else opdef.type_input
+    index = max(opdef.type_input, 0)
     if index >= len(types):
         return None
     return dtype_name(types[index].dtype)

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-
 from epoxy.contract import Capability, Device, FusedGroup, GraphSpec, KernelFn, NodeSpec, SubgraphSpec
 from epoxy.kit import Unsupported
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from cuda_helpers import gpu_unavailable_reason
 
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import epoxy
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
-
-import epoxy
 from epoxy_ep_cuda.testing import FakeCudaFactory, fake_registry
+from onnx import TensorProto, helper, numpy_helper
 
 NP2ONNX = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
            np.dtype(np.int64): TensorProto.INT64, np.dtype(np.bool_): TensorProto.BOOL,
@@ -40,11 +39,15 @@ def model(nodes: list[Any], inputs: dict[str, np.ndarray], outputs: list[str], i
 
 
 def run_both(model_bytes: bytes, feeds: dict[str, np.ndarray], options: dict[str, Any] | None = None,
-             factory: FakeCudaFactory | None = None) -> tuple[list[Any], list[Any], Any, Any]:
-    """(fake-cuda outputs, cpu outputs, the cuda provider, the cuda session)."""
+             factory: FakeCudaFactory | None = None, level: str | None = None) -> tuple[list[Any], list[Any], Any, Any]:
+    """(fake-cuda outputs, cpu outputs, the cuda provider, the cuda session).
+
+    ``level``: graph optimization level for the cuda session (structural tests pin
+    ``disable`` so the core's evolving rewrite passes do not change what they count)."""
     factory = factory or FakeCudaFactory()
     reg = fake_registry(factory)
-    s = epoxy.InferenceSession(model_bytes, providers=[("cuda", options or {}), "cpu"], registry=reg)
+    so = epoxy.SessionOptions(graph_optimization_level=level) if level else None
+    s = epoxy.InferenceSession(model_bytes, providers=[("cuda", options or {}), "cpu"], registry=reg, sess_options=so)
     ref = epoxy.InferenceSession(model_bytes, providers=["cpu"], registry=reg)
     return s.run(None, feeds), ref.run(None, feeds), factory.created[-1], s
 
@@ -66,7 +69,6 @@ _ = onnx
 
 def gpu_unavailable_reason() -> str | None:
     from epoxy.contract import ProviderUnavailable
-
     from epoxy_ep_cuda._cuda import probe_devices
 
     try:

@@ -5,12 +5,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import epoxy
 import numpy as np
 import pytest
-from onnx import helper
-
-import epoxy
 from cuda_helpers import model
+from onnx import helper
 
 pytestmark = pytest.mark.gpu
 R = np.random.default_rng(3)
@@ -112,7 +111,6 @@ def test_bert_small(options: dict) -> None:
 
 def test_iobinding_cupy_and_torch() -> None:
     import cupy as cp
-
     from epoxy_ep_cuda.iobinding import IOBinding
 
     m, feeds = _bert()

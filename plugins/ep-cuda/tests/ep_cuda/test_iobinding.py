@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+import epoxy
 import numpy as np
 import pytest
-from onnx import helper
-
-import epoxy
 from cuda_helpers import model
 from epoxy_ep_cuda.backend import FakeDeviceArray
 from epoxy_ep_cuda.iobinding import IOBinding
 from epoxy_ep_cuda.testing import FakeCudaFactory, fake_registry
+from onnx import helper
 
 
 def _session(nodes, feeds, outs):  # type: ignore[no-untyped-def]

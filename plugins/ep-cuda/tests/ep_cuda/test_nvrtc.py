@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 
 import pytest
-
 from epoxy_ep_cuda import codegen, cuda_sources
 
 
@@ -89,7 +88,6 @@ def test_fused_bert_groups_compile_for_hopper() -> None:
         pytest.skip("bench/models.py not in this checkout")
     sys.path.insert(0, str(root))
     import models  # type: ignore[import-not-found]
-
     from cuda_helpers import run_both
 
     cfg = dict(hidden=32, heads=2, ffn=64, layers=1, seq=8, vocab=50, max_positions=16, batch=1)

@@ -9,12 +9,10 @@ import sys
 
 import numpy as np
 import pytest
-
+from cuda_helpers import gpu_unavailable_reason
 from epoxy.contract import ProviderUnavailable
 from epoxy.errors import InvalidArgumentError
 from epoxy.plugins import ProviderRegistry
-
-from cuda_helpers import gpu_unavailable_reason
 from epoxy_ep_cuda.options import parse_memory_limit, parse_options
 
 no_gpu = pytest.mark.skipif(gpu_unavailable_reason() is None, reason="a GPU is usable here")
@@ -79,7 +77,6 @@ def test_missing_cupy_reason(monkeypatch: pytest.MonkeyPatch) -> None:
 @no_gpu
 def test_session_falls_back_to_cpu() -> None:
     import epoxy
-
     from cuda_helpers import model
     from onnx import helper
 

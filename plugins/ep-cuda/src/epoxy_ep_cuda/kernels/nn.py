@@ -7,9 +7,7 @@ import math
 from typing import Any
 
 import numpy as np
-
 from epoxy.contract import NodeSpec
-from epoxy.kit import Unsupported
 
 from .. import codegen
 from ..ops_table import Ctx, F, I, dtype_name, register
@@ -383,4 +381,4 @@ def argmax(node: NodeSpec, ctx: Ctx) -> Any:
     return run
 
 
-__all__ = ["dtype_name", "I"]
+__all__ = ["I", "dtype_name"]
