@@ -11,7 +11,7 @@ from __future__ import annotations
 import nox
 
 nox.options.default_venv_backend = "uv|virtualenv"
-nox.options.sessions = ["core", "sdk", "ep_cpu", "ep_openvino", "template", "integration", "conformance", "ep_coreml", "ep_cuda"]
+nox.options.sessions = ["core", "sdk", "ep_cpu", "ep_openvino", "template", "integration", "conformance", "ep_coreml", "ep_cuda", "reliability"]
 nox.options.reuse_existing_virtualenvs = False
 
 ONNX_PIN = "onnx==1.23.*"  # conformance counts are comparable only on one onnx release
@@ -97,6 +97,14 @@ def ep_cuda(session: nox.Session) -> None:
     session.install("./core", "./plugins/ep-cpu", "./plugins/ep-cuda[cuda13]", "nvidia-cuda-nvrtc>=13,<14",
                     ONNX_PIN, *PYTEST)
     _pytest(session, "plugins/ep-cuda/tests", parallel=True)
+
+
+@nox.session
+def reliability(session: nox.Session) -> None:
+    """Fuzzed models (bounded, fixed seed) + corpus, limits, feeds, threads, broken providers.
+    Long-running fuzzing and the soak are scripts: tests/reliability/fuzz.py, soak.py."""
+    session.install("./core", "./sdk", "./plugins/ep-cpu", ONNX_PIN, "hypothesis", *PYTEST)
+    _pytest(session, "tests/reliability")
 
 
 @nox.session

@@ -31,6 +31,7 @@ HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "corpus"
 #: the memory cap every fuzzed session runs under (session option), and the worker's address-space cap
 SESSION_MEMORY_LIMIT = 256 << 20
+SESSION_MAX_LOOP_ITERATIONS = 100_000
 WORKER_ADDRESS_SPACE = 6 << 30
 DEFAULT_TIMEOUT = 30.0
 FAILURES = ("foreign", "crash", "hang")
@@ -119,7 +120,8 @@ def execute(files: dict[str, bytes], by_path: bool, options: dict[str, Any] | No
         try:
             with warnings.catch_warnings(), np.errstate(all="ignore"):
                 warnings.simplefilter("ignore")
-                sess_options = epoxy.SessionOptions(memory_limit_bytes=memory_limit, **(options or {}))
+                sess_options = epoxy.SessionOptions(memory_limit_bytes=memory_limit, **(options or {}),
+                                                    max_loop_iterations=SESSION_MAX_LOOP_ITERATIONS)
                 session = epoxy.InferenceSession(source, providers=["cpu"], sess_options=sess_options)
                 feeds = _feeds(session, np.random.default_rng(0))
                 if feeds is None:

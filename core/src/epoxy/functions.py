@@ -235,6 +235,13 @@ def expand_node(
             bound.setdefault(default.name, default)
     for name, attr in node.attributes.items():
         bound[name] = ir.serde.serialize_attribute(attr)
+    for i, out in enumerate(node.outputs):
+        if i >= len(function.output) and out.name and (out.uses() or out.is_graph_output()):
+            raise InvalidGraphError(
+                f"node {node.name or node.op_type!r} uses output {i} ({out.name!r}) of function "
+                f"{function.domain or 'ai.onnx'}.{function.name}, which declares {len(function.output)} output(s)",
+                node=node.name,
+            )
     prefix = caller_name + "/"
     fresh = _Namer(values.used)
     prefixed = lambda base: fresh(prefix + base)  # noqa: E731

@@ -64,7 +64,9 @@ def _first_bad_text(message: Any, path: str) -> str | None:
 
     for field_desc, value in message.ListFields():
         where = f"{path}.{field_desc.name}"
-        repeated = field_desc.label == FieldDescriptor.LABEL_REPEATED
+        repeated = getattr(field_desc, "is_repeated", None)
+        if repeated is None:  # protobuf < 5.27
+            repeated = field_desc.label == FieldDescriptor.LABEL_REPEATED
         if field_desc.type == FieldDescriptor.TYPE_STRING:
             for item in (value if repeated else (value,)):
                 if not isinstance(item, str):

@@ -212,6 +212,9 @@ class InferenceSession:
 
     def _create_providers(self, providers: Any, provider_options: Any, notes: list[str]) -> list[tuple[str, Provider]]:
         pairs = _normalize_providers(providers, provider_options, self._registry)
+        if providers is None:  # say why installed providers are not in the default list
+            notes.extend(f"provider {e.name!r} unavailable: {e.unavailable_reason}"
+                         for e in self._registry.entries() if not e.available)
         if not self._options.disable_fallback and FALLBACK_PROVIDER not in [n for n, _ in pairs]:
             if self._registry.get(FALLBACK_PROVIDER) is not None:
                 pairs.append((FALLBACK_PROVIDER, {}))
@@ -235,10 +238,17 @@ class InferenceSession:
             except InvalidArgumentError:
                 raise
             except Exception as exc:
-                raise ProviderError(
+                error = ProviderError(
                     f"provider {name!r} failed to start on {device.label}: {type(exc).__name__}: {exc}",
                     provider=name,
-                ) from exc
+                )
+                # a provider the user did not ask for (default list) must not break every session
+                if providers is not None or name == FALLBACK_PROVIDER or strict_mode():
+                    raise error from exc
+                note = f"provider {name!r} skipped: {error}"
+                warnings.warn(note, RuntimeWarning, stacklevel=3)
+                notes.append(note)
+                continue
             created.append((name, provider))
         if not created:
             raise InvalidArgumentError("no usable provider: " + ("; ".join(notes) or "none requested"))

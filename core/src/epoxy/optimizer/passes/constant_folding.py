@@ -1,9 +1,10 @@
-"""Fold nodes whose inputs are all constants into initializers, for a small set of ops.
+"""Fold weight plumbing whose inputs are all constants into initializers.
 
-Only ops whose numpy evaluation is exact and cheap are folded here (shape plumbing and
-float arithmetic), so the later fusion passes see weights as initializers: e.g. models
-generating their weights with ``ConstantOfShape`` or unsqueezing per-channel vectors.
-The plan builder still folds every other constant node with the providers' kernels.
+Only data-movement ops whose numpy evaluation is exact are folded here (ConstantOfShape,
+Unsqueeze, Squeeze, Reshape, Transpose, Concat, Identity), so the fusion passes that follow
+see weights as initializers: e.g. models generating their weights with ``ConstantOfShape``
+or unsqueezing per-channel vectors. Everything else constant (arithmetic...) is folded by
+the plan builder with the providers' own kernels.
 """
 
 from __future__ import annotations
@@ -13,10 +14,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
-from ._util import RewritePass, add_initializer, attr, constant, graph_nodes, is_op, opset_of
-
-_FLOAT_KINDS = "f"
-
+from .util import RewritePass, add_initializer, attr, constant, graph_nodes, is_op, opset_of
 
 def _axes(node: ir.Node, opset: int, since: int, args: list[np.ndarray | None]) -> list[int] | None:
     if opset >= since:
@@ -86,17 +84,6 @@ def _concat(node: ir.Node, opset: int, args: list) -> np.ndarray | None:
     return np.concatenate(args, axis=axis)
 
 
-def _float_op(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray | None]:
-    def run(node: ir.Node, opset: int, args: list) -> np.ndarray | None:
-        if any(a is None or a.dtype.kind not in _FLOAT_KINDS for a in args) or len({a.dtype for a in args}) != 1:
-            return None
-        with np.errstate(all="ignore"):
-            out = fn(*args)
-        return np.asarray(out, dtype=args[0].dtype)
-
-    return run
-
-
 FOLDERS: dict[str, tuple[int, Callable[..., np.ndarray | None]]] = {
     # op: (number of inputs read, evaluator)
     "ConstantOfShape": (1, _constant_of_shape),
@@ -106,13 +93,6 @@ FOLDERS: dict[str, tuple[int, Callable[..., np.ndarray | None]]] = {
     "Transpose": (1, _transpose),
     "Identity": (1, lambda node, opset, args: args[0]),
     "Concat": (-1, _concat),
-    "Add": (2, _float_op(np.add)),
-    "Sub": (2, _float_op(np.subtract)),
-    "Mul": (2, _float_op(np.multiply)),
-    "Div": (2, _float_op(np.divide)),
-    "Neg": (1, _float_op(np.negative)),
-    "Sqrt": (1, _float_op(np.sqrt)),
-    "Reciprocal": (1, _float_op(np.reciprocal)),
 }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from ._util import (RewritePass, add_initializer, attr, constant, copy_attributes, graph_nodes, is_op, make_node, opset_of,
+from .util import (RewritePass, add_initializer, attr, constant, copy_attributes, graph_nodes, is_op, make_node, opset_of,
                     per_channel, replace, sole_consumer)
 
 

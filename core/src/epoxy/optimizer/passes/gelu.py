@@ -15,7 +15,7 @@ import math
 
 import onnx_ir as ir
 
-from ._util import (RewritePass, binary_with_scalar, close, dtype_of, fused_version, graph_nodes, is_op,
+from .util import (RewritePass, binary_with_scalar, close, dtype_of, fused_version, graph_nodes, is_op,
                     make_node, private, replace, scalar, sole_consumer)
 
 _TYPES = (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16)
@@ -94,7 +94,7 @@ def _match_tanh(tanh: ir.Node) -> tuple[ir.Value, list[ir.Node], ir.Value] | Non
     s = s_val.producer() if s_val is not None else None
     if not is_op(s, "Mul") or not private(s_val, [tanh]) or len(s.inputs) != 2:  # type: ignore[union-attr]
         return None
-    r_val = next((v for v in s.inputs if v is not None and close(binary_with_scalar(s, "Mul", v), SQRT_2_OVER_PI, 1e-5)), None)  # type: ignore[union-attr]
+    r_val = next((v for v in s.inputs if v is not None and close(binary_with_scalar(s, "Mul", v), SQRT_2_OVER_PI)), None)  # type: ignore[union-attr]
     r = r_val.producer() if r_val is not None else None
     if not is_op(r, "Add") or not private(r_val, [s]) or len(r.inputs) != 2:  # type: ignore[list-item,union-attr]
         return None
@@ -102,7 +102,7 @@ def _match_tanh(tanh: ir.Node) -> tuple[ir.Value, list[ir.Node], ir.Value] | Non
         q = q_val.producer() if q_val is not None else None
         if q is None or not private(q_val, [r]):  # type: ignore[list-item]
             continue
-        p_val = next((v for v in q.inputs if v is not None and close(binary_with_scalar(q, "Mul", v), 0.044715, 1e-5)), None)
+        p_val = next((v for v in q.inputs if v is not None and close(binary_with_scalar(q, "Mul", v), 0.044715)), None)
         if p_val is None or not private(p_val, [q]):
             continue
         cube = _cube_of(p_val)

@@ -23,3 +23,19 @@ def output_dtype(node: NodeSpec, index: int = 0) -> np.dtype | None:
     if index < len(node.output_types):
         return node.output_types[index].dtype
     return None
+
+
+#: No output may be larger than this many bytes: numpy's own size arithmetic overflows
+#: (and np.tile segfaults) long before, so shapes computed from tensor values are checked.
+MAX_OUTPUT_BYTES = 1 << 48
+
+
+def check_output_shape(op: str, shape: Sequence[int], itemsize: int) -> None:
+    """Raise ``ValueError`` for a negative dim or a size no machine can allocate."""
+    total = itemsize
+    for d in shape:
+        if d < 0:
+            raise ValueError(f"{op}: output shape {list(shape)} has a negative dimension")
+        total *= int(d)
+    if total > MAX_OUTPUT_BYTES:
+        raise ValueError(f"{op}: output shape {list(shape)} would need {total:,} bytes; refused")

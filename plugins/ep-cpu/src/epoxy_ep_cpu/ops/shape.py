@@ -12,6 +12,7 @@ from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
+from ._util import check_output_shape
 from ._shape_util import (
     arr,
     contig,
@@ -307,6 +308,7 @@ def tile_v1(node: NodeSpec):  # type: ignore[no-untyped-def]
     def run(x: np.ndarray, tiles: np.ndarray, axis: np.ndarray) -> np.ndarray:
         reps = [1] * x.ndim
         reps[norm_axis(to_int(axis), x.ndim)] = to_int(tiles)
+        check_output_shape("Tile", [d * r for d, r in zip(x.shape, reps)], x.itemsize)
         return np.tile(x, reps)
 
     return run
@@ -318,6 +320,7 @@ def tile(node: NodeSpec):  # type: ignore[no-untyped-def]
         reps = to_ints(repeats)
         if len(reps) != x.ndim:
             raise ValueError(f"Tile: repeats {reps} do not match input rank {x.ndim}")
+        check_output_shape("Tile", [d * r for d, r in zip(x.shape, reps)], x.itemsize)
         return np.tile(x, reps) if x.ndim else x.copy()
 
     return run

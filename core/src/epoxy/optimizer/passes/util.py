@@ -1,4 +1,4 @@
-"""Helpers shared by the rewrite passes: constants, use checks, naming, node replacement.
+"""Helpers for writing rewrite passes (used by the core's passes and by providers' passes).
 
 Every pass here works on the main graph only (subgraphs of control-flow nodes are left as
 they are) and matches patterns whose intermediate values have no reader outside the

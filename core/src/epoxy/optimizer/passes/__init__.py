@@ -1,0 +1,29 @@
+"""The core's graph rewrite passes (``onnx_ir`` in-place passes), one module per pass.
+
+All of them are exact up to float rounding; they rewrite the main graph (not the
+subgraphs of control-flow nodes) and only touch patterns whose intermediate values are
+read by nothing else. ``builtin.py`` registers them by level.
+"""
+
+from .constant_folding import ConstantFoldingPass
+from .conv_affine import BatchNormAffineFoldPass, ConvAffineFoldPass
+from .conv_bn import ConvBatchNormFoldPass
+from .dropout import DropoutEliminationPass
+from .gelu import GeluFusionPass
+from .layer_norm import LayerNormFusionPass
+from .legacy_initializers import LegacyInitializerInputsPass
+from .matmul_add import MatMulAddToGemmPass
+from .reshape_transpose import ReshapeTransposeSimplifyPass
+
+__all__ = [
+    "BatchNormAffineFoldPass",
+    "ConstantFoldingPass",
+    "ConvAffineFoldPass",
+    "ConvBatchNormFoldPass",
+    "DropoutEliminationPass",
+    "GeluFusionPass",
+    "LayerNormFusionPass",
+    "LegacyInitializerInputsPass",
+    "MatMulAddToGemmPass",
+    "ReshapeTransposeSimplifyPass",
+]

@@ -1,0 +1,371 @@
+"""The core's rewrite passes: each fires on its pattern, leaves look-alikes alone, and the
+outputs before and after agree (onnx.reference as the oracle, random weights)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from epoxy import InferenceSession, SessionOptions
+from epoxy.optimizer.passes import (BatchNormAffineFoldPass, ConstantFoldingPass, ConvAffineFoldPass,
+                                    ConvBatchNormFoldPass, DropoutEliminationPass, GeluFusionPass,
+                                    LayerNormFusionPass, LegacyInitializerInputsPass, MatMulAddToGemmPass,
+                                    ReshapeTransposeSimplifyPass)
+
+F = TensorProto.FLOAT
+RNG = np.random.default_rng(0)
+
+
+def vi(name, shape, elem=F):  # type: ignore[no-untyped-def]
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def init(name, array):  # type: ignore[no-untyped-def]
+    return numpy_helper.from_array(np.asarray(array), name)
+
+
+def rand(*shape, scale=1.0, dtype=np.float32):  # type: ignore[no-untyped-def]
+    return (RNG.standard_normal(shape) * scale).astype(dtype)
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17, ir_version=8):  # type: ignore[no-untyped-def]
+    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = ir_version
+    return onnx.shape_inference.infer_shapes(m)
+
+
+def run_ref(proto, feeds):  # type: ignore[no-untyped-def]
+    return ReferenceEvaluator(proto).run(None, feeds)
+
+
+def apply(proto, *passes, bump_opset=None):  # type: ignore[no-untyped-def]
+    """Run the passes on a copy of ``proto``; return (optimized proto, ir model, counts)."""
+    m = ir.serde.deserialize_model(proto)
+    counts = []
+    for p in passes:
+        p(m)
+        counts.append(getattr(p, "count", None))
+    if bump_opset:
+        m.opset_imports[""] = max(m.opset_imports.get("", 1), bump_opset)
+    return ir.serde.serialize_model(m), m, counts
+
+
+def ops(m: ir.Model) -> list[str]:
+    return [n.op_type for n in m.graph]
+
+
+def check_same(before, after, feeds, rtol=1e-5, atol=1e-5):  # type: ignore[no-untyped-def]
+    onnx.checker.check_model(after)
+    for a, b in zip(run_ref(before, feeds), run_ref(after, feeds)):
+        np.testing.assert_allclose(b, a, rtol=rtol, atol=atol)
+
+
+# -- Dropout -----------------------------------------------------------------------------
+@pytest.mark.parametrize("opset", [9, 12, 17])
+def test_dropout_eliminated(opset):  # type: ignore[no-untyped-def]
+    extra = {"ratio": 0.3} if opset < 12 else {}
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Dropout", ["r"], ["d"], **extra),
+             helper.make_node("Neg", ["d"], ["y"])]
+    m = model(nodes, [vi("x", [2, 3])], [vi("y", [2, 3])], opset=opset)
+    after, im, counts = apply(m, DropoutEliminationPass())
+    assert counts == [1] and ops(im) == ["Relu", "Neg"]
+    check_same(m, after, {"x": rand(2, 3)})
+
+
+def test_dropout_as_graph_output_keeps_the_name():  # type: ignore[no-untyped-def]
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Dropout", ["r"], ["y"])]
+    m = model(nodes, [vi("x", [2, 3])], [vi("y", [2, 3])])
+    after, im, _ = apply(m, DropoutEliminationPass())
+    assert ops(im) == ["Relu"] and [o.name for o in im.graph.outputs] == ["y"]
+    check_same(m, after, {"x": rand(2, 3)})
+
+
+def test_dropout_kept_when_training_or_mask_used():  # type: ignore[no-untyped-def]
+    t = init("t", np.array(True))
+    nodes = [helper.make_node("Dropout", ["x", "", "t"], ["y"])]
+    m = model(nodes, [vi("x", [2, 3])], [vi("y", [2, 3])], [t])
+    assert apply(m, DropoutEliminationPass())[2] == [0]
+    nodes = [helper.make_node("Dropout", ["x"], ["y", "mask"])]
+    m = model(nodes, [vi("x", [2, 3])], [vi("y", [2, 3]), vi("mask", [2, 3], TensorProto.BOOL)])
+    assert apply(m, DropoutEliminationPass())[2] == [0]
+
+
+# -- legacy initializers + constant folding -------------------------------------------------
+def test_legacy_initializer_inputs_and_constant_of_shape_folding():  # type: ignore[no-untyped-def]
+    shape = init("w_shape", np.array([4, 3, 1, 1], np.int64))
+    cos = helper.make_node("ConstantOfShape", ["w_shape"], ["w"], value=helper.make_tensor("v", F, [1], [0.5]))
+    conv = helper.make_node("Conv", ["x", "w"], ["y"])
+    m = model([cos, conv], [vi("x", [1, 3, 5, 5]), vi("w_shape", [4], TensorProto.INT64)], [vi("y", None)],
+              [shape], opset=9, ir_version=3)
+    # IR 3: w_shape is an input too, so nothing is constant until the legacy pass runs
+    assert apply(m, ConstantFoldingPass())[2] == [0]
+    after, im, counts = apply(m, LegacyInitializerInputsPass(), ConstantFoldingPass())
+    assert counts[1] == 1 and ops(im) == ["Conv"] and [v.name for v in im.graph.inputs] == ["x"]
+    np.testing.assert_array_equal(im.graph.initializers["w"].const_value.numpy(), np.full((4, 3, 1, 1), 0.5, np.float32))
+    check_same(m, after, {"x": rand(1, 3, 5, 5)})
+
+
+def test_legacy_pass_leaves_modern_models_alone():  # type: ignore[no-untyped-def]
+    m = model([helper.make_node("Add", ["x", "c"], ["y"])], [vi("x", [2]), vi("c", [2])], [vi("y", [2])],
+              [init("c", np.ones(2, np.float32))])
+    _, im, _ = apply(m, LegacyInitializerInputsPass(), ConstantFoldingPass())
+    assert [v.name for v in im.graph.inputs] == ["x", "c"] and ops(im) == ["Add"]
+
+
+def test_constant_folding_chain():  # type: ignore[no-untyped-def]
+    nodes = [
+        helper.make_node("Unsqueeze", ["v", "axes"], ["u"]),
+        helper.make_node("Transpose", ["u"], ["ut"], perm=[1, 0]),
+        helper.make_node("Reshape", ["ut", "shape"], ["ur"]),
+        helper.make_node("Add", ["x", "ur"], ["y"]),
+    ]
+    inits = [init("v", rand(3)), init("axes", np.array([1], np.int64)), init("shape", np.array([0, -1], np.int64))]
+    m = model(nodes, [vi("x", [1, 3])], [vi("y", [1, 3])], inits, opset=13)
+    after, im, counts = apply(m, ConstantFoldingPass())
+    assert counts == [3] and ops(im) == ["Add"]
+    check_same(m, after, {"x": rand(1, 3)})
+
+
+# -- Conv + BatchNormalization / affine folding ------------------------------------------
+def _conv_bn_model(op="Conv", group=1, with_bias=True, extra=()):  # type: ignore[no-untyped-def]
+    c, m_ = 4, 6
+    if op == "Conv":
+        w = rand(m_, c // group, 3, 3)
+    else:
+        w = rand(c, m_ // group, 3, 3)
+    inits = [init("w", w), init("scale", rand(m_) + 1.5), init("bias", rand(m_)), init("mean", rand(m_)),
+             init("var", np.abs(rand(m_)) + 0.1)]
+    conv_in = ["x", "w"]
+    if with_bias:
+        inits.append(init("b", rand(m_)))
+        conv_in.append("b")
+    nodes = [helper.make_node(op, conv_in, ["c"], pads=[1, 1, 1, 1], group=group),
+             helper.make_node("BatchNormalization", ["c", "scale", "bias", "mean", "var"], ["bn"], epsilon=1e-3)]
+    last = "bn"
+    for i, (kind, shape) in enumerate(extra):
+        inits.append(init(f"k{i}", rand(*shape) + (2.0 if kind in ("Mul", "Div") else 0.0)))
+        nodes.append(helper.make_node(kind, [last, f"k{i}"], [f"e{i}"]))
+        last = f"e{i}"
+    nodes.append(helper.make_node("Relu", [last], ["y"]))
+    return model(nodes, [vi("x", [2, c, 7, 7])], [vi("y", None)], inits)
+
+
+@pytest.mark.parametrize("op,group,bias", [("Conv", 1, True), ("Conv", 2, False), ("ConvTranspose", 1, True)])
+def test_conv_bn_folded(op, group, bias):  # type: ignore[no-untyped-def]
+    m = _conv_bn_model(op, group, bias)
+    after, im, counts = apply(m, ConvBatchNormFoldPass())
+    assert counts == [1] and ops(im) == [op, "Relu"]
+    check_same(m, after, {"x": rand(2, 4, 7, 7)}, rtol=1e-4, atol=1e-4)
+
+
+def test_conv_bn_not_folded_when_conv_output_is_shared():  # type: ignore[no-untyped-def]
+    m = _conv_bn_model()
+    g = m.graph
+    g.output.append(vi("c", None))
+    assert apply(m, ConvBatchNormFoldPass())[2] == [0]
+
+
+def test_bn_then_per_channel_mul_add_fold_into_conv():  # type: ignore[no-untyped-def]
+    # densenet / inception_v2 style: BN followed by an unsqueezed per-channel scale and shift
+    m = _conv_bn_model(extra=[("Mul", (6, 1, 1)), ("Add", (1, 6, 1, 1)), ("Sub", (6, 1, 1)), ("Div", (1,))])
+    after, im, counts = apply(m, ConvBatchNormFoldPass(), ConvAffineFoldPass())
+    assert counts == [1, 1] and ops(im) == ["Conv", "Relu"]
+    check_same(m, after, {"x": rand(2, 4, 7, 7)}, rtol=1e-4, atol=1e-4)
+
+
+def test_bn_affine_fold_without_conv():  # type: ignore[no-untyped-def]
+    inits = [init("scale", rand(5) + 1.5), init("bias", rand(5)), init("mean", rand(5)),
+             init("var", np.abs(rand(5)) + 0.1), init("s", rand(5, 1, 1)), init("t", rand(5, 1, 1))]
+    nodes = [helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["bn"]),
+             helper.make_node("Mul", ["bn", "s"], ["m"]), helper.make_node("Add", ["t", "m"], ["y"])]
+    # (opset 15: onnx.reference's BatchNormalization-9 does not compute inference mode)
+    m = model(nodes, [vi("x", [1, 5, 4, 4])], [vi("y", [1, 5, 4, 4])], inits, opset=15)
+    after, im, counts = apply(m, BatchNormAffineFoldPass())
+    assert counts == [1] and ops(im) == ["BatchNormalization"]
+    check_same(m, after, {"x": rand(1, 5, 4, 4)}, rtol=1e-4, atol=1e-4)
+
+
+def test_conv_add_bias_folding_and_non_channel_constants_left_alone():  # type: ignore[no-untyped-def]
+    inits = [init("w", rand(3, 2, 1, 1)), init("b", rand(1, 3, 1, 1)), init("full", rand(1, 3, 4, 4))]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Add", ["c", "b"], ["a"]),
+             helper.make_node("Add", ["a", "full"], ["y"])]
+    m = model(nodes, [vi("x", [1, 2, 4, 4])], [vi("y", [1, 3, 4, 4])], inits)
+    after, im, counts = apply(m, ConvAffineFoldPass())
+    assert counts == [1] and ops(im) == ["Conv", "Add"]
+    check_same(m, after, {"x": rand(1, 2, 4, 4)})
+
+
+def test_conv_with_dynamic_weights_is_not_folded():  # type: ignore[no-untyped-def]
+    inits = [init("b", rand(3, 1, 1))]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Add", ["c", "b"], ["y"])]
+    m = model(nodes, [vi("x", [1, 2, 4, 4]), vi("w", [3, 2, 1, 1])], [vi("y", None)], inits)
+    assert apply(m, ConvAffineFoldPass())[2] == [0]
+
+
+# -- MatMul + Add -> Gemm --------------------------------------------------------------------
+@pytest.mark.parametrize("bias_shape,fires", [((5,), True), ((1, 5), True), ((3, 5), True), ((2, 3, 5), False)])
+def test_matmul_add_to_gemm(bias_shape, fires):  # type: ignore[no-untyped-def]
+    inits = [init("w", rand(4, 5)), init("b", rand(*bias_shape))]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["mm"]), helper.make_node("Add", ["b", "mm"], ["y"])]
+    m = model(nodes, [vi("x", [3, 4])], [vi("y", None)], inits)
+    after, im, counts = apply(m, MatMulAddToGemmPass())
+    assert counts == [int(fires)]
+    assert ops(im) == (["Gemm"] if fires else ["MatMul", "Add"])
+    check_same(m, after, {"x": rand(3, 4)})
+
+
+def test_matmul_add_3d_is_not_gemm():  # type: ignore[no-untyped-def]
+    inits = [init("w", rand(4, 5)), init("b", rand(5))]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["mm"]), helper.make_node("Add", ["mm", "b"], ["y"])]
+    m = model(nodes, [vi("x", [2, 3, 4])], [vi("y", None)], inits)
+    assert apply(m, MatMulAddToGemmPass())[2] == [0]
+
+
+# -- Reshape / Transpose ---------------------------------------------------------------------
+def test_transpose_chains():  # type: ignore[no-untyped-def]
+    nodes = [helper.make_node("Transpose", ["x"], ["t1"], perm=[0, 2, 3, 1]),
+             helper.make_node("Transpose", ["t1"], ["t2"], perm=[0, 3, 1, 2]),  # inverse: gone
+             helper.make_node("Transpose", ["t2"], ["t3"], perm=[1, 0, 2, 3]),
+             helper.make_node("Transpose", ["t3"], ["y"], perm=[0, 1, 3, 2])]
+    m = model(nodes, [vi("x", [2, 3, 4, 5])], [vi("y", None)])
+    after, im, counts = apply(m, ReshapeTransposeSimplifyPass())
+    assert ops(im) == ["Transpose"]
+    check_same(m, after, {"x": rand(2, 3, 4, 5)})
+
+
+def test_reshape_chains():  # type: ignore[no-untyped-def]
+    inits = [init("s1", np.array([6, 20], np.int64)), init("s2", np.array([-1, 4, 5], np.int64)),
+             init("s3", np.array([0, 4, 5], np.int64))]
+    nodes = [helper.make_node("Reshape", ["x", "s1"], ["r1"]), helper.make_node("Reshape", ["r1", "s2"], ["r2"]),
+             helper.make_node("Reshape", ["r2", "s3"], ["y"])]  # r2 -> same shape: removed
+    m = model(nodes, [vi("x", [2, 3, 4, 5])], [vi("y", None)], inits)
+    after, im, _ = apply(m, ReshapeTransposeSimplifyPass())
+    assert ops(im) == ["Reshape"]
+    check_same(m, after, {"x": rand(2, 3, 4, 5)})
+
+
+def test_reshape_with_zero_after_reshape_kept():  # type: ignore[no-untyped-def]
+    inits = [init("s1", np.array([6, 20], np.int64)), init("s2", np.array([0, 4, 5], np.int64))]
+    nodes = [helper.make_node("Reshape", ["x", "s1"], ["r1"]), helper.make_node("Reshape", ["r1", "s2"], ["y"])]
+    m = model(nodes, [vi("x", [2, 3, 4, 5])], [vi("y", None)], inits)
+    _, im, _ = apply(m, ReshapeTransposeSimplifyPass())
+    assert ops(im) == ["Reshape", "Reshape"]
+
+
+# -- GELU ------------------------------------------------------------------------------------
+def _c(name, v):  # type: ignore[no-untyped-def]
+    return init(name, np.array(v, np.float32))
+
+
+def _erf_gelu(grouping: str, use_mul: bool = False):  # type: ignore[no-untyped-def]
+    inits = [_c("sqrt2", math.sqrt(2)), _c("inv_sqrt2", 1 / math.sqrt(2)), _c("one", 1.0), _c("half", 0.5)]
+    first = helper.make_node("Mul", ["x", "inv_sqrt2"], ["d"]) if use_mul else helper.make_node("Div", ["x", "sqrt2"], ["d"])
+    nodes = [helper.make_node("Relu", ["in"], ["x"]), first, helper.make_node("Erf", ["d"], ["e"]),
+             helper.make_node("Add", ["one", "e"], ["a"])]
+    if grouping == "x*a*0.5":
+        nodes += [helper.make_node("Mul", ["x", "a"], ["m"]), helper.make_node("Mul", ["m", "half"], ["g"])]
+    elif grouping == "(x*0.5)*a":
+        nodes += [helper.make_node("Mul", ["half", "x"], ["h"]), helper.make_node("Mul", ["h", "a"], ["g"])]
+    else:
+        nodes += [helper.make_node("Mul", ["a", "half"], ["h"]), helper.make_node("Mul", ["x", "h"], ["g"])]
+    nodes.append(helper.make_node("Neg", ["g"], ["y"]))
+    return model(nodes, [vi("in", [3, 8])], [vi("y", [3, 8])], inits, opset=17)
+
+
+@pytest.mark.parametrize("grouping", ["x*a*0.5", "(x*0.5)*a", "x*(a*0.5)"])
+@pytest.mark.parametrize("use_mul", [False, True])
+def test_erf_gelu_fused(grouping, use_mul):  # type: ignore[no-untyped-def]
+    m = _erf_gelu(grouping, use_mul)
+    after, im, counts = apply(m, GeluFusionPass(), bump_opset=20)
+    assert counts == [1] and ops(im) == ["Relu", "Gelu", "Neg"]
+    gelu = [n for n in im.graph if n.op_type == "Gelu"][0]
+    assert gelu.version == 20  # the model is opset 17: the node carries its own version
+    check_same(m, after, {"in": rand(3, 8)})
+
+
+def test_tanh_gelu_fused():  # type: ignore[no-untyped-def]
+    inits = [_c("three", 3.0), _c("k", 0.044715), _c("c", math.sqrt(2 / math.pi)), _c("one", 1.0), _c("half", 0.5)]
+    for cube in ("pow", "mul"):
+        nodes = [helper.make_node("Pow", ["x", "three"], ["p"])] if cube == "pow" else [
+            helper.make_node("Mul", ["x", "x"], ["sq"]), helper.make_node("Mul", ["sq", "x"], ["p"])]
+        nodes += [helper.make_node("Mul", ["k", "p"], ["q"]), helper.make_node("Add", ["x", "q"], ["r"]),
+                  helper.make_node("Mul", ["r", "c"], ["s"]), helper.make_node("Tanh", ["s"], ["t"]),
+                  helper.make_node("Add", ["t", "one"], ["a"]), helper.make_node("Mul", ["x", "half"], ["h"]),
+                  helper.make_node("Mul", ["h", "a"], ["y"])]
+        m = model(nodes, [vi("x", [4, 6])], [vi("y", [4, 6])], inits, opset=20)
+        after, im, counts = apply(m, GeluFusionPass())
+        assert counts == [1] and ops(im) == ["Gelu"]
+        assert im.graph.node(0).attributes["approximate"].value == "tanh"
+        assert im.graph.node(0).version is None  # opset 20 model: no override needed
+        check_same(m, after, {"x": rand(4, 6)})
+
+
+def test_gelu_with_wrong_constant_or_shared_intermediate_not_fused():  # type: ignore[no-untyped-def]
+    m = _erf_gelu("x*a*0.5")
+    m.graph.initializer[0].CopyFrom(_c("sqrt2", 1.5))
+    assert apply(m, GeluFusionPass())[2] == [0]
+    m = _erf_gelu("x*a*0.5")
+    m.graph.output.append(vi("e", [3, 8]))
+    assert apply(m, GeluFusionPass())[2] == [0]
+
+
+# -- LayerNorm -------------------------------------------------------------------------------
+def _ln_model(opset=17, square="pow", recip=False, affine=True, gamma_shape=(16,)):  # type: ignore[no-untyped-def]
+    inits = [_c("two", 2.0), _c("eps", 1e-5), init("gamma", rand(*gamma_shape)), init("beta", rand(16))]
+    def mean(i, o):  # type: ignore[no-untyped-def]
+        if opset >= 18:
+            return helper.make_node("ReduceMean", [i, "axes"], [o])
+        return helper.make_node("ReduceMean", [i], [o], axes=[-1])
+    if opset >= 18:
+        inits.append(init("axes", np.array([-1], np.int64)))
+    nodes = [mean("x", "mu"), helper.make_node("Sub", ["x", "mu"], ["d"])]
+    nodes.append(helper.make_node("Pow", ["d", "two"], ["sq"]) if square == "pow" else helper.make_node("Mul", ["d", "d"], ["sq"]))
+    nodes += [mean("sq", "var"), helper.make_node("Add", ["var", "eps"], ["ve"]), helper.make_node("Sqrt", ["ve"], ["sd"])]
+    if recip:
+        nodes += [helper.make_node("Reciprocal", ["sd"], ["inv"]), helper.make_node("Mul", ["d", "inv"], ["n"])]
+    else:
+        nodes.append(helper.make_node("Div", ["d", "sd"], ["n"]))
+    if affine:
+        nodes += [helper.make_node("Mul", ["gamma", "n"], ["g"]), helper.make_node("Add", ["g", "beta"], ["y"])]
+    else:
+        nodes.append(helper.make_node("Identity", ["n"], ["y"]))
+    return model(nodes, [vi("x", [2, 5, 16])], [vi("y", [2, 5, 16])], inits, opset=opset)
+
+
+@pytest.mark.parametrize("opset,square,recip,affine", [(13, "pow", False, True), (18, "mul", True, True),
+                                                        (17, "pow", False, False)])
+def test_layer_norm_fused(opset, square, recip, affine):  # type: ignore[no-untyped-def]
+    m = _ln_model(opset, square, recip, affine)
+    after, im, counts = apply(m, LayerNormFusionPass(), bump_opset=17)
+    assert counts == [1] and "LayerNormalization" in ops(im) and "ReduceMean" not in ops(im)
+    ln = [n for n in im.graph if n.op_type == "LayerNormalization"][0]
+    assert ln.version == (17 if opset < 17 else None)
+    check_same(m, after, {"x": rand(2, 5, 16)}, rtol=1e-4, atol=1e-4)
+
+
+def test_layer_norm_with_non_vector_gamma_not_fused():  # type: ignore[no-untyped-def]
+    m = _ln_model(gamma_shape=(5, 16))
+    assert apply(m, LayerNormFusionPass())[2] == [0]
+
+
+# -- through a session (mini provider): levels ---------------------------------------------
+def test_levels_through_a_session(make_registry):  # type: ignore[no-untyped-def]
+    inits = [init("w", rand(4, 5)), init("b", rand(5))]
+    nodes = [helper.make_node("Identity", ["x"], ["xi"]), helper.make_node("MatMul", ["xi", "w"], ["mm"]),
+             helper.make_node("Add", ["mm", "b"], ["y"])]
+    m = model(nodes, [vi("x", [3, 4])], [vi("y", [3, 5])], inits)
+    disabled = InferenceSession(m, providers=["cpu"], registry=make_registry(),
+                                sess_options=SessionOptions(graph_optimization_level="disable"))
+    assert disabled.applied_passes == []
+    # the mini provider has no Gemm kernel: the fused node would be unrunnable, so check IR only
+    _, im, _ = apply(m, MatMulAddToGemmPass())
+    assert ops(im) == ["Identity", "Gemm"]
+    x = rand(3, 4)
+    np.testing.assert_allclose(disabled.run(None, {"x": x})[0], run_ref(m, {"x": x})[0], rtol=1e-5)
