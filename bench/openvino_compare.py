@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from compare import max_abs_diff, time_interleaved  # noqa: E402
-from models import select_models  # noqa: E402
+from compare import max_abs_diff, time_interleaved
+from models import select_models
 
 
 def ov_config(threads: int) -> dict:

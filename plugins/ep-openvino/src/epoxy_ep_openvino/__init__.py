@@ -10,7 +10,7 @@ from typing import Any
 
 from .version import __version__
 
-__all__ = ["__version__", "stats", "openvino_provider"]
+__all__ = ["__version__", "openvino_provider", "stats"]
 
 
 def openvino_provider(session: Any) -> Any:

@@ -49,7 +49,7 @@ def topological_order(preds: Sequence[set[int]], succs: Sequence[set[int]]) -> l
 
 
 class _Group:
-    __slots__ = ("members", "mask", "anc", "desc")
+    __slots__ = ("anc", "desc", "mask", "members")
 
     def __init__(self, members: set[int], mask: int, anc: int, desc: int) -> None:
         self.members = members

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
 from epoxy.contract import Capability, Device, FusedGroup, GraphSpec, KernelFn, NodeSpec, SubgraphSpec, ValueType
 from epoxy.errors import ProviderError
 from epoxy.kit import HostAllocator
@@ -178,8 +177,8 @@ class OpenVINOProvider:
         """Nodes OpenVINO's ONNX frontend cannot convert (partial conversion of the candidates)."""
         try:
             return self._partial_convert(graph, candidates)
-        except Exception:  # noqa: BLE001 - the frontend failed on the whole: ask node by node
-            pass
+        except Exception as exc:  # noqa: BLE001 - the frontend failed on the whole: ask node by node
+            log.debug("openvino: partial conversion failed (%s); checking nodes one by one", _first_line(exc))
         declined: dict[int, str] = {}
         for i in candidates:
             try:

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from functools import lru_cache
 
 import numpy as np
-
 from epoxy.contract import GraphSpec, NodeSpec
 
 # op -> highest ONNX schema version (since_version) verified. ai.onnx domain only.
@@ -141,8 +140,8 @@ def _zero_sized(node: NodeSpec, graph: GraphSpec) -> bool:
 KNOWN_WRONG: list[tuple[str, Predicate, str]] = [
     ("*", _zero_sized, "tensors with a zero-sized dim (e.g. ReduceMax over an empty set)"),
     ("Tile", _not_constant(1), "Tile with run-time repeats returns garbage (test_tile)"),
-    ("ReduceMax", _float_input, "float ReduceMax drops NaN and maps an all -inf row to -FLT_MAX "
-                                "(test_attention_*_nan_robustness_expanded, *_fullymasked_*)"),
+    ("ReduceMax", _float_input, ("float ReduceMax drops NaN and maps an all -inf row to -FLT_MAX "
+                                 "(test_attention_*_nan_robustness_expanded, *_fullymasked_*)")),
     ("ReduceMin", _float_input, "float ReduceMin drops NaN (same kernel as ReduceMax)"),
     ("QuantizeLinear", _not_constant(1), "QuantizeLinear with a run-time scale (test_dynamicquantizelinear_expanded)"),
     ("QuantizeLinear", _not_constant(2), "QuantizeLinear with a run-time zero point"),

@@ -5,14 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
-
 import epoxy
+import pytest
 from epoxy.contract import SDK_API_VERSION, ProviderUnavailable
 from epoxy.errors import InvalidArgumentError
 from epoxy_ep_openvino.factory import OpenVINOProviderFactory
 from epoxy_ep_openvino.options import parse_options
-
 from ov_test_models import conv_net
 
 
