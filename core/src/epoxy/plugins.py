@@ -261,8 +261,10 @@ class ProviderRegistry:
                          providers: Sequence[str] | None = None, **_future: Any) -> None:
                 found.append({"pass": pass_, "level": level, "providers": tuple(providers) if providers else None})
 
-            for plugin in self.pm.get_plugins():
-                name = self.pm.get_name(plugin) or repr(plugin)
+            # registration order (the core's own passes first), never set order
+            for name, plugin in self.pm.list_name_plugin():
+                if plugin is None:  # blocked plugin
+                    continue
                 caller = self.pm.subset_hook_caller(
                     "epoxy_register_passes", remove_plugins=[p for p in self.pm.get_plugins() if p is not plugin]
                 )

@@ -157,3 +157,41 @@ def test_every_hook_is_documented_and_prefixed():
     for name in HOOK_NAMES:
         doc = getattr(EpoxySpecs, name).__doc__
         assert doc and "Called" in doc and "firstresult" in doc
+
+
+def test_scoped_pass_runs_only_when_its_provider_has_first_pick():
+    import onnx_ir as ir
+
+    from epoxy.optimizer import optimize
+
+    calls = []
+
+    def scoped(model):
+        calls.append(1)
+        return ir.passes.PassResult(model, False)
+
+    model = ir.serde.deserialize_model(chain(["Relu"]))
+    entries = [{"pass": scoped, "level": "extended", "providers": ("sim",)}]
+    optimize(model, entries, "extended", ["sim", "cpu"])
+    optimize(model, entries, "extended", ["openvino", "sim", "cpu"])
+    optimize(model, entries, "basic", ["sim"])
+    assert len(calls) == 1
+
+
+def test_passes_are_collected_in_registration_order():
+    order = []
+
+    def plugin(tag):
+        class P:
+            @hookimpl
+            def epoxy_register_passes(self, register):
+                register(lambda m, tag=tag: order.append(tag), level="basic")
+        return P()
+
+    registry = ProviderRegistry(autoload=False)
+    for tag in "abcdef":
+        registry.add_plugin(plugin(tag), name=f"p{tag}")
+    tags = [p["pass"] for p in registry.passes()][-6:]
+    for t in tags:
+        t(None)
+    assert order == list("abcdef")

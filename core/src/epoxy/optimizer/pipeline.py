@@ -1,4 +1,5 @@
-"""Run the registered passes whose level is enabled and whose provider scope applies.
+"""Run the registered passes whose level is enabled and whose provider scope applies
+(a scoped pass runs only when its provider is the session's first choice).
 
 Passes are ``onnx_ir`` passes (callables taking an ``ir.Model`` and returning a
 ``PassResult``). Levels nest: ``basic`` < ``extended`` < ``all``; ``disable`` runs none.
@@ -24,7 +25,9 @@ def optimize(model: ir.Model, passes: Sequence[dict[str, Any]], level: str, prov
         if LEVEL_ORDER.get(entry["level"], 99) > enabled:
             continue
         scope = entry["providers"]
-        if scope is not None and not set(scope) & set(providers):
+        # a provider-scoped pass rewrites nodes into ops only that provider runs, so it
+        # applies only when that provider has first pick (not when it is merely the fallback)
+        if scope is not None and (not providers or providers[0] not in scope):
             continue
         pass_ = entry["pass"]
         name = getattr(pass_, "name", None) or type(pass_).__name__

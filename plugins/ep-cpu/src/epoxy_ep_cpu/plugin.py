@@ -12,3 +12,12 @@ from .factory import CpuProviderFactory
 @hookimpl
 def epoxy_register_providers(register: Any) -> None:
     register(CpuProviderFactory())
+
+
+@hookimpl
+def epoxy_register_passes(register: Any) -> None:
+    # fusions into com.epoxy.cpu ops (kernels in ops/fused.py): only sessions using cpu
+    from .ops.fused import cpu_passes
+
+    for pass_ in cpu_passes():
+        register(pass_, level="extended", providers=("cpu",))

@@ -16,6 +16,7 @@ import onnx_ir as ir
 
 from .util import RewritePass, add_initializer, attr, constant, graph_nodes, is_op, opset_of
 
+
 def _axes(node: ir.Node, opset: int, since: int, args: list[np.ndarray | None]) -> list[int] | None:
     if opset >= since:
         return None if len(args) < 2 or args[1] is None else [int(a) for a in args[1].reshape(-1)]

@@ -39,3 +39,12 @@ def check_output_shape(op: str, shape: Sequence[int], itemsize: int) -> None:
         total *= int(d)
     if total > MAX_OUTPUT_BYTES:
         raise ValueError(f"{op}: output shape {list(shape)} would need {total:,} bytes; refused")
+
+
+def constant_input(node: NodeSpec, index: int) -> np.ndarray | None:
+    """Value of input ``index`` when it is a constant no feed can override (for prepacking
+    weights in a factory), else ``None``. The kernel still receives the value at run time."""
+    if index >= len(node.inputs) or not node.inputs[index]:
+        return None
+    value = node.constants.get(node.inputs[index])
+    return value if isinstance(value, np.ndarray) else None

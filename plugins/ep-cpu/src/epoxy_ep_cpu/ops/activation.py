@@ -147,13 +147,24 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 
 
+def _gelu_erf(x: np.ndarray) -> np.ndarray:
+    """0.5 * x * (1 + erf(x / sqrt(2))) with one temporary (erf's result, updated in place)."""
+    y = erf(x * _INV_SQRT_2)
+    if y.dtype != x.dtype:  # erf keeps float32 / float64; anything else goes the long way
+        return 0.5 * x * (1 + y)
+    y += 1
+    y *= x
+    y *= 0.5
+    return y
+
+
 @KERNELS.register("Gelu", 20)
 def gelu(node: NodeSpec):  # type: ignore[no-untyped-def]
     approximate = node.attr("approximate", "none")
     if isinstance(approximate, bytes):
         approximate = approximate.decode()
     if approximate == "none":
-        return float_unary(lambda x: 0.5 * x * (1 + erf(x * _INV_SQRT_2)))
+        return float_unary(_gelu_erf)
     if approximate == "tanh":
         return float_unary(lambda x: 0.5 * x * (1 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))))
     raise Unsupported(f"Gelu: unknown approximate={approximate!r}")

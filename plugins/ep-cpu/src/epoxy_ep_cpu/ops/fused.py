@@ -1,0 +1,359 @@
+"""Fused ops of the cpu provider (domain ``com.epoxy.cpu``) and the passes that create them.
+
+Only sessions using the cpu provider run these passes (``providers=("cpu",)``, level
+``extended``). Each fused op runs the registered kernel of the op it replaces (Conv,
+MatMul, Gemm: whatever those kernels do, prepacking included) and then applies the rest
+in place on that fresh result, saving the intermediate tensors and dispatches:
+
+- ``FusedConv(X, W, B?, Z?)``: Conv attributes plus ``activation``; ``Y = act(Conv + Z)``
+  (Z: a residual added before the activation, e.g. ResNet's ``Sum`` then ``Relu``).
+- ``FusedMatMul(A, B, C?)``: ``Y = act(MatMul(A, B) + C)``.
+- ``FusedGemm(A, B, C?)``: Gemm attributes plus ``activation``; ``Y = act(Gemm(A, B, C))``.
+
+``activation`` is one of Relu, LeakyRelu, Clip, Sigmoid, HardSigmoid, Tanh, Gelu
+(``""``: none) with ``activation_params`` (floats: LeakyRelu alpha; Clip min, max;
+HardSigmoid alpha, beta) and ``activation_approximate`` (Gelu).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+
+from epoxy.contract import NodeSpec
+from epoxy.kit import Unsupported
+from epoxy.optimizer.passes import (BatchNormAffineFoldPass, ConstantFoldingPass, ConvAffineFoldPass,
+                                    ConvBatchNormFoldPass, DropoutEliminationPass, GeluFusionPass,
+                                    LegacyInitializerInputsPass)
+from epoxy.optimizer.passes.util import (RewritePass, attr, constant, copy_attributes, dtype_of, ensure_opset,
+                                         graph_nodes, is_op, make_node, opset_of, replace, sole_consumer)
+
+from ..registry import KERNELS
+
+DOMAIN = "com.epoxy.cpu"
+DOMAIN_VERSION = 1
+
+_ACT_ATTRS = ("activation", "activation_params", "activation_approximate")
+_FAST = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+# ============================================================================ kernels
+def _inner(node: NodeSpec, op_type: str, opset: int, n_inputs: int, drop: tuple[str, ...] = _ACT_ATTRS) -> Callable[..., Any]:
+    """The registered kernel of ``op_type`` for the first ``n_inputs`` inputs of ``node``."""
+    inputs = tuple(node.inputs[:n_inputs])
+    while inputs and not inputs[-1]:
+        inputs = inputs[:-1]
+    spec = dataclasses.replace(
+        node,
+        op_type=op_type,
+        domain="",
+        opset=opset,
+        inputs=inputs,
+        input_types=tuple(node.input_types[: len(inputs)]),
+        attributes={k: v for k, v in node.attributes.items() if k not in drop},
+        constants={k: v for k, v in node.constants.items() if k in inputs},
+    )
+    factory, reason = KERNELS.lookup(spec)
+    if factory is None:
+        raise Unsupported(reason or f"no {op_type} kernel")
+    return factory(spec)
+
+
+def _act_spec(node: NodeSpec, op_type: str, opset: int, attributes: dict[str, Any], n_inputs: int = 1) -> NodeSpec:
+    vt = node.output_types[0] if node.output_types else None
+    names = ("x", "min", "max")[:n_inputs]
+    return NodeSpec(
+        index=node.index, name=f"{node.name}/{op_type}", op_type=op_type, domain="", opset=opset,
+        inputs=names, outputs=("y",), attributes=attributes,
+        input_types=tuple(vt for _ in names) if vt is not None else (), output_types=(vt,) if vt is not None else (),
+    )
+
+
+def _kernel(spec: NodeSpec) -> Callable[..., Any]:
+    factory, reason = KERNELS.lookup(spec)
+    if factory is None:
+        raise Unsupported(reason or f"no {spec.op_type} kernel")
+    return factory(spec)
+
+
+def activation_fn(node: NodeSpec) -> Callable[[np.ndarray], np.ndarray] | None:
+    """``f(y)`` applying the node's activation; it may overwrite ``y`` (a fresh array)."""
+    name = node.attr("activation", "")
+    if isinstance(name, bytes):
+        name = name.decode()
+    params = [float(p) for p in (node.attr("activation_params") or ())]
+    if not name:
+        return None
+    if name == "Relu":
+        slow = _kernel(_act_spec(node, "Relu", 14, {}))
+
+        def relu(y: np.ndarray) -> np.ndarray:
+            if y.dtype in _FAST:
+                return np.maximum(y, 0, out=y)
+            return slow(y)
+
+        return relu
+    if name == "LeakyRelu":
+        alpha = params[0] if params else 0.01
+        slow = _kernel(_act_spec(node, "LeakyRelu", 16, {"alpha": alpha}))
+
+        def leaky(y: np.ndarray) -> np.ndarray:
+            if y.dtype in _FAST and 0.0 <= alpha <= 1.0:
+                return np.maximum(y, y * y.dtype.type(alpha), out=y)
+            return slow(y)
+
+        return leaky
+    if name == "Clip":
+        lo = params[0] if params else -math.inf
+        hi = params[1] if len(params) > 1 else math.inf
+        slow_clip = _kernel(_act_spec(node, "Clip", 13, {}, 3))
+
+        def clip(y: np.ndarray) -> np.ndarray:
+            if y.dtype in _FAST:
+                return np.clip(y, lo, hi, out=y)
+            return slow_clip(y, np.asarray(lo, dtype=y.dtype), np.asarray(hi, dtype=y.dtype))
+
+        return clip
+    if name == "Sigmoid":
+        return _kernel(_act_spec(node, "Sigmoid", 13, {}))
+    if name == "Tanh":
+        slow = _kernel(_act_spec(node, "Tanh", 13, {}))
+
+        def tanh(y: np.ndarray) -> np.ndarray:
+            if y.dtype in _FAST:
+                return np.tanh(y, out=y)
+            return slow(y)
+
+        return tanh
+    if name == "HardSigmoid":
+        alpha = params[0] if params else 0.2
+        beta = params[1] if len(params) > 1 else 0.5
+        return _kernel(_act_spec(node, "HardSigmoid", 22, {"alpha": alpha, "beta": beta}))
+    if name == "Gelu":
+        approximate = node.attr("activation_approximate", "none")
+        return _kernel(_act_spec(node, "Gelu", 20, {"approximate": approximate}))
+    raise Unsupported(f"unknown fused activation {name!r}")
+
+
+def _owned(y: np.ndarray, *inputs: np.ndarray | None) -> np.ndarray:
+    """``y`` itself when it may be overwritten (writable, shares no memory with inputs)."""
+    if not isinstance(y, np.ndarray) or not y.flags.writeable or any(
+        i is not None and np.may_share_memory(y, i) for i in inputs
+    ):
+        return np.array(y)
+    return y
+
+
+def _add_into(y: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """``y + z`` written into ``y`` when the broadcast keeps ``y``'s shape and dtype."""
+    if z.dtype == y.dtype and np.broadcast_shapes(y.shape, z.shape) == y.shape:
+        return np.add(y, z, out=y)
+    return np.asarray(y + z).astype(y.dtype, copy=False)
+
+
+@KERNELS.register("FusedConv", DOMAIN_VERSION, domain=DOMAIN)
+def fused_conv(node: NodeSpec):  # type: ignore[no-untyped-def]
+    n_conv = 3 if len(node.inputs) > 2 and node.inputs[2] else 2
+    conv = _inner(node, "Conv", 22, n_conv)
+    act = activation_fn(node)
+
+    def run(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, z: np.ndarray | None = None) -> np.ndarray:
+        y = conv(x, w, b) if n_conv == 3 else conv(x, w)
+        if z is None and act is None:
+            return y
+        y = _owned(y, x, w, b, z)
+        if z is not None:
+            y = _add_into(y, z)
+        return act(y) if act is not None else y
+
+    return run
+
+
+@KERNELS.register("FusedMatMul", DOMAIN_VERSION, domain=DOMAIN)
+def fused_matmul(node: NodeSpec):  # type: ignore[no-untyped-def]
+    mm = _inner(node, "MatMul", 13, 2)
+    act = activation_fn(node)
+
+    def run(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
+        y = _owned(mm(a, b), a, b, c)
+        if c is not None:
+            y = _add_into(y, c)
+        return act(y) if act is not None else y
+
+    return run
+
+
+@KERNELS.register("FusedGemm", DOMAIN_VERSION, domain=DOMAIN)
+def fused_gemm(node: NodeSpec):  # type: ignore[no-untyped-def]
+    gemm = _inner(node, "Gemm", 13, 3)
+    act = activation_fn(node)
+    n_in = 3 if len(node.inputs) > 2 and node.inputs[2] else 2
+
+    def run(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
+        y = gemm(a, b, c) if n_in == 3 else gemm(a, b)
+        if act is None:
+            return y
+        return act(_owned(y, a, b, c))
+
+    return run
+
+
+# ============================================================================ passes
+_FLOAT_TYPES = (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16)
+
+
+def _activation_of(model: ir.Model, node: ir.Node | None, x: ir.Value) -> dict[str, Any] | None:
+    """Attributes describing ``node`` as a fused activation of ``x``, or None."""
+    if node is None or node.domain not in ("", "ai.onnx") or not node.inputs or node.inputs[0] is not x:
+        return None
+    op = node.op_type
+    if len(node.outputs) != 1:
+        return None
+    if op in ("Relu", "Sigmoid", "Tanh") and len(node.inputs) == 1:
+        return {"activation": op}
+    if op == "LeakyRelu":
+        return {"activation": op, "activation_params": [float(attr(node, "alpha", 0.01))]}
+    if op == "HardSigmoid":
+        return {"activation": op, "activation_params": [float(attr(node, "alpha", 0.2)), float(attr(node, "beta", 0.5))]}
+    if op == "Gelu":
+        return {"activation": op, "activation_approximate": str(attr(node, "approximate", "none"))}
+    if op == "Clip":
+        if opset_of(model, node) < 11:
+            lo, hi = attr(node, "min", -math.inf), attr(node, "max", math.inf)
+        else:
+            bounds = []
+            for i in (1, 2):
+                v = node.inputs[i] if len(node.inputs) > i else None
+                if v is None:
+                    bounds.append(None)
+                    continue
+                c = constant(v)
+                if c is None or c.size != 1:
+                    return None
+                bounds.append(float(c.reshape(())))
+            lo = -math.inf if bounds[0] is None else bounds[0]
+            hi = math.inf if bounds[1] is None else bounds[1]
+        if np.isnan(lo) or np.isnan(hi):
+            return None
+        return {"activation": op, "activation_params": [float(lo), float(hi)]}
+    return None
+
+
+def _addend(node: ir.Node | None, value: ir.Value) -> ir.Value | None:
+    """For ``Add(value, z)`` / ``Sum(value, z)``: z (same dtype), else None."""
+    if not is_op(node, ("Add", "Sum")) or len(node.inputs) != 2:  # type: ignore[union-attr]
+        return None
+    a, b = node.inputs  # type: ignore[union-attr]
+    other = b if a is value else a if b is value else None
+    if other is None or other is value or dtype_of(other) != dtype_of(value):
+        return None
+    return other
+
+
+class CpuConvFusionPass(RewritePass):
+    """``Conv`` [+ ``Add``/``Sum`` residual] [+ activation] -> ``com.epoxy.cpu::FusedConv``."""
+
+    def rewrite(self, model, graph, namer) -> int:  # type: ignore[no-untyped-def]
+        count = 0
+        for conv in graph_nodes(graph):
+            if conv.graph is not graph or not is_op(conv, "Conv") or len(conv.inputs) < 2 or len(conv.outputs) != 1:
+                continue
+            if dtype_of(conv.outputs[0]) not in _FLOAT_TYPES and dtype_of(conv.inputs[0]) not in _FLOAT_TYPES:
+                continue
+            nodes = [conv]
+            out = conv.outputs[0]
+            z = None
+            nxt = sole_consumer(out)
+            found = _addend(nxt, out)
+            if found is not None:
+                z, out = found, nxt.outputs[0]  # type: ignore[union-attr]
+                nodes.append(nxt)  # type: ignore[arg-type]
+                nxt = sole_consumer(out)
+            act = _activation_of(model, nxt, out)
+            if act is not None:
+                nodes.append(nxt)  # type: ignore[arg-type]
+                out = nxt.outputs[0]  # type: ignore[union-attr]
+            if len(nodes) == 1:
+                continue
+            inputs = list(conv.inputs[:3]) + [None] * (3 - len(conv.inputs[:3]))
+            if z is not None:
+                inputs.append(z)
+            while inputs and inputs[-1] is None:
+                inputs.pop()
+            fused = make_node(namer, "FusedConv", inputs, act or {"activation": ""}, name=conv.name or "conv",
+                              domain=DOMAIN)
+            copy_attributes(conv, fused)
+            ensure_opset(model, DOMAIN, DOMAIN_VERSION)
+            replace(graph, nodes, [fused], [out], [fused.outputs[0]])
+            count += 1
+        return count
+
+
+class CpuMatMulFusionPass(RewritePass):
+    """``MatMul`` [+ ``Add`` bias] [+ activation] -> ``FusedMatMul``; ``Gemm`` + activation
+    -> ``FusedGemm``."""
+
+    def rewrite(self, model, graph, namer) -> int:  # type: ignore[no-untyped-def]
+        count = 0
+        for mm in graph_nodes(graph):
+            if mm.graph is not graph or not is_op(mm, ("MatMul", "Gemm")) or len(mm.outputs) != 1:
+                continue
+            if dtype_of(mm.inputs[0]) not in _FLOAT_TYPES:
+                continue
+            nodes = [mm]
+            out = mm.outputs[0]
+            inputs = list(mm.inputs)
+            nxt = sole_consumer(out)
+            if mm.op_type == "MatMul":
+                c = _addend(nxt, out) if is_op(nxt, "Add") else None
+                if c is not None:
+                    inputs.append(c)
+                    nodes.append(nxt)  # type: ignore[arg-type]
+                    out = nxt.outputs[0]  # type: ignore[union-attr]
+                    nxt = sole_consumer(out)
+            act = _activation_of(model, nxt, out)
+            if act is not None:
+                nodes.append(nxt)  # type: ignore[arg-type]
+                out = nxt.outputs[0]  # type: ignore[union-attr]
+            if len(nodes) == 1:
+                continue
+            op = "FusedMatMul" if mm.op_type == "MatMul" else "FusedGemm"
+            fused = make_node(namer, op, inputs, act or {"activation": ""}, name=mm.name or op, domain=DOMAIN)
+            if mm.op_type == "Gemm":
+                copy_attributes(mm, fused)
+            ensure_opset(model, DOMAIN, DOMAIN_VERSION)
+            replace(graph, nodes, [fused], [out], [fused.outputs[0]])
+            count += 1
+        return count
+
+
+class CpuFusionPass(ir.passes.InPlacePass):
+    """The cpu fusions, after the core rewrites they build on.
+
+    The core's passes (BatchNormalization folding, Gelu fusion...) usually run first, but
+    the order of passes from different plugins is not guaranteed, so the ones the fusions
+    depend on are run here too (they find nothing left to do when they already ran).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps: list[ir.passes.PassBase] = [
+            LegacyInitializerInputsPass(), DropoutEliminationPass(), ConstantFoldingPass(),
+            ConvBatchNormFoldPass(), BatchNormAffineFoldPass(), ConvAffineFoldPass(),
+            GeluFusionPass(), CpuConvFusionPass(), CpuMatMulFusionPass(),
+        ]
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        modified = False
+        for step in self.steps:
+            modified = step(model).modified or modified
+        return ir.passes.PassResult(model, modified=modified)
+
+
+def cpu_passes() -> list[ir.passes.PassBase]:
+    return [CpuFusionPass()]

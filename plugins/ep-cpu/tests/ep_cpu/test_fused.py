@@ -1,0 +1,174 @@
+"""cpu-only fusions (com.epoxy.cpu::FusedConv / FusedMatMul / FusedGemm): the passes fire on
+their patterns at level ``extended`` and the fused kernels give the unfused results."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import epoxy
+from epoxy_ep_cpu.ops.fused import DOMAIN
+
+F = TensorProto.FLOAT
+RNG = np.random.default_rng(1)
+
+
+def rand(*shape, dtype=np.float32):  # type: ignore[no-untyped-def]
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def init(name, array):  # type: ignore[no-untyped-def]
+    return numpy_helper.from_array(np.asarray(array), name)
+
+
+def build(nodes, inputs, outputs, inits=(), opset=17):  # type: ignore[no-untyped-def]
+    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return onnx.shape_inference.infer_shapes(m)
+
+
+def sessions(model):  # type: ignore[no-untyped-def]
+    plain = epoxy.InferenceSession(model, providers=["cpu"],
+                                   sess_options=epoxy.SessionOptions(graph_optimization_level="disable"))
+    fused = epoxy.InferenceSession(model, providers=["cpu"],
+                                   sess_options=epoxy.SessionOptions(graph_optimization_level="extended"))
+    return plain, fused
+
+
+def fused_ops(session) -> list[str]:  # type: ignore[no-untyped-def]
+    return [n.op_type for n in session._graph.nodes]
+
+
+def compare(model, feeds, rtol=1e-5, atol=1e-5):  # type: ignore[no-untyped-def]
+    plain, fused = sessions(model)
+    for a, b in zip(plain.run(None, feeds), fused.run(None, feeds)):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_allclose(b, a, rtol=rtol, atol=atol)
+    return fused
+
+
+ACTIVATIONS = [
+    ("Relu", {}, []),
+    ("LeakyRelu", {"alpha": 0.1}, []),
+    ("LeakyRelu", {"alpha": 1.5}, []),  # outside [0, 1]: the kernel's slow path
+    ("Clip", {}, [("lo", -0.5), ("hi", 0.7)]),
+    ("Clip", {}, [("lo", 0.0)]),
+    ("Sigmoid", {}, []),
+    ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}, []),
+    ("Tanh", {}, []),
+]
+
+
+def _act_node(op, attrs, consts, x, y):  # type: ignore[no-untyped-def]
+    names = [x] + [n for n, _ in consts]
+    return helper.make_node(op, names, [y], **attrs), [init(n, np.array(v, np.float32)) for n, v in consts]
+
+
+@pytest.mark.parametrize("op,attrs,consts", ACTIVATIONS)
+def test_conv_activation(op, attrs, consts):  # type: ignore[no-untyped-def]
+    act, extra = _act_node(op, attrs, consts, "c", "y")
+    inits = [init("w", rand(6, 3, 3, 3)), init("b", rand(6)), *extra]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), act]
+    m = build(nodes, [helper.make_tensor_value_info("x", F, [2, 3, 8, 8])], [helper.make_tensor_value_info("y", F, None)], inits)
+    fused = compare(m, {"x": rand(2, 3, 8, 8)})
+    assert fused_ops(fused) == ["FusedConv"]
+    assert fused._model.opset_imports[DOMAIN] == 1
+
+
+@pytest.mark.parametrize("residual_op", ["Add", "Sum"])
+@pytest.mark.parametrize("with_relu", [True, False])
+def test_conv_residual(residual_op, with_relu):  # type: ignore[no-untyped-def]
+    # resnet: Conv (BN folded) + shortcut, then Relu; grouped conv without bias
+    inits = [init("w", rand(4, 2, 3, 3)), init("w2", rand(4, 4, 1, 1))]
+    nodes = [helper.make_node("Conv", ["x", "w2"], ["short"]),
+             helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], group=2),
+             helper.make_node(residual_op, ["short", "c"], ["s" if with_relu else "y"])]
+    if with_relu:
+        nodes.append(helper.make_node("Relu", ["s"], ["y"]))
+    m = build(nodes, [helper.make_tensor_value_info("x", F, [1, 4, 6, 6])], [helper.make_tensor_value_info("y", F, None)], inits)
+    fused = compare(m, {"x": rand(1, 4, 6, 6)})
+    assert fused_ops(fused) == ["Conv", "FusedConv"]
+
+
+def test_conv_bn_relu_becomes_one_fused_conv():  # type: ignore[no-untyped-def]
+    inits = [init("w", rand(5, 3, 3, 3)), init("s", rand(5) + 2), init("bb", rand(5)), init("mu", rand(5)),
+             init("var", np.abs(rand(5)) + 0.5)]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]),
+             helper.make_node("BatchNormalization", ["c", "s", "bb", "mu", "var"], ["bn"]),
+             helper.make_node("Relu", ["bn"], ["y"])]
+    m = build(nodes, [helper.make_tensor_value_info("x", F, [1, 3, 7, 7])], [helper.make_tensor_value_info("y", F, None)], inits)
+    fused = compare(m, {"x": rand(1, 3, 7, 7)}, rtol=1e-4, atol=1e-4)
+    assert fused_ops(fused) == ["FusedConv"]
+
+
+def test_conv_output_read_twice_is_not_fused():  # type: ignore[no-untyped-def]
+    inits = [init("w", rand(4, 3, 1, 1))]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("Add", ["c", "r"], ["y"])]
+    m = build(nodes, [helper.make_tensor_value_info("x", F, [1, 3, 4, 4])], [helper.make_tensor_value_info("y", F, None)], inits)
+    fused = compare(m, {"x": rand(1, 3, 4, 4)})
+    assert "FusedConv" not in fused_ops(fused)
+
+
+def test_conv_float16():  # type: ignore[no-untyped-def]
+    inits = [init("w", rand(4, 3, 3, 3, dtype=np.float16)), init("b", rand(4, dtype=np.float16))]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"]), helper.make_node("Relu", ["c"], ["y"])]
+    m = build(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [1, 3, 5, 5])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT16, None)], inits)
+    fused = compare(m, {"x": rand(1, 3, 5, 5, dtype=np.float16)}, rtol=1e-3, atol=1e-3)
+    assert fused_ops(fused) == ["FusedConv"]
+
+
+def _gelu_nodes(x: str, y: str) -> tuple[list, list]:  # type: ignore[type-arg]
+    inits = [init("sqrt2", np.array(math.sqrt(2), np.float32)), init("one", np.array(1, np.float32)),
+             init("half", np.array(0.5, np.float32))]
+    nodes = [helper.make_node("Div", [x, "sqrt2"], ["g_d"]), helper.make_node("Erf", ["g_d"], ["g_e"]),
+             helper.make_node("Add", ["g_e", "one"], ["g_a"]), helper.make_node("Mul", [x, "g_a"], ["g_m"]),
+             helper.make_node("Mul", ["g_m", "half"], [y])]
+    return nodes, inits
+
+
+@pytest.mark.parametrize("rank", [2, 3])
+def test_matmul_bias_gelu(rank):  # type: ignore[no-untyped-def]
+    gelu, ginits = _gelu_nodes("h", "y")
+    inits = [init("w", rand(8, 16)), init("b", rand(16)), *ginits]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["mm"]), helper.make_node("Add", ["mm", "b"], ["h"]), *gelu]
+    shape = [5, 8] if rank == 2 else [2, 5, 8]
+    m = build(nodes, [helper.make_tensor_value_info("x", F, shape)], [helper.make_tensor_value_info("y", F, None)], inits)
+    fused = compare(m, {"x": rand(*shape)})
+    # 2-D: the core's MatMul+Add -> Gemm may have run first (then it is a FusedGemm)
+    assert fused_ops(fused) == ["FusedMatMul"] if rank == 3 else fused_ops(fused) in (["FusedMatMul"], ["FusedGemm"])
+    node = fused._graph.nodes[0]
+    assert node.attributes["activation"] == "Gelu" and node.inputs[2] == "b"
+
+
+def test_matmul_bias_with_broadcasting_addend():  # type: ignore[no-untyped-def]
+    # the addend grows the result: the kernel must not write it into the product
+    inits = [init("w", rand(8, 4))]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["mm"]), helper.make_node("Add", ["mm", "z"], ["y"])]
+    m = build(nodes, [helper.make_tensor_value_info("x", F, [5, 8]), helper.make_tensor_value_info("z", F, [3, 5, 4])],
+              [helper.make_tensor_value_info("y", F, None)], inits)
+    fused = compare(m, {"x": rand(5, 8), "z": rand(3, 5, 4)})
+    assert fused_ops(fused) == ["FusedMatMul"]
+
+
+def test_gemm_relu():  # type: ignore[no-untyped-def]
+    inits = [init("w", rand(6, 8)), init("b", rand(6))]
+    nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["g"], transB=1, alpha=0.5),
+             helper.make_node("Relu", ["g"], ["y"])]
+    m = build(nodes, [helper.make_tensor_value_info("x", F, [3, 8])], [helper.make_tensor_value_info("y", F, None)], inits)
+    fused = compare(m, {"x": rand(3, 8)})
+    assert fused_ops(fused) == ["FusedGemm"]
+
+
+def test_fusions_do_not_run_at_basic():  # type: ignore[no-untyped-def]
+    inits = [init("w", rand(4, 3, 1, 1))]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Relu", ["c"], ["y"])]
+    m = build(nodes, [helper.make_tensor_value_info("x", F, [1, 3, 4, 4])], [helper.make_tensor_value_info("y", F, None)], inits)
+    basic = epoxy.InferenceSession(m, providers=["cpu"])
+    assert fused_ops(basic) == ["Conv", "Relu"]
