@@ -48,9 +48,12 @@ def ep_cpu(session: nox.Session) -> None:
 
 @nox.session
 def ep_openvino(session: nox.Session) -> None:
-    """epoxy-ep-openvino: capability, grouping, options, errors, cache; light models vs cpu."""
-    session.install("./core", "./plugins/ep-cpu", "./plugins/ep-openvino", ONNX_PIN, *PYTEST)
+    """epoxy-ep-openvino: capability, grouping, options, errors, cache; light models vs cpu;
+    then the ONNX backend suite with openvino first (cpu fallback)."""
+    session.install("./core", "./sdk", "./plugins/ep-cpu[image]", "./plugins/ep-openvino", ONNX_PIN, *PYTEST)
     _pytest(session, "plugins/ep-openvino/tests")
+    session.env["EPOXY_CONFORMANCE_PROVIDERS"] = "openvino,cpu"
+    _pytest(session, "tests/conformance/test_backend_suite.py", parallel=True)
 
 
 @nox.session
