@@ -106,7 +106,7 @@ def ep_cuda(session: nox.Session) -> None:
 def reliability(session: nox.Session) -> None:
     """Fuzzed models (bounded, fixed seed) + corpus, limits, feeds, threads, broken providers.
     Long-running fuzzing and the soak are scripts: tests/reliability/fuzz.py, soak.py."""
-    session.install("./core", "./sdk", "./plugins/ep-cpu", ONNX_PIN, "hypothesis", *PYTEST)
+    session.install("./core", "./sdk", "./plugins/ep-cpu[image]", ONNX_PIN, "hypothesis", *PYTEST)
     _pytest(session, "tests/reliability")
 
 
