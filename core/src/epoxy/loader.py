@@ -228,22 +228,99 @@ def load_model(source: ModelSource, *, check: bool = True, infer_shapes: bool = 
 
         check_proto_sizes(proto, memory_limit, name)
     _load_external_data(proto, base_dir, name)
-    if check:
-        _check(proto, name)
     notes: list[str] = []
     try:
         _densify_sparse(proto)
     except Exception as exc:  # noqa: BLE001 - indices out of range, bad dims, unknown dtype
         raise ModelLoadError(f"{name}: a sparse tensor cannot be densified: {type(exc).__name__}: {exc}") from exc
+    # the checker and shape inference serialize the whole model (several copies of every
+    # weight at once); they get a skeleton whose large initializers are typed inputs instead
+    skeleton = _skeleton(proto) if (check or infer_shapes) else None
+    view = skeleton if skeleton is not None else proto
+    if check:
+        _check(view, name)
     if infer_shapes:
-        proto = _infer_shapes(proto, name, notes)
+        inferred = _infer_shapes(view, name, notes)
+        if skeleton is not None:
+            _adopt_inferred(proto, inferred)
+        else:
+            proto = inferred
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model = ir.serde.deserialize_model(proto)
+        _own_initializer_data(model.graph)
     except Exception as exc:
         raise ModelLoadError(f"{name}: cannot build the graph: {type(exc).__name__}: {exc}") from exc
     return LoadedModel(model=model, source=name, base_dir=base_dir, warnings=notes)
+
+
+#: Initializers at least this large are left out of the checker / inference skeleton.
+SKELETON_MIN_BYTES = 1 << 16
+
+
+def _tensor_bytes(tensor: onnx.TensorProto) -> int:
+    if tensor.data_type in (0, onnx.TensorProto.STRING):
+        return 0
+    try:
+        itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
+    except Exception:  # noqa: BLE001 - unknown dtype: leave it to the checker
+        return 0
+    return int(np.prod(tensor.dims, dtype=np.int64)) * itemsize
+
+
+def _skeleton(proto: onnx.ModelProto) -> onnx.ModelProto | None:
+    """The model without the data of large initializers, which become typed graph inputs
+    (same checker verdict and inferred shapes; weights are not shape tensors)."""
+    graph = proto.graph
+    big = [t for t in graph.initializer if _tensor_bytes(t) >= SKELETON_MIN_BYTES]
+    if not big:
+        return None
+    big_names = {t.name for t in big}
+    skeleton = onnx.ModelProto(
+        ir_version=proto.ir_version, producer_name=proto.producer_name, producer_version=proto.producer_version,
+        domain=proto.domain, model_version=proto.model_version, doc_string=proto.doc_string,
+    )
+    skeleton.opset_import.extend(proto.opset_import)
+    skeleton.functions.extend(proto.functions)
+    skeleton.metadata_props.extend(proto.metadata_props)
+    sg = skeleton.graph
+    sg.name = graph.name
+    sg.doc_string = graph.doc_string
+    sg.node.extend(graph.node)
+    sg.input.extend(graph.input)
+    declared = {i.name for i in graph.input}
+    for tensor in big:
+        if tensor.name not in declared:
+            sg.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+    sg.output.extend(graph.output)
+    sg.value_info.extend(graph.value_info)
+    sg.initializer.extend(t for t in graph.initializer if t.name not in big_names)
+    sg.sparse_initializer.extend(graph.sparse_initializer)
+    sg.quantization_annotation.extend(graph.quantization_annotation)
+    return skeleton
+
+
+def _adopt_inferred(proto: onnx.ModelProto, inferred: onnx.ModelProto) -> None:
+    """Take the inferred types (value_info, outputs, subgraphs inside nodes) back into ``proto``."""
+    graph = proto.graph
+    del graph.value_info[:]
+    graph.value_info.extend(inferred.graph.value_info)
+    del graph.output[:]
+    graph.output.extend(inferred.graph.output)
+    del graph.node[:]
+    graph.node.extend(inferred.graph.node)
+
+
+def _own_initializer_data(graph: ir.Graph) -> None:
+    """Give each initializer a numpy-backed tensor so the protobuf (a second copy of every
+    weight) can be freed once loading is done."""
+    for value in graph.initializers.values():
+        tensor = value.const_value
+        if tensor is None or isinstance(tensor, ir.Tensor) or tensor.dtype == ir.DataType.STRING:
+            continue
+        array = tensor.numpy()
+        value.const_value = ir.Tensor(array, dtype=tensor.dtype, name=tensor.name)
 
 
 def as_model_proto(model: Any) -> onnx.ModelProto:
