@@ -211,7 +211,9 @@ def _erf_f32_block(x: np.ndarray, out: np.ndarray, p: np.ndarray, s: np.ndarray,
 def erf_f32(x: np.ndarray) -> np.ndarray:
     """Error function of a float32 array as float32, max abs error below 1e-7 (at most one
     float32 ulp from the correctly rounded value; ~1 ns per element)."""
-    x = np.ascontiguousarray(x, dtype=np.float32)
+    x = np.asarray(x, dtype=np.float32)
+    if not x.flags.c_contiguous:
+        x = x.copy(order="C")  # (np.ascontiguousarray would make a 0-d array 1-d)
     out = np.empty(x.shape, dtype=np.float32)
     n = x.size
     if n == 0:

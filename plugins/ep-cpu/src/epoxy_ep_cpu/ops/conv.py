@@ -2,7 +2,10 @@
 
 Conv is im2col (a strided window view copied once) followed by one batched BLAS matmul per
 call; groups, depthwise included, are a batch axis of that matmul. 1x1 stride-1 unpadded
-convolutions skip im2col and are a plain GEMM on the input viewed as a matrix.
+convolutions skip im2col and are a plain GEMM on the input viewed as a matrix. Two faster
+paths (see "fast paths" below): Winograd F(2x2, 3x3) for large 3x3 stride-1 layers, and a
+channels-last multiply-add for depthwise layers with many channels. Constant weights (from
+``NodeSpec.constants``) are cast, laid out and Winograd-transformed once, in the factory.
 """
 
 from __future__ import annotations
@@ -149,8 +152,11 @@ def _bias_shape(m: int, nsp: int) -> tuple[int, ...]:
 
 # --------------------------------------------------------------------------- fast paths
 #
-# Grouped and depthwise convolutions stay im2col + one batched matmul with the groups as the
-# batch axis (``grouped_matmul``): measured faster here than a multiply-add per kernel position.
+# Grouped convolutions are im2col + one batched matmul with the groups as the batch axis
+# (``grouped_matmul``). Depthwise 2-D ones with many channels (deep layers, small images) are
+# a multiply-add per kernel position on the channels-last image instead: every operand then
+# has the channels as a unit-stride inner axis (2.5x faster at 544 channels on 7x7; slower
+# than the batched matmul with few channels on large images, which keep it).
 #
 # Winograd F(2x2, 3x3) for 3x3 stride-1 undilated group-1 convolutions: each 4x4 input tile
 # d gives a 2x2 output tile A^T [(G g G^T) * (B^T d B)] A, so the 16 elementwise products over
@@ -158,10 +164,13 @@ def _bias_shape(m: int, nsp: int) -> tuple[int, ...]:
 # The transforms only add and subtract; the input is processed in bands of tile rows so that
 # the transformed tiles stay in cache. Constant weights are transformed once.
 
-#: Winograd pays where the GEMMs are big enough to dominate the transforms (measured with
-#: numpy/OpenBLAS on one core: 1.2-1.8x from 64 channels and 14x14 up; break-even below)
+#: Winograd pays where the GEMMs are big enough to dominate the transforms, which numpy runs
+#: on one thread (measured with OpenBLAS: 1.2-1.8x on one core from 64 channels and 14x14 up,
+#: break-even below; with 2 BLAS threads the GEMMs halve but the transforms do not, so it
+#: takes C * M >= ~8k channel pairs to stay ahead: 1.1-1.5x there, 0.8-0.95x below)
 _WINO_MIN_C = 64
 _WINO_MIN_M = 32
+_WINO_MIN_CM = 8192
 _WINO_MIN_TILES = 16
 _WINO_SMALL_C = 96  # with fewer input channels than this, only on large images:
 _WINO_SMALL_C_TILES = 100
@@ -236,8 +245,12 @@ def _wino_output(mt: np.ndarray, y: np.ndarray) -> None:
     y.reshape(n, m, ty, 2, tx, 2)[...] = cols.transpose(1, 2, 3, 0, 4, 5)
 
 
-def conv_winograd(x: np.ndarray, u: np.ndarray, begin: list[int], out_sp: list[int]) -> np.ndarray:
-    """3x3 stride-1 convolution of ``x`` (N, C, H, W) with F(2x2, 3x3) weights ``u``."""
+def conv_winograd(
+    x: np.ndarray, u: np.ndarray, begin: list[int], out_sp: list[int], bias: np.ndarray | None = None
+) -> np.ndarray:
+    """3x3 stride-1 convolution of ``x`` (N, C, H, W) with F(2x2, 3x3) weights ``u``, plus
+    ``bias`` (M,): added to the product of tile element (1, 1), which A^T . A spreads to all
+    four outputs of the tile with weight 1 (a quarter of a pass over the output)."""
     n, c, h, w = x.shape
     m = u.shape[1]
     oh, ow = out_sp
@@ -257,6 +270,8 @@ def conv_winograd(x: np.ndarray, u: np.ndarray, begin: list[int], out_sp: list[i
             mt = np.matmul(u, v.reshape(16, c, nb * tx))
         else:
             mt = np.matmul(u[:, None], v.reshape(16, n, c, nb * tx))
+        if bias is not None:
+            mt[5] += bias.reshape(m, 1)
         _wino_output(mt.reshape(4, 4, n, m, nb, tx), y[:, :, 2 * t0 : 2 * t1])
     if 2 * ty != oh or 2 * tx != ow:
         y = np.ascontiguousarray(y[:, :, :oh, :ow])
@@ -269,22 +284,68 @@ def use_winograd(c: int, m: int, out_sp: list[int], prepacked: bool = True) -> b
     tiles = ((out_sp[0] + 1) // 2) * ((out_sp[1] + 1) // 2)
     if not prepacked and tiles < _WINO_PER_CALL_TILES:
         return False
-    if c < _WINO_MIN_C or m < _WINO_MIN_M or tiles < _WINO_MIN_TILES:
+    if c < _WINO_MIN_C or m < _WINO_MIN_M or c * m < _WINO_MIN_CM or tiles < _WINO_MIN_TILES:
         return False
     return c >= _WINO_SMALL_C or tiles >= _WINO_SMALL_C_TILES
+
+
+#: depthwise convolutions with at least this many channels run channels-last
+_DEPTHWISE_CL_MIN_C = 256
+
+
+def conv_depthwise_cl(
+    x: np.ndarray,
+    wk: np.ndarray,
+    kernel: tuple[int, int],
+    strides: tuple[int, ...],
+    dilations: tuple[int, ...],
+    begin: list[int],
+    end: list[int],
+    out_sp: list[int],
+    bias: np.ndarray | None = None,
+) -> np.ndarray:
+    """2-D convolution with one input channel per group and one output channel per input
+    channel, plus ``bias`` (C,); ``wk`` is (kh * kw, C): the weights of each kernel position.
+    Pads must be >= 0."""
+    n, c, h, w = x.shape
+    oh, ow = out_sp
+    ph, pw = h + begin[0] + end[0], w + begin[1] + end[1]
+    xp = np.zeros((n, ph, pw, c), dtype=x.dtype)
+    xp[:, begin[0] : begin[0] + h, begin[1] : begin[1] + w] = x.transpose(0, 2, 3, 1)
+    acc = np.empty((n, oh, ow, c), dtype=x.dtype)
+    tmp = np.empty_like(acc)
+    sh, sw = strides
+    dh, dw = dilations
+    k = 0
+    for i in range(kernel[0]):
+        for j in range(kernel[1]):
+            v = xp[:, i * dh : i * dh + (oh - 1) * sh + 1 : sh, j * dw : j * dw + (ow - 1) * sw + 1 : sw]
+            if k == 0:
+                np.multiply(v, wk[0], out=acc)
+            else:
+                np.multiply(v, wk[k], out=tmp)
+                acc += tmp
+            k += 1
+    if bias is not None:
+        acc += bias
+    return np.ascontiguousarray(acc.transpose(0, 3, 1, 2))
 
 
 class _ConvWeights:
     """A Conv's weight (and bias) in the layouts the paths multiply with: built once in the
     factory when the weight is a constant, else per call."""
 
-    __slots__ = ("w", "bias", "kernel", "_wino")
+    __slots__ = ("w", "bias", "kernel", "depthwise_cl", "_wino")
 
-    def __init__(self, w: np.ndarray, b: np.ndarray | None, cdt: np.dtype) -> None:
+    def __init__(self, w: np.ndarray, b: np.ndarray | None, cdt: np.dtype, group: int = 1) -> None:
         self.w = np.ascontiguousarray(w, dtype=cdt)
         self.kernel = tuple(int(k) for k in w.shape[2:])
         self.bias = None if b is None else np.ascontiguousarray(b, dtype=cdt).reshape(-1)
         self._wino: np.ndarray | None = None
+        m = w.shape[0]
+        self.depthwise_cl = None  # (kh * kw, C) for the channels-last depthwise path
+        if group == m and w.shape[1] == 1 and len(self.kernel) == 2 and m >= _DEPTHWISE_CL_MIN_C:
+            self.depthwise_cl = np.ascontiguousarray(self.w.reshape(m, -1).T)
 
     def winograd(self) -> np.ndarray:
         u = self._wino
@@ -300,6 +361,8 @@ def _conv_forward(x: np.ndarray, pk: _ConvWeights, group: int, geo: _Geometry, p
     nsp = len(out_sp)
     if n == 0 or m == 0 or any(o == 0 for o in out_sp) or x.shape[1] == 0:
         return np.zeros((n, m) + tuple(out_sp), dtype=x.dtype)
+    if pk.depthwise_cl is not None and x.shape[1] == m and min(begin) >= 0 and min(end) >= 0:
+        return conv_depthwise_cl(x, pk.depthwise_cl, pk.kernel, strides, dilations, begin, end, out_sp, pk.bias)
     if (
         group == 1
         and pk.kernel == (3, 3)
@@ -307,9 +370,8 @@ def _conv_forward(x: np.ndarray, pk: _ConvWeights, group: int, geo: _Geometry, p
         and dilations == (1, 1)
         and use_winograd(x.shape[1], m, out_sp, prepacked)
     ):
-        y = conv_winograd(x, pk.winograd(), begin, out_sp)
-    else:
-        y = conv_nd(x, w, group, strides, dilations, begin, end, out_sp)
+        return conv_winograd(x, pk.winograd(), begin, out_sp, pk.bias)
+    y = conv_nd(x, w, group, strides, dilations, begin, end, out_sp)
     if pk.bias is not None:
         y += pk.bias.reshape(_bias_shape(m, nsp))
     return y
@@ -339,7 +401,7 @@ def conv(node: NodeSpec):  # type: ignore[no-untyped-def]
     has_b = len(node.inputs) > 2 and bool(node.inputs[2])
     if w_const is not None and (b_const is not None or not has_b) and w_const.dtype.kind == "f":
         cdt = compute_dtype(w_const.dtype)
-        prepacked = (cdt, _ConvWeights(w_const, b_const, cdt))
+        prepacked = (cdt, _ConvWeights(w_const, b_const, cdt, group))
         _prepare_winograd(node, geo, group, prepacked[1])
 
     def run(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
@@ -348,7 +410,7 @@ def conv(node: NodeSpec):  # type: ignore[no-untyped-def]
         if prepacked is not None and prepacked[0] == cdt:
             pk, packed = prepacked[1], True
         else:
-            pk, packed = _ConvWeights(w, b, cdt), False
+            pk, packed = _ConvWeights(w, b, cdt, group), False
         y = _conv_forward(x if dtype == cdt else x.astype(cdt), pk, group, geo, packed)
         return y if y.dtype == dtype else y.astype(dtype)
 

@@ -7,6 +7,7 @@ import numpy as np
 from epoxy.contract import NodeSpec
 
 from ..registry import KERNELS
+from ._util import constant_input
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
@@ -19,16 +20,36 @@ def _float_compute(dtype: np.dtype) -> np.dtype | None:
     return _F32  # float16, bfloat16 and other exotic floats: BLAS in float32
 
 
+def _matmul_2d_weight(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a (..., K) @ b (K, N)`` as one GEMM over all the leading rows of ``a`` (numpy would
+    run one GEMM per leading index)."""
+    if a.ndim > 2 and a.flags.c_contiguous:
+        return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + b.shape[-1:])
+    return np.matmul(a, b)
+
+
 @KERNELS.register("MatMul", (1, 9, 13))
 def matmul(node: NodeSpec):  # type: ignore[no-untyped-def]
+    b_const = constant_input(node, 1)
+    packed = None
+    if b_const is not None and b_const.ndim == 2 and b_const.dtype.kind == "f":
+        # the weight in the dtype and layout the GEMM wants, once
+        cdt = _float_compute(b_const.dtype) or b_const.dtype
+        packed = (b_const.dtype, np.ascontiguousarray(b_const, dtype=cdt))
+
     def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         dtype = a.dtype
         cdt = _float_compute(dtype)
+        if packed is not None and packed[0] == dtype and a.ndim >= 1:
+            y = _matmul_2d_weight(a if cdt is None else a.astype(cdt), packed[1])
+            return y if y.dtype == dtype else y.astype(dtype)
         if cdt is not None:
             y = np.matmul(a.astype(cdt), b.astype(cdt))
             return np.asarray(y).astype(dtype)
         if b.dtype != dtype:
             b = b.astype(dtype)
+        if b.ndim == 2 and a.ndim > 2 and dtype.kind == "f":
+            return _matmul_2d_weight(a, b)
         return np.asarray(np.matmul(a, b))
 
     return run

@@ -10,6 +10,7 @@ from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
 from ._conv_util import compute_dtype
+from ._util import constant_input
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
@@ -51,19 +52,31 @@ def batch_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
         is_test = int(node.attr("is_test", 0)) if node.opset < 7 else 0
         training = n_out > 1 and not is_test
 
+    def affine(cdt, sc, bc, mc, vc):  # type: ignore[no-untyped-def]
+        """Inference BatchNorm as y = x * a + shift."""
+        sc, bc = sc.astype(cdt, copy=False), bc.astype(cdt, copy=False)
+        mc, vc = mc.astype(cdt, copy=False), vc.astype(cdt, copy=False)
+        a = sc / np.sqrt(vc + cdt.type(eps))
+        return a, bc - mc * a
+
+    params = [constant_input(node, i) for i in range(1, 5)]
+    packed = None
+    if not training and all(p is not None and p.dtype.kind == "f" for p in params):
+        cdt0 = compute_dtype(params[0].dtype)
+        packed = (cdt0, affine(cdt0, *params))  # scale/shift computed once
+
     def run(x, scale, b, mean, var):  # type: ignore[no-untyped-def]
         dtype = x.dtype
         cdt = compute_dtype(dtype)
         xc = x.astype(cdt, copy=False)
+        if not training:
+            a, shift = packed[1] if packed is not None and packed[0] == cdt else affine(cdt, scale, b, mean, var)
+            y = np.multiply(xc, _channel_shape(x, a))
+            y += _channel_shape(x, shift)
+            return y.astype(dtype, copy=False) if n_out == 1 else (y.astype(dtype, copy=False),) + (None,) * (n_out - 1)
         sc, bc = scale.astype(cdt, copy=False), b.astype(cdt, copy=False)
         mc, vc = mean.astype(cdt, copy=False), var.astype(cdt, copy=False)
         eps_c = cdt.type(eps)
-        if not training:
-            a = sc / np.sqrt(vc + eps_c)
-            shift = bc - mc * a
-            y = xc * _channel_shape(x, a)
-            y += _channel_shape(x, shift)
-            return y.astype(dtype, copy=False) if n_out == 1 else (y.astype(dtype, copy=False),) + (None,) * (n_out - 1)
         axes = (0,) + tuple(range(2, x.ndim))
         cur_mean = xc.mean(axis=axes)
         cur_var = xc.var(axis=axes)
@@ -154,13 +167,26 @@ def layer_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
         xc = x.astype(cdt, copy=False)
         mean = xc.mean(axis=axes, keepdims=True)
         d = xc - mean
-        var = np.mean(np.square(d), axis=axes, keepdims=True)
+        inner = int(np.prod(x.shape[ax:], dtype=np.int64))
+        if inner and d.size and d.flags.c_contiguous:
+            # sum of squares per row by einsum: no squared temporary
+            rows = d.reshape(-1, inner)
+            var = (np.einsum("ij,ij->i", rows, rows) / cdt.type(inner)).reshape(mean.shape)
+        else:
+            var = np.mean(np.square(d), axis=axes, keepdims=True)
         inv = 1 / np.sqrt(var + cdt.type(eps))
         d *= inv
-        y = d.astype(x.dtype, copy=False)
-        y = y * scale
+        if d.dtype == x.dtype and scale.dtype == x.dtype and np.broadcast_shapes(d.shape, scale.shape) == d.shape:
+            d *= scale  # d is our own temporary: finish in place
+            y = d
+        else:
+            y = d.astype(x.dtype, copy=False)
+            y = y * scale
         if b is not None:
-            y += b
+            if y.dtype == b.dtype and np.broadcast_shapes(y.shape, b.shape) == y.shape:
+                y += b
+            else:
+                y = y + b
         y = y.astype(x.dtype, copy=False)
         if n_out == 1:
             return y
@@ -208,14 +234,24 @@ def lrn(node: NodeSpec):  # type: ignore[no-untyped-def]
         xc = x.astype(cdt, copy=False)
         c = x.shape[1]
         sq = np.square(xc)
-        pad = [(0, 0)] * x.ndim
-        pad[1] = (before, after)
-        sqp = np.pad(sq, pad)
-        ss = sqp[:, 0:c].copy()
-        for i in range(1, size):
-            ss += sqp[:, i : i + c]
-        denom = (cdt.type(bias) + cdt.type(alpha / size) * ss) ** cdt.type(beta)
-        return (xc / denom).astype(x.dtype, copy=False)
+        # window sums over channels [i - before, i + after], clipped at the edges (no padding copy)
+        ss = sq.copy()
+        for off in range(-before, after + 1):
+            if off == 0 or abs(off) >= c:
+                continue
+            if off > 0:
+                ss[:, : c - off] += sq[:, off:]
+            else:
+                ss[:, -off:] += sq[:, : c + off]
+        ss *= cdt.type(alpha / size)
+        ss += cdt.type(bias)
+        # x / d**beta as x * exp(-beta * log d): numpy's float32 log/exp are vectorized, pow is not
+        with np.errstate(all="ignore"):
+            np.log(ss, out=ss)
+            ss *= cdt.type(-beta)
+            np.exp(ss, out=ss)
+        ss *= xc
+        return ss.astype(x.dtype, copy=False)
 
     return run
 
