@@ -14,6 +14,7 @@ from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
+from ._out import accepts_out
 from ._elementwise_util import arr, compute_dtype, erf, float_unary, is_narrow_float
 
 
@@ -48,7 +49,12 @@ def relu(node: NodeSpec):  # type: ignore[no-untyped-def]
             return arr(np.maximum(x.astype(np.float32), np.float32(0)).astype(x.dtype))
         return arr(np.maximum(x, x.dtype.type(0)))
 
-    return run
+    def into(out: np.ndarray, x: np.ndarray) -> np.ndarray | None:
+        if x.dtype == out.dtype and x.shape == out.shape and x.dtype in _CLIP_FLOATS:
+            return relu_into(x, out=out)
+        return None
+
+    return accepts_out(run, into)
 
 
 @KERNELS.register("LeakyRelu", (1, 6, 16))

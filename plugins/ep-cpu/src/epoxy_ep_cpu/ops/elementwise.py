@@ -16,6 +16,7 @@ from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
+from ._out import accepts_out, binary_ufunc_into
 from ._elementwise_util import arr, binary_with_legacy, compute_dtype, erf, float_unary, is_narrow_float
 
 _ARITH_VERSIONS = (1, 6, 7, 13, 14)
@@ -54,15 +55,22 @@ def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 _BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": _div}
 
 
-def _arith_factory(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]):  # type: ignore[no-untyped-def]
+#: float ufuncs with an in-place path into planned buffers (opset >= 7 broadcasting)
+_INTO = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.true_divide}
+
+
+def _arith_factory(op: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]):  # type: ignore[no-untyped-def]
     def factory(node: NodeSpec):  # type: ignore[no-untyped-def]
-        return binary_with_legacy(node, _same_dtype(fn))
+        run = binary_with_legacy(node, _same_dtype(fn))
+        if node.opset >= 7 and len(node.inputs) == 2:
+            return accepts_out(run, binary_ufunc_into(_INTO[op]))
+        return run
 
     return factory
 
 
 for _op, _fn in _BINARY.items():
-    KERNELS.register(_op, _ARITH_VERSIONS)(_arith_factory(_fn))
+    KERNELS.register(_op, _ARITH_VERSIONS)(_arith_factory(_op, _fn))
 
 
 # ---------------------------------------------------------------------- Pow

@@ -34,6 +34,7 @@ from epoxy.optimizer.passes.util import (RewritePass, attr, constant, copy_attri
                                          graph_nodes, is_op, make_node, opset_of, replace, sole_consumer)
 
 from ..registry import KERNELS
+from .activation import relu_into
 
 DOMAIN = "com.epoxy.cpu"
 DOMAIN_VERSION = 1
@@ -94,7 +95,7 @@ def activation_fn(node: NodeSpec) -> Callable[[np.ndarray], np.ndarray] | None:
 
         def relu(y: np.ndarray) -> np.ndarray:
             if y.dtype in _FAST:
-                return np.maximum(y, 0, out=y)
+                return relu_into(y, out=y)
             return slow(y)
 
         return relu

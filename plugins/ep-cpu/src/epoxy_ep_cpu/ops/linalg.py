@@ -7,6 +7,7 @@ import numpy as np
 from epoxy.contract import NodeSpec
 
 from ..registry import KERNELS
+from ._out import FAST_FLOATS, accepts_out
 from ._util import constant_input
 
 _F32 = np.dtype(np.float32)
@@ -52,7 +53,17 @@ def matmul(node: NodeSpec):  # type: ignore[no-untyped-def]
             return _matmul_2d_weight(a, b)
         return np.asarray(np.matmul(a, b))
 
-    return run
+    def into(out: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+        """GEMM straight into the planned buffer: float32/64, 2-D right operand."""
+        w = packed[1] if packed is not None and packed[0] == a.dtype else b
+        if not (a.dtype == w.dtype == out.dtype and out.dtype in FAST_FLOATS and w.ndim == 2 and a.ndim >= 2):
+            return None
+        if out.shape != a.shape[:-1] + (w.shape[1],) or a.shape[-1] != w.shape[0] or not a.flags.c_contiguous:
+            return None
+        np.matmul(a.reshape(-1, a.shape[-1]), w, out=out.reshape(-1, w.shape[1]))
+        return out
+
+    return accepts_out(run, into)
 
 
 @KERNELS.register("Gemm", (1, 6, 7, 9, 11, 13))
