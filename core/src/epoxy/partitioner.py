@@ -10,8 +10,8 @@ case an unclaimed node is an error naming it. Every decision is recorded for the
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from numbers import Integral
 from dataclasses import dataclass, field
+from numbers import Integral
 
 from .contract import Capability, FusedGroup, Provider
 from .errors import ProviderError, UnsupportedOpError

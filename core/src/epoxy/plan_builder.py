@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .arena import ArenaLayout, alias_extended_last_use, aliases_of_outputs, layout_from_plan
 from .contract import Allocator, NodeSpec, Provider, SubgraphSpec
 from .errors import ProviderError
-from .arena import ArenaLayout, alias_extended_last_use, aliases_of_outputs, layout_from_plan
 from .executor import ExecutionPlan, Step
 from .graph_spec import CoreGraph
 from .partitioner import Partition, Unit

@@ -9,13 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .contract import Provider, ValueType
+from .control_flow import ControlFlowProvider
 from .dtypes import describe_dtype
 from .errors import InvalidArgumentError, ProviderError
 from .executor import SequentialExecutor
-from .parallel_executor import ParallelExecutor
-from .profiling import Profiler, ProfilingExecutor
-from .threads import set_blas_threads
-from .control_flow import ControlFlowProvider
 from .feeds import check_feeds
 from .functions import inline_local_functions, partition_graph, reinfer_shapes
 from .limits import check_feeds as check_feed_sizes
@@ -23,9 +20,12 @@ from .limits import check_planned_peak, check_static_values
 from .loader import ModelSource, load_model
 from .optimizer import optimize
 from .options import SessionOptions
+from .parallel_executor import ParallelExecutor
 from .plan_builder import build_plan
 from .plugins import ProviderRegistry, default_registry, strict_mode
+from .profiling import Profiler, ProfilingExecutor
 from .report import PartitionReport
+from .threads import set_blas_threads
 
 FALLBACK_PROVIDER = "cpu"
 
@@ -166,6 +166,9 @@ class InferenceSession:
         self._inputs = [n for n in graph.inputs if n not in constants]
         self._overridable = [n for n in graph.inputs if n in constants]
         self._input_types = {n: graph.value_type(n) for n in graph.inputs}
+        # where each feed goes: graph inputs, or the host slot of an overridden initializer
+        self._feed_slots = {**{n: built.plan.slot_names.index(n) for n in self._overridable
+                               if n in built.plan.slot_names}, **built.plan.input_slots}
 
     # -- construction helpers ------------------------------------------------------------
     def _partition_and_plan(self, loaded: Any, chosen: list[tuple[str, Provider]], notes: list[str]) -> Any:
@@ -315,8 +318,5 @@ class InferenceSession:
                 if name not in plan.output_slots:
                     raise InvalidArgumentError(f"unknown output {name!r}; the model's outputs are {self._graph.outputs}")
                 fetch.append(plan.output_slots[name])
-        return self._executor.run([(plan.input_slots.get(n) if n in plan.input_slots else self._constant_slot(n), v)
-                                   for n, v in feeds.items()], fetch)
-
-    def _constant_slot(self, name: str) -> int:
-        return self._plan.slot_names.index(name)
+        slots = self._feed_slots
+        return self._executor.run([(slots[n], v) for n, v in feeds.items()], fetch)

@@ -14,9 +14,18 @@ from typing import Any
 from onnx_ir.passes.common import IdentityEliminationPass, LiftConstantsToInitializersPass, RemoveUnusedNodesPass
 
 from ..hookspecs import hookimpl
-from .passes import (BatchNormAffineFoldPass, ConstantFoldingPass, ConvAffineFoldPass, ConvBatchNormFoldPass,
-                     DropoutEliminationPass, GeluFusionPass, LayerNormFusionPass, LegacyInitializerInputsPass,
-                     MatMulAddToGemmPass, ReshapeTransposeSimplifyPass)
+from .passes import (
+    BatchNormAffineFoldPass,
+    ConstantFoldingPass,
+    ConvAffineFoldPass,
+    ConvBatchNormFoldPass,
+    DropoutEliminationPass,
+    GeluFusionPass,
+    LayerNormFusionPass,
+    LegacyInitializerInputsPass,
+    MatMulAddToGemmPass,
+    ReshapeTransposeSimplifyPass,
+)
 
 
 class BuiltinPasses:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from .util import RewritePass, channel_vector, constant, graph_nodes, is_op, sole_consumer
 from .conv_bn import bn_inference_affine, fold_into_conv
+from .util import RewritePass, channel_vector, constant, graph_nodes, is_op, sole_consumer
 
 _OPS = ("Add", "Sub", "Mul", "Div")
 

@@ -5,8 +5,20 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from .util import (RewritePass, add_initializer, attr, constant, copy_attributes, graph_nodes, is_op, make_node, opset_of,
-                    per_channel, replace, sole_consumer)
+from .util import (
+    RewritePass,
+    add_initializer,
+    attr,
+    constant,
+    copy_attributes,
+    graph_nodes,
+    is_op,
+    make_node,
+    opset_of,
+    per_channel,
+    replace,
+    sole_consumer,
+)
 
 
 def bn_inference_affine(model: ir.Model, bn: ir.Node, channels: int | None) -> tuple[np.ndarray, np.ndarray] | None:

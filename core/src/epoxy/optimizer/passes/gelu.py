@@ -15,8 +15,20 @@ import math
 
 import onnx_ir as ir
 
-from .util import (RewritePass, binary_with_scalar, close, dtype_of, fused_version, graph_nodes, is_op,
-                    make_node, private, replace, scalar, sole_consumer)
+from .util import (
+    RewritePass,
+    binary_with_scalar,
+    close,
+    dtype_of,
+    fused_version,
+    graph_nodes,
+    is_op,
+    make_node,
+    private,
+    replace,
+    scalar,
+    sole_consumer,
+)
 
 _TYPES = (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16)
 SQRT2 = math.sqrt(2.0)

@@ -14,8 +14,24 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from .util import (RewritePass, add_initializer, attr, close, constant, dtype_of, fused_version, graph_nodes,
-                    is_op, make_node, opset_of, private, rank_of, replace, scalar, sole_consumer)
+from .util import (
+    RewritePass,
+    add_initializer,
+    attr,
+    close,
+    constant,
+    dtype_of,
+    fused_version,
+    graph_nodes,
+    is_op,
+    make_node,
+    opset_of,
+    private,
+    rank_of,
+    replace,
+    scalar,
+    sole_consumer,
+)
 
 _STASH = {ir.DataType.FLOAT: 1, ir.DataType.DOUBLE: 11}
 

@@ -8,8 +8,18 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from .util import (RewritePass, dtype_of, graph_nodes, is_op, make_node, opset_of, other_input, rank_of,
-                    replace, sole_consumer)
+from .util import (
+    RewritePass,
+    dtype_of,
+    graph_nodes,
+    is_op,
+    make_node,
+    opset_of,
+    other_input,
+    rank_of,
+    replace,
+    sole_consumer,
+)
 
 _GEMM_TYPES = (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16)
 

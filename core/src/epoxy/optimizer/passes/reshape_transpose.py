@@ -11,8 +11,20 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from .util import (RewritePass, attr, bypass, constant, copy_attributes, graph_nodes, is_op, make_node,
-                    opset_of, replace, sole_consumer, static_shape)
+from .util import (
+    RewritePass,
+    attr,
+    bypass,
+    constant,
+    copy_attributes,
+    graph_nodes,
+    is_op,
+    make_node,
+    opset_of,
+    replace,
+    sole_consumer,
+    static_shape,
+)
 
 
 class ReshapeTransposeSimplifyPass(RewritePass):
