@@ -17,6 +17,10 @@ import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
 from .errors import ModelLoadError
+from .wire import load_mapped
+
+#: model files at least this large are memory mapped (weights are not copied)
+MAPPED_FILE_MIN_BYTES = 1 << 20
 
 ModelSource = str | os.PathLike | bytes | onnx.ModelProto
 
@@ -31,9 +35,11 @@ class LoadedModel:
     warnings: list[str] = field(default_factory=list)
 
 
-def _read_proto(source: ModelSource) -> tuple[onnx.ModelProto, str, Path | None]:
+def _read_proto(source: ModelSource) -> tuple[onnx.ModelProto, str, Path | None, dict[str, np.ndarray]]:
+    """The protobuf, a display name, the folder external data is relative to, and the
+    initializers kept as views of the memory-mapped file (large files only, see wire.py)."""
     if isinstance(source, onnx.ModelProto):
-        return source, "<ModelProto>", None
+        return source, "<ModelProto>", None, {}
     if isinstance(source, (bytes, bytearray, memoryview)):
         proto = onnx.ModelProto()
         try:
@@ -42,16 +48,19 @@ def _read_proto(source: ModelSource) -> tuple[onnx.ModelProto, str, Path | None]
             raise ModelLoadError(f"model bytes are not a valid ONNX protobuf: {exc}") from exc
         if not proto.graph.node and not proto.graph.output:
             raise ModelLoadError("model bytes parsed to an empty model (no graph outputs)")
-        return proto, "<bytes>", None
+        return proto, "<bytes>", None, {}
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if not path.is_file():
             raise ModelLoadError(f"model file not found: {path}")
         try:
+            if path.stat().st_size >= MAPPED_FILE_MIN_BYTES:
+                proto, mapped = load_mapped(path)
+                return proto, str(path), path.resolve().parent, mapped
             proto = onnx.load(str(path), load_external_data=False)
         except (DecodeError, RuntimeError, ValueError, OSError) as exc:
             raise ModelLoadError(f"cannot parse {path} as an ONNX model: {exc}") from exc
-        return proto, str(path), path.resolve().parent
+        return proto, str(path), path.resolve().parent, {}
     raise ModelLoadError(
         f"model must be a path, bytes or onnx.ModelProto, got {type(source).__name__}"
     )
@@ -219,7 +228,7 @@ def load_model(source: ModelSource, *, check: bool = True, infer_shapes: bool = 
 
     ``memory_limit``: tensors whose declared size is above it are refused before their
     data is read or densified (:class:`~epoxy.errors.ResourceLimitError`)."""
-    proto, name, base_dir = _read_proto(source)
+    proto, name, base_dir, mapped = _read_proto(source)
     bad_text = _first_bad_text(proto, "model")
     if bad_text is not None:
         raise ModelLoadError(f"{name}: a name or string field is not valid UTF-8: {bad_text}")
@@ -249,7 +258,7 @@ def load_model(source: ModelSource, *, check: bool = True, infer_shapes: bool = 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model = ir.serde.deserialize_model(proto)
-        _own_initializer_data(model.graph)
+        _own_initializer_data(model.graph, mapped)
     except Exception as exc:
         raise ModelLoadError(f"{name}: cannot build the graph: {type(exc).__name__}: {exc}") from exc
     return LoadedModel(model=model, source=name, base_dir=base_dir, warnings=notes)
@@ -312,11 +321,14 @@ def _adopt_inferred(proto: onnx.ModelProto, inferred: onnx.ModelProto) -> None:
     graph.node.extend(inferred.graph.node)
 
 
-def _own_initializer_data(graph: ir.Graph) -> None:
+def _own_initializer_data(graph: ir.Graph, mapped: dict[str, np.ndarray]) -> None:
     """Give each initializer a numpy-backed tensor so the protobuf (a second copy of every
-    weight) can be freed once loading is done."""
-    for value in graph.initializers.values():
+    weight) can be freed once loading is done; mapped ones are views of the model file."""
+    for name, value in graph.initializers.items():
         tensor = value.const_value
+        if name in mapped and tensor is not None:
+            value.const_value = ir.Tensor(mapped[name], dtype=tensor.dtype, name=tensor.name)
+            continue
         if tensor is None or isinstance(tensor, ir.Tensor) or tensor.dtype == ir.DataType.STRING:
             continue
         array = tensor.numpy()

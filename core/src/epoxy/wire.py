@@ -1,0 +1,163 @@
+"""Load large models without a second copy of their weights.
+
+``onnx.load`` holds the file's bytes and the parsed protobuf at once (two copies of every
+weight), and turning the tensors into numpy arrays makes a third. Here the file is memory
+mapped, the protobuf wire format is walked just deep enough (ModelProto.graph ->
+GraphProto.initializer -> TensorProto.raw_data) to cut large ``raw_data`` fields out of a
+small skeleton that protobuf parses; each of those tensors is copied out of the mapping into
+its own (read-only) numpy array and its mapped pages dropped, so the weights exist about
+once while loading instead of three times.
+"""
+
+from __future__ import annotations
+
+import mmap
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+#: raw_data fields at least this long are left in the file instead of the protobuf
+MIN_MAPPED_BYTES = 1 << 16
+
+_MODEL_GRAPH, _GRAPH_INITIALIZER, _TENSOR_RAW_DATA = 7, 5, 9
+_LENGTH_DELIMITED = 2
+
+
+class WireFormatError(ValueError):
+    """The bytes are not a well-formed protobuf message."""
+
+
+def _varint(buf: mmap.mmap | bytes, pos: int, end: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= end or shift > 63:
+            raise WireFormatError("truncated or overlong varint")
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _fields(buf: mmap.mmap | bytes, start: int, end: int) -> Iterator[tuple[int, int, int, int, int, int]]:
+    """(field number, wire type, field start, value start, value end, field end) per field."""
+    pos = start
+    while pos < end:
+        field_start = pos
+        key, pos = _varint(buf, pos, end)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            _, pos = _varint(buf, pos, end)
+            value_start = value_end = pos
+        elif wire == 1:
+            value_start, pos = pos, pos + 8
+            value_end = pos
+        elif wire == 5:
+            value_start, pos = pos, pos + 4
+            value_end = pos
+        elif wire == 2:
+            length, pos = _varint(buf, pos, end)
+            value_start, pos = pos, pos + length
+            value_end = pos
+        else:
+            raise WireFormatError(f"unsupported wire type {wire}")
+        if pos > end:
+            raise WireFormatError("field runs past the end of its message")
+        yield field, wire, field_start, value_start, value_end, pos
+
+
+def _length_delimited(field: int, payload: bytes | bytearray) -> bytes:
+    return _encode_varint((field << 3) | _LENGTH_DELIMITED) + _encode_varint(len(payload)) + bytes(payload)
+
+
+@dataclass(frozen=True)
+class MappedSpan:
+    """Where initializer number ``index`` keeps its raw data in the mapped file."""
+
+    index: int
+    offset: int
+    length: int
+
+
+def _strip_tensor(buf: mmap.mmap, start: int, end: int, index: int, spans: list[MappedSpan]) -> bytearray:
+    out = bytearray()
+    for field, wire, fs, vs, ve, fe in _fields(buf, start, end):
+        if field == _TENSOR_RAW_DATA and wire == _LENGTH_DELIMITED and ve - vs >= MIN_MAPPED_BYTES:
+            spans.append(MappedSpan(index, vs, ve - vs))
+        else:
+            out += buf[fs:fe]
+    return out
+
+
+def _strip_graph(buf: mmap.mmap, start: int, end: int, spans: list[MappedSpan]) -> bytearray:
+    out = bytearray()
+    index = 0
+    for field, wire, fs, vs, ve, fe in _fields(buf, start, end):
+        if field == _GRAPH_INITIALIZER and wire == _LENGTH_DELIMITED:
+            out += _length_delimited(field, _strip_tensor(buf, vs, ve, index, spans))
+            index += 1
+        else:
+            out += buf[fs:fe]
+    return out
+
+
+def load_mapped(path: Path) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """Parse ``path`` with its large initializers as numpy views of the mapped file.
+
+    Returns the protobuf (those initializers keep dims and type but no data) and the
+    arrays by initializer name.
+    """
+    with open(path, "rb") as f:
+        mapping = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    spans: list[MappedSpan] = []
+    skeleton = bytearray()
+    for field, wire, fs, vs, ve, fe in _fields(mapping, 0, len(mapping)):
+        if field == _MODEL_GRAPH and wire == _LENGTH_DELIMITED:
+            skeleton += _length_delimited(field, _strip_graph(mapping, vs, ve, spans))
+        else:
+            skeleton += mapping[fs:fe]
+    proto = onnx.ModelProto()
+    proto.ParseFromString(bytes(skeleton))
+    arrays: dict[str, np.ndarray] = {}
+    for span in spans:
+        tensor = proto.graph.initializer[span.index]
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
+        count = int(np.prod(tensor.dims, dtype=np.int64))
+        if dtype.itemsize * count != span.length:
+            raise WireFormatError(
+                f"initializer {tensor.name!r}: {span.length} bytes of data for dims {list(tensor.dims)} of {dtype}")
+        view = np.frombuffer(mapping, dtype=dtype.newbyteorder("<"), count=count, offset=span.offset)
+        # an anonymous copy (numpy asks for huge pages: GEMMs over file-backed 4 KiB pages
+        # ran ~20% slower), then the mapped pages are dropped so peak memory stays ~1 copy
+        array = view.astype(dtype, copy=True).reshape(tuple(tensor.dims))
+        array.flags.writeable = False
+        arrays[tensor.name] = array
+        del view
+        _drop_pages(mapping, span.offset, span.length)
+    mapping.close()
+    return proto, arrays
+
+
+def _drop_pages(mapping: mmap.mmap, offset: int, length: int) -> None:
+    """Release the mapped pages of a byte range from this process (re-read if touched)."""
+    start = offset - offset % mmap.PAGESIZE
+    try:
+        mapping.madvise(mmap.MADV_DONTNEED, start, length + (offset - start))
+    except (AttributeError, OSError, ValueError):  # platforms without madvise: pages stay until close
+        pass
