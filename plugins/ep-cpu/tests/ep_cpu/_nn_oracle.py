@@ -1,11 +1,12 @@
-"""Shared by test_conv.py, test_linalg.py, test_normalization.py: build one-node models and compare epoxy with its oracle."""
+"""Shared by the nn-family tests (conv, linalg, normalization, pool, softmax): build
+one-node models and compare epoxy with its oracle."""
 
 from __future__ import annotations
+
+import epoxy
 import numpy as np
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
-import epoxy
-
 
 RNG = np.random.default_rng(0)
 
@@ -38,12 +39,22 @@ def run_epoxy(model, inputs):
     return epoxy.InferenceSession(model, providers=["cpu"]).run(None, feeds)
 
 
-def check(op, inputs, attrs=None, opset=17, n_out=1, out_dtypes=None, rtol=1e-5, atol=1e-6, expected=None):
-    """Run through epoxy and compare with ``expected`` or onnx.reference; returns epoxy's outputs."""
+def check(
+    op, inputs, attrs=None, opset=17, n_out=1, out_dtypes=None, rtol=1e-5, atol=1e-6, expected=None, oracle="ref"
+):
+    """Run through epoxy and compare with ``expected`` or the oracle: onnx.reference, or
+    onnxruntime (``oracle="ort"``) where the reference gets the semantics wrong (pooling
+    geometry, Softmax's pre-13 2-D coercion); returns epoxy's outputs."""
     feeds = {f"x{i}": x for i, x in enumerate(inputs) if x is not None}
     if expected is None:
         ref_model = _model(op, inputs, attrs, opset, n_out, out_dtypes)
-        expected = ReferenceEvaluator(ref_model).run(None, feeds)
+        if oracle == "ort":
+            import onnxruntime
+
+            sess = onnxruntime.InferenceSession(ref_model.SerializeToString(), providers=["CPUExecutionProvider"])
+            expected = sess.run(None, feeds)
+        else:
+            expected = ReferenceEvaluator(ref_model).run(None, feeds)
     expected = [np.asarray(e) for e in expected]
     model = _model(op, inputs, attrs, opset, n_out, out_dtypes, [e.ndim for e in expected])
     got = run_epoxy(model, inputs)
