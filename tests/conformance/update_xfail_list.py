@@ -1,6 +1,6 @@
 """Regenerate expected_failures.txt from a run: one line per failing case with its error.
 
-    python tests/conformance/make_expected_failures.py
+    python tests/conformance/update_xfail_list.py
 
 Reasons come from the actual failure (first line of the error); edit them into a
 concrete cause where the error alone does not say it. Cases that pass are dropped.
