@@ -53,9 +53,9 @@ def profile_epoxy(path, feeds, threads, runs, warmup, clock=time.perf_counter):
     for i, (entry, step) in enumerate(zip(ex._program, steps)):
         fn = entry[0]
 
-        def timed(*args, _fn=fn, _i=i, _pc=clock):
+        def timed(*args, _fn=fn, _i=i, _pc=clock, **kwargs):
             t0 = _pc()
-            r = _fn(*args)
+            r = _fn(*args, **kwargs)
             totals[_i] += _pc() - t0
             return r
 
