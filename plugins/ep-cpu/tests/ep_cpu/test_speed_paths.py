@@ -173,7 +173,8 @@ def test_use_winograd_thresholds():
     assert not conv_ops.use_winograd(64, 256, [13, 13])  # 64 channels on a small image
     assert conv_ops.use_winograd(256, 384, [13, 13])
     assert conv_ops.use_winograd(128, 64, [56, 56])
-    assert not conv_ops.use_winograd(64, 64, [56, 56])  # too little GEMM per pixel
+    assert conv_ops.use_winograd(64, 64, [56, 56])  # 1.25x on one BLAS thread
+    assert not conv_ops.use_winograd(64, 48, [56, 56])  # too little GEMM per pixel
     assert not conv_ops.use_winograd(128, 64, [12, 12], prepacked=False)  # weights transformed per call
     assert conv_ops.use_winograd(128, 64, [28, 28], prepacked=False)
 
@@ -359,3 +360,163 @@ def test_layer_norm_in_place_path(xs, axis, scale_shape):
     xt = np.asfortranarray(x)
     np.testing.assert_allclose(kernel("LayerNormalization", 3, {"axis": axis})(xt, scale, bias),
                                kernel("LayerNormalization", 3, {"axis": axis})(x, scale, bias), rtol=1e-5, atol=1e-6)
+
+
+# --------------------------------------------------------------------------- row-shift Conv, flat depthwise
+
+
+def _counting(monkeypatch, name):
+    calls = []
+    real = getattr(conv_ops, name)
+
+    def wrapped(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(conv_ops, name, wrapped)
+    return calls
+
+
+@pytest.mark.parametrize(
+    "xs,ws,attrs",
+    [
+        ((1, 128, 9, 7), (32, 128, 3, 3), {"pads": [1, 1, 1, 1]}),  # DenseNet growth layer
+        ((2, 5, 8, 6), (7, 5, 3, 2), {"pads": [0, 1, 2, 0]}),  # batch 2, asymmetric pads
+        ((1, 4, 5, 9), (3, 4, 1, 3), {}),  # one kernel row, no padding
+        ((1, 6, 11, 10), (48, 6, 5, 5), {"auto_pad": "SAME_UPPER"}),
+        ((1, 3, 4, 4), (2, 3, 4, 4), {}),  # kernel as large as the image
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_conv_row_shift_matches_reference(xs, ws, attrs, dtype, monkeypatch):
+    calls = _counting(monkeypatch, "conv_row_shift")
+    x = RNG.standard_normal(xs).astype(dtype)
+    w = RNG.standard_normal(ws).astype(dtype)
+    b = RNG.standard_normal(ws[0]).astype(dtype)
+    attrs = {"kernel_shape": list(ws[2:]), **attrs}
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    for constants in ({}, {1: w, 2: b}):
+        got = kernel("Conv", 3, attrs, constants=constants)(x, w, b)
+        want = conv_reference(x, w, b, **attrs)
+        assert got.dtype == dtype and got.shape == want.shape and got.flags.c_contiguous
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    got = kernel("Conv", 2, attrs)(x, w)
+    np.testing.assert_allclose(got, conv_reference(x, w, **attrs), rtol=tol, atol=tol)
+    assert len(calls) == 3
+
+
+def test_conv_row_shift_not_for_many_channels_or_strides(monkeypatch):
+    calls = _counting(monkeypatch, "conv_row_shift")
+    x = RNG.standard_normal((1, 8, 9, 9)).astype(np.float32)
+    for ws, attrs in [((64, 8, 3, 3), {}), ((16, 8, 3, 3), {"strides": [2, 2]}), ((16, 8, 3, 3), {"dilations": [2, 2]}),
+                      ((16, 8, 1, 1), {})]:
+        w = RNG.standard_normal(ws).astype(np.float32)
+        attrs = {"kernel_shape": list(ws[2:]), **attrs}
+        got = kernel("Conv", 2, attrs)(x, w)
+        np.testing.assert_allclose(got, conv_reference(x, w, **attrs), rtol=1e-4, atol=1e-4)
+    assert calls == []
+
+
+@pytest.mark.parametrize(
+    "xs,k,attrs",
+    [
+        ((1, 136, 10, 9), (3, 3), {"pads": [1, 1, 1, 1]}),  # ShuffleNet-style
+        ((2, 6, 7, 8), (3, 3), {"pads": [0, 1, 2, 0]}),
+        ((1, 300, 12, 12), (3, 3), {"pads": [1, 1, 1, 1]}),  # many channels, large image: not channels-last
+        ((1, 5, 6, 7), (5, 3), {"auto_pad": "SAME_LOWER"}),
+        ((1, 4, 6, 6), (1, 1), {}),
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_conv_depthwise_flat(xs, k, attrs, dtype, monkeypatch):
+    calls = _counting(monkeypatch, "conv_depthwise_flat")
+    c = xs[1]
+    x = RNG.standard_normal(xs).astype(dtype)
+    w = RNG.standard_normal((c, 1) + k).astype(dtype)
+    b = RNG.standard_normal(c).astype(dtype)
+    attrs = {"kernel_shape": list(k), "group": c, **attrs}
+    tol = 1e-5 if dtype == np.float32 else 1e-10
+    want = conv_reference(x, w, b, **attrs)
+    for constants in ({}, {1: w, 2: b}):
+        got = kernel("Conv", 3, attrs, constants=constants)(x, w, b)
+        assert got.dtype == dtype and got.shape == want.shape and got.flags.c_contiguous
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    np.testing.assert_allclose(kernel("Conv", 2, attrs)(x, w), conv_reference(x, w, **attrs), rtol=tol, atol=tol)
+    assert len(calls) == 3
+
+
+def test_conv_depthwise_small_image_stays_channels_last(monkeypatch):
+    flat = _counting(monkeypatch, "conv_depthwise_flat")
+    cl = _counting(monkeypatch, "conv_depthwise_cl")
+    x = RNG.standard_normal((1, 544, 7, 7)).astype(np.float32)
+    w = RNG.standard_normal((544, 1, 3, 3)).astype(np.float32)
+    attrs = {"kernel_shape": [3, 3], "group": 544, "pads": [1, 1, 1, 1]}
+    got = kernel("Conv", 2, attrs, constants={1: w})(x, w)
+    np.testing.assert_allclose(got, conv_reference(x, w, **attrs), rtol=1e-5, atol=1e-5)
+    assert flat == [] and len(cl) == 1
+
+
+# --------------------------------------------------------------------------- pooling, BatchNorm out=
+
+
+def pool_reference(op, x, **attrs):
+    node = helper.make_node(op, ["x"], ["y"], **attrs)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 1 if x.dtype == np.float32 else 11, x.shape)],
+                              [helper.make_tensor_value_info("y", 1 if x.dtype == np.float32 else 11, [])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    return ReferenceEvaluator(model).run(None, {"x": x})[0]
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+@pytest.mark.parametrize(
+    "xs,attrs",
+    [
+        ((1, 9, 14, 14), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # Inception's stride-1 pools
+        ((2, 3, 7, 5), {"kernel_shape": [3, 2], "pads": [0, 1, 1, 0]}),
+        ((1, 4, 6, 7), {"kernel_shape": [1, 3]}),
+        ((1, 2, 5, 5), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 1}),
+        ((1, 3, 9, 8), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),  # strided: separable
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_pool_flat_grid(op, xs, attrs, dtype):
+    if op == "MaxPool" and "count_include_pad" in attrs:
+        return
+    from epoxy_ep_cpu.ops import pool as pool_ops
+
+    x = RNG.standard_normal(xs).astype(dtype)
+    fn = kernel(op, 1, attrs, opset=19 if op == "AveragePool" else 12)
+    got = fn(x)
+    want = pool_reference(op, x, **attrs)
+    assert got.dtype == dtype and got.shape == want.shape and got.flags.c_contiguous
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    if op == "AveragePool" and attrs.get("strides", [1, 1]) == [1, 1]:
+        # same additions in the same order as the generic separable path
+        a = pool_ops._PoolAttrs(_spec(op, attrs))
+        out_sp, begin, end, extra = a.geometry(x)
+        xp = pool_ops.pad_spatial(x, begin, [e + ex for e, ex in zip(end, extra)], 0)
+        np.testing.assert_array_equal(pool_ops._separable_flat(xp, a, out_sp, np.add, 0),
+                                      pool_ops._separable(xp, a, out_sp, np.add, dtype))
+
+
+def _spec(op, attrs):
+    return NodeSpec(index=0, name="n", op_type=op, domain="", opset=19, inputs=("x",), outputs=("y",),
+                    attributes=attrs, input_types=(), output_types=())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_batchnorm_out_buffer(dtype):
+    x = RNG.standard_normal((2, 5, 4, 3)).astype(dtype)
+    params = [RNG.standard_normal(5).astype(dtype) for _ in range(3)] + [RNG.random(5).astype(dtype) + 0.5]
+    fn = kernel("BatchNormalization", 5, {"epsilon": 1e-3}, opset=15, constants=dict(enumerate(params, 1)))
+    assert getattr(fn, "supports_out", False)
+    want = fn(x, *params)
+    out = np.full_like(x, np.nan)
+    got = fn(x, *params, out=out)
+    assert got is out
+    np.testing.assert_array_equal(got, want)
+    s, b, m, v = (p.astype(np.float64).reshape(1, -1, 1, 1) for p in params)
+    np.testing.assert_allclose(want, (x - m) / np.sqrt(v + 1e-3) * s + b, rtol=1e-5, atol=1e-5)
+    # an out buffer that does not fit: allocates as usual
+    got = fn(x, *params, out=np.empty((2, 5, 4, 3), dtype=np.float16))
+    np.testing.assert_array_equal(got, want)

@@ -170,7 +170,7 @@ def _bias_shape(m: int, nsp: int) -> tuple[int, ...]:
 #: takes C * M >= ~8k channel pairs to stay ahead: 1.1-1.5x there, 0.8-0.95x below)
 _WINO_MIN_C = 64
 _WINO_MIN_M = 32
-_WINO_MIN_CM = 8192
+_WINO_MIN_CM = 4096  # 1 BLAS thread: 1.25x at 64 x 64 channels on 56x56 and 64 x 96 on 28x28
 _WINO_MIN_TILES = 16
 _WINO_SMALL_C = 96  # with fewer input channels than this, only on large images:
 _WINO_SMALL_C_TILES = 100
@@ -331,17 +331,112 @@ def conv_depthwise_cl(
     return np.ascontiguousarray(acc.transpose(0, 3, 1, 2))
 
 
+#: group-1 stride-1 2-D convolutions with at most this many output channels use
+#: ``conv_row_shift``: with few output channels the GEMM is cheap and im2col's 9x copy is
+#: a large share (1.2-1.3x at 32 channels, the DenseNet growth layers)
+_ROW_SHIFT_MAX_M = 48
+#: elements of the shifted image copy per band of output rows (kept in cache for the GEMMs)
+_ROW_SHIFT_BAND = 1 << 22
+
+
+def row_shift_weights(w: np.ndarray) -> np.ndarray:
+    """``(M, C, kh, kw)`` as ``(kh, M, kw * C)``: per kernel row, columns ordered (j, c)."""
+    m, c, kh, kw = w.shape
+    return np.ascontiguousarray(w.transpose(2, 0, 3, 1)).reshape(kh, m, kw * c)
+
+
+def conv_row_shift(
+    x: np.ndarray, wr: np.ndarray, kernel: tuple[int, int], begin: list[int], end: list[int], out_sp: list[int],
+    bias: np.ndarray | None = None,
+) -> np.ndarray:
+    """Stride-1 undilated 2-D convolution (pads >= 0) computed on the padded width grid:
+    the padded image flattened per channel makes every kernel position a column offset,
+    so ``kw`` shifted copies of the image stacked as (kw * C, P) give, for kernel row i, the
+    GEMM operand as a strided view at offset i * Wp: ``kh`` GEMMs with K = kw * C, summed;
+    the ``kw - 1`` extra columns per output row are cut off at the end."""
+    n, c, h, w = x.shape
+    kh, kw = kernel
+    m = wr.shape[1]
+    hp, wp = h + begin[0] + end[0], w + begin[1] + end[1]
+    oh, ow = out_sp
+    p = hp * wp
+    y = np.empty((n, m, oh, ow), dtype=x.dtype)
+    band = max(1, min(oh, _ROW_SHIFT_BAND // max(1, kw * c * wp) - kh + 1))
+    for b in range(n):
+        xp = np.zeros((c, p + kw), dtype=x.dtype)
+        xp[:, :p].reshape(c, hp, wp)[:, begin[0] : begin[0] + h, begin[1] : begin[1] + w] = x[b]
+        for r0 in range(0, oh, band):
+            r1 = min(oh, r0 + band)
+            length = (r1 - r0) * wp
+            span = length + (kh - 1) * wp
+            sh = np.empty((kw, c, span), dtype=x.dtype)
+            for j in range(kw):
+                sh[j] = xp[:, r0 * wp + j : r0 * wp + j + span]
+            shm = sh.reshape(kw * c, span)
+            acc = np.matmul(wr[0], shm[:, :length])
+            if kh > 1:
+                tmp = np.empty_like(acc)
+                for i in range(1, kh):
+                    np.matmul(wr[i], shm[:, i * wp : i * wp + length], out=tmp)
+                    acc += tmp
+            acc3 = acc.reshape(m, r1 - r0, wp)[:, :, :ow]
+            if bias is not None:
+                np.add(acc3, bias.reshape(m, 1, 1), out=y[b, :, r0:r1])
+            else:
+                y[b, :, r0:r1] = acc3
+    return y
+
+
+#: channels-last depthwise only on small images (stride 1): above this many output pixels
+#: the flat-grid im2col below wins (1.25x at 272 channels on 14x14, 1.5x at 136 on 28x28)
+_DEPTHWISE_CL_MAX_PIXELS = 64
+
+
+def conv_depthwise_flat(
+    x: np.ndarray, w: np.ndarray, kernel: tuple[int, int], begin: list[int], end: list[int], out_sp: list[int],
+    bias: np.ndarray | None = None,
+) -> np.ndarray:
+    """Stride-1 undilated depthwise 2-D convolution (one input and one output channel per
+    group, pads >= 0) as im2col on the padded width grid: every kernel position is a column
+    offset of the flattened padded image, so the columns are ``kh * kw`` plain slice copies
+    (no strided gather), multiplied by one (C, 1, K) @ (C, K, L) batched matmul; the
+    ``kw - 1`` extra columns per row are cut off."""
+    n, c, h, wd = x.shape
+    kh, kw = kernel
+    hp, wp = h + begin[0] + end[0], wd + begin[1] + end[1]
+    oh, ow = out_sp
+    p = hp * wp
+    length = oh * wp
+    wf = w.reshape(c, 1, kh * kw)
+    y = np.empty((n, c, oh, ow), dtype=x.dtype)
+    for b in range(n):
+        xp = np.zeros((c, p + kw), dtype=x.dtype)
+        xp[:, :p].reshape(c, hp, wp)[:, begin[0] : begin[0] + h, begin[1] : begin[1] + wd] = x[b]
+        cols = np.empty((c, kh * kw, length), dtype=x.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                off = i * wp + j
+                cols[:, i * kw + j] = xp[:, off : off + length]
+        r = np.matmul(wf, cols).reshape(c, oh, wp)[:, :, :ow]
+        if bias is not None:
+            np.add(r, bias.reshape(c, 1, 1), out=y[b])
+        else:
+            y[b] = r
+    return y
+
+
 class _ConvWeights:
     """A Conv's weight (and bias) in the layouts the paths multiply with: built once in the
     factory when the weight is a constant, else per call."""
 
-    __slots__ = ("w", "bias", "kernel", "depthwise_cl", "_wino")
+    __slots__ = ("w", "bias", "kernel", "depthwise_cl", "_wino", "_rows")
 
     def __init__(self, w: np.ndarray, b: np.ndarray | None, cdt: np.dtype, group: int = 1) -> None:
         self.w = np.ascontiguousarray(w, dtype=cdt)
         self.kernel = tuple(int(k) for k in w.shape[2:])
         self.bias = None if b is None else np.ascontiguousarray(b, dtype=cdt).reshape(-1)
         self._wino: np.ndarray | None = None
+        self._rows: np.ndarray | None = None
         m = w.shape[0]
         self.depthwise_cl = None  # (kh * kw, C) for the channels-last depthwise path
         if group == m and w.shape[1] == 1 and len(self.kernel) == 2 and m >= _DEPTHWISE_CL_MIN_C:
@@ -353,6 +448,12 @@ class _ConvWeights:
             u = self._wino = winograd_weights(self.w)
         return u
 
+    def rows(self) -> np.ndarray:
+        r = self._rows
+        if r is None:
+            r = self._rows = row_shift_weights(self.w)
+        return r
+
 
 def _conv_forward(x: np.ndarray, pk: _ConvWeights, group: int, geo: _Geometry, prepacked: bool) -> np.ndarray:
     w = pk.w
@@ -361,8 +462,33 @@ def _conv_forward(x: np.ndarray, pk: _ConvWeights, group: int, geo: _Geometry, p
     nsp = len(out_sp)
     if n == 0 or m == 0 or any(o == 0 for o in out_sp) or x.shape[1] == 0:
         return np.zeros((n, m) + tuple(out_sp), dtype=x.dtype)
+    if (
+        group == m
+        and x.shape[1] == m
+        and w.shape[1] == 1
+        and nsp == 2
+        and strides == (1, 1)
+        and dilations == (1, 1)
+        and min(begin) >= 0
+        and min(end) >= 0
+        and (pk.depthwise_cl is None or out_sp[0] * out_sp[1] > _DEPTHWISE_CL_MAX_PIXELS)
+        and x.dtype in (np.float32, np.float64)
+    ):
+        return conv_depthwise_flat(x, w, pk.kernel, begin, end, out_sp, pk.bias)
     if pk.depthwise_cl is not None and x.shape[1] == m and min(begin) >= 0 and min(end) >= 0:
         return conv_depthwise_cl(x, pk.depthwise_cl, pk.kernel, strides, dilations, begin, end, out_sp, pk.bias)
+    if (
+        group == 1
+        and m <= _ROW_SHIFT_MAX_M
+        and nsp == 2
+        and pk.kernel != (1, 1)
+        and strides == (1, 1)
+        and dilations == (1, 1)
+        and min(begin) >= 0
+        and min(end) >= 0
+        and x.dtype in (np.float32, np.float64)
+    ):
+        return conv_row_shift(x, pk.rows(), pk.kernel, begin, end, out_sp, pk.bias)
     if (
         group == 1
         and pk.kernel == (3, 3)
@@ -388,7 +514,12 @@ def _prepare_winograd(node: NodeSpec, geo: _Geometry, group: int, pk: _ConvWeigh
         out_sp, _, _, _ = resolve_pads(xt.shape[2:], pk.kernel, strides, dilations, pads, geo.auto_pad)
     except Exception:  # noqa: BLE001 - odd attributes: decided at run time
         return
-    if strides == (1, 1) and dilations == (1, 1) and use_winograd(int(xt.shape[1]), pk.w.shape[0], out_sp):
+    if (
+        strides == (1, 1)
+        and dilations == (1, 1)
+        and pk.w.shape[0] > _ROW_SHIFT_MAX_M
+        and use_winograd(int(xt.shape[1]), pk.w.shape[0], out_sp)
+    ):
         pk.winograd()
 
 

@@ -65,12 +65,16 @@ def batch_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
         cdt0 = compute_dtype(params[0].dtype)
         packed = (cdt0, affine(cdt0, *params))  # scale/shift computed once
 
-    def run(x, scale, b, mean, var):  # type: ignore[no-untyped-def]
+    def run(x, scale, b, mean, var, out=None):  # type: ignore[no-untyped-def]
         dtype = x.dtype
         cdt = compute_dtype(dtype)
         xc = x.astype(cdt, copy=False)
         if not training:
             a, shift = packed[1] if packed is not None and packed[0] == cdt else affine(cdt, scale, b, mean, var)
+            if out is not None and x.dtype == cdt and out.dtype == cdt and out.shape == x.shape and x.ndim >= 2:
+                y = np.multiply(xc, _channel_shape(x, a), out=out)
+                y += _channel_shape(x, shift)
+                return y
             y = np.multiply(xc, _channel_shape(x, a))
             y += _channel_shape(x, shift)
             return y.astype(dtype, copy=False) if n_out == 1 else (y.astype(dtype, copy=False),) + (None,) * (n_out - 1)
@@ -93,6 +97,8 @@ def batch_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
         outs = outs[:n_out]
         return outs[0] if n_out == 1 else tuple(outs)
 
+    if not training and n_out == 1:
+        run.supports_out = True  # type: ignore[attr-defined]
     return run
 
 
