@@ -48,3 +48,14 @@ def constant_input(node: NodeSpec, index: int) -> np.ndarray | None:
         return None
     value = node.constants.get(node.inputs[index])
     return value if isinstance(value, np.ndarray) else None
+
+
+def as_text(value: object) -> str:
+    """A string attribute or a string-tensor element as ``str`` (onnx hands tensor
+    elements back as UTF-8 ``bytes``)."""
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def text_or(value: object, default: str) -> str:
+    """``as_text(value)``, or ``default`` when the attribute is absent."""
+    return default if value is None else as_text(value)

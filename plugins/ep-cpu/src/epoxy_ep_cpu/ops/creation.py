@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -12,11 +11,8 @@ from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
+from ._util import as_text as _as_str
 from ._shape_util import norm_axis, schema_versions, to_ints
-
-
-def _as_str(v: Any) -> str:
-    return v.decode("utf-8") if isinstance(v, bytes) else str(v)
 
 
 def _fix_strings(a: np.ndarray) -> np.ndarray:
@@ -149,6 +145,5 @@ def eye_like(node: NodeSpec):  # type: ignore[no-untyped-def]
         return (cols - rows == k).astype(dt)
 
     return run
-
 
 

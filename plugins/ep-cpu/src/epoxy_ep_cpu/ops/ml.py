@@ -9,12 +9,9 @@ from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
+from ._util import as_text as _s
 
 ML = "ai.onnx.ml"
-
-
-def _s(v: object) -> str:
-    return v.decode("utf-8") if isinstance(v, bytes) else str(v)
 
 
 # --------------------------------------------------------------------------- Binarizer

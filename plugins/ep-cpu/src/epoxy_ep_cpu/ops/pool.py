@@ -6,6 +6,8 @@ the padded input, each a whole-tensor numpy op), never over pixels.
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 
 import numpy as np
@@ -193,19 +195,30 @@ def _sum_pool(xp: np.ndarray, a: _PoolAttrs, out_sp: list[int], dtype) -> np.nda
     return _separable(xp, a, out_sp, np.add, dtype)
 
 
+def _window_sums(x: np.ndarray, a: _PoolAttrs, transform: Any = None) -> tuple[Any, list[int], list[int], list[int]]:
+    """Sum over every pooling window of the zero-padded input (in the compute dtype, after
+    ``transform``), with the output spatial shape and pads; ``None`` sums when the output is empty."""
+    out_sp, begin, end, extra = a.geometry(x)
+    if any(o == 0 for o in out_sp) or x.shape[0] == 0 or x.shape[1] == 0:
+        return None, out_sp, begin, end
+    cdt = compute_dtype(x.dtype)
+    xc = x.astype(cdt, copy=False)
+    if transform is not None:
+        xc = transform(xc)
+    xp = pad_spatial(xc, begin, [e + ex for e, ex in zip(end, extra)], 0)
+    return _sum_pool(xp, a, out_sp, cdt), out_sp, begin, end
+
+
 @KERNELS.register("AveragePool", (1, 7, 10, 11, 19, 22))
 def average_pool(node: NodeSpec):  # type: ignore[no-untyped-def]
     a = _PoolAttrs(node, ceil=node.opset >= 10, dil=node.opset >= 19)
     include_pad = bool(node.attr("count_include_pad", 0))
 
     def run(x: np.ndarray) -> np.ndarray:
-        out_sp, begin, end, extra = a.geometry(x)
-        n, c = x.shape[:2]
-        if any(o == 0 for o in out_sp) or n == 0 or c == 0:
-            return np.empty((n, c) + tuple(out_sp), x.dtype)
-        cdt = compute_dtype(x.dtype)
-        xp = pad_spatial(x.astype(cdt, copy=False), begin, [e + ex for e, ex in zip(end, extra)], 0)
-        acc = _sum_pool(xp, a, out_sp, cdt)
+        acc, out_sp, begin, end = _window_sums(x, a)
+        if acc is None:
+            return np.empty(x.shape[:2] + tuple(out_sp), x.dtype)
+        cdt = acc.dtype
         sp = x.shape[2:]
         nsp = len(sp)
         count = None
@@ -245,13 +258,10 @@ def lp_pool(node: NodeSpec):  # type: ignore[no-untyped-def]
     p = float(node.attr("p", 2))
 
     def run(x: np.ndarray) -> np.ndarray:
-        out_sp, begin, end, extra = a.geometry(x)
-        n, c = x.shape[:2]
-        if any(o == 0 for o in out_sp) or n == 0 or c == 0:
-            return np.empty((n, c) + tuple(out_sp), x.dtype)
-        cdt = compute_dtype(x.dtype)
-        xp = pad_spatial(_lp(x.astype(cdt, copy=False), p), begin, [e + ex for e, ex in zip(end, extra)], 0)
-        y = _root(_sum_pool(xp, a, out_sp, cdt), p)
+        acc, out_sp, _, _ = _window_sums(x, a, lambda v: _lp(v, p))
+        if acc is None:
+            return np.empty(x.shape[:2] + tuple(out_sp), x.dtype)
+        y = _root(acc, p)
         return y if y.dtype == x.dtype else y.astype(x.dtype)
 
     return run

@@ -13,6 +13,7 @@ from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
+from ._util import text_or as _str
 
 _CTMS = {
     "half_pixel",
@@ -24,14 +25,6 @@ _CTMS = {
     "tf_crop_and_resize",
 }
 _NEAREST_MODES = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}
-
-
-def _str(value: object, default: str) -> str:
-    if value is None:
-        return default
-    if isinstance(value, bytes):
-        return value.decode()
-    return str(value)
 
 
 def _source_coords(

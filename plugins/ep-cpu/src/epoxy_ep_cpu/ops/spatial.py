@@ -11,14 +11,7 @@ from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
-
-
-def _str(value: object, default: str) -> str:
-    if value is None:
-        return default
-    if isinstance(value, bytes):
-        return value.decode()
-    return str(value)
+from ._util import text_or as _str
 
 
 # --------------------------------------------------------------------------- GridSample

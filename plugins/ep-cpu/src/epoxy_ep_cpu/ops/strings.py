@@ -15,10 +15,7 @@ from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
-
-
-def _s(v: object) -> str:
-    return v.decode("utf-8") if isinstance(v, bytes) else str(v)
+from ._util import as_text as _s
 
 
 def _as_str_array(x: np.ndarray) -> np.ndarray:

@@ -13,12 +13,9 @@ from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
+from ._util import as_text as _s
 
 TRAINING = "ai.onnx.preview.training"
-
-
-def _s(v: object) -> str:
-    return v.decode("utf-8") if isinstance(v, bytes) else str(v)
 
 
 def _groups(node: NodeSpec, args: tuple, roles: int) -> list[list[np.ndarray]]:  # type: ignore[type-arg]
