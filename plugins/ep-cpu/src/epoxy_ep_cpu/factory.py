@@ -12,8 +12,6 @@ from epoxy.kit import KernelProvider, OpSupport
 
 from .version import __version__
 
-KNOWN_OPTIONS = frozenset()
-
 
 class CpuProviderFactory:
     """Identity and discovery for the numpy provider; always available."""
@@ -29,14 +27,11 @@ class CpuProviderFactory:
                        properties={"cores": os.cpu_count() or 1})]
 
     def create(self, device: Device, options: Mapping[str, Any]) -> KernelProvider:
-        unknown = set(options) - KNOWN_OPTIONS
-        if unknown:
-            from epoxy.errors import InvalidArgumentError
-
-            raise InvalidArgumentError(f"cpu provider: unknown options {sorted(unknown)}; it takes none")
+        from .provider import CpuProvider
         from .registry import load_kernels
+        from .settings import CpuSettings
 
-        return KernelProvider(self.name, device, load_kernels(), options)
+        return CpuProvider(self.name, device, load_kernels(), options, CpuSettings.from_options(options))
 
     def supported_ops(self) -> list[OpSupport]:
         from .registry import load_kernels

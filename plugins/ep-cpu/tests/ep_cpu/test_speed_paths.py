@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import math
 
+import epoxy
 import numpy as np
 import pytest
-from onnx import helper, numpy_helper
-from onnx.reference import ReferenceEvaluator
-
-import epoxy
 from epoxy.contract import NodeSpec, ValueType
+from epoxy_ep_cpu.ops import _winograd_f43 as f43_ops
 from epoxy_ep_cpu.ops import conv as conv_ops
 from epoxy_ep_cpu.ops._elementwise_util import erf, erf_f32
 from epoxy_ep_cpu.registry import load_kernels
+from onnx import helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
 
 RNG = np.random.default_rng(7)
 _ERF = np.frompyfunc(math.erf, 1, 1)
@@ -144,6 +144,64 @@ def test_conv_winograd_matches_reference(xs, m, pads, monkeypatch):
         got = kernel("Conv", 3, attrs, constants=constants)(x, w, b)
         assert got.dtype == np.float32 and got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-4)
+    # the F(2x2, 3x3) path itself (float32 layers like these mostly take F(4x4, 3x3))
+    direct = conv_ops.conv_winograd(x, conv_ops.winograd_weights(w), [pads[0], pads[1]], [hh, ww], b)
+    np.testing.assert_allclose(direct, want, rtol=1e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("xs,m,pads", WINOGRAD_CASES + [((1, 32, 6, 7), 32, (1, 1, 1, 1)), ((1, 40, 3, 3), 8, (2, 2, 2, 2))])
+def test_conv_f43_matches_reference(xs, m, pads, monkeypatch):
+    monkeypatch.setattr(f43_ops, "_BAND_ELEMENTS", 1 << 12)  # force several bands ...
+    monkeypatch.setattr(f43_ops, "_MIN_BAND_TILES", 4)
+    x = RNG.standard_normal(xs).astype(np.float32)
+    w = (RNG.standard_normal((m, xs[1], 3, 3)) * 0.1).astype(np.float32)
+    b = RNG.standard_normal(m).astype(np.float32)
+    attrs = {"kernel_shape": [3, 3], "pads": list(pads)}
+    want = conv_reference(x, w, b, **attrs)
+    hh = xs[2] + pads[0] + pads[2] - 2
+    ww = xs[3] + pads[1] + pads[3] - 2
+    got = f43_ops.conv_f43(x, f43_ops.f43_weights(w), [pads[0], pads[1]], [hh, ww], b)
+    assert got.dtype == np.float32 and got.shape == want.shape and got.flags.c_contiguous
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-4)
+    nobias = f43_ops.conv_f43(x, f43_ops.f43_weights(w), [pads[0], pads[1]], [hh, ww])
+    np.testing.assert_allclose(nobias, want - b.reshape(1, m, 1, 1), rtol=1e-4, atol=2e-4)
+
+
+def test_conv_kernel_takes_f43_for_float32_and_f22_for_float64(monkeypatch):
+    calls = _counting(monkeypatch, "conv_f43")
+    x = RNG.standard_normal((1, 64, 24, 24))
+    w = RNG.standard_normal((96, 64, 3, 3)) * 0.1
+    attrs = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
+    want = conv_reference(x, w, **attrs)
+    got32 = kernel("Conv", 2, attrs, constants={1: w.astype(np.float32)})(x.astype(np.float32), w.astype(np.float32))
+    np.testing.assert_allclose(got32, want, rtol=1e-4, atol=2e-4)
+    assert len(calls) == 1
+    f22 = _counting(monkeypatch, "conv_winograd")
+    got64 = kernel("Conv", 2, attrs, constants={1: w})(x, w)
+    np.testing.assert_allclose(got64, want, rtol=1e-10, atol=1e-10)  # F(2x2, 3x3) is exact enough for float64
+    assert len(calls) == 1 and len(f22) == 1
+
+
+def test_f43_weights_transform():
+    w = RNG.standard_normal((5, 7, 3, 3)).astype(np.float32)
+    g = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
+                  [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]])
+    want = np.einsum("ai,mcij,bj->abmc", g, w.astype(np.float64), g).reshape(36, 5, 7)
+    np.testing.assert_allclose(f43_ops.f43_weights(w), want, rtol=1e-6, atol=1e-6)
+
+
+def test_pick_path_table():
+    f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
+    assert conv_ops.pick_path(256, 256, (3, 3), [56, 56], True, f32) == "F(4,3)"
+    assert conv_ops.pick_path(256, 256, (3, 3), [56, 56], True, f64) == "F(2,3)"
+    assert conv_ops.pick_path(512, 512, (3, 3), [7, 7], True, f32) == "F(2,3)"  # 4 tiles: GEMMs too narrow
+    assert conv_ops.pick_path(128, 32, (3, 3), [56, 56], True, f32) == "F(4,3)"  # DenseNet growth, large image
+    assert conv_ops.pick_path(128, 32, (3, 3), [14, 14], True, f32) == "row-shift"
+    assert conv_ops.pick_path(16, 64, (3, 3), [55, 55], True, f32) == "im2col"  # few input channels
+    assert conv_ops.pick_path(3, 64, (3, 3), [224, 224], True, f32) == "im2col"
+    assert conv_ops.pick_path(128, 32, (5, 5), [28, 28], True, f32) == "row-shift"
+    assert conv_ops.pick_path(128, 64, (1, 1), [28, 28], True, f32) == "im2col"
+    assert conv_ops.pick_path(128, 128, (3, 3), [12, 12], False, f32) == "im2col"  # per-call weights, small image
 
 
 def test_conv_winograd_float64_and_float16():
@@ -179,27 +237,28 @@ def test_use_winograd_thresholds():
     assert conv_ops.use_winograd(128, 64, [28, 28], prepacked=False)
 
 
-def test_conv_prepacks_winograd_at_session_creation():
-    x_type = ValueType(kind="tensor", elem_type=1, dtype=np.dtype(np.float32), shape=(1, 128, 20, 20))
-    w = (RNG.standard_normal((64, 128, 3, 3)) * 0.1).astype(np.float32)
+@pytest.mark.parametrize("dtype,transform", [(np.float64, "winograd_weights"), (np.float32, "f43_weights")])
+def test_conv_prepacks_winograd_at_session_creation(dtype, transform):
+    x_type = ValueType(kind="tensor", elem_type=1, dtype=np.dtype(dtype), shape=(1, 128, 20, 20))
+    w = (RNG.standard_normal((64, 128, 3, 3)) * 0.1).astype(dtype)
     attrs = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
     calls = []
-    real = conv_ops.winograd_weights
+    real = getattr(conv_ops, transform)
 
     def counting(v):
         calls.append(v.shape)
         return real(v)
 
-    conv_ops.winograd_weights = counting
+    setattr(conv_ops, transform, counting)
     try:
         fn = kernel("Conv", 2, attrs, constants={1: w}, input_types=[x_type, None])
         assert calls == [(64, 128, 3, 3)]  # in the factory
-        x = RNG.standard_normal((1, 128, 20, 20)).astype(np.float32)
+        x = RNG.standard_normal((1, 128, 20, 20)).astype(dtype)
         got = fn(x, w)
         fn(x, w)
         assert len(calls) == 1  # never again
     finally:
-        conv_ops.winograd_weights = real
+        setattr(conv_ops, transform, real)
     np.testing.assert_allclose(got, conv_reference(x, w, **attrs), rtol=1e-4, atol=2e-4)
 
 

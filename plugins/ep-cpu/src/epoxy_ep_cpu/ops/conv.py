@@ -17,9 +17,11 @@ import numpy as np
 from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
+from .. import settings
 from ..registry import KERNELS
 from ._conv_util import col2im_add, compute_dtype, pad_spatial, resolve_pads, windows
 from ._util import constant_input
+from ._winograd_f43 import conv_f43, f43_weights
 
 _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
@@ -425,17 +427,57 @@ def conv_depthwise_flat(
     return y
 
 
+def pick_path(
+    c: int, m: int, kernel: tuple[int, ...], out_sp: list[int], prepacked: bool, dtype: np.dtype,
+    winograd: tuple[str, ...] = ("F(4,3)", "F(2,3)"),
+) -> str:
+    """The path for a group-1, stride-1, undilated 2-D convolution with pads >= 0 of ``c``
+    input and ``m`` output channels: "row-shift", "F(4,3)", "F(2,3)" or "im2col", among the
+    Winograd variants allowed by the provider's ``conv_winograd`` option. Measured per layer
+    shape of the bench models with ``bench/conv_paths.py`` (1 and 2 threads)."""
+    if kernel == (3, 3) and "F(4,3)" in winograd and dtype == np.float32 and use_f43(c, m, out_sp, prepacked):
+        return "F(4,3)"
+    if m <= _ROW_SHIFT_MAX_M and kernel != (1, 1):
+        return "row-shift"
+    if kernel == (3, 3) and "F(2,3)" in winograd and use_winograd(c, m, out_sp, prepacked):
+        return "F(2,3)"
+    return "im2col"
+
+
+#: F(4x4, 3x3) from this many input channels and input x output channel pairs ...
+_F43_MIN_C = 32
+_F43_MIN_CM = 32 * 96
+#: ... and 4x4 output tiles (fewer tiles make its 36 GEMMs too narrow); with few output
+#: channels (where row-shift is the alternative) or many channel pairs it takes more tiles
+_F43_MIN_TILES = 9
+_F43_NARROW_MIN_TILES = 36
+_F43_WIDE_CM = 256 * 512
+
+
+def use_f43(c: int, m: int, out_sp: list[int], prepacked: bool = True) -> bool:
+    """Whether F(4x4, 3x3) beats the other paths for this float32 layer."""
+    tiles = -(-out_sp[0] // 4) * -(-out_sp[1] // 4)
+    if not prepacked and tiles < _WINO_PER_CALL_TILES:
+        return False
+    if c < _F43_MIN_C or c * m < _F43_MIN_CM or tiles < _F43_MIN_TILES:
+        return False
+    if m <= _ROW_SHIFT_MAX_M or c * m >= _F43_WIDE_CM:
+        return tiles >= _F43_NARROW_MIN_TILES
+    return True
+
+
 class _ConvWeights:
     """A Conv's weight (and bias) in the layouts the paths multiply with: built once in the
     factory when the weight is a constant, else per call."""
 
-    __slots__ = ("w", "bias", "kernel", "depthwise_cl", "_wino", "_rows")
+    __slots__ = ("_rows", "_wino", "_wino43", "bias", "depthwise_cl", "kernel", "w")
 
     def __init__(self, w: np.ndarray, b: np.ndarray | None, cdt: np.dtype, group: int = 1) -> None:
         self.w = np.ascontiguousarray(w, dtype=cdt)
         self.kernel = tuple(int(k) for k in w.shape[2:])
         self.bias = None if b is None else np.ascontiguousarray(b, dtype=cdt).reshape(-1)
         self._wino: np.ndarray | None = None
+        self._wino43: np.ndarray | None = None
         self._rows: np.ndarray | None = None
         m = w.shape[0]
         self.depthwise_cl = None  # (kh * kw, C) for the channels-last depthwise path
@@ -448,6 +490,12 @@ class _ConvWeights:
             u = self._wino = winograd_weights(self.w)
         return u
 
+    def winograd43(self) -> np.ndarray:
+        u = self._wino43
+        if u is None:
+            u = self._wino43 = f43_weights(self.w)
+        return u
+
     def rows(self) -> np.ndarray:
         r = self._rows
         if r is None:
@@ -455,7 +503,23 @@ class _ConvWeights:
         return r
 
 
-def _conv_forward(x: np.ndarray, pk: _ConvWeights, group: int, geo: _Geometry, prepacked: bool) -> np.ndarray:
+#: the flat group-1 paths by name: (x, weights, begin, end, out_sp) -> y
+_FLAT_PATHS = {
+    "row-shift": lambda x, pk, begin, end, out_sp: conv_row_shift(x, pk.rows(), pk.kernel, begin, end, out_sp, pk.bias),
+    "F(4,3)": lambda x, pk, begin, end, out_sp: conv_f43(x, pk.winograd43(), begin, out_sp, pk.bias),
+    "F(2,3)": lambda x, pk, begin, end, out_sp: conv_winograd(x, pk.winograd(), begin, out_sp, pk.bias),
+}
+#: weight layouts a path multiplies with, built at session creation for constant weights
+_WEIGHT_LAYOUTS = {
+    "row-shift": _ConvWeights.rows,
+    "F(4,3)": _ConvWeights.winograd43,
+    "F(2,3)": _ConvWeights.winograd,
+}
+
+
+def _conv_forward(
+    x: np.ndarray, pk: _ConvWeights, group: int, geo: _Geometry, prepacked: bool, winograd: tuple[str, ...]
+) -> np.ndarray:
     w = pk.w
     _, strides, dilations, begin, end, out_sp = _geometry_for(geo, x, w, group)
     n, m = x.shape[0], w.shape[0]
@@ -479,31 +543,23 @@ def _conv_forward(x: np.ndarray, pk: _ConvWeights, group: int, geo: _Geometry, p
         return conv_depthwise_cl(x, pk.depthwise_cl, pk.kernel, strides, dilations, begin, end, out_sp, pk.bias)
     if (
         group == 1
-        and m <= _ROW_SHIFT_MAX_M
         and nsp == 2
-        and pk.kernel != (1, 1)
         and strides == (1, 1)
         and dilations == (1, 1)
         and min(begin) >= 0
         and min(end) >= 0
         and x.dtype in (np.float32, np.float64)
     ):
-        return conv_row_shift(x, pk.rows(), pk.kernel, begin, end, out_sp, pk.bias)
-    if (
-        group == 1
-        and pk.kernel == (3, 3)
-        and strides == (1, 1)
-        and dilations == (1, 1)
-        and use_winograd(x.shape[1], m, out_sp, prepacked)
-    ):
-        return conv_winograd(x, pk.winograd(), begin, out_sp, pk.bias)
+        path = pick_path(x.shape[1], m, pk.kernel, out_sp, prepacked, x.dtype, winograd)
+        if path != "im2col":
+            return _FLAT_PATHS[path](x, pk, begin, end, out_sp)
     y = conv_nd(x, w, group, strides, dilations, begin, end, out_sp)
     if pk.bias is not None:
         y += pk.bias.reshape(_bias_shape(m, nsp))
     return y
 
 
-def _prepare_winograd(node: NodeSpec, geo: _Geometry, group: int, pk: _ConvWeights) -> None:
+def _prepare_winograd(node: NodeSpec, geo: _Geometry, group: int, pk: _ConvWeights, winograd: tuple[str, ...]) -> None:
     """Transform constant weights now (session creation) when the static input shape says
     the Winograd path will run; otherwise it happens on first use."""
     xt = node.input_types[0] if node.input_types else None
@@ -514,26 +570,25 @@ def _prepare_winograd(node: NodeSpec, geo: _Geometry, group: int, pk: _ConvWeigh
         out_sp, _, _, _ = resolve_pads(xt.shape[2:], pk.kernel, strides, dilations, pads, geo.auto_pad)
     except Exception:  # noqa: BLE001 - odd attributes: decided at run time
         return
-    if (
-        strides == (1, 1)
-        and dilations == (1, 1)
-        and pk.w.shape[0] > _ROW_SHIFT_MAX_M
-        and use_winograd(int(xt.shape[1]), pk.w.shape[0], out_sp)
-    ):
-        pk.winograd()
+    if strides != (1, 1) or dilations != (1, 1):
+        return
+    path = pick_path(int(xt.shape[1]), pk.w.shape[0], pk.kernel, out_sp, True, pk.w.dtype, winograd)
+    if path in _WEIGHT_LAYOUTS:
+        _WEIGHT_LAYOUTS[path](pk)
 
 
 @KERNELS.register("Conv", (1, 11, 22))
 def conv(node: NodeSpec):  # type: ignore[no-untyped-def]
     geo = _Geometry(node)
     group = int(node.attr("group", 1))
+    winograd = settings.current().winograd_paths
     w_const, b_const = constant_input(node, 1), constant_input(node, 2)
     prepacked = None
     has_b = len(node.inputs) > 2 and bool(node.inputs[2])
     if w_const is not None and (b_const is not None or not has_b) and w_const.dtype.kind == "f":
         cdt = compute_dtype(w_const.dtype)
         prepacked = (cdt, _ConvWeights(w_const, b_const, cdt, group))
-        _prepare_winograd(node, geo, group, prepacked[1])
+        _prepare_winograd(node, geo, group, prepacked[1], winograd)
 
     def run(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
         dtype = x.dtype
@@ -542,7 +597,7 @@ def conv(node: NodeSpec):  # type: ignore[no-untyped-def]
             pk, packed = prepacked[1], True
         else:
             pk, packed = _ConvWeights(w, b, cdt, group), False
-        y = _conv_forward(x if dtype == cdt else x.astype(cdt), pk, group, geo, packed)
+        y = _conv_forward(x if dtype == cdt else x.astype(cdt), pk, group, geo, packed, winograd)
         return y if y.dtype == dtype else y.astype(dtype)
 
     return run
