@@ -172,7 +172,16 @@ class SubgraphSpec:
 
 @runtime_checkable
 class Allocator(Protocol):
-    """Owns a device's memory; moves values between host (numpy) and the device."""
+    """Owns a device's memory; moves values between host (numpy) and the device.
+
+    Optional method (not part of the ``isinstance`` check, so existing allocators need not
+    define it; absent means "accepts nothing"): ``accepts(value) -> bool``, True when
+    ``value`` already is a value of this device (a GPU array...). ``InferenceSession.run``
+    then places such a feed straight into this device's slot, skipping the upload copy
+    step, and reads its ``dtype``/``shape`` attributes (numpy-compatible) to validate it.
+    Where the host (or another device) reads that input too, ``to_host`` gives the host
+    value once per run. See :mod:`epoxy.placement` and :mod:`epoxy.device_io`.
+    """
 
     device: Device
     #: True when device values *are* host numpy arrays (no copies needed to/from host).
@@ -184,6 +193,15 @@ class Allocator(Protocol):
 
     def to_host(self, value: Any) -> np.ndarray:
         """Copy a device value to a host numpy array."""
+        ...
+
+
+@runtime_checkable
+class DeviceValueAllocator(Allocator, Protocol):
+    """An :class:`Allocator` that also recognizes values already on its device (optional)."""
+
+    def accepts(self, value: Any) -> bool:
+        """True when ``value`` is a value of this device that a run may use without a copy."""
         ...
 
 

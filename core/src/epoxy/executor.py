@@ -15,6 +15,7 @@ from typing import Any
 from .arena import ArenaPool
 from .contract import KernelFn
 from .errors import EpoxyError, KernelError
+from .placement import IOPlacement
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,9 @@ class ExecutionPlan:
     frees: list[tuple[int, ...]] = field(default_factory=list)
     #: planned buffers for outputs of ``out=``-capable kernels (None: nothing planned)
     arena: Any = None
+    #: public description of where graph inputs are read and outputs produced (per device,
+    #: with the copy steps and device slots): what device bindings build on
+    io: IOPlacement = field(default_factory=IOPlacement)
 
 
 class SequentialExecutor:

@@ -29,34 +29,66 @@ def check_tensor(name: str, value: Any, vt: ValueType, symbols: dict[str, int]) 
                 f"input {name!r}: expected a numpy.ndarray ({_describe(vt)}), got {type(value).__name__}",
                 input_name=name,
             )
-    if vt.dtype is not None and value.dtype != vt.dtype:
-        if not (vt.dtype == np.dtype(object) and value.dtype.kind in "OU"):
+    if vt.dtype is not None and value.dtype != vt.dtype and vt.dtype == np.dtype(object) and value.dtype.kind in "OU":
+        value = value.astype(object)  # strings may be fed as unicode arrays
+    else:
+        _check_dtype(name, value.dtype, vt)
+    _check_shape(name, tuple(value.shape), vt, symbols)
+    return value
+
+
+def check_device_tensor(name: str, value: Any, vt: ValueType, symbols: dict[str, int]) -> Any:
+    """Validate a device value (one a provider's allocator accepts) through its ``dtype`` and
+    ``shape`` attributes, with the same messages as host arrays; returned unchanged."""
+    if vt.kind == "optional":
+        vt = vt.element or ValueType()
+    if vt.kind == "sequence":
+        raise InvalidFeedError(f"input {name!r}: expected a sequence (list of arrays), got {type(value).__name__}",
+                               input_name=name)
+    if vt.kind != "tensor":
+        return value
+    try:
+        dtype, shape = np.dtype(value.dtype), tuple(int(d) for d in value.shape)
+    except (AttributeError, TypeError) as exc:
+        raise InvalidFeedError(
+            f"input {name!r}: device value {type(value).__name__} has no numpy-compatible dtype/shape ({exc})",
+            input_name=name,
+        ) from exc
+    _check_dtype(name, dtype, vt)
+    _check_shape(name, shape, vt, symbols)
+    return value
+
+
+def _check_dtype(name: str, dtype: np.dtype, vt: ValueType) -> None:
+    if vt.dtype is not None and dtype != vt.dtype:
+        raise InvalidFeedError(
+            f"input {name!r}: expected dtype {describe_dtype(vt.dtype)}, got {describe_dtype(dtype)}",
+            input_name=name,
+        )
+
+
+def _check_shape(name: str, shape: tuple[int, ...], vt: ValueType, symbols: dict[str, int]) -> None:
+    if vt.shape is None:
+        return
+    if len(shape) != len(vt.shape):
+        raise InvalidFeedError(
+            f"input {name!r}: expected rank {len(vt.shape)} ({_describe(vt)}), got shape {list(shape)}",
+            input_name=name,
+        )
+    for axis, (want, got) in enumerate(zip(vt.shape, shape)):
+        if isinstance(want, int) and want != got:
             raise InvalidFeedError(
-                f"input {name!r}: expected dtype {describe_dtype(vt.dtype)}, got {describe_dtype(value.dtype)}",
+                f"input {name!r}: dim {axis} must be {want}, got {got} (shape {list(shape)}, "
+                f"expected {_describe(vt)})",
                 input_name=name,
             )
-        value = value.astype(object)
-    if vt.shape is not None:
-        if value.ndim != len(vt.shape):
-            raise InvalidFeedError(
-                f"input {name!r}: expected rank {len(vt.shape)} ({_describe(vt)}), got shape {list(value.shape)}",
-                input_name=name,
-            )
-        for axis, (want, got) in enumerate(zip(vt.shape, value.shape)):
-            if isinstance(want, int) and want != got:
+        if isinstance(want, str):
+            seen = symbols.setdefault(want, got)
+            if seen != got:
                 raise InvalidFeedError(
-                    f"input {name!r}: dim {axis} must be {want}, got {got} (shape {list(value.shape)}, "
-                    f"expected {_describe(vt)})",
+                    f"input {name!r}: dim {axis} ({want!r}) is {got} but another input set {want!r}={seen}",
                     input_name=name,
                 )
-            if isinstance(want, str):
-                seen = symbols.setdefault(want, got)
-                if seen != got:
-                    raise InvalidFeedError(
-                        f"input {name!r}: dim {axis} ({want!r}) is {got} but another input set {want!r}={seen}",
-                        input_name=name,
-                    )
-    return value
 
 
 def check_value(name: str, value: Any, vt: ValueType, symbols: dict[str, int]) -> Any:
@@ -73,8 +105,11 @@ def check_value(name: str, value: Any, vt: ValueType, symbols: dict[str, int]) -
     return value
 
 
-def check_feeds(feeds: Mapping[str, Any], declared: Mapping[str, ValueType], required: set[str]) -> dict[str, Any]:
-    """All required inputs present, no unknown names, every value matching its type."""
+def check_feeds(feeds: Mapping[str, Any], declared: Mapping[str, ValueType], required: set[str],
+                on_device: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """All required inputs present, no unknown names, every value matching its type.
+
+    ``on_device``: names of feeds a device allocator accepted (validated by attributes)."""
     if not isinstance(feeds, Mapping):
         raise InvalidFeedError(f"feeds must be a dict of input name -> array, got {type(feeds).__name__}")
     unknown = [n for n in feeds if n not in declared]
@@ -90,4 +125,7 @@ def check_feeds(feeds: Mapping[str, Any], declared: Mapping[str, ValueType], req
             input_name=missing[0],
         )
     symbols: dict[str, int] = {}
-    return {name: check_value(name, value, declared[name], symbols) for name, value in feeds.items()}
+    if not on_device:
+        return {name: check_value(name, value, declared[name], symbols) for name, value in feeds.items()}
+    return {name: (check_device_tensor if name in on_device else check_value)(name, value, declared[name], symbols)
+            for name, value in feeds.items()}

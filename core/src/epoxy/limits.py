@@ -5,11 +5,19 @@ Checked before anything is allocated where sizes are known: initializer dims in 
 shapes (before optimization and planning), the planned peak, and every feed before a run.
 Control-flow kernels check what they accumulate (Loop scan outputs and carried
 sequences) as they go, and refuse a trip count whose projected size is over the limit.
+Kernels of ops whose output shape comes from tensor values (ConstantOfShape, Expand,
+Range, Tile, Pad, Resize...) check that output before allocating it, against the limit
+and, with or without one, against the memory the process can still get
+(:func:`output_size_check`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -23,11 +31,11 @@ from .graph_spec import value_type_of
 ITEM_OVERHEAD = 128
 
 
-def _fmt(n: int | float) -> str:
+def _fmt(n: float) -> str:
     return f"{int(n):,} bytes"
 
 
-def _refuse(what: str, nbytes: int | float, limit: int, *, value: str | None, hint: str = "") -> ResourceLimitError:
+def _refuse(what: str, nbytes: float, limit: int, *, value: str | None, hint: str = "") -> ResourceLimitError:
     return ResourceLimitError(
         f"{what} needs {_fmt(nbytes)}, above memory_limit_bytes={limit:,}{hint}",
         value=value, nbytes=int(nbytes), limit=limit,
@@ -153,3 +161,123 @@ def check_loop(node: str, iteration: int, trip_count: int | None, held: int, per
         if projected > limit:
             raise _refuse(f"Loop {node!r}: trip count {trip_count:,} x {per_iteration:,} bytes per iteration",
                           projected, limit, value=node, hint="; refused after the first iteration")
+
+
+# -- outputs sized from tensor values at run time ---------------------------------------------
+# ConstantOfShape, Expand, Range, Tile, Pad, Resize... compute their output shape from input
+# *values*, so neither shape inference nor the planner can size them: their kernels call an
+# ``output_size_check`` before allocating. Without ``memory_limit_bytes`` the cap is the
+# memory the process can still get (a clear error instead of a MemoryError, or the OOM killer
+# after numpy's pages are touched); with it, the smaller of the two.
+
+_SESSION_LIMIT: ContextVar[int | None] = ContextVar("epoxy_memory_limit_bytes", default=None)
+
+#: outputs up to this size are not compared with the free memory (reading it would cost
+#: more than allocating them)
+UNMEASURED_BYTES = 1 << 26
+#: no output may be larger, whatever the machine: numpy's size arithmetic overflows near it
+MAX_OUTPUT_BYTES = 1 << 48
+
+
+@contextmanager
+def memory_limit_scope(limit: int | None) -> Iterator[None]:
+    """The ``memory_limit_bytes`` kernel factories see while a session builds its plan;
+    :func:`output_size_check` binds it into each kernel (runs need no lookup, and the
+    parallel executor's threads get the same limit)."""
+    token = _SESSION_LIMIT.set(limit)
+    try:
+        yield
+    finally:
+        _SESSION_LIMIT.reset(token)
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None  # "max": no cgroup limit
+
+
+def _cgroup_room() -> int | None:
+    """Bytes left under this process's cgroup memory limit (v2, then v1); None if unlimited."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        if line.startswith("0::"):
+            base = "/sys/fs/cgroup" + line[3:].rstrip("/")
+            limit, used = _read_int(f"{base}/memory.max"), _read_int(f"{base}/memory.current")
+            if limit is None:
+                limit, used = _read_int("/sys/fs/cgroup/memory.max"), _read_int("/sys/fs/cgroup/memory.current")
+            if limit is not None and used is not None:
+                return max(0, limit - used)
+    limit = _read_int("/sys/fs/cgroup/memory/memory.limit_in_bytes")
+    used = _read_int("/sys/fs/cgroup/memory/memory.usage_in_bytes")
+    if limit is not None and used is not None and limit < 1 << 60:
+        return max(0, limit - used)
+    return None
+
+
+def available_memory() -> int | None:
+    """Bytes this process can still allocate: free RAM plus free swap (``MemAvailable`` +
+    ``SwapFree``), capped by a cgroup limit; total RAM where only that is known; None when
+    nothing is (then only :data:`MAX_OUTPUT_BYTES` applies)."""
+    fields: dict[str, int] = {}
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                if key in ("MemAvailable", "SwapFree"):
+                    fields[key] = int(rest.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    free: int | None = None
+    if "MemAvailable" in fields:
+        free = fields["MemAvailable"] + fields.get("SwapFree", 0)
+    else:
+        try:
+            free = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, ValueError, OSError):
+            free = None
+    room = _cgroup_room()
+    if room is not None:
+        free = room if free is None else min(free, room)
+    return free
+
+
+def output_size_check(what: str, value: str | None = None) -> Callable[[Sequence[int], np.dtype], None]:
+    """A check to call before allocating an output whose shape comes from tensor values.
+
+    ``what`` names the node in errors (``node 'x' (Expand)``), ``value`` its output. Made in
+    a kernel factory: the session's limit (:func:`memory_limit_scope`) is bound now. The
+    returned ``check(shape, dtype)`` raises :class:`ResourceLimitError` with the shape and
+    bytes; small outputs cost one product and one comparison."""
+    limit = _SESSION_LIMIT.get()
+    cheap = UNMEASURED_BYTES if limit is None else min(limit, UNMEASURED_BYTES)
+
+    def check(shape: Sequence[int], dtype: np.dtype) -> None:
+        nbytes = math.prod(shape) * dtype.itemsize
+        if nbytes > cheap and min(shape) >= 0:  # negative dims: the kernel reports them
+            _check_large(f"{what}: output shape {list(shape)} ({dtype})", nbytes, limit, value)
+
+    return check
+
+
+def _check_large(what: str, nbytes: int, limit: int | None, value: str | None) -> None:
+    hint = "; refused before allocation"
+    if limit is not None and nbytes > limit:
+        raise _refuse(what, nbytes, limit, value=value, hint=hint)
+    if nbytes > MAX_OUTPUT_BYTES:
+        raise ResourceLimitError(f"{what} needs {_fmt(nbytes)}, more than any machine can allocate{hint}",
+                                 value=value, nbytes=nbytes, limit=MAX_OUTPUT_BYTES)
+    free = available_memory()
+    if free is not None and nbytes > free:
+        raise ResourceLimitError(
+            f"{what} needs {_fmt(nbytes)}, more than the {_fmt(free)} of memory this process can still get "
+            f"(set SessionOptions.memory_limit_bytes for a fixed cap){hint}",
+            value=value, nbytes=nbytes, limit=free,
+        )

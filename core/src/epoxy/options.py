@@ -26,6 +26,10 @@ class SessionOptions:
     ``memory_limit_bytes``: cap on any one value (and on the planned peak); ``None`` = no cap.
     Declared or inferred sizes above it are refused at session creation, feeds above it and
     Loop/Scan/sequence growth past it at run time (:class:`~epoxy.errors.ResourceLimitError`).
+    Outputs whose size comes from tensor values (ConstantOfShape, Expand, Range, Tile, Pad,
+    Resize, OneHot) are checked before allocation against it and, set or not, against the
+    memory the process can still get (free RAM + swap, cgroup limit): a clear error rather
+    than a MemoryError or the OOM killer.
     ``max_loop_iterations``: a Loop running more iterations than this is stopped with a
     ``ResourceLimitError`` (``None`` = no cap; a Loop without a trip count can run forever).
     """

@@ -9,7 +9,7 @@ outputs living off-host are copied back to the host at the end.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .arena import ArenaLayout, alias_extended_last_use, aliases_of_outputs, layout_from_plan
@@ -18,10 +18,9 @@ from .errors import ProviderError
 from .executor import ExecutionPlan, Step
 from .graph_spec import CoreGraph
 from .partitioner import Partition, Unit
-from .planner import MemoryPlan, PlannedValue, last_uses, plan_memory
+from .placement import HOST, IOPlacement, describe_io, device_key
+from .planner import MemoryPlan, PlannedValue, last_uses, plan_memory, release_points
 from .subgraph_export import boundary
-
-HOST = "host"
 
 
 @dataclass
@@ -31,10 +30,6 @@ class BuiltPlan:
     plan: ExecutionPlan
     memory: MemoryPlan
     folded: list[str] = field(default_factory=list)
-
-
-def _device_key(allocator: Allocator) -> str:
-    return HOST if allocator.is_host else allocator.device.label
 
 
 class _Slots:
@@ -106,6 +101,7 @@ def build_plan(
     input_slots = {name: slots.add(name, HOST) for name in graph.inputs if name not in constants}
     steps: list[Step] = []
     producer_step: dict[int, int] = {}
+    copy_steps: dict[int, int] = {}  # slot written by a copy step -> that step
 
     def locate(name: str, device: str, allocator: Allocator, reader: str) -> int:
         """Slot holding ``name`` on ``device``; inserts a copy when it lives elsewhere."""
@@ -125,7 +121,7 @@ def build_plan(
         copy_fn = _make_copy(src_alloc, None if device == HOST else allocator)
         steps.append(Step(copy_fn, (source,), (target,), "copy", f"copy:{name}:{src_device}->{device}", "MemcpyDevice",
                           after=_after(source)))
-        producer_step[target] = len(steps) - 1
+        producer_step[target] = copy_steps[target] = len(steps) - 1
         return target
 
     def _after(*sources: int) -> tuple[int, ...]:
@@ -135,7 +131,7 @@ def build_plan(
     for unit in partition.units:
         provider = providers[unit.provider]
         allocator = provider.allocator
-        device = _device_key(allocator)
+        device = device_key(allocator)
         allocators.setdefault(device, allocator)
         if unit.fused:
             fn, in_names, out_names = _compile_group(unit.provider, provider, graph, unit)
@@ -163,6 +159,7 @@ def build_plan(
     for name in graph.outputs:
         output_slots[name] = locate(name, HOST, _HOST_ALLOCATOR, "graph output")
     built = _finish(graph, slots, steps, initial, input_slots, output_slots, producer_step)
+    built.plan.io = describe_io(built.plan.steps, slots.index, slots.device, input_slots, output_slots, copy_steps)
     built.folded = folded
     return built
 
@@ -184,7 +181,7 @@ def _fold(fn: Any, node: NodeSpec, in_slots: tuple[int, ...], out_slots: tuple[i
         return False
     try:
         result = fn(*[None if s < 0 else initial[s] for s in in_slots])
-    except Exception:  # leave it to run (and report) at run time
+    except Exception:  # noqa: BLE001 - leave it to run (and report) at run time
         return False
     values = (result,) if len(out_slots) == 1 else tuple(result)
     for slot, value in zip(out_slots, values):
@@ -205,18 +202,7 @@ def _finish(graph, slots, steps, initial, input_slots, output_slots, producer_st
     ]
     keep_to_end = {s: len(steps) for s in output_slots.values()}
     last = last_uses([s.inputs for s in steps], keep_to_end)
-    frees: list[list[int]] = [[] for _ in steps]
-    for slot, step in last.items():
-        if step < len(steps) and slot not in initial and slot != none_slot:
-            frees[step].append(slot)
-    # outputs nobody reads are released right after they are produced
-    for index, step in enumerate(steps):
-        for slot in step.outputs:
-            if slot != discard_slot and slot not in last:
-                frees[index].append(slot)
-    for index, step in enumerate(steps):
-        if discard_slot in step.outputs:
-            frees[index].append(discard_slot)
+    frees = release_points([s.outputs for s in steps], last, {*initial, none_slot}, discard_slot)
     table: list[Any] = [None] * (n_slots + 2)
     for slot, value in initial.items():
         table[slot] = value
@@ -226,7 +212,7 @@ def _finish(graph, slots, steps, initial, input_slots, output_slots, producer_st
         initial=table,
         input_slots=input_slots,
         output_slots=output_slots,
-        frees=[tuple(f) for f in frees],
+        frees=frees,
     )
     planned = []
     for slot, name in enumerate(slots.names):
@@ -239,6 +225,21 @@ def _finish(graph, slots, steps, initial, input_slots, output_slots, producer_st
     constant_bytes = sum(int(getattr(v, "nbytes", 0) or 0) for v in initial.values())
     plan.arena = _arena_layout(graph, slots, steps, last, set(output_slots.values()))
     return BuiltPlan(plan, plan_memory(planned, constant_bytes))
+
+
+def derive_plan(plan: ExecutionPlan, drop: set[int], output_slots: Mapping[str, int]) -> ExecutionPlan:
+    """``plan`` without the ``drop`` steps (copy steps made unnecessary by device feeds or
+    fetches), returning outputs from ``output_slots``: dependencies are renumbered and
+    release points recomputed, so the fetched slots live to the end."""
+    kept = [k for k in range(len(plan.steps)) if k not in drop]
+    renumber = {old: new for new, old in enumerate(kept)}
+    steps = [replace(plan.steps[k], after=tuple(renumber[a] for a in plan.steps[k].after if a in renumber))
+             for k in kept]
+    none_slot, discard_slot = len(plan.slot_names) - 2, len(plan.slot_names) - 1  # see _finish
+    constants = {slot for slot, value in enumerate(plan.initial) if value is not None}
+    last = last_uses([s.inputs for s in steps], {s: len(steps) for s in output_slots.values()})
+    frees = release_points([s.outputs for s in steps], last, {*constants, none_slot}, discard_slot)
+    return replace(plan, steps=steps, frees=frees, output_slots=dict(output_slots), io=IOPlacement())
 
 
 def _arena_layout(graph: CoreGraph, slots: _Slots, steps: list[Step], last: dict[int, int],

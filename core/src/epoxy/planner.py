@@ -113,3 +113,21 @@ def last_uses(step_inputs: Sequence[Sequence[int]], keep: Mapping[int, int]) -> 
             last[s] = index
     last.update(keep)
     return last
+
+
+def release_points(step_outputs: Sequence[Sequence[int]], last: Mapping[int, int], never: set[int],
+                   discard: int) -> list[tuple[int, ...]]:
+    """Slots to release after each step: at their last reader (``last``, see :func:`last_uses`),
+    right after production when nobody reads them; never the ``never`` slots (constants)."""
+    n_steps = len(step_outputs)
+    frees: list[list[int]] = [[] for _ in range(n_steps)]
+    for slot, step in last.items():
+        if step < n_steps and slot not in never:
+            frees[step].append(slot)
+    for index, outputs in enumerate(step_outputs):
+        for slot in outputs:
+            if slot != discard and slot not in last:
+                frees[index].append(slot)
+        if discard in outputs:
+            frees[index].append(discard)
+    return [tuple(f) for f in frees]

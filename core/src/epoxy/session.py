@@ -8,19 +8,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .contract import Provider, ValueType
+from .contract import Allocator, Provider, ValueType
 from .control_flow import ControlFlowProvider
+from .device_io import DeviceIO
 from .dtypes import describe_dtype
 from .errors import InvalidArgumentError, ProviderError
 from .executor import SequentialExecutor
 from .feeds import check_feeds
 from .functions import inline_local_functions, partition_graph, reinfer_shapes
 from .limits import check_feeds as check_feed_sizes
-from .limits import check_planned_peak, check_static_values
+from .limits import check_planned_peak, check_static_values, memory_limit_scope
 from .loader import ModelSource, load_model
 from .optimizer import optimize
 from .options import SessionOptions
 from .parallel_executor import ParallelExecutor
+from .placement import HOST, IOPlacement, device_key
 from .plan_builder import build_plan
 from .plugins import ProviderRegistry, default_registry, strict_mode
 from .profiling import Profiler, ProfilingExecutor
@@ -141,7 +143,8 @@ class InferenceSession:
             loaded.model, self._registry.passes(), self._options.graph_optimization_level, names
         )
         t2 = time.perf_counter()
-        graph, parts, built, chosen, t3 = self._partition_and_plan(loaded, chosen, notes)
+        with memory_limit_scope(limit):  # kernels bind the limit for outputs sized at run time
+            graph, parts, built, chosen, t3 = self._partition_and_plan(loaded, chosen, notes)
         names = [name for name, _ in chosen]
         if limit is not None:
             check_planned_peak(built.memory.planned_peak_bytes, limit)
@@ -169,6 +172,7 @@ class InferenceSession:
         # where each feed goes: graph inputs, or the host slot of an overridden initializer
         self._feed_slots = {**{n: built.plan.slot_names.index(n) for n in self._overridable
                                if n in built.plan.slot_names}, **built.plan.input_slots}
+        self._device_io = _device_io(built.plan, self._feed_slots, chosen, self._make_executor)
 
     # -- construction helpers ------------------------------------------------------------
     def _partition_and_plan(self, loaded: Any, chosen: list[tuple[str, Provider]], notes: list[str]) -> Any:
@@ -218,9 +222,9 @@ class InferenceSession:
         if providers is None:  # say why installed providers are not in the default list
             notes.extend(f"provider {e.name!r} unavailable: {e.unavailable_reason}"
                          for e in self._registry.entries() if not e.available)
-        if not self._options.disable_fallback and FALLBACK_PROVIDER not in [n for n, _ in pairs]:
-            if self._registry.get(FALLBACK_PROVIDER) is not None:
-                pairs.append((FALLBACK_PROVIDER, {}))
+        if (not self._options.disable_fallback and FALLBACK_PROVIDER not in [n for n, _ in pairs]
+                and self._registry.get(FALLBACK_PROVIDER) is not None):
+            pairs.append((FALLBACK_PROVIDER, {}))
         created: list[tuple[str, Provider]] = []
         for name, options in pairs:
             entry = self._registry.get(name)
@@ -273,6 +277,24 @@ class InferenceSession:
         """Providers in use, in priority order."""
         return [name for name, _ in self._providers]
 
+    def get_provider(self, name: str) -> Provider:
+        """The provider object this session created for ``name``: what a device binding
+        (e.g. ep-cuda's IOBinding) needs to convert values with its allocator."""
+        for provider_name, provider in self._providers:
+            if provider_name == name:
+                return provider
+        raise InvalidArgumentError(f"provider {name!r} is not used by this session; it uses {self.get_providers()}")
+
+    def io_placement(self) -> IOPlacement:
+        """Where each graph input is read and each output produced: device keys, device
+        slots, copy steps (see :mod:`epoxy.placement`)."""
+        return self._plan.io
+
+    def get_devices(self) -> dict[str, str]:
+        """Names ``run_options={"output_device": ...}`` accepts -> device key (provider
+        names, device labels, ``"host"``)."""
+        return dict(self._device_io.devices)
+
     def partition_report(self) -> PartitionReport:
         """For every node: the provider chosen, its fused group, why earlier providers declined."""
         return self._report
@@ -303,20 +325,46 @@ class InferenceSession:
         return NodeArg(name, _type_string(vt), None if vt.shape is None else list(vt.shape), vt)
 
     def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any], run_options: Any = None) -> list[Any]:
-        """Run the model; returns the requested outputs (all when ``output_names`` is None)."""
-        feeds = check_feeds(input_feed, self._input_types, set(self._inputs))
+        """Run the model; returns the requested outputs (all when ``output_names`` is None).
+
+        Feeds are numpy arrays, or device values a provider's allocator ``accepts`` (placed
+        in that device's slot without the upload copy). ``run_options``: a dict;
+        ``{"output_device": "cuda"}`` (or ``{output name: device}``) returns outputs produced
+        on that device as device values, without the download copy (an error names the
+        output and where it is produced when it is not produced there).
+        """
+        io = self._device_io
+        on_device = io.device_feeds(input_feed) if io.accepting else None
+        feeds = check_feeds(input_feed, self._input_types, set(self._inputs), on_device)
         if self._options.memory_limit_bytes is not None:
             check_feed_sizes(feeds, self._options.memory_limit_bytes)
-        plan = self._plan
+        outputs = self._plan.output_slots
         if output_names is None:
-            fetch = [plan.output_slots[n] for n in self._graph.outputs]
+            names: Sequence[str] = self._graph.outputs
+            fetch = [outputs[n] for n in names]
         else:
             if isinstance(output_names, str):
                 raise InvalidArgumentError("output_names must be a list of names, not a string")
-            fetch = []
+            names, fetch = output_names, []
             for name in output_names:
-                if name not in plan.output_slots:
+                if name not in outputs:
                     raise InvalidArgumentError(f"unknown output {name!r}; the model's outputs are {self._graph.outputs}")
-                fetch.append(plan.output_slots[name])
+                fetch.append(outputs[name])
+        fetch_on_device = io.output_devices(names, run_options) if run_options is not None else None
+        if on_device or fetch_on_device:
+            return io.run(feeds, on_device or {}, names, fetch_on_device or {})
         slots = self._feed_slots
         return self._executor.run([(slots[n], v) for n, v in feeds.items()], fetch)
+
+
+def _device_io(plan: Any, feed_slots: Mapping[str, int], providers: Sequence[tuple[str, Provider]],
+               make_executor: Any) -> DeviceIO:
+    """Device-feed/fetch routing over the session's providers (first provider per device)."""
+    allocators: dict[str, Allocator] = {}
+    devices = {HOST: HOST}
+    for name, provider in providers:
+        key = device_key(provider.allocator)
+        allocators.setdefault(key, provider.allocator)
+        devices.setdefault(name, key)
+        devices.setdefault(key, key)
+    return DeviceIO(plan, feed_slots, allocators, devices, make_executor)

@@ -10,6 +10,7 @@ import onnx_ir as ir
 from onnx import helper, numpy_helper
 
 from .contract import ValueType
+from .export_opsets import convert_nodes, plan_opsets
 
 if TYPE_CHECKING:
     from .graph_spec import CoreGraph
@@ -45,7 +46,10 @@ def _value_info(name: str, vt: ValueType) -> onnx.ValueInfoProto:
 
 
 def export_nodes(graph: CoreGraph, node_indices: Sequence[int]) -> onnx.ModelProto:
-    """A model holding exactly these nodes; constants they read become initializers."""
+    """A model holding exactly these nodes; constants they read become initializers.
+
+    Its opset imports fit every node, including ones optimizer passes created at a newer
+    version than the model imports (see :mod:`epoxy.export_opsets`)."""
     order = sorted(node_indices)
     inputs, outputs = boundary(graph, order)
     initializers = []
@@ -57,6 +61,9 @@ def export_nodes(graph: CoreGraph, node_indices: Sequence[int]) -> onnx.ModelPro
         else:
             feed_inputs.append(_value_info(name, graph.value_type(name)))
     nodes = [ir.serde.serialize_node(graph.ir_nodes[i]) for i in order]
+    opsets, stale = plan_opsets(graph, order)
+    if stale:
+        nodes = _convert_stale(graph, nodes, stale, opsets[""])
     g = helper.make_graph(
         nodes,
         "epoxy_subgraph",
@@ -64,5 +71,18 @@ def export_nodes(graph: CoreGraph, node_indices: Sequence[int]) -> onnx.ModelPro
         [_value_info(n, graph.value_type(n)) for n in outputs],
         initializer=initializers,
     )
-    opsets = [helper.make_opsetid(d, v) for d, v in graph.opsets.items()]
-    return helper.make_model(g, opset_imports=opsets, producer_name="epoxy")
+    return helper.make_model(g, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()],
+                             producer_name="epoxy")
+
+
+def _convert_stale(graph: CoreGraph, nodes: list[onnx.NodeProto], stale: dict[int, int],
+                   target: int) -> list[onnx.NodeProto]:
+    """``nodes`` with each stale one (position -> its opset) rewritten for ``target``."""
+    used = {name for n in nodes for name in (*n.input, *n.output) if name}
+    replaced: dict[int, list[onnx.NodeProto]] = {}
+    for source in sorted(set(stale.values())):
+        positions = [p for p, v in stale.items() if v == source]
+        converted = convert_nodes([nodes[p] for p in positions], source, target, used,
+                                  lambda name: _value_info(name, graph.value_type(name)))
+        replaced.update(zip(positions, converted))
+    return [m for p, n in enumerate(nodes) for m in replaced.get(p, [n])]

@@ -8,16 +8,23 @@ like the main graph and planned; a kernel then runs that plan per branch / itera
 
 Values a subgraph reads from enclosing scopes arrive as the node's trailing arguments
 (``CoreGraph.implicit_inputs``) and are fed to the sub-plan as extra inputs.
+
+A provider failing on a subgraph (capability(), kernel() or compile() raising) is treated
+as the session treats one failing on the main graph: skipped for that subgraph, the reason
+in the report notes, its nodes falling back to the next provider; in strict mode
+(``EPOXY_STRICT_PLUGINS=1``), or when the fallback itself fails, it is an error.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import onnx_ir as ir
 
-from ..contract import Capability, Device, GraphSpec, KernelFn, NodeSpec, SubgraphSpec, ValueType
+from ..contract import Capability, Device, GraphSpec, KernelFn, NodeSpec, Provider, SubgraphSpec, ValueType
+from ..errors import ProviderError
 from ..executor import SequentialExecutor
 from ..graph_spec import CoreGraph, outer_scope_names
 from ..kit.host import HostAllocator
@@ -36,14 +43,22 @@ class SubPlan:
         self.formal = [v.name for v in body.inputs]
         self.outer = [n for n in outer_scope_names(body) if n not in self.formal]
         outer_types = {n: enclosing.value_type(n) for n in self.outer}
-        nested = ControlFlowProvider(owner.providers, owner.fallback)
-        nested.memory_limit, nested.max_loop_iterations = owner.memory_limit, owner.max_loop_iterations
-        providers = [(PROVIDER_NAME, nested), *owner.providers]
-        graph, parts = partition_graph(
-            body, dict(enclosing.opsets), providers, owner.fallback,
-            outer_inputs=self.outer, outer_types=outer_types,
-        )
-        built = build_plan(graph, parts, dict(providers))
+        #: why providers were skipped for this subgraph (shown in the session's notes)
+        self.skipped: list[str] = []
+        remaining = list(owner.providers)
+        while True:
+            nested = ControlFlowProvider(remaining, owner.fallback)
+            nested.memory_limit, nested.max_loop_iterations = owner.memory_limit, owner.max_loop_iterations
+            providers = [(PROVIDER_NAME, nested), *remaining]
+            try:
+                graph, parts = partition_graph(
+                    body, dict(enclosing.opsets), providers, owner.fallback,
+                    outer_inputs=self.outer, outer_types=outer_types,
+                )
+                built = build_plan(graph, parts, dict(providers))
+                break
+            except ProviderError as exc:
+                remaining = self._skip(exc, remaining, owner.fallback)
         plan = built.plan
         self.graph = graph
         self.partition = parts
@@ -53,6 +68,22 @@ class SubPlan:
         self.output_types: list[ValueType] = [graph.value_type(n) for n in graph.outputs]
         self.n_outputs = len(graph.outputs)
         self._executor = SequentialExecutor(plan)
+
+    def _skip(self, exc: ProviderError, providers: list[tuple[str, Provider]],
+               fallback: str | None) -> list[tuple[str, Provider]]:
+        """``providers`` without the one that failed (noted), as the session does; re-raises
+        when it cannot be skipped: the fallback, the last provider, strict mode, unknown."""
+        from ..plugins import strict_mode
+
+        failed = exc.provider
+        names = [name for name, _ in providers]
+        if failed is None or failed == fallback or failed not in names or len(providers) < 2 or strict_mode():
+            raise exc
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        note = f"provider {failed!r} skipped for this subgraph: {reason}"
+        warnings.warn(note, RuntimeWarning, stacklevel=2)
+        self.skipped.append(note)
+        return [(name, p) for name, p in providers if name != failed]
 
     @staticmethod
     def _slot(plan: Any, name: str) -> int:
@@ -70,6 +101,7 @@ class SubPlan:
             counts[d.provider] = counts.get(d.provider, 0) + 1
         inner = "; ".join(self.nested.summaries())
         text = ", ".join(f"{n} on {p}" for p, n in counts.items()) or "no nodes"
+        text += "".join(f"; {note}" for note in self.skipped)
         return text + (f" [{inner}]" if inner else "")
 
 
@@ -89,8 +121,8 @@ class CompileContext:
             raise Unsupported(f"{self.node.op_type}: attribute {attr!r} is missing or not a graph")
         try:
             sub = SubPlan(body, self.owner, self.graph)
-        except Unsupported:
-            raise
+        except (Unsupported, ProviderError):
+            raise  # a provider failure SubPlan could not skip is an error, as on the main graph
         except Exception as exc:  # the subgraph cannot run here: decline, saying why
             first = str(exc).splitlines()[0] if str(exc) else ""
             raise Unsupported(f"{attr}: {type(exc).__name__}: {first}") from exc

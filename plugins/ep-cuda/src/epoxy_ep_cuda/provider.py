@@ -20,7 +20,8 @@ from .options import CudaOptions
 class CudaAllocator:
     """Device memory is CuPy's pool (limit set by the ``memory_limit`` option); copies go
     through pinned staging buffers on the provider's stream. Host-resident values (shape
-    tensors computed on the host, see :mod:`capability`) pass through ``to_host`` as they are."""
+    tensors computed on the host, see :mod:`capability`) pass through ``to_host`` as they are.
+    ``accepts`` lets ``session.run`` take this backend's device arrays as feeds without copies."""
 
     is_host = False
 
@@ -37,6 +38,10 @@ class CudaAllocator:
         if not self.backend.is_device(value):
             return np.asarray(value)
         return self.backend.to_host(value)
+
+    def accepts(self, value: Any) -> bool:
+        """Device arrays of this backend are fed without an upload (``epoxy.contract.Allocator``)."""
+        return bool(self.backend.is_device(value))
 
 
 class CudaProvider:
@@ -73,7 +78,7 @@ class CudaProvider:
             except Unsupported as exc:
                 del analysis.claimed[index]
                 analysis.declined[index] = f"cuda: {exc}"
-            except Exception as exc:  # a kernel factory bug must not fail the session
+            except Exception as exc:  # noqa: BLE001 - a kernel factory bug must not fail the session
                 del analysis.claimed[index]
                 analysis.declined[index] = f"cuda: kernel factory failed: {type(exc).__name__}: {exc}"
         groups: list[FusedGroup] = []

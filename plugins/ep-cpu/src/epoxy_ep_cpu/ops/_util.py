@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from epoxy.contract import NodeSpec
+from epoxy.limits import output_size_check
 
 
 def normalize_axis(axis: int, rank: int) -> int:
@@ -25,20 +26,12 @@ def output_dtype(node: NodeSpec, index: int = 0) -> np.dtype | None:
     return None
 
 
-#: No output may be larger than this many bytes: numpy's own size arithmetic overflows
-#: (and np.tile segfaults) long before, so shapes computed from tensor values are checked.
-MAX_OUTPUT_BYTES = 1 << 48
-
-
-def check_output_shape(op: str, shape: Sequence[int], itemsize: int) -> None:
-    """Raise ``ValueError`` for a negative dim or a size no machine can allocate."""
-    total = itemsize
-    for d in shape:
-        if d < 0:
-            raise ValueError(f"{op}: output shape {list(shape)} has a negative dimension")
-        total *= int(d)
-    if total > MAX_OUTPUT_BYTES:
-        raise ValueError(f"{op}: output shape {list(shape)} would need {total:,} bytes; refused")
+def output_guard(node: NodeSpec) -> Callable[[Sequence[int], np.dtype], None]:
+    """``check(shape, dtype)`` to call before allocating an output whose shape comes from
+    input values (ConstantOfShape, Expand, Range, Tile, Pad, Resize...): raises the core's
+    ResourceLimitError naming the node, the shape and the bytes when it is over the
+    session's memory limit or the memory left. Made in the kernel factory (binds the limit)."""
+    return output_size_check(f"node {node.name!r} ({node.op_type})", node.outputs[0] if node.outputs else None)
 
 
 def constant_input(node: NodeSpec, index: int) -> np.ndarray | None:

@@ -12,6 +12,7 @@ from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
 from ._util import as_text as _as_str
+from ._util import output_guard
 from ._shape_util import norm_axis, schema_versions, to_ints
 
 
@@ -61,22 +62,26 @@ def constant_of_shape(node: NodeSpec):  # type: ignore[no-untyped-def]
         fill = np.zeros((), dtype=np.float32)
     else:
         fill = _fix_strings(np.asarray(v)).reshape(-1)[:1].reshape(())
+    guard = output_guard(node)
 
     def run(shape: np.ndarray) -> np.ndarray:
         dims = to_ints(shape)
         if any(d < 0 for d in dims):
             raise ValueError(f"ConstantOfShape: negative dimension in {dims}")
+        guard(dims, fill.dtype)
         return np.full(tuple(dims), fill, dtype=fill.dtype)
 
     return run
 
 
 _LOW_FLOATS = {np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)}
+_WIDE = np.dtype(np.float64)  # Range computes in 64 bits before casting (int64 or float64)
 
 
 @KERNELS.register("Range", schema_versions("Range"))
 def range_(node: NodeSpec):  # type: ignore[no-untyped-def]
     stash_type = int(node.attr("stash_type", 1)) if node.opset >= 27 else 1
+    guard = output_guard(node)
 
     def run(start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> np.ndarray:
         dt = np.asarray(start).dtype
@@ -88,11 +93,13 @@ def range_(node: NodeSpec):  # type: ignore[no-untyped-def]
             if di == 0:
                 raise ValueError("Range: delta is 0")
             n = max(-((si - li) // di), 0)
+            guard((n,), _WIDE)
             return (si + np.arange(n, dtype=np.int64) * di).astype(dt)
         sf, lf, df = float(s), float(lim), float(d)
         if df == 0:
             raise ValueError("Range: delta is 0")
         n = int(max(np.ceil((lf - sf) / df), 0))
+        guard((n,), _WIDE)
         if dt in _LOW_FLOATS and stash_type == 0:
             steps = np.full(n, d, dtype=dt)
             if n:
@@ -108,10 +115,12 @@ def range_(node: NodeSpec):  # type: ignore[no-untyped-def]
 @KERNELS.register("OneHot", schema_versions("OneHot"))
 def one_hot(node: NodeSpec):  # type: ignore[no-untyped-def]
     axis = int(node.attr("axis", -1))
+    guard = output_guard(node)
 
     def run(indices: np.ndarray, depth: np.ndarray, values: np.ndarray) -> np.ndarray:
         depth_n = int(np.asarray(depth).reshape(-1)[0])
         vals = np.asarray(values).reshape(-1)
+        guard((*np.shape(indices), depth_n), vals.dtype)
         off, on = vals[0], vals[1]
         idx = np.asarray(indices)
         if idx.dtype.kind == "f":

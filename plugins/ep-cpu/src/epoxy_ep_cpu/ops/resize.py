@@ -7,12 +7,15 @@ indices (``taps``) and their weights, applied with ``np.take`` along the axis.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import numpy as np
 
 from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
+from ._util import output_guard
 from ._util import text_or as _str
 
 _CTMS = {
@@ -25,6 +28,7 @@ _CTMS = {
     "tf_crop_and_resize",
 }
 _NEAREST_MODES = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}
+_F64 = np.dtype(np.float64)
 
 
 def _source_coords(
@@ -147,6 +151,8 @@ class _Resizer:
         axes: tuple[int, ...] | None,
         keep_aspect: str,
         legacy: bool = False,
+        *,
+        guard: Callable[[Sequence[int], np.dtype], None],
     ) -> None:
         if mode not in ("nearest", "linear", "cubic"):
             raise Unsupported(f"Resize mode {mode!r} is not supported")
@@ -166,6 +172,7 @@ class _Resizer:
         self.axes = axes
         self.keep_aspect = keep_aspect
         self.legacy = legacy
+        self.guard = guard  # output size from scales/sizes values: checked before allocating
 
     def __call__(
         self,
@@ -226,6 +233,7 @@ class _Resizer:
 
         if x.size == 0 or any(d == 0 for d in out_shape):
             return np.zeros(out_shape, dtype=x.dtype)
+        self.guard(out_shape, _F64 if self.mode != "nearest" else x.dtype)  # interpolation works in float64
 
         interp = self.mode != "nearest"
         work = x
@@ -294,22 +302,25 @@ def _common(node: NodeSpec, *, v18: bool) -> _Resizer:
         antialias=bool(node.attr("antialias", 0)) if v18 else False,
         axes=tuple(int(a) for a in axes) if axes is not None else None,
         keep_aspect=_str(node.attr("keep_aspect_ratio_policy"), "stretch") if v18 else "stretch",
+        guard=output_guard(node),
     )
 
 
-def _legacy(mode: str) -> _Resizer:
+def _legacy(node: NodeSpec) -> _Resizer:
     """Upsample-7/9 and Resize-10: asymmetric coordinates; nearest rounds down when
     enlarging and up when shrinking (as onnxruntime does)."""
+    mode = _str(node.attr("mode"), "nearest")
     if mode == "bilinear":
         mode = "linear"
     if mode not in ("nearest", "linear"):
         raise Unsupported(f"mode {mode!r} is not supported (nearest or linear)")
-    return _Resizer(mode, "asymmetric", "floor", -0.75, False, 0.0, False, None, "stretch", legacy=True)
+    return _Resizer(mode, "asymmetric", "floor", -0.75, False, 0.0, False, None, "stretch", legacy=True,
+                    guard=output_guard(node))
 
 
 @KERNELS.register("Resize", 10)
 def resize_10(node: NodeSpec):  # type: ignore[no-untyped-def]
-    resizer = _legacy(_str(node.attr("mode"), "nearest"))
+    resizer = _legacy(node)
 
     def run(x: np.ndarray, scales: np.ndarray) -> np.ndarray:
         return resizer(x, None, scales, None)
@@ -339,7 +350,7 @@ def resize_18(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 @KERNELS.register("Upsample", 7)
 def upsample_7(node: NodeSpec):  # type: ignore[no-untyped-def]
-    resizer = _legacy(_str(node.attr("mode"), "nearest"))
+    resizer = _legacy(node)
     scales = node.attr("scales")
     if scales is None:
         raise Unsupported("Upsample-7 needs the scales attribute")
@@ -353,7 +364,7 @@ def upsample_7(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 @KERNELS.register("Upsample", 9)
 def upsample_9(node: NodeSpec):  # type: ignore[no-untyped-def]
-    resizer = _legacy(_str(node.attr("mode"), "nearest"))
+    resizer = _legacy(node)
 
     def run(x: np.ndarray, scales: np.ndarray) -> np.ndarray:
         return resizer(x, None, scales, None)

@@ -4,6 +4,7 @@ Dropout (inference and seeded training)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -12,7 +13,7 @@ from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
-from ._util import check_output_shape
+from ._util import output_guard
 from ._shape_util import (
     arr,
     contig,
@@ -296,19 +297,35 @@ def split(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 @KERNELS.register("Expand", schema_versions("Expand"))
 def expand(node: NodeSpec):  # type: ignore[no-untyped-def]
+    guard = output_guard(node)
+
     def run(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
         target = np.broadcast_shapes(x.shape, tuple(to_ints(shape)))
+        guard(target, x.dtype)
         return np.array(np.broadcast_to(x, target))
 
     return run
 
 
+Guard = Callable[[Sequence[int], np.dtype], None]
+
+
+def _check_tiles(x: np.ndarray, reps: list[int], guard: Guard) -> None:
+    """Refuse negative repeats, and outputs too large to allocate (np.tile would crash)."""
+    shape = [d * r for d, r in zip(x.shape, reps)]
+    if any(r < 0 for r in reps):
+        raise ValueError(f"Tile: repeats {reps} hold a negative count")
+    guard(shape, x.dtype)
+
+
 @KERNELS.register("Tile", 1)
 def tile_v1(node: NodeSpec):  # type: ignore[no-untyped-def]
+    guard = output_guard(node)
+
     def run(x: np.ndarray, tiles: np.ndarray, axis: np.ndarray) -> np.ndarray:
         reps = [1] * x.ndim
         reps[norm_axis(to_int(axis), x.ndim)] = to_int(tiles)
-        check_output_shape("Tile", [d * r for d, r in zip(x.shape, reps)], x.itemsize)
+        _check_tiles(x, reps, guard)
         return np.tile(x, reps)
 
     return run
@@ -316,11 +333,13 @@ def tile_v1(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 @KERNELS.register("Tile", versions_between("Tile", 6))
 def tile(node: NodeSpec):  # type: ignore[no-untyped-def]
+    guard = output_guard(node)
+
     def run(x: np.ndarray, repeats: np.ndarray) -> np.ndarray:
         reps = to_ints(repeats)
         if len(reps) != x.ndim:
             raise ValueError(f"Tile: repeats {reps} do not match input rank {x.ndim}")
-        check_output_shape("Tile", [d * r for d, r in zip(x.shape, reps)], x.itemsize)
+        _check_tiles(x, reps, guard)
         return np.tile(x, reps) if x.ndim else x.copy()
 
     return run
@@ -333,7 +352,7 @@ def tile(node: NodeSpec):  # type: ignore[no-untyped-def]
 _NP_PAD_MODE = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
 
 
-def _pad(x: np.ndarray, pads: list[int], mode: str, value: Any, axes: list[int] | None) -> np.ndarray:
+def _pad(x: np.ndarray, pads: list[int], mode: str, value: Any, axes: list[int] | None, guard: Guard) -> np.ndarray:
     rank = x.ndim
     if axes is None:
         axes = list(range(rank))
@@ -347,6 +366,7 @@ def _pad(x: np.ndarray, pads: list[int], mode: str, value: Any, axes: list[int] 
     for i, a in enumerate(axes):
         begin[a] = pads[i]
         end[a] = pads[i + n]
+    guard([d + b + e for d, b, e in zip(x.shape, begin, end)], x.dtype)
     if mode == "constant":
         # output[j] = input[j - begin] where that lies inside the input, else the constant
         out_shape = tuple(d + b + e for d, b, e in zip(x.shape, begin, end))
@@ -395,9 +415,10 @@ def pad_attr(node: NodeSpec):  # type: ignore[no-untyped-def]
     mode = _pad_mode(node)
     pads = [int(p) for p in node.attr("pads" if node.opset >= 2 else "paddings", ())]
     value = float(node.attr("value", 0.0))
+    guard = output_guard(node)
 
     def run(x: np.ndarray) -> np.ndarray:
-        return _pad(x, pads, mode, value, None)
+        return _pad(x, pads, mode, value, None, guard)
 
     return run
 
@@ -405,13 +426,14 @@ def pad_attr(node: NodeSpec):  # type: ignore[no-untyped-def]
 @KERNELS.register("Pad", versions_between("Pad", 11))
 def pad(node: NodeSpec):  # type: ignore[no-untyped-def]
     mode = _pad_mode(node)
+    guard = output_guard(node)
 
     def run(x: np.ndarray, pads: np.ndarray, constant_value: np.ndarray | None = None,
             axes: np.ndarray | None = None) -> np.ndarray:
         value = None
         if constant_value is not None and np.asarray(constant_value).size:
             value = np.asarray(constant_value).reshape(-1)[0]
-        return _pad(x, to_ints(pads), mode, value, None if axes is None else to_ints(axes))
+        return _pad(x, to_ints(pads), mode, value, None if axes is None else to_ints(axes), guard)
 
     return run
 
