@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from _calls import counting  # noqa: E402
+
 import epoxy
 from epoxy_ep_cpu.ops import conv as conv_ops
 
@@ -25,15 +27,7 @@ def conv_model(c: int = 64, m: int = 96, hw: int = 24) -> tuple[bytes, np.ndarra
 
 
 def _count(monkeypatch, name):
-    calls = []
-    real = getattr(conv_ops, name)
-
-    def wrapped(*args, **kwargs):
-        calls.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(conv_ops, name, wrapped)
-    return calls
+    return counting(monkeypatch, conv_ops, name)
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+from _calls import counting  # noqa: E402
+
 import epoxy
 import numpy as np
 import pytest
@@ -129,16 +131,21 @@ WINOGRAD_CASES = [
 ]
 
 
-@pytest.mark.parametrize("xs,m,pads", WINOGRAD_CASES)
-def test_conv_winograd_matches_reference(xs, m, pads, monkeypatch):
-    monkeypatch.setattr(conv_ops, "_WINO_BAND", 1 << 14)  # force several bands
+def _winograd_case(xs, m, pads):  # type: ignore[no-untyped-def]
+    """Random float32 input, weights and bias for a 3x3 layer, its attributes, the float64
+    oracle's output and the output size."""
     x = RNG.standard_normal(xs).astype(np.float32)
     w = (RNG.standard_normal((m, xs[1], 3, 3)) * 0.1).astype(np.float32)
     b = RNG.standard_normal(m).astype(np.float32)
     attrs = {"kernel_shape": [3, 3], "pads": list(pads)}
-    want = conv_reference(x, w, b, **attrs)
-    hh = xs[2] + pads[0] + pads[2] - 2
-    ww = xs[3] + pads[1] + pads[3] - 2
+    out = [xs[2] + pads[0] + pads[2] - 2, xs[3] + pads[1] + pads[3] - 2]
+    return x, w, b, attrs, conv_reference(x, w, b, **attrs), out
+
+
+@pytest.mark.parametrize("xs,m,pads", WINOGRAD_CASES)
+def test_conv_winograd_matches_reference(xs, m, pads, monkeypatch):
+    monkeypatch.setattr(conv_ops, "_WINO_BAND", 1 << 14)  # force several bands
+    x, w, b, attrs, want, (hh, ww) = _winograd_case(xs, m, pads)
     assert conv_ops.use_winograd(xs[1], m, [hh, ww])
     for constants in ({}, {1: w, 2: b}):  # weights at run time only / prepacked
         got = kernel("Conv", 3, attrs, constants=constants)(x, w, b)
@@ -153,13 +160,7 @@ def test_conv_winograd_matches_reference(xs, m, pads, monkeypatch):
 def test_conv_f43_matches_reference(xs, m, pads, monkeypatch):
     monkeypatch.setattr(f43_ops, "_BAND_ELEMENTS", 1 << 12)  # force several bands ...
     monkeypatch.setattr(f43_ops, "_MIN_BAND_TILES", 4)
-    x = RNG.standard_normal(xs).astype(np.float32)
-    w = (RNG.standard_normal((m, xs[1], 3, 3)) * 0.1).astype(np.float32)
-    b = RNG.standard_normal(m).astype(np.float32)
-    attrs = {"kernel_shape": [3, 3], "pads": list(pads)}
-    want = conv_reference(x, w, b, **attrs)
-    hh = xs[2] + pads[0] + pads[2] - 2
-    ww = xs[3] + pads[1] + pads[3] - 2
+    x, w, b, _, want, (hh, ww) = _winograd_case(xs, m, pads)
     got = f43_ops.conv_f43(x, f43_ops.f43_weights(w), [pads[0], pads[1]], [hh, ww], b)
     assert got.dtype == np.float32 and got.shape == want.shape and got.flags.c_contiguous
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-4)
@@ -425,15 +426,7 @@ def test_layer_norm_in_place_path(xs, axis, scale_shape):
 
 
 def _counting(monkeypatch, name):
-    calls = []
-    real = getattr(conv_ops, name)
-
-    def wrapped(*args, **kwargs):
-        calls.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(conv_ops, name, wrapped)
-    return calls
+    return counting(monkeypatch, conv_ops, name)
 
 
 @pytest.mark.parametrize(
