@@ -234,7 +234,14 @@ def expand_node(
         if default.type != onnx.AttributeProto.UNDEFINED:
             bound.setdefault(default.name, default)
     for name, attr in node.attributes.items():
-        bound[name] = ir.serde.serialize_attribute(attr)
+        try:
+            bound[name] = ir.serde.serialize_attribute(attr)
+        except Exception as exc:  # noqa: BLE001 - a garbled attribute (undefined type...)
+            raise InvalidGraphError(
+                f"node {node.name or node.op_type!r} calls function {function.domain or 'ai.onnx'}.{function.name} "
+                f"with attribute {name!r} that cannot be read ({attr.type.name if attr.type else 'no type'})",
+                node=node.name,
+            ) from exc
     for i, out in enumerate(node.outputs):
         if i >= len(function.output) and out.name and (out.uses() or out.is_graph_output()):
             raise InvalidGraphError(
