@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,20 @@ BROKEN_MODULES = {
         "    name, vendor, version, sdk_api, priority = 'oldsdk', 'x', '0.1', 0, 5\n"
         "    def devices(self): return []\n"
         "    def create(self, d, o): return None\n"
+        "@hookimpl\n"
+        "def epoxy_register_providers(register):\n"
+        "    register(F())\n"
+    ),
+    # loads and runs; only its description of its options is broken
+    "epoxy_ep_broken_options": (
+        "from epoxy.contract import SDK_API_VERSION, Device\n"
+        "from epoxy.hookspecs import hookimpl\n"
+        "from epoxy.kit import KernelProvider, KernelRegistry\n"
+        "class F:\n"
+        "    name, vendor, version, sdk_api, priority = 'brokenopts', 'x', '0.1', SDK_API_VERSION, 5\n"
+        "    def devices(self): return [Device('brokenopts', 'cpu')]\n"
+        "    def options(self): raise KeyError('no options table')\n"
+        "    def create(self, d, o): return KernelProvider('brokenopts', d, KernelRegistry(), o)\n"
         "@hookimpl\n"
         "def epoxy_register_providers(register):\n"
         "    register(F())\n"
@@ -56,10 +71,17 @@ def test_broken_plugins_are_listed_and_sessions_keep_working(tmp_path):
     assert failed["broken_import"]["package"] == "epoxy-ep-broken"
     assert "factory exploded" in failed["broken_factory"]["reason"]
     assert "targets epoxy SDK API 0" in failed["old_sdk"]["reason"]
-    assert "cpu" in [p["name"] for p in data["providers"]]
+    providers = {p["name"]: p for p in data["providers"]}
+    assert "cpu" in providers and "broken_options" not in failed
+    assert providers["brokenopts"]["available"] and providers["brokenopts"]["options"] == {}
+    assert "KeyError" in providers["brokenopts"]["options_error"]
 
     table = run_python("from epoxy.cli.main import main; main(['providers'])", tmp_path)
     assert "failed plugins:" in table.stdout and "libvendor.so" in table.stdout
+    assert re.search(r"^brokenopts +\? \(see --options\)$", table.stdout, re.MULTILINE), table.stdout
+    options = run_python("from epoxy.cli.main import main; raise SystemExit(main(['providers', '--options']))", tmp_path)
+    assert options.returncode == 0 and "options() failed: KeyError: 'no options table'" in options.stdout
+    assert "conv_winograd" in options.stdout
 
     session = run_python(
         "import epoxy; from epoxy.demo import MODEL_PATH; import numpy as np;"

@@ -26,6 +26,18 @@ def test_providers_table_and_json():
     assert cpu["available"] and cpu["sdk_api"] == 1 and cpu["devices"][0]["kind"] == "cpu"
 
 
+def test_providers_show_their_options():
+    assert "conv_winograd" in epoxy("providers").stdout
+    help_ = epoxy("providers", "--options", "cpu").stdout
+    assert "auto | f23 | off (default auto)" in help_ and "device_index" in help_
+    data = json.loads(epoxy("providers", "--json").stdout)
+    cpu = next(p for p in data["providers"] if p["name"] == "cpu")
+    assert list(cpu["options"]) == ["conv_winograd"] and cpu["options_error"] is None
+    assert "device_index" in data["core_options"]
+    unknown = epoxy("providers", "--options", "nope", check=False)
+    assert unknown.returncode == 1 and "unknown provider 'nope'" in unknown.stderr
+
+
 def test_ops_lists_opset_ranges():
     out = epoxy("ops", "--provider", "cpu").stdout
     assert "MatMul" in out and "Conv" in out

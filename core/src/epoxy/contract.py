@@ -233,6 +233,21 @@ class ProviderFactory(Protocol):
 
     ``devices`` must be cheap and must not import heavy libraries at plugin import time;
     it may raise :class:`ProviderUnavailable` with the reason when none can be driven.
+
+    Optional methods (not part of the ``isinstance`` check, so factories written before them
+    keep working; the core looks them up with ``getattr``):
+
+    - ``options() -> Mapping[str, str]``: the options ``create`` accepts, name -> one line of
+      help naming the allowed values and the default. ``epoxy providers`` shows it, so users
+      need not read the plugin's source. Keep it cheap (no device, no heavy import) and derive
+      it from the same table ``create`` validates against, so the two never disagree;
+      ``create`` should reject any other name with :class:`~epoxy.errors.InvalidArgumentError`
+      listing the known ones. Absent, raising, or returning anything but a str -> str mapping
+      means "no options described" (the failure is shown, the provider still loads). Options
+      the core takes itself (``epoxy.options.CORE_PROVIDER_OPTIONS``: ``device_index``) are
+      removed before ``create`` and are not listed here. Typed by
+      :class:`ProviderFactoryWithOptions`.
+    - ``supported_ops() -> list[epoxy.kit.OpSupport]``: ops with opset ranges, for ``epoxy ops``.
     """
 
     name: str
@@ -247,6 +262,15 @@ class ProviderFactory(Protocol):
 
     def create(self, device: Device, options: Mapping[str, Any]) -> Provider:
         """A provider for ``device`` configured with user ``options``."""
+        ...
+
+
+@runtime_checkable
+class ProviderFactoryWithOptions(ProviderFactory, Protocol):
+    """A :class:`ProviderFactory` that also describes its options (optional, see there)."""
+
+    def options(self) -> Mapping[str, str]:
+        """Option name -> one-line help with the allowed values and the default."""
         ...
 
 

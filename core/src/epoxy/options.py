@@ -8,6 +8,11 @@ from .errors import InvalidArgumentError
 
 OPTIMIZATION_LEVELS = ("disable", "basic", "extended", "all")
 EXECUTION_MODES = ("sequential", "parallel")
+#: Provider options the core takes itself, for every provider, before ``create`` sees them.
+CORE_PROVIDER_OPTIONS: dict[str, str] = {
+    "device_index": "which of the provider's devices to use, int (default 0, the first one "
+                    "`epoxy providers` lists)",
+}
 
 
 @dataclass

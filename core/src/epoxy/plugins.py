@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import threading
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
@@ -76,6 +76,16 @@ def _call_with_timeout(fn: Callable[[], Any], timeout: float, what: str) -> Any:
     return value
 
 
+def _checked_options(described: Any) -> dict[str, str]:
+    """``options()``'s answer as a plain dict, or ``TypeError`` saying what is wrong with it."""
+    if not isinstance(described, Mapping):
+        raise TypeError(f"must return a mapping of option name to help, got {type(described).__name__}")
+    bad = [k for k, v in described.items() if not isinstance(k, str) or not isinstance(v, str)]
+    if bad:
+        raise TypeError(f"names and help must be str; not for {bad!r}")
+    return dict(described)
+
+
 def _env_allowlist() -> frozenset[str] | None:
     raw = os.environ.get(ENV_ALLOWLIST, "").strip()
     return frozenset(p.strip() for p in raw.split(",") if p.strip()) or None
@@ -101,6 +111,8 @@ class ProviderEntry:
     distribution_version: str | None
     _devices: tuple[Device, ...] | None = field(default=None, repr=False)
     _unavailable: str | None = field(default=None, repr=False)
+    _options: dict[str, str] | None = field(default=None, repr=False)
+    _options_error: str | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
@@ -127,6 +139,34 @@ class ProviderEntry:
                         f"provider {self.name!r}: {self._unavailable}", provider=self.name
                     ) from exc
         return self._devices
+
+    def options(self) -> dict[str, str]:
+        """The options the factory describes (its optional ``options()``), asked once.
+
+        ``{}`` when it has no such method, or when the call raises, hangs or returns anything
+        but a str -> str mapping: that is kept in :attr:`options_error` (shown by
+        ``epoxy providers``) so a broken description never breaks the provider itself.
+        """
+        if self._options is None:
+            self._options = {}
+            describe = getattr(self.factory, "options", None)
+            if describe is not None:
+                try:
+                    self._options = _checked_options(_call_with_timeout(
+                        describe, device_timeout(), f"provider {self.name!r} options()"))
+                except Exception as exc:  # a broken plugin must not take the host down
+                    self._options_error = f"options() failed: {type(exc).__name__}: {exc}"
+                    if _env_flag(ENV_STRICT):
+                        raise PluginLoadError(
+                            f"provider {self.name!r}: {self._options_error}", provider=self.name
+                        ) from exc
+        return self._options
+
+    @property
+    def options_error(self) -> str | None:
+        """Why the factory's ``options()`` could not be used, or ``None``."""
+        self.options()
+        return self._options_error
 
     @property
     def available(self) -> bool:

@@ -1,54 +1,114 @@
-"""``epoxy providers``: what is installed, what it can drive here, and what failed to load."""
+"""``epoxy providers``: what is installed, what it can drive here, the options each provider
+takes (so users need not read plugin sources), and what failed to load.
+
+The default output names each provider's options on one line; ``--options [PROVIDER]``
+prints them with their help (allowed values, default) instead.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
-from ..plugins import default_registry
+from ..errors import InvalidArgumentError
+from ..options import CORE_PROVIDER_OPTIONS
+from ..plugins import ProviderEntry, default_registry
 from ._format import table
+
+#: how the core's own provider options are listed next to a provider's
+ALL_PROVIDERS = "(all)"
+USAGE = "providers=[(name, {option: value})]"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--options", nargs="?", const="", default=None, metavar="PROVIDER",
+                        help="show each provider's options with their help (or only PROVIDER's)")
 
 
-def collect() -> dict[str, object]:
+def describe(entry: ProviderEntry) -> dict[str, Any]:
+    """One provider as ``--json`` shows it."""
+    f = entry.factory
+    devices = entry.devices()
+    return {
+        "name": f.name,
+        "package": entry.distribution,
+        "package_version": entry.distribution_version,
+        "version": f.version,
+        "vendor": f.vendor,
+        "sdk_api": f.sdk_api,
+        "priority": f.priority,
+        "available": bool(devices),
+        "unavailable_reason": entry.unavailable_reason,
+        "devices": [{"label": d.label, "kind": d.kind, "name": d.name, "memory_bytes": d.memory_bytes} for d in devices],
+        # {} when the factory describes none; options_error says why when its options() broke
+        "options": entry.options(),
+        "options_error": entry.options_error,
+    }
+
+
+def collect(only: str | None = None) -> dict[str, Any]:
+    """Everything the command shows; ``only``: just that provider (failed plugins still listed)."""
     registry = default_registry()
-    providers = []
-    for entry in registry.entries():
-        f = entry.factory
-        devices = entry.devices()
-        providers.append({
-            "name": f.name,
-            "package": entry.distribution,
-            "package_version": entry.distribution_version,
-            "version": f.version,
-            "vendor": f.vendor,
-            "sdk_api": f.sdk_api,
-            "priority": f.priority,
-            "available": bool(devices),
-            "unavailable_reason": entry.unavailable_reason,
-            "devices": [{"label": d.label, "kind": d.kind, "name": d.name, "memory_bytes": d.memory_bytes} for d in devices],
-        })
+    entries = registry.entries()
+    if only:
+        entries = [e for e in entries if e.name == only]
+        if not entries:
+            raise InvalidArgumentError(f"unknown provider {only!r}; installed: {[e.name for e in registry.entries()]}")
     failed = [{"plugin": x.plugin, "stage": x.stage, "reason": x.reason, "package": x.distribution} for x in registry.failures]
-    return {"providers": providers, "failed_plugins": failed}
+    return {"providers": [describe(e) for e in entries], "core_options": dict(CORE_PROVIDER_OPTIONS),
+            "failed_plugins": failed}
 
 
-def run(args: argparse.Namespace) -> int:
-    data = collect()
-    if args.json:
-        print(json.dumps(data, indent=2))
-        return 0
+def option_rows(data: dict[str, Any]) -> list[list[str]]:
+    """provider, option, help: each provider's options (or why they are unknown), then the
+    options the core takes for every provider."""
     rows = []
-    for p in data["providers"]:  # type: ignore[union-attr]
+    for p in data["providers"]:
+        rows += [[p["name"], name, help_] for name, help_ in p["options"].items()]
+        if p["options_error"]:
+            rows.append([p["name"], "?", p["options_error"]])
+    rows += [[ALL_PROVIDERS, name, f"{help_} [core]"] for name, help_ in data["core_options"].items()]
+    return rows
+
+
+def _names(p: dict[str, Any]) -> str:
+    if p["options_error"]:
+        return "? (see --options)"
+    return ", ".join(p["options"]) or "-"
+
+
+def option_names(data: dict[str, Any]) -> list[list[str]]:
+    """provider, its option names on one line: the compact view of :func:`option_rows`."""
+    rows = [[p["name"], _names(p)] for p in data["providers"]]
+    return rows + [[ALL_PROVIDERS, ", ".join(data["core_options"])]]
+
+
+def provider_rows(data: dict[str, Any]) -> list[list[object]]:
+    rows: list[list[object]] = []
+    for p in data["providers"]:
         devices = ", ".join(f"{d['label']} ({d['name']})" if d["name"] else d["label"] for d in p["devices"]) or "-"
         status = "available" if p["available"] else f"unavailable: {p['unavailable_reason']}"
         rows.append([p["name"], p["package"] or "-", p["version"], p["vendor"], p["sdk_api"], p["priority"], devices, status])
-    print(table(["provider", "package", "version", "vendor", "sdk", "priority", "devices", "status"], rows))
+    return rows
+
+
+def run(args: argparse.Namespace) -> int:
+    data = collect(args.options or None)
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    if args.options is not None:
+        print(f"options ({USAGE}):")
+        print(table(["provider", "option", "help"], option_rows(data)))
+        return 0
+    print(table(["provider", "package", "version", "vendor", "sdk", "priority", "devices", "status"], provider_rows(data)))
+    print(f"\noptions ({USAGE}; help: epoxy providers --options [PROVIDER]):")
+    print(table(["provider", "options"], option_names(data)))
     failed = data["failed_plugins"]
     if failed:
         print("\nfailed plugins:")
         print(table(["plugin", "package", "stage", "reason"],
-                    [[f["plugin"], f["package"] or "-", f["stage"], f["reason"]] for f in failed]))  # type: ignore[index]
+                    [[f["plugin"], f["package"] or "-", f["stage"], f["reason"]] for f in failed]))
     return 0

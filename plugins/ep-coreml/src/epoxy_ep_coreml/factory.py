@@ -10,7 +10,7 @@ from typing import Any
 
 from epoxy.contract import SDK_API_VERSION, Device, ProviderUnavailable
 
-from .options import parse_options
+from .options import OPTIONS, parse_options
 from .version import __version__
 
 UNAVAILABLE_OFF_MACOS = "Core ML runs on macOS only"
@@ -33,6 +33,10 @@ class CoreMLProviderFactory:
         machine = platform.machine()
         return [Device(self.name, "apple", 0, f"Core ML on {machine} ({platform.mac_ver()[0] or 'macOS'})",
                        properties={"machine": machine, "neural_engine": machine == "arm64"})]
+
+    def options(self) -> Mapping[str, str]:
+        """What ``create`` accepts, from the table it validates against (``epoxy providers``)."""
+        return dict(OPTIONS)
 
     def create(self, device: Device, options: Mapping[str, Any]) -> Any:
         parsed = parse_options(options)

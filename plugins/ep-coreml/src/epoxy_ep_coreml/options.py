@@ -27,7 +27,6 @@ OPSET_OF_TARGET = {
     **{f"watchOS{v}": v + 7 for v in (8, 9, 10, 11)},
 }
 ENV_CACHE_DIR = "EPOXY_COREML_CACHE_DIR"
-KNOWN_OPTIONS = ("compute_units", "compute_precision", "minimum_deployment_target", "cache_dir")
 
 
 def default_cache_dir() -> Path:
@@ -65,6 +64,30 @@ class CoreMLOptions:
                 "minimum_deployment_target": self.minimum_deployment_target}
 
 
+def _version_ranges(targets: tuple[str, ...]) -> str:
+    """``("iOS15", "iOS16", "macOS12")`` -> ``"iOS15-16 | macOS12"``: a long list, readable."""
+    by_os: dict[str, list[str]] = {}
+    for target in targets:
+        os_name = target.rstrip("0123456789")
+        by_os.setdefault(os_name, []).append(target[len(os_name):])
+    return " | ".join(f"{n}{v[0]}-{v[-1]}" if len(v) > 1 else f"{n}{v[0]}" for n, v in by_os.items())
+
+
+_D = CoreMLOptions()
+#: option name -> one-line help (``CoreMLProviderFactory.options()``); ``parse_options``
+#: rejects every other name, so what ``epoxy providers`` shows is what ``create`` accepts.
+OPTIONS: dict[str, str] = {
+    "compute_units": f"where Core ML may run: {' | '.join(COMPUTE_UNITS)} (default {_D.compute_units})",
+    "compute_precision": f"{' | '.join(COMPUTE_PRECISIONS)} (default {_D.compute_precision}, matches the cpu "
+                         "provider; fp16 is faster on the GPU/Neural Engine)",
+    "minimum_deployment_target": f"oldest OS the packages must load on: {_version_ranges(DEPLOYMENT_TARGETS)} "
+                                 f"(default {_D.minimum_deployment_target}; newer targets unlock newer MIL ops)",
+    "cache_dir": f"where converted .mlpackage files are kept (default ${ENV_CACHE_DIR}, else "
+                 "$XDG_CACHE_HOME/epoxy/coreml or ~/.cache/epoxy/coreml)",
+}
+KNOWN_OPTIONS = tuple(OPTIONS)
+
+
 def _choice(name: str, value: Any, allowed: tuple[str, ...], *, fold_case: bool) -> str:
     if not isinstance(value, str):
         raise InvalidArgumentError(f"coreml provider: option {name!r} must be a string, one of {list(allowed)}; got {value!r}")
@@ -81,7 +104,7 @@ def parse_options(options: Mapping[str, Any] | None) -> CoreMLOptions:
     unknown = sorted(set(options) - set(KNOWN_OPTIONS))
     if unknown:
         raise InvalidArgumentError(
-            f"coreml provider: unknown options {unknown}; known options are {list(KNOWN_OPTIONS)}"
+            f"coreml provider: unknown options {unknown}; known options: {list(KNOWN_OPTIONS)}"
         )
     kwargs: dict[str, Any] = {}
     if "compute_units" in options:

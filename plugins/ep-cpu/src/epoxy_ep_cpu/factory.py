@@ -33,6 +33,12 @@ class CpuProviderFactory:
 
         return CpuProvider(self.name, device, load_kernels(), options, CpuSettings.from_options(options))
 
+    def options(self) -> Mapping[str, str]:
+        """What ``create`` accepts, from the table it validates against (``epoxy providers``)."""
+        from .settings import OPTIONS
+
+        return dict(OPTIONS)
+
     def supported_ops(self) -> list[OpSupport]:
         from .registry import load_kernels
 

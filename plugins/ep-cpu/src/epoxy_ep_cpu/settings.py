@@ -38,10 +38,10 @@ class CpuSettings:
     def from_options(cls, options: Mapping[str, Any]) -> CpuSettings:
         from epoxy.errors import InvalidArgumentError
 
-        unknown = set(options) - {"conv_winograd"}
+        unknown = sorted(set(options) - set(OPTIONS))
         if unknown:
-            raise InvalidArgumentError(f"cpu provider: unknown options {sorted(unknown)}; it takes conv_winograd")
-        value = options.get("conv_winograd", "auto")
+            raise InvalidArgumentError(f"cpu provider: unknown options {unknown}; known options: {sorted(OPTIONS)}")
+        value = options.get("conv_winograd", cls.conv_winograd)
         if value not in CONV_WINOGRAD:
             raise InvalidArgumentError(
                 f"cpu provider: conv_winograd={value!r}; expected one of {sorted(CONV_WINOGRAD)}"
@@ -50,6 +50,16 @@ class CpuSettings:
 
 
 DEFAULT = CpuSettings()
+
+#: option name -> one-line help (``CpuProviderFactory.options()``); ``from_options`` rejects
+#: every other name, so what ``epoxy providers`` shows is what ``create`` accepts.
+OPTIONS: Mapping[str, str] = {
+    "conv_winograd": (
+        f"Winograd for float 3x3 stride-1 Conv: {' | '.join(CONV_WINOGRAD)} (default {DEFAULT.conv_winograd}); "
+        "auto: F(4x4,3x3) where fastest, else F(2x2,3x3); f23: F(2x2,3x3) only (~1e-6 relative "
+        "rounding instead of ~1e-5); off: direct im2col/GEMM"
+    ),
+}
 _current: contextvars.ContextVar[CpuSettings] = contextvars.ContextVar("epoxy_cpu_settings", default=DEFAULT)
 
 

@@ -35,6 +35,12 @@ class CudaProviderFactory:
             for d in probe_devices()
         ]
 
+    def options(self) -> Mapping[str, str]:
+        """What ``create`` accepts, from the table it validates against (``epoxy providers``)."""
+        from .options import OPTIONS
+
+        return dict(OPTIONS)
+
     def create(self, device: Device, options: Mapping[str, Any]) -> Any:
         from .options import parse_options
         from .provider import CudaProvider

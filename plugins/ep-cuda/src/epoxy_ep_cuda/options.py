@@ -6,9 +6,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+#: ``conv_algo`` values
+CONV_ALGOS = ("auto", "im2col")
+
 
 @dataclass(frozen=True)
 class CudaOptions:
+    """Validated options; :data:`OPTIONS` has the one-line help users see."""
+
     #: Cap on the bytes CuPy's device memory pool may hold for this process (None: no cap).
     #: Accepts an int or a string with a unit: "4GB", "512MiB", or a fraction of the device
     #: memory: "0.5".
@@ -24,7 +29,23 @@ class CudaOptions:
     conv_algo: str = "auto"
 
 
-_KNOWN = {f for f in CudaOptions.__dataclass_fields__}
+_D = CudaOptions()
+_BOOL = "true | false"
+#: option name -> one-line help (``CudaProviderFactory.options()``); ``parse_options``
+#: rejects every other name, so what ``epoxy providers`` shows is what ``create`` accepts.
+OPTIONS: dict[str, str] = {
+    "memory_limit": "cap on CuPy's device memory pool (process-wide): bytes, a size like '4GB' or '512MiB', "
+                    "or a fraction of device memory like 0.5 (default: no cap)",
+    "fuse": f"{_BOOL}: fuse elementwise chains into one generated kernel, and Conv+BatchNorm+Relu "
+            f"(default {str(_D.fuse).lower()})",
+    "cuda_graph": f"{_BOOL}: capture the claimed graph as CUDA graphs (static shapes only; run 2 captures, "
+                  f"later runs replay) (default {str(_D.cuda_graph).lower()})",
+    "pinned": f"{_BOOL}: page-locked host buffers for the per-run host<->device copies "
+              f"(default {str(_D.pinned).lower()})",
+    "conv_algo": f"{' | '.join(CONV_ALGOS)} (default {_D.conv_algo}): auto = 1x1 as GEMM, others im2col + GEMM; "
+                 "im2col = im2col + GEMM for all",
+}
+_KNOWN = set(OPTIONS)
 
 
 def _bool(name: str, value: Any) -> bool:
@@ -44,13 +65,13 @@ def parse_options(options: Mapping[str, Any]) -> CudaOptions:
 
     unknown = set(options) - _KNOWN
     if unknown:
-        raise InvalidArgumentError(f"cuda provider: unknown options {sorted(unknown)}; known: {sorted(_KNOWN)}")
+        raise InvalidArgumentError(f"cuda provider: unknown options {sorted(unknown)}; known options: {list(OPTIONS)}")
     kw = dict(options)
     for name in ("fuse", "cuda_graph", "pinned"):
         if name in kw:
             kw[name] = _bool(name, kw[name])
-    if kw.get("conv_algo", "auto") not in ("auto", "im2col"):
-        raise InvalidArgumentError(f"cuda provider: conv_algo must be 'auto' or 'im2col', got {kw['conv_algo']!r}")
+    if kw.get("conv_algo", _D.conv_algo) not in CONV_ALGOS:
+        raise InvalidArgumentError(f"cuda provider: conv_algo must be one of {list(CONV_ALGOS)}, got {kw['conv_algo']!r}")
     if "memory_limit" in kw and kw["memory_limit"] is not None:
         parse_memory_limit(kw["memory_limit"], 1 << 40)  # validate now
     return CudaOptions(**kw)

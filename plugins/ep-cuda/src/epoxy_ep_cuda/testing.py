@@ -37,6 +37,12 @@ class FakeCudaFactory:
     def devices(self) -> Sequence[Device]:
         return [FAKE_DEVICE]
 
+    def options(self) -> Mapping[str, str]:
+        """The real factory's options: the simulated device takes the same ones."""
+        from .options import OPTIONS
+
+        return dict(OPTIONS)
+
     def create(self, device: Device, options: Mapping[str, Any]) -> Any:
         from .backend import FakeBackend
         from .options import parse_options

@@ -82,6 +82,12 @@ class OpenVINOProviderFactory:
                                   properties={"ov_device": ov_name, "openvino": ov.__version__}))
         return devices
 
+    def options(self) -> Mapping[str, str]:
+        """What ``create`` accepts, from the table it validates against (``epoxy providers``)."""
+        from .options import OPTIONS
+
+        return dict(OPTIONS)
+
     def create(self, device: Device, options: Mapping[str, Any]) -> Any:
         from .options import parse_options
         from .provider import OpenVINOProvider

@@ -1,23 +1,7 @@
 """Provider options: validated once at ``create``, turned into OpenVINO compile properties.
 
-=====================  =========================================================================
-option                 meaning
-=====================  =========================================================================
-``device``             OpenVINO device string (``CPU``, ``GPU.1``, ``NPU``, ``AUTO``,
-                       ``HETERO:GPU,CPU``...); default: the epoxy device chosen (``device_index``)
-``performance_hint``   ``LATENCY`` (default), ``THROUGHPUT`` or ``CUMULATIVE_THROUGHPUT``
-``num_threads``        ``INFERENCE_NUM_THREADS``; 0 (default) lets OpenVINO decide
-``num_streams``        ``NUM_STREAMS``; default 1 with the LATENCY hint, else OpenVINO's choice
-``precision``          ``INFERENCE_PRECISION_HINT``: ``f32`` (default: exact results on every CPU),
-                       ``f16``, ``bf16``, or ``default`` (whatever the device prefers)
-``cache_dir``          ``CACHE_DIR``: compiled blobs are stored there and loaded by later sessions
-``min_group_cost``     estimated cpu microseconds a group must save to be worth one OpenVINO call
-                       (default 30; 0 claims every group). Environment default:
-                       ``EPOXY_OPENVINO_MIN_GROUP_COST``
-``float16``            True: also run float16 tensors (OpenVINO computes them in float32 and
-                       rounds once, which can differ from ONNX's float16 steps by 1 ulp); default False
-``config``             extra OpenVINO properties passed as they are, e.g. ``{"ENABLE_CPU_PINNING": False}``
-=====================  =========================================================================
+:data:`OPTIONS` (name -> one-line help) is the one table of them: ``parse_options`` rejects
+every other name and ``OpenVINOProviderFactory.options()`` returns it (``epoxy providers``).
 """
 
 from __future__ import annotations
@@ -32,12 +16,14 @@ from epoxy.errors import InvalidArgumentError
 HINTS = ("LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT")
 PRECISIONS = {"f32": "f32", "fp32": "f32", "f16": "f16", "fp16": "f16", "bf16": "bf16", "default": None}
 DEFAULT_MIN_GROUP_COST = 30.0
-KNOWN_OPTIONS = ("device", "performance_hint", "num_threads", "num_streams", "precision", "cache_dir",
-                 "min_group_cost", "float16", "config")
+ENV_MIN_GROUP_COST = "EPOXY_OPENVINO_MIN_GROUP_COST"
+_PRECISION_NAMES = " | ".join(k for k, v in PRECISIONS.items() if v in (k, None))  # without aliases
 
 
 @dataclass(frozen=True)
 class OpenVINOOptions:
+    """Validated options; :data:`OPTIONS` says what each one means."""
+
     device: str | None = None
     performance_hint: str = "LATENCY"
     num_threads: int = 0
@@ -65,6 +51,26 @@ class OpenVINOOptions:
         return cfg
 
 
+_D = OpenVINOOptions()
+#: option name -> one-line help: the allowed values and the default.
+OPTIONS: dict[str, str] = {
+    "device": "OpenVINO device string: CPU, GPU.1, NPU, AUTO, HETERO:GPU,CPU... "
+              "(default: the epoxy device chosen by device_index)",
+    "performance_hint": f"{' | '.join(HINTS)} (default {_D.performance_hint})",
+    "num_threads": f"INFERENCE_NUM_THREADS, int >= 0 (default {_D.num_threads}: OpenVINO decides)",
+    "num_streams": "NUM_STREAMS, int >= 0 (default: 1 with the LATENCY hint, else OpenVINO's choice)",
+    "precision": f"INFERENCE_PRECISION_HINT: {_PRECISION_NAMES} (default {_D.precision}: exact results on every CPU; "
+                 "'default' = what the device prefers)",
+    "cache_dir": "CACHE_DIR: directory where compiled blobs are stored and loaded by later sessions (default: none)",
+    "min_group_cost": f"estimated cpu microseconds a group must save to be worth one OpenVINO call, number >= 0 "
+                      f"(default {_D.min_group_cost:g} or ${ENV_MIN_GROUP_COST}; 0 claims every group)",
+    "float16": "True | False: also run float16 tensors, computed in float32 and rounded once "
+               f"(may differ from ONNX's float16 steps by 1 ulp) (default {_D.float16})",
+    "config": 'extra OpenVINO properties passed as they are, e.g. {"ENABLE_CPU_PINNING": False} (default {})',
+}
+KNOWN_OPTIONS = tuple(OPTIONS)
+
+
 def _bad(message: str) -> InvalidArgumentError:
     return InvalidArgumentError(f"openvino provider: {message}")
 
@@ -81,7 +87,7 @@ def parse_options(options: Mapping[str, Any]) -> OpenVINOOptions:
     """Validate user options; unknown names or bad values raise ``InvalidArgumentError``."""
     unknown = sorted(set(options) - set(KNOWN_OPTIONS))
     if unknown:
-        raise _bad(f"unknown options {unknown}; known: {list(KNOWN_OPTIONS)}")
+        raise _bad(f"unknown options {unknown}; known options: {list(KNOWN_OPTIONS)}")
     kwargs: dict[str, Any] = {}
     if "device" in options and options["device"] is not None:
         device = options["device"]
@@ -109,12 +115,12 @@ def parse_options(options: Mapping[str, Any]) -> OpenVINOOptions:
         kwargs["cache_dir"] = os.fspath(d)
     cost = options.get("min_group_cost")
     if cost is None:
-        env = os.environ.get("EPOXY_OPENVINO_MIN_GROUP_COST")
+        env = os.environ.get(ENV_MIN_GROUP_COST)
         if env:
             try:
                 cost = float(env)
             except ValueError:
-                raise _bad(f"EPOXY_OPENVINO_MIN_GROUP_COST must be a number, got {env!r}") from None
+                raise _bad(f"{ENV_MIN_GROUP_COST} must be a number, got {env!r}") from None
     if cost is not None:
         if isinstance(cost, bool) or not isinstance(cost, (int, float)) or cost < 0:
             raise _bad(f"option 'min_group_cost' must be a number >= 0, got {cost!r}")

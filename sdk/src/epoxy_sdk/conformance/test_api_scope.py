@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
 
 from epoxy.contract import SDK_API_VERSION, Allocator, Capability, Device, Provider
+from epoxy.errors import InvalidArgumentError
+from epoxy.options import CORE_PROVIDER_OPTIONS
+
+#: an option name no provider takes
+UNKNOWN_OPTION = "epoxy_conformance_no_such_option"
 
 
 def _model() -> onnx.ModelProto:
@@ -43,6 +50,34 @@ def test_plugin_loaded_without_failures(epoxy_provider_entry):
 
     mine = [f for f in default_registry().failures if f.plugin == epoxy_provider_entry.name]
     assert not mine, mine
+
+
+@pytest.fixture
+def described_options(epoxy_provider_entry):
+    """What the factory's optional ``options()`` returns (skips the checks when it has none)."""
+    describe = getattr(epoxy_provider_entry.factory, "options", None)
+    if describe is None:
+        pytest.skip("the factory does not describe its options (options() is optional)")
+    return describe()
+
+
+def test_options_are_described_as_str_to_str(described_options):
+    assert isinstance(described_options, Mapping), f"options() returned {type(described_options).__name__}, not a mapping"
+    for name, help_ in described_options.items():
+        assert isinstance(name, str) and name and name == name.strip(), f"option name {name!r} must be a non-empty str"
+        assert isinstance(help_, str) and help_.strip(), f"option {name!r}: help must be a non-empty str, got {help_!r}"
+        assert "\n" not in help_, f"option {name!r}: help must be one line (allowed values, default)"
+    core = sorted(set(described_options) & set(CORE_PROVIDER_OPTIONS))
+    assert not core, f"{core}: the core takes these before create(); do not describe them"
+
+
+def test_unknown_option_is_a_clear_error(epoxy_provider_entry, epoxy_device, described_options):
+    with pytest.raises(InvalidArgumentError) as info:
+        epoxy_provider_entry.factory.create(epoxy_device, {UNKNOWN_OPTION: 1})
+    message = str(info.value)
+    assert UNKNOWN_OPTION in message, f"the error should name the unknown option: {message}"
+    unnamed = [name for name in described_options if name not in message]
+    assert not unnamed, f"the error should list the known options; it does not name {unnamed}: {message}"
 
 
 @pytest.fixture

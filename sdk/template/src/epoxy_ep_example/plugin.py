@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from epoxy.contract import SDK_API_VERSION, Device
+from epoxy.contract import SDK_API_VERSION, Device, NodeSpec
+from epoxy.errors import InvalidArgumentError
 from epoxy.hookspecs import hookimpl
 from epoxy.kit import KernelProvider, KernelRegistry
 
@@ -24,6 +25,41 @@ def add(node):  # type: ignore[no-untyped-def]
     return np.add
 
 
+#: The one table of options: ``options()`` shows it to users (``epoxy providers --options``)
+#: and ``parse_options`` rejects every other name, so the two never disagree.
+#: name -> one line of help: allowed values and the default.
+OPTIONS: dict[str, str] = {
+    "ops": "comma-separated op types this provider may claim, e.g. 'Relu' (default: every op it has a kernel for)",
+}
+
+
+def parse_options(options: Mapping[str, Any]) -> frozenset[str] | None:
+    """The ops the user lets this provider claim (``None``: all); bad options raise
+    :class:`InvalidArgumentError` naming the known ones, which sessions pass to the user."""
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise InvalidArgumentError(f"example provider: unknown options {unknown}; known options: {sorted(OPTIONS)}")
+    ops = options.get("ops")
+    if ops is None:
+        return None
+    if not isinstance(ops, str) or not ops.strip():
+        raise InvalidArgumentError(f"example provider: option 'ops' must be op types like 'Relu,Add', got {ops!r}")
+    return frozenset(op.strip() for op in ops.split(",") if op.strip())
+
+
+class ExampleProvider(KernelProvider):
+    """The kit's kernel provider, restricted to the ops the ``ops`` option allows."""
+
+    def __init__(self, device: Device, options: Mapping[str, Any]) -> None:
+        super().__init__(ExampleFactory.name, device, KERNELS, options)
+        self.allowed_ops = parse_options(options)
+
+    def claims(self, node: NodeSpec) -> str | None:
+        if self.allowed_ops is not None and node.op_type not in self.allowed_ops:
+            return f"{node.op_type} is not in the 'ops' option"
+        return super().claims(node)
+
+
 class ExampleFactory:
     name = "example"
     vendor = "Example Corp"
@@ -34,8 +70,12 @@ class ExampleFactory:
     def devices(self) -> Sequence[Device]:
         return [Device(self.name, "cpu", 0, "example host device")]
 
+    def options(self) -> Mapping[str, str]:
+        """Optional: what ``create`` accepts, for ``epoxy providers`` (cheap: no device, no import)."""
+        return dict(OPTIONS)
+
     def create(self, device: Device, options: Mapping[str, Any]) -> KernelProvider:
-        return KernelProvider(self.name, device, KERNELS, options)
+        return ExampleProvider(device, options)
 
     def supported_ops(self):  # type: ignore[no-untyped-def]
         return KERNELS.ops()

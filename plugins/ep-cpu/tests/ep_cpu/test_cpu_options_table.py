@@ -1,0 +1,45 @@
+"""``options()`` (what ``epoxy providers`` shows) and the options ``create`` accepts are one
+table: every described option is accepted and takes effect, any other name is refused."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+import pytest
+from epoxy.errors import InvalidArgumentError
+from epoxy.plugins import default_registry
+from epoxy_ep_cpu.factory import CpuProviderFactory
+from epoxy_ep_cpu.settings import CONV_WINOGRAD, OPTIONS, CpuSettings
+
+#: a valid value, other than the default, for every option (a new option needs one here)
+SAMPLES = {"conv_winograd": "f23"}
+
+
+def test_described_options_are_the_settings():
+    assert CpuProviderFactory().options() == OPTIONS
+    assert set(OPTIONS) == {f.name for f in fields(CpuSettings)} == set(SAMPLES)
+
+
+def test_entry_point_factory_describes_them():
+    entry = default_registry().get("cpu")
+    assert entry.options() == OPTIONS and entry.options_error is None
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONS))
+def test_every_described_option_is_accepted(name):
+    factory = CpuProviderFactory()
+    provider = factory.create(factory.devices()[0], {name: SAMPLES[name]})
+    assert getattr(provider.settings, name) == SAMPLES[name] != getattr(CpuSettings(), name)
+
+
+def test_unknown_option_names_the_known_ones():
+    factory = CpuProviderFactory()
+    with pytest.raises(InvalidArgumentError, match=r"cpu provider: unknown options \['threads'\]; "
+                                                   r"known options: \['conv_winograd'\]"):
+        factory.create(factory.devices()[0], {"threads": 2})
+
+
+def test_help_names_every_value_and_the_default():
+    text = OPTIONS["conv_winograd"]
+    assert all(value in text for value in CONV_WINOGRAD)
+    assert f"(default {CpuSettings().conv_winograd})" in text
