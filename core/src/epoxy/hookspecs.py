@@ -45,6 +45,9 @@ class EpoxySpecs:
         ``register(pass_, level="basic"|"extended", providers=None|("name", ...))``; a
         pass is an ``onnx_ir.passes.PassBase`` (called with an ``onnx_ir.Model``).
         ``providers`` scopes a pass to sessions using one of those providers.
+        ``gradient_safe=True`` says the pass never changes the nodes, values or
+        initializers a ``Gradient`` node differentiates through (it only lifts or renames
+        nothing there); in a model that contains a ``Gradient`` node, only such passes run.
         Not ``firstresult``; return value ignored.
         """
 

@@ -298,8 +298,10 @@ class ProviderRegistry:
             found: list[dict[str, Any]] = []
 
             def register(pass_: Callable[..., Any], *, level: str = "basic",
-                         providers: Sequence[str] | None = None, **_future: Any) -> None:
-                found.append({"pass": pass_, "level": level, "providers": tuple(providers) if providers else None})
+                         providers: Sequence[str] | None = None, gradient_safe: bool = False,
+                         **_future: Any) -> None:
+                found.append({"pass": pass_, "level": level, "providers": tuple(providers) if providers else None,
+                              "gradient_safe": bool(gradient_safe)})
 
             # registration order (the core's own passes first), never set order
             for name, plugin in self.pm.list_name_plugin():

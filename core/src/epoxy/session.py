@@ -140,7 +140,7 @@ class InferenceSession:
         if inlined:
             notes.append(f"inlined {inlined} call(s) of model-local functions")
         self.applied_passes = optimize(
-            loaded.model, self._registry.passes(), self._options.graph_optimization_level, names
+            loaded.model, self._registry.passes(), self._options.graph_optimization_level, names, notes
         )
         t2 = time.perf_counter()
         with memory_limit_scope(limit):  # kernels bind the limit for outputs sized at run time

@@ -34,8 +34,9 @@ class BuiltinPasses:
     @hookimpl
     def epoxy_register_passes(self, register: Any) -> None:
         # Constant nodes become initializers so kernels see their values (NodeSpec.constants)
-        register(LiftConstantsToInitializersPass(lift_all_constants=False, size_limit=0), level="basic")
-        register(LegacyInitializerInputsPass(), level="basic")
+        register(LiftConstantsToInitializersPass(lift_all_constants=False, size_limit=0), level="basic",
+                 gradient_safe=True)
+        register(LegacyInitializerInputsPass(), level="basic", gradient_safe=True)
         register(IdentityEliminationPass(), level="basic")
         register(DropoutEliminationPass(), level="basic")
         register(ConstantFoldingPass(), level="basic")
