@@ -402,6 +402,12 @@ def machine_note() -> dict:
         except Exception:
             versions[mod] = None
     info["versions"] = versions
+    try:
+        from epoxy.threads import describe_blas
+
+        info["blas"] = describe_blas()
+    except Exception as exc:  # noqa: BLE001 - a report line, never a reason to stop
+        info["blas"] = f"unknown ({type(exc).__name__})"
     return info
 
 
@@ -431,6 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# epoxy benchmark — {time.strftime('%Y-%m-%d %H:%M', time.localtime(started))}")
     print(f"cpu: {info.get('cpu', '?')} ×{info['cpus']}; " +
           ", ".join(f"{k} {v}" for k, v in info["versions"].items() if v))
+    print(f"numpy BLAS (epoxy's cpu GEMMs): {info['blas']}")
     print(f"threads {args.thread_list}; up to {args.runs} timed runs per runtime "
           f"(budget {args.budget:g} s, blocks of {args.block} + 1 dropped); runtimes {runtimes}")
 

@@ -86,6 +86,7 @@ def test_bench_with_onnxruntime_and_profile(tmp_path):
     out = epoxy("bench", str(MODEL_PATH), "--providers", "cpu", "--runs", "10", "--warmup", "2",
                 "--compare-onnxruntime", "--profile", "--trace", str(trace), "--dim", "batch=4").stdout
     assert "p50 ms" in out and "epoxy / onnxruntime (p50):" in out
+    assert "numpy BLAS (the cpu provider's GEMMs): " in out and "kernels" in out  # what bounds cpu GEMM speed
     assert "MatMul" in out and trace.exists()
     assert json.loads(trace.read_text())["traceEvents"]
     bad = epoxy("bench", str(MODEL_PATH), "--dim", "batch", check=False)

@@ -16,6 +16,7 @@ from ..contract import ValueType
 from ..errors import InvalidArgumentError
 from ..options import SessionOptions
 from ..session import InferenceSession
+from ..threads import describe_blas
 from ._format import providers_arg, table
 
 
@@ -124,6 +125,8 @@ def run(args: argparse.Namespace) -> int:
     stats = {name: _percentiles(s) for name, s in samples.items()}
     print(f"model: {args.model}\nproviders: {', '.join(session.get_providers())}; "
           f"session created in {created_ms:.1f} ms; {len(session._plan.steps)} steps")
+    if "cpu" in session.get_providers():
+        print(f"numpy BLAS (the cpu provider's GEMMs): {describe_blas()}")
     rows = [[name, f"{st['p50']:.3f}", f"{st['p90']:.3f}", f"{st['p99']:.3f}", f"{st['min']:.3f}", len(samples[name])]
             for name, st in stats.items()]
     print(table(["runtime", "p50 ms", "p90 ms", "p99 ms", "min ms", "runs"], rows))
