@@ -133,3 +133,22 @@ def test_iobinding_cupy_and_torch() -> None:
     t = torch.from_dlpack(out2)
     assert t.is_cuda
     np.testing.assert_allclose(t.cpu().numpy(), want, rtol=1e-3, atol=1e-3)
+
+
+def test_session_run_with_cupy_feeds_and_device_outputs() -> None:
+    """The core's public device contract on a real GPU: CuPy feeds skip the upload (the
+    allocator accepts them), ``output_device="cuda"`` returns CuPy arrays, no host copies."""
+    import cupy as cp
+
+    m, feeds = _bert()
+    s, ref, p = _sessions(m)
+    want = ref.run(None, feeds)[0]
+    dev_feeds = {k: cp.asarray(v) for k, v in feeds.items()}
+    first = s.get_outputs()[0].name
+    assert s.io_placement().outputs[first].produced_on != "host"
+    (out,) = s.run([first], dev_feeds, run_options={"output_device": "cuda"})
+    assert isinstance(out, cp.ndarray)
+    np.testing.assert_allclose(cp.asnumpy(out), want, rtol=1e-3, atol=1e-3)
+    with pytest.raises(epoxy.InvalidFeedError, match="expected dtype"):
+        s.run(None, {k: v.astype(cp.float64) if v.dtype == cp.float32 else v.astype(cp.int32)
+                     for k, v in dev_feeds.items()})
