@@ -141,7 +141,7 @@ def test_session_run_with_cupy_feeds_and_device_outputs() -> None:
     import cupy as cp
 
     m, feeds = _bert()
-    s, ref, p = _sessions(m)
+    s, ref, _ = _sessions(m)
     want = ref.run(None, feeds)[0]
     dev_feeds = {k: cp.asarray(v) for k, v in feeds.items()}
     first = s.get_outputs()[0].name
