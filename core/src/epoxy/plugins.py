@@ -134,11 +134,13 @@ class ProviderEntry:
             except Exception as exc:  # a broken factory must not take the host down
                 self._devices = ()
                 self._unavailable = f"device enumeration failed: {type(exc).__name__}: {exc}"
-                if _env_flag(ENV_STRICT):
-                    raise PluginLoadError(
-                        f"provider {self.name!r}: {self._unavailable}", provider=self.name
-                    ) from exc
+                self._raise_if_strict(self._unavailable, exc)
         return self._devices
+
+    def _raise_if_strict(self, reason: str, exc: BaseException) -> None:
+        """Under ``EPOXY_STRICT_PLUGINS`` a recorded factory failure is an error instead."""
+        if _env_flag(ENV_STRICT):
+            raise PluginLoadError(f"provider {self.name!r}: {reason}", provider=self.name) from exc
 
     def options(self) -> dict[str, str]:
         """The options the factory describes (its optional ``options()``), asked once.
@@ -156,10 +158,7 @@ class ProviderEntry:
                         describe, device_timeout(), f"provider {self.name!r} options()"))
                 except Exception as exc:  # a broken plugin must not take the host down
                     self._options_error = f"options() failed: {type(exc).__name__}: {exc}"
-                    if _env_flag(ENV_STRICT):
-                        raise PluginLoadError(
-                            f"provider {self.name!r}: {self._options_error}", provider=self.name
-                        ) from exc
+                    self._raise_if_strict(self._options_error, exc)
         return self._options
 
     @property
