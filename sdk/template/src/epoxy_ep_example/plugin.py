@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from epoxy.contract import SDK_API_VERSION, Device, NodeSpec
+from epoxy.contract import Device, NodeSpec
 from epoxy.errors import InvalidArgumentError
 from epoxy.hookspecs import hookimpl
 from epoxy.kit import KernelProvider, KernelRegistry
@@ -64,7 +64,9 @@ class ExampleFactory:
     name = "example"
     vendor = "Example Corp"
     version = "0.1.0"
-    sdk_api = SDK_API_VERSION
+    # the epoxy.contract.SDK_API_VERSION this package was written and tested against, as a
+    # literal: a core implementing another contract version then refuses the package
+    sdk_api = 1
     priority = 10
 
     def devices(self) -> Sequence[Device]:
