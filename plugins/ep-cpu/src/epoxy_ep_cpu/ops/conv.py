@@ -2,10 +2,12 @@
 
 Conv is im2col (a strided window view copied once) followed by one batched BLAS matmul per
 call; groups, depthwise included, are a batch axis of that matmul. 1x1 stride-1 unpadded
-convolutions skip im2col and are a plain GEMM on the input viewed as a matrix. Two faster
-paths (see "fast paths" below): Winograd F(2x2, 3x3) for large 3x3 stride-1 layers, and a
-channels-last multiply-add for depthwise layers with many channels. Constant weights (from
-``NodeSpec.constants``) are cast, laid out and Winograd-transformed once, in the factory.
+convolutions skip im2col and are a plain GEMM on the input viewed as a matrix. Faster paths
+(see "fast paths" below): Winograd F(4x4, 3x3) (``_winograd_f43``) and F(2x2, 3x3) for 3x3
+stride-1 layers, row-shift GEMMs for layers with few output channels, and flat or
+channels-last depthwise kernels; ``pick_path`` chooses per layer shape, within what the
+provider's ``conv_winograd`` option allows. Constant weights (from ``NodeSpec.constants``)
+are cast, laid out and Winograd-transformed once, in the factory.
 """
 
 from __future__ import annotations
