@@ -240,7 +240,7 @@ def test_use_winograd_thresholds():
 
 @pytest.mark.parametrize("dtype,transform", [(np.float64, "winograd_weights"), (np.float32, "f43_weights")])
 def test_conv_prepacks_winograd_at_session_creation(dtype, transform):
-    x_type = ValueType(kind="tensor", elem_type=1, dtype=np.dtype(dtype), shape=(1, 128, 20, 20))
+    x_type = ValueType(kind="tensor", elem_type=1, dtype=np.dtype(dtype), shape=(1, 128, 24, 24))
     w = (RNG.standard_normal((64, 128, 3, 3)) * 0.1).astype(dtype)
     attrs = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
     calls = []
@@ -254,7 +254,7 @@ def test_conv_prepacks_winograd_at_session_creation(dtype, transform):
     try:
         fn = kernel("Conv", 2, attrs, constants={1: w}, input_types=[x_type, None])
         assert calls == [(64, 128, 3, 3)]  # in the factory
-        x = RNG.standard_normal((1, 128, 20, 20)).astype(dtype)
+        x = RNG.standard_normal((1, 128, 24, 24)).astype(dtype)
         got = fn(x, w)
         fn(x, w)
         assert len(calls) == 1  # never again

@@ -447,13 +447,17 @@ def pick_path(
 
 
 #: F(4x4, 3x3) from this many input channels and input x output channel pairs ...
-_F43_MIN_C = 32
+_F43_MIN_C = 48
 _F43_MIN_CM = 32 * 96
 #: ... and 4x4 output tiles (fewer tiles make its 36 GEMMs too narrow); with few output
 #: channels (where row-shift is the alternative) or many channel pairs it takes more tiles
 _F43_MIN_TILES = 9
 _F43_NARROW_MIN_TILES = 36
 _F43_WIDE_CM = 256 * 512
+#: on small images (fewer than _F43_NARROW_MIN_TILES tiles, e.g. 13x13 / 14x14) it needs this
+#: many channel pairs: below, its single-threaded tile gathers cost more than the GEMMs save
+#: once BLAS runs on 2 threads (bench/conv_paths.py --threads 2: im2col or F(2x2) win there)
+_F43_SMALL_IMAGE_CM = 128 * 256
 
 
 def use_f43(c: int, m: int, out_sp: list[int], prepacked: bool = True) -> bool:
@@ -465,7 +469,7 @@ def use_f43(c: int, m: int, out_sp: list[int], prepacked: bool = True) -> bool:
         return False
     if m <= _ROW_SHIFT_MAX_M or c * m >= _F43_WIDE_CM:
         return tiles >= _F43_NARROW_MIN_TILES
-    return True
+    return tiles >= _F43_NARROW_MIN_TILES or c * m >= _F43_SMALL_IMAGE_CM
 
 
 class _ConvWeights:
