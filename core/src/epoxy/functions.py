@@ -27,6 +27,7 @@ import onnx_ir as ir
 from .contract import ValueType
 from .errors import InvalidGraphError, UnsupportedOpError
 from .graph_spec import CoreGraph
+from .names import FreshNames
 from .partitioner import Partition, partition
 
 #: Upper bound on expansion rounds (a body may contain ops that expand again).
@@ -67,21 +68,6 @@ def _names_in(graph: ir.Graph) -> tuple[set[str], set[str]]:
             values.update(v.name for v in sub.inputs if v.name)
             values.update(sub.initializers)
     return values, nodes
-
-
-class _Namer:
-    """Fresh, unique names derived from a base (``base``, ``base_2``...)."""
-
-    def __init__(self, used: set[str]) -> None:
-        self.used = used
-
-    def __call__(self, base: str) -> str:
-        candidate, k = base, 1
-        while candidate in self.used:
-            k += 1
-            candidate = f"{base}_{k}"
-        self.used.add(candidate)
-        return candidate
 
 
 # -- function bodies ------------------------------------------------------------------------
@@ -224,8 +210,8 @@ def expand_node(
     defaults: Mapping[str, onnx.AttributeProto],
     *,
     caller_name: str,
-    values: _Namer,
-    node_names: _Namer,
+    values: FreshNames,
+    node_names: FreshNames,
     opsets: MutableMapping[str, int] | None = None,
 ) -> list[ir.Node]:
     """Replace ``node`` in ``graph`` by the nodes of ``function``; returns the new nodes."""
@@ -250,7 +236,7 @@ def expand_node(
                 node=node.name,
             )
     prefix = caller_name + "/"
-    fresh = _Namer(values.used)
+    fresh = FreshNames(values.used)
     prefixed = lambda base: fresh(prefix + base)  # noqa: E731
     scope: dict[str, str] = {}
     ir_values: dict[str, ir.Value | None] = {}
@@ -338,7 +324,7 @@ def inline_local_functions(model: ir.Model) -> int:
         first = str(exc).splitlines()[0] if str(exc) else ""
         raise InvalidGraphError(f"a model-local function cannot be read: {type(exc).__name__}: {first}") from exc
     used_values, used_nodes = _names_in(model.graph)
-    values, node_names = _Namer(used_values), _Namer(used_nodes)
+    values, node_names = FreshNames(used_values), FreshNames(used_nodes)
     total = 0
     for _ in range(MAX_ROUNDS * 4):
         calls = [(g, n) for g, n in _walk(model.graph) if (n.domain, n.op_type, n.overload) in bodies]
@@ -383,7 +369,7 @@ def expand_unclaimed(
         return 0
     used_values, used_nodes = _names_in(ir_graph)
     used_values.update(graph.inputs)
-    values, node_names = _Namer(used_values), _Namer(used_nodes | {n.name for n in graph.nodes})
+    values, node_names = FreshNames(used_values), FreshNames(used_nodes | {n.name for n in graph.nodes})
     for index, (function, defaults) in todo:
         spec = graph.nodes[index]
         added = expand_node(ir_graph, graph.ir_nodes[index], function, defaults, caller_name=spec.name,

@@ -5,6 +5,8 @@ import ml_dtypes
 import numpy as np
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
+
+from _single_node import node_inputs  # noqa: E402
 import epoxy
 
 
@@ -17,13 +19,7 @@ def _elem(dtype: np.dtype) -> int:
 
 def make_model(op, inputs, attrs=None, opset=17, out_dtype=None, n_out=1):
     """Single-node model; inputs: list of arrays (None = omitted optional input)."""
-    names, vis = [], []
-    for i, x in enumerate(inputs):
-        if x is None:
-            names.append("")
-            continue
-        names.append(f"x{i}")
-        vis.append(helper.make_tensor_value_info(f"x{i}", _elem(x.dtype), x.shape))
+    names, vis = node_inputs(inputs, _elem)
     first = next(x for x in inputs if x is not None)
     odt = _elem(out_dtype if out_dtype is not None else first.dtype)
     rank = max(x.ndim for x in inputs if x is not None)

@@ -8,18 +8,14 @@ import numpy as np
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
+from _single_node import node_inputs  # noqa: E402
+
 RNG = np.random.default_rng(0)
 
 
 def _model(op, inputs, attrs=None, opset=17, n_out=1, out_dtypes=None, out_ranks=None, domain=""):
     """Single-node model; ``inputs`` is a list of arrays, ``None`` for an omitted optional."""
-    names, vis = [], []
-    for i, x in enumerate(inputs):
-        if x is None:
-            names.append("")
-            continue
-        names.append(f"x{i}")
-        vis.append(helper.make_tensor_value_info(f"x{i}", helper.np_dtype_to_tensor_dtype(x.dtype), x.shape))
+    names, vis = node_inputs(inputs)
     first = next(x for x in inputs if x is not None)
     out_dtypes = out_dtypes or [first.dtype] * n_out
     out_ranks = out_ranks or [first.ndim] * n_out

@@ -10,19 +10,15 @@ import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
+from _single_node import node_inputs  # noqa: E402
+
 import epoxy
 
 RNG = np.random.default_rng(2)
 
 
 def _model(op, inputs, attrs=None, opset=24, n_out=1, domain="", out_names=None):
-    names, vis = [], []
-    for i, x in enumerate(inputs):
-        if x is None:
-            names.append("")
-            continue
-        names.append(f"x{i}")
-        vis.append(helper.make_tensor_value_info(f"x{i}", helper.np_dtype_to_tensor_dtype(x.dtype), x.shape))
+    names, vis = node_inputs(inputs)
     while names and names[-1] == "":
         names.pop()
     out_names = out_names or [f"y{i}" for i in range(n_out)]

@@ -9,17 +9,13 @@ import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
+from _single_node import node_inputs  # noqa: E402
+
 import epoxy
 
 
 def _model(op, inputs, attrs=None, opset=21, n_out=1):
-    names, vis = [], []
-    for i, x in enumerate(inputs):
-        if x is None:
-            names.append("")
-            continue
-        names.append(f"x{i}")
-        vis.append(helper.make_tensor_value_info(f"x{i}", helper.np_dtype_to_tensor_dtype(x.dtype), x.shape))
+    names, vis = node_inputs(inputs)
     outs = []
     for i in range(n_out):
         vi = onnx.ValueInfoProto()

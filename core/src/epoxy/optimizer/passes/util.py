@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
+from ...names import FreshNames
+
 #: Ops whose semantics are those of the default ONNX domain.
 ONNX_DOMAINS = ("", "ai.onnx")
 
@@ -139,7 +141,7 @@ def out_value(node: ir.Node) -> ir.Value:
     return node.outputs[0]
 
 
-class Namer:
+class Namer(FreshNames):
     """Fresh names not used anywhere in the model (values and nodes share the set)."""
 
     def __init__(self, graph: ir.Graph) -> None:
@@ -149,16 +151,10 @@ class Namer:
             if node.name:
                 used.add(node.name)
             used.update(v.name for v in node.outputs if v.name)
-        self.used = used
+        super().__init__(used)
 
     def __call__(self, base: str) -> str:
-        base = base or "opt"
-        candidate, k = base, 1
-        while candidate in self.used:
-            k += 1
-            candidate = f"{base}_{k}"
-        self.used.add(candidate)
-        return candidate
+        return super().__call__(base or "opt")
 
 
 def add_initializer(graph: ir.Graph, namer: Namer | None, base: str, array: np.ndarray) -> ir.Value:

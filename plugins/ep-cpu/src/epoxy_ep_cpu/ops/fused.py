@@ -157,6 +157,14 @@ def _add_into(y: np.ndarray, z: np.ndarray) -> np.ndarray:
     return np.asarray(y + z).astype(y.dtype, copy=False)
 
 
+def _add_then_activate(y: np.ndarray, add: np.ndarray | None, act: Any, *inputs: np.ndarray | None) -> np.ndarray:
+    """The fused tail: ``act(y + add)`` in place on ``y`` (copied first if it aliases ``inputs``)."""
+    y = _owned(y, *inputs, add)
+    if add is not None:
+        y = _add_into(y, add)
+    return act(y) if act is not None else y
+
+
 @KERNELS.register("FusedConv", DOMAIN_VERSION, domain=DOMAIN)
 def fused_conv(node: NodeSpec):  # type: ignore[no-untyped-def]
     n_conv = 3 if len(node.inputs) > 2 and node.inputs[2] else 2
@@ -167,10 +175,7 @@ def fused_conv(node: NodeSpec):  # type: ignore[no-untyped-def]
         y = conv(x, w, b) if n_conv == 3 else conv(x, w)
         if z is None and act is None:
             return y
-        y = _owned(y, x, w, b, z)
-        if z is not None:
-            y = _add_into(y, z)
-        return act(y) if act is not None else y
+        return _add_then_activate(y, z, act, x, w, b)
 
     return run
 
@@ -181,10 +186,7 @@ def fused_matmul(node: NodeSpec):  # type: ignore[no-untyped-def]
     act = activation_fn(node)
 
     def run(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
-        y = _owned(mm(a, b), a, b, c)
-        if c is not None:
-            y = _add_into(y, c)
-        return act(y) if act is not None else y
+        return _add_then_activate(mm(a, b), c, act, a, b)
 
     return run
 
