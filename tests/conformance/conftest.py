@@ -3,6 +3,7 @@ controller counts the reports the workers send back)."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter, defaultdict
 
 _RESULTS: dict[str, Counter] = defaultdict(Counter)
@@ -20,7 +21,8 @@ def pytest_runtest_logreport(report):  # type: ignore[no-untyped-def]
 def pytest_terminal_summary(terminalreporter, config):  # type: ignore[no-untyped-def]
     if not _RESULTS:
         return
-    terminalreporter.section("ONNX backend suite through epoxy (cpu)")
+    providers = os.environ.get("EPOXY_CONFORMANCE_PROVIDERS", "cpu")
+    terminalreporter.section(f"ONNX backend suite through epoxy ({providers})")
     total = Counter()
     for kind in KINDS:
         c = _RESULTS.get(kind)

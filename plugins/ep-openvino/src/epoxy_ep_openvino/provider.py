@@ -25,6 +25,7 @@ from epoxy.kit import HostAllocator
 from .factory import PROVIDER_NAME, import_openvino, shared_core
 from .grouping import convex_groups
 from .options import OpenVINOOptions
+from .rewrites import apply_rewrites
 from .support import gate
 
 log = logging.getLogger("epoxy_ep_openvino")
@@ -106,6 +107,11 @@ def _ov_dtype(ov_type: Any) -> np.dtype | None:
         return np.dtype(ov_type.to_dtype())
     except Exception:  # noqa: BLE001 - dynamic or exotic element type
         return None
+
+
+def _shape_of(graph: GraphSpec, name: str) -> tuple[Any, ...] | None:
+    vt = graph.value_type(name)
+    return None if vt.kind != "tensor" or vt.shape is None else tuple(vt.shape)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -214,6 +220,7 @@ class OpenVINOProvider:
         are baked in (OpenVINO folds them, like native OpenVINO) unless ``overridable``, the
         variant used when a run feeds such an input."""
         proto = graph.to_model(list(nodes))
+        apply_rewrites(proto, lambda name: _shape_of(graph, name))
         graph_inputs = set(graph.inputs) if overridable else set()
         moved = [t for t in proto.graph.initializer if t.name in graph_inputs]
         if moved:

@@ -48,13 +48,7 @@ def _one_group(sess) -> None:
     assert len(report.groups) == 1
 
 
-# OpenVINO 2026.4 (CPU plugin, f32) computes squeezenet's final Conv -> Relu -> GlobalAveragePool
-# wrongly on AVX-512 hosts (0.124 off after Softmax); native OpenVINO does the same. Not narrowed
-# to a gate yet: see the package README.
-_SQUEEZENET = pytest.mark.xfail(reason="OpenVINO CPU f32 miscomputes squeezenet (native too)", strict=False)
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_SQUEEZENET) if n == "squeezenet" else n for n in LIGHT])
+@pytest.mark.parametrize("name", LIGHT)
 def test_light_model_runs_entirely_on_openvino(name, rng):
     path = _light_path(name)
     if not path.exists():

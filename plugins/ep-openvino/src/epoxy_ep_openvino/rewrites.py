@@ -1,0 +1,109 @@
+"""ONNX-level rewrites applied to a group before OpenVINO reads it.
+
+Each rewrite replaces one op whose OpenVINO lowering gives a result that depends on more
+than the op's inputs (so epoxy would hand out an answer the cpu provider never gives) with
+an equivalent formulation that OpenVINO computes evenly. A rewrite only sees the group's
+exported model and the value types of the session graph; it returns the replacement nodes
+(and any initializers they need), or ``None`` to leave the node as it is.
+
+GlobalAveragePool: after a convolution in OpenVINO's blocked channel layout, the last
+``C mod 16`` channels (the tail block) are summed in another order than the full blocks, so
+two channels holding the same data average to values an ulp or more apart (measured on
+OpenVINO 2026.4: conv 512->1000 on 13x13, channels 992-999). The ONNX backend case
+test_squeezenet turns that into a wrong softmax. AveragePool over the whole image (static
+spatial size) or ReduceMean over the flattened image computes every channel the same way at
+the same speed (bench: within 1-2% on the light models).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+
+@dataclass
+class RewriteContext:
+    """What a rewrite may read: the group model's default-domain opset, value shapes, and a
+    source of fresh value names."""
+
+    opset: int
+    shapes: Callable[[str], tuple[Any, ...] | None]
+    taken: set[str]
+    initializers: list[onnx.TensorProto] = field(default_factory=list)
+
+    def fresh(self, hint: str) -> str:
+        name, k = hint, 0
+        while name in self.taken:
+            k += 1
+            name = f"{hint}_{k}"
+        self.taken.add(name)
+        return name
+
+    def constant(self, hint: str, array: np.ndarray) -> str:
+        name = self.fresh(hint)
+        self.initializers.append(numpy_helper.from_array(array, name))
+        return name
+
+
+Rewrite = Callable[[onnx.NodeProto, RewriteContext], "list[onnx.NodeProto] | None"]
+
+
+def _global_average_pool(node: onnx.NodeProto, ctx: RewriteContext) -> list[onnx.NodeProto] | None:
+    shape = ctx.shapes(node.input[0])
+    if shape is None or len(shape) < 3:
+        return None
+    spatial = shape[2:]
+    x, y = node.input[0], node.output[0]
+    if all(isinstance(d, int) and d > 0 for d in spatial):
+        return [helper.make_node("AveragePool", [x], [y], name=node.name, kernel_shape=list(spatial))]
+    # dynamic image size: mean over the image flattened to one axis
+    flat = ctx.fresh(f"{y}__flat")
+    mean = ctx.fresh(f"{y}__mean")
+    to_flat = ctx.constant(f"{y}__flat_shape", np.array([0, 0, -1], np.int64))
+    to_out = ctx.constant(f"{y}__out_shape", np.array([0, 0] + [1] * len(spatial), np.int64))
+    if ctx.opset >= 18:
+        axes = ctx.constant(f"{y}__axes", np.array([2], np.int64))
+        reduce = helper.make_node("ReduceMean", [flat, axes], [mean], keepdims=1)
+    else:
+        reduce = helper.make_node("ReduceMean", [flat], [mean], axes=[2], keepdims=1)
+    return [
+        helper.make_node("Reshape", [x, to_flat], [flat], name=f"{node.name}__flatten"),
+        reduce,
+        helper.make_node("Reshape", [mean, to_out], [y], name=f"{node.name}__unflatten"),
+    ]
+
+
+#: op type (default domain) -> its rewrite
+REWRITES: dict[str, Rewrite] = {"GlobalAveragePool": _global_average_pool}
+
+
+def apply_rewrites(model: onnx.ModelProto, shapes: Callable[[str], tuple[Any, ...] | None]) -> int:
+    """Rewrite ``model``'s main graph in place; returns how many nodes were replaced."""
+    graph = model.graph
+    if not any(n.domain in ("", "ai.onnx") and n.op_type in REWRITES for n in graph.node):
+        return 0
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+    taken = {v for n in graph.node for v in (*n.input, *n.output)}
+    taken.update(t.name for t in graph.initializer)
+    taken.update(v.name for v in graph.input)
+    ctx = RewriteContext(opset, shapes, taken)
+    nodes: list[onnx.NodeProto] = []
+    replaced = 0
+    for node in graph.node:
+        rewrite = REWRITES.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+        new = rewrite(node, ctx) if rewrite is not None else None
+        if new is None:
+            nodes.append(node)
+        else:
+            nodes.extend(new)
+            replaced += 1
+    if replaced:
+        del graph.node[:]
+        graph.node.extend(nodes)
+        graph.initializer.extend(ctx.initializers)
+    return replaced
