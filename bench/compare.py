@@ -55,9 +55,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not args.thread_list or min(args.thread_list) < 1:
         ap.error("--threads needs positive integers")
     args.runtime_list = [r.strip() for r in args.runtimes.split(",") if r.strip()]
-    bad = [r for r in args.runtime_list if r not in RUNTIMES]
+    bad = [r for r in args.runtime_list if base_runtime(r) not in RUNTIMES or (":" in r and base_runtime(r) != "epoxy")]
     if bad:
-        ap.error(f"unknown runtime(s) {bad}; choose from {RUNTIMES}")
+        ap.error(f"unknown runtime(s) {bad}; choose from {RUNTIMES} (cpu provider options as "
+                 "epoxy:NAME=VALUE+NAME=VALUE)")
     if args.runs < 1 or args.block < 1:
         ap.error("--runs and --block must be >= 1")
     return args
@@ -79,11 +80,24 @@ def log(msg: str) -> None:
 
 
 # -- runtime adapters: load(path, threads) -> run(feeds) -> list of arrays ----------------------
-def load_epoxy(path, threads):
+def base_runtime(spec: str) -> str:
+    """``epoxy:conv_algo_search=heuristic`` -> ``epoxy``."""
+    return spec.split(":", 1)[0]
+
+
+def cpu_options(spec: str) -> dict[str, str]:
+    """The cpu provider options of a runtime spec ``epoxy:NAME=VALUE+NAME=VALUE``."""
+    if ":" not in spec:
+        return {}
+    pairs = [p.split("=", 1) for p in spec.split(":", 1)[1].split("+") if p]
+    return {k: v for k, v in pairs}
+
+
+def load_epoxy(path, threads, options=None):
     import epoxy
 
     opts = epoxy.SessionOptions(intra_op_num_threads=threads)
-    sess = epoxy.InferenceSession(str(path), providers=["cpu"], sess_options=opts)
+    sess = epoxy.InferenceSession(str(path), providers=[("cpu", options or {})], sess_options=opts)
 
     def run(feeds):
         return sess.run(None, feeds)
@@ -258,7 +272,9 @@ def bench_model(model, threads, runtimes, args):
             rec = result[rt]
             try:
                 t0 = time.perf_counter()
-                fn = LOADERS[rt](model.path, threads)
+                base = base_runtime(rt)
+                fn = (LOADERS[base](model.path, threads, cpu_options(rt)) if base == "epoxy"
+                      else LOADERS[base](model.path, threads))
                 rec["load_s"] = time.perf_counter() - t0
             except Exception as exc:
                 rec["error"] = "load: " + first_line(exc)
@@ -334,7 +350,7 @@ def print_table(results, threads, runtimes, out=sys.stdout):
     has_ort = "onnxruntime" in runtimes
     head = ["model"] + [f"{r} ms" for r in runtimes]
     if has_ort:
-        head += [f"{SHORT[r]}/ort" for r in others] + [f"{SHORT[r]} max|Δ|" for r in others]
+        head += [f"{short(r)}/ort" for r in others] + [f"{short(r)} max|Δ|" for r in others]
     rows = []
     ratios = {r: [] for r in others}
     notes = []
@@ -373,6 +389,11 @@ def print_table(results, threads, runtimes, out=sys.stdout):
         for n in notes:
             print(f"- {n}", file=out)
     out.flush()
+
+
+def short(spec: str) -> str:
+    base = base_runtime(spec)
+    return SHORT[base] + spec[len(base):]
 
 
 def loadavg() -> str:

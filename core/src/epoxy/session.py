@@ -143,6 +143,8 @@ class InferenceSession:
             loaded.model, self._registry.passes(), self._options.graph_optimization_level, names, notes
         )
         t2 = time.perf_counter()
+        if self._options.intra_op_num_threads:  # before kernels are built: some time themselves
+            set_blas_threads(self._options.intra_op_num_threads)
         with memory_limit_scope(limit):  # kernels bind the limit for outputs sized at run time
             graph, parts, built, chosen, t3 = self._partition_and_plan(loaded, chosen, notes)
         names = [name for name, _ in chosen]
@@ -157,8 +159,6 @@ class InferenceSession:
         self._memory = built.memory
         self._profiler: Profiler | None = Profiler() if self._options.enable_profiling else None
         self._executor = self._make_executor(built.plan)
-        if self._options.intra_op_num_threads:
-            set_blas_threads(self._options.intra_op_num_threads)
         self._report = PartitionReport(
             providers=names,
             nodes=parts.decisions,

@@ -23,16 +23,36 @@ CONV_WINOGRAD = {
     "off": (),
 }
 
+#: ``conv_algo_search`` values: how a convolution layer's path is chosen among those allowed
+CONV_ALGO_SEARCH = {
+    # fixed thresholds on the layer shape, measured on one machine: the same path, so the
+    # same rounding, in every process (default)
+    "heuristic": "heuristic",
+    # time every allowed path once per layer shape and BLAS thread count (at session creation
+    # for static shapes; cached for the process) and keep the fastest: faster where this
+    # machine's BLAS differs from the one the thresholds were set on, but the choice (and so
+    # the last bits of the outputs) can differ between processes
+    "measure": "measure",
+}
+
+#: option name -> its allowed values
+CHOICES: Mapping[str, Mapping[str, Any]] = {"conv_winograd": CONV_WINOGRAD, "conv_algo_search": CONV_ALGO_SEARCH}
+
 
 @dataclass(frozen=True)
 class CpuSettings:
     """The cpu provider's options, validated."""
 
     conv_winograd: str = "auto"
+    conv_algo_search: str = "heuristic"
 
     @property
     def winograd_paths(self) -> tuple[str, ...]:
         return CONV_WINOGRAD[self.conv_winograd]
+
+    @property
+    def measure_conv_paths(self) -> bool:
+        return self.conv_algo_search == "measure"
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> CpuSettings:
@@ -41,12 +61,10 @@ class CpuSettings:
         unknown = sorted(set(options) - set(OPTIONS))
         if unknown:
             raise InvalidArgumentError(f"cpu provider: unknown options {unknown}; known options: {sorted(OPTIONS)}")
-        value = options.get("conv_winograd", cls.conv_winograd)
-        if value not in CONV_WINOGRAD:
-            raise InvalidArgumentError(
-                f"cpu provider: conv_winograd={value!r}; expected one of {sorted(CONV_WINOGRAD)}"
-            )
-        return cls(conv_winograd=value)
+        for name, value in options.items():
+            if not isinstance(value, str) or value not in CHOICES[name]:
+                raise InvalidArgumentError(f"cpu provider: {name}={value!r}; expected one of {sorted(CHOICES[name])}")
+        return cls(**dict(options))
 
 
 DEFAULT = CpuSettings()
@@ -58,6 +76,13 @@ OPTIONS: Mapping[str, str] = {
         f"Winograd for float 3x3 stride-1 Conv: {' | '.join(CONV_WINOGRAD)} (default {DEFAULT.conv_winograd}); "
         "auto: F(4x4,3x3) where fastest, else F(2x2,3x3); f23: F(2x2,3x3) only (~1e-6 relative "
         "rounding instead of ~1e-5); off: direct im2col/GEMM"
+    ),
+    "conv_algo_search": (
+        f"how a 2-D stride-1 Conv layer picks its path: {' | '.join(CONV_ALGO_SEARCH)} "
+        f"(default {DEFAULT.conv_algo_search}); measure: time each allowed path once per layer shape "
+        "and BLAS thread count, at session creation for static shapes (cached per process; the "
+        "choice, and so the outputs' last bits, can differ between processes); heuristic: fixed "
+        "shape thresholds, the same choice in every process"
     ),
 }
 _current: contextvars.ContextVar[CpuSettings] = contextvars.ContextVar("epoxy_cpu_settings", default=DEFAULT)

@@ -9,10 +9,10 @@ import pytest
 from epoxy.errors import InvalidArgumentError
 from epoxy.plugins import default_registry
 from epoxy_ep_cpu.factory import CpuProviderFactory
-from epoxy_ep_cpu.settings import CONV_WINOGRAD, OPTIONS, CpuSettings
+from epoxy_ep_cpu.settings import CHOICES, OPTIONS, CpuSettings
 
 #: a valid value, other than the default, for every option (a new option needs one here)
-SAMPLES = {"conv_winograd": "f23"}
+SAMPLES = {"conv_winograd": "f23", "conv_algo_search": "measure"}
 
 
 def test_described_options_are_the_settings():
@@ -35,11 +35,12 @@ def test_every_described_option_is_accepted(name):
 def test_unknown_option_names_the_known_ones():
     factory = CpuProviderFactory()
     with pytest.raises(InvalidArgumentError, match=r"cpu provider: unknown options \['threads'\]; "
-                                                   r"known options: \['conv_winograd'\]"):
+                                                   r"known options: \['conv_algo_search', 'conv_winograd'\]"):
         factory.create(factory.devices()[0], {"threads": 2})
 
 
-def test_help_names_every_value_and_the_default():
-    text = OPTIONS["conv_winograd"]
-    assert all(value in text for value in CONV_WINOGRAD)
-    assert f"(default {CpuSettings().conv_winograd})" in text
+@pytest.mark.parametrize("name", sorted(CHOICES))
+def test_help_names_every_value_and_the_default(name):
+    text = OPTIONS[name]
+    assert all(value in text for value in CHOICES[name])
+    assert f"(default {getattr(CpuSettings(), name)})" in text

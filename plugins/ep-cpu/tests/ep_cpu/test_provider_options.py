@@ -9,9 +9,12 @@ from onnx import TensorProto, helper, numpy_helper
 from _calls import counting  # noqa: E402
 
 import epoxy
+from epoxy_ep_cpu.ops import _conv_tuning as conv_tuning
 from epoxy_ep_cpu.ops import conv as conv_ops
 
 RNG = np.random.default_rng(3)
+HEURISTIC = {"conv_algo_search": "heuristic"}  # the path from fixed thresholds (the default)
+MEASURE = {"conv_algo_search": "measure"}
 _CONV_ND = conv_ops.conv_nd  # the oracle, in float64, before any test counts calls
 
 
@@ -37,7 +40,8 @@ def _count(monkeypatch, name):
 def test_conv_winograd_option_picks_the_path(option, path, monkeypatch):
     calls = {name: _count(monkeypatch, name) for name in ("conv_f43", "conv_winograd", "conv_nd")}
     model, w = conv_model()
-    providers = ["cpu"] if option is None else [("cpu", {"conv_winograd": option})]
+    options = {"conv_algo_search": "heuristic"} if option is None else {"conv_winograd": option, **HEURISTIC}
+    providers = [("cpu", options)]
     sess = epoxy.InferenceSession(model, providers=providers)
     x = RNG.standard_normal((1, 64, 24, 24)).astype(np.float32)
     (y,) = sess.run(None, {"x": x})
@@ -50,8 +54,8 @@ def test_conv_winograd_option_picks_the_path(option, path, monkeypatch):
 def test_sessions_with_different_options_do_not_mix(monkeypatch):
     calls = {name: _count(monkeypatch, name) for name in ("conv_f43", "conv_nd")}
     model, _ = conv_model()
-    off = epoxy.InferenceSession(model, providers=[("cpu", {"conv_winograd": "off"})])
-    auto = epoxy.InferenceSession(model, providers=["cpu"])
+    off = epoxy.InferenceSession(model, providers=[("cpu", {"conv_winograd": "off", **HEURISTIC})])
+    auto = epoxy.InferenceSession(model, providers=[("cpu", HEURISTIC)])
     x = RNG.standard_normal((1, 64, 24, 24)).astype(np.float32)
     off.run(None, {"x": x})
     assert calls["conv_nd"] and not calls["conv_f43"]
@@ -62,9 +66,83 @@ def test_sessions_with_different_options_do_not_mix(monkeypatch):
 @pytest.mark.parametrize(
     "options,match",
     [({"conv_winograd": "fast"}, r"conv_winograd='fast'; expected one of \['auto', 'f23', 'off'\]"),
+     ({"conv_algo_search": ["measure"]}, r"conv_algo_search=\['measure'\]; expected one of \['heuristic', 'measure'\]"),
      ({"threads": 2}, r"unknown options \['threads'\]")],
 )
 def test_bad_options_are_clear_errors(options, match):
     model, _ = conv_model()
     with pytest.raises(epoxy.errors.EpoxyError, match=match):
         epoxy.InferenceSession(model, providers=[("cpu", options)])
+
+
+# -- conv_algo_search="measure" ---------------------------------------------------------------
+
+
+@pytest.fixture
+def fresh_timings():
+    """Every test here times its layer shapes anew (choices are cached for the process)."""
+    conv_tuning.forget()
+    yield
+    conv_tuning.forget()
+
+
+def _slow_except(monkeypatch, fast: str) -> list[str]:
+    """Time layers on a fake clock on which ``fast`` takes 1 unit a call and every other
+    path 10 (real timings depend on the machine and its load); returns the paths timed."""
+    timed: list[str] = []
+    clock = [0.0]
+    real = conv_ops._run_path
+
+    def run_path(path, *args):  # type: ignore[no-untyped-def]
+        timed.append(path)
+        clock[0] += 1e-4 if path == fast else 1e-3
+        return real(path, *args)
+
+    monkeypatch.setattr(conv_ops, "_run_path", run_path)
+    monkeypatch.setattr(conv_tuning, "_clock", lambda: clock[0])
+    return timed
+
+
+@pytest.mark.parametrize("fast,ran", [("row-shift", "conv_row_shift"), ("F(2,3)", "conv_winograd"),
+                                      ("F(4,3)", "conv_f43"), ("im2col", "conv_nd")])
+def test_measure_keeps_the_fastest_path(fast, ran, monkeypatch, fresh_timings):
+    timed = _slow_except(monkeypatch, fast)
+    model, w = conv_model()
+    sess = epoxy.InferenceSession(model, providers=[("cpu", MEASURE)])
+    assert set(timed) == {"im2col", "row-shift", "F(4,3)", "F(2,3)"}
+    monkeypatch.undo()
+    calls = {name: _count(monkeypatch, name) for name in ("conv_row_shift", "conv_winograd", "conv_f43", "conv_nd")}
+    x = RNG.standard_normal((1, 64, 24, 24)).astype(np.float32)
+    (y,) = sess.run(None, {"x": x})
+    want = _CONV_ND(x.astype(np.float64), w.astype(np.float64), 1, (1, 1), (1, 1), [1, 1], [1, 1], [24, 24])
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=2e-4)
+    assert [k for k, v in calls.items() if v] == [ran]
+
+
+def test_measure_respects_conv_winograd(monkeypatch, fresh_timings):
+    timed = _slow_except(monkeypatch, "row-shift")
+    model, _ = conv_model()
+    epoxy.InferenceSession(model, providers=[("cpu", {"conv_winograd": "off", **MEASURE})])
+    assert set(timed) == {"im2col", "row-shift"}
+
+
+def test_a_layer_shape_is_timed_once_per_process(monkeypatch, fresh_timings):
+    timed = _slow_except(monkeypatch, "im2col")
+    model, _ = conv_model()
+    epoxy.InferenceSession(model, providers=[("cpu", MEASURE)])
+    first = len(timed)
+    assert first >= 4
+    epoxy.InferenceSession(model, providers=[("cpu", MEASURE)])
+    assert len(timed) == first
+    epoxy.InferenceSession(conv_model(hw=20)[0], providers=[("cpu", MEASURE)])  # another shape: timed
+    assert len(timed) > first
+
+
+@pytest.mark.parametrize("providers", [["cpu"], [("cpu", HEURISTIC)]], ids=["default", "heuristic"])
+def test_heuristic_times_nothing(providers, monkeypatch, fresh_timings):
+    timed = _slow_except(monkeypatch, "im2col")
+    model, _ = conv_model()
+    sess = epoxy.InferenceSession(model, providers=providers)
+    assert timed == []
+    sess.run(None, {"x": RNG.standard_normal((1, 64, 24, 24)).astype(np.float32)})
+    assert len(timed) == 1

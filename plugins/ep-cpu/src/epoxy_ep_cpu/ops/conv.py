@@ -23,6 +23,7 @@ from .. import settings
 from ..registry import KERNELS
 from ._conv_util import col2im_add, compute_dtype, pad_spatial, resolve_pads, windows
 from ._util import constant_input
+from ._conv_tuning import blas_key, fastest
 from ._winograd_f43 import conv_f43, f43_weights
 
 _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
@@ -476,7 +477,7 @@ class _ConvWeights:
     """A Conv's weight (and bias) in the layouts the paths multiply with: built once in the
     factory when the weight is a constant, else per call."""
 
-    __slots__ = ("_rows", "_wino", "_wino43", "bias", "depthwise_cl", "kernel", "w")
+    __slots__ = ("_rows", "_wino", "_wino43", "bias", "chosen", "depthwise_cl", "kernel", "w")
 
     def __init__(self, w: np.ndarray, b: np.ndarray | None, cdt: np.dtype, group: int = 1) -> None:
         self.w = np.ascontiguousarray(w, dtype=cdt)
@@ -485,6 +486,7 @@ class _ConvWeights:
         self._wino: np.ndarray | None = None
         self._wino43: np.ndarray | None = None
         self._rows: np.ndarray | None = None
+        self.chosen: dict[tuple[int, ...], str] = {}  # input shape -> path timed for it
         m = w.shape[0]
         self.depthwise_cl = None  # (kh * kw, C) for the channels-last depthwise path
         if group == m and w.shape[1] == 1 and len(self.kernel) == 2 and m >= _DEPTHWISE_CL_MIN_C:
@@ -508,6 +510,15 @@ class _ConvWeights:
             r = self._rows = row_shift_weights(self.w)
         return r
 
+    def keep_layouts(self, paths: set[str]) -> None:
+        """Drop the weight layouts no path in ``paths`` multiplies with (after timing)."""
+        if "F(2,3)" not in paths:
+            self._wino = None
+        if "F(4,3)" not in paths:
+            self._wino43 = None
+        if "row-shift" not in paths:
+            self._rows = None
+
 
 #: the flat group-1 paths by name: (x, weights, begin, end, out_sp) -> y
 _FLAT_PATHS = {
@@ -521,6 +532,33 @@ _WEIGHT_LAYOUTS = {
     "F(4,3)": _ConvWeights.winograd43,
     "F(2,3)": _ConvWeights.winograd,
 }
+
+
+def _im2col(x: np.ndarray, pk: _ConvWeights, group: int, strides, dilations, begin, end, out_sp) -> np.ndarray:  # type: ignore[no-untyped-def]
+    y = conv_nd(x, pk.w, group, strides, dilations, begin, end, out_sp)
+    if pk.bias is not None:
+        y += pk.bias.reshape(_bias_shape(pk.w.shape[0], len(out_sp)))
+    return y
+
+
+def _flat_eligible(x: np.ndarray, group: int, nsp: int, strides, dilations, begin, end) -> bool:  # type: ignore[no-untyped-def]
+    """Group-1 stride-1 undilated 2-D float convolutions with pads >= 0: the layers that
+    have several paths (``pick_path`` / ``flat_candidates``)."""
+    return (
+        group == 1
+        and nsp == 2
+        and strides == (1, 1)
+        and dilations == (1, 1)
+        and min(begin) >= 0
+        and min(end) >= 0
+        and x.dtype in (np.float32, np.float64)
+    )
+
+
+def _run_path(path: str, x: np.ndarray, pk: _ConvWeights, begin, end, out_sp) -> np.ndarray:  # type: ignore[no-untyped-def]
+    if path == "im2col":
+        return _im2col(x, pk, 1, (1, 1), (1, 1), begin, end, out_sp)
+    return _FLAT_PATHS[path](x, pk, begin, end, out_sp)
 
 
 def _conv_forward(
@@ -547,38 +585,55 @@ def _conv_forward(
         return conv_depthwise_flat(x, w, pk.kernel, begin, end, out_sp, pk.bias)
     if pk.depthwise_cl is not None and x.shape[1] == m and min(begin) >= 0 and min(end) >= 0:
         return conv_depthwise_cl(x, pk.depthwise_cl, pk.kernel, strides, dilations, begin, end, out_sp, pk.bias)
-    if (
-        group == 1
-        and nsp == 2
-        and strides == (1, 1)
-        and dilations == (1, 1)
-        and min(begin) >= 0
-        and min(end) >= 0
-        and x.dtype in (np.float32, np.float64)
-    ):
-        path = pick_path(x.shape[1], m, pk.kernel, out_sp, prepacked, x.dtype, winograd)
-        if path != "im2col":
-            return _FLAT_PATHS[path](x, pk, begin, end, out_sp)
-    y = conv_nd(x, w, group, strides, dilations, begin, end, out_sp)
-    if pk.bias is not None:
-        y += pk.bias.reshape(_bias_shape(m, nsp))
-    return y
+    if _flat_eligible(x, group, nsp, strides, dilations, begin, end):
+        path = pk.chosen.get(x.shape) if pk.chosen else None
+        if path is None:
+            path = pick_path(x.shape[1], m, pk.kernel, out_sp, prepacked, x.dtype, winograd)
+        return _run_path(path, x, pk, begin, end, out_sp)
+    return _im2col(x, pk, group, strides, dilations, begin, end, out_sp)
 
 
-def _prepare_winograd(node: NodeSpec, geo: _Geometry, group: int, pk: _ConvWeights, winograd: tuple[str, ...]) -> None:
-    """Transform constant weights now (session creation) when the static input shape says
-    the Winograd path will run; otherwise it happens on first use."""
+def flat_candidates(kernel: tuple[int, ...], dtype: np.dtype, winograd: tuple[str, ...]) -> list[str]:
+    """Every path that can run a flat-eligible layer with this kernel, within the Winograd
+    variants the provider allows."""
+    paths = ["im2col"]
+    if kernel != (1, 1):
+        paths.append("row-shift")
+    if kernel == (3, 3):
+        if "F(4,3)" in winograd and dtype == np.float32:
+            paths.append("F(4,3)")
+        if "F(2,3)" in winograd:
+            paths.append("F(2,3)")
+    return paths
+
+
+def _prepare_path(
+    node: NodeSpec, geo: _Geometry, group: int, pk: _ConvWeights, winograd: tuple[str, ...], measure: bool
+) -> None:
+    """For a static input shape, settle the layer's path now (session creation): timed
+    among the candidates with ``measure``, else by ``pick_path``; the chosen path's weight
+    layout is built here. Other shapes decide at run time with ``pick_path``."""
     xt = node.input_types[0] if node.input_types else None
-    if group != 1 or pk.kernel != (3, 3) or xt is None or not xt.is_static or len(xt.shape) != 4:
+    if group != 1 or len(pk.kernel) != 2 or xt is None or not xt.is_static or len(xt.shape) != 4:
         return
+    shape = tuple(int(d) for d in xt.shape)
     try:
         strides, dilations, pads = geo.get(2, pk.kernel)
-        out_sp, _, _, _ = resolve_pads(xt.shape[2:], pk.kernel, strides, dilations, pads, geo.auto_pad)
+        out_sp, begin, end, _ = resolve_pads(shape[2:], pk.kernel, strides, dilations, pads, geo.auto_pad)
     except Exception:  # noqa: BLE001 - odd attributes: decided at run time
         return
-    if strides != (1, 1) or dilations != (1, 1):
+    dtype = pk.w.dtype
+    probe = np.empty((0,), dtype)
+    if shape[1] != pk.w.shape[1] or 0 in shape or 0 in out_sp or not _flat_eligible(probe, 1, 2, strides, dilations, begin, end):
         return
-    path = pick_path(int(xt.shape[1]), pk.w.shape[0], pk.kernel, out_sp, True, pk.w.dtype, winograd)
+    candidates = flat_candidates(pk.kernel, dtype, winograd)
+    if measure and len(candidates) > 1:
+        key = (shape, pk.w.shape, tuple(begin), tuple(end), dtype.str, blas_key())
+        path = fastest(key, candidates, lambda p, x: _run_path(p, x, pk, begin, end, out_sp), shape, dtype)
+        pk.chosen[shape] = path
+        pk.keep_layouts({path})
+    else:
+        path = pick_path(shape[1], pk.w.shape[0], pk.kernel, out_sp, True, dtype, winograd)
     if path in _WEIGHT_LAYOUTS:
         _WEIGHT_LAYOUTS[path](pk)
 
@@ -587,14 +642,15 @@ def _prepare_winograd(node: NodeSpec, geo: _Geometry, group: int, pk: _ConvWeigh
 def conv(node: NodeSpec):  # type: ignore[no-untyped-def]
     geo = _Geometry(node)
     group = int(node.attr("group", 1))
-    winograd = settings.current().winograd_paths
+    current = settings.current()
+    winograd = current.winograd_paths
     w_const, b_const = constant_input(node, 1), constant_input(node, 2)
     prepacked = None
     has_b = len(node.inputs) > 2 and bool(node.inputs[2])
     if w_const is not None and (b_const is not None or not has_b) and w_const.dtype.kind == "f":
         cdt = compute_dtype(w_const.dtype)
         prepacked = (cdt, _ConvWeights(w_const, b_const, cdt, group))
-        _prepare_winograd(node, geo, group, prepacked[1], winograd)
+        _prepare_path(node, geo, group, prepacked[1], winograd, current.measure_conv_paths)
 
     def run(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
         dtype = x.dtype
