@@ -208,9 +208,10 @@ def time_interleaved(fns, feeds, *, runs, block, warmup, budget, min_runs, first
     caches). The order of runtimes rotates each round. A runtime whose call is slow gets fewer
     runs (``budget`` seconds of timed calls; at least ``min_runs`` unless one call alone takes
     more than budget / min_runs) and, past 1 s a call, no dropped call and no second warm-up.
-    Before each block the process sleeps ``settle`` seconds, so that the worker threads the
-    previous runtime left spinning have gone quiet: with 0.15 s, epoxy's inception_v1 still ran
-    ~25% slower right after onnxruntime blocks than alone (0.5 s: the same as alone).
+    Before each block the process sleeps ``settle`` seconds, so that worker threads the
+    previous runtime left spinning (OpenBLAS's, onnxruntime's, OpenVINO's) have gone to sleep
+    and this block starts on idle cores. (This machine also has phases, minutes long, in
+    which everything runs ~25% slower: compare runtimes within one run, not across runs.)
     Returns ({name: median s}, {name: [seconds]}, {name: error}).
     """
     import gc
