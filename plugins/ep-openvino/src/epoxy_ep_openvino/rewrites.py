@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+from epoxy.names import FreshNames
 from onnx import helper, numpy_helper
 
 
@@ -33,16 +34,8 @@ class RewriteContext:
 
     opset: int
     shapes: Callable[[str], tuple[Any, ...] | None]
-    taken: set[str]
+    fresh: FreshNames
     initializers: list[onnx.TensorProto] = field(default_factory=list)
-
-    def fresh(self, hint: str) -> str:
-        name, k = hint, 0
-        while name in self.taken:
-            k += 1
-            name = f"{hint}_{k}"
-        self.taken.add(name)
-        return name
 
     def constant(self, hint: str, array: np.ndarray) -> str:
         name = self.fresh(hint)
@@ -91,7 +84,7 @@ def apply_rewrites(model: onnx.ModelProto, shapes: Callable[[str], tuple[Any, ..
     taken = {v for n in graph.node for v in (*n.input, *n.output)}
     taken.update(t.name for t in graph.initializer)
     taken.update(v.name for v in graph.input)
-    ctx = RewriteContext(opset, shapes, taken)
+    ctx = RewriteContext(opset, shapes, FreshNames(taken))
     nodes: list[onnx.NodeProto] = []
     replaced = 0
     for node in graph.node:
