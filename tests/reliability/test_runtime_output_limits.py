@@ -1,5 +1,6 @@
 """Outputs whose size comes from tensor values at run time (ConstantOfShape, Expand, Range,
-Tile, Pad, Resize, OneHot) are checked before numpy allocates them: a clear
+Tile, Pad, Resize, OneHot, MaxUnpool, CenterCropPad, Col2Im, DFT, STFT, the window functions,
+MelWeightMatrix) are checked before numpy allocates them: a clear
 ResourceLimitError naming the node, the shape and the bytes, instead of a MemoryError or
 the OOM killer. Without ``memory_limit_bytes`` the cap is the memory the process can still
 get; with it, the smaller of the two."""
@@ -58,11 +59,47 @@ CASES = {
                [_vi("indices", I64, [2]), _vi("depth", I64, []), _vi("values", F, [2])],
                {"indices": _i64(0, 1), "depth": np.array(2**45, np.int64), "values": np.array([0, 1], np.float32)},
                {"indices": _i64(0, 1), "depth": np.array(3, np.int64), "values": np.array([0, 1], np.float32)}),
+    "MaxUnpool": (helper.make_node("MaxUnpool", ["x", "indices", "output_shape"], ["y"], name="big",
+                                   kernel_shape=[2, 2], strides=[2, 2]),
+                  [_vi("x", F, [1, 1, 2, 2]), _vi("indices", I64, [1, 1, 2, 2]), _vi("output_shape", I64, [4])],
+                  {"x": _f32(1, 1, 2, 2), "indices": _i64(0, 1, 2, 3).reshape(1, 1, 2, 2),
+                   "output_shape": _i64(1, 1, 2**20, 2**20)},
+                  {"x": _f32(1, 1, 2, 2), "indices": _i64(0, 1, 2, 3).reshape(1, 1, 2, 2),
+                   "output_shape": _i64(1, 1, 4, 4)}),
+    "CenterCropPad": (helper.make_node("CenterCropPad", ["x", "shape"], ["y"], name="big"),
+                      [_vi("x", F, [2, 2]), _vi("shape", I64, [2])],
+                      {"x": _f32(2, 2), "shape": _i64(2**20, 2**20)}, {"x": _f32(2, 2), "shape": _i64(3, 3)}),
+    # one 2x2 block whose stride puts it alone in any image smaller than the stride + 2
+    "Col2Im": (helper.make_node("Col2Im", ["x", "image_shape", "block_shape"], ["y"], name="big",
+                                strides=[2**20, 2**20]),
+               [_vi("x", F, [1, 4, 1]), _vi("image_shape", I64, [2]), _vi("block_shape", I64, [2])],
+               {"x": _f32(1, 4, 1), "image_shape": _i64(2**20 + 1, 2**20 + 1), "block_shape": _i64(2, 2)},
+               {"x": _f32(1, 4, 1), "image_shape": _i64(3, 3), "block_shape": _i64(2, 2)}),
+    "DFT": (helper.make_node("DFT", ["x", "dft_length"], ["y"], name="big"),
+            [_vi("x", F, [1, 4, 1]), _vi("dft_length", I64, [])],
+            {"x": _f32(1, 4, 1), "dft_length": np.array(2**40, np.int64)},
+            {"x": _f32(1, 4, 1), "dft_length": np.array(8, np.int64)}),
+    "STFT": (helper.make_node("STFT", ["signal", "frame_step", "", "frame_length"], ["y"], name="big"),
+             [_vi("signal", F, [1, "n", 1]), _vi("frame_step", I64, []), _vi("frame_length", I64, [])],
+             {"signal": _f32(1, 2**17, 1), "frame_step": np.array(1, np.int64), "frame_length": np.array(2**16, np.int64)},
+             {"signal": _f32(1, 64, 1), "frame_step": np.array(8, np.int64), "frame_length": np.array(16, np.int64)}),
+    "HannWindow": (helper.make_node("HannWindow", ["size"], ["y"], name="big"), [_vi("size", I64, [])],
+                   {"size": np.array(2**40, np.int64)}, {"size": np.array(8, np.int64)}),
+    "MelWeightMatrix": (helper.make_node("MelWeightMatrix", ["bins", "dft", "rate", "lo", "hi"], ["y"], name="big"),
+                        [_vi("bins", I64, []), _vi("dft", I64, []), _vi("rate", I64, []), _vi("lo", F, []),
+                         _vi("hi", F, [])],
+                        {"bins": np.array(2**20, np.int64), "dft": np.array(2**21, np.int64),
+                         "rate": np.array(16000, np.int64), "lo": np.array(0, np.float32),
+                         "hi": np.array(8000, np.float32)},
+                        {"bins": np.array(8, np.int64), "dft": np.array(64, np.int64),
+                         "rate": np.array(16000, np.int64), "lo": np.array(0, np.float32),
+                         "hi": np.array(8000, np.float32)}),
 }
 
 #: output rank and type where they are not 3 and float
 SHAPES = {"Range": {"rank": 1, "elem": I64}, "Tile": {"rank": 2}, "Pad": {"rank": 2}, "Resize": {"rank": 4},
-          "OneHot": {"rank": 2}}
+          "OneHot": {"rank": 2}, "MaxUnpool": {"rank": 4}, "CenterCropPad": {"rank": 2}, "Col2Im": {"rank": 4},
+          "STFT": {"rank": 4}, "HannWindow": {"rank": 1}, "MelWeightMatrix": {"rank": 2}}
 
 
 def _session(model, **options):

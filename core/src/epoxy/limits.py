@@ -6,7 +6,8 @@ shapes (before optimization and planning), the planned peak, and every feed befo
 Control-flow kernels check what they accumulate (Loop scan outputs and carried
 sequences) as they go, and refuse a trip count whose projected size is over the limit.
 Kernels of ops whose output shape comes from tensor values (ConstantOfShape, Expand,
-Range, Tile, Pad, Resize...) check that output before allocating it, against the limit
+Range, Tile, Pad, Resize, OneHot, MaxUnpool, CenterCropPad, Col2Im, DFT, STFT, windows,
+MelWeightMatrix) check that output before allocating it, against the limit
 and, with or without one, against the memory the process can still get
 (:func:`output_size_check`).
 """

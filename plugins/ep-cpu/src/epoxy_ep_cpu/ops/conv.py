@@ -22,7 +22,7 @@ from epoxy.kit import Unsupported
 from .. import settings
 from ..registry import KERNELS
 from ._conv_util import col2im_add, compute_dtype, pad_spatial, resolve_pads, windows
-from ._util import constant_input
+from ._util import constant_input, output_guard
 from ._conv_tuning import blas_key, fastest
 from ._winograd_f43 import conv_f43, f43_weights
 
@@ -796,6 +796,7 @@ def col2im(node: NodeSpec):  # type: ignore[no-untyped-def]
     strides_attr = node.attr("strides")
     dilations_attr = node.attr("dilations")
     pads_attr = node.attr("pads")
+    guard = output_guard(node)
 
     def run(x: np.ndarray, image_shape: np.ndarray, block_shape: np.ndarray) -> np.ndarray:
         image = [int(v) for v in np.asarray(image_shape).reshape(-1)]
@@ -811,6 +812,7 @@ def col2im(node: NodeSpec):  # type: ignore[no-untyped-def]
         if math.prod(blocks) != x.shape[2]:
             raise ValueError(f"Col2Im: {x.shape[2]} blocks given, geometry gives {blocks}")
         cols = x.reshape((n, c) + block + tuple(blocks))
+        guard((n, c, *image), np.dtype(np.float64))  # accumulated in float64
         return col2im_add(cols, (n, c), block, blocks, strides, dilations, image, begin).astype(x.dtype, copy=False)
 
     return run

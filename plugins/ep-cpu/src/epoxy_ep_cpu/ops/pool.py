@@ -17,6 +17,7 @@ from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
 from ._conv_util import compute_dtype, kernel_offsets, pad_spatial, resolve_pads
+from ._util import output_guard
 
 _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
@@ -301,6 +302,7 @@ def global_lp_pool(node: NodeSpec):  # type: ignore[no-untyped-def]
 @KERNELS.register("MaxUnpool", (9, 11, 22))
 def max_unpool(node: NodeSpec):  # type: ignore[no-untyped-def]
     a = _PoolAttrs(node, ceil=False, dil=False)
+    guard = output_guard(node)
 
     def run(x: np.ndarray, indices: np.ndarray, output_shape: np.ndarray | None = None) -> np.ndarray:
         n, c = x.shape[:2]
@@ -318,6 +320,7 @@ def max_unpool(node: NodeSpec):  # type: ignore[no-untyped-def]
                 coords = np.unravel_index(flat, shape)
                 flat = np.ravel_multi_index(coords, target)
             shape = target
+        guard(shape, x.dtype)
         out = np.zeros(shape, dtype=x.dtype)
         out.reshape(-1)[flat] = x.reshape(-1)
         return out

@@ -480,6 +480,7 @@ def space_to_depth(node: NodeSpec):  # type: ignore[no-untyped-def]
 @KERNELS.register("CenterCropPad", schema_versions("CenterCropPad"))
 def center_crop_pad(node: NodeSpec):  # type: ignore[no-untyped-def]
     axes_attr = node.attr("axes", None)
+    guard = output_guard(node)
 
     def run(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
         target = to_ints(shape)
@@ -498,6 +499,7 @@ def center_crop_pad(node: NodeSpec):  # type: ignore[no-untyped-def]
             elif t > d:
                 off = (t - d) // 2
                 dst[a] = slice(off, off + d)
+        guard(out_shape, x.dtype)
         out = np.zeros(out_shape, dtype=x.dtype)
         out[tuple(dst)] = x[tuple(src)]
         return out

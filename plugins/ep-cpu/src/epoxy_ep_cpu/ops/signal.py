@@ -15,6 +15,7 @@ from epoxy.dtypes import onnx_to_numpy
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
+from ._util import output_guard
 
 
 def _scalar_int(value: np.ndarray | None, default: int | None = None) -> int | None:
@@ -45,15 +46,17 @@ def _pack_complex(c: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return np.stack([c.real, c.imag], axis=-1).astype(dtype)
 
 
-def _dft(x: np.ndarray, n: int | None, axis: int, inverse: bool, onesided: bool) -> np.ndarray:
+def _dft(x: np.ndarray, n: int | None, axis: int, inverse: bool, onesided: bool, guard) -> np.ndarray:  # type: ignore[no-untyped-def]
     dtype = x.dtype
     rank = x.ndim
     ax = axis + rank if axis < 0 else axis
     if not 0 <= ax < rank - 1:
         raise ValueError(f"DFT axis {axis} out of range for input of rank {rank}")
-    values, is_complex = _unpack(x)
     if n is not None and n <= 0:
         raise ValueError(f"dft_length must be positive, got {n}")
+    if n is not None:  # the spectrum numpy computes (complex, before packing) has n points on the axis
+        guard(x.shape[:ax] + (n,) + x.shape[ax + 1 : -1], np.dtype(np.complex128))
+    values, is_complex = _unpack(x)
     if onesided and inverse:
         # IRFFT: one-sided complex spectrum -> full real signal
         real = np.fft.irfft(values, n=n, axis=ax)
@@ -75,9 +78,10 @@ def dft_17(node: NodeSpec):  # type: ignore[no-untyped-def]
     inverse = bool(node.attr("inverse", 0))
     onesided = bool(node.attr("onesided", 0))
     axis = int(node.attr("axis", 1))
+    guard = output_guard(node)
 
     def run(x: np.ndarray, dft_length: np.ndarray | None = None) -> np.ndarray:
-        return _dft(np.asarray(x), _scalar_int(dft_length), axis, inverse, onesided)
+        return _dft(np.asarray(x), _scalar_int(dft_length), axis, inverse, onesided, guard)
 
     return run
 
@@ -86,10 +90,11 @@ def dft_17(node: NodeSpec):  # type: ignore[no-untyped-def]
 def dft_20(node: NodeSpec):  # type: ignore[no-untyped-def]
     inverse = bool(node.attr("inverse", 0))
     onesided = bool(node.attr("onesided", 0))
+    guard = output_guard(node)
 
     def run(x: np.ndarray, dft_length: np.ndarray | None = None, axis: np.ndarray | None = None) -> np.ndarray:
         ax = _scalar_int(axis, -2)
-        return _dft(np.asarray(x), _scalar_int(dft_length), ax, inverse, onesided)  # type: ignore[arg-type]
+        return _dft(np.asarray(x), _scalar_int(dft_length), ax, inverse, onesided, guard)  # type: ignore[arg-type]
 
     return run
 
@@ -97,6 +102,7 @@ def dft_20(node: NodeSpec):  # type: ignore[no-untyped-def]
 @KERNELS.register("STFT", 17)
 def stft(node: NodeSpec):  # type: ignore[no-untyped-def]
     onesided = bool(node.attr("onesided", 1))
+    guard = output_guard(node)
 
     def run(
         signal: np.ndarray,
@@ -120,6 +126,7 @@ def stft(node: NodeSpec):  # type: ignore[no-untyped-def]
         if fl <= 0 or fl > length:
             raise ValueError(f"frame_length {fl} must be in [1, signal_length={length}]")
         n_frames = (length - fl) // step + 1
+        guard((values.shape[0], n_frames, fl), np.dtype(np.complex128))  # windowed frames / spectrum
         frames = np.lib.stride_tricks.sliding_window_view(values, fl, axis=1)[:, ::step][:, :n_frames]
         if window is not None:
             frames = frames * np.asarray(window).astype(frames.real.dtype)
@@ -148,11 +155,13 @@ def _cosine_window(coeffs: tuple[float, ...]):  # type: ignore[no-untyped-def]
     def factory(node: NodeSpec):  # type: ignore[no-untyped-def]
         periodic = bool(node.attr("periodic", 1))
         dtype = _output_dtype(node)
+        guard = output_guard(node)
 
         def run(size: np.ndarray) -> np.ndarray:
             n = _scalar_int(size)
             if n is None or n < 0:
                 raise ValueError(f"window size must be non-negative, got {n}")
+            guard((n,), np.dtype(np.float64))
             denom = n if periodic else n - 1
             if denom <= 0:
                 return np.ones(n, dtype=np.float64).astype(dtype)
@@ -183,6 +192,7 @@ def _mel_to_hz(mel: np.ndarray) -> np.ndarray:
 @KERNELS.register("MelWeightMatrix", 17)
 def mel_weight_matrix(node: NodeSpec):  # type: ignore[no-untyped-def]
     dtype = _output_dtype(node)
+    guard = output_guard(node)
 
     def run(
         num_mel_bins: np.ndarray,
@@ -199,6 +209,7 @@ def mel_weight_matrix(node: NodeSpec):  # type: ignore[no-untyped-def]
         if n_mel is None or n_dft is None or rate is None or n_mel <= 0 or n_dft <= 0 or rate <= 0:
             raise ValueError("num_mel_bins, dft_length and sample_rate must be positive")
         n_bins = n_dft // 2 + 1
+        guard((n_bins, n_mel), np.dtype(np.float64))
         low_mel, high_mel = _hz_to_mel(lo), _hz_to_mel(hi)
         # The ONNX definition (its reference and backend cases, and onnxruntime) spaces the
         # n_mel + 2 band edges by (high - low) / (n_mel + 2), so the last edge stays below
