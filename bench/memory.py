@@ -54,6 +54,10 @@ print(json.dumps({{"create_s": created, "import_s": imported - start, "peak_mb":
 def measure(runtime: str, model: str, threads: int) -> dict[str, float]:
     code = CHILD.format(bench=str(Path(__file__).resolve().parent))
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads)}
+    # an installed package has its bytecode compiled (pip does it at install time); an
+    # editable checkout under PYTHONDONTWRITEBYTECODE=1 would recompile every module in
+    # every child (~0.1-0.25 s of "creation" that no user pays)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     out = subprocess.run([sys.executable, "-c", code, runtime, model, str(threads)], capture_output=True,
                          text=True, env=env, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -74,6 +78,8 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|---|")
     for name in names:
         samples: dict[str, list[dict[str, float]]] = {"epoxy": [], "onnxruntime": []}
+        for runtime in samples:  # warm-up child: writes bytecode, fills the page cache
+            measure(runtime, name, args.threads)
         for _ in range(args.repeat):
             for runtime in samples:
                 samples[runtime].append(measure(runtime, name, args.threads))
