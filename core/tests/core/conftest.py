@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from epoxy.testing import RandomStarts
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -27,3 +28,13 @@ def make_registry() -> Callable[..., ProviderRegistry]:
         return registry
 
     return build
+
+
+# -- every test starts from the same random data, however pytest-xdist orders the tests --------
+_starts = RandomStarts()
+pytest_collection_finish = _starts.record
+
+
+@pytest.fixture(autouse=True)
+def _random_data_independent_of_test_order() -> None:
+    _starts.restore()

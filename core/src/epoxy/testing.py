@@ -1,0 +1,43 @@
+"""Helpers for test suites of epoxy and its providers (no pytest import here).
+
+``RandomStarts``: test modules often draw inputs from module-level generators
+(``RNG = np.random.default_rng(7)``). Shared by a module's tests, a test's data then depends
+on which tests its pytest-xdist worker ran before it, and an ill-conditioned draw fails now
+and then (it did, in CI). A conftest records each generator's state once collection is done
+and restores it, in place (aliases in helper modules follow), before every test::
+
+    from epoxy.testing import RandomStarts
+
+    _starts = RandomStarts()
+    pytest_collection_finish = _starts.record
+
+    @pytest.fixture(autouse=True)
+    def _random_data_independent_of_test_order() -> None:
+        _starts.restore()
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+class RandomStarts:
+    """The collected test modules' numpy generators and their states at collection time."""
+
+    def __init__(self) -> None:
+        self._starts: dict[int, tuple[np.random.Generator, dict[str, Any]]] = {}
+
+    def record(self, session: Any) -> None:
+        """``pytest_collection_finish``: note every generator bound at module level."""
+        modules = {item.module for item in session.items if getattr(item, "module", None) is not None}
+        for module in modules:
+            for value in vars(module).values():
+                if isinstance(value, np.random.Generator):
+                    self._starts.setdefault(id(value), (value, value.bit_generator.state))
+
+    def restore(self) -> None:
+        """Put every recorded generator back to its collection-time state."""
+        for generator, state in self._starts.values():
+            generator.bit_generator.state = state
