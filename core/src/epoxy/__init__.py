@@ -19,10 +19,29 @@ from .errors import (
     ResourceLimitError,
     UnsupportedOpError,
 )
+from typing import TYPE_CHECKING, Any
+
 from .options import SessionOptions
 from .plugins import default_registry
-from .session import InferenceSession, NodeArg
 from .version import __version__
+
+if TYPE_CHECKING:
+    from .session import InferenceSession, NodeArg
+
+#: loaded on first use: the session brings in onnx / onnx_ir (and sympy through it), ~0.2 s
+#: that ``epoxy providers`` and other registry-only uses need not pay
+_LAZY = {"InferenceSession": "session", "NodeArg": "session"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'epoxy' has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
 
 
 def get_all_providers() -> list[str]:

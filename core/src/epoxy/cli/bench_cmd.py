@@ -15,7 +15,6 @@ import numpy as np
 from ..contract import ValueType
 from ..errors import InvalidArgumentError
 from ..options import SessionOptions
-from ..session import InferenceSession
 from ..threads import describe_blas
 from ._format import providers_arg, table
 
@@ -109,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
     options = SessionOptions(intra_op_num_threads=args.threads, enable_profiling=args.profile,
                              execution_mode="parallel" if args.parallel else "sequential")
     start = time.perf_counter()
+    from ..session import InferenceSession  # loads onnx_ir: only for commands that run a model
+
     session = InferenceSession(args.model, providers=providers_arg(args.providers), sess_options=options)
     created_ms = (time.perf_counter() - start) * 1e3
     rng = np.random.default_rng(args.seed)

@@ -9,7 +9,6 @@ import time
 import numpy as np
 
 from ..demo import MODEL_PATH, TEST_DATA_PATH
-from ..session import InferenceSession
 from ._format import providers_arg
 
 ASCII_SHADES = " .:-=+*#%@"
@@ -29,6 +28,8 @@ def run(args: argparse.Namespace) -> int:
     data = np.load(TEST_DATA_PATH)
     images, labels = data["images"], data["labels"]
     pixels = images.astype(np.float32) / 16.0
+    from ..session import InferenceSession  # loads onnx_ir: only for commands that run a model
+
     session = InferenceSession(str(MODEL_PATH), providers=providers_arg(args.providers))
     print(f"model: {MODEL_PATH.name} (MLP trained on scikit-learn's digits), providers: {', '.join(session.get_providers())}")
     print(session.partition_report().format(per_node=False))

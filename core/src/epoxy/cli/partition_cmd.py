@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..session import InferenceSession
 from ._format import providers_arg
 
 
@@ -17,6 +16,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..session import InferenceSession  # loads onnx_ir: only for commands that run a model
+
     session = InferenceSession(args.model, providers=providers_arg(args.providers))
     report = session.partition_report()
     if args.json:

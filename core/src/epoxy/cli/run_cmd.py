@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InvalidArgumentError
-from ..session import InferenceSession
 from ._format import providers_arg
 
 
@@ -34,6 +33,8 @@ def parse_inputs(specs: list[str]) -> dict[str, np.ndarray]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..session import InferenceSession  # loads onnx_ir: only for commands that run a model
+
     session = InferenceSession(args.model, providers=providers_arg(args.providers))
     feeds = parse_inputs(args.input)
     start = time.perf_counter()

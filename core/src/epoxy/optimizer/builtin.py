@@ -11,28 +11,33 @@ from __future__ import annotations
 
 from typing import Any
 
-from onnx_ir.passes.common import IdentityEliminationPass, LiftConstantsToInitializersPass, RemoveUnusedNodesPass
-
 from ..hookspecs import hookimpl
-from .passes import (
-    BatchNormAffineFoldPass,
-    ConstantFoldingPass,
-    ConvAffineFoldPass,
-    ConvBatchNormFoldPass,
-    DropoutEliminationPass,
-    GeluFusionPass,
-    LayerNormFusionPass,
-    LegacyInitializerInputsPass,
-    MatMulAddToGemmPass,
-    ReshapeTransposeSimplifyPass,
-)
-
 
 class BuiltinPasses:
     """Plugin object for the core's passes (named ``epoxy.builtin`` in the manager)."""
 
     @hookimpl
     def epoxy_register_passes(self, register: Any) -> None:
+        # imported here: the registry (``epoxy providers`` too) is built without onnx_ir
+        from onnx_ir.passes.common import (
+            IdentityEliminationPass,
+            LiftConstantsToInitializersPass,
+            RemoveUnusedNodesPass,
+        )
+
+        from .passes import (
+            BatchNormAffineFoldPass,
+            ConstantFoldingPass,
+            ConvAffineFoldPass,
+            ConvBatchNormFoldPass,
+            DropoutEliminationPass,
+            GeluFusionPass,
+            LayerNormFusionPass,
+            LegacyInitializerInputsPass,
+            MatMulAddToGemmPass,
+            ReshapeTransposeSimplifyPass,
+        )
+
         # Constant nodes become initializers so kernels see their values (NodeSpec.constants)
         register(LiftConstantsToInitializersPass(lift_all_constants=False, size_limit=0), level="basic",
                  gradient_safe=True)
