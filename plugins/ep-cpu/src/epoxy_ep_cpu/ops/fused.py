@@ -210,6 +210,18 @@ def fused_gemm(node: NodeSpec):  # type: ignore[no-untyped-def]
 _FLOAT_TYPES = (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16)
 
 
+def _take_activation(
+    model: ir.Model, nodes: list[ir.Node], nxt: ir.Node | None, out: ir.Value
+) -> tuple[dict[str, Any] | None, ir.Value]:
+    """When ``nxt`` is an activation of ``out``, append it to ``nodes`` (the nodes a fusion
+    replaces) and return its attributes and output; else ``(None, out)``."""
+    act = _activation_of(model, nxt, out)
+    if act is None or nxt is None:
+        return None, out
+    nodes.append(nxt)
+    return act, nxt.outputs[0]
+
+
 def _activation_of(model: ir.Model, node: ir.Node | None, x: ir.Value) -> dict[str, Any] | None:
     """Attributes describing ``node`` as a fused activation of ``x``, or None."""
     if node is None or node.domain not in ("", "ai.onnx") or not node.inputs or node.inputs[0] is not x:
@@ -277,10 +289,7 @@ class CpuConvFusionPass(RewritePass):
                 z, out = found, nxt.outputs[0]  # type: ignore[union-attr]
                 nodes.append(nxt)  # type: ignore[arg-type]
                 nxt = sole_consumer(out)
-            act = _activation_of(model, nxt, out)
-            if act is not None:
-                nodes.append(nxt)  # type: ignore[arg-type]
-                out = nxt.outputs[0]  # type: ignore[union-attr]
+            act, out = _take_activation(model, nodes, nxt, out)
             if len(nodes) == 1:
                 continue
             inputs = list(conv.inputs[:3]) + [None] * (3 - len(conv.inputs[:3]))
@@ -319,10 +328,7 @@ class CpuMatMulFusionPass(RewritePass):
                     nodes.append(nxt)  # type: ignore[arg-type]
                     out = nxt.outputs[0]  # type: ignore[union-attr]
                     nxt = sole_consumer(out)
-            act = _activation_of(model, nxt, out)
-            if act is not None:
-                nodes.append(nxt)  # type: ignore[arg-type]
-                out = nxt.outputs[0]  # type: ignore[union-attr]
+            act, out = _take_activation(model, nodes, nxt, out)
             if len(nodes) == 1:
                 continue
             op = "FusedMatMul" if mm.op_type == "MatMul" else "FusedGemm"
