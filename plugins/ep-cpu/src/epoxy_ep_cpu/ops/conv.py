@@ -541,7 +541,7 @@ def _im2col(x: np.ndarray, pk: _ConvWeights, group: int, strides, dilations, beg
     return y
 
 
-def _flat_eligible(x: np.ndarray, group: int, nsp: int, strides, dilations, begin, end) -> bool:  # type: ignore[no-untyped-def]
+def _flat_eligible(dtype: np.dtype, group: int, nsp: int, strides, dilations, begin, end) -> bool:  # type: ignore[no-untyped-def]
     """Group-1 stride-1 undilated 2-D float convolutions with pads >= 0: the layers that
     have several paths (``pick_path`` / ``flat_candidates``)."""
     return (
@@ -551,7 +551,7 @@ def _flat_eligible(x: np.ndarray, group: int, nsp: int, strides, dilations, begi
         and dilations == (1, 1)
         and min(begin) >= 0
         and min(end) >= 0
-        and x.dtype in (np.float32, np.float64)
+        and dtype in (np.float32, np.float64)
     )
 
 
@@ -585,7 +585,7 @@ def _conv_forward(
         return conv_depthwise_flat(x, w, pk.kernel, begin, end, out_sp, pk.bias)
     if pk.depthwise_cl is not None and x.shape[1] == m and min(begin) >= 0 and min(end) >= 0:
         return conv_depthwise_cl(x, pk.depthwise_cl, pk.kernel, strides, dilations, begin, end, out_sp, pk.bias)
-    if _flat_eligible(x, group, nsp, strides, dilations, begin, end):
+    if _flat_eligible(x.dtype, group, nsp, strides, dilations, begin, end):
         path = pk.chosen.get(x.shape) if pk.chosen else None
         if path is None:
             path = pick_path(x.shape[1], m, pk.kernel, out_sp, prepacked, x.dtype, winograd)
@@ -623,8 +623,7 @@ def _prepare_path(
     except Exception:  # noqa: BLE001 - odd attributes: decided at run time
         return
     dtype = pk.w.dtype
-    probe = np.empty((0,), dtype)
-    if shape[1] != pk.w.shape[1] or 0 in shape or 0 in out_sp or not _flat_eligible(probe, 1, 2, strides, dilations, begin, end):
+    if shape[1] != pk.w.shape[1] or 0 in shape or 0 in out_sp or not _flat_eligible(dtype, 1, 2, strides, dilations, begin, end):
         return
     candidates = flat_candidates(pk.kernel, dtype, winograd)
     if measure and len(candidates) > 1:
