@@ -45,13 +45,30 @@ def __getattr__(name: str) -> Any:
 
 
 def get_all_providers() -> list[str]:
-    """Names of every installed provider (available on this host or not), by priority."""
-    return [e.name for e in default_registry().entries()]
+    """Names of every installed provider (available on this host or not), by priority.
+
+    A list of epoxy's names whose ``in`` also knows their onnxruntime aliases
+    (``"CPUExecutionProvider" in epoxy.get_all_providers()``): an
+    :class:`epoxy.provider_names.ProviderNames`.
+    """
+    from .provider_names import ProviderNames
+
+    registry = default_registry()
+    return ProviderNames([e.name for e in registry.entries()], registry.aliases())
 
 
 def get_available_providers() -> list[str]:
-    """Names of installed providers that found a device here, by priority."""
-    return [e.name for e in default_registry().entries() if e.available]
+    """Names of installed providers that found a device here, by priority.
+
+    A list of epoxy's names (``providers=epoxy.get_available_providers()`` works) whose
+    ``in`` also knows their onnxruntime aliases: ``"CUDAExecutionProvider" in
+    epoxy.get_available_providers()`` is True when cuda is available: an
+    :class:`epoxy.provider_names.ProviderNames`.
+    """
+    from .provider_names import ProviderNames
+
+    registry = default_registry()
+    return ProviderNames([e.name for e in registry.entries() if e.available], registry.aliases())
 
 
 __all__ = [

@@ -248,6 +248,19 @@ class ProviderFactory(Protocol):
       removed before ``create`` and are not listed here. Typed by
       :class:`ProviderFactoryWithOptions`.
     - ``supported_ops() -> list[epoxy.kit.OpSupport]``: ops with opset ranges, for ``epoxy ops``.
+
+    Optional attribute (same rules: absent is fine, no ``SDK_API_VERSION`` change):
+
+    - ``aliases: tuple[str, ...]``: other names sessions accept for this provider, typically
+      its onnxruntime name (``("CUDAExecutionProvider",)``), so code written for onnxruntime
+      runs unchanged: ``providers=["CUDAExecutionProvider"]`` selects it and
+      ``"CUDAExecutionProvider" in epoxy.get_available_providers()`` is True. The provider
+      keeps its own name everywhere else (reports, options, ``epoxy providers``). Each alias
+      must be a non-empty str; a value that is not a tuple or list of such names is ignored
+      (the reason is shown, the provider still loads). An alias equal to a reserved name
+      (``core``, ``copy``), to another provider's name, or to an alias another provider
+      registered first is refused (a plugin failure at stage ``alias``); the provider still
+      registers under its own name.
     """
 
     name: str

@@ -123,8 +123,9 @@ class DeviceIO:
 
     # -- running ----------------------------------------------------------------------------
     def run(self, feeds: Mapping[str, Any], on_device: Mapping[str, str], names: Sequence[str],
-            fetch_on_device: Mapping[str, str]) -> list[Any]:
-        """Run the variant plan for these device feeds and fetches (derived on first use)."""
+            fetch_on_device: Mapping[str, str], stop: Any = None) -> list[Any]:
+        """Run the variant plan for these device feeds and fetches (derived on first use);
+        ``stop`` as in :meth:`SequentialExecutor.run`."""
         key = (frozenset(on_device.items()), frozenset(fetch_on_device.items()))
         variant = self._variants.get(key)
         if variant is None:
@@ -140,7 +141,7 @@ class DeviceIO:
                 placed.append((route.device_slot, value))
             if route.host_slot is not None:
                 placed.append((route.host_slot, route.to_host(value)))
-        return variant.executor.run(placed, [variant.outputs[n] for n in names])
+        return variant.executor.run(placed, [variant.outputs[n] for n in names], stop)
 
     def _derive(self, on_device: Mapping[str, str], fetch_on_device: Mapping[str, str]) -> _Variant:
         io, drop = self.plan.io, set()

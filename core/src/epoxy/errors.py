@@ -2,6 +2,10 @@
 
 All inherit from :class:`EpoxyError`, so callers can catch one type; each carries the
 node / input / provider involved as attributes as well as in the message.
+
+Each is also one of onnxruntime's exception classes (``Fail``, ``InvalidArgument``,
+``NoSuchFile``, ...; defined here and exported by :mod:`epoxy.capi`), so code written for
+onnxruntime that catches those keeps catching the same failures under ``import epoxy as ort``.
 """
 
 from __future__ import annotations
@@ -11,11 +15,81 @@ class EpoxyError(Exception):
     """Base class of every error epoxy raises on purpose."""
 
 
-class ModelLoadError(EpoxyError):
+# -- onnxruntime's exception names (its status codes); epoxy's classes below inherit them ----
+class Fail(EpoxyError):
+    """onnxruntime ``FAIL``: a general failure (epoxy: partitioning, a stopped run)."""
+
+
+class InvalidArgument(EpoxyError):
+    """onnxruntime ``INVALID_ARGUMENT``: a wrong argument, option or feed."""
+
+
+class NoSuchFile(EpoxyError):
+    """onnxruntime ``NO_SUCHFILE``: the model file does not exist."""
+
+
+class NoModel(EpoxyError):
+    """onnxruntime ``NO_MODEL``: no model was given (epoxy never raises it; kept for ``except``)."""
+
+
+class EngineError(EpoxyError):
+    """onnxruntime ``ENGINE_ERROR`` (epoxy never raises it; kept for ``except`` clauses)."""
+
+
+class RuntimeException(EpoxyError):
+    """onnxruntime ``RUNTIME_EXCEPTION``: a kernel or a resource limit failed during a run."""
+
+
+class InvalidProtobuf(EpoxyError):
+    """onnxruntime ``INVALID_PROTOBUF``: the bytes are not an ONNX model."""
+
+
+class ModelLoaded(EpoxyError):
+    """onnxruntime ``MODEL_LOADED`` (epoxy never raises it; kept for ``except`` clauses)."""
+
+
+class OrtNotImplemented(EpoxyError):
+    """onnxruntime ``NOT_IMPLEMENTED`` (exported as ``epoxy.capi.NotImplemented``): no
+    provider implements an op."""
+
+
+class InvalidGraph(EpoxyError):
+    """onnxruntime ``INVALID_GRAPH``: the graph is structurally wrong."""
+
+
+class EPFail(EpoxyError):
+    """onnxruntime ``EP_FAIL``: an execution provider failed."""
+
+
+class NotFound(EpoxyError):
+    """onnxruntime ``NOT_FOUND`` (epoxy never raises it; kept for ``except`` clauses)."""
+
+
+class ModelLoadCanceled(EpoxyError):
+    """onnxruntime ``MODEL_LOAD_CANCELED`` (epoxy never raises it; kept for ``except``)."""
+
+
+class ModelRequiresCompilation(EpoxyError):
+    """onnxruntime ``MODEL_REQUIRES_COMPILATION`` (epoxy never raises it; kept for ``except``)."""
+
+
+class DeviceReset(EpoxyError):
+    """onnxruntime's device-reset error (epoxy never raises it; kept for ``except``)."""
+
+
+class ModelLoadError(Fail):
     """The model could not be read, parsed, validated or shape-inferred."""
 
 
-class InvalidGraphError(ModelLoadError):
+class ModelFileNotFoundError(ModelLoadError, NoSuchFile, FileNotFoundError):
+    """The model path does not name a file."""
+
+
+class InvalidProtobufError(ModelLoadError, InvalidProtobuf):
+    """The bytes or file are not a parsable ONNX protobuf."""
+
+
+class InvalidGraphError(ModelLoadError, InvalidGraph):
     """The graph is structurally wrong (cycle, dangling input, duplicate name...)."""
 
     def __init__(self, message: str, *, node: str | None = None) -> None:
@@ -23,7 +97,7 @@ class InvalidGraphError(ModelLoadError):
         self.node = node
 
 
-class UnsupportedOpError(EpoxyError):
+class UnsupportedOpError(OrtNotImplemented):
     """No provider in the session can run a node."""
 
     def __init__(self, message: str, *, node: str, op_type: str, domain: str = "", opset: int | None = None) -> None:
@@ -34,7 +108,7 @@ class UnsupportedOpError(EpoxyError):
         self.opset = opset
 
 
-class InvalidFeedError(EpoxyError, ValueError):
+class InvalidFeedError(InvalidArgument, ValueError):
     """A feed passed to ``run`` is missing, unknown, or has the wrong dtype/shape."""
 
     def __init__(self, message: str, *, input_name: str | None = None) -> None:
@@ -42,11 +116,11 @@ class InvalidFeedError(EpoxyError, ValueError):
         self.input_name = input_name
 
 
-class InvalidArgumentError(EpoxyError, ValueError):
+class InvalidArgumentError(InvalidArgument, ValueError):
     """An argument to a public API (options, output names, providers) is wrong."""
 
 
-class ProviderError(EpoxyError):
+class ProviderError(EPFail):
     """A provider failed while being created, asked for capability, or compiling."""
 
     def __init__(self, message: str, *, provider: str | None = None) -> None:
@@ -58,11 +132,11 @@ class PluginLoadError(ProviderError):
     """A plugin failed to import or register (raised only in strict mode)."""
 
 
-class PartitionError(EpoxyError):
+class PartitionError(Fail):
     """Nodes could not be assigned to providers (e.g. fallback disabled)."""
 
 
-class KernelError(EpoxyError):
+class KernelError(RuntimeException):
     """A kernel raised while running; names the node, op and provider."""
 
     def __init__(self, message: str, *, node: str, op_type: str, provider: str) -> None:
@@ -72,7 +146,7 @@ class KernelError(EpoxyError):
         self.provider = provider
 
 
-class ResourceLimitError(EpoxyError):
+class ResourceLimitError(RuntimeException):
     """A value would exceed a configured resource limit; names the value and the numbers."""
 
     def __init__(self, message: str, *, value: str | None = None, nbytes: int | None = None,
@@ -81,3 +155,8 @@ class ResourceLimitError(EpoxyError):
         self.value = value
         self.nbytes = nbytes
         self.limit = limit
+
+
+class RunTerminatedError(Fail):
+    """A run was stopped by ``RunOptions.terminate`` (set from another thread); the session
+    stays usable."""

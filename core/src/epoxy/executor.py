@@ -9,13 +9,25 @@ dependencies (``Step.after``) so independent steps can be dispatched concurrentl
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 from .arena import ArenaPool
 from .contract import KernelFn
-from .errors import EpoxyError, KernelError
+from .errors import EpoxyError, KernelError, RunTerminatedError
 from .placement import IOPlacement
+
+#: the stop flag (a ``threading.Event``) of the run in progress in this context, if any:
+#: loops inside kernels (Loop, Scan) read it through :func:`check_terminated`
+RUN_STOP: ContextVar[Any] = ContextVar("epoxy_run_stop", default=None)
+
+
+def check_terminated(where: str) -> None:
+    """Raise :class:`RunTerminatedError` when the current run was asked to stop."""
+    stop = RUN_STOP.get()
+    if stop is not None and stop.is_set():
+        raise RunTerminatedError(f"run terminated (RunOptions.terminate was set) in {where}")
 
 
 @dataclass(frozen=True)
@@ -61,23 +73,36 @@ class SequentialExecutor:
             for s, frees in zip(plan.steps, plan.frees)
         ]
 
-    def run(self, feeds: Sequence[tuple[int, Any]], fetch: Sequence[int]) -> list[Any]:
-        """Run with ``feeds`` as (slot, value) pairs; return the values of ``fetch`` slots."""
-        if self._pool is None:
-            return self._run(feeds, fetch, None)
-        arena = self._pool.acquire()
-        try:
-            return self._run(feeds, fetch, arena)
-        finally:
-            self._pool.release(arena)
+    def run(self, feeds: Sequence[tuple[int, Any]], fetch: Sequence[int], stop: Any = None) -> list[Any]:
+        """Run with ``feeds`` as (slot, value) pairs; return the values of ``fetch`` slots.
 
-    def _run(self, feeds: Sequence[tuple[int, Any]], fetch: Sequence[int], arena: list[Any] | None) -> list[Any]:
+        ``stop``: a ``threading.Event``; once set (from any thread) the run ends before its
+        next step with :class:`RunTerminatedError`."""
+        token = RUN_STOP.set(stop) if stop is not None else None
+        try:
+            if self._pool is None:
+                return self._run(feeds, fetch, None, stop)
+            arena = self._pool.acquire()
+            try:
+                return self._run(feeds, fetch, arena, stop)
+            finally:
+                self._pool.release(arena)
+        finally:
+            if token is not None:
+                RUN_STOP.reset(token)
+
+    def _run(self, feeds: Sequence[tuple[int, Any]], fetch: Sequence[int], arena: list[Any] | None,
+             stop: Any = None) -> list[Any]:
         values = list(self.plan.initial)
         for slot, value in feeds:
             values[slot] = value
         index = 0
         try:
             for index, (fn, ins, single, outs, frees, use_out) in enumerate(self._program):
+                if stop is not None and stop.is_set():
+                    step = self.plan.steps[index]
+                    raise RunTerminatedError(
+                        f"run terminated (RunOptions.terminate was set) before node {step.label!r} ({step.op_type})")
                 if use_out:
                     result = fn(*[values[i] for i in ins], out=arena[single])  # type: ignore[index]
                 else:

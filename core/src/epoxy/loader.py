@@ -9,6 +9,7 @@ import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,7 @@ import onnx
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
-from .errors import ModelLoadError
+from .errors import InvalidProtobufError, ModelFileNotFoundError, ModelLoadError
 from .wire import load_mapped
 
 #: model files at least this large are memory mapped (weights are not copied)
@@ -35,6 +36,12 @@ class LoadedModel:
     warnings: list[str] = field(default_factory=list)
 
 
+def _copy(proto: onnx.ModelProto) -> onnx.ModelProto:
+    copied = onnx.ModelProto()
+    copied.CopyFrom(proto)
+    return copied
+
+
 def _read_proto(source: ModelSource) -> tuple[onnx.ModelProto, str, Path | None, dict[str, np.ndarray]]:
     """The protobuf, a display name, the folder external data is relative to, and the
     initializers kept as views of the memory-mapped file (large files only, see wire.py)."""
@@ -45,21 +52,21 @@ def _read_proto(source: ModelSource) -> tuple[onnx.ModelProto, str, Path | None,
         try:
             proto.ParseFromString(bytes(source))
         except (DecodeError, RuntimeError, ValueError) as exc:
-            raise ModelLoadError(f"model bytes are not a valid ONNX protobuf: {exc}") from exc
+            raise InvalidProtobufError(f"model bytes are not a valid ONNX protobuf: {exc}") from exc
         if not proto.graph.node and not proto.graph.output:
             raise ModelLoadError("model bytes parsed to an empty model (no graph outputs)")
         return proto, "<bytes>", None, {}
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if not path.is_file():
-            raise ModelLoadError(f"model file not found: {path}")
+            raise ModelFileNotFoundError(f"model file not found: {path}")
         try:
             if path.stat().st_size >= MAPPED_FILE_MIN_BYTES:
                 proto, mapped = load_mapped(path)
                 return proto, str(path), path.resolve().parent, mapped
             proto = onnx.load(str(path), load_external_data=False)
         except (DecodeError, RuntimeError, ValueError, OSError) as exc:
-            raise ModelLoadError(f"cannot parse {path} as an ONNX model: {exc}") from exc
+            raise InvalidProtobufError(f"cannot parse {path} as an ONNX model: {exc}") from exc
         return proto, str(path), path.resolve().parent, {}
     raise ModelLoadError(
         f"model must be a path, bytes or onnx.ModelProto, got {type(source).__name__}"
@@ -223,7 +230,8 @@ def _densify_sparse(proto: onnx.ModelProto) -> None:
 
 
 def load_model(source: ModelSource, *, check: bool = True, infer_shapes: bool = True,
-               memory_limit: int | None = None) -> LoadedModel:
+               memory_limit: int | None = None,
+               prepare: Callable[[onnx.ModelProto], None] | None = None) -> LoadedModel:
     """Read, validate and shape-infer a model, returning it as an ``onnx_ir`` model.
 
     ``memory_limit``: tensors whose declared size is above it are refused before their
@@ -237,6 +245,10 @@ def load_model(source: ModelSource, *, check: bool = True, infer_shapes: bool = 
 
         check_proto_sizes(proto, memory_limit, name)
     _load_external_data(proto, base_dir, name)
+    if prepare is not None:  # the session options' edits (free dimensions, initializers)
+        if isinstance(source, onnx.ModelProto):
+            proto = _copy(proto)  # never edit the caller's proto
+        prepare(proto)
     notes: list[str] = []
     try:
         _densify_sparse(proto)

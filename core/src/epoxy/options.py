@@ -1,13 +1,65 @@
-"""Session options (the onnxruntime-style knobs users already know)."""
+"""Session and run options, with onnxruntime's names, enums and semantics.
+
+Code written for onnxruntime sets ``SessionOptions`` attributes one by one; epoxy takes the
+same attributes (and keyword arguments to the constructor). Every attribute is checked when
+it is set, an attribute that does not exist raises ``AttributeError`` listing the known
+ones, and knobs epoxy has no use for warn instead of doing nothing silently.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import enum
+import threading
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from .errors import InvalidArgumentError
 
+
+class GraphOptimizationLevel(enum.IntEnum):
+    """onnxruntime's optimization levels; each maps to one of epoxy's pass levels."""
+
+    ORT_DISABLE_ALL = 0
+    ORT_ENABLE_BASIC = 1
+    ORT_ENABLE_EXTENDED = 2
+    ORT_ENABLE_LAYOUT = 3  # epoxy has no layout-only passes: runs what "extended" runs
+    ORT_ENABLE_ALL = 99
+
+    @property
+    def epoxy_level(self) -> str:
+        """epoxy's name of this level (``disable``, ``basic``, ``extended``, ``all``)."""
+        return _LEVEL_NAMES[self]
+
+
+class ExecutionMode(enum.IntEnum):
+    """Steps one after another, or independent steps on a thread pool."""
+
+    ORT_SEQUENTIAL = 0
+    ORT_PARALLEL = 1
+
+
+class ExecutionOrder(enum.IntEnum):
+    """onnxruntime's node orderings; epoxy runs its planned (topological) order only."""
+
+    DEFAULT = 0
+    PRIORITY_BASED = 1
+    MEMORY_EFFICIENT = 2
+
+
+_LEVEL_NAMES = {
+    GraphOptimizationLevel.ORT_DISABLE_ALL: "disable",
+    GraphOptimizationLevel.ORT_ENABLE_BASIC: "basic",
+    GraphOptimizationLevel.ORT_ENABLE_EXTENDED: "extended",
+    GraphOptimizationLevel.ORT_ENABLE_LAYOUT: "extended",
+    GraphOptimizationLevel.ORT_ENABLE_ALL: "all",
+}
 OPTIMIZATION_LEVELS = ("disable", "basic", "extended", "all")
+_LEVEL_BY_NAME = {"disable": GraphOptimizationLevel.ORT_DISABLE_ALL, "basic": GraphOptimizationLevel.ORT_ENABLE_BASIC,
+                  "extended": GraphOptimizationLevel.ORT_ENABLE_EXTENDED, "all": GraphOptimizationLevel.ORT_ENABLE_ALL}
 EXECUTION_MODES = ("sequential", "parallel")
+CHECK_MODES = ("warn", "strict", "off")
+
 #: Provider options the core takes itself, for every provider, before ``create`` sees them.
 CORE_PROVIDER_OPTIONS: dict[str, str] = {
     "device_index": "which of the provider's devices to use, int (default 0, the first one "
@@ -15,55 +67,337 @@ CORE_PROVIDER_OPTIONS: dict[str, str] = {
 }
 
 
-@dataclass
-class SessionOptions:
-    """Options for :class:`epoxy.InferenceSession`.
+# -- attribute normalizers: value in, canonical value out, or a clear error -----------------
+def _enum_or_name(enum_type: type[enum.IntEnum], names: Mapping[str, enum.IntEnum]) -> Callable[[str, Any], Any]:
+    def normalize(field: str, value: Any) -> Any:
+        if isinstance(value, enum.Enum) and not isinstance(value, enum_type):
+            raise InvalidArgumentError(f"{field} must be a {enum_type.__name__}, got {value!r}")
+        if isinstance(value, str):
+            if value in names:
+                return names[value]
+            if value in enum_type.__members__:
+                return enum_type[value]
+        elif isinstance(value, int) and not isinstance(value, bool):
+            try:
+                return enum_type(value)
+            except ValueError:
+                pass
+        choices = [*names, *enum_type.__members__]
+        raise InvalidArgumentError(f"{field} must be one of {choices} (or {enum_type.__name__}), got {value!r}")
 
-    ``graph_optimization_level``: ``disable``, ``basic``, ``extended`` or ``all``.
-    ``disable_fallback``: when True, cpu is not appended to the provider list and a node no
-    listed provider claims is an error naming it.
-    ``intra_op_num_threads``: threads inside one kernel (BLAS); 0 leaves the library default.
-    numpy's BLAS pool is process-wide, so this sets it for the whole process (threadpoolctl).
-    ``execution_mode``: ``sequential`` or ``parallel`` (independent steps on a thread pool of
-    ``inter_op_num_threads`` workers, default 2).
-    ``enable_profiling``: time every step; ``InferenceSession.end_profiling()`` writes a trace.
-    ``check_model`` / ``infer_shapes``: run ``onnx.checker`` / shape inference on load.
-    ``memory_limit_bytes``: cap on any one value (and on the planned peak); ``None`` = no cap.
-    Declared or inferred sizes above it are refused at session creation, feeds above it and
-    Loop/Scan/sequence growth past it at run time (:class:`~epoxy.errors.ResourceLimitError`).
-    Outputs whose size comes from tensor values (ConstantOfShape, Expand, Range, Tile, Pad,
-    Resize, OneHot) are checked before allocation against it and, set or not, against the
-    memory the process can still get (free RAM + swap, cgroup limit): a clear error rather
-    than a MemoryError or the OOM killer.
-    ``max_loop_iterations``: a Loop running more iterations than this is stopped with a
-    ``ResourceLimitError`` (``None`` = no cap; a Loop without a trip count can run forever).
+    return normalize
+
+
+def _count(field: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgumentError(f"{field} must be an int >= 0, got {value!r}")
+    return value
+
+
+def _flag(field: str, value: Any) -> bool:
+    if not isinstance(value, (bool, int)) or value not in (0, 1):
+        raise InvalidArgumentError(f"{field} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _text(field: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"{field} must be a str, got {type(value).__name__}")
+    return value
+
+
+def _severity(field: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not -1 <= value <= 4:
+        raise InvalidArgumentError(f"{field} must be an int from -1 (default) to 4 (fatal), got {value!r}")
+    return value
+
+
+def _positive_or_none(field: str, value: Any) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+        raise InvalidArgumentError(f"{field} must be a positive int or None, got {value!r}")
+    return value
+
+
+def _check_mode(field: str, value: Any) -> str:
+    if value is True:
+        return "strict"
+    if value is False:
+        return "off"
+    if value not in CHECK_MODES:
+        raise InvalidArgumentError(f"{field} must be one of {CHECK_MODES} (or True=strict / False=off), got {value!r}")
+    return value
+
+
+def _execution_order(field: str, value: Any) -> ExecutionOrder:
+    order = _enum_or_name(ExecutionOrder, {"default": ExecutionOrder.DEFAULT})(field, value)
+    if order != ExecutionOrder.DEFAULT:
+        raise InvalidArgumentError(
+            f"{field}={order.name} is not offered: epoxy runs nodes in its planned topological order "
+            "(memory is planned by liveness); use ExecutionOrder.DEFAULT")
+    return order
+
+
+def _no_effect(reason: str) -> Callable[[str, Any], Any]:
+    """A knob epoxy accepts for onnxruntime code but cannot honour: setting it to anything
+    but its default warns with ``reason`` (no silent no-ops)."""
+
+    def normalize(field: str, value: Any) -> Any:
+        return _flag(field, value)
+
+    normalize.reason = reason  # type: ignore[attr-defined]
+    return normalize
+
+
+#: attribute -> (default, normalizer). Order is the order ``repr`` shows.
+_FIELDS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
+    "graph_optimization_level": (GraphOptimizationLevel.ORT_ENABLE_ALL,
+                                 _enum_or_name(GraphOptimizationLevel, _LEVEL_BY_NAME)),
+    "execution_mode": (ExecutionMode.ORT_SEQUENTIAL, _enum_or_name(
+        ExecutionMode, {"sequential": ExecutionMode.ORT_SEQUENTIAL, "parallel": ExecutionMode.ORT_PARALLEL})),
+    "execution_order": (ExecutionOrder.DEFAULT, _execution_order),
+    "intra_op_num_threads": (0, _count),
+    "inter_op_num_threads": (0, _count),
+    "enable_profiling": (False, _flag),
+    "profile_file_prefix": ("epoxy_profile", _text),
+    "optimized_model_filepath": ("", _text),
+    "log_severity_level": (-1, _severity),
+    "log_verbosity_level": (0, _count),
+    "logid": ("", _text),
+    "enable_cpu_mem_arena": (True, _flag),
+    "enable_mem_pattern": (True, _flag),
+    "enable_mem_reuse": (True, _flag),
+    "use_deterministic_compute": (False, _flag),
+    "use_per_session_threads": (True, _no_effect(
+        "numpy's BLAS thread pool is process-wide: intra_op_num_threads sets it for the whole process")),
+    # epoxy's own
+    "disable_fallback": (False, _flag),
+    "check_model": ("warn", _check_mode),
+    "infer_shapes": (True, _flag),
+    "memory_limit_bytes": (None, _positive_or_none),
+    "max_loop_iterations": (None, _positive_or_none),
+}
+
+#: ``add_session_config_entry`` keys that take effect: key -> (attribute, value parser)
+_CONFIG_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "session.disable_cpu_ep_fallback": ("disable_fallback", lambda v: v.strip() == "1"),
+    "session.strict_shape_type_inference": ("check_model", lambda v: "strict" if v.strip() == "1" else "warn"),
+    "session.use_deterministic_compute": ("use_deterministic_compute", lambda v: v.strip() == "1"),
+    "epoxy.check_model": ("check_model", str.strip),
+    "epoxy.memory_limit_bytes": ("memory_limit_bytes", lambda v: int(v) if v.strip() else None),
+    "epoxy.max_loop_iterations": ("max_loop_iterations", lambda v: int(v) if v.strip() else None),
+}
+#: keys with a fixed meaning epoxy can only honour at one value (else an error says why)
+_CONFIG_FIXED: dict[str, tuple[str, str]] = {
+    "session.load_model_format": ("ONNX", "epoxy reads ONNX models only (no .ort format)"),
+    "session.save_model_format": ("ONNX", "optimized_model_filepath is written as ONNX only"),
+}
+
+
+class SessionOptions:
+    """Options for :class:`epoxy.InferenceSession` (onnxruntime's ``SessionOptions``).
+
+    onnxruntime's attributes: ``graph_optimization_level`` (a :class:`GraphOptimizationLevel`
+    or epoxy's ``disable``/``basic``/``extended``/``all``; default ``ORT_ENABLE_ALL``, the
+    fastest level, as in onnxruntime), ``execution_mode`` (:class:`ExecutionMode` or
+    ``sequential``/``parallel``: independent steps on ``inter_op_num_threads`` workers, default
+    2), ``intra_op_num_threads`` (BLAS threads; numpy's pool is process-wide, so this sets it
+    for the process), ``enable_profiling`` / ``profile_file_prefix``, ``optimized_model_filepath``
+    (the optimized graph is written there as ONNX), ``log_severity_level`` /
+    ``log_verbosity_level`` / ``logid`` (epoxy's ``logging`` logger ``epoxy``),
+    ``enable_cpu_mem_arena`` / ``enable_mem_pattern`` / ``enable_mem_reuse`` (any False: no
+    planned, reused output buffers; every kernel allocates its outputs),
+    ``use_deterministic_compute`` (epoxy's kernels are deterministic for a given provider and
+    options; recorded), ``execution_order`` (``DEFAULT`` only).
+
+    epoxy's own: ``disable_fallback`` (cpu is not appended; a node no listed provider claims
+    is an error naming it), ``check_model`` (``warn``: onnx.checker complaints that are safe
+    to run become warnings, as onnxruntime loads such models; ``strict``: they are errors;
+    ``off``), ``infer_shapes``, ``memory_limit_bytes`` (cap on any one value and on the planned
+    peak: :class:`~epoxy.errors.ResourceLimitError`), ``max_loop_iterations``.
     """
 
-    graph_optimization_level: str = "basic"
-    disable_fallback: bool = False
-    intra_op_num_threads: int = 0
-    inter_op_num_threads: int = 0
-    execution_mode: str = "sequential"
-    enable_profiling: bool = False
-    profile_file_prefix: str = "epoxy_profile"
-    check_model: bool = True
-    infer_shapes: bool = True
-    memory_limit_bytes: int | None = None
-    max_loop_iterations: int | None = None
+    def __init__(self, **fields: Any) -> None:
+        object.__setattr__(self, "_config", {})
+        object.__setattr__(self, "_dim_overrides", {"name": {}, "denotation": {}})
+        object.__setattr__(self, "_initializers", {})
+        for name, (default, _) in _FIELDS.items():
+            object.__setattr__(self, name, default)
+        for name, value in fields.items():
+            setattr(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        spec = _FIELDS.get(name)
+        if spec is None:
+            raise AttributeError(
+                f"SessionOptions has no attribute {name!r}; known attributes: {sorted(_FIELDS)}")
+        normalize = spec[1]
+        value = normalize(name, value)
+        reason = getattr(normalize, "reason", None)
+        if reason is not None and value != spec[0]:
+            warnings.warn(f"SessionOptions.{name}={value!r} has no effect in epoxy: {reason}", RuntimeWarning,
+                          stacklevel=2)
+        object.__setattr__(self, name, value)
+
+    def __repr__(self) -> str:
+        changed = ", ".join(f"{n}={getattr(self, n)!r}" for n, (d, _) in _FIELDS.items() if getattr(self, n) != d)
+        return f"SessionOptions({changed})"
+
+    # -- derived views the session reads ---------------------------------------------------
+    @property
+    def optimization_level(self) -> str:
+        """epoxy's pass level for ``graph_optimization_level``."""
+        return self.graph_optimization_level.epoxy_level
+
+    @property
+    def parallel(self) -> bool:
+        return self.execution_mode == ExecutionMode.ORT_PARALLEL
+
+    @property
+    def plans_buffers(self) -> bool:
+        """Whether outputs get planned, reused buffers (onnxruntime's arena / mem pattern)."""
+        return self.enable_cpu_mem_arena and self.enable_mem_pattern and self.enable_mem_reuse
 
     def validate(self) -> None:
-        if self.graph_optimization_level not in OPTIMIZATION_LEVELS:
-            raise InvalidArgumentError(
-                f"graph_optimization_level must be one of {OPTIMIZATION_LEVELS}, "
-                f"got {self.graph_optimization_level!r}"
-            )
-        if self.execution_mode not in EXECUTION_MODES:
-            raise InvalidArgumentError(f"execution_mode must be one of {EXECUTION_MODES}, got {self.execution_mode!r}")
-        for name in ("intra_op_num_threads", "inter_op_num_threads"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 0:
-                raise InvalidArgumentError(f"{name} must be an int >= 0, got {value!r}")
-        for name in ("memory_limit_bytes", "max_loop_iterations"):
-            limit = getattr(self, name)
-            if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
-                raise InvalidArgumentError(f"{name} must be a positive int or None, got {limit!r}")
+        """Kept for callers of earlier versions: attributes are checked when they are set."""
+
+    # -- config entries ----------------------------------------------------------------------
+    def add_session_config_entry(self, key: str, value: str) -> None:
+        """Set a string config entry. Keys epoxy knows take effect now (see
+        ``known_config_keys()``); any other key is kept, returned by
+        ``get_session_config_entry`` and listed by the session as unused."""
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise InvalidArgumentError("config entries are str key -> str value")
+        fixed = _CONFIG_FIXED.get(key)
+        if fixed is not None and value.strip().upper() != fixed[0]:
+            raise InvalidArgumentError(f"config entry {key}={value!r} is not offered: {fixed[1]}")
+        known = _CONFIG_KEYS.get(key)
+        if known is not None:
+            attribute, parse = known
+            try:
+                parsed = parse(value)
+            except ValueError as exc:
+                raise InvalidArgumentError(f"config entry {key}={value!r}: {exc}") from exc
+            setattr(self, attribute, parsed)
+        self._config[key] = value
+
+    def get_session_config_entry(self, key: str) -> str:
+        """The value set for ``key``; an unset key is an error, as in onnxruntime."""
+        if key not in self._config:
+            raise InvalidArgumentError(f"session config entry {key!r} is not set; set: {sorted(self._config)}")
+        return self._config[key]
+
+    @staticmethod
+    def known_config_keys() -> list[str]:
+        """Config keys that change what epoxy does."""
+        return sorted([*_CONFIG_KEYS, *_CONFIG_FIXED])
+
+    def unused_config_keys(self) -> list[str]:
+        """Config keys set here that epoxy does not use (the session warns about them)."""
+        return sorted(k for k in self._config if k not in _CONFIG_KEYS and k not in _CONFIG_FIXED)
+
+    # -- model edits applied at load -----------------------------------------------------------
+    def add_free_dimension_override_by_name(self, dim_name: str, dim_value: int) -> None:
+        """Give the symbolic dimension ``dim_name`` of the graph inputs a fixed size."""
+        self._dim_overrides["name"][_text("dim_name", dim_name)] = _dim_value(dim_value)
+
+    def add_free_dimension_override_by_denotation(self, dim_denotation: str, dim_value: int) -> None:
+        """Give every input dimension with this denotation (e.g. ``DATA_BATCH``) a fixed size."""
+        self._dim_overrides["denotation"][_text("dim_denotation", dim_denotation)] = _dim_value(dim_value)
+
+    @property
+    def free_dimension_overrides(self) -> dict[str, dict[str, int]]:
+        return {kind: dict(values) for kind, values in self._dim_overrides.items()}
+
+    def add_initializer(self, name: str, value: Any) -> None:
+        """Replace the model's initializer ``name`` with ``value`` (an ``OrtValue`` or numpy
+        array of the same dtype and shape) when a session loads the model."""
+        self._initializers[_text("name", name)] = value
+
+    def add_external_initializers(self, names: list[str], values: list[Any]) -> None:
+        """Several :meth:`add_initializer` calls (onnxruntime's external-data override)."""
+        if len(names) != len(values):
+            raise InvalidArgumentError(f"add_external_initializers: {len(names)} names but {len(values)} values")
+        for name, value in zip(names, values):
+            self.add_initializer(name, value)
+
+    @property
+    def initializer_overrides(self) -> dict[str, Any]:
+        return dict(self._initializers)
+
+    def register_custom_ops_library(self, library_path: str) -> None:
+        """Not offered: epoxy does not load onnxruntime custom-op shared libraries."""
+        raise InvalidArgumentError(
+            f"register_custom_ops_library({library_path!r}) is not offered: epoxy cannot load onnxruntime "
+            "custom-op libraries (they are C++ against onnxruntime's ABI). Implement the op as a kernel in an "
+            "epoxy provider package (docs/PROVIDER_GUIDE.md), or as a model-local ONNX function")
+
+
+def _dim_value(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgumentError(f"dim_value must be an int >= 0, got {value!r}")
+    return value
+
+
+class RunOptions:
+    """Options for one ``run`` (onnxruntime's ``RunOptions``).
+
+    ``terminate = True`` (from any thread) stops runs using these options at the next step
+    with :class:`~epoxy.errors.RunTerminatedError`; the session stays usable. Set it back to
+    False to reuse the options. ``log_severity_level``, ``log_verbosity_level``, ``logid``,
+    ``run_tag`` label the run in epoxy's log. ``add_run_config_entry`` keys epoxy knows:
+    ``epoxy.output_device`` (where outputs are returned, as the dict option
+    ``{"output_device": ...}``); other keys are kept and warned about at ``run``.
+    """
+
+    _KNOWN_CONFIG = frozenset({"epoxy.output_device"})
+    _ATTRS = ("terminate", "log_severity_level", "log_verbosity_level", "logid", "run_tag",
+              "only_execute_path_to_fetches")
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "_config", {})
+        object.__setattr__(self, "_stop", threading.Event())
+        object.__setattr__(self, "log_severity_level", -1)
+        object.__setattr__(self, "log_verbosity_level", 0)
+        object.__setattr__(self, "logid", "")
+        object.__setattr__(self, "run_tag", "")
+        object.__setattr__(self, "only_execute_path_to_fetches", False)
+
+    @property
+    def terminate(self) -> bool:
+        return self._stop.is_set()
+
+    @terminate.setter
+    def terminate(self, value: bool) -> None:
+        if _flag("terminate", value):
+            self._stop.set()
+        else:
+            self._stop.clear()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "terminate":
+            object.__setattr__(self, name, value)  # the property
+            return
+        checks = {"log_severity_level": _severity, "log_verbosity_level": _count, "logid": _text,
+                  "run_tag": _text, "only_execute_path_to_fetches": _flag}
+        check = checks.get(name)
+        if check is None:
+            raise AttributeError(f"RunOptions has no attribute {name!r}; known attributes: {sorted(self._ATTRS)}")
+        object.__setattr__(self, name, check(name, value))
+
+    def add_run_config_entry(self, key: str, value: str) -> None:
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise InvalidArgumentError("run config entries are str key -> str value")
+        self._config[key] = value
+
+    def get_run_config_entry(self, key: str) -> str:
+        if key not in self._config:
+            raise InvalidArgumentError(f"run config entry {key!r} is not set; set: {sorted(self._config)}")
+        return self._config[key]
+
+    def unused_config_keys(self) -> list[str]:
+        return sorted(k for k in self._config if k not in self._KNOWN_CONFIG)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The dict run options epoxy's ``run`` takes (``output_device``)."""
+        device = self._config.get("epoxy.output_device")
+        return {"output_device": device} if device else {}

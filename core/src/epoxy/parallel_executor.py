@@ -9,13 +9,14 @@ buffers, so there is no reuse hazard between concurrently running steps.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .errors import EpoxyError, KernelError
-from .executor import ExecutionPlan
+from .errors import EpoxyError, KernelError, RunTerminatedError
+from .executor import RUN_STOP, ExecutionPlan
 
 
 class ParallelExecutor:
@@ -40,7 +41,8 @@ class ParallelExecutor:
         self._readers = {s: n for s, n in readers.items() if s not in protected and s not in initial}
         self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="epoxy-inter-op")
 
-    def run(self, feeds: Sequence[tuple[int, Any]], fetch: Sequence[int]) -> list[Any]:
+    def run(self, feeds: Sequence[tuple[int, Any]], fetch: Sequence[int], stop: Any = None) -> list[Any]:
+        """As :meth:`SequentialExecutor.run`; ``stop`` is checked before each step."""
         plan = self.plan
         values = list(plan.initial)
         for slot, value in feeds:
@@ -68,13 +70,22 @@ class ParallelExecutor:
                 if remaining[0] == 0:
                     done.set()
             for user in ready:
-                self._pool.submit(execute, user)
+                submit(user)
+
+        def submit(index: int) -> None:
+            if stop is None:
+                self._pool.submit(execute, index)
+            else:  # kernels' own loops (Loop, Scan) read the stop flag from the context
+                self._pool.submit(contextvars.copy_context().run, execute, index)
 
         def execute(index: int) -> None:
             if failure:
                 return
             step = plan.steps[index]
             try:
+                if stop is not None and stop.is_set():
+                    raise RunTerminatedError(
+                        f"run terminated (RunOptions.terminate was set) before node {step.label!r} ({step.op_type})")
                 result = step.fn(*[values[i] for i in step.inputs])
                 if len(step.outputs) == 1:
                     values[step.outputs[0]] = result
@@ -92,8 +103,13 @@ class ParallelExecutor:
 
         if not plan.steps:
             return [values[s] for s in fetch]
-        for root in self._roots:
-            self._pool.submit(execute, root)
+        token = RUN_STOP.set(stop) if stop is not None else None
+        try:
+            for root in self._roots:
+                submit(root)
+        finally:
+            if token is not None:
+                RUN_STOP.reset(token)
         done.wait()
         if failure:
             raise failure[0]

@@ -86,6 +86,16 @@ def _checked_options(described: Any) -> dict[str, str]:
     return dict(described)
 
 
+def _checked_aliases(declared: Any) -> tuple[str, ...]:
+    """A factory's ``aliases`` as a tuple without repeats, or ``TypeError`` saying what is wrong."""
+    if not isinstance(declared, (tuple, list)):
+        raise TypeError(f"must be a tuple of names, got {type(declared).__name__}")
+    bad = [a for a in declared if not isinstance(a, str) or not a or a != a.strip()]
+    if bad:
+        raise TypeError(f"aliases must be non-empty str without surrounding spaces; not {bad!r}")
+    return tuple(dict.fromkeys(declared))
+
+
 def _env_allowlist() -> frozenset[str] | None:
     raw = os.environ.get(ENV_ALLOWLIST, "").strip()
     return frozenset(p.strip() for p in raw.split(",") if p.strip()) or None
@@ -113,10 +123,36 @@ class ProviderEntry:
     _unavailable: str | None = field(default=None, repr=False)
     _options: dict[str, str] | None = field(default=None, repr=False)
     _options_error: str | None = field(default=None, repr=False)
+    _aliases: tuple[str, ...] = field(default=(), init=False, repr=False)
+    _aliases_error: str | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # read now, not lazily: the registry indexes aliases when the factory registers
+        try:
+            declared = getattr(self.factory, "aliases", ())
+            self._aliases = tuple(a for a in _checked_aliases(declared) if a != self.name)
+        except Exception as exc:  # a broken plugin must not take the host down
+            self._aliases_error = f"aliases: {type(exc).__name__}: {exc}"
+            self._raise_if_strict(self._aliases_error, exc)
 
     @property
     def name(self) -> str:
         return self.factory.name
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """Other names sessions accept for this provider (onnxruntime's, e.g.
+        ``"CPUExecutionProvider"``): the factory's optional ``aliases`` attribute, less those
+        the registry refused (see :meth:`ProviderRegistry.resolve`)."""
+        return self._aliases
+
+    @property
+    def aliases_error(self) -> str | None:
+        """Why the factory's ``aliases`` attribute could not be used (then ignored), or ``None``."""
+        return self._aliases_error
+
+    def _refuse_alias(self, alias: str) -> None:
+        self._aliases = tuple(a for a in self._aliases if a != alias)
 
     def devices(self) -> tuple[Device, ...]:
         """Devices found (enumerated once, lazily; a failure becomes the unavailable reason)."""
@@ -188,6 +224,7 @@ class ProviderRegistry:
         self.pm.add_hookspecs(EpoxySpecs)
         self.failures: list[PluginFailure] = []
         self._entries: dict[str, ProviderEntry] = {}
+        self._alias_owner: dict[str, str] = {}  # alias -> the name of the provider it stands for
         self._passes: list[dict[str, Any]] | None = None
         self._strict = _env_flag(ENV_STRICT)
         from .optimizer.builtin import BuiltinPasses
@@ -273,7 +310,26 @@ class ProviderRegistry:
         if factory.name in self._entries:
             self._fail(plugin, "factory", RuntimeError(f"provider name {factory.name!r} already registered"), distribution)
             return
-        self._entries[factory.name] = ProviderEntry(factory, plugin, distribution, dist_version)
+        entry = ProviderEntry(factory, plugin, distribution, dist_version)
+        self._entries[factory.name] = entry
+        owner = self._alias_owner.pop(factory.name, None)
+        if owner is not None:  # a provider's own name wins over an alias, whichever loaded first
+            self._refuse_alias(self._entries[owner], factory.name, f"it is the name of provider {factory.name!r}")
+        for alias in entry.aliases:
+            if alias in RESERVED_NAMES:
+                self._refuse_alias(entry, alias, "the name is reserved by the core")
+            elif alias in self._entries:
+                self._refuse_alias(entry, alias, f"it is the name of provider {alias!r}")
+            elif alias in self._alias_owner:
+                self._refuse_alias(entry, alias, f"it is already an alias of provider {self._alias_owner[alias]!r}")
+            else:
+                self._alias_owner[alias] = factory.name
+
+    def _refuse_alias(self, entry: ProviderEntry, alias: str, why: str) -> None:
+        """Drop one alias of ``entry`` and record why; the provider keeps its name and other aliases."""
+        entry._refuse_alias(alias)
+        self._fail(entry.plugin, "alias",
+                   RuntimeError(f"alias {alias!r} of provider {entry.name!r} refused: {why}"), entry.distribution)
 
     def _fail(self, plugin: str, stage: str, exc: BaseException, distribution: str | None) -> None:
         reason = f"{type(exc).__name__}: {exc}"
@@ -289,7 +345,30 @@ class ProviderRegistry:
         return sorted(self._entries.values(), key=lambda e: (-e.factory.priority, e.name))
 
     def get(self, name: str) -> ProviderEntry | None:
+        """The provider registered under this name (its canonical name, never an alias)."""
         return self._entries.get(name)
+
+    def resolve(self, name: str) -> ProviderEntry | None:
+        """The provider called ``name``: its own name or one of its aliases
+        (``"CPUExecutionProvider"`` -> the cpu entry); ``None`` when no provider answers to it."""
+        entry = self._entries.get(name)
+        if entry is None and name in self._alias_owner:
+            entry = self._entries.get(self._alias_owner[name])
+        return entry
+
+    def canonical_name(self, name: str) -> str:
+        """The provider's own name for ``name`` when it is an alias, else ``name`` unchanged."""
+        entry = self.resolve(name)
+        return entry.name if entry is not None else name
+
+    def aliases(self) -> dict[str, str]:
+        """Every accepted alias -> the name of the provider it stands for."""
+        return dict(self._alias_owner)
+
+    def describe_names(self) -> list[str]:
+        """Provider names by priority, each followed by its aliases: ``"cpu (CPUExecutionProvider)"``;
+        what errors about unknown providers list."""
+        return [f"{e.name} ({', '.join(e.aliases)})" if e.aliases else e.name for e in self.entries()]
 
     def passes(self) -> list[dict[str, Any]]:
         """Passes registered through ``epoxy_register_passes`` (collected once)."""

@@ -1,7 +1,10 @@
 """Per-step profiling: timings of every kernel call, a top-ops summary and a Chrome trace.
 
 Enabled with ``SessionOptions(enable_profiling=True)``; ``session.end_profiling()`` writes
-a trace loadable in chrome://tracing or Perfetto, as onnxruntime's profiler does.
+the trace in the format onnxruntime's profiler writes (a JSON list of complete events:
+``Session`` events for model loading, session initialization and each ``model_run``,
+``Node`` events named ``<node>_kernel_time`` with ``op_name`` and ``provider`` in ``args``),
+so scripts that read onnxruntime profiles read epoxy's; chrome://tracing and Perfetto open it.
 """
 
 from __future__ import annotations
@@ -32,11 +35,17 @@ class StepEvent:
 
 
 class Profiler:
-    """Collects events; thread-safe so parallel runs can record into it."""
+    """Collects events; thread-safe so parallel runs can record into it.
 
-    def __init__(self) -> None:
-        self.origin = time.perf_counter()
+    ``origin``: the ``perf_counter`` time events count from (the session's start);
+    ``session_phases``: seconds spent in each creation phase (load, optimize, ...), shown as
+    onnxruntime's ``model_loading_uri`` and ``session_initialization`` events."""
+
+    def __init__(self, origin: float | None = None, session_phases: dict[str, float] | None = None) -> None:
+        self.origin = time.perf_counter() if origin is None else origin
+        self.session_phases = dict(session_phases or {})
         self.events: list[StepEvent] = []
+        self.run_spans: list[tuple[int, float, float]] = []  # (run, start us, duration us)
         self.runs = 0
         self._lock = threading.Lock()
 
@@ -44,6 +53,10 @@ class Profiler:
         with self._lock:
             self.runs += 1
             return self.runs
+
+    def record_run(self, run: int, start: float, end: float) -> None:
+        with self._lock:
+            self.run_spans.append((run, (start - self.origin) * 1e6, (end - start) * 1e6))
 
     def record(self, event: StepEvent) -> None:
         with self._lock:
@@ -62,19 +75,30 @@ class Profiler:
         ]
         return sorted(rows, key=lambda r: -r["total_ms"])[:limit]
 
-    def chrome_trace(self) -> dict[str, Any]:
-        return {
-            "traceEvents": [
-                {"name": e.label, "cat": e.op_type, "ph": "X", "ts": e.start_us, "dur": e.duration_us,
-                 "pid": os.getpid(), "tid": e.thread, "args": {"op_type": e.op_type, "provider": e.provider, "run": e.run}}
-                for e in self.events
-            ],
-            "displayTimeUnit": "ms",
-        }
+    def trace_events(self, provider_names: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        """onnxruntime's profile: complete events in microseconds since the session began.
+        ``provider_names``: epoxy name -> the name to show (the alias the user asked with)."""
+        names = provider_names or {}
+        pid = os.getpid()
+        tid = threading.get_ident()
 
-    def write(self, path: str) -> str:
+        def event(cat: str, name: str, ts: float, dur: float, thread: int, args: dict[str, Any]) -> dict[str, Any]:
+            return {"cat": cat, "pid": pid, "tid": thread, "dur": int(round(dur)), "ts": int(round(ts)), "ph": "X",
+                    "name": name, "args": args}
+
+        load = self.session_phases.get("load", 0.0) * 1e6
+        init = sum(v for k, v in self.session_phases.items() if k != "load") * 1e6
+        events = [event("Session", "model_loading_uri", 0.0, load, tid, {}),
+                  event("Session", "session_initialization", load, init, tid, {})]
+        events += [event("Session", "model_run", start, dur, tid, {"run": run}) for run, start, dur in self.run_spans]
+        events += [event("Node", f"{e.label}_kernel_time", e.start_us, e.duration_us, e.thread,
+                         {"op_name": e.op_type, "provider": names.get(e.provider, e.provider), "run": e.run})
+                   for e in self.events]
+        return sorted(events, key=lambda e: e["ts"])
+
+    def write(self, path: str, provider_names: dict[str, str] | None = None) -> str:
         with open(path, "w") as f:
-            json.dump(self.chrome_trace(), f)
+            json.dump(self.trace_events(provider_names), f)
         return path
 
 
@@ -105,6 +129,10 @@ class ProfilingExecutor(SequentialExecutor):
             for (fn, ins, single, outs, frees, use_out), step in zip(self._program, plan.steps)
         ]
 
-    def run(self, feeds: Sequence[tuple[int, Any]], fetch: Sequence[int]) -> list[Any]:
-        self._run_id[0] = self.profiler.next_run()
-        return super().run(feeds, fetch)
+    def run(self, feeds: Sequence[tuple[int, Any]], fetch: Sequence[int], stop: Any = None) -> list[Any]:
+        run = self._run_id[0] = self.profiler.next_run()
+        start = time.perf_counter()
+        try:
+            return super().run(feeds, fetch, stop)
+        finally:
+            self.profiler.record_run(run, start, time.perf_counter())

@@ -2,25 +2,29 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from .contract import Allocator, Provider, ValueType
 from .control_flow import ControlFlowProvider
 from .device_io import DeviceIO
-from .dtypes import describe_dtype
-from .errors import InvalidArgumentError, ProviderError
+from .errors import InvalidArgumentError, ProviderError, RunTerminatedError
 from .executor import SequentialExecutor
 from .feeds import check_feeds
 from .functions import inline_local_functions, partition_graph, reinfer_shapes
 from .limits import check_feeds as check_feed_sizes
 from .limits import check_planned_peak, check_static_values, memory_limit_scope
 from .loader import ModelSource, load_model
+from .model_edits import model_edits, save_optimized
+from .model_meta import ModelMetadata
 from .optimizer import optimize
-from .options import SessionOptions
+from .options import RunOptions, SessionOptions
+from .output_safety import detach_aliases, owners_of
 from .parallel_executor import ParallelExecutor
 from .placement import HOST, IOPlacement, device_key
 from .plan_builder import build_plan
@@ -28,13 +32,9 @@ from .plugins import ProviderRegistry, default_registry, strict_mode
 from .profiling import Profiler, ProfilingExecutor
 from .report import PartitionReport
 from .threads import set_blas_threads
+from .type_strings import type_string as _type_string
 
 FALLBACK_PROVIDER = "cpu"
-
-_ORT_TYPE_NAMES = {
-    "float32": "float", "float64": "double", "object": "string",
-}
-
 
 @dataclass(frozen=True)
 class NodeArg:
@@ -48,15 +48,6 @@ class NodeArg:
     @property
     def dtype(self) -> Any:
         return self.value_type.dtype
-
-
-def _type_string(vt: ValueType) -> str:
-    if vt.kind == "tensor":
-        name = describe_dtype(vt.dtype)
-        return f"tensor({_ORT_TYPE_NAMES.get(name, name)})"
-    if vt.kind in ("sequence", "optional"):
-        return f"{vt.kind}({_type_string(vt.element or ValueType())})"
-    return "unknown"
 
 
 def _normalize_providers(
@@ -112,36 +103,60 @@ class InferenceSession:
 
     def __init__(
         self,
-        model: ModelSource,
+        path_or_bytes: ModelSource,
+        sess_options: SessionOptions | None = None,
         providers: Sequence[Any] | None = None,
         provider_options: Any = None,
-        sess_options: SessionOptions | None = None,
         *,
         registry: ProviderRegistry | None = None,
+        **unknown: Any,
     ) -> None:
+        if unknown:
+            raise TypeError(f"InferenceSession got unknown keyword argument(s) {sorted(unknown)}; it takes "
+                            "path_or_bytes, sess_options, providers, provider_options (onnxruntime's order)")
+        if sess_options is not None and not isinstance(sess_options, SessionOptions):
+            raise InvalidArgumentError(
+                f"sess_options must be an epoxy.SessionOptions, got {type(sess_options).__name__}: the arguments are "
+                "(path_or_bytes, sess_options, providers, provider_options) as in onnxruntime; pass providers=[...] "
+                "by keyword")
+        self._source = path_or_bytes
         self._options = sess_options or SessionOptions()
-        self._options.validate()
         self._registry = registry or default_registry()
+        self._fallback_on_failure = True  # onnxruntime's enable_fallback()/disable_fallback()
+        self._build(providers, provider_options)
+
+    def _build(self, providers: Sequence[Any] | None, provider_options: Any) -> None:
+        """Everything from the model source to a runnable plan (again on ``set_providers``)."""
+        model = self._source
         self.timings: dict[str, float] = {}
+        self._profile_start_ns = time.time_ns()
         notes: list[str] = []
+        unused = self._options.unused_config_keys()
+        if unused:
+            note = f"session config entries epoxy does not use (kept, no effect): {unused}"
+            warnings.warn(note, RuntimeWarning, stacklevel=3)
+            notes.append(note)
         t0 = time.perf_counter()
         limit = self._options.memory_limit_bytes
         loaded = load_model(model, check=self._options.check_model, infer_shapes=self._options.infer_shapes,
-                            memory_limit=limit)
+                            memory_limit=limit, prepare=model_edits(self._options))
         if limit is not None:
             check_static_values(loaded.model.graph, limit)
         for note in loaded.warnings:
-            warnings.warn(note, RuntimeWarning, stacklevel=2)
+            warnings.warn(note, RuntimeWarning, stacklevel=3)
         notes.extend(loaded.warnings)
+        self._metadata = ModelMetadata.of(loaded.model)
         t1 = time.perf_counter()
         chosen = self._create_providers(providers, provider_options, notes)
         names = [name for name, _ in chosen]
         inlined = inline_local_functions(loaded.model)
         if inlined:
             notes.append(f"inlined {inlined} call(s) of model-local functions")
-        self.applied_passes = optimize(
-            loaded.model, self._registry.passes(), self._options.graph_optimization_level, names, notes
-        )
+        level = self._options.optimization_level
+        self.applied_passes = optimize(loaded.model, self._registry.passes(), level, names, notes)
+        if self._options.optimized_model_filepath:
+            save_optimized(loaded.model, self._options.optimized_model_filepath)
+            notes.append(f"optimized model ({level}) written to {self._options.optimized_model_filepath}")
         t2 = time.perf_counter()
         if self._options.intra_op_num_threads:  # before kernels are built: some time themselves
             set_blas_threads(self._options.intra_op_num_threads)
@@ -150,6 +165,9 @@ class InferenceSession:
         names = [name for name, _ in chosen]
         if limit is not None:
             check_planned_peak(built.memory.planned_peak_bytes, limit)
+        if not self._options.plans_buffers:  # onnxruntime's arena / memory pattern switched off
+            built.plan.arena = None
+            notes.append("planned output buffers off (enable_cpu_mem_arena / enable_mem_pattern / enable_mem_reuse)")
         t4 = time.perf_counter()
         self.timings = {"load": t1 - t0, "optimize": t2 - t1, "partition": t3 - t2, "plan": t4 - t3}
         self._graph = graph
@@ -157,7 +175,8 @@ class InferenceSession:
         self._providers = chosen
         self._plan = built.plan
         self._memory = built.memory
-        self._profiler: Profiler | None = Profiler() if self._options.enable_profiling else None
+        self._profiler: Profiler | None = (
+            Profiler(origin=t0, session_phases=self.timings) if self._options.enable_profiling else None)
         self._executor = self._make_executor(built.plan)
         self._report = PartitionReport(
             providers=names,
@@ -173,6 +192,7 @@ class InferenceSession:
         self._feed_slots = {**{n: built.plan.slot_names.index(n) for n in self._overridable
                                if n in built.plan.slot_names}, **built.plan.input_slots}
         self._device_io = _device_io(built.plan, self._feed_slots, chosen, self._make_executor)
+        self._constant_owners = owners_of(built.plan.initial)
 
     # -- construction helpers ------------------------------------------------------------
     def _partition_and_plan(self, loaded: Any, chosen: list[tuple[str, Provider]], notes: list[str]) -> Any:
@@ -181,7 +201,7 @@ class InferenceSession:
         ``EPOXY_STRICT_PLUGINS=1``); the fallback's failures are always errors."""
         while True:
             names = [name for name, _ in chosen]
-            fallback = FALLBACK_PROVIDER if FALLBACK_PROVIDER in names and not self._options.disable_fallback else None
+            fallback = FALLBACK_PROVIDER if FALLBACK_PROVIDER in names and not self._no_fallback else None
             # the core's control-flow provider comes first; it compiles subgraphs over `chosen`
             core = ControlFlowProvider(chosen, fallback)
             core.memory_limit = self._options.memory_limit_bytes
@@ -195,7 +215,7 @@ class InferenceSession:
                 )
                 t3 = time.perf_counter()
                 built = build_plan(graph, parts, dict(everyone),
-                                   fold_constants=self._options.graph_optimization_level != "disable")
+                                   fold_constants=self._options.optimization_level != "disable")
             except ProviderError as exc:
                 failed = exc.provider
                 if failed is None or failed == fallback or failed not in names or len(chosen) < 2 or strict_mode():
@@ -213,7 +233,7 @@ class InferenceSession:
     def _make_executor(self, plan: Any) -> Any:
         if self._profiler is not None:
             return ProfilingExecutor(plan, self._profiler)
-        if self._options.execution_mode == "parallel":
+        if self._options.parallel:
             return ParallelExecutor(plan, self._options.inter_op_num_threads or 2)
         return SequentialExecutor(plan)
 
@@ -222,18 +242,28 @@ class InferenceSession:
         if providers is None:  # say why installed providers are not in the default list
             notes.extend(f"provider {e.name!r} unavailable: {e.unavailable_reason}"
                          for e in self._registry.entries() if not e.available)
-        if (not self._options.disable_fallback and FALLBACK_PROVIDER not in [n for n, _ in pairs]
+        if (not self._no_fallback
+                and FALLBACK_PROVIDER not in [self._registry.canonical_name(n) for n, _ in pairs]
                 and self._registry.get(FALLBACK_PROVIDER) is not None):
             pairs.append((FALLBACK_PROVIDER, {}))
         created: list[tuple[str, Provider]] = []
+        self._spelled: dict[str, str] = {}
+        self._provider_options = {name: dict(options) for name, options in pairs}
+        spelled: dict[str, str] = {}  # provider name -> how the user named it (its name or an alias)
         for name, options in pairs:
-            entry = self._registry.get(name)
+            entry = self._registry.resolve(name)
             if entry is None:
                 failed = [f for f in self._registry.failures if f.plugin == name]
                 why = f" (plugin failed: {failed[0].reason})" if failed else ""
                 raise InvalidArgumentError(
-                    f"unknown provider {name!r}{why}; installed: {[e.name for e in self._registry.entries()]}"
+                    f"unknown provider {name!r}{why}; installed: {self._registry.describe_names()}"
                 )
+            if entry.name in spelled:
+                raise InvalidArgumentError(
+                    f"provider {entry.name!r} listed twice, as {spelled[entry.name]!r} and as {name!r}"
+                )
+            spelled[entry.name] = name
+            self._spelled[entry.name] = name
             if not entry.available:
                 note = f"provider {name!r} skipped: {entry.unavailable_reason}"
                 warnings.warn(note, RuntimeWarning, stacklevel=3)
@@ -256,10 +286,14 @@ class InferenceSession:
                 warnings.warn(note, RuntimeWarning, stacklevel=3)
                 notes.append(note)
                 continue
-            created.append((name, provider))
+            created.append((entry.name, provider))
         if not created:
             raise InvalidArgumentError("no usable provider: " + ("; ".join(notes) or "none requested"))
         return created
+
+    @property
+    def _no_fallback(self) -> bool:
+        return self._options.disable_fallback or not self._fallback_on_failure
 
     # -- onnxruntime-style surface ---------------------------------------------------------
     def get_inputs(self) -> list[NodeArg]:
@@ -274,16 +308,49 @@ class InferenceSession:
         return [self._node_arg(n) for n in self._graph.outputs]
 
     def get_providers(self) -> list[str]:
-        """Providers in use, in priority order."""
-        return [name for name, _ in self._providers]
+        """Providers in use, in priority order, in the names the user asked with (an alias
+        such as ``CPUExecutionProvider`` when that is how it was requested)."""
+        return [self._spelled.get(name, name) for name, _ in self._providers]
 
     def get_provider(self, name: str) -> Provider:
-        """The provider object this session created for ``name``: what a device binding
-        (e.g. ep-cuda's IOBinding) needs to convert values with its allocator."""
+        """The provider object this session created for ``name`` (or its alias): what a
+        device binding (e.g. ep-cuda's IOBinding) needs to convert values with its allocator."""
+        entry = self._registry.resolve(name)
+        canonical = entry.name if entry is not None else name
         for provider_name, provider in self._providers:
-            if provider_name == name:
+            if provider_name == canonical:
                 return provider
         raise InvalidArgumentError(f"provider {name!r} is not used by this session; it uses {self.get_providers()}")
+
+    def get_provider_options(self) -> dict[str, dict[str, str]]:
+        """Options of each provider in use, keyed by the name the user asked with, values as
+        strings (as onnxruntime returns them)."""
+        return {self._spelled.get(name, name): {k: str(v) for k, v in self._provider_options.get(name, {}).items()}
+                for name, _ in self._providers}
+
+    def get_session_options(self) -> SessionOptions:
+        """The options this session was created with."""
+        return self._options
+
+    def get_modelmeta(self) -> ModelMetadata:
+        """The model's producer, graph name and description, domain, version, metadata map."""
+        return self._metadata
+
+    def set_providers(self, providers: Sequence[Any] | None = None, provider_options: Any = None) -> None:
+        """Rebuild the session on other providers (same model and options), as onnxruntime
+        does; the model is loaded, optimized and partitioned again."""
+        if providers is None:
+            raise InvalidArgumentError("set_providers needs a list of providers, e.g. ['cpu']")
+        self._build(providers, provider_options)
+
+    def disable_fallback(self) -> None:
+        """From the next :meth:`set_providers` on, cpu is not appended as the fallback: a node
+        no listed provider claims is an error naming it (onnxruntime: no retry on cpu)."""
+        self._fallback_on_failure = False
+
+    def enable_fallback(self) -> None:
+        """Undo :meth:`disable_fallback` (takes effect at the next :meth:`set_providers`)."""
+        self._fallback_on_failure = True
 
     def io_placement(self) -> IOPlacement:
         """Where each graph input is read and each output produced: device keys, device
@@ -308,38 +375,55 @@ class InferenceSession:
         return self._memory.planned_peak_bytes
 
     def end_profiling(self, path: str | None = None) -> str:
-        """Write the Chrome trace of the profiled runs; returns its path (profiling must be on)."""
+        """Write the profiled runs as onnxruntime writes its profile (a JSON list of trace
+        events that chrome://tracing and Perfetto open); returns the file name. Profiling
+        stops; with profiling off it returns ``""``, as onnxruntime does."""
         if self._profiler is None:
-            raise InvalidArgumentError("profiling is off: create the session with SessionOptions(enable_profiling=True)")
+            return ""
         stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
-        return self._profiler.write(path or f"{self._options.profile_file_prefix}_{stamp}.json")
+        written = self._profiler.write(path or f"{self._options.profile_file_prefix}_{stamp}.json",
+                                       self._spelled)
+        self._profiler = None
+        self._executor = self._make_executor(self._plan)
+        return written
+
+    def get_profiling_start_time_ns(self) -> int:
+        """When this session's profiling clock started (``time.time_ns()``, as onnxruntime)."""
+        return self._profile_start_ns
 
     def profile_summary(self, limit: int = 15) -> list[dict[str, Any]]:
         """Time per op type over the profiled runs, largest first."""
         if self._profiler is None:
-            raise InvalidArgumentError("profiling is off: create the session with SessionOptions(enable_profiling=True)")
+            raise InvalidArgumentError("profiling is off (or ended): create the session with "
+                                       "SessionOptions(enable_profiling=True)")
         return self._profiler.top_ops(limit)
 
     def _node_arg(self, name: str) -> NodeArg:
         vt = self._graph.value_type(name)
         return NodeArg(name, _type_string(vt), None if vt.shape is None else list(vt.shape), vt)
 
-    def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any], run_options: Any = None) -> list[Any]:
-        """Run the model; returns the requested outputs (all when ``output_names`` is None).
+    def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
+            run_options: RunOptions | Mapping[str, Any] | None = None) -> list[Any]:
+        """Run the model; returns the requested outputs (all when ``output_names`` is None or
+        empty, as in onnxruntime).
 
-        Feeds are numpy arrays, or device values a provider's allocator ``accepts`` (placed
-        in that device's slot without the upload copy). ``run_options``: a dict;
-        ``{"output_device": "cuda"}`` (or ``{output name: device}``) returns outputs produced
-        on that device as device values, without the download copy (an error names the
-        output and where it is produced when it is not produced there).
+        Feeds are numpy arrays, Python lists and scalars (converted to the input's declared
+        dtype), strings as ``str``/``bytes``/object arrays, sequences as lists, or device
+        values a provider's allocator ``accepts`` (placed in that device's slot without the
+        upload copy). An input returned as an output is returned as a copy, never the
+        caller's buffer. ``run_options``: an :class:`epoxy.RunOptions` (``terminate`` stops
+        the run from another thread) or a dict; ``{"output_device": "cuda"}`` (or
+        ``{output name: device}``) returns outputs produced on that device as device values,
+        without the download copy.
         """
+        stop, run_options = self._run_controls(run_options)
         io = self._device_io
         on_device = io.device_feeds(input_feed) if io.accepting else None
         feeds = check_feeds(input_feed, self._input_types, set(self._inputs), on_device)
         if self._options.memory_limit_bytes is not None:
             check_feed_sizes(feeds, self._options.memory_limit_bytes)
         outputs = self._plan.output_slots
-        if output_names is None:
+        if not output_names:  # None or [] (onnxruntime: every output)
             names: Sequence[str] = self._graph.outputs
             fetch = [outputs[n] for n in names]
         else:
@@ -350,11 +434,69 @@ class InferenceSession:
                 if name not in outputs:
                     raise InvalidArgumentError(f"unknown output {name!r}; the model's outputs are {self._graph.outputs}")
                 fetch.append(outputs[name])
-        fetch_on_device = io.output_devices(names, run_options) if run_options is not None else None
+        fetch_on_device = io.output_devices(names, run_options) if run_options else None
         if on_device or fetch_on_device:
-            return io.run(feeds, on_device or {}, names, fetch_on_device or {})
-        slots = self._feed_slots
-        return self._executor.run([(slots[n], v) for n, v in feeds.items()], fetch)
+            results = io.run(feeds, on_device or {}, names, fetch_on_device or {}, stop)
+        else:
+            slots = self._feed_slots
+            results = self._executor.run([(slots[n], v) for n, v in feeds.items()], fetch, stop)
+        return detach_aliases(results, feeds.values(), self._constant_owners)
+
+    def _run_controls(self, run_options: Any) -> tuple[Any, Mapping[str, Any] | None]:
+        """(stop flag, dict run options) from a RunOptions object, a dict or None."""
+        if run_options is None:
+            return None, None
+        if isinstance(run_options, RunOptions):
+            unused = run_options.unused_config_keys()
+            if unused:
+                warnings.warn(f"run config entries epoxy does not use (no effect): {unused}", RuntimeWarning,
+                              stacklevel=3)
+            if run_options.terminate:
+                raise RunTerminatedError("run terminated before it started: RunOptions.terminate is set "
+                                         "(set it to False to reuse these options)")
+            return run_options._stop, run_options.as_dict()
+        return None, run_options
+
+    def run_async(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
+                  callback: Callable[[Any, Any, str], None], user_data: Any = None,
+                  run_options: RunOptions | Mapping[str, Any] | None = None) -> None:
+        """Run on a worker thread and call ``callback(outputs, user_data, error)`` when done:
+        ``outputs`` the list ``run`` returns (``[]`` on failure), ``error`` ``""`` or the
+        error's message, as onnxruntime does. Returns at once."""
+        if not callable(callback):
+            raise InvalidArgumentError(f"run_async: callback must be callable, got {type(callback).__name__}")
+        feeds = dict(input_feed) if isinstance(input_feed, Mapping) else input_feed
+
+        def work() -> None:
+            try:
+                results = self.run(output_names, feeds, run_options)
+            except Exception as exc:  # noqa: BLE001 - reported to the callback, as onnxruntime does
+                callback([], user_data, f"{type(exc).__name__}: {exc}")
+                return
+            callback(results, user_data, "")
+
+        _async_pool().submit(work)
+
+
+    # -- values and bindings (epoxy.ort_value / epoxy.io_binding) ---------------------------
+    def io_binding(self) -> Any:
+        """An :class:`epoxy.IOBinding` over this session (onnxruntime's ``io_binding()``)."""
+        from .io_binding import IOBinding
+
+        return IOBinding(self)
+
+    def run_with_iobinding(self, iobinding: Any, run_options: Any = None) -> None:
+        """Run with the inputs and outputs bound in ``iobinding`` (results stay in it)."""
+        from .io_binding import run_with_iobinding
+
+        run_with_iobinding(self, iobinding, run_options)
+
+    def run_with_ort_values(self, output_names: Sequence[str] | None, input_dict_ort_values: Mapping[str, Any],
+                            run_options: Any = None) -> list[Any]:
+        """``run`` with :class:`epoxy.OrtValue` feeds; returns ``OrtValue`` outputs."""
+        from .ort_value import run_with_ort_values
+
+        return run_with_ort_values(self, output_names, input_dict_ort_values, run_options)
 
 
 def _device_io(plan: Any, feed_slots: Mapping[str, int], providers: Sequence[tuple[str, Provider]],
@@ -368,3 +510,16 @@ def _device_io(plan: Any, feed_slots: Mapping[str, int], providers: Sequence[tup
         devices.setdefault(name, key)
         devices.setdefault(key, key)
     return DeviceIO(plan, feed_slots, allocators, devices, make_executor)
+
+
+_async_lock = threading.Lock()
+_async_executor: ThreadPoolExecutor | None = None
+
+
+def _async_pool() -> ThreadPoolExecutor:
+    """The worker threads ``run_async`` runs on (shared by all sessions, created on first use)."""
+    global _async_executor
+    with _async_lock:
+        if _async_executor is None:
+            _async_executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="epoxy-run-async")
+        return _async_executor

@@ -24,6 +24,18 @@ MINI_KERNELS.register("Neg", (1, 6, 13))(lambda node: np.negative)
 MINI_KERNELS.register("Identity", (1, 13, 14, 16, 19, 21))(lambda node: lambda x: x)
 
 
+@MINI_KERNELS.register("Gemm", (7, 9, 11, 13))
+def _gemm(node):  # the default (all) level fuses MatMul + Add into Gemm
+    alpha, beta = node.attr("alpha", 1.0), node.attr("beta", 1.0)
+    trans_a, trans_b = node.attr("transA", 0), node.attr("transB", 0)
+
+    def run(a, b, c=None):
+        y = alpha * ((a.T if trans_a else a) @ (b.T if trans_b else b))
+        return (y if c is None else y + beta * c).astype(a.dtype)
+
+    return run
+
+
 @dataclass
 class Factory:
     """A configurable factory for tests."""

@@ -30,9 +30,9 @@ def opset_ranges(since: Sequence[int]) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     registry = default_registry()
-    entry = registry.get(args.provider)
+    entry = registry.resolve(args.provider)  # its name or an alias
     if entry is None:
-        raise InvalidArgumentError(f"unknown provider {args.provider!r}; installed: {[e.name for e in registry.entries()]}")
+        raise InvalidArgumentError(f"unknown provider {args.provider!r}; installed: {registry.describe_names()}")
     lister = getattr(entry.factory, "supported_ops", None)
     if lister is None:
         print(f"provider {args.provider!r} does not list its ops (it decides per graph)")

@@ -1,5 +1,6 @@
-"""``epoxy providers``: what is installed, what it can drive here, the options each provider
-takes (so users need not read plugin sources), and what failed to load.
+"""``epoxy providers``: what is installed, the other names (aliases, e.g. onnxruntime's
+``CPUExecutionProvider``) each answers to, what it can drive here, the options each provider
+takes (so users need not read plugin sources), and what failed to load (refused aliases too).
 
 The default output names each provider's options on one line; ``--options [PROVIDER]``
 prints them with their help (allowed values, default) instead.
@@ -33,6 +34,9 @@ def describe(entry: ProviderEntry) -> dict[str, Any]:
     devices = entry.devices()
     return {
         "name": f.name,
+        # names sessions also accept for it; aliases_error: why its declared aliases were ignored
+        "aliases": list(entry.aliases),
+        "aliases_error": entry.aliases_error,
         "package": entry.distribution,
         "package_version": entry.distribution_version,
         "version": f.version,
@@ -49,13 +53,14 @@ def describe(entry: ProviderEntry) -> dict[str, Any]:
 
 
 def collect(only: str | None = None) -> dict[str, Any]:
-    """Everything the command shows; ``only``: just that provider (failed plugins still listed)."""
+    """Everything the command shows; ``only``: just that provider, by name or alias (failed
+    plugins still listed)."""
     registry = default_registry()
     entries = registry.entries()
     if only:
-        entries = [e for e in entries if e.name == only]
+        entries = [e for e in entries if e is registry.resolve(only)]
         if not entries:
-            raise InvalidArgumentError(f"unknown provider {only!r}; installed: {[e.name for e in registry.entries()]}")
+            raise InvalidArgumentError(f"unknown provider {only!r}; installed: {registry.describe_names()}")
     failed = [{"plugin": x.plugin, "stage": x.stage, "reason": x.reason, "package": x.distribution} for x in registry.failures]
     return {"providers": [describe(e) for e in entries], "core_options": dict(CORE_PROVIDER_OPTIONS),
             "failed_plugins": failed}
@@ -90,8 +95,18 @@ def provider_rows(data: dict[str, Any]) -> list[list[object]]:
     for p in data["providers"]:
         devices = ", ".join(f"{d['label']} ({d['name']})" if d["name"] else d["label"] for d in p["devices"]) or "-"
         status = "available" if p["available"] else f"unavailable: {p['unavailable_reason']}"
-        rows.append([p["name"], p["package"] or "-", p["version"], p["vendor"], p["sdk_api"], p["priority"], devices, status])
+        aliases = "? (see failed plugins)" if p["aliases_error"] else ", ".join(p["aliases"]) or "-"
+        rows.append([p["name"], aliases, p["package"] or "-", p["version"], p["vendor"], p["sdk_api"], p["priority"],
+                     devices, status])
     return rows
+
+
+def failure_rows(data: dict[str, Any]) -> list[list[str]]:
+    """plugin, package, stage, reason: plugins that failed, aliases refused (stage ``alias``),
+    and providers whose ``aliases`` attribute was ignored as malformed."""
+    rows = [[f["plugin"], f["package"] or "-", f["stage"], f["reason"]] for f in data["failed_plugins"]]
+    return rows + [[p["name"], p["package"] or "-", "alias", p["aliases_error"]]
+                   for p in data["providers"] if p["aliases_error"]]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -103,12 +118,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"options ({USAGE}):")
         print(table(["provider", "option", "help"], option_rows(data)))
         return 0
-    print(table(["provider", "package", "version", "vendor", "sdk", "priority", "devices", "status"], provider_rows(data)))
+    print(table(["provider", "aliases", "package", "version", "vendor", "sdk", "priority", "devices", "status"],
+                provider_rows(data)))
     print(f"\noptions ({USAGE}; help: epoxy providers --options [PROVIDER]):")
     print(table(["provider", "options"], option_names(data)))
-    failed = data["failed_plugins"]
+    failed = failure_rows(data)
     if failed:
         print("\nfailed plugins:")
-        print(table(["plugin", "package", "stage", "reason"],
-                    [[f["plugin"], f["package"] or "-", f["stage"], f["reason"]] for f in failed]))
+        print(table(["plugin", "package", "stage", "reason"], failed))
     return 0

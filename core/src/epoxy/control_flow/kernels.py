@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..executor import check_terminated
 from ..contract import KernelFn, NodeSpec, ValueType
 from ..kit.registry import Unsupported
 from ..limits import ITEM_OVERHEAD, check_loop, value_nbytes
@@ -101,6 +102,7 @@ def loop_factory(node: NodeSpec, ctx: CompileContext) -> KernelFn:
         scans: list[list[Any]] = [[] for _ in range(n_scan)]
         i = scan_bytes = 0
         while going and (limit is None or i < limit):
+            check_terminated(f"Loop {node.name!r} iteration {i}")
             outs = body.run([np.array(i, dtype=np.int64), np.array(going, dtype=np.bool_), *carried, *outer])
             carried = outs[1:1 + n_carried]
             for k in range(n_scan):
@@ -165,6 +167,7 @@ def scan9_factory(node: NodeSpec, ctx: CompileContext) -> KernelFn:
             raise ValueError(f"Scan: scan inputs have different lengths {[s.shape[0] for s in seqs]}")
         collected: list[list[Any]] = [[] for _ in range(n_scan_out)]
         for t in range(length):
+            check_terminated(f"Scan {node.name!r} step {t}")
             outs = body.run([*states, *(s[t] for s in seqs), *outer])
             states = outs[:n_state]
             for k in range(n_scan_out):

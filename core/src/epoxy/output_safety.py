@@ -1,0 +1,46 @@
+"""Outputs never share memory with the caller's feeds or the session's weights.
+
+A graph output that is a graph input (pass-through), or a view of one (Identity, Reshape,
+Squeeze kernels return views), would hand the caller its own buffer back: writing into the
+input after ``run`` would change the "output". One that is an initializer, or a view of one,
+would let the caller overwrite the model's weights. onnxruntime returns fresh arrays; so does
+epoxy: such outputs are copied, everything else is returned as computed (no extra pass).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+
+def memory_owner(array: np.ndarray) -> Any:
+    """The object at the end of ``array``'s ``.base`` chain (itself when it owns its data)."""
+    owner: Any = array
+    while isinstance(owner, np.ndarray) and owner.base is not None:
+        owner = owner.base
+    return owner
+
+
+def owners_of(values: Iterable[Any]) -> set[int]:
+    """ids of the memory owners of the arrays among ``values``."""
+    return {id(memory_owner(v)) for v in values if isinstance(v, np.ndarray)}
+
+
+def detach_aliases(results: Sequence[Any], feeds: Iterable[Any], constant_owners: set[int]) -> list[Any]:
+    """``results`` with every array that shares an owner with a feed or a constant copied."""
+    feeds = list(feeds)
+    feed_owners = owners_of(feeds)
+    feed_owners |= {id(memory_owner(v)) for seq in feeds if isinstance(seq, list) for v in seq
+                    if isinstance(v, np.ndarray)}
+    shared = feed_owners | constant_owners
+
+    def detach(value: Any) -> Any:
+        if isinstance(value, np.ndarray):
+            return value.copy() if id(memory_owner(value)) in shared else value
+        if isinstance(value, list):  # sequence outputs: their elements
+            return [detach(v) for v in value]
+        return value
+
+    return [detach(v) for v in results]
