@@ -21,16 +21,30 @@ from .errors import (
 )
 from typing import TYPE_CHECKING, Any
 
-from .options import SessionOptions
+from .options import ExecutionMode, ExecutionOrder, GraphOptimizationLevel, RunOptions, SessionOptions
 from .plugins import default_registry
+from .runtime_info import (
+    get_build_info,
+    get_device,
+    get_version_string,
+    set_default_logger_severity,
+    set_default_logger_verbosity,
+    set_seed,
+)
 from .version import __version__
 
 if TYPE_CHECKING:
+    from .io_binding import IOBinding
+    from .model_meta import ModelMetadata
+    from .ort_value import OrtValue
     from .session import InferenceSession, NodeArg
 
 #: loaded on first use: the session brings in onnx / onnx_ir (and sympy through it), ~0.2 s
 #: that ``epoxy providers`` and other registry-only uses need not pay
-_LAZY = {"InferenceSession": "session", "NodeArg": "session"}
+_LAZY = {"InferenceSession": "session", "NodeArg": "session", "OrtValue": "ort_value", "IOBinding": "io_binding",
+         "ModelMetadata": "model_meta"}
+#: onnxruntime's module attribute for the version
+version = __version__
 
 
 def __getattr__(name: str) -> Any:
@@ -73,6 +87,19 @@ def get_available_providers() -> list[str]:
 
 __all__ = [
     "EpoxyError",
+    "ExecutionMode",
+    "ExecutionOrder",
+    "GraphOptimizationLevel",
+    "IOBinding",
+    "ModelMetadata",
+    "OrtValue",
+    "RunOptions",
+    "get_build_info",
+    "get_device",
+    "get_version_string",
+    "set_default_logger_severity",
+    "set_default_logger_verbosity",
+    "set_seed",
     "InferenceSession",
     "InvalidArgumentError",
     "InvalidFeedError",

@@ -19,18 +19,68 @@ def _describe(vt: ValueType) -> str:
     return vt.kind
 
 
+#: Python values converted to arrays of the input's declared dtype (onnxruntime takes them)
+_PYTHON_VALUES = (list, tuple, int, float, bool, complex, str, bytes)
+
+
+def _from_python(name: str, value: Any, vt: ValueType) -> np.ndarray:
+    """A list or scalar as an array of the declared dtype. Unlike onnxruntime, a conversion
+    that would change a value (1.5 into an int input, 2**40 into int32) is refused."""
+    want = vt.dtype
+    if want is not None and want == np.dtype(object):
+        return _strings(name, np.array(value, dtype=object))
+    try:
+        array = np.asarray(value)
+    except ValueError as exc:  # ragged nesting
+        raise InvalidFeedError(f"input {name!r}: cannot make an array from the given {type(value).__name__}: {exc}",
+                               input_name=name) from exc
+    if want is None or array.dtype == want:
+        return array
+    if array.dtype.kind not in "biufc" or array.dtype.kind == "c" and want.kind != "c":
+        raise InvalidFeedError(f"input {name!r}: expected {describe_dtype(want)} values, got "
+                               f"{describe_dtype(array.dtype)} from a {type(value).__name__}", input_name=name)
+    with np.errstate(all="ignore"):
+        converted = array.astype(want)
+        same = (converted == array) | ((array != array) & (converted != converted))  # NaN stays NaN
+        exact = converted.shape == array.shape and bool(np.all(same))
+    if not exact:
+        raise InvalidFeedError(
+            f"input {name!r}: the {type(value).__name__} holds values that {describe_dtype(want)} cannot represent "
+            f"exactly (e.g. fractions into an int input, or out-of-range values); pass a numpy array of "
+            f"dtype {describe_dtype(want)}", input_name=name)
+    return converted
+
+
+def _strings(name: str, array: np.ndarray) -> np.ndarray:
+    """String tensors as object arrays of ``str`` (``bytes`` decoded as UTF-8)."""
+    if array.dtype.kind == "S" or (array.dtype == object and any(isinstance(v, bytes) for v in array.flat)):
+        try:
+            return np.vectorize(lambda v: v.decode("utf-8") if isinstance(v, bytes) else v, otypes=[object])(array)
+        except UnicodeDecodeError as exc:
+            raise InvalidFeedError(f"input {name!r}: bytes that are not UTF-8 text: {exc}", input_name=name) from exc
+    if array.dtype != object:
+        array = array.astype(object)
+    bad = next((v for v in array.flat if not isinstance(v, str)), None)
+    if bad is not None:
+        raise InvalidFeedError(f"input {name!r}: expected strings, found a {type(bad).__name__} ({bad!r:.40})",
+                               input_name=name)
+    return array
+
+
 def check_tensor(name: str, value: Any, vt: ValueType, symbols: dict[str, int]) -> np.ndarray:
     """Return ``value`` as an ndarray if it matches ``vt``; raise naming the input otherwise."""
     if not isinstance(value, np.ndarray):
         if isinstance(value, np.generic):
             value = np.asarray(value)
+        elif isinstance(value, _PYTHON_VALUES):
+            value = _from_python(name, value, vt)
         else:
             raise InvalidFeedError(
                 f"input {name!r}: expected a numpy.ndarray ({_describe(vt)}), got {type(value).__name__}",
                 input_name=name,
             )
-    if vt.dtype is not None and value.dtype != vt.dtype and vt.dtype == np.dtype(object) and value.dtype.kind in "OU":
-        value = value.astype(object)  # strings may be fed as unicode arrays
+    if vt.dtype is not None and value.dtype != vt.dtype and vt.dtype == np.dtype(object) and value.dtype.kind in "OUS":
+        value = _strings(name, value)  # strings may be fed as unicode or bytes arrays
     else:
         _check_dtype(name, value.dtype, vt)
     _check_shape(name, tuple(value.shape), vt, symbols)

@@ -20,12 +20,20 @@ _ORT_TYPE_NAMES = {
 
 
 def type_string(vt: ValueType) -> str:
-    """onnxruntime's name for a value type: ``tensor(float)``, ``sequence(tensor(int64))``..."""
+    """onnxruntime's name for a value type: ``tensor(float)``, ``seq(tensor(int64))``,
+    ``optional(tensor(float))``; element types are ONNX's names in lower case
+    (``bfloat16``, ``float8e4m3fn``, ``int4``), as onnxruntime prints them."""
     if vt.kind == "tensor":
+        if vt.elem_type:
+            from .dtypes import onnx_type_name
+
+            return f"tensor({onnx_type_name(vt.elem_type).lower()})"
         name = describe_dtype(vt.dtype)
         return f"tensor({_ORT_TYPE_NAMES.get(name, name)})"
-    if vt.kind in ("sequence", "optional"):
-        return f"{vt.kind}({type_string(vt.element or ValueType())})"
+    if vt.kind == "sequence":
+        return f"seq({type_string(vt.element or ValueType())})"
+    if vt.kind == "optional":
+        return f"optional({type_string(vt.element or ValueType())})"
     return "unknown"
 
 

@@ -41,7 +41,7 @@ from .placement import HOST, device_key
 CPU = "cpu"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ValueDevice:
     """Where a value's data lives: the host, or one provider's device (and its allocator).
 

@@ -102,3 +102,20 @@ def test_concurrent_runs_use_separate_arenas(make_registry):
     for t in threads:
         t.join()
     assert not errors
+
+
+def test_arena_or_memory_pattern_off_means_no_planned_buffers(make_registry):
+    """onnxruntime's enable_cpu_mem_arena / enable_mem_pattern / enable_mem_reuse take effect."""
+    from epoxy import SessionOptions
+
+    x = np.linspace(-1, 1, 64, dtype=np.float32)
+    CALLS_WITH_OUT.clear()
+    InferenceSession(_model(), providers=["outcpu"], registry=_registry(make_registry)).run(None, {"x": x})
+    assert CALLS_WITH_OUT  # the default plans buffers
+    for flag in ("enable_cpu_mem_arena", "enable_mem_pattern", "enable_mem_reuse"):
+        session = InferenceSession(_model(), providers=["outcpu"], registry=_registry(make_registry),
+                                   sess_options=SessionOptions(**{flag: False}))
+        CALLS_WITH_OUT.clear()
+        (y,) = session.run(None, {"x": x})
+        assert CALLS_WITH_OUT == [], flag
+        np.testing.assert_allclose(y, expected(x))

@@ -40,7 +40,9 @@ def test_surface_matches_onnxruntime_style(make_registry):
         ({"x": np.zeros((2, 3), np.float64)}, "input 'x': expected dtype float32, got float64"),
         ({"x": np.zeros((3,), np.float32)}, "input 'x': expected rank 2"),
         ({"x": np.zeros((2, 4), np.float32)}, "input 'x': dim 1 must be 3, got 4"),
-        ({"x": [[1.0, 2.0, 3.0]]}, "input 'x': expected a numpy.ndarray"),
+        ({"x": {1.0, 2.0}}, "input 'x': expected a numpy.ndarray"),
+        ({"x": [[1.0, 2.0, 3.0]]}, "input 'x': dim 0 must be 2, got 1"),
+        ({"x": "text"}, "input 'x': expected float32 values"),
     ],
 )
 def test_bad_feeds_name_the_input(make_registry, feeds, message):

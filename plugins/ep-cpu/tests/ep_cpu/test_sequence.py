@@ -195,7 +195,7 @@ def test_optional_input_fed_empty_and_get_element_error() -> None:
     sess = epoxy.InferenceSession(m, providers=["cpu"])
     has, s = sess.run(None, {"o": [np.ones(2, np.float32)]})
     assert bool(has) and len(s) == 1
-    assert sess.get_inputs()[0].type == "optional(sequence(tensor(float)))"
+    assert sess.get_inputs()[0].type == "optional(seq(tensor(float)))"
     with pytest.raises(KernelError, match="empty"):
         sess.run(None, {"o": None})
 

@@ -2,7 +2,8 @@
 Multinomial (7, 22).
 
 A ``seed`` attribute makes a node deterministic: every run draws from a generator seeded
-with it (no state is kept between runs). Without a seed every run draws fresh values.
+with it (no state is kept between runs). Without a seed every run draws fresh values, from
+the sequence ``epoxy.set_seed`` started when it was called (``epoxy.kit.random``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from onnx import helper
 
 from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
+from epoxy.kit.random import unseeded_generator
 
 from ..registry import KERNELS
 
@@ -26,7 +28,7 @@ def _dtype(elem_type: int, op: str) -> np.dtype:
 def _rng_factory(node: NodeSpec):  # type: ignore[no-untyped-def]
     seed = node.attr("seed")
     if seed is None:
-        return np.random.default_rng
+        return unseeded_generator
     # the seed is a float attribute: use its exact bits as the integer seed
     bits = int(np.asarray(float(seed), dtype=np.float64).view(np.uint64))
     return lambda: np.random.default_rng(bits)

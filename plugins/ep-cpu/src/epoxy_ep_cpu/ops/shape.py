@@ -11,6 +11,7 @@ import numpy as np
 
 from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
+from epoxy.kit.random import unseeded_generator
 
 from ..registry import KERNELS
 from ._util import output_guard
@@ -546,8 +547,10 @@ KERNELS.register("CumProd", schema_versions("CumProd"))(_cumulative(np.multiply,
 def _dropout_apply(x: np.ndarray, ratio: float, seed: Any, want_mask: bool, mask_dtype: np.dtype) -> Any:
     if ratio == 0:
         return x, (np.ones(x.shape, dtype=mask_dtype) if want_mask else None)
-    rng = np.random.RandomState(int(seed)) if seed is not None else np.random.RandomState()
-    keep = rng.uniform(0.0, 1.0, x.shape) >= ratio
+    if seed is not None:
+        keep = np.random.RandomState(int(seed)).uniform(0.0, 1.0, x.shape) >= ratio
+    else:
+        keep = unseeded_generator().uniform(0.0, 1.0, x.shape) >= ratio
     if ratio >= 1:
         y = np.zeros_like(x)
     else:
