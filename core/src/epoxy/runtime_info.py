@@ -62,3 +62,12 @@ def set_seed(seed: int) -> None:
     """Seed the random ops that have no ``seed`` attribute (RandomNormal, RandomUniform,
     Bernoulli, Multinomial, training-mode Dropout) on every provider using ``epoxy.kit.random``."""
     _set_kernel_seed(seed)
+
+
+def session_logger(logid: str, severity: int) -> logging.Logger:
+    """The logger a session (or run) writes to: ``epoxy.session[.<logid>]``; a
+    ``log_severity_level`` other than -1 sets its own level (onnxruntime's per-session level)."""
+    logger = LOGGER.getChild("session" + (f".{logid}" if logid else ""))
+    if severity != -1:
+        logger.setLevel(_SEVERITY_LEVELS[severity])
+    return logger

@@ -31,6 +31,7 @@ from .plan_builder import build_plan
 from .plugins import ProviderRegistry, default_registry, strict_mode
 from .profiling import Profiler, ProfilingExecutor
 from .report import PartitionReport
+from .runtime_info import session_logger
 from .threads import set_blas_threads
 from .type_strings import type_string as _type_string
 
@@ -193,6 +194,10 @@ class InferenceSession:
                                if n in built.plan.slot_names}, **built.plan.input_slots}
         self._device_io = _device_io(built.plan, self._feed_slots, chosen, self._make_executor)
         self._constant_owners = owners_of(built.plan.initial)
+        log = self._log = session_logger(self._options.logid, self._options.log_severity_level)
+        for note in notes:
+            log.info(note)
+        log.debug("session created: %s", ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in self.timings.items()))
 
     # -- construction helpers ------------------------------------------------------------
     def _partition_and_plan(self, loaded: Any, chosen: list[tuple[str, Provider]], notes: list[str]) -> Any:
@@ -451,6 +456,9 @@ class InferenceSession:
             if unused:
                 warnings.warn(f"run config entries epoxy does not use (no effect): {unused}", RuntimeWarning,
                               stacklevel=3)
+            if run_options.log_severity_level != -1 or run_options.run_tag:
+                session_logger(run_options.logid or self._options.logid,
+                               run_options.log_severity_level).debug("run %r", run_options.run_tag)
             if run_options.terminate:
                 raise RunTerminatedError("run terminated before it started: RunOptions.terminate is set "
                                          "(set it to False to reuse these options)")

@@ -418,3 +418,15 @@ def test_type_strings_are_onnxruntimes(make_registry):
         warnings.simplefilter("ignore")
         session = _session(make_registry, model)
     assert session.get_inputs()[0].type == "seq(tensor(float))"
+
+
+def test_session_log_settings_take_effect(make_registry, caplog):
+    so = SessionOptions(logid="mine", log_severity_level=0)
+    with caplog.at_level(0, logger="epoxy"):
+        session = _session(make_registry, chain(["Identity", "Relu"]), sess_options=so)
+        options = ort.RunOptions()
+        options.run_tag, options.log_severity_level = "tagged", 0
+        session.run(None, {"x": X}, options)
+    records = [r for r in caplog.records if r.name == "epoxy.session.mine"]
+    assert any("session created" in r.getMessage() for r in records)
+    assert any("tagged" in r.getMessage() for r in records)
