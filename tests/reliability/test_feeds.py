@@ -25,7 +25,7 @@ def mlp():
     ({"x": np.ones((2, 8), np.float64)}, "input 'x': expected dtype float32, got float64"),
     ({"x": np.ones((2, 8, 1), np.float32)}, "input 'x': expected rank 2"),
     ({"x": np.ones((2, 7), np.float32)}, "input 'x': dim 1 must be 8, got 7"),
-    ({"x": [[1.0] * 8]}, "input 'x': expected a numpy.ndarray"),
+    ({"x": [[1.0] * 7]}, "input 'x': dim 1 must be 8, got 7"),  # lists are converted (onnxruntime does)
     ({"x": None}, "input 'x': expected a numpy.ndarray"),
 ])
 def test_bad_feeds_are_refused_naming_the_input(mlp, feeds, message):
