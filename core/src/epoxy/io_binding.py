@@ -145,7 +145,7 @@ class IOBinding:
         device = None if is_host_value(value) else accepting_device(self._devices, value)
         if device is None and not isinstance(value, np.ndarray) and not is_host_value(value):
             raise InvalidFeedError(
-                f"input {name!r}: a {type(value).__name__} is neither a numpy array nor a value of a device this session "
+                f"input {name!r}: a value of type {type(value).__name__} is neither a numpy array nor a value of a device this session "
                 f"uses ({sorted(d.name for d in self._devices.values()) or 'none'}); bind an OrtValue "
                 "(OrtValue.ortvalue_from_numpy(array, device_type)) or a numpy array", input_name=name)
         self._bind_placed(name, value, device or HOST_DEVICE, vt)
@@ -214,7 +214,7 @@ class IOBinding:
         device = None if type(buffer) is np.ndarray else accepting_device(self._devices, buffer)
         if device is None and not isinstance(buffer, np.ndarray):
             raise InvalidArgumentError(
-                f"output {name!r}: a {type(buffer).__name__} buffer is neither a numpy array nor a value of a device "
+                f"output {name!r}: a buffer of type {type(buffer).__name__} is neither a numpy array nor a value of a device "
                 f"this session uses ({sorted(d.name for d in self._devices.values()) or 'none'})")
         self._set_output(name, _BoundOutput(device or HOST_DEVICE, buffer))
 
@@ -245,7 +245,7 @@ class IOBinding:
 
     def get_outputs_as_ortvaluevector(self) -> list[OrtValue]:
         """Same as :meth:`get_outputs` (onnxruntime returns its C++ vector here)."""
-        return self.get_outputs()
+        return list(self._results)
 
     def copy_outputs_to_cpu(self) -> list[Any]:
         """Host copies of the last run's outputs (never sharing memory with them)."""
@@ -321,7 +321,8 @@ def _host_copy(value: OrtValue) -> Any:
 
 
 def _with_output_device(run_options: Any, on_device: Mapping[str, str]) -> Any:
-    """The run options for a binding run: the caller's, plus where bound outputs are fetched."""
+    """The run options for a binding run: the caller's, plus where bound outputs are fetched
+    (a RunOptions keeps its ``terminate`` flag: the derived options share it)."""
     if not on_device:
         return run_options
     if run_options is None:
@@ -332,10 +333,10 @@ def _with_output_device(run_options: Any, on_device: Mapping[str, str]) -> Any:
                 "run_options 'output_device' does not apply to run_with_iobinding: bind_output(name, device_type) "
                 "says where each output goes")
         return {**run_options, "output_device": dict(on_device)}
-    as_dict = getattr(run_options, "as_dict", None)  # epoxy.RunOptions
-    if as_dict is None:
+    derive = getattr(run_options, "with_output_devices", None)  # epoxy.RunOptions
+    if derive is None:
         raise InvalidArgumentError(f"run_options must be an epoxy.RunOptions or a dict, got {type(run_options).__name__}")
-    return {**as_dict(), "output_device": dict(on_device)}
+    return derive(on_device)
 
 
 def run_with_iobinding(session: Any, binding: IOBinding, run_options: Any = None, *, synchronize_outputs: bool = True

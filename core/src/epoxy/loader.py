@@ -17,7 +17,8 @@ import onnx
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
-from .errors import InvalidProtobufError, ModelFileNotFoundError, ModelLoadError
+from .errors import InvalidArgumentError, InvalidGraphError, InvalidProtobufError, ModelFileNotFoundError, ModelLoadError
+from .graph_checks import settle_declared_types, vet_model, vet_nodes
 from .wire import load_mapped
 
 #: model files at least this large are memory mapped (weights are not copied)
@@ -146,14 +147,42 @@ def _load_external_data(proto: onnx.ModelProto, base_dir: Path | None, source: s
         raise ModelLoadError(f"{source}: cannot load external data: {exc}") from exc
 
 
-def _check(proto: onnx.ModelProto, source: str) -> None:
+#: what ``load_model(check=...)`` takes (bools: True -> "strict", False -> "off")
+CHECK_MODES = ("warn", "strict", "off")
+
+
+def check_mode(check: bool | str) -> str:
+    """``check`` as one of :data:`CHECK_MODES`."""
+    if check is True:
+        return "strict"
+    if check is False:
+        return "off"
+    if check not in CHECK_MODES:
+        raise InvalidArgumentError(f"check must be one of {CHECK_MODES} (or True=strict / False=off), got {check!r}")
+    return str(check)
+
+
+def _checker_complaint(proto: onnx.ModelProto, source: str, strict: bool) -> str | None:
+    """onnx.checker's complaint about ``proto`` on one line, None when it has none; in
+    strict mode a complaint is a :class:`ModelLoadError`."""
     try:
         onnx.checker.check_model(proto)
     except onnx.checker.ValidationError as exc:
-        raise ModelLoadError(f"{source}: model is not valid ONNX: {exc}") from exc
+        if strict:
+            raise ModelLoadError(f"{source}: model is not valid ONNX: {exc}") from exc
+        return " ".join(str(exc).split()) or type(exc).__name__
     except ValueError as exc:  # models > 2 GiB cannot be checked in memory
         if "2GB" not in str(exc) and "2 GB" not in str(exc):
             raise ModelLoadError(f"{source}: model check failed: {exc}") from exc
+    return None
+
+
+def _refuse_newer_ir(proto: onnx.ModelProto, source: str) -> None:
+    if proto.ir_version > onnx.IR_VERSION:
+        raise ModelLoadError(
+            f"{source}: IR version {proto.ir_version} is newer than this onnx ({onnx.__version__}) reads (up to "
+            f"{onnx.IR_VERSION}): parts of the model could mean what epoxy cannot know; refused (onnxruntime refuses "
+            "it too; check_model='off' loads it anyway)")
 
 
 #: onnx's data propagation costs time and memory linear in the length of every 1-D value
@@ -179,20 +208,50 @@ def _long_1d_value(proto: onnx.ModelProto) -> str | None:
     return None
 
 
-def _infer_shapes(proto: onnx.ModelProto, source: str, notes: list[str]) -> onnx.ModelProto:
+def _infer_shapes(view: onnx.ModelProto, source: str, notes: list[str], editable: bool) -> onnx.ModelProto:
+    """Shape inference over ``view``; ``editable``: whether ``view`` may be changed (it is
+    copied first when it is the caller's proto)."""
+    infer = onnx.shape_inference.infer_shapes
     try:
         # a first pass without data propagation finds long 1-D values data propagation
-        # would crawl through; only when there is none is the full inference run
-        inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=False)
+        # would crawl through; only when there is none is the full inference run. It is
+        # strict so that declarations inference disagrees with are found
+        try:
+            inferred = infer(view, check_type=False, strict_mode=True, data_prop=False)
+        except Exception:  # noqa: BLE001 - a declaration inference disagrees with, or an op it cannot infer
+            view = _settle_declarations(view, source, notes, editable)
+            inferred = infer(view, check_type=False, strict_mode=False, data_prop=False)
         long_value = _long_1d_value(inferred)
         if long_value is not None:
             notes.append(f"{source}: 1-D value {long_value!r} is longer than {DATA_PROP_MAX_1D}; "
                          "shape inference ran without data propagation")
             return inferred
-        return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=True)
+        return infer(view, check_type=False, strict_mode=False, data_prop=True)
+    except InvalidGraphError:
+        raise
     except Exception as exc:  # inference gaps are not fatal: kernels still see real shapes
         notes.append(f"{source}: shape inference failed, continuing without inferred shapes: {exc}")
-        return proto
+        return view
+
+
+def _settle_declarations(view: onnx.ModelProto, source: str, notes: list[str], editable: bool) -> onnx.ModelProto:
+    """Find value_info and output declarations that disagree with what the nodes produce
+    (inference over a copy without them) and settle each (graph_checks.settle_declared_types)."""
+    graph = view.graph
+    if not graph.value_info and not any(o.type.HasField("tensor_type") for o in graph.output):
+        return view
+    bare = _copy(view)
+    del bare.graph.value_info[:]
+    for out in bare.graph.output:
+        out.ClearField("type")
+    try:
+        inferred = onnx.shape_inference.infer_shapes(bare, check_type=False, strict_mode=False, data_prop=False)
+    except Exception:  # noqa: BLE001 - nothing to compare with
+        return view
+    if not editable:
+        view = _copy(view)
+    notes.extend(settle_declared_types(view, source, inferred))
+    return view
 
 
 def _densify_sparse(proto: onnx.ModelProto) -> None:
@@ -229,14 +288,23 @@ def _densify_sparse(proto: onnx.ModelProto) -> None:
                 graphs.extend(attr.graphs)
 
 
-def load_model(source: ModelSource, *, check: bool = True, infer_shapes: bool = True,
+def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes: bool = True,
                memory_limit: int | None = None,
                prepare: Callable[[onnx.ModelProto], None] | None = None) -> LoadedModel:
     """Read, validate and shape-infer a model, returning it as an ``onnx_ir`` model.
 
+    ``check``: ``"warn"`` (default): onnx.checker complaints about a model that is safe to
+    run become warnings (``LoadedModel.warnings``), as onnxruntime loads such models; what
+    is unsafe or ambiguous to run is refused with the reason (:mod:`epoxy.graph_checks`).
+    ``"strict"``: any checker complaint is a :class:`ModelLoadError`. ``"off"``: no checker
+    (the refusals of unsafe graphs stay). ``True``/``False`` mean ``"strict"``/``"off"``.
     ``memory_limit``: tensors whose declared size is above it are refused before their
-    data is read or densified (:class:`~epoxy.errors.ResourceLimitError`)."""
+    data is read or densified (:class:`~epoxy.errors.ResourceLimitError`).
+    ``prepare``: edits the session options ask for, applied to the protobuf first (a
+    ``ModelProto`` passed in is copied before ``prepare`` or a repair edits it)."""
+    mode = check_mode(check)
     proto, name, base_dir, mapped = _read_proto(source)
+    owned = not isinstance(source, onnx.ModelProto)  # whether `proto` may be edited in place
     bad_text = _first_bad_text(proto, "model")
     if bad_text is not None:
         raise ModelLoadError(f"{name}: a name or string field is not valid UTF-8: {bad_text}")
@@ -246,8 +314,8 @@ def load_model(source: ModelSource, *, check: bool = True, infer_shapes: bool = 
         check_proto_sizes(proto, memory_limit, name)
     _load_external_data(proto, base_dir, name)
     if prepare is not None:  # the session options' edits (free dimensions, initializers)
-        if isinstance(source, onnx.ModelProto):
-            proto = _copy(proto)  # never edit the caller's proto
+        if not owned:
+            proto, owned = _copy(proto), True  # never edit the caller's proto
         prepare(proto)
     notes: list[str] = []
     try:
@@ -256,12 +324,33 @@ def load_model(source: ModelSource, *, check: bool = True, infer_shapes: bool = 
         raise ModelLoadError(f"{name}: a sparse tensor cannot be densified: {type(exc).__name__}: {exc}") from exc
     # the checker and shape inference serialize the whole model (several copies of every
     # weight at once); they get a skeleton whose large initializers are typed inputs instead
-    skeleton = _skeleton(proto) if (check or infer_shapes) else None
-    view = skeleton if skeleton is not None else proto
-    if check:
-        _check(view, name)
+    skeleton = _skeleton(proto) if (mode != "off" or infer_shapes) else None
+    complaint = None
+    if mode != "off":
+        _refuse_newer_ir(proto, name)
+        complaint = _checker_complaint(skeleton or proto, name, strict=mode == "strict")
+    if complaint is not None:
+        notes.append(f"{name}: onnx.checker: {complaint} (loaded anyway, as onnxruntime loads such models; "
+                     "check_model='strict' refuses them)")
+    # refusals of what is unsafe to run, repairs of what onnxruntime reads one way (a
+    # dry run first when the proto is the caller's: it is copied only when repaired)
+    unverifiable = frozenset(mapped)
+    repairs = vet_model(proto, name, unverifiable, repair=owned)
+    if repairs and not owned:
+        proto, owned = _copy(proto), True
+        repairs = vet_model(proto, name, unverifiable)
+    notes.extend(repairs)
+    if repairs and skeleton is not None:
+        skeleton = _skeleton(proto)
+    if complaint is not None:
+        notes.extend(vet_nodes(proto, name, known=complaint))
+        if repairs:  # what the checker says once the repaired problems are gone
+            later = _checker_complaint(skeleton or proto, name, strict=False)
+            if later is not None and later != complaint:
+                notes.append(f"{name}: onnx.checker: {later} (loaded anyway, as onnxruntime loads such models; "
+                             "check_model='strict' refuses them)")
     if infer_shapes:
-        inferred = _infer_shapes(view, name, notes)
+        inferred = _infer_shapes(skeleton or proto, name, notes, editable=skeleton is not None or owned)
         if skeleton is not None:
             _adopt_inferred(proto, inferred)
         else:

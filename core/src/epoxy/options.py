@@ -361,6 +361,7 @@ class RunOptions:
         object.__setattr__(self, "logid", "")
         object.__setattr__(self, "run_tag", "")
         object.__setattr__(self, "only_execute_path_to_fetches", False)
+        object.__setattr__(self, "_output_device", None)
 
     @property
     def terminate(self) -> bool:
@@ -399,5 +400,16 @@ class RunOptions:
 
     def as_dict(self) -> dict[str, Any]:
         """The dict run options epoxy's ``run`` takes (``output_device``)."""
-        device = self._config.get("epoxy.output_device")
+        device = self._output_device or self._config.get("epoxy.output_device")
         return {"output_device": device} if device else {}
+
+    def with_output_devices(self, devices: Mapping[str, str]) -> RunOptions:
+        """These options with outputs fetched on the given devices ({output: device}), for
+        bindings; the copy shares this object's ``terminate`` flag (setting it stops both)."""
+        derived = RunOptions()
+        for name in self._ATTRS[1:]:
+            object.__setattr__(derived, name, getattr(self, name))
+        object.__setattr__(derived, "_config", self._config)
+        object.__setattr__(derived, "_stop", self._stop)
+        object.__setattr__(derived, "_output_device", dict(devices))
+        return derived

@@ -24,6 +24,8 @@ from .model_edits import model_edits, save_optimized
 from .model_meta import ModelMetadata
 from .optimizer import optimize
 from .options import RunOptions, SessionOptions
+from .ort_value import OrtValue, feed_value
+from .value_devices import session_devices
 from .output_safety import detach_aliases, owners_of
 from .parallel_executor import ParallelExecutor
 from .placement import HOST, IOPlacement, device_key
@@ -421,7 +423,16 @@ class InferenceSession:
         ``{output name: device}``) returns outputs produced on that device as device values,
         without the download copy.
         """
-        stop, run_options = self._run_controls(run_options)
+        stop, options = self._run_controls(run_options)
+        return self._run(output_names, input_feed, stop, options)
+
+    def _run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any], stop: Any,
+             run_options: Mapping[str, Any] | None) -> list[Any]:
+        """``run`` after the run options are split into the stop flag and the dict options
+        (IOBinding adds per-output devices to the latter)."""
+        if isinstance(input_feed, Mapping) and any(isinstance(v, OrtValue) for v in input_feed.values()):
+            devices = session_devices(self)
+            input_feed = {name: feed_value(value, devices) for name, value in input_feed.items()}
         io = self._device_io
         on_device = io.device_feeds(input_feed) if io.accepting else None
         feeds = check_feeds(input_feed, self._input_types, set(self._inputs), on_device)

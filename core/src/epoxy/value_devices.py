@@ -39,6 +39,7 @@ from .placement import HOST, device_key
 
 #: onnxruntime's device type for host memory
 CPU = "cpu"
+_EP_SUFFIX = "executionprovider"
 
 
 @dataclass(frozen=True, eq=False)
@@ -80,10 +81,12 @@ def _checked_type(device_type: Any, device_id: Any) -> str:
 
 
 def _match_rank(wanted: str, names: Iterable[str], kinds: Iterable[str]) -> int | None:
-    """0: a name or alias matches (``cuda`` also matches ``CUDAExecutionProvider``);
-    1: only a device kind matches (``gpu``); None: no match."""
+    """0: a name or alias matches, with or without onnxruntime's ``ExecutionProvider``
+    suffix (``cuda`` ~ ``CUDAExecutionProvider``); 1: only a device kind matches (``gpu``);
+    None: no match."""
     lowered = {n.lower() for n in names}
-    if wanted in lowered or f"{wanted}executionprovider" in lowered:
+    lowered |= {n.removesuffix(_EP_SUFFIX) for n in lowered if n.endswith(_EP_SUFFIX)}
+    if wanted.removesuffix(_EP_SUFFIX) in lowered:
         return 0
     if wanted in {k.lower() for k in kinds}:
         return 1

@@ -430,3 +430,18 @@ def test_session_log_settings_take_effect(make_registry, caplog):
     records = [r for r in caplog.records if r.name == "epoxy.session.mine"]
     assert any("session created" in r.getMessage() for r in records)
     assert any("tagged" in r.getMessage() for r in records)
+
+
+def test_ortvalue_feeds_in_plain_run(make_registry):
+    session = _session(make_registry)
+    (y,) = session.run(None, {"x": ort.OrtValue.ortvalue_from_numpy(X)})
+    np.testing.assert_array_equal(y, np.maximum(X, 0))
+
+
+def test_run_options_derived_for_bindings_share_terminate():
+    options = ort.RunOptions()
+    options.run_tag = "t"
+    derived = options.with_output_devices({"y": "dev"})
+    assert derived.as_dict() == {"output_device": {"y": "dev"}} and derived.run_tag == "t"
+    options.terminate = True
+    assert derived.terminate

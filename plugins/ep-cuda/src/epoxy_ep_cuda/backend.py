@@ -12,6 +12,7 @@ capability, host-value analysis, fusion and copy placement as the GPU.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -85,6 +86,14 @@ class FakeBackend(Backend):
 
     def wrap(self, value: Any) -> Any:
         return np.asarray(value).view(FakeDeviceArray)
+
+    def from_pointer(self, pointer: int, shape: tuple[int, ...], dtype: np.dtype) -> FakeDeviceArray:
+        """Simulated device memory is host memory: an array over ``pointer``, no copy."""
+        count = int(np.prod(shape, dtype=np.int64))
+        if count == 0:
+            return np.empty(shape, dtype).view(FakeDeviceArray)
+        memory = (ctypes.c_char * (count * np.dtype(dtype).itemsize)).from_address(pointer)
+        return np.frombuffer(memory, dtype=dtype, count=count).reshape(shape).view(FakeDeviceArray)
 
     def ew(self, program: codegen.Program, inputs: Sequence[np.ndarray], out_dtypes: Sequence[str]) -> list[np.ndarray]:
         shape = self.out_shape(inputs)
@@ -253,6 +262,13 @@ class CupyBackend(Backend):
 
     def wrap(self, value: Any) -> Any:
         return value
+
+    def from_pointer(self, pointer: int, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+        """A CuPy array over device memory it does not own (the caller keeps it alive)."""
+        cp = self.cp
+        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        memory = cp.cuda.UnownedMemory(pointer, nbytes, None, self.index)
+        return cp.ndarray(shape, dtype, cp.cuda.MemoryPointer(memory, 0))
 
     def synchronize(self) -> None:
         self.stream.synchronize()

@@ -23,6 +23,8 @@ class CudaProviderFactory:
     version = __version__
     sdk_api = SDK_API_VERSION
     priority = 100  # above cpu (0): claimed nodes run on the GPU, the rest falls back to cpu
+    #: onnxruntime's name for this provider: sessions and ``in get_available_providers()`` accept it
+    aliases = ("CUDAExecutionProvider",)
 
     def devices(self) -> Sequence[Device]:
         from ._cuda import probe_devices

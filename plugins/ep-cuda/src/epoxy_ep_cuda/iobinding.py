@@ -1,23 +1,22 @@
-"""IOBinding: feed and fetch GPU arrays without host round trips.
+"""ep-cuda's original IOBinding API, kept for existing code: use ``session.io_binding()``.
 
-    from epoxy_ep_cuda.iobinding import IOBinding
+The binding now lives in epoxy-core (:class:`epoxy.io_binding.IOBinding`, onnxruntime's
+API, for every provider with an allocator)::
 
-    binding = IOBinding(session)                 # the session must use the cuda provider
-    binding.bind_input("input_ids", torch_ids)   # torch tensor, CuPy array, pycuda GPUArray,
-                                                 # numba array, anything with __dlpack__ or
-                                                 # __cuda_array_interface__ (zero copy), or numpy
-    binding.bind_output("last_hidden_state")     # stays on the GPU (a CuPy array)
-    binding.bind_output("logits", out_buffer)    # or written into a caller's device buffer
-    hidden, logits = binding.run()               # CuPy arrays; torch.from_dlpack(hidden) is zero copy
-    host = binding.copy_outputs_to_cpu()
+    binding = session.io_binding()
+    binding.bind_input("input_ids", "cuda", 0, np.int64, ids.shape, torch_ids.data_ptr())
+    binding.bind_ortvalue_input("mask", epoxy.OrtValue.ortvalue_from_numpy(mask, "cuda"))
+    binding.bind_input("x", cupy_array)            # epoxy's short form: a CuPy array
+    binding.bind_output("last_hidden_state", "cuda")
+    session.run_with_iobinding(binding)
+    hidden = binding.get_outputs()[0]              # an OrtValue on "cuda"
 
-How it works: only the core's public device I/O contract. ``CudaAllocator.accepts``
-recognizes this provider's device arrays, so ``session.run`` places bound inputs straight
-into the GPU-side slots (the upload step is skipped; an input also read on the host is
-downloaded once), and ``run_options={"output_device": {name: device}}`` returns outputs
-produced on the GPU from their GPU-side slots (the download step is skipped when nothing on
-the host reads them). ``session.io_placement()`` says where each output is produced;
-outputs produced on the host are uploaded after the run.
+This module's :class:`IOBinding` is that binding with ep-cuda's earlier conveniences:
+``bind_input(name, value)`` also imports torch / pycuda / numba arrays (DLPack or the CUDA
+array interface, zero copy) and uploads numpy arrays; every output is returned on the GPU
+(``bind_output(name)``; all outputs when none is bound); ``run()`` returns the CuPy arrays
+and ``get_outputs()`` too. Its errors are still ``KeyError`` (unknown name), ``TypeError``
+(dtype) and ``ValueError`` (shape, unbound input), now also epoxy errors.
 
 Streams: device inputs are imported on the provider's stream (DLPack consumers pass their
 stream, so the producer's pending work is ordered before ours); ``run`` synchronizes the
@@ -30,9 +29,21 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from epoxy.placement import device_key
+from epoxy.errors import InvalidArgumentError, InvalidFeedError
+from epoxy.io_binding import IOBinding as CoreIOBinding
+from epoxy.io_binding import run_with_iobinding
 
 _DLPACK_CPU = 1
+
+
+class UnknownNameError(InvalidFeedError, KeyError):
+    """An input or output name the model does not have (a ``KeyError``, as before)."""
+
+    __str__ = InvalidFeedError.__str__  # KeyError's would quote the message
+
+
+class InputDtypeError(InvalidFeedError, TypeError):
+    """A bound input of the wrong dtype (a ``TypeError``, as before)."""
 
 
 def as_device_array(value: Any, backend: Any) -> Any:
@@ -64,86 +75,68 @@ def as_device_array(value: Any, backend: Any) -> Any:
     )
 
 
-class IOBinding:
-    """Inputs bound as device arrays, outputs returned as device arrays (or into buffers)."""
+class IOBinding(CoreIOBinding):
+    """Inputs bound as device arrays, outputs returned as device arrays (or into buffers).
+
+    Deprecated spelling of ``session.io_binding()`` (see the module docstring).
+    """
 
     def __init__(self, session: Any, provider: str = "cuda") -> None:
         if provider not in session.get_providers():
-            raise ValueError(f"session does not use provider {provider!r} (it uses {session.get_providers()})")
-        self.session = session
+            raise InvalidArgumentError(f"session does not use provider {provider!r} (it uses {session.get_providers()})")
+        super().__init__(session)
         self.provider = session.get_provider(provider)
         self.backend = self.provider.backend
-        self._device = device_key(self.provider.allocator)
-        self._types = {arg.name: arg.value_type for arg in [*session.get_inputs(),
-                                                            *session.get_overridable_initializers()]}
-        self._required = [arg.name for arg in session.get_inputs()]
-        self._output_names = [arg.name for arg in session.get_outputs()]
-        self._inputs: dict[str, Any] = {}
-        self._outputs: dict[str, Any] = {}  # name -> None (allocate) or caller buffer
-        self._order: list[str] = []
-        self._results: list[Any] = []
+        self._provider_name = provider
 
-    # -- binding ---------------------------------------------------------------------
-    def bind_input(self, name: str, value: Any) -> None:
-        if name not in self._types:
-            raise KeyError(f"unknown input {name!r}; inputs: {sorted(self._types)}")
+    def bind_input(self, name: str, value: Any = None, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        """``bind_input(name, array)``: a GPU array (zero copy) or numpy (uploaded); the
+        onnxruntime form with a device type and a pointer goes to the core binding."""
+        if isinstance(value, str) or args or kwargs:
+            super().bind_input(name, value, *args, **kwargs)
+            return
+        types = {arg.name: arg.value_type for arg in [*self.session.get_inputs(),
+                                                      *self.session.get_overridable_initializers()]}
+        if name not in types:
+            raise UnknownNameError(f"unknown input {name!r}; inputs: {sorted(types)}", input_name=name)
         arr = as_device_array(value, self.backend)
-        vt = self._types[name]
+        vt = types[name]
         if vt.dtype is not None and np.dtype(arr.dtype) != vt.dtype:
-            raise TypeError(f"input {name!r}: expected dtype {vt.dtype}, got {arr.dtype}")
+            raise InputDtypeError(f"input {name!r}: expected dtype {vt.dtype}, got {arr.dtype}", input_name=name)
         if vt.shape is not None and (len(vt.shape) != arr.ndim or any(
                 isinstance(d, int) and d != s for d, s in zip(vt.shape, arr.shape))):
-            raise ValueError(f"input {name!r}: expected shape {list(vt.shape)}, got {list(arr.shape)}")
-        self._inputs[name] = arr
+            raise InvalidFeedError(f"input {name!r}: expected shape {list(vt.shape)}, got {list(arr.shape)}",
+                                   input_name=name)
+        super().bind_input(name, arr)
 
-    def bind_output(self, name: str, buffer: Any = None) -> None:
-        if name not in self._output_names:
-            raise KeyError(f"unknown output {name!r}; outputs: {self._output_names}")
-        self._outputs[name] = None if buffer is None else as_device_array(buffer, self.backend)
-        if name not in self._order:
-            self._order.append(name)
+    def bind_output(self, name: str, buffer: Any = None, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        """``bind_output(name)``: returned on the GPU; ``bind_output(name, buffer)``: written
+        into that device buffer. The onnxruntime form goes to the core binding."""
+        if isinstance(buffer, str) or args or kwargs:
+            super().bind_output(name, buffer, *args, **kwargs)
+            return
+        if name not in [arg.name for arg in self.session.get_outputs()]:
+            raise UnknownNameError(f"unknown output {name!r}; outputs: {[a.name for a in self.session.get_outputs()]}")
+        if buffer is None:
+            super().bind_output(name, self._provider_name, self.provider.device.index)
+        else:
+            super().bind_output(name, as_device_array(buffer, self.backend))
 
-    def clear_binding_inputs(self) -> None:
-        self._inputs.clear()
-
-    def clear_binding_outputs(self) -> None:
-        self._outputs.clear()
-        self._order.clear()
-
-    # -- running -------------------------------------------------------------------------
     def run(self, synchronize: bool = True) -> list[Any]:
-        missing = [n for n in self._required if n not in self._inputs]
-        if missing:
-            raise ValueError(f"inputs not bound: {missing}")
-        if not self._order:
-            for name in self._output_names:
-                self.bind_output(name)
-        produced = self.session.io_placement().outputs
-        on_device = {n: self._device for n in self._order if produced[n].produced_on == self._device}
-        options = {"output_device": on_device} if on_device else None
-        values = self.session.run(self._order, self._inputs, run_options=options)
-        be = self.backend
-        out = []
-        for name, value in zip(self._order, values):
-            if not be.is_device(value):  # produced on the host (or a host-resident value)
-                value = be.to_device(np.asarray(value))
-            buf = self._outputs.get(name)
-            if buf is not None:
-                with be.run_context():
-                    buf[...] = be.dev(value).reshape(buf.shape)
-                value = buf
-            out.append(value)
-        if synchronize:
-            be.synchronize()
-        self._results = out
-        return out
+        """Run the session; every output bound so far (all, when none is) as a device array."""
+        if not self._outputs:
+            for arg in self.session.get_outputs():
+                self.bind_output(arg.name)
+        run_with_iobinding(self.session, self, synchronize_outputs=synchronize)
+        return self.get_outputs()
 
-    def get_outputs(self) -> list[Any]:
-        return list(self._results)
+    def get_outputs(self) -> list[Any]:  # type: ignore[override]
+        """The last run's outputs as device arrays (the core binding returns OrtValues)."""
+        return [value._value for value in super().get_outputs()]
 
     def copy_outputs_to_cpu(self) -> list[np.ndarray]:
-        return [self.backend.to_host(v) for v in self._results]
+        return [self.backend.to_host(v) for v in self.get_outputs()]
 
     @property
     def output_names(self) -> Sequence[str]:
-        return list(self._order)
+        return list(self._outputs)

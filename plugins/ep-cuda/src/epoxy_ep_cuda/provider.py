@@ -43,6 +43,22 @@ class CudaAllocator:
         """Device arrays of this backend are fed without an upload (``epoxy.contract.Allocator``)."""
         return bool(self.backend.is_device(value))
 
+    # optional methods epoxy's IOBinding and OrtValue use (epoxy.value_devices) ----------------
+    def copy_into(self, destination: Any, value: Any) -> None:
+        """Write a device value into an existing device buffer on this provider's stream (a
+        plain ``destination[...] = value`` would run on CuPy's current stream, unordered
+        with ours)."""
+        with self.backend.run_context():
+            destination[...] = self.backend.dev(value)
+
+    def from_pointer(self, pointer: int, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+        """A device array over memory someone else owns (``bind_input(..., buffer_ptr)``)."""
+        return self.backend.from_pointer(pointer, shape, dtype)
+
+    def synchronize(self) -> None:
+        """Wait for the work queued on this provider's stream."""
+        self.backend.synchronize()
+
 
 class CudaProvider:
     """Runs the nodes its op table covers on one GPU (or on a :class:`FakeBackend`).

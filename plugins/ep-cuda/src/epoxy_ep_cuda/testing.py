@@ -18,6 +18,7 @@ from typing import Any
 from epoxy.contract import SDK_API_VERSION, Device
 from epoxy.hookspecs import hookimpl
 
+from .factory import CudaProviderFactory
 from .version import __version__
 
 FAKE_DEVICE = Device("cuda", "gpu", 0, "Simulated GPU (epoxy_ep_cuda.testing)", 80 << 30,
@@ -30,6 +31,7 @@ class FakeCudaFactory:
     version = __version__
     sdk_api = SDK_API_VERSION
     priority = 100
+    aliases = CudaProviderFactory.aliases  # code written for onnxruntime runs on the simulated GPU too
 
     def __init__(self) -> None:
         self.created: list[Any] = []
