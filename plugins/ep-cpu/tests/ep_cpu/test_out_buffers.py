@@ -67,7 +67,9 @@ def test_session_uses_arena_for_mlp_and_matches_reference():
         nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 8])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5, 4])], inits),
         opset_imports=[helper.make_opsetid("", 17)])
-    session = epoxy.InferenceSession(model, providers=["cpu"])
+    # basic: the unfused chain (at "all" MatMul + Add + Relu become one FusedGemm)
+    session = epoxy.InferenceSession(model, providers=["cpu"],
+                                     sess_options=epoxy.SessionOptions(graph_optimization_level="basic"))
     assert session._plan.arena is not None and len(session._plan.arena.views) == 3
     x = rng.standard_normal((5, 8)).astype(np.float32)
     for _ in range(3):
