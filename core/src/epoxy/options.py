@@ -64,6 +64,7 @@ CHECK_MODES = ("warn", "strict", "off")
 CORE_PROVIDER_OPTIONS: dict[str, str] = {
     "device_index": "which of the provider's devices to use, int (default 0, the first one "
                     "`epoxy providers` lists)",
+    "device_id": "onnxruntime's name for device_index (an int or a digit string)",
 }
 
 

@@ -88,7 +88,11 @@ def _normalize_providers(
 
 def _select_device(entry: Any, options: dict[str, Any]) -> Any:
     devices = entry.devices()
-    index = options.pop("device_index", 0)
+    if "device_id" in options and "device_index" in options:
+        raise InvalidArgumentError(f"provider {entry.name!r}: give device_index or onnxruntime's device_id, not both")
+    index = options.pop("device_index", options.pop("device_id", 0))  # device_id: onnxruntime's name
+    if isinstance(index, str) and index.strip().isdigit():  # onnxruntime's options are often strings
+        index = int(index)
     if not isinstance(index, int) or not 0 <= index < len(devices):
         raise InvalidArgumentError(
             f"provider {entry.name!r}: device_index {index!r} out of range (found {len(devices)} devices)"

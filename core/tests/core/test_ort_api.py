@@ -445,3 +445,14 @@ def test_run_options_derived_for_bindings_share_terminate():
     assert derived.as_dict() == {"output_device": {"y": "dev"}} and derived.run_tag == "t"
     options.terminate = True
     assert derived.terminate
+
+
+def test_onnxruntime_device_id_option_selects_the_device(make_registry):
+    session = InferenceSession(chain(["Relu"]), providers=[("cpu", {"device_id": "0"})], registry=make_registry())
+    assert session.get_providers() == ["cpu"]
+    with pytest.raises(epoxy.InvalidArgumentError, match="out of range"):
+        InferenceSession(chain(["Relu"]), providers=["cpu"], provider_options=[{"device_id": 3}],
+                         registry=make_registry())
+    with pytest.raises(epoxy.InvalidArgumentError, match="not both"):
+        InferenceSession(chain(["Relu"]), providers=[("cpu", {"device_id": 0, "device_index": 0})],
+                         registry=make_registry())

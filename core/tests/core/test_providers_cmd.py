@@ -75,7 +75,7 @@ def test_default_output_names_options_per_provider(registry, capsys):
     assert _row(options, "plain", "-")
     assert _row(options, "raising", "? (see --options)")
     assert _row(options, "notstr", "? (see --options)")
-    assert _row(options, "(all)", "device_index")
+    assert _row(options, "(all)", "device_index, device_id")
     assert SPEED_HELP not in out  # the compact view stays compact
 
 
