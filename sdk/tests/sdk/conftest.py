@@ -3,8 +3,13 @@ registry; put the real one back after each test so later suites in the same run 
 
 from __future__ import annotations
 
+import onnx  # noqa: F401  # see below
 import pytest
 from epoxy import plugins
+
+# pytester's in-process runs drop the modules first imported inside them, and onnx's C
+# extension aborts the process when imported a second time: import it once, out here, so a
+# file of kit tests run alone (the kit imports onnx) does not crash on its second run.
 
 
 @pytest.fixture(autouse=True)

@@ -24,6 +24,8 @@ class CoreMLProviderFactory:
     version = __version__
     sdk_api = SDK_API_VERSION
     priority = 50
+    #: onnxruntime's name for this provider: sessions and ``in get_available_providers()`` accept it
+    aliases = ("CoreMLExecutionProvider",)
 
     def devices(self) -> Sequence[Device]:
         if sys.platform != "darwin":

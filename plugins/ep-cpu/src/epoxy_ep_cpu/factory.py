@@ -21,6 +21,8 @@ class CpuProviderFactory:
     version = __version__
     sdk_api = SDK_API_VERSION
     priority = 0  # lowest: the fallback runs what nobody else claims
+    #: onnxruntime's name for this provider: sessions and ``in get_available_providers()`` accept it
+    aliases = ("CPUExecutionProvider",)
 
     def devices(self) -> Sequence[Device]:
         return [Device(self.name, "cpu", 0, platform.processor() or platform.machine(),

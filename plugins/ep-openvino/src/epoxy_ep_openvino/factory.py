@@ -48,6 +48,8 @@ class OpenVINOProviderFactory:
     version = __version__
     sdk_api = SDK_API_VERSION
     priority = 50  # above cpu: compiled groups are faster than per-node numpy kernels
+    #: onnxruntime's name for this provider: sessions and ``in get_available_providers()`` accept it
+    aliases = ("OpenVINOExecutionProvider",)
 
     def __init__(self) -> None:
         self._devices: list[Device] | None = None

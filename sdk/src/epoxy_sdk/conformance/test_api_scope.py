@@ -81,6 +81,85 @@ def test_unknown_option_is_a_clear_error(epoxy_provider_entry, epoxy_device, des
 
 
 @pytest.fixture
+def declared_aliases(epoxy_provider_entry):
+    """The factory's optional ``aliases`` attribute (skips the checks when it has none)."""
+    if not hasattr(epoxy_provider_entry.factory, "aliases"):
+        pytest.skip("the factory declares no aliases (the attribute is optional)")
+    return epoxy_provider_entry.factory.aliases
+
+
+def test_aliases_are_well_formed(epoxy_provider_entry, declared_aliases):
+    from epoxy.plugins import RESERVED_NAMES, default_registry
+
+    name = epoxy_provider_entry.name
+    kind = type(declared_aliases).__name__
+    assert isinstance(declared_aliases, tuple), f"aliases must be a tuple of names, got {kind}"
+    for alias in declared_aliases:
+        assert isinstance(alias, str) and alias and alias == alias.strip(), \
+            f"alias {alias!r} must be a non-empty str without surrounding spaces"
+        assert alias != name, f"alias {alias!r} is the provider's own name"
+        assert alias not in RESERVED_NAMES, f"alias {alias!r} is reserved by the core"
+    assert len(set(declared_aliases)) == len(declared_aliases), f"aliases repeat a name: {declared_aliases}"
+    assert epoxy_provider_entry.aliases_error is None, epoxy_provider_entry.aliases_error
+    refused = [f.reason for f in default_registry().failures
+               if f.stage == "alias" and f"of provider {name!r}" in f.reason]
+    assert epoxy_provider_entry.aliases == declared_aliases, f"the registry refused aliases: {refused}"
+
+
+def _single_op_model(op: str) -> onnx.ModelProto:
+    inputs = {"Add": ["x", "x"], "Relu": ["x"], "Mul": ["x", "x"], "MatMul": ["x", "w"]}[op]
+    shape = [2, 4] if op == "MatMul" else [2, 3]
+    w = onnx.numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(3, 4) / 10, "w")
+    graph = helper.make_graph([helper.make_node(op, inputs, ["y"], name=op.lower())], f"api_scope_{op}",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+                              [w] if op == "MatMul" else [])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_session_by_alias_runs_on_the_provider(epoxy_provider_entry, epoxy_device, declared_aliases):
+    """``providers=[alias]`` gives the session the provider's name gives: same placement, same
+    results (for the aliases the registry accepted; the check above fails for the others)."""
+    import epoxy
+    from epoxy.plugins import default_registry
+
+    if not epoxy_provider_entry.aliases:
+        pytest.skip("the registry accepted none of the declared aliases (see test_aliases_are_well_formed)")
+    registry = default_registry()
+    name = epoxy_provider_entry.name
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    # the whole kit model, else one of its ops alone (a provider may claim a few ops, and no cpu
+    # fallback may be installed): the first the provider runs a node of, else the first that runs
+    found = None
+    for model in [_model(), *(_single_op_model(op) for op in ("Relu", "Add", "Mul", "MatMul"))]:
+        try:
+            session = epoxy.InferenceSession(model, providers=[name])
+        except epoxy.UnsupportedOpError:
+            continue
+        if found is None or name in session.partition_report().summary():
+            found = (model, session)
+        if name in session.partition_report().summary():
+            break
+    if found is None:
+        pytest.skip("the provider runs none of the kit's small models and no cpu fallback is installed")
+    model, by_name = found
+
+    def in_own_names(session):  # type: ignore[no-untyped-def]
+        # get_providers() and reports may name a provider as the user did: compare canonical names
+        return ([registry.canonical_name(p) for p in session.get_providers()],
+                {d.node: registry.canonical_name(d.provider) for d in session.partition_report().nodes})
+
+    expected = by_name.run(None, {"x": x})
+    for alias in epoxy_provider_entry.aliases:
+        assert alias in epoxy.get_all_providers(), f"{alias!r} in epoxy.get_all_providers() is False"
+        session = epoxy.InferenceSession(model, providers=[alias])
+        assert in_own_names(session) == in_own_names(by_name), f"providers=[{alias!r}] differs from [{name!r}]"
+        assert name in in_own_names(session)[0]
+        for got, want in zip(session.run(None, {"x": x}), expected, strict=True):
+            np.testing.assert_array_equal(got, want)
+
+
+@pytest.fixture
 def provider(epoxy_provider_entry, epoxy_device):
     return epoxy_provider_entry.factory.create(epoxy_device, {})
 

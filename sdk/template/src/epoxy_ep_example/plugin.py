@@ -68,6 +68,11 @@ class ExampleFactory:
     # literal: a core implementing another contract version then refuses the package
     sdk_api = 1
     priority = 10
+    # Optional: other names sessions accept for this provider, typically the name onnxruntime
+    # users know it by, so ``providers=["ExampleExecutionProvider"]`` and
+    # ``"ExampleExecutionProvider" in epoxy.get_available_providers()`` work unchanged.
+    # Rename it with the provider, or delete the line if there is no such name.
+    aliases = ("ExampleExecutionProvider",)
 
     def devices(self) -> Sequence[Device]:
         return [Device(self.name, "cpu", 0, "example host device")]
