@@ -48,10 +48,15 @@ version = __version__
 
 
 def __getattr__(name: str) -> Any:
+    from importlib import import_module
+
+    if name == "capi":  # ``ort.capi.onnxruntime_pybind11_state.Fail`` without importing it first
+        import_module(".capi.onnxruntime_pybind11_state", __name__)
+        globals()[name] = import_module(".capi", __name__)
+        return globals()[name]
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'epoxy' has no attribute {name!r}")
-    from importlib import import_module
 
     value = getattr(import_module(f".{module}", __name__), name)
     globals()[name] = value

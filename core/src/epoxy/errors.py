@@ -116,8 +116,9 @@ class InvalidFeedError(InvalidArgument, ValueError):
         self.input_name = input_name
 
 
-class InvalidArgumentError(InvalidArgument, ValueError):
-    """An argument to a public API (options, output names, providers) is wrong."""
+class InvalidArgumentError(InvalidArgument, ValueError, RuntimeError):
+    """An argument to a public API (options, output names, providers) is wrong. Also a
+    ``RuntimeError``: onnxruntime raises that for many of the same mistakes."""
 
 
 class ProviderError(EPFail):

@@ -36,13 +36,21 @@ def _from_python(name: str, value: Any, vt: ValueType) -> np.ndarray:
                                input_name=name) from exc
     if want is None or array.dtype == want:
         return array
+    if array.dtype == object:
+        raise InvalidFeedError(f"input {name!r}: the {type(value).__name__} holds values numpy cannot put in one "
+                               f"numeric array (mixed types, or ints beyond 64 bits); expected {describe_dtype(want)}",
+                               input_name=name)
     if array.dtype.kind not in "biufc" or array.dtype.kind == "c" and want.kind != "c":
         raise InvalidFeedError(f"input {name!r}: expected {describe_dtype(want)} values, got "
                                f"{describe_dtype(array.dtype)} from a {type(value).__name__}", input_name=name)
     with np.errstate(all="ignore"):
         converted = array.astype(want)
-        same = (converted == array) | ((array != array) & (converted != converted))  # NaN stays NaN
-        exact = converted.shape == array.shape and bool(np.all(same))
+        if want.kind in "fc" and array.dtype.kind in "fc":
+            # float -> float rounds (0.1 into float32, as onnxruntime does); only overflow to inf is refused
+            exact = bool(np.all(np.isfinite(converted) | ~np.isfinite(array)))
+        else:  # into ints or bools a conversion must keep every value
+            same = (converted == array) | ((array != array) & (converted != converted))  # NaN stays NaN
+            exact = converted.shape == array.shape and bool(np.all(same))
     if not exact:
         raise InvalidFeedError(
             f"input {name!r}: the {type(value).__name__} holds values that {describe_dtype(want)} cannot represent "
@@ -79,8 +87,8 @@ def check_tensor(name: str, value: Any, vt: ValueType, symbols: dict[str, int]) 
                 f"input {name!r}: expected a numpy.ndarray ({_describe(vt)}), got {type(value).__name__}",
                 input_name=name,
             )
-    if vt.dtype is not None and value.dtype != vt.dtype and vt.dtype == np.dtype(object) and value.dtype.kind in "OUS":
-        value = _strings(name, value)  # strings may be fed as unicode or bytes arrays
+    if vt.dtype is not None and vt.dtype == np.dtype(object) and value.dtype.kind in "OUS":
+        value = _strings(name, value)  # strings may be fed as unicode, bytes or object arrays of either
     else:
         _check_dtype(name, value.dtype, vt)
     _check_shape(name, tuple(value.shape), vt, symbols)

@@ -18,6 +18,7 @@ import heapq
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import onnx
 
 from .errors import InvalidGraphError, ModelLoadError
@@ -147,6 +148,48 @@ def _check_initializer_declaration(vi: onnx.ValueInfoProto, tensor: onnx.TensorP
             "ambiguous; refused (onnxruntime refuses it too)")
 
 
+#: element types stored several to a byte (their raw size is left to onnx.checker.check_tensor)
+_PACKED = frozenset(getattr(onnx.TensorProto, n) for n in ("INT4", "UINT4", "INT2", "UINT2", "FLOAT4E2M1",
+                                                            "FLOAT6E2M3", "FLOAT6E3M2") if hasattr(onnx.TensorProto, n))
+
+
+#: tensors whose dims and type need more bytes than this are checked when the loader reads
+#: their data (protobuf copies a bytes field on every access from Python)
+CHECKED_DATA_MAX_BYTES = 1 << 16
+
+
+def _expected_bytes(tensor: onnx.TensorProto) -> int:
+    try:
+        itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
+    except Exception:  # noqa: BLE001 - an unknown element type
+        itemsize = 1
+    return int(np.prod(tensor.dims, dtype=np.float64)) * itemsize
+
+
+def _data_problem(tensor: onnx.TensorProto) -> str | None:
+    """Why ``tensor``'s data does not fit its dims and type, or None (also for tensors over
+    :data:`CHECKED_DATA_MAX_BYTES`, left to the loader)."""
+    if _expected_bytes(tensor) > CHECKED_DATA_MAX_BYTES:
+        return None
+    if tensor.HasField("raw_data") and tensor.data_type not in _PACKED and tensor.data_type != onnx.TensorProto.STRING:
+        try:
+            itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
+        except Exception:  # noqa: BLE001 - an unknown element type: the checker says which
+            itemsize = 0
+        if itemsize:
+            need = int(np.prod(tensor.dims, dtype=np.int64)) * itemsize
+            if len(tensor.raw_data) != need:
+                return f"{len(tensor.raw_data)} bytes of data where dims {list(tensor.dims)} need {need}"
+            return None
+    ctx = onnx.checker.C.CheckerContext()
+    ctx.ir_version = onnx.IR_VERSION
+    try:
+        onnx.checker.check_tensor(tensor, ctx)
+    except onnx.checker.ValidationError as exc:
+        return " ".join(str(exc).split())
+    return None
+
+
 def _same_tensor(a: onnx.TensorProto, b: onnx.TensorProto) -> bool:
     return a.SerializeToString(deterministic=True) == b.SerializeToString(deterministic=True)
 
@@ -226,6 +269,10 @@ class _GraphVetter:
         seen: dict[str, onnx.TensorProto] = {}
         repeated: list[str] = []
         for tensor in graph.initializer:
+            problem = None if tensor.name in self.unverifiable else _data_problem(tensor)
+            if problem is not None:
+                raise self.refuse(where, f"initializer {tensor.name!r} has {problem}: its data does not fit its "
+                                  "dims and type")
             first = seen.get(tensor.name)
             if first is None:
                 seen[tensor.name] = tensor

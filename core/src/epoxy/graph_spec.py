@@ -244,8 +244,19 @@ def _constant_array(name: str, value: ir.Value) -> np.ndarray:
             f"initializer {name!r} (dtype {getattr(tensor, 'dtype', '?')}, dims {dims}) cannot be read: "
             f"{type(exc).__name__}: {exc}"
         ) from exc
+    if array.dtype.kind == "S" or (array.dtype == object and any(isinstance(v, bytes) for v in array.flat)):
+        # STRING initializers come back as bytes; kernels and feeds use str (onnxruntime's
+        # string tensors are text): comparing a str feed with bytes would be silently False
+        array = _decoded(name, array)
     array.flags.writeable = False
     return array
+
+
+def _decoded(name: str, array: np.ndarray) -> np.ndarray:
+    try:
+        return np.vectorize(lambda v: v.decode("utf-8") if isinstance(v, bytes) else v, otypes=[object])(array)
+    except UnicodeDecodeError as exc:
+        raise InvalidGraphError(f"string initializer {name!r} holds bytes that are not UTF-8 text: {exc}") from exc
 
 
 def _value_by_name(values: Sequence[ir.Value], name: str) -> ir.Value | None:

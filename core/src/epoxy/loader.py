@@ -343,12 +343,13 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
     if repairs and skeleton is not None:
         skeleton = _skeleton(proto)
     if complaint is not None:
-        notes.extend(vet_nodes(proto, name, known=complaint))
-        if repairs:  # what the checker says once the repaired problems are gone
-            later = _checker_complaint(skeleton or proto, name, strict=False)
-            if later is not None and later != complaint:
-                notes.append(f"{name}: onnx.checker: {later} (loaded anyway, as onnxruntime loads such models; "
-                             "check_model='strict' refuses them)")
+        # what the checker says once the repaired problems are gone, then every node on
+        # its own (the checker stops at its first complaint)
+        later = _checker_complaint(skeleton or proto, name, strict=False) if repairs else None
+        if later is not None and later != complaint:
+            notes.append(f"{name}: onnx.checker: {later} (loaded anyway, as onnxruntime loads such models; "
+                         "check_model='strict' refuses them)")
+        notes.extend(vet_nodes(proto, name, known=f"{complaint} {later or ''}"))
     if infer_shapes:
         inferred = _infer_shapes(skeleton or proto, name, notes, editable=skeleton is not None or owned)
         if skeleton is not None:
@@ -359,7 +360,9 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model = ir.serde.deserialize_model(proto)
-        _own_initializer_data(model.graph, mapped)
+        _own_initializer_data(model.graph, mapped, name)
+    except ModelLoadError:
+        raise
     except Exception as exc:
         raise ModelLoadError(f"{name}: cannot build the graph: {type(exc).__name__}: {exc}") from exc
     return LoadedModel(model=model, source=name, base_dir=base_dir, warnings=notes)
@@ -422,9 +425,10 @@ def _adopt_inferred(proto: onnx.ModelProto, inferred: onnx.ModelProto) -> None:
     graph.node.extend(inferred.graph.node)
 
 
-def _own_initializer_data(graph: ir.Graph, mapped: dict[str, np.ndarray]) -> None:
+def _own_initializer_data(graph: ir.Graph, mapped: dict[str, np.ndarray], source: str) -> None:
     """Give each initializer a numpy-backed tensor so the protobuf (a second copy of every
-    weight) can be freed once loading is done; mapped ones are views of the model file."""
+    weight) can be freed once loading is done; mapped ones are views of the model file.
+    Data that does not fit its dims and type is a :class:`ModelLoadError` naming it."""
     for name, value in graph.initializers.items():
         tensor = value.const_value
         if name in mapped and tensor is not None:
@@ -432,7 +436,11 @@ def _own_initializer_data(graph: ir.Graph, mapped: dict[str, np.ndarray]) -> Non
             continue
         if tensor is None or isinstance(tensor, ir.Tensor) or tensor.dtype == ir.DataType.STRING:
             continue
-        array = tensor.numpy()
+        try:
+            array = tensor.numpy()
+        except Exception as exc:  # noqa: BLE001 - too few or too many bytes for the dims
+            raise ModelLoadError(f"{source}: initializer {name!r} has data that does not fit its dims "
+                                 f"{list(tensor.shape)} and type {tensor.dtype}: {type(exc).__name__}: {exc}") from exc
         value.const_value = ir.Tensor(array, dtype=tensor.dtype, name=tensor.name)
 
 

@@ -26,6 +26,9 @@ class GraphOptimizationLevel(enum.IntEnum):
     ORT_ENABLE_LAYOUT = 3  # epoxy has no layout-only passes: runs what "extended" runs
     ORT_ENABLE_ALL = 99
 
+    __str__ = enum.Enum.__str__  # "GraphOptimizationLevel.ORT_ENABLE_ALL", as onnxruntime prints
+    __format__ = enum.Enum.__format__
+
     @property
     def epoxy_level(self) -> str:
         """epoxy's name of this level (``disable``, ``basic``, ``extended``, ``all``)."""
@@ -38,6 +41,9 @@ class ExecutionMode(enum.IntEnum):
     ORT_SEQUENTIAL = 0
     ORT_PARALLEL = 1
 
+    __str__ = enum.Enum.__str__
+    __format__ = enum.Enum.__format__
+
 
 class ExecutionOrder(enum.IntEnum):
     """onnxruntime's node orderings; epoxy runs its planned (topological) order only."""
@@ -45,6 +51,9 @@ class ExecutionOrder(enum.IntEnum):
     DEFAULT = 0
     PRIORITY_BASED = 1
     MEMORY_EFFICIENT = 2
+
+    __str__ = enum.Enum.__str__
+    __format__ = enum.Enum.__format__
 
 
 _LEVEL_NAMES = {
@@ -384,7 +393,12 @@ class RunOptions:
         check = checks.get(name)
         if check is None:
             raise AttributeError(f"RunOptions has no attribute {name!r}; known attributes: {sorted(self._ATTRS)}")
-        object.__setattr__(self, name, check(name, value))
+        value = check(name, value)
+        if name == "only_execute_path_to_fetches" and value:
+            warnings.warn("RunOptions.only_execute_path_to_fetches has no effect in epoxy: every planned step runs "
+                          "(results are the same; request fewer outputs from a model cut to them instead)",
+                          RuntimeWarning, stacklevel=2)
+        object.__setattr__(self, name, value)
 
     def add_run_config_entry(self, key: str, value: str) -> None:
         if not isinstance(key, str) or not isinstance(value, str):

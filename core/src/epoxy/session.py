@@ -38,6 +38,13 @@ from .threads import set_blas_threads
 from .type_strings import type_string as _type_string
 
 FALLBACK_PROVIDER = "cpu"
+#: onnxruntime provider names -> the epoxy package whose provider declares that alias (hints only)
+ORT_PROVIDER_PACKAGES = {
+    "CPUExecutionProvider": "epoxy-ep-cpu (plugins/ep-cpu)",
+    "CUDAExecutionProvider": "epoxy-ep-cuda (plugins/ep-cuda)",
+    "OpenVINOExecutionProvider": "epoxy-ep-openvino (plugins/ep-openvino)",
+    "CoreMLExecutionProvider": "epoxy-ep-coreml (plugins/ep-coreml)",
+}
 
 @dataclass(frozen=True)
 class NodeArg:
@@ -71,9 +78,15 @@ def _normalize_providers(
             else:
                 raise InvalidArgumentError(f"provider entries must be names or (name, options) pairs, got {item!r}")
     if provider_options is not None:
-        if isinstance(provider_options, Mapping):
+        if isinstance(provider_options, Mapping):  # keyed by name or alias, whichever either side used
+            by_provider = {registry.canonical_name(key): opts for key, opts in provider_options.items()}
+            listed = {registry.canonical_name(name) for name, _ in pairs}
+            stray = [key for key in provider_options if registry.canonical_name(key) not in listed]
+            if stray:
+                raise InvalidArgumentError(f"provider_options names {stray[0]!r}, which is not in providers "
+                                           f"{[name for name, _ in pairs]}")
             for i, (name, opts) in enumerate(pairs):
-                pairs[i] = (name, {**opts, **dict(provider_options.get(name, {}))})
+                pairs[i] = (name, {**opts, **dict(by_provider.get(registry.canonical_name(name), {}))})
         else:
             if len(provider_options) != len(pairs):
                 raise InvalidArgumentError("provider_options must have one entry per provider")
@@ -263,6 +276,16 @@ class InferenceSession:
         spelled: dict[str, str] = {}  # provider name -> how the user named it (its name or an alias)
         for name, options in pairs:
             entry = self._registry.resolve(name)
+            if entry is None and name.endswith("ExecutionProvider"):
+                # onnxruntime code lists providers a build may lack (CUDA, TensorRT...): like
+                # onnxruntime, warn and go on with the others, saying which package would add it
+                package = ORT_PROVIDER_PACKAGES.get(name)
+                hint = f"install {package}" if package else "no epoxy provider package declares this name"
+                note = (f"provider {name!r} is not installed ({hint}); skipped, as onnxruntime skips providers "
+                        f"its build lacks; installed: {self._registry.describe_names()}")
+                warnings.warn(note, RuntimeWarning, stacklevel=4)
+                notes.append(note)
+                continue
             if entry is None:
                 failed = [f for f in self._registry.failures if f.plugin == name]
                 why = f" (plugin failed: {failed[0].reason})" if failed else ""
@@ -320,8 +343,12 @@ class InferenceSession:
 
     def get_providers(self) -> list[str]:
         """Providers in use, in priority order, in the names the user asked with (an alias
-        such as ``CPUExecutionProvider`` when that is how it was requested)."""
-        return [self._spelled.get(name, name) for name, _ in self._providers]
+        such as ``CPUExecutionProvider`` when that is how it was requested); ``in`` also
+        knows the aliases (``"CPUExecutionProvider" in session.get_providers()``)."""
+        from .provider_names import ProviderNames
+
+        return ProviderNames([self._spelled.get(name, name) for name, _ in self._providers],
+                             self._registry.aliases())
 
     def get_provider(self, name: str) -> Provider:
         """The provider object this session created for ``name`` (or its alias): what a
@@ -411,7 +438,7 @@ class InferenceSession:
 
     def _node_arg(self, name: str) -> NodeArg:
         vt = self._graph.value_type(name)
-        return NodeArg(name, _type_string(vt), None if vt.shape is None else list(vt.shape), vt)
+        return NodeArg(name, _type_string(vt), _ort_shape(vt), vt)
 
     def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
             run_options: RunOptions | Mapping[str, Any] | None = None) -> list[Any]:
@@ -520,6 +547,14 @@ class InferenceSession:
         from .ort_value import run_with_ort_values
 
         return run_with_ort_values(self, output_names, input_dict_ort_values, run_options)
+
+
+def _ort_shape(vt: ValueType) -> list[int | str | None]:
+    """Dims as onnxruntime lists them: ``[]`` for non-tensors and unknown rank, ``None`` for
+    a dim with no size or name (onnx's inference invents ``unk__N`` names for those)."""
+    if vt.kind != "tensor" or vt.shape is None:
+        return []
+    return [None if isinstance(d, str) and d.startswith("unk__") else d for d in vt.shape]
 
 
 def _device_io(plan: Any, feed_slots: Mapping[str, int], providers: Sequence[tuple[str, Provider]],

@@ -233,7 +233,8 @@ def _undefined():  # type: ignore[no-untyped-def]
 
 def _undefined_in_subgraph():  # type: ignore[no-untyped-def]
     body = helper.make_graph([helper.make_node("Neg", ["nowhere"], ["b"])], "then", [], [_vi("b")])
-    nodes = [helper.make_node("If", ["cond"], ["y"], then_branch=body, else_branch=body)]
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [_vi("e")])
+    nodes = [helper.make_node("If", ["cond"], ["y"], then_branch=body, else_branch=other)]
     return _model(nodes, inputs=[_vi("x"), _vi("cond", [], TensorProto.BOOL)])
 
 
@@ -328,3 +329,13 @@ def test_strict_refuses_them_too(case):
     build, error, _ = UNSAFE[case]
     with pytest.raises(ModelLoadError):
         load_model(build(), check="strict")
+
+
+@pytest.mark.parametrize("size", [3, 128])  # checked up front / when the data is read
+def test_initializer_data_that_does_not_fit_its_dims_is_refused(make_registry, size):
+    nodes = [helper.make_node("Add", ["x", "c"], ["y"])]
+    bad = numpy_helper.from_array(np.ones((size, size), np.float32), "c")
+    bad.raw_data = bad.raw_data[:-4]
+    model = _model(nodes, [_vi("x", (size, size))], [_vi("y", (size, size))], [bad])
+    with pytest.raises(ModelLoadError, match="initializer 'c' has .*does not fit its dims"):
+        _session(model, make_registry)

@@ -456,3 +456,11 @@ def test_onnxruntime_device_id_option_selects_the_device(make_registry):
     with pytest.raises(epoxy.InvalidArgumentError, match="not both"):
         InferenceSession(chain(["Relu"]), providers=[("cpu", {"device_id": 0, "device_index": 0})],
                          registry=make_registry())
+
+
+def test_provider_options_dict_keyed_by_name_or_alias(make_registry):
+    session = InferenceSession(chain(["Relu"]), providers=["cpu"], provider_options={"cpu": {"device_id": 0}},
+                               registry=make_registry())
+    assert session.get_providers() == ["cpu"]
+    with pytest.raises(epoxy.InvalidArgumentError, match="provider_options names 'tpu'"):
+        InferenceSession(chain(["Relu"]), providers=["cpu"], provider_options={"tpu": {}}, registry=make_registry())

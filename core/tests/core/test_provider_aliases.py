@@ -191,10 +191,21 @@ def test_two_aliases_of_one_provider_are_listed_twice(make_registry):
 def test_unknown_provider_error_lists_names_with_aliases(make_registry):
     registry = make_registry(sim(SIM_ALIAS), cpu(CPU_ALIAS), with_cpu=False)
     with pytest.raises(InvalidArgumentError) as info:
-        InferenceSession(chain(["Relu"]), providers=["CUDAExecutionProvider"], registry=registry)
+        InferenceSession(chain(["Relu"]), providers=["tpu"], registry=registry)
     message = str(info.value)
-    assert "unknown provider 'CUDAExecutionProvider'" in message
+    assert "unknown provider 'tpu'" in message
     assert "installed: ['sim (SimExecutionProvider)', 'cpu (CPUExecutionProvider)']" in message
+
+
+def test_missing_onnxruntime_named_provider_warns_and_is_skipped(make_registry):
+    """onnxruntime skips providers its build lacks (with a warning); so does epoxy, for
+    onnxruntime-style names, saying which package would add it."""
+    registry = make_registry(sim(SIM_ALIAS), cpu(CPU_ALIAS), with_cpu=False)
+    with pytest.warns(RuntimeWarning, match=r"'CUDAExecutionProvider' is not installed \(install epoxy-ep-cuda"):
+        session = InferenceSession(chain(["Relu"]), providers=["CUDAExecutionProvider", "CPUExecutionProvider"],
+                                   registry=registry)
+    assert session.get_providers() == ["CPUExecutionProvider"]
+    assert any("CUDAExecutionProvider" in n for n in session.partition_report().notes)
 
 
 def test_refused_alias_is_unknown_to_sessions(make_registry):
