@@ -181,6 +181,13 @@ class Allocator(Protocol):
     step, and reads its ``dtype``/``shape`` attributes (numpy-compatible) to validate it.
     Where the host (or another device) reads that input too, ``to_host`` gives the host
     value once per run. See :mod:`epoxy.placement` and :mod:`epoxy.device_io`.
+
+    Further optional methods, used by :class:`epoxy.OrtValue` / :class:`epoxy.IOBinding`
+    (:mod:`epoxy.value_devices`) when present: ``copy_into(dst, value)`` writes ``value`` into
+    a caller's preallocated device buffer (else ``dst[...] = value``); ``from_pointer(ptr,
+    shape, dtype)`` wraps raw device memory for onnxruntime's ``bind_input(..., buffer_ptr)``
+    (else raw pointers are refused with an error saying to bind the array itself);
+    ``synchronize()`` waits for the device's pending work (``synchronize_inputs/outputs``).
     """
 
     device: Device
