@@ -17,8 +17,9 @@ import onnx
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
-from .errors import InvalidArgumentError, InvalidGraphError, InvalidProtobufError, ModelFileNotFoundError, ModelLoadError
+from .errors import InvalidGraphError, InvalidProtobufError, ModelFileNotFoundError, ModelLoadError
 from .graph_checks import settle_declared_types, vet_model, vet_nodes
+from .options import CHECK_MODES, check_mode  # noqa: F401 - CHECK_MODES: what load_model(check=...) takes
 from .wire import load_mapped
 
 #: model files at least this large are memory mapped (weights are not copied)
@@ -145,21 +146,6 @@ def _load_external_data(proto: onnx.ModelProto, base_dir: Path | None, source: s
         load_external_data_for_model(proto, str(base_dir))
     except (OSError, ValueError, onnx.checker.ValidationError) as exc:
         raise ModelLoadError(f"{source}: cannot load external data: {exc}") from exc
-
-
-#: what ``load_model(check=...)`` takes (bools: True -> "strict", False -> "off")
-CHECK_MODES = ("warn", "strict", "off")
-
-
-def check_mode(check: bool | str) -> str:
-    """``check`` as one of :data:`CHECK_MODES`."""
-    if check is True:
-        return "strict"
-    if check is False:
-        return "off"
-    if check not in CHECK_MODES:
-        raise InvalidArgumentError(f"check must be one of {CHECK_MODES} (or True=strict / False=off), got {check!r}")
-    return str(check)
 
 
 def _checker_complaint(proto: onnx.ModelProto, source: str, strict: bool) -> str | None:

@@ -128,14 +128,20 @@ def _positive_or_none(field: str, value: Any) -> int | None:
     return value
 
 
-def _check_mode(field: str, value: Any) -> str:
+def check_mode(value: bool | str, field: str = "check_model") -> str:
+    """A model-check setting as one of :data:`CHECK_MODES` (True -> strict, False -> off);
+    the loader's ``check=`` argument takes the same values."""
     if value is True:
         return "strict"
     if value is False:
         return "off"
     if value not in CHECK_MODES:
         raise InvalidArgumentError(f"{field} must be one of {CHECK_MODES} (or True=strict / False=off), got {value!r}")
-    return value
+    return str(value)
+
+
+def _check_mode(field: str, value: Any) -> str:
+    return check_mode(value, field)
 
 
 def _execution_order(field: str, value: Any) -> ExecutionOrder:

@@ -3,83 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pytest
 from epoxy import InferenceSession, InvalidArgumentError, InvalidFeedError, SessionOptions
-from epoxy.contract import Capability, Device, DeviceValueAllocator, GraphSpec, NodeSpec
-from fakes import MINI_KERNELS, Factory, sim_factory
+from epoxy.contract import DeviceValueAllocator
+from device_fakes import DevProvider, PlainAllocator, Wrapped
+from fakes import Factory, sim_factory
 from models import chain
 from onnx import TensorProto, helper
 
 LABEL = "dev:dev:0"
 
 
-class Wrapped:
-    """A value in the fake device's memory: not a numpy array, but with dtype and shape."""
-
-    def __init__(self, array: np.ndarray) -> None:
-        self.array = np.array(array)
-        self.dtype = self.array.dtype
-        self.shape = self.array.shape
-
-
-@dataclass
-class WrapAllocator:
-    device: Device
-    is_host: bool = False
-    copies_in: int = 0
-    copies_out: int = 0
-
-    def to_device(self, value: np.ndarray) -> Wrapped:
-        assert type(value) is np.ndarray, f"to_device got {type(value).__name__}"
-        self.copies_in += 1
-        return Wrapped(value)
-
-    def to_host(self, value: Any) -> np.ndarray:
-        assert isinstance(value, Wrapped), f"to_host got {type(value).__name__}"
-        self.copies_out += 1
-        return value.array.copy()
-
-    def accepts(self, value: Any) -> bool:
-        return isinstance(value, Wrapped)
-
-
-@dataclass
-class WrapProvider:
-    """Runs ``ops`` on Wrapped values only; records every argument its kernels receive."""
-
-    device: Device
-    ops: frozenset[str]
-    name: str = "dev"
-    allocator: WrapAllocator = field(init=False)
-    seen: list[Any] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.allocator = WrapAllocator(self.device)
-
-    def capability(self, graph: GraphSpec) -> Capability:
-        return Capability(nodes=tuple(n.index for n in graph.nodes if n.op_type in self.ops))
-
-    def kernel(self, node: NodeSpec) -> Any:
-        fn = MINI_KERNELS.lookup(node)[0](node)  # type: ignore[misc]
-
-        def run(*args: Any) -> Wrapped:
-            for a in args:
-                assert isinstance(a, Wrapped), f"{node.name}: {type(a).__name__} reached the device"
-            self.seen.extend(args)
-            return Wrapped(np.asarray(fn(*[a.array for a in args])))
-
-        return run
-
-    def compile(self, subgraph: Any) -> Any:
-        raise NotImplementedError
-
-
 def _session(make_registry: Any, model: Any, ops: Sequence[str] = ("Relu", "Neg"), **options: Any) -> Any:
-    factory = Factory("dev", lambda d, o: WrapProvider(d, frozenset(ops)), 50, device_kind="dev")
+    factory = Factory("dev", lambda d, o: DevProvider(d, frozenset(ops), PlainAllocator), 50, device_kind="dev")
     session = InferenceSession(model, providers=["dev", "cpu"], registry=make_registry(factory),
                                sess_options=SessionOptions(**options) if options else None)
     return session, session.get_provider("dev")
