@@ -3,8 +3,9 @@ loads too (with a RuntimeWarning naming the checker's complaint) and gives the s
 outputs; what is unsafe or ambiguous to run both refuse, epoxy naming the value and why.
 
 Where epoxy departs from onnxruntime it is on purpose and tested here: it also runs models
-whose only fault is harmless (repeated node names, a wrong type in an internal value_info,
-unsorted nodes inside a subgraph: onnxruntime refuses them), and it refuses one onnxruntime
+whose only fault is harmless (repeated node names, a wrong element type declared for a
+value_info or a graph output, unsorted nodes inside a subgraph or a function body:
+onnxruntime refuses them; epoxy returns what the nodes compute and says so), and it refuses one onnxruntime
 runs (an initializer defined twice with different values: onnxruntime takes the last).
 """
 
@@ -205,6 +206,34 @@ def test_unsorted_nodes_in_a_subgraph_run_sorted() -> None:
     _same(got, _ort(_in_subgraph(sort=True), feeds))
 
 
+def _calls_function(sort: bool) -> onnx.ModelProto:
+    body = [helper.make_node("Relu", ["t"], ["b"]), helper.make_node("MatMul", ["a", "w"], ["t"])]
+    function = helper.make_function("local", "Dense", ["a", "w"], ["b"], body[::-1] if sort else body,
+                                    [helper.make_opsetid("", 17)])
+    model = _model([helper.make_node("Dense", ["x", "W"], ["y"], domain="local")])
+    model.opset_import.append(helper.make_opsetid("local", 1))
+    model.functions.append(function)
+    return model
+
+
+def test_unsorted_function_body_runs_sorted() -> None:
+    with pytest.raises(Exception, match="op_type:Relu"):  # onnxruntime does not sort function bodies
+        _ort(_calls_function(sort=False), {"x": X})
+    with pytest.warns(RuntimeWarning, match="function local::Dense: nodes are not in topological order"):
+        got = _epoxy(_calls_function(sort=False)).run(None, {"x": X})
+    _same(got, _ort(_calls_function(sort=True), {"x": X}))
+
+
+def test_output_with_a_wrong_type_returns_what_its_node_produces() -> None:
+    model = _dense(outputs=[_vi("y", (2, 4), TensorProto.INT32)])
+    with pytest.raises(Exception, match="Type Error"):
+        _ort(model, {"x": X})
+    with pytest.warns(RuntimeWarning, match="graph output 'y' is declared int32"):
+        session = _epoxy(model)
+    assert session.get_outputs()[0].type == "tensor(float)"
+    _same(session.run(None, {"x": X}), _ort(_dense(), {"x": X}))
+
+
 def test_repeated_node_names_run_renamed() -> None:
     model = _dense()
     for node in model.graph.node:
@@ -260,10 +289,6 @@ def _initializer_declared_otherwise(shape=(7, 7), elem=F):  # type: ignore[no-un
     return model
 
 
-def _output_type_disagrees() -> onnx.ModelProto:
-    return _dense(outputs=[_vi("y", (2, 4), TensorProto.INT32)])
-
-
 def _unknown_attribute() -> onnx.ModelProto:
     model = _dense()
     model.graph.node[2].attribute.append(helper.make_attribute("alpha", 0.5))
@@ -304,7 +329,6 @@ REFUSED: dict[str, tuple[Callable[[], onnx.ModelProto], type, str]] = {
                                                 r"graph input 'W' is declared float \[7, 7\]"),
     "initializer_declared_with_another_type": (lambda: _initializer_declared_otherwise((3, 4), TensorProto.INT64),
                                                epoxy.InvalidGraphError, r"graph input 'W' is declared int64 \[3, 4\]"),
-    "output_type_disagrees": (_output_type_disagrees, epoxy.InvalidGraphError, "graph output 'y' is declared int32"),
     "unknown_attribute": (_unknown_attribute, epoxy.InvalidGraphError, "Unrecognized attribute: alpha for operator Relu"),
     "reduce_sum_axes_attribute": (_reduce_sum_axes_attribute, epoxy.InvalidGraphError,
                                   "Unrecognized attribute: axes for operator ReduceSum"),

@@ -4,12 +4,15 @@ onnxruntime loads many models the checker complains about (IR-3 initializers tha
 graph inputs, unsorted nodes, a missing opset import, a deprecated op...). epoxy does the
 same, with a warning, and refuses only what would be unsafe or ambiguous to run, saying
 why: a value written twice, a value nobody writes, a cycle, two different declarations of
-one input or initializer, a node its schema does not allow (an unknown attribute would be
-ignored silently, e.g. ``axes`` on ReduceSum-13), a graph output whose declared type is not
-what its node produces.
+one input or initializer, initializer data that does not fit its dims, a node its schema
+does not allow (an unknown attribute would be ignored silently, e.g. ``axes`` on
+ReduceSum-13), a model that imports no opset or has a newer IR version than onnx reads.
 
 Repairs are made on the protobuf before shape inference and the IR see it, so no later
 stage needs to know about them; each returns a note the session shows as a warning.
+Declarations that disagree with what the nodes produce (value_info, graph output types)
+give way to the produced types (``settle_declared_types``), so kernels never see a type
+their node does not produce.
 """
 
 from __future__ import annotations
@@ -373,6 +376,22 @@ def _reads(node: onnx.NodeProto) -> set[str]:
                                            for inner in _all_nodes(sub) for n in inner.input if n}
 
 
+def _vet_function(function: onnx.FunctionProto, vetter: _GraphVetter) -> None:
+    """A model-local function's body is a graph whose inputs are the function's inputs."""
+    body = onnx.GraphProto(name=function.name)
+    body.node.extend(function.node)
+    body.input.extend(onnx.ValueInfoProto(name=n) for n in function.input)
+    body.output.extend(onnx.ValueInfoProto(name=n) for n in function.output)
+    repair, vetter.repair = vetter.repair, True  # `body` is a copy: repairing it changes nothing yet
+    try:
+        vetter.vet(body, frozenset(), f"function {function.domain}::{function.name}")
+    finally:
+        vetter.repair = repair
+    if repair:
+        del function.node[:]
+        function.node.extend(body.node)
+
+
 def vet_model(proto: onnx.ModelProto, source: str, unverifiable: frozenset[str] = frozenset(),
               repair: bool = True) -> list[str]:
     """Refuse what is unsafe or ambiguous to run (:class:`InvalidGraphError` naming the value
@@ -382,7 +401,10 @@ def vet_model(proto: onnx.ModelProto, source: str, unverifiable: frozenset[str] 
     notes: list[str] = []
     _fill_opset_imports(proto, source, notes, repair)
     _legacy_initializers(proto, source, notes, repair)
-    _GraphVetter(source, notes, unverifiable, repair).vet(proto.graph, frozenset(), "main graph")
+    vetter = _GraphVetter(source, notes, unverifiable, repair)
+    for function in proto.functions:
+        _vet_function(function, vetter)
+    vetter.vet(proto.graph, frozenset(), "main graph")
     return notes
 
 
@@ -418,21 +440,27 @@ def vet_nodes(proto: onnx.ModelProto, source: str, known: str = "") -> list[str]
     ctx.opset_imports = {_domain(o.domain): o.version for o in proto.opset_import}
     notes: list[str] = []
     tolerated: set[str] = set()
+
+    def complaint(exc: Exception, what: str, node: str | None) -> None:
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if not any(t in message for t in _TOLERATED_NODE_COMPLAINTS):
+            raise InvalidGraphError(
+                f"{source}: {what} does not match its schema (onnx.checker: {message}): running it would ignore "
+                "or misread part of it; refused (onnxruntime refuses it too)", node=node) from exc
+        if message not in tolerated and message not in known:
+            tolerated.add(message)
+            notes.append(f"{source}: {what}: onnx.checker: {message}; loaded anyway, as onnxruntime loads it")
+
     for index, node in enumerate(_all_nodes(proto.graph)):
         try:
             onnx.checker.check_node(_without_subgraphs(node), ctx)
         except onnx.checker.ValidationError as exc:
-            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            if any(t in message for t in _TOLERATED_NODE_COMPLAINTS):
-                if message not in tolerated and message not in known:
-                    tolerated.add(message)
-                    notes.append(f"{source}: node {_label(node, index)}: onnx.checker: {message}; loaded anyway, "
-                                 "as onnxruntime loads it")
-                continue
-            raise InvalidGraphError(
-                f"{source}: node {_label(node, index)} does not match its schema (onnx.checker: {message}): "
-                "running it would ignore or misread part of the node; refused (onnxruntime refuses it too)",
-                node=node.name) from exc
+            complaint(exc, f"node {_label(node, index)}", node.name)
+    for function in proto.functions:
+        try:
+            onnx.checker.check_function(function, ctx)
+        except onnx.checker.ValidationError as exc:
+            complaint(exc, f"a node of function {function.domain}::{function.name}", None)
     return notes
 
 
@@ -464,25 +492,34 @@ def _text(t: onnx.TypeProto) -> str:
     return _tensor_type_text(tt.elem_type, dims if tt.HasField("shape") else [])
 
 
+def _merged_shape(declared: onnx.TensorShapeProto, produced: onnx.TensorShapeProto) -> onnx.TensorShapeProto:
+    """The produced shape, with the declared dimension wherever inference left one unknown."""
+    if len(declared.dim) != len(produced.dim):
+        return produced
+    merged = onnx.TensorShapeProto()
+    for d, p in zip(declared.dim, produced.dim):
+        merged.dim.add().CopyFrom(p if p.HasField("dim_value") or not (d.HasField("dim_value") or d.dim_param) else d)
+    return merged
+
+
 def settle_declared_types(view: onnx.ModelProto, source: str, inferred: onnx.ModelProto) -> list[str]:
     """Compare the main graph's declared value_info and output types with ``inferred`` (shape
-    inference over ``view`` without them). A value_info that disagrees is dropped (the
-    node's own type is what a run produces; onnxruntime refuses a wrong type there, warns
-    for a wrong shape); an output whose shape disagrees takes the inferred shape, as
-    onnxruntime reports it; an output whose element type disagrees is refused: the caller
-    is promised one type and would get another."""
+    inference over ``view`` without them) and keep what the nodes produce: a run returns
+    that, and kernels that read their output type must not see another. A value_info that
+    disagrees is dropped; an output that disagrees takes the produced type and shape, which
+    ``get_outputs()`` then reports (onnxruntime does so for a shape; it refuses a model
+    whose output or value_info element type disagrees). Returns a note for each."""
     found = {vi.name: vi.type for vi in (*inferred.graph.value_info, *inferred.graph.output)}
     notes: list[str] = []
     graph = view.graph
     kept = []
     for vi in graph.value_info:
         other = found.get(vi.name)
-        clash = None if other is None else _clash(vi.type, other)
-        if clash is None:
+        if other is None or _clash(vi.type, other) is None:
             kept.append(vi)
             continue
         notes.append(f"{source}: value_info of {vi.name!r} declares {_text(vi.type)} but its node produces "
-                     f"{_text(other)}; the declaration is ignored")  # type: ignore[arg-type]
+                     f"{_text(other)}; the declaration is ignored")
     if len(kept) != len(graph.value_info):
         copies = [onnx.ValueInfoProto() for _ in kept]
         for copy, vi in zip(copies, kept):
@@ -492,13 +529,16 @@ def settle_declared_types(view: onnx.ModelProto, source: str, inferred: onnx.Mod
     for out in graph.output:
         other = found.get(out.name)
         clash = None if other is None else _clash(out.type, other)
+        if other is None or clash is None:
+            continue
+        what = "type" if clash == "type" else "shape"
+        notes.append(f"{source}: graph output {out.name!r} is declared {_text(out.type)} but its node produces "
+                     f"{_text(other)}; a run returns what the node produces and get_outputs() reports its {what}")
+        declared = out.type.tensor_type
+        produced = other.tensor_type
+        shape = _merged_shape(declared.shape, produced.shape) if produced.HasField("shape") else None
         if clash == "type":
-            raise InvalidGraphError(
-                f"{source}: graph output {out.name!r} is declared {_text(out.type)} but its node produces "
-                f"{_text(other)}: a caller would get another type than the model promises; refused "  # type: ignore[arg-type]
-                "(onnxruntime refuses it too)")
-        if clash == "shape":
-            notes.append(f"{source}: graph output {out.name!r} is declared {_text(out.type)} but its node produces "
-                         f"{_text(other)}; the produced shape is reported, as onnxruntime does")  # type: ignore[arg-type]
-            out.type.tensor_type.shape.CopyFrom(other.tensor_type.shape)  # type: ignore[union-attr]
+            declared.elem_type = produced.elem_type
+        if shape is not None:
+            declared.shape.CopyFrom(shape)
     return notes

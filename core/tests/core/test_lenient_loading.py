@@ -147,6 +147,21 @@ def test_unsorted_nodes_inside_a_subgraph_run_sorted(make_registry):
     np.testing.assert_array_equal(y, np.maximum(-X, 0))
 
 
+def _calls_function(body_nodes):  # type: ignore[no-untyped-def]
+    """y = local::Twice(x), a model-local function over ``a`` -> ``b``."""
+    function = helper.make_function("local", "Twice", ["a"], ["b"], body_nodes, [helper.make_opsetid("", 17)])
+    model = _model([helper.make_node("Twice", ["x"], ["y"], domain="local", name="call")])
+    model.opset_import.append(helper.make_opsetid("local", 1))
+    model.functions.append(function)
+    return model
+
+
+def test_unsorted_function_body_runs_sorted(make_registry):
+    model = _calls_function([helper.make_node("Relu", ["t"], ["b"]), helper.make_node("Neg", ["a"], ["t"])])
+    with pytest.warns(RuntimeWarning, match="function local::Twice: nodes are not in topological order"):
+        np.testing.assert_array_equal(_run(model, make_registry), np.maximum(-X, 0))
+
+
 def test_missing_opset_import_reads_the_newest_version(make_registry):
     model = _add_relu()
     del model.opset_import[:]
@@ -199,6 +214,17 @@ def test_output_shape_that_disagrees_takes_the_produced_shape(make_registry):
     np.testing.assert_array_equal(session.run(None, {"x": X})[0], EXPECTED)
 
 
+def test_output_type_that_disagrees_takes_the_produced_type(make_registry):
+    model = _add_relu()
+    model.graph.output[0].CopyFrom(_vi("y", ("N", 3), TensorProto.INT32))
+    with pytest.warns(RuntimeWarning, match=r"graph output 'y' is declared int32 \['N', 3\] but its node produces "
+                                            r"float \[2, 3\]; a run returns what the node produces"):
+        session = _session(model, make_registry)
+    assert (session.get_outputs()[0].type, session.get_outputs()[0].shape) == ("tensor(float)", [2, 3])
+    assert session._graph.nodes[-1].output_types[0].dtype == np.float32  # what kernels see
+    np.testing.assert_array_equal(session.run(None, {"x": X})[0], EXPECTED)
+
+
 def test_deprecated_op_loads_with_the_checker_message():
     scale = numpy_helper.from_array(np.ones(2, np.float32), "s")
     bias = numpy_helper.from_array(np.zeros(2, np.float32), "b")
@@ -238,6 +264,14 @@ def _undefined_in_subgraph():  # type: ignore[no-untyped-def]
     return _model(nodes, inputs=[_vi("x"), _vi("cond", [], TensorProto.BOOL)])
 
 
+def _undefined_in_function():  # type: ignore[no-untyped-def]
+    return _calls_function([helper.make_node("Add", ["a", "nowhere"], ["b"], name="inner")])
+
+
+def _empty_input_in_function():  # type: ignore[no-untyped-def]
+    return _calls_function([helper.make_node("Add", ["a", ""], ["b"], name="inner")])
+
+
 def _output_not_written():  # type: ignore[no-untyped-def]
     return _model([helper.make_node("Relu", ["x"], ["r"])])
 
@@ -259,12 +293,6 @@ def _initializer_twice():  # type: ignore[no-untyped-def]
 def _declared_unlike_initializer():  # type: ignore[no-untyped-def]
     model = _add_relu()
     model.graph.input.append(_vi("c", (7, 7)))
-    return model
-
-
-def _output_type_clash():  # type: ignore[no-untyped-def]
-    model = _add_relu()
-    model.graph.output[0].CopyFrom(_vi("y", (2, 3), TensorProto.INT32))
     return model
 
 
@@ -291,14 +319,16 @@ UNSAFE = {
     "cycle": (_cycle, InvalidGraphError, r"form a cycle through values 'a', 'b'"),
     "undefined": (_undefined, InvalidGraphError, r"'add' \(Add\) reads 'nowhere', which no graph input"),
     "undefined_in_subgraph": (_undefined_in_subgraph, InvalidGraphError, r"subgraph 'then_branch'.*reads 'nowhere'"),
+    "undefined_in_function": (_undefined_in_function, InvalidGraphError,
+                              r"function local::Twice: node 'inner' \(Add\) reads 'nowhere'"),
+    "empty_input_in_function": (_empty_input_in_function, InvalidGraphError,
+                                "function local::Twice does not match its schema.*input 1 is marked single"),
     "output_not_written": (_output_not_written, InvalidGraphError, "graph output 'y' is not written by any node"),
     "input_twice": (_input_twice, InvalidGraphError, "graph input 'x' is declared twice"),
     "writes_an_input": (_writes_an_input, InvalidGraphError, r"'back' \(Neg\) writes 'x', which is also a graph input"),
     "initializer_twice": (_initializer_twice, InvalidGraphError, "initializer 'c' is defined twice with different values"),
     "declared_unlike_initializer": (_declared_unlike_initializer, InvalidGraphError,
                                     r"graph input 'c' is declared float \[7, 7\] but its initializer holds float \[2, 3\]"),
-    "output_type_clash": (_output_type_clash, InvalidGraphError,
-                          r"graph output 'y' is declared int32 \[2, 3\] but its node produces float"),
     "unknown_attribute": (_unknown_attribute, InvalidGraphError, "Unrecognized attribute: alpha for operator Relu"),
     "too_many_inputs": (_too_many_inputs, InvalidGraphError, "'relu' \\(Relu\\) does not match its schema.*input size 2"),
     "no_opset": (_no_opset, ModelLoadError, "imports no opset"),
@@ -313,8 +343,9 @@ def test_unsafe_models_are_refused_with_the_reason(make_registry, case):
 
 
 #: refused with checking off too: they are about running the graph, not about the checker
-STRUCTURAL = ["two_writers", "cycle", "undefined", "undefined_in_subgraph", "output_not_written", "input_twice",
-              "writes_an_input", "initializer_twice", "declared_unlike_initializer", "output_type_clash"]
+STRUCTURAL = ["two_writers", "cycle", "undefined", "undefined_in_subgraph", "undefined_in_function",
+              "output_not_written", "input_twice",
+              "writes_an_input", "initializer_twice", "declared_unlike_initializer"]
 
 
 @pytest.mark.parametrize("case", STRUCTURAL)

@@ -569,7 +569,10 @@ def _conv_forward(
     n, m = x.shape[0], w.shape[0]
     nsp = len(out_sp)
     if n == 0 or m == 0 or any(o == 0 for o in out_sp) or x.shape[1] == 0:
-        return np.zeros((n, m) + tuple(out_sp), dtype=x.dtype)
+        y = np.zeros((n, m) + tuple(out_sp), dtype=x.dtype)
+        if pk.bias is not None and y.size:  # no input channels: a sum over nothing, plus the bias
+            y += pk.bias.reshape(_bias_shape(m, nsp)).astype(y.dtype, copy=False)
+        return y
     if (
         group == m
         and x.shape[1] == m
@@ -840,7 +843,10 @@ def deform_conv(node: NodeSpec):  # type: ignore[no-untyped-def]
         ktot, otot, stot = math.prod(kernel), math.prod(out_sp), math.prod(sp)
         og = offset_group
         if n == 0 or m == 0 or otot == 0 or c == 0:
-            return np.zeros((n, m) + tuple(out_sp), dtype=dtype)
+            y = np.zeros((n, m) + tuple(out_sp), dtype=cdt)
+            if b is not None and y.size:  # no input channels: a sum over nothing, plus the bias
+                y += b.reshape(_bias_shape(m, nsp))
+            return y.astype(dtype, copy=False)
         off = offset.reshape((n, og, ktot, nsp, otot))
         # base sampling positions per kernel element and output position, per dim
         grids = np.meshgrid(*(np.arange(o) for o in out_sp), indexing="ij")

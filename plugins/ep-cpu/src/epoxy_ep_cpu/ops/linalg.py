@@ -21,11 +21,17 @@ def _float_compute(dtype: np.dtype) -> np.dtype | None:
     return _F32  # float16, bfloat16 and other exotic floats: BLAS in float32
 
 
+def _rows(shape: tuple[int, ...]) -> int:
+    """Number of rows when every axis but the last is flattened into one. Spelled out
+    rather than ``reshape(-1, k)``, which numpy refuses as ambiguous when ``k`` is 0."""
+    return int(np.prod(shape[:-1], dtype=np.int64))
+
+
 def _matmul_2d_weight(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a (..., K) @ b (K, N)`` as one GEMM over all the leading rows of ``a`` (numpy would
     run one GEMM per leading index)."""
     if a.ndim > 2 and a.flags.c_contiguous:
-        return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + b.shape[-1:])
+        return np.matmul(a.reshape(_rows(a.shape), a.shape[-1]), b).reshape(a.shape[:-1] + b.shape[-1:])
     return np.matmul(a, b)
 
 
@@ -60,7 +66,8 @@ def matmul(node: NodeSpec):  # type: ignore[no-untyped-def]
             return None
         if out.shape != a.shape[:-1] + (w.shape[1],) or a.shape[-1] != w.shape[0] or not a.flags.c_contiguous:
             return None
-        np.matmul(a.reshape(-1, a.shape[-1]), w, out=out.reshape(-1, w.shape[1]))
+        rows = _rows(a.shape)
+        np.matmul(a.reshape(rows, a.shape[-1]), w, out=out.reshape(rows, w.shape[1]))
         return out
 
     return accepts_out(run, into)
