@@ -240,6 +240,21 @@ def _settle_declarations(view: onnx.ModelProto, source: str, notes: list[str], e
     return view
 
 
+def _has_sparse(proto: onnx.ModelProto) -> bool:
+    """Whether any graph (subgraphs too) holds a sparse initializer or sparse attribute."""
+    graphs = [proto.graph]
+    while graphs:
+        graph = graphs.pop()
+        if graph.sparse_initializer:
+            return True
+        for node in graph.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.SPARSE_TENSOR:
+                    return True
+                graphs.extend([attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs)
+    return False
+
+
 def _densify_sparse(proto: onnx.ModelProto) -> None:
     """onnx_ir cannot hold sparse tensors: turn sparse initializers and Constant
     ``sparse_value`` attributes into dense tensors before building the IR."""
@@ -304,6 +319,8 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
             proto, owned = _copy(proto), True  # never edit the caller's proto
         prepare(proto)
     notes: list[str] = []
+    if not owned and _has_sparse(proto):
+        proto, owned = _copy(proto), True  # densifying edits the proto: never the caller's
     try:
         _densify_sparse(proto)
     except Exception as exc:  # noqa: BLE001 - indices out of range, bad dims, unknown dtype
@@ -339,6 +356,8 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
     if infer_shapes:
         inferred = _infer_shapes(skeleton or proto, name, notes, editable=skeleton is not None or owned)
         if skeleton is not None:
+            if not owned:  # adopting the inferred types edits the proto: never the caller's
+                proto, owned = _copy(proto), True
             _adopt_inferred(proto, inferred)
         else:
             proto = inferred

@@ -370,3 +370,28 @@ def test_initializer_data_that_does_not_fit_its_dims_is_refused(make_registry, s
     model = _model(nodes, [_vi("x", (size, size))], [_vi("y", (size, size))], [bad])
     with pytest.raises(ModelLoadError, match="initializer 'c' has .*does not fit its dims"):
         _session(model, make_registry)
+
+
+def test_callers_model_proto_is_never_edited(make_registry):
+    """Sparse initializers are densified and inferred types adopted on a copy."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    from epoxy import InferenceSession
+
+    big = np.ones((128, 256), np.float32)  # large enough for the checker skeleton path
+    sparse = helper.make_sparse_tensor(numpy_helper.from_array(np.array([2.0], np.float32), "s"),
+                                       numpy_helper.from_array(np.array([1], np.int64), "s_i"), [3])
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Relu", ["m"], ["y"]),
+         helper.make_node("Add", ["s", "s"], ["z"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 128])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(big, "w")], sparse_initializer=[sparse])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    before = model.SerializeToString()
+    session = InferenceSession(model, providers=["cpu"], registry=make_registry())
+    assert model.SerializeToString() == before
+    y, z = session.run(None, {"x": np.ones((2, 128), np.float32)})
+    np.testing.assert_array_equal(z, [0.0, 4.0, 0.0])
