@@ -49,9 +49,12 @@ class Device:
 class ValueType:
     """Static type of a graph value, as far as shape inference knows it.
 
-    ``kind`` is ``tensor``, ``sequence``, ``optional`` or ``unknown``; for sequence and
-    optional values ``element`` describes what is inside. ``shape`` dims are ints (known),
+    ``kind`` is ``tensor``, ``sequence``, ``optional``, ``map`` or ``unknown``; for sequence
+    and optional values ``element`` describes what is inside. ``shape`` dims are ints (known),
     strings (symbolic) or ``None`` (unknown); ``shape`` itself is ``None`` when rank is unknown.
+    A ``map`` (ai.onnx.ml's maps: Python dicts at run time) has ``key_dtype`` (``object`` for
+    string keys, an integer dtype otherwise) and its value type in ``element``
+    (``map(string,tensor(int64))``: ``key_dtype=object``, ``element`` a ``tensor`` of int64).
     """
 
     kind: str = "unknown"
@@ -59,6 +62,8 @@ class ValueType:
     dtype: np.dtype | None = None
     shape: tuple[int | str | None, ...] | None = None
     element: ValueType | None = None
+    #: key type of a ``map`` (added after SDK API 1 shipped; ``None`` for other kinds)
+    key_dtype: np.dtype | None = None
 
     @property
     def is_static(self) -> bool:

@@ -10,12 +10,15 @@ import numpy as np
 from .contract import ValueType
 from .dtypes import describe_dtype
 from .errors import InvalidFeedError
+from .type_strings import type_string
 
 
 def _describe(vt: ValueType) -> str:
     if vt.kind == "tensor":
         dims = "?" if vt.shape is None else "[" + ", ".join("?" if d is None else str(d) for d in vt.shape) + "]"
         return f"tensor({describe_dtype(vt.dtype)}) with shape {dims}"
+    if vt.kind in ("map", "sequence", "optional"):
+        return type_string(vt)
     return vt.kind
 
 
@@ -43,6 +46,18 @@ def _from_python(name: str, value: Any, vt: ValueType) -> np.ndarray:
     if array.dtype.kind not in "biufc" or array.dtype.kind == "c" and want.kind != "c":
         raise InvalidFeedError(f"input {name!r}: expected {describe_dtype(want)} values, got "
                                f"{describe_dtype(array.dtype)} from a {type(value).__name__}", input_name=name)
+    converted = _exact_cast(array, want)
+    if converted is None:
+        raise InvalidFeedError(
+            f"input {name!r}: the {type(value).__name__} holds values that {describe_dtype(want)} cannot represent "
+            f"exactly (e.g. fractions into an int input, or out-of-range values); pass a numpy array of "
+            f"dtype {describe_dtype(want)}", input_name=name)
+    return converted
+
+
+def _exact_cast(array: np.ndarray, want: np.dtype) -> np.ndarray | None:
+    """``array`` as ``want``, or None when that would change a value (floats into floats
+    round; only overflow to inf is refused)."""
     with np.errstate(all="ignore"):
         converted = array.astype(want)
         if want.kind in "fc" and array.dtype.kind in "fc":
@@ -51,12 +66,7 @@ def _from_python(name: str, value: Any, vt: ValueType) -> np.ndarray:
         else:  # into ints or bools a conversion must keep every value
             same = (converted == array) | ((array != array) & (converted != converted))  # NaN stays NaN
             exact = converted.shape == array.shape and bool(np.all(same))
-    if not exact:
-        raise InvalidFeedError(
-            f"input {name!r}: the {type(value).__name__} holds values that {describe_dtype(want)} cannot represent "
-            f"exactly (e.g. fractions into an int input, or out-of-range values); pass a numpy array of "
-            f"dtype {describe_dtype(want)}", input_name=name)
-    return converted
+    return converted if exact else None
 
 
 def _strings(name: str, array: np.ndarray) -> np.ndarray:
@@ -149,13 +159,91 @@ def _check_shape(name: str, shape: tuple[int, ...], vt: ValueType, symbols: dict
                 )
 
 
+#: Python and numpy scalars a numeric map value may be given as
+_NUMBERS = (int, float, np.integer, np.floating, np.bool_)
+
+
+def check_map(name: str, value: Any, vt: ValueType) -> dict[Any, Any]:
+    """A map feed: a dict whose keys are ``str`` (string keys) or ints (integer keys) and
+    whose values are numbers or strings of the value type; returned as a new dict of plain
+    Python keys and values (numbers rounded to the declared type, e.g. float32, as
+    onnxruntime stores them). Wrong key or value types are an :class:`InvalidFeedError`."""
+    want = type_string(vt)
+    if not isinstance(value, Mapping):
+        raise InvalidFeedError(f"input {name!r}: expected a dict ({want}), got {type(value).__name__}",
+                               input_name=name)
+    keys = _map_keys(name, list(value.keys()), vt.key_dtype, want)
+    element = vt.element or ValueType()
+    if element.kind == "tensor":
+        values = _map_values(name, list(value.values()), element.dtype, want)
+    else:  # maps of sequences or maps: valid ONNX, though no ai.onnx.ml op takes them
+        values = [check_value(f"{name}[{k!r}]", v, element, {}) for k, v in zip(keys, value.values())]
+    return dict(zip(keys, values))
+
+
+def _map_keys(name: str, keys: list[Any], key_dtype: np.dtype | None, want: str) -> list[Any]:
+    if key_dtype is None:
+        return keys
+    if key_dtype == np.dtype(object):
+        bad = next((k for k in keys if not isinstance(k, (str, bytes))), None)
+        if bad is not None:
+            raise InvalidFeedError(f"input {name!r}: map keys must be str ({want}), got key {bad!r:.40} of type "
+                                   f"{type(bad).__name__}", input_name=name)
+        return [_text(name, k) for k in keys]
+    bad = next((k for k in keys if not isinstance(k, (int, np.integer))), None)
+    if bad is not None:
+        raise InvalidFeedError(f"input {name!r}: map keys must be ints ({want}), got key {bad!r:.40} of type "
+                               f"{type(bad).__name__}", input_name=name)
+    ints = [int(k) for k in keys]
+    info = np.iinfo(key_dtype)
+    out = next((k for k in ints if not info.min <= k <= info.max), None)
+    if out is not None:
+        raise InvalidFeedError(f"input {name!r}: map key {out} does not fit the key type {key_dtype} ({want})",
+                               input_name=name)
+    return ints
+
+
+def _text(name: str, key: str | bytes) -> str:
+    if isinstance(key, bytes):
+        try:
+            return key.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidFeedError(f"input {name!r}: map key {key!r:.40} is bytes that are not UTF-8 text",
+                                   input_name=name) from exc
+    return str(key)  # numpy.str_ -> str
+
+
+def _map_values(name: str, values: list[Any], dtype: np.dtype | None, want: str) -> list[Any]:
+    if dtype is None or not values:
+        return values
+    if dtype == np.dtype(object):
+        bad = next((v for v in values if not isinstance(v, (str, bytes))), None)
+        if bad is not None:
+            raise InvalidFeedError(f"input {name!r}: map values must be str ({want}), got {bad!r:.40} of type "
+                                   f"{type(bad).__name__}", input_name=name)
+        return [_text(name, v) for v in values]
+    bad = next((v for v in values if not isinstance(v, _NUMBERS)), None)
+    if bad is not None:
+        raise InvalidFeedError(f"input {name!r}: map values must be numbers ({want}), got {bad!r:.40} of type "
+                               f"{type(bad).__name__}", input_name=name)
+    array = np.asarray(values)
+    converted = None if array.dtype == object else _exact_cast(array, dtype)
+    if converted is None:
+        raise InvalidFeedError(f"input {name!r}: map values that {describe_dtype(dtype)} cannot represent exactly "
+                               f"(fractions into ints, or out-of-range values); expected {want}", input_name=name)
+    return converted.tolist()
+
+
 def check_value(name: str, value: Any, vt: ValueType, symbols: dict[str, int]) -> Any:
-    """Validate a feed of any kind (tensor, sequence, optional)."""
+    """Validate a feed of any kind (tensor, sequence, optional, map)."""
     if vt.kind == "sequence":
-        if not isinstance(value, (list, tuple)):
-            raise InvalidFeedError(f"input {name!r}: expected a sequence (list of arrays), got {type(value).__name__}", input_name=name)
         element = vt.element or ValueType()
+        if not isinstance(value, (list, tuple)):
+            what = f"a list of dicts ({type_string(vt)})" if element.kind == "map" else "a sequence (list of arrays)"
+            raise InvalidFeedError(f"input {name!r}: expected {what}, got {type(value).__name__}", input_name=name)
         return [check_value(f"{name}[{i}]", v, element, {}) for i, v in enumerate(value)]
+    if vt.kind == "map":
+        return check_map(name, value, vt)
     if vt.kind == "optional":
         return None if value is None else check_value(name, value, vt.element or ValueType(), symbols)
     if vt.kind == "tensor":

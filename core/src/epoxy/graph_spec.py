@@ -16,12 +16,17 @@ import onnx_ir as ir
 
 from .contract import UNKNOWN, NodeSpec, ValueType
 from .errors import InvalidGraphError
+from .map_types import carried_type, value_type_from_proto
 
 
 def value_type_of(value: ir.Value | None) -> ValueType:
     """Static type of an IR value as a contract ``ValueType``."""
     if value is None:
         return UNKNOWN
+    if value.type is None:
+        carried = carried_type(value)  # a map type onnx_ir cannot hold (see epoxy.map_types)
+        if carried is not None:
+            return value_type_from_proto(carried)
     return _type_from_ir(value.type, value.shape)
 
 

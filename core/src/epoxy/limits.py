@@ -121,13 +121,15 @@ def check_planned_peak(peak: int, limit: int) -> None:
 
 
 def value_nbytes(value: Any) -> int:
-    """Bytes a run-time value holds: arrays, sequences (lists) of them, None."""
+    """Bytes a run-time value holds: arrays, sequences (lists) of them, maps (dicts), None."""
     if value is None:
         return 0
     if isinstance(value, np.ndarray):
         return int(value.nbytes)
     if isinstance(value, (list, tuple)):
         return sum(value_nbytes(v) + ITEM_OVERHEAD for v in value)
+    if isinstance(value, dict):  # a map: its keys and values are Python scalars
+        return ITEM_OVERHEAD * len(value)
     return int(getattr(value, "nbytes", 0) or 0)
 
 

@@ -76,7 +76,10 @@ def save_optimized(model: Any, path: str) -> None:
     """Write the optimized ``onnx_ir`` model as ONNX (weights beside it when over 2 GiB)."""
     import onnx_ir as ir
 
+    from .map_types import restore_map_types
+
     proto = ir.serde.serialize_model(model)
+    restore_map_types(proto, model)  # onnx_ir holds no map types: the loader carried them
     target = Path(path)
     try:
         onnx.save(proto, str(target))

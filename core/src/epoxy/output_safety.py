@@ -24,8 +24,10 @@ def memory_owner(array: np.ndarray) -> Any:
 
 
 def owners_of(values: Iterable[Any]) -> set[int]:
-    """ids of the memory owners of the arrays among ``values``."""
-    return {id(memory_owner(v)) for v in values if isinstance(v, np.ndarray)}
+    """ids of the memory owners of the arrays among ``values``, and of the sequences
+    (lists) and maps (dicts) among them (a constant-folded ZipMap gives a list of dicts)."""
+    return {id(memory_owner(v)) if isinstance(v, np.ndarray) else id(v) for v in values
+            if isinstance(v, (np.ndarray, list, dict))}
 
 
 def detach_aliases(results: Sequence[Any], feeds: Iterable[Any], constant_owners: set[int]) -> list[Any]:
@@ -36,11 +38,14 @@ def detach_aliases(results: Sequence[Any], feeds: Iterable[Any], constant_owners
                     if isinstance(v, np.ndarray)}
     shared = feed_owners | constant_owners
 
-    def detach(value: Any) -> Any:
+    def detach(value: Any, inside_shared: bool = False) -> Any:
         if isinstance(value, np.ndarray):
             return value.copy() if id(memory_owner(value)) in shared else value
         if isinstance(value, list):  # sequence outputs: their elements
-            return [detach(v) for v in value]
+            inside = inside_shared or id(value) in shared
+            return [detach(v, inside) for v in value]
+        if isinstance(value, dict):  # maps: their keys and values are immutable scalars
+            return dict(value) if inside_shared or id(value) in shared else value
         return value
 
     return [detach(v) for v in results]

@@ -116,9 +116,13 @@ def _select_device(entry: Any, options: dict[str, Any]) -> Any:
 class InferenceSession:
     """Run an ONNX model, each node on the best provider that claims it.
 
-    ``model``: a path, bytes or ``onnx.ModelProto``. ``providers``: names (or
-    ``(name, options)`` pairs) in priority order; default: every available provider by
-    priority. cpu is appended as the fallback unless ``sess_options.disable_fallback``.
+    Arguments in onnxruntime's order: ``path_or_bytes`` (a path, bytes or
+    ``onnx.ModelProto``), ``sess_options`` (:class:`SessionOptions`), ``providers`` (names or
+    onnxruntime aliases such as ``CPUExecutionProvider``, or ``(name, options)`` pairs, in
+    priority order; default: every available provider by priority), ``provider_options``
+    (one dict per provider, or a dict keyed by provider). cpu is appended as the fallback
+    unless ``sess_options.disable_fallback``. docs/ORT_COMPAT.md lists every onnxruntime
+    name and how epoxy answers it.
     """
 
     def __init__(

@@ -21,8 +21,8 @@ _ORT_TYPE_NAMES = {
 
 def type_string(vt: ValueType) -> str:
     """onnxruntime's name for a value type: ``tensor(float)``, ``seq(tensor(int64))``,
-    ``optional(tensor(float))``; element types are ONNX's names in lower case
-    (``bfloat16``, ``float8e4m3fn``, ``int4``), as onnxruntime prints them."""
+    ``optional(tensor(float))``, ``map(string,tensor(int64))``; element types are ONNX's
+    names in lower case (``bfloat16``, ``float8e4m3fn``, ``int4``), as onnxruntime prints them."""
     if vt.kind == "tensor":
         if vt.elem_type:
             from .dtypes import onnx_type_name
@@ -34,6 +34,9 @@ def type_string(vt: ValueType) -> str:
         return f"seq({type_string(vt.element or ValueType())})"
     if vt.kind == "optional":
         return f"optional({type_string(vt.element or ValueType())})"
+    if vt.kind == "map":  # onnxruntime: map(string,tensor(int64)), no space after the comma
+        key = describe_dtype(vt.key_dtype)
+        return f"map({_ORT_TYPE_NAMES.get(key, key)},{type_string(vt.element or ValueType())})"
     return "unknown"
 
 
