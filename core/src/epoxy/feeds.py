@@ -161,6 +161,12 @@ def _check_shape(name: str, shape: tuple[int, ...], vt: ValueType, symbols: dict
 
 #: Python and numpy scalars a numeric map value may be given as
 _NUMBERS = (int, float, np.integer, np.floating, np.bool_)
+_NONE = object()  # "nothing found" (None itself may be the offending key or value)
+
+
+def _first_not(items: list[Any], types: tuple[type, ...]) -> Any:
+    """The first of ``items`` that is not an instance of ``types``, else ``_NONE``."""
+    return next((v for v in items if not isinstance(v, types)), _NONE)
 
 
 def check_map(name: str, value: Any, vt: ValueType) -> dict[Any, Any]:
@@ -185,13 +191,13 @@ def _map_keys(name: str, keys: list[Any], key_dtype: np.dtype | None, want: str)
     if key_dtype is None:
         return keys
     if key_dtype == np.dtype(object):
-        bad = next((k for k in keys if not isinstance(k, (str, bytes))), None)
-        if bad is not None:
+        bad = _first_not(keys, (str, bytes))
+        if bad is not _NONE:
             raise InvalidFeedError(f"input {name!r}: map keys must be str ({want}), got key {bad!r:.40} of type "
                                    f"{type(bad).__name__}", input_name=name)
         return [_text(name, k) for k in keys]
-    bad = next((k for k in keys if not isinstance(k, (int, np.integer))), None)
-    if bad is not None:
+    bad = _first_not(keys, (int, np.integer))
+    if bad is not _NONE:
         raise InvalidFeedError(f"input {name!r}: map keys must be ints ({want}), got key {bad!r:.40} of type "
                                f"{type(bad).__name__}", input_name=name)
     ints = [int(k) for k in keys]
@@ -203,27 +209,28 @@ def _map_keys(name: str, keys: list[Any], key_dtype: np.dtype | None, want: str)
     return ints
 
 
-def _text(name: str, key: str | bytes) -> str:
-    if isinstance(key, bytes):
+def _text(name: str, item: str | bytes) -> str:
+    """A map's string key or value as ``str`` (bytes decoded as UTF-8)."""
+    if isinstance(item, bytes):
         try:
-            return key.decode("utf-8")
+            return item.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise InvalidFeedError(f"input {name!r}: map key {key!r:.40} is bytes that are not UTF-8 text",
+            raise InvalidFeedError(f"input {name!r}: {item!r:.40} in the map is bytes that are not UTF-8 text",
                                    input_name=name) from exc
-    return str(key)  # numpy.str_ -> str
+    return str(item)  # numpy.str_ -> str
 
 
 def _map_values(name: str, values: list[Any], dtype: np.dtype | None, want: str) -> list[Any]:
     if dtype is None or not values:
         return values
     if dtype == np.dtype(object):
-        bad = next((v for v in values if not isinstance(v, (str, bytes))), None)
-        if bad is not None:
+        bad = _first_not(values, (str, bytes))
+        if bad is not _NONE:
             raise InvalidFeedError(f"input {name!r}: map values must be str ({want}), got {bad!r:.40} of type "
                                    f"{type(bad).__name__}", input_name=name)
         return [_text(name, v) for v in values]
-    bad = next((v for v in values if not isinstance(v, _NUMBERS)), None)
-    if bad is not None:
+    bad = _first_not(values, _NUMBERS)
+    if bad is not _NONE:
         raise InvalidFeedError(f"input {name!r}: map values must be numbers ({want}), got {bad!r:.40} of type "
                                f"{type(bad).__name__}", input_name=name)
     array = np.asarray(values)

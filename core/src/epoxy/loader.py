@@ -19,7 +19,7 @@ from google.protobuf.message import DecodeError
 
 from .errors import InvalidGraphError, InvalidProtobufError, ModelFileNotFoundError, ModelLoadError
 from .graph_checks import settle_declared_types, vet_model, vet_nodes
-from .map_types import attach_map_types, model_has_maps, strip_map_types
+from .map_types import attach_map_types, model_has_maps, restore_map_types, strip_map_types
 from .options import CHECK_MODES, check_mode  # noqa: F401 - CHECK_MODES: what load_model(check=...) takes
 from .wire import load_mapped
 
@@ -460,8 +460,6 @@ def _own_initializer_data(graph: ir.Graph, mapped: dict[str, np.ndarray], source
 def as_model_proto(model: Any) -> onnx.ModelProto:
     """Serialize an onnx_ir model back to a proto (for compilers and tools), map types
     included (see :mod:`epoxy.map_types`)."""
-    from .map_types import restore_map_types
-
     proto = ir.serde.serialize_model(model)
     restore_map_types(proto, model)
     return proto
