@@ -192,10 +192,28 @@ def _casts() -> onnx.ModelProto:
     return _model(graph)
 
 
+def _maps() -> onnx.ModelProto:
+    """A dict in (DictVectorizer), a list of dicts out (ZipMap), as scikit-learn exports have them."""
+    words = ["cat", "dog", "emu"]
+    graph = helper.make_graph(
+        [helper.make_node("DictVectorizer", ["counts"], ["dense"], domain="ai.onnx.ml", string_vocabulary=words),
+         helper.make_node("Mul", ["dense", "two"], ["scores"]),
+         helper.make_node("ZipMap", ["scores"], ["by_word"], domain="ai.onnx.ml", classlabels_strings=words)],
+        "maps",
+        [helper.make_value_info("counts", helper.make_map_type_proto(S, helper.make_tensor_type_proto(F, [])))],
+        [helper.make_tensor_value_info("dense", F, [1, 3]),
+         helper.make_value_info("by_word", helper.make_sequence_type_proto(
+             helper.make_map_type_proto(S, helper.make_tensor_type_proto(F, []))))],
+        initializer=[numpy_helper.from_array(np.array(2.0, np.float32), "two")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 1)])
+    model.ir_version = 8
+    return model
+
+
 MODEL_BUILDERS = {
     "mlp": _mlp, "counter": _counter, "scaler": _scaler, "sequences": _sequences, "sequence_input": _sequence_input,
     "strings": _strings, "string_vocabulary": _string_vocabulary, "symbolic": _symbolic,
-    "unknown_dims": _unknown_dims, "no_output_shape": _no_output_shape, "casts": _casts,
+    "unknown_dims": _unknown_dims, "no_output_shape": _no_output_shape, "casts": _casts, "maps": _maps,
 }
 
 
@@ -717,6 +735,18 @@ SCRIPTS["sequences"] = """
     RESULT["sequence ortvalue"] = (seq_value.is_tensor_sequence(), seq_value.is_tensor(), seq_value.data_type(),
                                    seq_value.has_value())
     RESULT["picked ortvalue"] = picked_value.numpy()
+"""
+
+SCRIPTS["maps_as_dicts"] = """
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(MODELS["maps"], providers=["CPUExecutionProvider"])
+    RESULT["input types"] = [(i.name, i.type, i.shape) for i in sess.get_inputs()]
+    RESULT["output types"] = [(o.name, o.type) for o in sess.get_outputs()]
+    dense, by_word = sess.run(None, {"counts": {"dog": 2.0, "emu": 0.5, "yak": 9.0}})
+    RESULT["dense"] = dense
+    RESULT["by_word"] = by_word
+    RESULT["key and value types"] = sorted({(type(k).__name__, type(v).__name__) for d in by_word for k, v in d.items()})
 """
 
 SCRIPTS["nodearg_shape_of_sequence"] = """
