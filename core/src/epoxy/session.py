@@ -218,6 +218,8 @@ class InferenceSession:
         self._device_io = _device_io(built.plan, self._feed_slots, chosen, self._make_executor)
         self._constant_owners = owners_of(built.plan.initial)
         log = self._log = session_logger(self._options.logid, self._options.log_severity_level)
+        # onnxruntime's VLOG: verbose severity plus a verbosity level logs every run
+        self._log_runs = self._options.log_severity_level == 0 and self._options.log_verbosity_level > 0
         for note in notes:
             log.info(note)
         log.debug("session created: %s", ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in self.timings.items()))
@@ -459,7 +461,13 @@ class InferenceSession:
         without the download copy.
         """
         stop, options = self._run_controls(run_options)
-        return self._run(output_names, input_feed, stop, options)
+        if not self._log_runs:
+            return self._run(output_names, input_feed, stop, options)
+        start = time.perf_counter()
+        results = self._run(output_names, input_feed, stop, options)
+        self._log.debug("run of %s took %.3f ms", list(output_names or self._graph.outputs),
+                        (time.perf_counter() - start) * 1e3)
+        return results
 
     def _run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any], stop: Any,
              run_options: Mapping[str, Any] | None) -> list[Any]:

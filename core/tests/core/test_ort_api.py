@@ -421,7 +421,7 @@ def test_type_strings_are_onnxruntimes(make_registry):
 
 
 def test_session_log_settings_take_effect(make_registry, caplog):
-    so = SessionOptions(logid="mine", log_severity_level=0)
+    so = SessionOptions(logid="mine", log_severity_level=0, log_verbosity_level=1)
     with caplog.at_level(0, logger="epoxy"):
         session = _session(make_registry, chain(["Identity", "Relu"]), sess_options=so)
         options = ort.RunOptions()
@@ -430,6 +430,7 @@ def test_session_log_settings_take_effect(make_registry, caplog):
     records = [r for r in caplog.records if r.name == "epoxy.session.mine"]
     assert any("session created" in r.getMessage() for r in records)
     assert any("tagged" in r.getMessage() for r in records)
+    assert any(r.getMessage().startswith("run of ['y'] took") for r in records)  # verbosity > 0
 
 
 def test_ortvalue_feeds_in_plain_run(make_registry):
