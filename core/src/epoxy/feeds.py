@@ -191,11 +191,7 @@ def _map_keys(name: str, keys: list[Any], key_dtype: np.dtype | None, want: str)
     if key_dtype is None:
         return keys
     if key_dtype == np.dtype(object):
-        bad = _first_not(keys, (str, bytes))
-        if bad is not _NONE:
-            raise InvalidFeedError(f"input {name!r}: map keys must be str ({want}), got key {bad!r:.40} of type "
-                                   f"{type(bad).__name__}", input_name=name)
-        return [_text(name, k) for k in keys]
+        return _texts(name, keys, "keys", want)
     bad = _first_not(keys, (int, np.integer))
     if bad is not _NONE:
         raise InvalidFeedError(f"input {name!r}: map keys must be ints ({want}), got key {bad!r:.40} of type "
@@ -207,6 +203,16 @@ def _map_keys(name: str, keys: list[Any], key_dtype: np.dtype | None, want: str)
         raise InvalidFeedError(f"input {name!r}: map key {out} does not fit the key type {key_dtype} ({want})",
                                input_name=name)
     return ints
+
+
+def _texts(name: str, items: list[Any], what: str, want: str) -> list[str]:
+    """A map's string keys or values as ``str``; anything else is an error naming the input."""
+    bad = _first_not(items, (str, bytes))
+    if bad is not _NONE:
+        one = "key " if what == "keys" else ""
+        raise InvalidFeedError(f"input {name!r}: map {what} must be str ({want}), got {one}{bad!r:.40} of type "
+                               f"{type(bad).__name__}", input_name=name)
+    return [_text(name, item) for item in items]
 
 
 def _text(name: str, item: str | bytes) -> str:
@@ -224,11 +230,7 @@ def _map_values(name: str, values: list[Any], dtype: np.dtype | None, want: str)
     if dtype is None or not values:
         return values
     if dtype == np.dtype(object):
-        bad = _first_not(values, (str, bytes))
-        if bad is not _NONE:
-            raise InvalidFeedError(f"input {name!r}: map values must be str ({want}), got {bad!r:.40} of type "
-                                   f"{type(bad).__name__}", input_name=name)
-        return [_text(name, v) for v in values]
+        return _texts(name, values, "values", want)
     bad = _first_not(values, _NUMBERS)
     if bad is not _NONE:
         raise InvalidFeedError(f"input {name!r}: map values must be numbers ({want}), got {bad!r:.40} of type "
