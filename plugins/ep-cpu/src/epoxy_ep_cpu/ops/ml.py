@@ -9,6 +9,8 @@ from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
+from ._forest import LEAF, MEMBER, Forest
+from ._ml_common import apply_regression_transform, feature_matrix
 from ._util import as_text as _s
 
 ML = "ai.onnx.ml"
@@ -164,31 +166,12 @@ def label_encoder_2(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 # --------------------------------------------------------------------------- TreeEnsemble
 
-_LEQ, _LT, _GTE, _GT, _EQ, _NEQ, _MEMBER = range(7)
-
-
-def _post_transform(y: np.ndarray, kind: int) -> np.ndarray:
-    if kind == 0:
-        return y
-    if kind == 1:
-        e = np.exp(y - y.max(axis=1, keepdims=True))
-        return e / e.sum(axis=1, keepdims=True)
-    if kind == 2:
-        return 1.0 / (1.0 + np.exp(-y))
-    if kind == 3:
-        nz = y != 0
-        m = np.where(nz, y, -np.inf).max(axis=1, keepdims=True)
-        m = np.where(np.isfinite(m), m, 0.0)
-        e = np.where(nz, np.exp(y - m), 0.0)
-        s = e.sum(axis=1, keepdims=True)
-        return np.where(nz, e / np.where(s == 0, 1.0, s), 0.0)
-    from scipy.special import erfinv
-
-    return np.sqrt(2.0) * erfinv(2.0 * y - 1.0)
-
 
 @KERNELS.register("TreeEnsemble", 5, domain=ML)
 def tree_ensemble(node: NodeSpec):  # type: ignore[no-untyped-def]
+    """Compiles into the shared evaluator (``_forest``): nodes first, then leaves, so a
+    ``nodes_trueleafs``/``nodes_falseleafs`` flag turns a child id into ``n_nodes + id``."""
+
     def ints(name: str) -> np.ndarray:
         return np.asarray(node.attr(name) or (), dtype=np.int64)
 
@@ -212,6 +195,7 @@ def tree_ensemble(node: NodeSpec):  # type: ignore[no-untyped-def]
     leaf_targets = ints("leaf_targetids")
     lw = tensor("leaf_weights")
     leaf_weights = lw.astype(np.float64) if lw is not None else np.zeros(leaf_targets.size)
+    n_leaves = leaf_targets.size
     n_targets = int(node.attr("n_targets", 1))
     aggregate = int(node.attr("aggregate_function", 1))
     post = int(node.attr("post_transform", 0))
@@ -230,68 +214,40 @@ def tree_ensemble(node: NodeSpec):  # type: ignore[no-untyped-def]
     ):
         if arr.size != n_nodes:
             raise Unsupported(f"TreeEnsemble: {name} has {arr.size} entries for {n_nodes} nodes")
+    if leaf_weights.size != n_leaves:
+        raise Unsupported("TreeEnsemble: leaf_weights and leaf_targetids have different lengths")
     # set membership: member node -> its value set (sets listed in node order, NaN-delimited)
-    member_nodes = np.nonzero(modes == _MEMBER)[0]
-    member_sets: list[tuple[int, np.ndarray]] = []
+    member_nodes = np.nonzero(modes == MEMBER)[0]
+    membership: dict[int, np.ndarray] = {}
     if member_nodes.size:
         mv = tensor("membership_values")
         if mv is None:
             raise Unsupported("TreeEnsemble: BRANCH_MEMBER nodes need membership_values")
         mv = mv.astype(np.float64)
-        cuts = np.nonzero(np.isnan(mv))[0]
-        groups = np.split(mv, cuts)
-        groups = [g[~np.isnan(g)] for g in groups][: member_nodes.size]
+        groups = [g[~np.isnan(g)] for g in np.split(mv, np.nonzero(np.isnan(mv))[0])][: member_nodes.size]
         if len(groups) < member_nodes.size:
             raise Unsupported("TreeEnsemble: fewer membership sets than BRANCH_MEMBER nodes")
-        member_sets = list(zip(member_nodes.tolist(), groups))
-    n_trees = roots.size
+        membership = dict(zip(member_nodes.tolist(), groups))
+    forest = Forest(
+        op="TreeEnsemble",
+        roots=roots,
+        feature=np.concatenate([feature, np.zeros(n_leaves, np.int64)]),
+        threshold=np.concatenate([splits, np.zeros(n_leaves)]),
+        mode=np.concatenate([modes, np.full(n_leaves, LEAF, np.int64)]),
+        true_child=np.concatenate([np.where(true_leaf, n_nodes + true_ids, true_ids), np.zeros(n_leaves, np.int64)]),
+        false_child=np.concatenate([np.where(false_leaf, n_nodes + false_ids, false_ids), np.zeros(n_leaves, np.int64)]),
+        missing_true=np.concatenate([missing_true, np.zeros(n_leaves, bool)]),
+        leaf_node=n_nodes + np.arange(n_leaves),
+        leaf_target=leaf_targets,
+        leaf_weight=leaf_weights,
+        n_targets=n_targets,
+        membership=membership,
+    )
 
     def run(x: np.ndarray) -> np.ndarray:
-        xa = x.astype(np.float64)
-        if xa.ndim == 1:
-            xa = xa.reshape(1, -1)
-        n = xa.shape[0]
-        out = np.zeros((n, n_targets), dtype=np.float64)
-        if n == 0 or n_trees == 0:
-            return _post_transform(out, post).astype(x.dtype)
-        cur = np.broadcast_to(roots[None, :], (n, n_trees)).copy()
-        at_leaf = np.zeros((n, n_trees), dtype=bool)
-        rows = np.broadcast_to(np.arange(n)[:, None], (n, n_trees))
-        for _ in range(n_nodes + 1):  # at most one level per node
-            active = ~at_leaf
-            if not active.any():
-                break
-            nodes = cur[active]
-            vals = xa[rows[active], feature[nodes]]
-            sp = splits[nodes]
-            md = modes[nodes]
-            cond = np.select(
-                [md == _LEQ, md == _LT, md == _GTE, md == _GT, md == _EQ, md == _NEQ],
-                [vals <= sp, vals < sp, vals >= sp, vals > sp, vals == sp, vals != sp],
-                default=False,
-            )
-            for m, members in member_sets:  # one pass per membership node
-                sel = nodes == m
-                if sel.any():
-                    cond[sel] = np.isin(vals[sel], members)
-            isnan = np.isnan(vals)
-            cond = np.where(isnan, missing_true[nodes], cond)
-            cur[active] = np.where(cond, true_ids[nodes], false_ids[nodes])
-            at_leaf[active] = np.where(cond, true_leaf[nodes], false_leaf[nodes])
-        else:
-            raise ValueError("TreeEnsemble: a tree does not terminate")
-        targets = leaf_targets[cur]
-        weights = leaf_weights[cur]
-        r = rows
-        if aggregate in (0, 1):
-            np.add.at(out, (r, targets), weights)
-            if aggregate == 0:
-                out = out / n_trees
-        else:
-            fill = np.inf if aggregate == 2 else -np.inf
-            acc = np.full((n, n_targets), fill)
-            (np.minimum if aggregate == 2 else np.maximum).at(acc, (r, targets), weights)
-            out = np.where(np.isinf(acc), 0.0, acc)
-        return _post_transform(out, post).astype(x.dtype)
+        # float32 (and float16) inputs compare in float32, float64 in float64
+        xa = feature_matrix(x, "TreeEnsemble", np.float64 if x.dtype == np.float64 else np.float32)
+        scores = forest.aggregate(xa, aggregate).values
+        return apply_regression_transform(scores, post).astype(x.dtype)
 
     return run
