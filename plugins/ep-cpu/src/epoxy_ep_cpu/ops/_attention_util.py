@@ -71,3 +71,27 @@ def repeat_kv(x: np.ndarray, q_heads: int) -> np.ndarray:
     if kv_heads == 0 or q_heads % kv_heads:
         raise ValueError(f"q_num_heads={q_heads} is not a multiple of kv_num_heads={kv_heads}")
     return np.repeat(x, q_heads // kv_heads, axis=1)
+
+
+def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, interleaved: bool) -> np.ndarray:
+    """Rotary embedding of ``x`` [B, S, H, D] (compute dtype) with ``cos``/``sin`` [B|1, S, R/2]:
+    the first R channels rotate (pairs ``(2i, 2i+1)`` when interleaved, else ``(i, i+R/2)``),
+    the rest pass through. Returns a new array in ``x``'s dtype."""
+    half = cos.shape[-1]
+    rot = 2 * half
+    c = cos.astype(x.dtype, copy=False)[:, :, None, :]
+    s = sin.astype(x.dtype, copy=False)[:, :, None, :]
+    xr = x[..., :rot]
+    if interleaved:
+        x1, x2 = xr[..., 0::2], xr[..., 1::2]
+    else:
+        x1, x2 = xr[..., :half], xr[..., half:]
+    real = c * x1 - s * x2
+    imag = s * x1 + c * x2
+    if interleaved:
+        rotated = np.stack([real, imag], axis=-1).reshape(xr.shape)
+    else:
+        rotated = np.concatenate([real, imag], axis=-1)
+    if rot == x.shape[-1]:
+        return rotated
+    return np.concatenate([rotated, x[..., rot:]], axis=-1)

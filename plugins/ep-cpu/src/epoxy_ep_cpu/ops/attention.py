@@ -24,6 +24,7 @@ from ._attention_util import (
     merge_heads,
     precision_dtype,
     repeat_kv,
+    rotate,
     sigmoid,
     split_heads,
 )
@@ -189,20 +190,8 @@ def rotary_embedding(node: NodeSpec):  # type: ignore[no-untyped-def]
         sin = sin_cache if position_ids is None else sin_cache[np.asarray(position_ids, dtype=np.int64)]
         if cos.shape[-1] != half or sin.shape[-1] != half:
             raise ValueError(f"cos/sin cache last dim must be rotary_embedding_dim/2 = {half}")
-        cos = cos.astype(cd)[:, :, None, :]  # [B, S, 1, half]
-        sin = sin.astype(cd)[:, :, None, :]
-        xr = x[..., :rot].astype(cd)
-        if interleaved:
-            x1, x2 = xr[..., 0::2], xr[..., 1::2]
-        else:
-            x1, x2 = xr[..., :half], xr[..., half:]
-        real = cos * x1 - sin * x2
-        imag = sin * x1 + cos * x2
-        if interleaved:
-            rotated = np.stack([real, imag], axis=-1).reshape(xr.shape)
-        else:
-            rotated = np.concatenate([real, imag], axis=-1)
-        out = np.concatenate([rotated.astype(X.dtype), x[..., rot:]], axis=-1)
+        out = np.concatenate([rotate(x[..., :rot].astype(cd), cos, sin, interleaved).astype(X.dtype),
+                              x[..., rot:]], axis=-1)
         if X.ndim == 4:
             return np.ascontiguousarray(out.transpose(0, 2, 1, 3))
         return out.reshape(X.shape)

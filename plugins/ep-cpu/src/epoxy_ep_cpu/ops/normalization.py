@@ -158,6 +158,33 @@ def group_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
 # --------------------------------------------------------------------------- Layer / RMS
 
 
+def standardize(
+    xc: np.ndarray, axis: int, eps: float, *, center: bool = True
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Normalize ``xc`` over axes ``axis..`` (a non-negative axis): ``(d, mean, inv_std)``
+    with ``d = (xc - mean) * inv_std`` a fresh array the caller may scale in place and the
+    statistics kept as dims. ``center=False`` is the RMS form (mean taken as 0, so
+    ``inv_std = 1 / sqrt(mean(x^2) + eps)``; the returned mean is zeros)."""
+    axes = tuple(range(axis, xc.ndim))
+    cdt = xc.dtype
+    if center:
+        mean = xc.mean(axis=axes, keepdims=True)
+        d = xc - mean
+    else:
+        mean = np.zeros(xc.shape[:axis] + (1,) * (xc.ndim - axis), dtype=cdt)
+        d = xc.copy()
+    inner = int(np.prod(xc.shape[axis:], dtype=np.int64))
+    if inner and d.size and d.flags.c_contiguous:
+        # sum of squares per row by einsum: no squared temporary
+        rows = d.reshape(-1, inner)
+        var = (np.einsum("ij,ij->i", rows, rows) / cdt.type(inner)).reshape(mean.shape)
+    else:
+        var = np.mean(np.square(d), axis=axes, keepdims=True)
+    inv = 1 / np.sqrt(var + cdt.type(eps))
+    d *= inv
+    return d, mean, inv
+
+
 @KERNELS.register("LayerNormalization", 17)
 def layer_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
     eps = float(node.attr("epsilon", 1e-5))
@@ -168,20 +195,8 @@ def layer_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
 
     def run(x, scale, b=None):  # type: ignore[no-untyped-def]
         ax = axis + x.ndim if axis < 0 else axis
-        axes = tuple(range(ax, x.ndim))
         cdt = _stash_dtype(stash, x.dtype)
-        xc = x.astype(cdt, copy=False)
-        mean = xc.mean(axis=axes, keepdims=True)
-        d = xc - mean
-        inner = int(np.prod(x.shape[ax:], dtype=np.int64))
-        if inner and d.size and d.flags.c_contiguous:
-            # sum of squares per row by einsum: no squared temporary
-            rows = d.reshape(-1, inner)
-            var = (np.einsum("ij,ij->i", rows, rows) / cdt.type(inner)).reshape(mean.shape)
-        else:
-            var = np.mean(np.square(d), axis=axes, keepdims=True)
-        inv = 1 / np.sqrt(var + cdt.type(eps))
-        d *= inv
+        d, mean, inv = standardize(x.astype(cdt, copy=False), ax, eps)
         if d.dtype == x.dtype and scale.dtype == x.dtype and np.broadcast_shapes(d.shape, scale.shape) == d.shape:
             d *= scale  # d is our own temporary: finish in place
             y = d
