@@ -11,11 +11,13 @@ from __future__ import annotations
 import nox
 
 nox.options.default_venv_backend = "uv|virtualenv"
-nox.options.sessions = ["core", "sdk", "ep_cpu", "ep_openvino", "template", "integration", "conformance", "ep_coreml", "ep_cuda", "reliability"]
+nox.options.sessions = ["core", "sdk", "ep_cpu", "ep_openvino", "template", "integration", "conformance", "ep_coreml", "ep_cuda", "reliability", "models_ml"]
 nox.options.reuse_existing_virtualenvs = False
 
 ONNX_PIN = "onnx==1.23.*"  # conformance counts are comparable only on one onnx release
 PYTEST = ["pytest>=8", "pytest-xdist>=3"]
+# docs/MODEL_ZOO.md lists the ops each exporter writes: it holds for one release of each
+EXPORTERS = ["skl2onnx==1.20.*", "onnxmltools==1.16.*"]
 
 
 def _pytest(session: nox.Session, *paths: str, parallel: bool = False) -> None:
@@ -108,6 +110,20 @@ def reliability(session: nox.Session) -> None:
     Long-running fuzzing and the soak are scripts: tests/reliability/fuzz.py, soak.py."""
     session.install("./core", "./sdk", "./plugins/ep-cpu[image]", ONNX_PIN, "hypothesis", *PYTEST)
     _pytest(session, "tests/reliability")
+
+
+@nox.session
+def models_ml(session: nox.Session) -> None:
+    """The classical-ML zoo: scikit-learn, LightGBM and XGBoost models written by skl2onnx and
+    onnxmltools in the tests, each run by epoxy (cpu) and onnxruntime (docs/MODEL_ZOO.md).
+
+    xgboost-cpu is XGBoost's CPU-only wheel (same ``xgboost`` import): the ``xgboost`` wheel
+    pulls nvidia-nccl-cu12 and ships CUDA code, ~680 MB more to download and install (this
+    session's venv: 1.1 GB against 431 MB). scikit-learn<1.11:
+    SVC(probability=True), in the zoo because users' models hold it, is removed in 1.11."""
+    session.install("./core", "./plugins/ep-cpu", ONNX_PIN, "onnxruntime", "scikit-learn<1.11", "pandas",
+                    *EXPORTERS, "lightgbm", "xgboost-cpu", *PYTEST)
+    _pytest(session, "tests/models", parallel=True)
 
 
 @nox.session
