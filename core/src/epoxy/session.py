@@ -13,6 +13,7 @@ from typing import Any
 from .contract import Allocator, Provider, ValueType
 from .control_flow import ControlFlowProvider
 from .device_io import DeviceIO
+from .dtypes import describe_dtype
 from .errors import InvalidArgumentError, ProviderError, RunTerminatedError
 from .executor import SequentialExecutor
 from .feeds import check_feeds
@@ -217,6 +218,9 @@ class InferenceSession:
                                if n in built.plan.slot_names}, **built.plan.input_slots}
         self._device_io = _device_io(built.plan, self._feed_slots, chosen, self._make_executor)
         self._constant_owners = owners_of(built.plan.initial)
+        self._declared_dtypes = {n: vt.dtype for n in graph.outputs
+                                 if (vt := graph.value_type(n)).kind == "tensor" and vt.dtype is not None}
+        self._dtype_warned: set[str] = set()
         log = self._log = session_logger(self._options.logid, self._options.log_severity_level)
         # onnxruntime's VLOG: verbose severity plus a verbosity level logs every run
         self._log_runs = self._options.log_severity_level == 0 and self._options.log_verbosity_level > 0
@@ -499,7 +503,24 @@ class InferenceSession:
         else:
             slots = self._feed_slots
             results = self._executor.run([(slots[n], v) for n, v in feeds.items()], fetch, stop)
-        return detach_aliases(results, feeds.values(), self._constant_owners)
+        results = detach_aliases(results, feeds.values(), self._constant_owners)
+        if self._declared_dtypes:
+            self._warn_on_undeclared_dtypes(names, results)
+        return results
+
+    def _warn_on_undeclared_dtypes(self, names: Sequence[str], results: Sequence[Any]) -> None:
+        """A graph output whose kernel returns another dtype than the model declares (and
+        ``get_outputs()`` reports) is a silent difference for the caller: say so, once per output."""
+        for name, value in zip(names, results):
+            want = self._declared_dtypes.get(name)
+            got = getattr(value, "dtype", None)
+            if want is None or got is None or got == want or name in self._dtype_warned:
+                continue
+            self._dtype_warned.add(name)
+            note = (f"output {name!r} is declared {describe_dtype(want)} (get_outputs() says so) but its node "
+                    f"returned {describe_dtype(got)}; the values are returned as computed")
+            self._report.notes.append(note)
+            warnings.warn(note, RuntimeWarning, stacklevel=3)
 
     def _run_controls(self, run_options: Any) -> tuple[Any, Mapping[str, Any] | None]:
         """(stop flag, dict run options) from a RunOptions object, a dict or None."""

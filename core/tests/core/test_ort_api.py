@@ -465,3 +465,24 @@ def test_provider_options_dict_keyed_by_name_or_alias(make_registry):
     assert session.get_providers() == ["cpu"]
     with pytest.raises(epoxy.InvalidArgumentError, match="provider_options names 'tpu'"):
         InferenceSession(chain(["Relu"]), providers=["cpu"], provider_options={"tpu": {}}, registry=make_registry())
+
+
+def test_output_dtype_other_than_declared_is_loud(make_registry):
+    """A kernel returning float64 for an output the model declares float (what skl2onnx's
+    float64 tree regressors look like) warns once, naming the output."""
+    from fakes import Factory
+
+    from epoxy.kit import KernelProvider, KernelRegistry
+
+    wide = KernelRegistry()
+    wide.register("Relu", (6, 13, 14))(lambda node: lambda x: np.maximum(x, 0).astype(np.float64))
+    registry = make_registry(Factory("wide", lambda d, o: KernelProvider("wide", d, wide, o), 10))
+    session = InferenceSession(chain(["Relu"]), providers=["wide"], registry=registry)
+    assert session.get_outputs()[0].type == "tensor(float)"
+    with pytest.warns(RuntimeWarning, match="output 'y' is declared float32 .* returned float64"):
+        (y,) = session.run(None, {"x": X})
+    assert y.dtype == np.float64
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        session.run(None, {"x": X})  # once per output
+    assert any("declared float32" in n for n in session.partition_report().notes)
