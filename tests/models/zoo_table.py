@@ -61,7 +61,10 @@ these versions, so there is nothing to compare epoxy with:
   (ZipMap output declared `seq(map(string, tensor(double)))`), RandomForestRegressor and
   GradientBoostingRegressor (TreeEnsembleRegressor output declared double at ai.onnx.ml 3) and
   SVR (no double SVMRegressor kernel). epoxy runs all of them today, with nothing to compare
-  against. LinearRegression and RandomForestClassifier in float64 run on both and are in the table.
+  against; where a node returns another dtype than the model declares for a graph output
+  (the double-declared tree regressors compute float), the run warns once naming the output
+  (`core/tests/core/test_ort_api.py::test_output_dtype_other_than_declared_is_loud`).
+  LinearRegression and RandomForestClassifier in float64 run on both and are in the table.
 - `TfidfVectorizer`: skl2onnx 1.20 always writes `com.microsoft::Tokenizer`; its options
   (`separators`, `tokenexp`, `nan`, `keep_empty_string`, `locale`) change only the
   Tokenizer's attributes, none avoids it. Both tokenizer modes are in the table as xfails,
