@@ -463,13 +463,6 @@ def _around_tokenizer(options: dict[str, Any], part: str) -> Callable[[], Built]
     return build
 
 
-# skl2onnx 1.20 writes every TfidfVectorizer/CountVectorizer with com.microsoft::Tokenizer:
-# its options (separators, tokenexp, nan, keep_empty_string, locale) only change the
-# Tokenizer's attributes, none avoids it
-TOKENIZER = ("com.microsoft::Tokenizer (opset 1, an onnxruntime contrib op): ep-cpu has no kernel for it "
-             "(its com.microsoft ops are the transformer and quantized ones), so session creation raises "
-             "UnsupportedOpError; every other op of the model runs and matches (the *-tokenizer cuts)")
-
 PIPELINES = [
     Case("column_transformer", "skl2onnx", "ColumnTransformer(OneHotEncoder, StandardScaler)",
          "DataFrame: 1 string + 2 float columns", _column_transformer(False)),
@@ -478,11 +471,9 @@ PIPELINES = [
     Case("dict_vectorizer-logreg", "skl2onnx", "Pipeline(DictVectorizer, LogisticRegression)",
          "map(string, float) input with a missing and an unseen key, str labels, ZipMap", _dict_vectorizer),
     Case("tfidf-logreg", "skl2onnx", "Pipeline(TfidfVectorizer, LogisticRegression)",
-         "default options (Tokenizer with separators), str labels, ZipMap", _tfidf({}),
-         xfail=TOKENIZER, raises=(epoxy.UnsupportedOpError,)),
+         "default options (Tokenizer with skl2onnx's default tokenexp), str labels, ZipMap", _tfidf({})),
     Case("tfidf-logreg-tokenexp", "skl2onnx", "Pipeline(TfidfVectorizer, LogisticRegression)",
-         "tokenexp option (Tokenizer with sklearn's regex), str labels, ZipMap", _tfidf({"tokenexp": ""}),
-         xfail=TOKENIZER, raises=(epoxy.UnsupportedOpError,)),
+         "tokenexp option (Tokenizer with sklearn's regex), str labels, ZipMap", _tfidf({"tokenexp": ""})),
     Case("tfidf-logreg-before-tokenizer", "skl2onnx", "Pipeline(TfidfVectorizer, LogisticRegression)",
          "default options, cut: input to the Tokenizer's input", _around_tokenizer({}, "before")),
     Case("tfidf-logreg-after-tokenizer", "skl2onnx", "Pipeline(TfidfVectorizer, LogisticRegression)",
