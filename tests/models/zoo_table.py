@@ -65,10 +65,10 @@ these versions, so there is nothing to compare epoxy with:
   (the double-declared tree regressors compute float), the run warns once naming the output
   (`core/tests/core/test_ort_api.py::test_output_dtype_other_than_declared_is_loud`).
   LinearRegression and RandomForestClassifier in float64 run on both and are in the table.
-- `TfidfVectorizer`: skl2onnx 1.20 always writes `com.microsoft::Tokenizer`; its options
-  (`separators`, `tokenexp`, `nan`, `keep_empty_string`, `locale`) change only the
-  Tokenizer's attributes, none avoids it. Both tokenizer modes are in the table as xfails,
-  and the model cut before and after its Tokenizer (every other op) as rows that match.
+- `TfidfVectorizer`: skl2onnx 1.20 always writes `com.microsoft::Tokenizer` (ep-cpu runs it);
+  its options (`separators`, `tokenexp`, `nan`, `keep_empty_string`, `locale`) change only the
+  Tokenizer's attributes. Both tokenizer modes are in the table, and the model cut before and
+  after its Tokenizer (every other op) as rows of their own.
   The zoo sets `locale="C"`: StringNormalizer's default `en_US.UTF-8` makes onnxruntime fail to
   create the session on machines without that locale.
 - onnxmltools 1.16's XGBoost converter has no `zipmap` option: XGBClassifier probabilities are
