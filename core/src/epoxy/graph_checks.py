@@ -17,7 +17,6 @@ their node does not produce.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +24,7 @@ import numpy as np
 import onnx
 
 from .errors import InvalidGraphError, ModelLoadError
+from .kit.ordering import stable_topological_order
 from .names import FreshNames
 
 #: domain names that mean the default ONNX domain
@@ -299,21 +299,7 @@ class _GraphVetter:
 
     def _sort(self, graph: onnx.GraphProto, after: list[set[int]], where: str) -> None:
         """Order the nodes topologically (stable: the file's order wherever it is valid)."""
-        users: list[list[int]] = [[] for _ in graph.node]
-        waiting = [len(deps) for deps in after]
-        for index, deps in enumerate(after):
-            for dep in deps:
-                users[dep].append(index)
-        ready = [i for i, n in enumerate(waiting) if n == 0]
-        heapq.heapify(ready)
-        order: list[int] = []
-        while ready:
-            index = heapq.heappop(ready)
-            order.append(index)
-            for user in users[index]:
-                waiting[user] -= 1
-                if waiting[user] == 0:
-                    heapq.heappush(ready, user)
+        order = stable_topological_order(after)
         if len(order) < len(graph.node):
             raise self._cycle(graph, after, set(range(len(graph.node))) - set(order), where)
         if order == list(range(len(graph.node))):

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
+from epoxy.kit.ordering import stable_topological_order
+
 
 def _preds_succs(graph: Any) -> tuple[list[set[int]], list[set[int]]]:
     n = len(graph.nodes)
@@ -29,20 +31,9 @@ def _preds_succs(graph: Any) -> tuple[list[set[int]], list[set[int]]]:
 
 
 def topological_order(preds: Sequence[set[int]], succs: Sequence[set[int]]) -> list[int]:
-    """Kahn's algorithm, smallest index first (the graph's own order when it is sorted)."""
-    import heapq
-
-    indegree = [len(p) for p in preds]
-    ready = [i for i, d in enumerate(indegree) if d == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        i = heapq.heappop(ready)
-        order.append(i)
-        for s in succs[i]:
-            indegree[s] -= 1
-            if indegree[s] == 0:
-                heapq.heappush(ready, s)
+    """Kahn's algorithm, smallest index first (the graph's own order when it is sorted);
+    ``succs`` mirrors ``preds`` (kept for callers)."""
+    order = stable_topological_order(preds)
     if len(order) != len(preds):
         raise ValueError("graph has a cycle")
     return order
