@@ -28,7 +28,7 @@ def main() -> None:
                 name, _, reason = line.partition(" ")
                 old[name] = reason
     cases = all_cases()
-    results = run_cases(cases, ["cpu"])
+    results = {r.name: r.message for r in run_cases(cases, ["cpu"])}
     lines = []
     for case in cases:
         failure = results[case.name]

@@ -4,7 +4,8 @@ This module is the whole public API a provider package needs (with :mod:`epoxy.h
 It lives in the core, not the SDK, so a provider depends only on ``epoxy-core`` at run time;
 the SDK is a development-time kit (base classes, conformance tests, template).
 
-Bump :data:`SDK_API_VERSION` only for incompatible changes; add fields, never change them.
+Its version is ``major.minor`` (:mod:`epoxy.sdk_api`): a minor release adds fields, optional
+hooks and helpers, never changes them; a major one may.
 """
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-#: Version of this contract. A factory declares the version it targets; the core refuses
-#: factories whose version differs (recorded as a plugin failure, never a crash).
-SDK_API_VERSION = 1
+from .sdk_api import SDK_API
+
+#: Version of this contract (``"major.minor"``). A factory declares, as a literal, the
+#: version it was written against; the core loads it when the major is the same and its
+#: minor is not newer (:func:`epoxy.sdk_api.incompatibility`), else records a plugin failure.
+SDK_API_VERSION = SDK_API
 
 #: What a kernel or a compiled group is: called with input values in the node's input
 #: order (``None`` for missing optional inputs); returns one value for a single output or
@@ -136,6 +140,12 @@ class GraphSpec(Protocol):
 
     def consumers(self, name: str) -> Sequence[int]:
         """Indices of nodes reading ``name``."""
+        ...
+
+    def node_inputs(self, index: int) -> tuple[str, ...]:
+        """The values node ``index`` reads: its non-empty inputs, then the outer values its
+        subgraphs read (implicit inputs of If/Loop/Scan bodies). Dependencies are computed
+        from this, never from ``nodes[i].inputs`` alone (SDK API 1.1)."""
         ...
 
     def to_model(self, node_indices: Sequence[int]) -> Any:
@@ -261,7 +271,7 @@ class ProviderFactory(Protocol):
       :class:`ProviderFactoryWithOptions`.
     - ``supported_ops() -> list[epoxy.kit.OpSupport]``: ops with opset ranges, for ``epoxy ops``.
 
-    Optional attribute (same rules: absent is fine, no ``SDK_API_VERSION`` change):
+    Optional attribute (same rules: absent is fine):
 
     - ``aliases: tuple[str, ...]``: other names sessions accept for this provider, typically
       its onnxruntime name (``("CUDAExecutionProvider",)``), so code written for onnxruntime
@@ -278,7 +288,8 @@ class ProviderFactory(Protocol):
     name: str
     vendor: str
     version: str
-    sdk_api: int
+    #: the contract version the provider was written against, a literal such as ``"1.1"``
+    sdk_api: str
     priority: int
 
     def devices(self) -> Sequence[Device]:

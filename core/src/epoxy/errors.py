@@ -147,6 +147,19 @@ class KernelError(RuntimeException):
         self.provider = provider
 
 
+class OutputTypeError(KernelError):
+    """A kernel or compiled group returned a value whose dtype, rank or a known dim differs
+    from what the graph's types say (raised when output checks are on: ``check_outputs``).
+    ``expected`` and ``got`` describe the value as ``float32[2,3]``."""
+
+    def __init__(self, message: str, *, node: str, op_type: str, provider: str, output: str,
+                 expected: str, got: str) -> None:
+        super().__init__(message, node=node, op_type=op_type, provider=provider)
+        self.output = output
+        self.expected = expected
+        self.got = got
+
+
 class ResourceLimitError(RuntimeException):
     """A value would exceed a configured resource limit; names the value and the numbers."""
 

@@ -30,6 +30,15 @@ def check_terminated(where: str) -> None:
         raise RunTerminatedError(f"run terminated (RunOptions.terminate was set) in {where}")
 
 
+def output_count_error(result: Any, expected: int) -> TypeError | None:
+    """Why a multi-output step's ``result`` cannot be stored: every executor refuses a kernel
+    that returns fewer outputs than its node has (instead of an IndexError or silent Nones)."""
+    if isinstance(result, tuple) and len(result) >= expected:
+        return None
+    got = f"a tuple of {len(result)}" if isinstance(result, tuple) else type(result).__name__
+    return TypeError(f"kernel returned {got}, expected a tuple of {expected} outputs")
+
+
 @dataclass(frozen=True)
 class Step:
     """One call: a kernel, a compiled group, or a device copy."""
@@ -110,8 +119,9 @@ class SequentialExecutor:
                 if single is not None:
                     values[single] = result
                 else:
-                    if not isinstance(result, tuple) or len(result) < len(outs):
-                        raise TypeError(f"kernel returned {type(result).__name__}, expected {len(outs)} outputs")
+                    wrong = output_count_error(result, len(outs))
+                    if wrong is not None:
+                        raise wrong
                     for slot, value in zip(outs, result):
                         if slot >= 0:
                             values[slot] = value

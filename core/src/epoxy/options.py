@@ -191,6 +191,7 @@ _FIELDS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "infer_shapes": (True, _flag),
     "memory_limit_bytes": (None, _positive_or_none),
     "max_loop_iterations": (None, _positive_or_none),
+    "check_outputs": (False, _flag),
 }
 
 #: ``add_session_config_entry`` keys that take effect: key -> (attribute, value parser)
@@ -201,6 +202,7 @@ _CONFIG_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "epoxy.check_model": ("check_model", str.strip),
     "epoxy.memory_limit_bytes": ("memory_limit_bytes", lambda v: int(v) if v.strip() else None),
     "epoxy.max_loop_iterations": ("max_loop_iterations", lambda v: int(v) if v.strip() else None),
+    "epoxy.check_outputs": ("check_outputs", lambda v: v.strip().lower() in ("1", "true")),
 }
 #: keys with a fixed meaning epoxy can only honour at one value (else an error says why)
 _CONFIG_FIXED: dict[str, tuple[str, str]] = {
@@ -229,7 +231,9 @@ class SessionOptions:
     is an error naming it), ``check_model`` (``warn``: onnx.checker complaints that are safe
     to run become warnings, as onnxruntime loads such models; ``strict``: they are errors;
     ``off``), ``infer_shapes``, ``memory_limit_bytes`` (cap on any one value and on the planned
-    peak: :class:`~epoxy.errors.ResourceLimitError`), ``max_loop_iterations``.
+    peak: :class:`~epoxy.errors.ResourceLimitError`), ``max_loop_iterations``, ``check_outputs``
+    (every kernel's and compiled group's outputs are checked against the inferred dtype, rank
+    and known dims: :class:`~epoxy.errors.OutputTypeError`; also ``EPOXY_CHECK_OUTPUTS=1``).
     """
 
     def __init__(self, **fields: Any) -> None:

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .errors import EpoxyError, KernelError, RunTerminatedError
-from .executor import RUN_STOP, ExecutionPlan
+from .executor import RUN_STOP, ExecutionPlan, output_count_error
 
 
 class ParallelExecutor:
@@ -90,6 +90,9 @@ class ParallelExecutor:
                 if len(step.outputs) == 1:
                     values[step.outputs[0]] = result
                 else:
+                    wrong = output_count_error(result, len(step.outputs))
+                    if wrong is not None:
+                        raise wrong
                     for slot, value in zip(step.outputs, result):
                         values[slot] = value
             except BaseException as exc:  # noqa: BLE001 - handed to the caller below

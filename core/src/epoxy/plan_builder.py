@@ -20,7 +20,7 @@ from .graph_spec import CoreGraph
 from .partitioner import Partition, Unit
 from .placement import HOST, IOPlacement, describe_io, device_key
 from .planner import MemoryPlan, PlannedValue, last_uses, plan_memory, release_points
-from .subgraph_export import boundary
+from .kit.groups import boundary
 
 
 @dataclass

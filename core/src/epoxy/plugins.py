@@ -18,13 +18,17 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from .contract import SDK_API_VERSION, Device, ProviderFactory, ProviderUnavailable
+from .contract import Device, ProviderFactory, ProviderUnavailable
 from .errors import PluginLoadError
 from .hookspecs import PROJECT_NAME, EpoxySpecs
+from .sdk_api import incompatibility
+
+if TYPE_CHECKING:
+    from .optimizer.pipeline import PassRegistration
 
 ENTRY_POINT_GROUP = "epoxy.providers"
 ENV_DISABLE_AUTOLOAD = "EPOXY_DISABLE_PLUGIN_AUTOLOAD"
@@ -175,7 +179,7 @@ class ProviderEntry:
 
     def _raise_if_strict(self, reason: str, exc: BaseException) -> None:
         """Under ``EPOXY_STRICT_PLUGINS`` a recorded factory failure is an error instead."""
-        if _env_flag(ENV_STRICT):
+        if strict_mode():
             raise PluginLoadError(f"provider {self.name!r}: {reason}", provider=self.name) from exc
 
     def options(self) -> dict[str, str]:
@@ -225,8 +229,7 @@ class ProviderRegistry:
         self.failures: list[PluginFailure] = []
         self._entries: dict[str, ProviderEntry] = {}
         self._alias_owner: dict[str, str] = {}  # alias -> the name of the provider it stands for
-        self._passes: list[dict[str, Any]] | None = None
-        self._strict = _env_flag(ENV_STRICT)
+        self._passes: list[PassRegistration] | None = None
         from .optimizer.builtin import BuiltinPasses
 
         self.add_plugin(BuiltinPasses(), name="epoxy.builtin")
@@ -293,16 +296,9 @@ class ProviderRegistry:
         if missing:
             self._fail(plugin, "factory", TypeError(f"factory lacks {', '.join(missing)}"), distribution)
             return
-        if factory.sdk_api != SDK_API_VERSION:
-            self._fail(
-                plugin,
-                "sdk-version",
-                RuntimeError(
-                    f"provider {factory.name!r} targets epoxy SDK API {factory.sdk_api}, "
-                    f"this epoxy-core implements {SDK_API_VERSION}; install a matching version"
-                ),
-                distribution,
-            )
+        refused = incompatibility(factory.sdk_api)
+        if refused is not None:
+            self._fail(plugin, "sdk-version", RuntimeError(f"provider {factory.name!r} {refused}"), distribution)
             return
         if factory.name in RESERVED_NAMES:
             self._fail(plugin, "factory", RuntimeError(f"provider name {factory.name!r} is reserved by the core"), distribution)
@@ -334,10 +330,9 @@ class ProviderRegistry:
     def _fail(self, plugin: str, stage: str, exc: BaseException, distribution: str | None) -> None:
         reason = f"{type(exc).__name__}: {exc}"
         self.failures.append(PluginFailure(plugin, stage, reason, distribution))
-        if self._strict:
-            raise PluginLoadError(
-                f"plugin {plugin!r} failed at {stage}: {reason}\n{traceback.format_exc()}", provider=plugin
-            ) from exc
+        if strict_mode():
+            trace = "".join(traceback.format_exception(exc))  # not format_exc(): no handler may be active
+            raise PluginLoadError(f"plugin {plugin!r} failed at {stage}: {reason}\n{trace}", provider=plugin) from exc
 
     # -- queries -------------------------------------------------------------------------
     def entries(self) -> list[ProviderEntry]:
@@ -370,21 +365,24 @@ class ProviderRegistry:
         what errors about unknown providers list."""
         return [f"{e.name} ({', '.join(e.aliases)})" if e.aliases else e.name for e in self.entries()]
 
-    def passes(self) -> list[dict[str, Any]]:
-        """Passes registered through ``epoxy_register_passes`` (collected once)."""
+    def passes(self) -> list[PassRegistration]:
+        """Passes registered through ``epoxy_register_passes`` (collected once). A pass
+        registered wrongly (unknown level, not callable) is a plugin failure naming it."""
+        from .optimizer.pipeline import PassRegistration
+
         if self._passes is None:
-            found: list[dict[str, Any]] = []
-
-            def register(pass_: Callable[..., Any], *, level: str = "basic",
-                         providers: Sequence[str] | None = None, gradient_safe: bool = False,
-                         **_future: Any) -> None:
-                found.append({"pass": pass_, "level": level, "providers": tuple(providers) if providers else None,
-                              "gradient_safe": bool(gradient_safe)})
-
-            # registration order (the core's own passes first), never set order
+            found: list[PassRegistration] = []
             for name, plugin in self.pm.list_name_plugin():
                 if plugin is None:  # blocked plugin
                     continue
+
+                def register(pass_: Callable[..., Any], *, level: str = "basic",
+                             providers: Sequence[str] | None = None, gradient_safe: bool = False,
+                             _plugin: str = name, **_future: Any) -> None:
+                    found.append(PassRegistration(pass_, level, tuple(providers) if providers is not None else None,
+                                                  bool(gradient_safe), _plugin))
+
+                # registration order (the core's own passes first), never set order
                 caller = self.pm.subset_hook_caller(
                     "epoxy_register_passes", remove_plugins=[p for p in self.pm.get_plugins() if p is not plugin]
                 )

@@ -14,11 +14,11 @@ import os
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
-from .executor import ExecutionPlan, SequentialExecutor
+from .executor import ExecutionPlan
 
 
 @dataclass(frozen=True)
@@ -114,25 +114,27 @@ def timed(fn: Any, step: Any, profiler: Profiler, run_id: Any) -> Any:
             profiler.record(StepEvent(run_id[0], step.label, step.op_type, step.provider,
                                       (start - profiler.origin) * 1e6, (end - start) * 1e6, threading.get_ident()))
 
+    if getattr(fn, "supports_out", False):
+        call.supports_out = True  # type: ignore[attr-defined]
     return call
 
 
-class ProfilingExecutor(SequentialExecutor):
-    """The sequential executor with every step timed."""
+class ProfilingExecutor:
+    """Any executor (sequential or parallel) over a plan whose steps are timed, with each
+    run's span recorded: profiling never changes how the session runs."""
 
-    def __init__(self, plan: ExecutionPlan, profiler: Profiler) -> None:
-        super().__init__(plan)
+    def __init__(self, plan: ExecutionPlan, profiler: Profiler,
+                 make_executor: Callable[[ExecutionPlan], Any]) -> None:
         self.profiler = profiler
         self._run_id = [0]
-        self._program = [
-            (timed(fn, step, profiler, self._run_id), ins, single, outs, frees, use_out)
-            for (fn, ins, single, outs, frees, use_out), step in zip(self._program, plan.steps)
-        ]
+        timed_steps = [replace(step, fn=timed(step.fn, step, profiler, self._run_id)) for step in plan.steps]
+        self.plan = plan
+        self._inner = make_executor(replace(plan, steps=timed_steps))
 
     def run(self, feeds: Sequence[tuple[int, Any]], fetch: Sequence[int], stop: Any = None) -> list[Any]:
         run = self._run_id[0] = self.profiler.next_run()
         start = time.perf_counter()
         try:
-            return super().run(feeds, fetch, stop)
+            return self._inner.run(feeds, fetch, stop)
         finally:
             self.profiler.record_run(run, start, time.perf_counter())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from .contract import SDK_API_VERSION
+from .sdk_api import SDK_API
 from .kit.random import set_seed as _set_kernel_seed
 from .plugins import default_registry
 from .version import __version__
@@ -34,7 +34,7 @@ def get_version_string() -> str:
 
 def get_build_info() -> str:
     """One line: the core's version and SDK API, then each installed provider's package."""
-    parts = [f"epoxy-core {__version__}", f"SDK API {SDK_API_VERSION}"]
+    parts = [f"epoxy-core {__version__}", f"SDK API {SDK_API}"]
     for entry in default_registry().entries():
         package = f"{entry.distribution} {entry.distribution_version}" if entry.distribution else "unpackaged"
         parts.append(f"{entry.name}={package}")

@@ -32,6 +32,7 @@ from .parallel_executor import ParallelExecutor
 from .placement import HOST, IOPlacement, device_key
 from .plan_builder import build_plan
 from .plugins import ProviderRegistry, default_registry, strict_mode
+from .output_checks import checks_requested, with_output_checks
 from .profiling import Profiler, ProfilingExecutor
 from .report import PartitionReport
 from .runtime_info import session_logger
@@ -200,6 +201,7 @@ class InferenceSession:
         self._providers = chosen
         self._plan = built.plan
         self._memory = built.memory
+        self._check_outputs = checks_requested(self._options.check_outputs)
         self._profiler: Profiler | None = (
             Profiler(origin=t0, session_phases=self.timings) if self._options.enable_profiling else None)
         self._executor = self._make_executor(built.plan)
@@ -265,8 +267,15 @@ class InferenceSession:
             return graph, parts, built, chosen, t3
 
     def _make_executor(self, plan: Any) -> Any:
+        """The executor for ``plan`` (the session's, or a device-I/O variant of it): output
+        checks and profiling wrap its steps, so they hold under either execution mode."""
+        if self._check_outputs:
+            plan = with_output_checks(plan, self._graph.value_type)
         if self._profiler is not None:
-            return ProfilingExecutor(plan, self._profiler)
+            return ProfilingExecutor(plan, self._profiler, self._plain_executor)
+        return self._plain_executor(plan)
+
+    def _plain_executor(self, plan: Any) -> Any:
         if self._options.parallel:
             return ParallelExecutor(plan, self._options.inter_op_num_threads or 2)
         return SequentialExecutor(plan)

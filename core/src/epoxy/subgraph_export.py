@@ -11,31 +11,10 @@ from onnx import helper, numpy_helper
 
 from .contract import ValueType
 from .export_opsets import convert_nodes, plan_opsets
+from .kit.groups import boundary
 
 if TYPE_CHECKING:
     from .graph_spec import CoreGraph
-
-
-def boundary(graph: CoreGraph, node_indices: Sequence[int]) -> tuple[list[str], list[str]]:
-    """(inputs, outputs) of a node group: values read from / visible outside the group."""
-    members = set(node_indices)
-    produced: set[str] = set()
-    for i in node_indices:
-        produced.update(o for o in graph.nodes[i].outputs if o)
-    inputs: list[str] = []
-    for i in sorted(node_indices):
-        for name in graph.node_inputs(i):
-            if name not in produced and name not in inputs:
-                inputs.append(name)
-    graph_outputs = set(graph.outputs)
-    outputs: list[str] = []
-    for i in sorted(node_indices):
-        for name in graph.nodes[i].outputs:
-            if not name:
-                continue
-            if name in graph_outputs or any(c not in members for c in graph.consumers(name)):
-                outputs.append(name)
-    return inputs, outputs
 
 
 def _value_info(name: str, vt: ValueType) -> onnx.ValueInfoProto:

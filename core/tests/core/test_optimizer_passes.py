@@ -133,6 +133,19 @@ def test_constant_folding_chain():  # type: ignore[no-untyped-def]
     check_same(m, after, {"x": rand(1, 3)})
 
 
+def test_constant_folding_keeps_a_scalar_a_scalar():  # type: ignore[no-untyped-def]
+    """Squeeze([0], axes=[0]) folds to a 0-d initializer (it became [0] once, found by output
+    checks on the ONNX Attention function: Gather then returned rank 1 for a scalar)."""
+    nodes = [helper.make_node("Squeeze", ["zero", "zero"], ["scalar"]), helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "scalar"], ["y"])]
+    m = model(nodes, [vi("x", [2, 3])], [helper.make_tensor_value_info("y", TensorProto.INT64, [])],
+              [init("zero", np.array([0], np.int64))], opset=13)
+    after, im, counts = apply(m, ConstantFoldingPass())
+    assert counts == [1] and ops(im) == ["Shape", "Gather"]
+    (folded,) = [v for v in im.graph.initializers.values() if v.name == "scalar"]
+    assert folded.const_value.numpy().shape == ()
+
+
 # -- Conv + BatchNormalization / affine folding ------------------------------------------
 def _conv_bn_model(op="Conv", group=1, with_bias=True, extra=()):  # type: ignore[no-untyped-def]
     c, m_ = 4, 6

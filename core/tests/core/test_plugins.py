@@ -85,7 +85,45 @@ def test_sdk_version_mismatch_is_refused():
     registry = ProviderRegistry(autoload=False)
     registry.add_plugin(FactoryPlugin(Factory("future", lambda d, o: None, sdk_api=99)), name="future")
     assert registry.get("future") is None
-    assert "targets epoxy SDK API 99" in registry.failures[0].reason
+    assert "targets epoxy SDK API 99.0" in registry.failures[0].reason
+
+
+@pytest.mark.parametrize(("declared", "loads", "why"), [
+    ("1.0", True, None),  # built for an older minor: loads on a newer core
+    ("1.1", True, None),  # exactly this core
+    (1, True, None),  # the int of SDK API 1 before minors existed means 1.0
+    ("1.2", False, "newer than the 1.1 this epoxy-core implements: upgrade epoxy-core"),
+    ("2.0", False, "another major version: install a provider release built for 1.x"),
+    ("0.9", False, "another major version"),
+    ("one", False, "sdk_api must be a 'MAJOR.MINOR' string"),
+    (None, False, "sdk_api must be a 'MAJOR.MINOR' string"),
+])
+def test_sdk_api_major_minor_rule(monkeypatch, declared, loads, why):
+    import epoxy.sdk_api
+
+    monkeypatch.setattr(epoxy.sdk_api, "SDK_API", "1.1")  # the rule, whatever this core's minor is
+    registry = ProviderRegistry(autoload=False)
+    registry.add_plugin(FactoryPlugin(Factory("vendor", lambda d, o: None, sdk_api=declared)), name="vendor")
+    assert (registry.get("vendor") is not None) is loads
+    if not loads:
+        (failure,) = registry.failures
+        assert failure.stage == "sdk-version" and why in failure.reason and "'vendor'" in failure.reason
+
+
+def test_in_house_providers_declare_a_literal_sdk_api():
+    """Each plugin states the contract it was written against; importing the core's constant
+    would make the check above meaningless for it."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    factories = [p for p in (root / "plugins").glob("*/src/*/*.py") if "sdk_api" in p.read_text()]
+    factories.append(root / "sdk" / "template" / "src" / "epoxy_ep_example" / "plugin.py")
+    assert len(factories) >= 5
+    for path in factories:
+        for line in path.read_text().splitlines():
+            if re.match(r"\s+sdk_api\s*[:=]", line):
+                assert re.match(r'\s+sdk_api\s*=\s*"\d+\.\d+"', line), f"{path}: {line.strip()}"
 
 
 def test_factory_missing_attributes_is_refused():
@@ -147,7 +185,7 @@ def test_passes_hook_collects_builtin_and_plugin_passes():
 
     registry = ProviderRegistry(autoload=False)
     registry.add_plugin(PassPlugin(), name="passes")
-    levels = [(p["level"], p["providers"]) for p in registry.passes()]
+    levels = [(p.level, p.providers) for p in registry.passes()]
     assert ("extended", ("sim",)) in levels
     assert ("basic", None) in levels  # the core's own passes come through the same hook
 
@@ -171,7 +209,9 @@ def test_scoped_pass_runs_only_when_its_provider_has_first_pick():
         return ir.passes.PassResult(model, False)
 
     model = ir.serde.deserialize_model(chain(["Relu"]))
-    entries = [{"pass": scoped, "level": "extended", "providers": ("sim",)}]
+    from epoxy.optimizer.pipeline import PassRegistration
+
+    entries = [PassRegistration(scoped, "extended", ("sim",))]
     optimize(model, entries, "extended", ["sim", "cpu"])
     optimize(model, entries, "extended", ["openvino", "sim", "cpu"])
     optimize(model, entries, "basic", ["sim"])
@@ -191,7 +231,55 @@ def test_passes_are_collected_in_registration_order():
     registry = ProviderRegistry(autoload=False)
     for tag in "abcdef":
         registry.add_plugin(plugin(tag), name=f"p{tag}")
-    tags = [p["pass"] for p in registry.passes()][-6:]
+    tags = [p.pass_ for p in registry.passes()][-6:]
     for t in tags:
         t(None)
     assert order == list("abcdef")
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"level": "extenbed"}, "registered at level 'extenbed'; levels are ('basic', 'extended', 'all')"),
+    ({"level": "disable"}, "registered at level 'disable'"),
+    ({"providers": []}, "providers must be None or provider names"),
+    ({"providers": ["cpu", 3]}, "providers must be None or provider names"),
+])
+def test_a_pass_registered_wrongly_is_a_plugin_failure_naming_it(kwargs, message):
+    """A misspelled level used to be kept and silently never run."""
+    import onnx_ir as ir
+
+    class Fuse(ir.passes.InPlacePass):
+        def call(self, model):
+            return ir.passes.PassResult(model, False)
+
+    class PassPlugin:
+        @hookimpl
+        def epoxy_register_passes(self, register):
+            register(Fuse(), **kwargs)
+
+    registry = ProviderRegistry(autoload=False)
+    registry.add_plugin(PassPlugin(), name="fusions")
+    assert not any(isinstance(p.pass_, Fuse) for p in registry.passes())
+    (failure,) = [f for f in registry.failures if f.plugin == "fusions"]
+    assert failure.stage == "epoxy_register_passes" and message in failure.reason and "Fuse" in failure.reason
+
+
+def test_registrations_are_frozen_records_naming_their_plugin():
+    import dataclasses
+
+    registry = ProviderRegistry(autoload=False)
+    registry.add_plugin(mini_plugin := FactoryPlugin(mini_factory()), name="mini")
+    del mini_plugin
+    entry = registry.passes()[0]
+    assert entry.plugin and entry.level in ("basic", "extended", "all")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        entry.level = "all"  # type: ignore[misc]
+
+
+def test_strict_mode_failures_carry_the_plugins_traceback(monkeypatch):
+    """Strict messages used to end in 'NoneType: None' (format_exc outside a handler)."""
+    monkeypatch.setenv("EPOXY_STRICT_PLUGINS", "1")
+    registry = ProviderRegistry(autoload=False)
+    with pytest.raises(PluginLoadError) as info:
+        registry.add_plugin(FactoryPlugin(Factory("future", lambda d, o: None, sdk_api="9.0")), name="future")
+    assert "NoneType: None" not in str(info.value)
+    assert "RuntimeError: provider 'future' targets epoxy SDK API 9.0" in str(info.value)

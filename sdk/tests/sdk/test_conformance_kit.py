@@ -43,11 +43,11 @@ reset_default_registry(registry)
 '''
 
 
-@pytest.mark.parametrize(("provider", "failed"), [("good", 0), ("broken", 1)])
+@pytest.mark.parametrize(("provider", "failed"), [("good", 0), ("broken", 2)])  # broken: capability and chains
 def test_api_scope(pytester, provider, failed):
     pytester.makeconftest(CONFTEST)
     result = pytester.runpytest_inprocess(
-        "--pyargs", "epoxy_sdk.conformance", "--epoxy-provider", provider, "-k", "not node_case", "-p", "no:cacheprovider"
+        "--pyargs", "epoxy_sdk.conformance", "--epoxy-provider", provider, "--epoxy-scope", "api", "-p", "no:cacheprovider"
     )
     outcomes = result.parseoutcomes()
     assert outcomes.get("failed", 0) == failed, result.stdout.str()[-2000:]

@@ -7,17 +7,51 @@ Passes are ``onnx_ir`` passes (callables taking an ``ir.Model`` and returning a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import onnx_ir as ir
 
-from ..errors import EpoxyError, ModelLoadError
+from ..errors import EpoxyError, InvalidArgumentError, ModelLoadError
 
 LEVEL_ORDER = {"disable": 0, "basic": 1, "extended": 2, "all": 3}
+#: the levels a pass may register at (``disable`` runs nothing, so no pass registers there)
+PASS_LEVELS = ("basic", "extended", "all")
 
 
-def optimize(model: ir.Model, passes: Sequence[dict[str, Any]], level: str, providers: Sequence[str],
+@dataclass(frozen=True)
+class PassRegistration:
+    """One pass as ``epoxy_register_passes`` registered it, checked when registered.
+
+    Order: passes run in registration order, plugin by plugin as the plugin manager lists
+    them: the core's own passes first (they register first), then each plugin's, so a
+    plugin's fusions see the core's folding and canonical forms."""
+
+    pass_: Callable[[ir.Model], Any]
+    level: str = "basic"
+    providers: tuple[str, ...] | None = None
+    gradient_safe: bool = False
+    plugin: str = ""
+
+    def __post_init__(self) -> None:
+        if self.level not in PASS_LEVELS:
+            raise InvalidArgumentError(
+                f"pass {self.name} registered at level {self.level!r}; levels are {PASS_LEVELS} "
+                "(a pass at an unknown level would never run)")
+        if not callable(self.pass_):
+            raise InvalidArgumentError(f"pass {self.pass_!r} is not callable (an onnx_ir pass is)")
+        if self.providers is not None and (not self.providers or not all(
+                isinstance(p, str) and p for p in self.providers)):
+            raise InvalidArgumentError(f"pass {self.name}: providers must be None or provider names, "
+                                       f"got {self.providers!r}")
+
+    @property
+    def name(self) -> str:
+        return getattr(self.pass_, "name", None) or type(self.pass_).__name__
+
+
+def optimize(model: ir.Model, passes: Sequence[PassRegistration], level: str, providers: Sequence[str],
              notes: list[str] | None = None) -> list[str]:
     """Apply passes in registration order; return the names of passes that changed the model.
 
@@ -31,20 +65,19 @@ def optimize(model: ir.Model, passes: Sequence[dict[str, Any]], level: str, prov
     training = has_gradient(model.graph)
     skipped: list[str] = []
     for entry in passes:
-        if LEVEL_ORDER.get(entry["level"], 99) > enabled:
+        if LEVEL_ORDER[entry.level] > enabled:
             continue
-        if training and not entry.get("gradient_safe", False):
-            skipped.append(getattr(entry["pass"], "name", None) or type(entry["pass"]).__name__)
+        if training and not entry.gradient_safe:
+            skipped.append(entry.name)
             continue
-        scope = entry["providers"]
+        scope = entry.providers
         # a provider-scoped pass rewrites nodes into ops only that provider runs, so it
         # applies only when that provider has first pick (not when it is merely the fallback)
         if scope is not None and (not providers or providers[0] not in scope):
             continue
-        pass_ = entry["pass"]
-        name = getattr(pass_, "name", None) or type(pass_).__name__
+        name = entry.name
         try:
-            result = pass_(model)
+            result = entry.pass_(model)
         except EpoxyError:
             raise
         except Exception as exc:

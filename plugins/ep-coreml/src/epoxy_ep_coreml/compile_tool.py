@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from epoxy.contract import SDK_API_VERSION, Capability, Device, GraphSpec, NodeSpec, SubgraphSpec
+from epoxy.contract import Capability, Device, GraphSpec, NodeSpec, SubgraphSpec
 from epoxy.errors import EpoxyError, InvalidArgumentError
 from epoxy.hookspecs import hookimpl
 from epoxy.kit import HostAllocator
@@ -48,7 +48,7 @@ class _ConvertFactory:
     name = "coreml"
     vendor = "Apple Core ML (conversion only)"
     version = __version__
-    sdk_api = SDK_API_VERSION
+    sdk_api = "1.0"  # the epoxy SDK API written against (a literal: the core checks it)
     priority = 50
 
     def __init__(self, options: CoreMLOptions) -> None:
@@ -88,7 +88,7 @@ class _RestFactory:
     name = "cpu"
     vendor = "placeholder"
     version = __version__
-    sdk_api = SDK_API_VERSION
+    sdk_api = "1.0"  # the epoxy SDK API written against (a literal: the core checks it)
     priority = 0
 
     def devices(self) -> Sequence[Device]:

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from epoxy.contract import SDK_API_VERSION, Device, ProviderUnavailable
+from epoxy.contract import Device, ProviderUnavailable
 
 from .options import OPTIONS, parse_options
 from .version import __version__
@@ -22,7 +22,7 @@ class CoreMLProviderFactory:
     name = "coreml"
     vendor = "Apple Core ML (via coremltools)"
     version = __version__
-    sdk_api = SDK_API_VERSION
+    sdk_api = "1.0"  # the epoxy SDK API written against (a literal: the core checks it)
     priority = 50
     #: onnxruntime's name for this provider: sessions and ``in get_available_providers()`` accept it
     aliases = ("CoreMLExecutionProvider",)

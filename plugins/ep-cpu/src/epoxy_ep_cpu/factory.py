@@ -7,7 +7,7 @@ import platform
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from epoxy.contract import SDK_API_VERSION, Device
+from epoxy.contract import Device
 from epoxy.kit import KernelProvider, OpSupport
 
 from .version import __version__
@@ -19,7 +19,7 @@ class CpuProviderFactory:
     name = "cpu"
     vendor = "epoxy"
     version = __version__
-    sdk_api = SDK_API_VERSION
+    sdk_api = "1.0"  # the epoxy SDK API written against (a literal: the core checks it)
     priority = 0  # lowest: the fallback runs what nobody else claims
     #: onnxruntime's name for this provider: sessions and ``in get_available_providers()`` accept it
     aliases = ("CPUExecutionProvider",)

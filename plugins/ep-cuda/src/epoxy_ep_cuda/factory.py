@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from epoxy.contract import SDK_API_VERSION, Device
+from epoxy.contract import Device
 from epoxy.kit import OpSupport
 
 from .version import __version__
@@ -21,7 +21,7 @@ class CudaProviderFactory:
     name = "cuda"
     vendor = "epoxy"
     version = __version__
-    sdk_api = SDK_API_VERSION
+    sdk_api = "1.0"  # the epoxy SDK API written against (a literal: the core checks it)
     priority = 100  # above cpu (0): claimed nodes run on the GPU, the rest falls back to cpu
     #: onnxruntime's name for this provider: sessions and ``in get_available_providers()`` accept it
     aliases = ("CUDAExecutionProvider",)

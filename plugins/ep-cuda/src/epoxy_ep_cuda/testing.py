@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from epoxy.contract import SDK_API_VERSION, Device
+from epoxy.contract import Device
 from epoxy.hookspecs import hookimpl
 
 from .factory import CudaProviderFactory
@@ -29,7 +29,7 @@ class FakeCudaFactory:
     name = "cuda"
     vendor = "epoxy (simulated)"
     version = __version__
-    sdk_api = SDK_API_VERSION
+    sdk_api = "1.0"  # the epoxy SDK API written against (a literal: the core checks it)
     priority = 100
     aliases = CudaProviderFactory.aliases  # code written for onnxruntime runs on the simulated GPU too
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import os
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -168,24 +169,48 @@ def is_random(model: onnx.ModelProto) -> bool:
 
 
 def run_case(case: Case, providers: list[str] | None = None, *, disable_fallback: bool = False,
-             registry: Any = None) -> None:
-    """Run one case; raises (AssertionError or an epoxy error) when it does not pass."""
+             registry: Any = None, provider_options: Mapping[str, Mapping[str, Any]] | None = None) -> Any:
+    """Run one case; raises (AssertionError or an epoxy error) when it does not pass.
+    Returns the session's partition report (what ran where). ``provider_options``: options
+    per provider name, as sessions take them."""
     import epoxy
 
     model = case.load_model()
     source = case.model_path if case.model_path is not None else model
-    options = epoxy.SessionOptions(disable_fallback=disable_fallback)
+    # output checks on: a provider returning the wrong dtype or shape fails here, at its node
+    options = epoxy.SessionOptions(disable_fallback=disable_fallback, check_outputs=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        session = epoxy.InferenceSession(source, providers=providers or ["cpu"], sess_options=options,
-                                         registry=registry)
+        names = providers or ["cpu"]
+        per_provider = [dict((provider_options or {}).get(name, {})) for name in names]
+        session = epoxy.InferenceSession(source, providers=names, sess_options=options, registry=registry,
+                                         provider_options=per_provider)
     for feeds, expected in load_data(case, model):
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
             actual = session.run(None, feeds)
         assert_outputs_match(expected, actual, case.rtol, case.atol, values=not is_random(model))
+    return session.partition_report()
 
 
 def case_ops(case: Case) -> set[str]:
     model = case.model if case.model is not None else onnx.load(case.model_path, load_external_data=False)
     return {n.op_type for n in model.graph.node}
+
+
+def case_op_versions(case: Case) -> list[str]:
+    """``Op-version`` of each op a case uses (the schema version its opset resolves to), so a
+    report tells Resize-11 from Resize-19."""
+    import onnx.defs
+
+    model = case.model if case.model is not None else onnx.load(case.model_path, load_external_data=False)
+    opsets = {o.domain or "": o.version for o in model.opset_import}
+    found = set()
+    for node in model.graph.node:
+        domain = node.domain or ""
+        try:
+            version = onnx.defs.get_schema(node.op_type, opsets.get(domain, 1), domain).since_version
+            found.add(f"{node.op_type}-{version}")
+        except Exception:  # noqa: BLE001 - an op onnx has no schema for: name it bare
+            found.add(node.op_type)
+    return sorted(found)

@@ -4,30 +4,46 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from typing import Any
+
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
 
-from epoxy.contract import SDK_API_VERSION, Allocator, Capability, Device, Provider
+from epoxy.contract import Allocator, Capability, Device, Provider
+from epoxy.sdk_api import incompatibility
 from epoxy.errors import InvalidArgumentError
 from epoxy.options import CORE_PROVIDER_OPTIONS
+
+from .kit_models import chains, claimed_chainable_ops, kit_input, kit_model, single_op_model
 
 #: an option name no provider takes
 UNKNOWN_OPTION = "epoxy_conformance_no_such_option"
 
 
 def _model() -> onnx.ModelProto:
-    nodes = [
-        helper.make_node("Add", ["x", "x"], ["a"], name="add"),
-        helper.make_node("Relu", ["a"], ["r"], name="relu"),
-        helper.make_node("Mul", ["r", "x"], ["m"], name="mul"),
-        helper.make_node("MatMul", ["m", "w"], ["y"], name="matmul"),
-    ]
-    w = onnx.numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(3, 4) / 10, "w")
-    graph = helper.make_graph(nodes, "api_scope", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], [w])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return kit_model()
+
+
+def _kit_session(model: Any, name: str, options: Mapping[str, str], **kwargs: Any) -> Any:
+    """A session with output checks on and the kit's provider options (cpu, if installed,
+    after the provider unless ``disable_fallback``)."""
+    import epoxy
+
+    return epoxy.InferenceSession(model, epoxy.SessionOptions(check_outputs=True, **kwargs), [name],
+                                  [dict(options)])
+
+
+def _assert_ran_on(session: Any, name: str, nodes: set[str] | None = None) -> None:
+    """The provider ran ``nodes`` (all when ``None``), per the partition report, and was not
+    dropped from the session (a failing compile() is reported in the notes, then cpu runs)."""
+    report = session.partition_report()
+    dropped = [n for n in report.notes if f"provider {name!r} skipped" in n or f"{name!r} skipped" in n]
+    assert not dropped, f"the session dropped the provider: {dropped}"
+    placed = {d.node: d.provider for d in report.nodes}
+    wanted = set(placed) if nodes is None else nodes
+    elsewhere = {n: placed.get(n) for n in sorted(wanted) if placed.get(n) != name}
+    assert not elsewhere, f"nodes the provider claimed ran elsewhere: {elsewhere}\n{report.format()}"
 
 
 def test_identity(epoxy_provider_entry):
@@ -35,7 +51,10 @@ def test_identity(epoxy_provider_entry):
     assert isinstance(f.name, str) and f.name
     assert isinstance(f.vendor, str) and f.vendor
     assert isinstance(f.version, str) and f.version
-    assert f.sdk_api == SDK_API_VERSION
+    refused = incompatibility(f.sdk_api)
+    assert refused is None, f"provider {f.name!r} {refused}"
+    assert isinstance(f.sdk_api, str), (
+        f"sdk_api should be the 'major.minor' string the provider was written against (got {f.sdk_api!r})")
     assert isinstance(f.priority, int)
 
 
@@ -106,17 +125,6 @@ def test_aliases_are_well_formed(epoxy_provider_entry, declared_aliases):
     assert epoxy_provider_entry.aliases == declared_aliases, f"the registry refused aliases: {refused}"
 
 
-def _single_op_model(op: str) -> onnx.ModelProto:
-    inputs = {"Add": ["x", "x"], "Relu": ["x"], "Mul": ["x", "x"], "MatMul": ["x", "w"]}[op]
-    shape = [2, 4] if op == "MatMul" else [2, 3]
-    w = onnx.numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(3, 4) / 10, "w")
-    graph = helper.make_graph([helper.make_node(op, inputs, ["y"], name=op.lower())], f"api_scope_{op}",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
-                              [w] if op == "MatMul" else [])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-
-
 def test_session_by_alias_runs_on_the_provider(epoxy_provider_entry, epoxy_device, declared_aliases):
     """``providers=[alias]`` gives the session the provider's name gives: same placement, same
     results (for the aliases the registry accepted; the check above fails for the others)."""
@@ -131,7 +139,7 @@ def test_session_by_alias_runs_on_the_provider(epoxy_provider_entry, epoxy_devic
     # the whole kit model, else one of its ops alone (a provider may claim a few ops, and no cpu
     # fallback may be installed): the first the provider runs a node of, else the first that runs
     found = None
-    for model in [_model(), *(_single_op_model(op) for op in ("Relu", "Add", "Mul", "MatMul"))]:
+    for model in [_model(), *(single_op_model(op) for op in ("Relu", "Add", "Mul"))]:
         try:
             session = epoxy.InferenceSession(model, providers=[name])
         except epoxy.UnsupportedOpError:
@@ -160,8 +168,8 @@ def test_session_by_alias_runs_on_the_provider(epoxy_provider_entry, epoxy_devic
 
 
 @pytest.fixture
-def provider(epoxy_provider_entry, epoxy_device):
-    return epoxy_provider_entry.factory.create(epoxy_device, {})
+def provider(epoxy_provider):
+    return epoxy_provider
 
 
 def test_create_returns_a_provider(provider, epoxy_device):
@@ -170,13 +178,21 @@ def test_create_returns_a_provider(provider, epoxy_device):
     assert provider.device == epoxy_device
 
 
-def test_capability_answer_is_well_formed(provider):
+def _capability(provider: Any, model: onnx.ModelProto) -> tuple[Any, Any]:
     from epoxy.graph_spec import CoreGraph
     from epoxy.loader import load_model
 
-    loaded = load_model(_model())
+    loaded = load_model(model)
     graph = CoreGraph(loaded.model.graph, loaded.model.opset_imports)
-    cap = provider.capability(graph)
+    return graph, provider.capability(graph)
+
+
+def _claimed(cap: Capability) -> set[int]:
+    return set(cap.nodes) | {i for g in cap.groups for i in g.nodes}
+
+
+def test_capability_answer_is_well_formed(provider):
+    graph, cap = _capability(provider, _model())
     assert isinstance(cap, Capability)
     n = len(graph.nodes)
     claimed = list(cap.nodes) + [i for g in cap.groups for i in g.nodes]
@@ -194,18 +210,80 @@ def test_allocator_round_trip(provider, dtype):
     np.testing.assert_array_equal(back, host)
 
 
-def test_session_result_matches_reference(epoxy_provider_name, epoxy_provider_entry):
-    import epoxy
+def _reference(model: onnx.ModelProto, x: np.ndarray) -> list[np.ndarray]:
     from onnx.reference import ReferenceEvaluator
 
+    return list(ReferenceEvaluator(model).run(None, {"x": x}))
+
+
+def _assert_same(got: list[Any], want: list[np.ndarray]) -> None:
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert isinstance(g, np.ndarray), f"output {i}: {type(g).__name__}, not a numpy array"
+        assert g.dtype == w.dtype and g.shape == w.shape, f"output {i}: {g.dtype}{g.shape}, expected {w.dtype}{w.shape}"
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_session_result_matches_reference(epoxy_provider_name, epoxy_provider, epoxy_provider_options):
+    """The kit model through a session: exact dtypes and shapes, values as onnx.reference's,
+    and every node the provider claims ran on it (not on cpu after a failed compile)."""
+    import epoxy
+
     model = _model()
-    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    _, cap = _capability(epoxy_provider, model)
+    claimed = {model.graph.node[i].name for i in _claimed(cap)}
+    if not claimed:
+        pytest.skip("the provider claims none of the kit model's nodes (Add, Relu, Mul, MatMul)")
     try:
-        session = epoxy.InferenceSession(model, providers=[epoxy_provider_name])
+        session = _kit_session(model, epoxy_provider_name, epoxy_provider_options)
     except epoxy.UnsupportedOpError as exc:
         pytest.skip(f"provider claims only part of the model and no cpu fallback is installed: {exc}")
-    (y,) = session.run(None, {"x": x})
-    (expected,) = ReferenceEvaluator(model).run(None, {"x": x})
-    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-6)
+    x = kit_input()
+    _assert_same(session.run(None, {"x": x}), _reference(model, x))
     report = session.partition_report()
     assert {d.node for d in report.nodes} == {"add", "relu", "mul", "matmul"}
+    _assert_ran_on(session, epoxy_provider_name, claimed)
+
+
+def _chain_cases(provider: Any) -> list[Any]:
+    return chains(claimed_chainable_ops(lambda model: _claimed(_capability(provider, model)[1])))
+
+
+def test_fused_chains_run_on_the_provider(epoxy_provider_name, epoxy_provider, epoxy_provider_options):
+    """Chains of neighbouring ops the provider claims (generated from its capability answers),
+    so a compiling provider's groups are compiled and run: each chain runs wholly on the
+    provider, with onnx.reference's values, dtypes and shapes, under output checks."""
+    cases = _chain_cases(epoxy_provider)
+    if not cases:
+        pytest.skip("the provider claims fewer than two of the kit's chainable ops "
+                    "(Relu, Sigmoid, Tanh, Abs, Neg, Add, Mul, ...): no chain to build")
+    x = np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3)
+    failures = []
+    for case in cases:
+        model = case.model()
+        try:
+            session = _kit_session(model, epoxy_provider_name, epoxy_provider_options, disable_fallback=True)
+            _assert_same(session.run(None, {"x": x}), _reference(model, x))
+            _assert_ran_on(session, epoxy_provider_name)
+        except Exception as exc:  # noqa: BLE001 - every chain is reported, then the test fails
+            failures.append(f"{case.id}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    assert not failures, f"{len(failures)} of {len(cases)} chains failed:\n" + "\n".join(failures)
+
+
+def test_groups_the_provider_proposes_are_convex_and_compile(epoxy_provider_name, epoxy_provider):
+    """For each chain, the groups ``capability`` proposes name existing nodes once and
+    ``compile`` accepts them (a compile that always raises used to pass: cpu took over)."""
+    from epoxy.contract import FusedGroup, SubgraphSpec
+    from epoxy.kit import boundary
+
+    proposed = 0
+    for case in _chain_cases(epoxy_provider):
+        graph, cap = _capability(epoxy_provider, case.model())
+        for group in cap.groups:
+            assert isinstance(group, FusedGroup) and group.nodes, f"{case.id}: malformed group {group!r}"
+            inputs, outputs = boundary(graph, group.nodes)
+            fn = epoxy_provider.compile(SubgraphSpec(group, graph, tuple(inputs), tuple(outputs)))
+            assert callable(fn), f"{case.id}: compile() returned {type(fn).__name__}"
+            proposed += 1
+    if not proposed:
+        pytest.skip("the provider proposes no fused groups (a kernel provider): nothing to compile")

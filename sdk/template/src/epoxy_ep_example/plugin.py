@@ -64,9 +64,10 @@ class ExampleFactory:
     name = "example"
     vendor = "Example Corp"
     version = "0.1.0"
-    # the epoxy.contract.SDK_API_VERSION this package was written and tested against, as a
-    # literal: a core implementing another contract version then refuses the package
-    sdk_api = 1
+    # the epoxy SDK API ("major.minor") this package was written and tested against, as a
+    # literal (never the core's constant): a core of the same major and an equal or newer
+    # minor loads it; any other refuses it with the reason (see epoxy.sdk_api)
+    sdk_api = "1.0"
     priority = 10
     # Optional: other names sessions accept for this provider, typically the name onnxruntime
     # users know it by, so ``providers=["ExampleExecutionProvider"]`` and

@@ -7,7 +7,7 @@ import sys
 def test_api_scope_passes():
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "--pyargs", "epoxy_sdk.conformance", "--epoxy-provider", "example",
-         "-k", "not node_case", "-q", "-p", "no:cacheprovider"],
+         "--epoxy-scope", "api", "-q", "-p", "no:cacheprovider"],
         capture_output=True, text=True,
     )
     assert result.returncode == 0, result.stdout[-3000:]

@@ -159,7 +159,7 @@ class Namer(FreshNames):
 
 def add_initializer(graph: ir.Graph, namer: Namer | None, base: str, array: np.ndarray) -> ir.Value:
     """A new initializer holding ``array`` (named after ``base``; exactly ``base`` without namer)."""
-    array = np.ascontiguousarray(array)
+    array = np.asarray(array, order="C")  # not ascontiguousarray: it makes a 0-d array 1-d
     value = ir.Value(
         name=namer(base) if namer is not None else base,
         type=ir.TensorType(ir.DataType.from_numpy(array.dtype)),
