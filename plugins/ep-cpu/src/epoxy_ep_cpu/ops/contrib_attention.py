@@ -10,6 +10,7 @@ giving NaN; structural masks (causal, GroupQueryAttention's lengths and window) 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
 from ._attention_util import compute_dtype, masked_softmax, merge_heads, repeat_kv, rotate, split_heads
+from ._contrib_util import bad_attribute
 
 MS = "com.microsoft"
 
@@ -95,31 +97,42 @@ def _causal(sq: int, total: int, past: int) -> np.ndarray:
 # ---------------------------------------------------------------------------------------
 
 
-@KERNELS.register("Attention", 1, domain=MS)
-def attention(node: NodeSpec):  # type: ignore[no-untyped-def]
-    """BERT/GPT-2 self-attention with the QKV projection inside; past/present as
-    [2, B, N, T, H]; ``mask_index`` in any of onnxruntime's forms."""
-    heads = int(node.attr("num_heads", 0) or 0)
-    if heads <= 0:
-        raise Unsupported("Attention needs num_heads")
-    causal = bool(node.attr("unidirectional", 0))
-    sizes = node.attr("qkv_hidden_sizes")
-    scale_attr = float(node.attr("scale", 0.0) or 0.0)
-    filt = float(node.attr("mask_filter_value", -10000.0))
-    if int(node.attr("do_rotary", 0) or 0):
-        raise Unsupported("Attention with do_rotary")
-    if int(node.attr("past_present_share_buffer", 0) or 0):
-        raise Unsupported("Attention with past_present_share_buffer")
+@dataclass(frozen=True)
+class PackedAttention:
+    """The attributes of Attention-style ops whose projection packs Q, K and V (Attention,
+    QAttention), checked once."""
 
-    def run(input, weights, bias=None, mask_index=None, past=None, attention_bias=None,  # type: ignore[no-untyped-def]
-            past_sequence_length=None):
-        dt = input.dtype
-        cd = compute_dtype(dt)
-        batch, sq, _ = input.shape
-        qh, kh, vh = (int(s) for s in sizes) if sizes else (weights.shape[1] // 3,) * 3
-        proj = input.astype(cd) @ weights.astype(cd, copy=False)
-        if bias is not None:
-            proj += bias.astype(cd, copy=False)
+    heads: int
+    causal: bool
+    sizes: tuple[int, int, int] | None
+    scale: float
+    mask_filter: float
+
+    @classmethod
+    def of(cls, node: NodeSpec) -> PackedAttention:
+        heads = node.attr("num_heads")
+        if not isinstance(heads, (int, np.integer)) or int(heads) <= 0:
+            raise bad_attribute(node, "num_heads", heads, "a positive int")
+        causal = int(node.attr("unidirectional", 0) or 0)
+        if causal not in (0, 1):
+            raise bad_attribute(node, "unidirectional", causal, "0 or 1")
+        sizes = node.attr("qkv_hidden_sizes")
+        if sizes is not None and (len(sizes) != 3 or any(int(v) <= 0 or int(v) % int(heads) for v in sizes)):
+            raise bad_attribute(node, "qkv_hidden_sizes", tuple(sizes), f"3 positive multiples of num_heads={heads}")
+        if int(node.attr("do_rotary", 0) or 0):
+            raise Unsupported(f"{node.op_type} with do_rotary")
+        if int(node.attr("past_present_share_buffer", 0) or 0):
+            raise Unsupported(f"{node.op_type} with past_present_share_buffer")
+        return cls(int(heads), bool(causal), tuple(int(v) for v in sizes) if sizes else None,
+                   float(node.attr("scale", 0.0) or 0.0), float(node.attr("mask_filter_value", -10000.0)))
+
+    def run(self, node: NodeSpec, proj: np.ndarray, dt: np.dtype, mask_index: np.ndarray | None,
+            past: np.ndarray | None, attention_bias: np.ndarray | None) -> Any:
+        """Attention over ``proj`` [B, S, Q+K+V] (compute dtype); past/present [2, B, N, T, H]."""
+        heads = self.heads
+        cd = proj.dtype
+        batch, sq, width = proj.shape
+        qh, kh, vh = self.sizes or (width // 3,) * 3
         q = split_heads(proj[..., :qh], heads)
         k = split_heads(proj[..., qh:qh + kh], heads)
         v = split_heads(proj[..., qh + kh:qh + kh + vh], heads)
@@ -129,19 +142,36 @@ def attention(node: NodeSpec):  # type: ignore[no-untyped-def]
             k = np.concatenate([past[0].astype(cd, copy=False), k], axis=2)
             v = np.concatenate([past[1].astype(cd, copy=False), v], axis=2)
         total = k.shape[2]
-        scale = scale_attr or 1.0 / math.sqrt(qh // heads)
-        bias_t = None if mask_index is None else _key_mask_bias(mask_index, batch, sq, total, past_len, filt, cd)
+        scale = self.scale or 1.0 / math.sqrt(qh // heads)
+        bias_t = None if mask_index is None else _key_mask_bias(mask_index, batch, sq, total, past_len,
+                                                                 self.mask_filter, cd)
         if attention_bias is not None:
             ab = attention_bias.astype(cd, copy=False)
             bias_t = ab if bias_t is None else bias_t + ab
-        allowed = _causal(sq, total, past_len) if causal else None
+        allowed = _causal(sq, total, past_len) if self.causal else None
         y = merge_heads(_attend(q, k, v, scale, bias_t, allowed)).astype(dt, copy=False)
         present = None
         if len(node.outputs) > 1 and node.outputs[1]:
             if kh != vh:
-                raise ValueError("Attention present needs equal K and V hidden sizes")
+                raise ValueError(f"{node.op_type} node {node.name!r}: present needs equal K and V hidden sizes")
             present = np.stack([k, v]).astype(dt, copy=False)
         return _outputs(node, [y, present])
+
+
+@KERNELS.register("Attention", 1, domain=MS)
+def attention(node: NodeSpec):  # type: ignore[no-untyped-def]
+    """BERT/GPT-2 self-attention with the QKV projection inside; past/present as
+    [2, B, N, T, H]; ``mask_index`` in any of onnxruntime's forms."""
+    cfg = PackedAttention.of(node)
+
+    def run(input, weights, bias=None, mask_index=None, past=None, attention_bias=None,  # type: ignore[no-untyped-def]
+            past_sequence_length=None):
+        dt = input.dtype
+        cd = compute_dtype(dt)
+        proj = input.astype(cd) @ weights.astype(cd, copy=False)
+        if bias is not None:
+            proj += bias.astype(cd, copy=False)
+        return cfg.run(node, proj, dt, mask_index, past, attention_bias)
 
     return run
 

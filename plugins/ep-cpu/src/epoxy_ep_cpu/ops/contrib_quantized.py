@@ -13,6 +13,8 @@ QLinearConcat's requantized inputs) go through a 256-entry table like onnxruntim
   C is int32 in the accumulator's scale; float output when y_scale is absent.
 - QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearConcat,
   QLinearGlobalAveragePool (``channels_last``).
+- QLinearWhere(condition, X, x_scale, x_zp, Y, y_scale, y_zp, z_scale, z_zp): each branch
+  requantized to Z's parameters through the identity table (copied when they already match).
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ def _quantize(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, dtype: n
         return _requantize(x.astype(np.float32) / _f32(scale), zero_point, dtype)
 
 
-def _col(v: np.ndarray | None) -> np.ndarray:
+def per_column(v: np.ndarray | None) -> np.ndarray:
     """A per-tensor or per-column (last axis) parameter, broadcastable against ``(.., N)``."""
     if v is None:
         return np.zeros((), dtype=np.float64)
@@ -68,13 +70,14 @@ def _col(v: np.ndarray | None) -> np.ndarray:
     return v.reshape(()) if v.size == 1 else v.reshape(-1)
 
 
-def _int_matmul(a: np.ndarray, b: np.ndarray, a_zp: np.ndarray | None, b_zp: np.ndarray | None) -> np.ndarray:
-    af = a.astype(_F64) - _col(a_zp).astype(_F64)
-    bf = b.astype(_F64) - _col(b_zp).astype(_F64)
+def int_matmul(a: np.ndarray, b: np.ndarray, a_zp: np.ndarray | None, b_zp: np.ndarray | None) -> np.ndarray:
+    """Exact integer product of zero-point-shifted codes (float64 holds every 8-bit sum)."""
+    af = a.astype(_F64) - per_column(a_zp).astype(_F64)
+    bf = b.astype(_F64) - per_column(b_zp).astype(_F64)
     return np.asarray(np.matmul(af, bf))
 
 
-def _dynamic_quantize_u8(x: np.ndarray) -> tuple[np.ndarray, np.float32, np.uint8]:
+def dynamic_quantize_u8(x: np.ndarray) -> tuple[np.ndarray, np.float32, np.uint8]:
     """DynamicQuantizeLinear: uint8 codes, scale and zero point of a float tensor."""
     xf = x.astype(np.float32)
     lo = min(0.0, float(np.min(xf))) if xf.size else 0.0
@@ -90,9 +93,9 @@ def _dynamic_quantize_u8(x: np.ndarray) -> tuple[np.ndarray, np.float32, np.uint
 @KERNELS.register("DynamicQuantizeMatMul", 1, domain=DOMAIN)
 def dynamic_quantize_matmul(node: NodeSpec):  # type: ignore[no-untyped-def]
     def run(a, b, b_scale, b_zero_point=None, bias=None):  # type: ignore[no-untyped-def]
-        qa, a_scale, a_zp = _dynamic_quantize_u8(a)
-        acc = _int_matmul(qa, b, np.asarray(a_zp), b_zero_point)
-        scale = _f32(a_scale) * _col(b_scale).astype(np.float32)
+        qa, a_scale, a_zp = dynamic_quantize_u8(a)
+        acc = int_matmul(qa, b, np.asarray(a_zp), b_zero_point)
+        scale = _f32(a_scale) * per_column(b_scale).astype(np.float32)
         y = acc.astype(np.float32) * scale
         if bias is not None:
             y = y + bias.astype(np.float32)
@@ -105,8 +108,8 @@ def dynamic_quantize_matmul(node: NodeSpec):  # type: ignore[no-untyped-def]
 def matmul_integer_to_float(node: NodeSpec):  # type: ignore[no-untyped-def]
     def run(a, b, a_scale, b_scale, a_zero_point=None, b_zero_point=None, bias=None):  # type: ignore[no-untyped-def]
         out_dtype = np.asarray(a_scale).dtype
-        acc = _int_matmul(a, b, a_zero_point, b_zero_point)
-        scale = _col(a_scale).astype(np.float32) * _col(b_scale).astype(np.float32)
+        acc = int_matmul(a, b, a_zero_point, b_zero_point)
+        scale = per_column(a_scale).astype(np.float32) * per_column(b_scale).astype(np.float32)
         y = acc.astype(np.float32) * scale
         if bias is not None:
             y = y + bias.astype(np.float32)
@@ -134,7 +137,7 @@ def qgemm(node: NodeSpec):  # type: ignore[no-untyped-def]
         acc = af @ bf
         if c is not None:
             acc = acc + c.astype(_F64)
-        scale = np.float32(alpha) * _f32(a_scale).reshape(()) * _col(b_scale).astype(np.float32)
+        scale = np.float32(alpha) * _f32(a_scale).reshape(()) * per_column(b_scale).astype(np.float32)
         if y_scale is None:
             return np.asarray(acc.astype(np.float32) * scale, dtype=np.float32)
         out_dtype = np.asarray(y_zero_point).dtype if y_zero_point is not None else a.dtype
@@ -237,5 +240,27 @@ def qlinear_global_average_pool(node: NodeSpec):  # type: ignore[no-untyped-def]
         acc = acc - np.int64(np.asarray(x_zero_point).reshape(())) * count
         scale = _f32(x_scale).reshape(()) / (_f32(y_scale).reshape(()) * np.float32(count))
         return _requantize(acc.astype(np.float32) * scale, np.asarray(y_zero_point).reshape(()), x.dtype)
+
+    return run
+
+
+def _requantize_to(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, out_scale: np.ndarray,
+                   out_zero_point: np.ndarray) -> np.ndarray:
+    """Codes of ``x`` re-expressed in the output's parameters (the identity table), or ``x``
+    itself when the parameters already agree."""
+    out_dtype = np.asarray(out_zero_point).dtype
+    if (_f32(scale).reshape(()) == _f32(out_scale).reshape(()) and x.dtype == out_dtype
+            and np.asarray(zero_point).reshape(()) == np.asarray(out_zero_point).reshape(())):
+        return x
+    return _table_op(lambda v: v)(x, scale, zero_point, out_scale, out_zero_point).astype(out_dtype)
+
+
+@KERNELS.register("QLinearWhere", 1, domain=DOMAIN)
+def qlinear_where(node: NodeSpec):  # type: ignore[no-untyped-def]
+    def run(condition, x, x_scale, x_zero_point, y, y_scale, y_zero_point, z_scale, z_zero_point):  # type: ignore[no-untyped-def]
+        zzp = np.asarray(z_zero_point).reshape(())
+        xq = _requantize_to(x, x_scale, x_zero_point, z_scale, zzp)
+        yq = _requantize_to(y, y_scale, y_zero_point, z_scale, zzp)
+        return np.where(np.asarray(condition, dtype=bool), xq, yq).astype(zzp.dtype, copy=False)
 
     return run
