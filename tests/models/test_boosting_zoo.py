@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from zoo_harness import Built, Case, check_case, classification, params, regression, with_missing
+from zoo_harness import Built, Case, check_case, check_openvino_case, classification, params, regression, with_missing
 
 SEED = 0
 N_FEATURES = 6
@@ -145,9 +145,27 @@ def test_lightgbm_model_matches_onnxruntime(case: Case, tmp_path: Path) -> None:
     check_case(case, tmp_path)
 
 
+@pytest.mark.parametrize("case", params(LIGHTGBM, openvino=True))
+def test_lightgbm_model_on_openvino_matches_onnxruntime(case: Case, tmp_path: Path) -> None:
+    pytest.importorskip("lightgbm", reason="lightgbm is not installed")
+    pytest.importorskip("onnxmltools", reason="onnxmltools is not installed")
+    pytest.importorskip("onnxruntime", reason="onnxruntime (the reference) is not installed")
+    pytest.importorskip("epoxy_ep_openvino", reason="ep-openvino is not installed")
+    check_openvino_case(case, tmp_path)
+
+
 @pytest.mark.parametrize("case", params(XGBOOST))
 def test_xgboost_model_matches_onnxruntime(case: Case, tmp_path: Path) -> None:
     pytest.importorskip("xgboost", reason="xgboost is not installed")
     pytest.importorskip("onnxmltools", reason="onnxmltools is not installed")
     pytest.importorskip("onnxruntime", reason="onnxruntime (the reference) is not installed")
     check_case(case, tmp_path)
+
+
+@pytest.mark.parametrize("case", params(XGBOOST, openvino=True))
+def test_xgboost_model_on_openvino_matches_onnxruntime(case: Case, tmp_path: Path) -> None:
+    pytest.importorskip("xgboost", reason="xgboost is not installed")
+    pytest.importorskip("onnxmltools", reason="onnxmltools is not installed")
+    pytest.importorskip("onnxruntime", reason="onnxruntime (the reference) is not installed")
+    pytest.importorskip("epoxy_ep_openvino", reason="ep-openvino is not installed")
+    check_openvino_case(case, tmp_path)

@@ -16,7 +16,7 @@ from typing import Any
 import epoxy
 import numpy as np
 import pytest
-from zoo_harness import Built, Case, check_case, classification, params, regression, with_missing
+from zoo_harness import Built, Case, check_case, check_openvino_case, classification, params, regression, with_missing
 
 # SVC(probability=True) is deprecated in scikit-learn 1.9 (removed in 1.11); it is what users' models hold
 pytestmark = [pytest.mark.filterwarnings("ignore::FutureWarning:sklearn"),
@@ -491,6 +491,15 @@ def test_sklearn_model_matches_onnxruntime(case: Case, tmp_path: Path) -> None:
     pytest.importorskip("skl2onnx", reason="skl2onnx is not installed")
     pytest.importorskip("onnxruntime", reason="onnxruntime (the reference) is not installed")
     check_case(case, tmp_path)
+
+
+@pytest.mark.parametrize("case", params(CASES, openvino=True))
+def test_sklearn_model_on_openvino_matches_onnxruntime(case: Case, tmp_path: Path) -> None:
+    pytest.importorskip("sklearn", reason="scikit-learn is not installed")
+    pytest.importorskip("skl2onnx", reason="skl2onnx is not installed")
+    pytest.importorskip("onnxruntime", reason="onnxruntime (the reference) is not installed")
+    pytest.importorskip("epoxy_ep_openvino", reason="ep-openvino is not installed")
+    check_openvino_case(case, tmp_path)
 
 
 def test_epoxy_is_the_one_under_test() -> None:

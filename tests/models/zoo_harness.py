@@ -4,6 +4,8 @@ through epoxy with the cpu provider, every node placed on cpu, every output equa
 exactly, scores within ``RTOL``/``ATOL``, ZipMap's list of dicts key by key), and the case's
 row in docs/MODEL_ZOO.md saying what the test found (the ops the exporter wrote, and
 "matches onnxruntime" or the xfail reason), so the table cannot drift from the tests.
+``check_openvino_case`` does the same with ``OPENVINO_PROVIDERS`` (openvino first, claiming
+every group it can, cpu taking the rest) for the table's openvino+cpu column.
 
 Kept apart from the test files so that ``zoo_table.py`` (which writes the table) shares it.
 """
@@ -49,17 +51,21 @@ class Case:
     build: Callable[[], Built] = field(repr=False, compare=False)
     xfail: str | None = None
     raises: tuple[type[BaseException], ...] | None = None
+    #: like ``xfail``, for the run with ``OPENVINO_PROVIDERS``
+    openvino_xfail: str | None = None
 
 
-def params(cases: Sequence[Case]) -> list[Any]:
-    """pytest params: a case that fails today is a strict xfail carrying its reason."""
+def params(cases: Sequence[Case], *, openvino: bool = False) -> list[Any]:
+    """pytest params: a case that fails today is a strict xfail carrying its reason
+    (``openvino``: the reason it fails with ``OPENVINO_PROVIDERS``)."""
     import pytest
 
     out = []
     for case in cases:
         marks = ()
-        if case.xfail:
-            marks = (pytest.mark.xfail(strict=True, reason=case.xfail, raises=case.raises),)
+        reason = case.openvino_xfail if openvino else case.xfail
+        if reason:
+            marks = (pytest.mark.xfail(strict=True, reason=reason),)
         out.append(pytest.param(case, id=case.id, marks=marks))
     return out
 
@@ -91,9 +97,17 @@ def status_text(case: Case) -> str:
     return f"xfail: {case.xfail}" if case.xfail else MATCHES
 
 
-def row_cells(case: Case, ops: str) -> list[str]:
+def openvino_text(case: Case, ran: int | None, total: int | None) -> str:
+    """The openvino+cpu cell: the xfail reason, or the match and how many of the model's
+    top-level nodes openvino ran."""
+    if case.openvino_xfail:
+        return f"xfail: {case.openvino_xfail}"
+    return f"{MATCHES} (openvino ran {ran}/{total} nodes)"
+
+
+def row_cells(case: Case, ops: str, openvino: str) -> list[str]:
     """The table's cells for a case, in column order after the id."""
-    return [case.exporter, case.model, case.variant, ops, status_text(case)]
+    return [case.exporter, case.model, case.variant, ops, status_text(case), openvino]
 
 
 def documented_rows(text: str | None = None) -> dict[str, list[str]]:
@@ -108,13 +122,26 @@ def documented_rows(text: str | None = None) -> dict[str, list[str]]:
     return rows
 
 
+OPS_COLUMN, CPU_COLUMN, OPENVINO_COLUMN = 3, 4, 5
+
+
 def assert_documented(case: Case, built: Built) -> None:
-    """docs/MODEL_ZOO.md has this case's row, with the ops just exported and its status."""
+    """docs/MODEL_ZOO.md has this case's row, with the ops just exported and its status
+    (the openvino+cpu cell is checked by ``check_openvino_case``)."""
     rows = documented_rows()
-    want = row_cells(case, ops_text(built.model))
     assert case.id in rows, f"{TABLE.name} has no row for {case.id!r}: run tests/models/zoo_table.py"
-    assert rows[case.id] == want, (f"{TABLE.name} row {case.id!r} says {rows[case.id]}, the test finds {want}: "
-                                   "run tests/models/zoo_table.py")
+    want = row_cells(case, ops_text(built.model), openvino="")[:OPENVINO_COLUMN]
+    assert rows[case.id][:OPENVINO_COLUMN] == want, (
+        f"{TABLE.name} row {case.id!r} says {rows[case.id]}, the test finds {want}: run tests/models/zoo_table.py")
+
+
+def assert_openvino_documented(case: Case, ran: int, total: int) -> None:
+    rows = documented_rows()
+    assert case.id in rows, f"{TABLE.name} has no row for {case.id!r}: run tests/models/zoo_table.py"
+    want = openvino_text(case, ran, total)
+    assert rows[case.id][OPENVINO_COLUMN:] == [want], (
+        f"{TABLE.name} row {case.id!r} says {rows[case.id][OPENVINO_COLUMN:]} for openvino+cpu, the test finds "
+        f"{want!r}: run tests/models/zoo_table.py")
 
 
 # --------------------------------------------------------------------------- data
@@ -158,15 +185,32 @@ def with_missing(x: np.ndarray, fraction: float, seed: int) -> np.ndarray:
 # --------------------------------------------------------------------------- the check
 
 
-def sessions(built: Built, tmp_path: Path) -> tuple[Any, Any]:
-    """onnxruntime's session and epoxy's (cpu) over the same saved model file."""
+#: the openvino+cpu column's providers: openvino first, claiming every group it can (however
+#: small: the zoo's models are too small for the default min_group_cost), cpu the rest
+OPENVINO_PROVIDERS: list[Any] = [("openvino", {"min_group_cost": 0}), "cpu"]
+
+
+def sessions(built: Built, tmp_path: Path, providers: Sequence[Any] = ("cpu",)) -> tuple[Any, Any]:
+    """onnxruntime's session and epoxy's (cpu, or ``providers``) over the same saved model file."""
     import epoxy
     import onnxruntime as ort
 
     path = tmp_path / "model.onnx"
     path.write_bytes(built.model.SerializeToString())
     reference = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    return reference, epoxy.InferenceSession(str(path), providers=["cpu"])
+    return reference, epoxy.InferenceSession(str(path), providers=list(providers))
+
+
+def openvino_placement(model: Any) -> tuple[int, int]:
+    """(nodes openvino runs, top-level nodes) for ``model`` with ``OPENVINO_PROVIDERS``."""
+    import epoxy
+
+    report = epoxy.InferenceSession(model.SerializeToString(), providers=OPENVINO_PROVIDERS).partition_report()
+    return _placement(report)
+
+
+def _placement(report: Any) -> tuple[int, int]:
+    return sum(d.provider == "openvino" for d in report.nodes), len(report.nodes)
 
 
 def batches(feeds: dict[str, Any]) -> list[dict[str, Any]]:
@@ -243,6 +287,11 @@ def check(built: Built, tmp_path: Path) -> None:
     every batch."""
     reference, session = sessions(built, tmp_path)
     assert_all_on_cpu(session.partition_report())
+    compare(reference, session, built)
+
+
+def compare(reference: Any, session: Any, built: Built) -> None:
+    """Output names, and every output of every batch, epoxy's against onnxruntime's."""
     names = [o.name for o in reference.get_outputs()]
     assert [o.name for o in session.get_outputs()] == names
     for feeds in batches(built.feeds):
@@ -258,3 +307,14 @@ def check_case(case: Case, tmp_path: Path) -> None:
     built = case.build()
     assert_documented(case, built)
     check(built, tmp_path)
+
+
+def check_openvino_case(case: Case, tmp_path: Path) -> None:
+    """The openvino+cpu column for one case: the outputs with ``OPENVINO_PROVIDERS`` against
+    onnxruntime's, and the row's cell naming how many nodes openvino ran."""
+    built = case.build()
+    reference, session = sessions(built, tmp_path, OPENVINO_PROVIDERS)
+    report = session.partition_report()
+    assert {d.provider for d in report.nodes} <= {"openvino", "cpu", "core"}, report.format()
+    compare(reference, session, built)
+    assert_openvino_documented(case, *_placement(report))

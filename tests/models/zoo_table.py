@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from zoo_harness import TABLE, Case, ops_text, row_cells  # after the path
+from zoo_harness import TABLE, Case, openvino_placement, openvino_text, ops_text, row_cells  # after the path
 
 PACKAGES = ("scikit-learn", "skl2onnx", "lightgbm", "xgboost-cpu", "xgboost", "onnxmltools", "onnxruntime", "onnx")
 
@@ -31,6 +31,12 @@ dtype; string labels as strings), scores and probabilities within rtol 1e-4 / at
 dtype and shape), ZipMap's list of dicts key by key (same keys, same key types). An "xfail" row is a
 strict `pytest.mark.xfail` whose reason is shown: when it starts to pass, CI fails until the
 mark and this table are updated.
+
+The "epoxy openvino+cpu" column runs the same check with
+`providers=[("openvino", {"min_group_cost": 0}), "cpu"]`: openvino takes every group of nodes it
+claims, however small (these models are too small for the default `min_group_cost`), and cpu
+the rest; it says how many of the model's top-level nodes openvino ran. Its outputs are held to
+the same tolerances against onnxruntime.
 
 CI runs these in the `models_ml` nox session (`nox -s models_ml`). Each test also checks its
 row here against the ops it just exported and its status; regenerate the table with
@@ -94,16 +100,18 @@ def _versions() -> str:
     return "Generated with " + ", ".join(found) + "."
 
 
-def render(cases: list[Case], ops: dict[str, str]) -> str:
+def render(cases: list[Case], ops: dict[str, str], openvino: dict[str, str]) -> str:
     """The whole document."""
     lines = [INTRO, _versions(), ""]
     counts = {"runs": sum(not c.xfail for c in cases), "xfail": sum(bool(c.xfail) for c in cases)}
-    lines.append(f"{len(cases)} models: {counts['runs']} match onnxruntime on cpu, {counts['xfail']} xfail.")
+    ov = {"runs": sum(not c.openvino_xfail for c in cases), "xfail": sum(bool(c.openvino_xfail) for c in cases)}
+    lines.append(f"{len(cases)} models: {counts['runs']} match onnxruntime on cpu, {counts['xfail']} xfail; "
+                 f"{ov['runs']} match onnxruntime on openvino+cpu, {ov['xfail']} xfail.")
     lines.append("")
-    lines.append("| case | exporter | model | variant | ONNX ops | epoxy cpu |")
-    lines.append("|---|---|---|---|---|---|")
+    lines.append("| case | exporter | model | variant | ONNX ops | epoxy cpu | epoxy openvino+cpu |")
+    lines.append("|---|---|---|---|---|---|---|")
     for case in cases:
-        lines.append("| " + " | ".join([f"`{case.id}`", *row_cells(case, ops[case.id])]) + " |")
+        lines.append("| " + " | ".join([f"`{case.id}`", *row_cells(case, ops[case.id], openvino[case.id])]) + " |")
     lines += ["", NOT_IN_ZOO]
     return "\n".join(lines)
 
@@ -111,8 +119,12 @@ def render(cases: list[Case], ops: dict[str, str]) -> str:
 def main() -> None:
     warnings.simplefilter("ignore")
     cases = all_cases()
-    ops = {case.id: ops_text(case.build().model) for case in cases}
-    TABLE.write_text(render(cases, ops), encoding="utf-8")
+    ops, openvino = {}, {}
+    for case in cases:
+        model = case.build().model
+        ops[case.id] = ops_text(model)
+        openvino[case.id] = openvino_text(case, *openvino_placement(model))
+    TABLE.write_text(render(cases, ops, openvino), encoding="utf-8")
     print(f"wrote {TABLE} ({len(cases)} cases)")
 
 

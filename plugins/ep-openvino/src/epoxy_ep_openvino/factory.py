@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from epoxy.contract import SDK_API_VERSION, Device, ProviderUnavailable
+from epoxy.contract import Device, ProviderUnavailable
 
 from .version import __version__
 
@@ -46,7 +46,7 @@ class OpenVINOProviderFactory:
     name = PROVIDER_NAME
     vendor = "epoxy (OpenVINO by Intel)"
     version = __version__
-    sdk_api = SDK_API_VERSION
+    sdk_api = "1.0"  # the epoxy SDK API written against (a literal: the core checks it)
     priority = 50  # above cpu: compiled groups are faster than per-node numpy kernels
     #: onnxruntime's name for this provider: sessions and ``in get_available_providers()`` accept it
     aliases = ("OpenVINOExecutionProvider",)
@@ -89,6 +89,12 @@ class OpenVINOProviderFactory:
         from .options import OPTIONS
 
         return dict(OPTIONS)
+
+    def supported_ops(self) -> list[Any]:
+        """The ops our gates offer to OpenVINO, per domain (``epoxy ops --provider openvino``)."""
+        from .support import supported_ops
+
+        return supported_ops()
 
     def create(self, device: Device, options: Mapping[str, Any]) -> Any:
         from .options import parse_options

@@ -32,7 +32,10 @@ log = logging.getLogger("epoxy_ep_openvino")
 
 #: ops whose cost is dominated by arithmetic (a group holding one usually pays for a call)
 _HEAVY = frozenset({"Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "MatMul", "Gemm", "MatMulInteger",
-                    "QLinearMatMul", "Einsum", "LSTM", "GRU", "RNN"})
+                    "QLinearMatMul", "Einsum", "LSTM", "GRU", "RNN",
+                    # com.microsoft (matched by op name: their arithmetic is that of a matmul or conv)
+                    "Attention", "MultiHeadAttention", "MatMulNBits", "FusedMatMul", "FusedGemm", "FusedConv",
+                    "MatMulIntegerToFloat"})
 _PER_NODE_US = 4.0  # what the cpu provider spends dispatching one node
 _PER_ELEMENT_US = 1e-3  # ~1 ns per output element
 _PER_FLOP_US = 1e-5  # ~100 GFLOP/s
@@ -122,6 +125,28 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {line}"[:400]
 
 
+_DYNAMIC_QUANTIZATION = "DYNAMIC_QUANTIZATION_GROUP_SIZE"
+
+
+def _keep_matmuls_exact(core: Any, ov_device: str, config: dict[str, Any], options: OpenVINOOptions) -> bool:
+    """At f32, turn off OpenVINO's on-the-fly int8 quantization of activations feeding
+    compressed weights (MatMulNBits), which the CPU plugin does by default (group size 32):
+    results would differ from onnxruntime's float MatMulNBits by ~0.1. Returns whether such
+    matmuls now compute in float (or the user chose an inexact precision anyway)."""
+    if options.precision != "f32":
+        return True
+    if _DYNAMIC_QUANTIZATION in config:
+        return config[_DYNAMIC_QUANTIZATION] == 0
+    try:
+        supported = set(core.get_property(ov_device, "SUPPORTED_PROPERTIES"))
+    except Exception:  # noqa: BLE001 - a device (AUTO, HETERO...) that cannot say
+        return False
+    if _DYNAMIC_QUANTIZATION not in supported:
+        return False
+    config[_DYNAMIC_QUANTIZATION] = 0
+    return True
+
+
 class OpenVINOProvider:
     """Runs convex groups of nodes as OpenVINO compiled models on one OpenVINO device."""
 
@@ -135,6 +160,7 @@ class OpenVINOProvider:
         self.options = options
         self.ov_device = options.device or str(device.properties.get("ov_device", device.kind.upper()))
         self.config = options.compile_config()
+        self._exact_matmul = _keep_matmuls_exact(self.core, self.ov_device, self.config, options)
         self.stats: list[GroupStats] = []
         self._compiled: dict[str, _Compiled] = {}
         self._failed: dict[str, str] = {}
@@ -148,7 +174,7 @@ class OpenVINOProvider:
         declined: dict[int, str] = {}
         candidates: list[int] = []
         for node in graph.nodes:
-            why = gate(node, graph, float16=self.options.float16)
+            why = gate(node, graph, float16=self.options.float16, exact_matmul=self._exact_matmul)
             if why is None:
                 candidates.append(node.index)
             else:
