@@ -11,7 +11,7 @@ from __future__ import annotations
 import nox
 
 nox.options.default_venv_backend = "uv|virtualenv"
-nox.options.sessions = ["core", "sdk", "ep_cpu", "ep_openvino", "template", "integration", "conformance", "ep_coreml", "ep_cuda", "reliability", "models_ml"]
+nox.options.sessions = ["core", "sdk", "ep_cpu", "ep_openvino", "template", "integration", "conformance", "ep_coreml", "ep_cuda", "reliability", "models_ml", "models_torch"]
 nox.options.reuse_existing_virtualenvs = False
 
 ONNX_PIN = "onnx==1.23.*"  # conformance counts are comparable only on one onnx release
@@ -51,8 +51,10 @@ def ep_cpu(session: nox.Session) -> None:
 @nox.session
 def ep_openvino(session: nox.Session) -> None:
     """epoxy-ep-openvino: capability, grouping, options, errors, cache; light models vs cpu;
-    then the ONNX backend suite with openvino first (cpu fallback)."""
-    session.install("./core", "./sdk", "./plugins/ep-cpu[image]", "./plugins/ep-openvino", ONNX_PIN, *PYTEST)
+    com.microsoft ops against onnxruntime (their definition); then the ONNX backend suite with
+    openvino first (cpu fallback)."""
+    session.install("./core", "./sdk", "./plugins/ep-cpu[image]", "./plugins/ep-openvino", ONNX_PIN, "onnxruntime",
+                    *PYTEST)
     _pytest(session, "plugins/ep-openvino/tests")
     session.env["EPOXY_CONFORMANCE_PROVIDERS"] = "openvino,cpu"
     _pytest(session, "tests/conformance/test_backend_suite.py", parallel=True)
@@ -115,15 +117,39 @@ def reliability(session: nox.Session) -> None:
 @nox.session
 def models_ml(session: nox.Session) -> None:
     """The classical-ML zoo: scikit-learn, LightGBM and XGBoost models written by skl2onnx and
-    onnxmltools in the tests, each run by epoxy (cpu) and onnxruntime (docs/MODEL_ZOO.md).
+    onnxmltools in the tests, each run by epoxy (cpu, and openvino+cpu) and onnxruntime
+    (docs/MODEL_ZOO.md).
 
     xgboost-cpu is XGBoost's CPU-only wheel (same ``xgboost`` import): the ``xgboost`` wheel
     pulls nvidia-nccl-cu12 and ships CUDA code, ~680 MB more to download and install (this
     session's venv: 1.1 GB against 431 MB). scikit-learn<1.11:
     SVC(probability=True), in the zoo because users' models hold it, is removed in 1.11."""
-    session.install("./core", "./plugins/ep-cpu", ONNX_PIN, "onnxruntime", "scikit-learn<1.11", "pandas",
-                    *EXPORTERS, "lightgbm", "xgboost-cpu", *PYTEST)
+    session.install("./core", "./plugins/ep-cpu", "./plugins/ep-openvino", ONNX_PIN, "onnxruntime", "scikit-learn<1.11",
+                    "pandas", *EXPORTERS, "lightgbm", "xgboost-cpu", *PYTEST)
     _pytest(session, "tests/models", parallel=True)
+
+
+@nox.session(venv_backend="venv")
+def models_torch(session: nox.Session) -> None:
+    """The torch zoo: CNNs and tiny Hugging Face transformers written by torch.onnx (TorchScript
+    and dynamo) and by onnxruntime's optimizer and quantizers, run by epoxy (cpu, openvino+cpu)
+    and onnxruntime (docs/MODEL_ZOO_TORCH.md).
+
+    pip in a plain venv, not uv: ``torch==2.13.0`` resolves to the local CPU wheel
+    (torch-2.13.0+cpu from pip's find-links) that uv does not see; elsewhere a CUDA torch
+    (3+ GB) would come from PyPI: set PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu.
+    Where torch cannot be installed the session skips, saying why."""
+    import nox.command
+
+    try:
+        session.install("torch==2.13.0")
+    except nox.command.CommandFailed as failure:
+        reason = f"torch==2.13.0 could not be installed here ({failure.reason or 'pip failed'}): the torch zoo needs it"
+        print(reason)
+        session.skip(reason)
+    session.install("./core", "./plugins/ep-cpu", "./plugins/ep-openvino", ONNX_PIN, "onnxruntime", "transformers",
+                    "onnxscript", *PYTEST)
+    _pytest(session, "tests/models_torch", parallel=True)
 
 
 @nox.session

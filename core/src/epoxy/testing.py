@@ -1,5 +1,9 @@
 """Helpers for test suites of epoxy and its providers (no pytest import here).
 
+``registry_with(*factories)``: a provider registry holding just these factories (no entry
+points), what a test passes as ``InferenceSession(..., registry=...)``; instead of a plugin
+class with an ``epoxy_register_providers`` hook written again in every test file.
+
 ``RandomStarts``: test modules often draw inputs from module-level generators
 (``RNG = np.random.default_rng(7)``). Shared by a module's tests, a test's data then depends
 on which tests its pytest-xdist worker ran before it, and an ill-conditioned draw fails now
@@ -22,6 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from .hookspecs import hookimpl
+from .plugins import ProviderRegistry
+
 
 class RandomStarts:
     """The collected test modules' numpy generators and their states at collection time."""
@@ -41,3 +48,23 @@ class RandomStarts:
         """Put every recorded generator back to its collection-time state."""
         for generator, state in self._starts.values():
             generator.bit_generator.state = state
+
+
+class _Factories:
+    """A plugin object registering given factories (what an entry point would load)."""
+
+    def __init__(self, factories: tuple[Any, ...]) -> None:
+        self.factories = factories
+
+    @hookimpl
+    def epoxy_register_providers(self, register: Any) -> None:
+        for factory in self.factories:
+            register(factory)
+
+
+def registry_with(*factories: Any, plugin_name: str = "tests") -> ProviderRegistry:
+    """A registry holding ``factories`` only (installed plugins are not loaded); each goes
+    through the same checks as an installed provider's (sdk_api, names, aliases)."""
+    registry = ProviderRegistry(autoload=False)
+    registry.add_plugin(_Factories(factories), name=plugin_name)
+    return registry

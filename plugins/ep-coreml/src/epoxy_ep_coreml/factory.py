@@ -22,7 +22,7 @@ class CoreMLProviderFactory:
     name = "coreml"
     vendor = "Apple Core ML (via coremltools)"
     version = __version__
-    sdk_api = "1.0"  # the epoxy SDK API written against (a literal: the core checks it)
+    sdk_api = "1.1"  # the epoxy SDK API written against (a literal: the core checks it)
     priority = 50
     #: onnxruntime's name for this provider: sessions and ``in get_available_providers()`` accept it
     aliases = ("CoreMLExecutionProvider",)

@@ -32,14 +32,6 @@ class Plan:
         )
 
 
-def node_inputs(graph: GraphSpec, index: int) -> Sequence[str]:
-    """Explicit inputs plus, when the graph tells, implicit ones of control-flow bodies."""
-    fn = getattr(graph, "node_inputs", None)
-    if fn is not None:
-        return tuple(fn(index))
-    return tuple(n for n in graph.nodes[index].inputs if n)
-
-
 def plan_groups(graph: GraphSpec, facts: Facts) -> Plan:
     plan = Plan()
     n = len(graph.nodes)
@@ -53,7 +45,7 @@ def plan_groups(graph: GraphSpec, facts: Facts) -> Plan:
 
     producers: list[list[int]] = [[] for _ in range(n)]
     for i in range(n):
-        for name in node_inputs(graph, i):
+        for name in graph.node_inputs(i):  # SDK API 1.1: implicit inputs of bodies too
             p = graph.producer(name)
             if p is not None and p != i:
                 producers[i].append(p)

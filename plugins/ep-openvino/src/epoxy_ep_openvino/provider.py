@@ -20,10 +20,9 @@ from typing import Any
 import numpy as np
 from epoxy.contract import Capability, Device, FusedGroup, GraphSpec, KernelFn, NodeSpec, SubgraphSpec, ValueType
 from epoxy.errors import ProviderError
-from epoxy.kit import HostAllocator
+from epoxy.kit import HostAllocator, boundary, convex_groups
 
 from .factory import PROVIDER_NAME, import_openvino, shared_core
-from .grouping import convex_groups
 from .options import OpenVINOOptions
 from .rewrites import apply_rewrites
 from .support import gate
@@ -183,7 +182,7 @@ class OpenVINOProvider:
             return Capability(declined=declined)
         declined.update(self._frontend_declines(graph, candidates))
         supported = [i for i in candidates if i not in declined]
-        groups, reasons = convex_groups(graph, supported)
+        groups, reasons = convex_groups(graph, supported, provider="openvino")
         declined.update(reasons)
         out: list[FusedGroup] = []
         for nodes in groups:
@@ -196,7 +195,7 @@ class OpenVINOProvider:
             label = f"openvino_{self._groups}"
             try:
                 self._compile_nodes(graph, nodes, label)
-                self.compile(SubgraphSpec(FusedGroup(tuple(nodes), label), graph, *_boundary(graph, nodes)))
+                self.compile(SubgraphSpec(FusedGroup(tuple(nodes), label), graph, *map(tuple, boundary(graph, nodes))))
             except Exception as exc:  # noqa: BLE001 - OpenVINO could not take it: cpu will
                 why = f"openvino could not compile the group: {_first_line(exc)}"
                 declined.update({i: why for i in nodes})
@@ -438,20 +437,3 @@ class OpenVINOProvider:
         if self.options.cache_dir:
             text += f"; {len(hits)} loaded from cache {self.options.cache_dir!r}, saving {saved:.3f} s"
         return text
-
-
-def _boundary(graph: GraphSpec, nodes: Sequence[int]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(inputs, outputs) of a group, in the order the core's SubgraphSpec uses."""
-    members = set(nodes)
-    node_inputs = getattr(graph, "node_inputs", None)
-    produced = {o for i in nodes for o in graph.nodes[i].outputs if o}
-    inputs: list[str] = []
-    for i in sorted(nodes):
-        names = node_inputs(i) if node_inputs is not None else tuple(n for n in graph.nodes[i].inputs if n)
-        for name in names:
-            if name not in produced and name not in inputs:
-                inputs.append(name)
-    graph_outputs = set(graph.outputs)
-    outputs = [o for i in sorted(nodes) for o in graph.nodes[i].outputs
-               if o and (o in graph_outputs or any(c not in members for c in graph.consumers(o)))]
-    return tuple(inputs), tuple(outputs)

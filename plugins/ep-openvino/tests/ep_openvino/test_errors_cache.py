@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from epoxy.contract import FusedGroup, SubgraphSpec
 from epoxy.errors import ProviderError
-from epoxy_ep_openvino.provider import _boundary
+from epoxy.kit import boundary
 from onnx import TensorProto, helper
 from ov_test_models import conv_net, make_model
 
@@ -21,7 +21,7 @@ def _session(model):
 
 
 def _spec(graph, nodes, label="g"):
-    return SubgraphSpec(FusedGroup(tuple(nodes), label), graph, *_boundary(graph, nodes))
+    return SubgraphSpec(FusedGroup(tuple(nodes), label), graph, *map(tuple, boundary(graph, nodes)))
 
 
 def _small():

@@ -1,10 +1,10 @@
-"""Convex grouping on hand-made graphs (no OpenVINO involved)."""
+"""epoxy.kit's convex grouping (shared by every compiling provider) on hand-made graphs."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from epoxy_ep_openvino.grouping import convex_groups
+from epoxy.kit import convex_groups
 
 
 @dataclass
@@ -26,6 +26,9 @@ class FakeGraph:
 
     def producer(self, name: str):
         return int(name[1:]) if name.startswith("v") else None
+
+    def node_inputs(self, index: int) -> tuple[str, ...]:
+        return tuple(n for n in self.nodes[index].inputs if n)
 
 
 def _is_convex(graph, group):
