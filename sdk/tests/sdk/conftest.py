@@ -4,12 +4,16 @@ registry; put the real one back after each test so later suites in the same run 
 from __future__ import annotations
 
 import onnx  # noqa: F401  # see below
+import onnx_ir  # noqa: F401  # see below
 import pytest
 from epoxy import plugins
+from epoxy.optimizer import passes  # noqa: F401  # see below
 
 # pytester's in-process runs drop the modules first imported inside them, and onnx's C
 # extension aborts the process when imported a second time: import it once, out here, so a
-# file of kit tests run alone (the kit imports onnx) does not crash on its second run.
+# file of kit tests run alone (the kit imports onnx) does not crash on its second run. The
+# same for onnx_ir and the optimizer's passes: imported anew after a pytester run, their
+# classes are new ones and the passes' isinstance checks fail on values made by the old.
 
 
 @pytest.fixture(autouse=True)
