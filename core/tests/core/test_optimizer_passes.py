@@ -382,3 +382,16 @@ def test_levels_through_a_session(make_registry):  # type: ignore[no-untyped-def
     assert ops(im) == ["Identity", "Gemm"]
     x = rand(3, 4)
     np.testing.assert_allclose(disabled.run(None, {"x": x})[0], run_ref(m, {"x": x})[0], rtol=1e-5)
+
+
+def test_the_core_passes_and_helpers_come_from_the_public_kit_module():  # type: ignore[no-untyped-def]
+    """Providers compose the core's passes and write their own with epoxy.kit.passes alone."""
+    import epoxy.kit.passes as kit_passes
+    import epoxy.optimizer.passes as core_passes
+
+    for name in kit_passes.CORE_PASSES:
+        assert getattr(kit_passes, name) is getattr(core_passes, name)
+    assert set(kit_passes.CORE_PASSES) == set(core_passes.__all__)
+    assert callable(kit_passes.RewritePass) and callable(kit_passes.make_node)
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchPass'"):
+        kit_passes.NoSuchPass  # noqa: B018

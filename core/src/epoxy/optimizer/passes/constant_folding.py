@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
-from .util import RewritePass, add_initializer, attr, constant, graph_nodes, is_op, opset_of
+from ...kit.passes import RewritePass, add_initializer, attr, constant, graph_nodes, is_op, opset_of
 
 
 def _axes(node: ir.Node, opset: int, since: int, args: list[np.ndarray | None]) -> list[int] | None:

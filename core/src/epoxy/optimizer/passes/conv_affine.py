@@ -11,7 +11,7 @@ import numpy as np
 import onnx_ir as ir
 
 from .conv_bn import bn_inference_affine, fold_into_conv
-from .util import RewritePass, channel_vector, constant, graph_nodes, is_op, sole_consumer
+from ...kit.passes import RewritePass, channel_vector, constant, graph_nodes, is_op, sole_consumer
 
 _OPS = ("Add", "Sub", "Mul", "Div")
 
@@ -87,7 +87,7 @@ class BatchNormAffineFoldPass(RewritePass):
     """``BatchNormalization`` followed by per-channel constant Add/Sub/Mul/Div -> one BN."""
 
     def rewrite(self, model, graph, namer) -> int:  # type: ignore[no-untyped-def]
-        from .util import add_initializer, copy_attributes, make_node, rank_of, replace
+        from ...kit.passes import add_initializer, copy_attributes, make_node, rank_of, replace
 
         count = 0
         for bn in graph_nodes(graph):

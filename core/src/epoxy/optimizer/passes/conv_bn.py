@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from .util import (
+from ...kit.passes import (
     RewritePass,
     add_initializer,
     attr,

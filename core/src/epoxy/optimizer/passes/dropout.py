@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from .util import RewritePass, bypass, constant, graph_nodes, is_op, opset_of
+from ...kit.passes import RewritePass, bypass, constant, graph_nodes, is_op, opset_of
 
 
 def _inference_mode(model: ir.Model, node: ir.Node) -> bool:

@@ -15,7 +15,7 @@ import math
 
 import onnx_ir as ir
 
-from .util import (
+from ...kit.passes import (
     RewritePass,
     binary_with_scalar,
     close,

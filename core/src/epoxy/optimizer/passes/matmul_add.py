@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from .util import (
+from ...kit.passes import (
     RewritePass,
     dtype_of,
     graph_nodes,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from .util import (
+from ...kit.passes import (
     RewritePass,
     attr,
     bypass,

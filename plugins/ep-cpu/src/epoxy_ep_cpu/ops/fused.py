@@ -27,11 +27,10 @@ import onnx_ir as ir
 
 from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
-from epoxy.optimizer.passes import (BatchNormAffineFoldPass, ConstantFoldingPass, ConvAffineFoldPass,
-                                    ConvBatchNormFoldPass, DropoutEliminationPass, GeluFusionPass,
-                                    LegacyInitializerInputsPass)
-from epoxy.optimizer.passes.util import (RewritePass, attr, constant, copy_attributes, dtype_of, ensure_opset,
-                                         graph_nodes, is_op, make_node, opset_of, replace, sole_consumer)
+from epoxy.kit.passes import (BatchNormAffineFoldPass, ConstantFoldingPass, ConvAffineFoldPass,
+                              ConvBatchNormFoldPass, DropoutEliminationPass, GeluFusionPass,
+                              LegacyInitializerInputsPass, RewritePass, attr, constant, copy_attributes, dtype_of,
+                              ensure_opset, graph_nodes, is_op, make_node, opset_of, replace, sole_consumer)
 
 from ..registry import KERNELS
 from .activation import relu_into

@@ -32,8 +32,8 @@ import numpy as np
 import onnx_ir as ir
 
 from epoxy.contract import NodeSpec
-from epoxy.optimizer.passes.util import (RewritePass, attr, constant, ensure_opset, graph_nodes, is_op, make_node,
-                                         opset_of, replace, sole_consumer)
+from epoxy.kit.passes import (RewritePass, attr, constant, ensure_opset, graph_nodes, is_op, make_node, opset_of,
+                              replace, sole_consumer)
 
 from ..registry import KERNELS
 from ._out import accepts_out

@@ -1,4 +1,5 @@
-"""Helpers for writing rewrite passes (used by the core's passes and by providers' passes).
+"""Helpers for writing rewrite passes: the public module the core's passes and providers' passes
+share (``epoxy.kit.passes``; a provider never imports the optimizer's internals).
 
 Every pass here works on the main graph only (subgraphs of control-flow nodes are left as
 they are) and matches patterns whose intermediate values have no reader outside the
@@ -13,7 +14,7 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-from ...names import FreshNames
+from ..names import FreshNames
 
 #: Ops whose semantics are those of the default ONNX domain.
 ONNX_DOMAINS = ("", "ai.onnx")
@@ -338,3 +339,22 @@ def fused_version(model: ir.Model, since: int) -> int | None:
     model's default-domain opset already has it)."""
     current = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
     return None if current >= since else since
+
+
+#: the core's passes a provider may compose into its own pipeline (``ConstantFoldingPass()``
+#: before its fusions, ...): reached through this module, loaded when first asked for (the
+#: core's passes are written with the helpers above, so importing them here eagerly would
+#: make the two modules import each other)
+CORE_PASSES = (
+    "BatchNormAffineFoldPass", "ConstantFoldingPass", "ConvAffineFoldPass", "ConvBatchNormFoldPass",
+    "DropoutEliminationPass", "GeluFusionPass", "LayerNormFusionPass", "LegacyInitializerInputsPass",
+    "MatMulAddToGemmPass", "ReshapeTransposeSimplifyPass",
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in CORE_PASSES:
+        from importlib import import_module
+
+        return getattr(import_module("epoxy.optimizer.passes"), name)
+    raise AttributeError(f"module 'epoxy.kit.passes' has no attribute {name!r}")
