@@ -10,11 +10,11 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import epoxy
-from epoxy.contract import SDK_API_VERSION, Device
+from epoxy.contract import Device
 from epoxy.errors import UnsupportedOpError
-from epoxy.hookspecs import hookimpl
 from epoxy.kit import KernelProvider
 from epoxy.plugins import ProviderRegistry
+from epoxy.testing import registry_with
 
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 LOCAL = "local.fn"
@@ -37,7 +37,7 @@ class _Refusing(KernelProvider):
 
 
 class _Factory:
-    name, vendor, version, sdk_api, priority = "nofn", "tests", "0", SDK_API_VERSION, 5
+    name, vendor, version, sdk_api, priority = "nofn", "tests", "0", "1.0", 5
 
     def devices(self):  # type: ignore[no-untyped-def]
         return [Device("nofn", "cpu", 0)]
@@ -48,17 +48,9 @@ class _Factory:
         return _Refusing("nofn", device, load_kernels(), options)
 
 
-class _Plugin:
-    @hookimpl
-    def epoxy_register_providers(self, register):  # type: ignore[no-untyped-def]
-        register(_Factory())
-
-
 @pytest.fixture(scope="module")
 def registry() -> ProviderRegistry:
-    reg = ProviderRegistry()
-    reg.add_plugin(_Plugin(), name="nofn-tests")
-    return reg
+    return registry_with(_Factory(), installed=True, plugin_name="nofn-tests")
 
 
 def nofn_session(model, registry, refuse=REFUSED):  # type: ignore[no-untyped-def]

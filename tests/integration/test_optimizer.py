@@ -13,10 +13,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import epoxy
-from epoxy.contract import SDK_API_VERSION, Device
-from epoxy.hookspecs import hookimpl
+from epoxy.contract import Device
 from epoxy.kit import KernelProvider
-from epoxy.plugins import ProviderRegistry
+from epoxy.testing import registry_with
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -132,7 +131,7 @@ class _Refusing(KernelProvider):
 
 
 class _Factory:
-    name, vendor, version, sdk_api, priority = "nofused", "tests", "0", SDK_API_VERSION, 5
+    name, vendor, version, sdk_api, priority = "nofused", "tests", "0", "1.0", 5
 
     def devices(self):  # type: ignore[no-untyped-def]
         return [Device(self.name, "cpu", 0, "refuses Gelu and LayerNormalization")]
@@ -146,12 +145,6 @@ class _Factory:
         return []
 
 
-class _Plugin:
-    @hookimpl
-    def epoxy_register_providers(self, register):  # type: ignore[no-untyped-def]
-        register(_Factory())
-
-
 def test_fused_ops_newer_than_the_model_run_natively_or_expanded():  # type: ignore[no-untyped-def]
     model = _layer_norm_by_hand()
     x = np.random.default_rng(4).standard_normal((3, 4, 12)).astype(np.float32)
@@ -161,8 +154,7 @@ def test_fused_ops_newer_than_the_model_run_natively_or_expanded():  # type: ign
     assert ("LayerNormalization", 17) in ops and ("Gelu", 20) in ops
     np.testing.assert_allclose(native.run(None, {"x": x})[0], want, rtol=1e-5, atol=1e-5)
     # a provider that runs neither: both are expanded back into their function bodies
-    registry = ProviderRegistry(autoload=True)
-    registry.add_plugin(_Plugin(), name="nofused")
+    registry = registry_with(_Factory(), installed=True, plugin_name="nofused")
     session = epoxy.InferenceSession(model, providers=["nofused"], registry=registry,
                                      sess_options=epoxy.SessionOptions(graph_optimization_level="extended",
                                                                        disable_fallback=True))

@@ -15,10 +15,10 @@ import pytest
 from onnx import TensorProto, helper
 
 import epoxy
-from epoxy.contract import SDK_API_VERSION, Capability, Device, FusedGroup
-from epoxy.hookspecs import hookimpl
+from epoxy.contract import Capability, Device, FusedGroup
 from epoxy.kit import HostAllocator
 from epoxy.plugins import ProviderRegistry
+from epoxy.testing import registry_with
 
 RELEASE = threading.Event()  # lets a hanging devices() return when the tests are done
 
@@ -77,7 +77,7 @@ class VendorProvider:
 
 
 class VendorFactory:
-    name, vendor, version, sdk_api, priority = "vendor", "tests", "0.1", SDK_API_VERSION, 100
+    name, vendor, version, sdk_api, priority = "vendor", "tests", "0.1", "1.0", 100
 
     def __init__(self, mode: str) -> None:
         self.mode = mode
@@ -95,16 +95,6 @@ class VendorFactory:
         return VendorProvider(self.mode, device)
 
 
-class Plugin:
-    def __init__(self, *factories) -> None:
-        self.factories = factories
-
-    @hookimpl
-    def epoxy_register_providers(self, register) -> None:
-        for f in self.factories:
-            register(f)
-
-
 @pytest.fixture(autouse=True)
 def _quick_device_timeout(monkeypatch):
     monkeypatch.setenv("EPOXY_DEVICE_TIMEOUT", "0.5")
@@ -116,10 +106,7 @@ def _quick_device_timeout(monkeypatch):
 def _registry(mode: str) -> ProviderRegistry:
     import epoxy_ep_cpu.plugin
 
-    registry = ProviderRegistry(autoload=False)
-    registry.add_plugin(epoxy_ep_cpu.plugin, name="cpu")
-    registry.add_plugin(Plugin(VendorFactory(mode)), name="vendor")
-    return registry
+    return registry_with(epoxy_ep_cpu.plugin, VendorFactory(mode), plugin_name="vendor")
 
 
 def _session(registry, providers=None):

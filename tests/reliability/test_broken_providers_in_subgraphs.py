@@ -9,10 +9,10 @@ import warnings
 import epoxy
 import numpy as np
 import pytest
-from epoxy.contract import SDK_API_VERSION, Capability, Device, FusedGroup
-from epoxy.hookspecs import hookimpl
+from epoxy.contract import Capability, Device, FusedGroup
 from epoxy.kit import HostAllocator
 from epoxy.plugins import ProviderRegistry
+from epoxy.testing import registry_with
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
@@ -89,7 +89,7 @@ class SubgraphBreaker:
 
 
 class BreakerFactory:
-    name, vendor, version, sdk_api, priority = "vendor", "tests", "0.1", SDK_API_VERSION, 100
+    name, vendor, version, sdk_api, priority = "vendor", "tests", "0.1", "1.0", 100
 
     def __init__(self, mode: str) -> None:
         self.mode = mode
@@ -101,22 +101,10 @@ class BreakerFactory:
         return SubgraphBreaker(self.mode, device)
 
 
-class Plugin:
-    def __init__(self, factory) -> None:
-        self.factory = factory
-
-    @hookimpl
-    def epoxy_register_providers(self, register) -> None:
-        register(self.factory)
-
-
 def _registry(mode: str) -> ProviderRegistry:
     import epoxy_ep_cpu.plugin
 
-    registry = ProviderRegistry(autoload=False)
-    registry.add_plugin(epoxy_ep_cpu.plugin, name="cpu")
-    registry.add_plugin(Plugin(BreakerFactory(mode)), name="vendor")
-    return registry
+    return registry_with(epoxy_ep_cpu.plugin, BreakerFactory(mode), plugin_name="vendor")
 
 
 MODES = {

@@ -62,9 +62,16 @@ class _Factories:
             register(factory)
 
 
-def registry_with(*factories: Any, plugin_name: str = "tests") -> ProviderRegistry:
-    """A registry holding ``factories`` only (installed plugins are not loaded); each goes
-    through the same checks as an installed provider's (sdk_api, names, aliases)."""
-    registry = ProviderRegistry(autoload=False)
-    registry.add_plugin(_Factories(factories), name=plugin_name)
+def registry_with(*providers: Any, installed: bool = False, plugin_name: str = "tests") -> ProviderRegistry:
+    """A registry holding these providers, each checked as an installed provider's would be
+    (sdk_api, names, aliases). ``providers``: factories, or plugin objects/modules with an
+    ``epoxy_register_providers`` hook (``epoxy_ep_cpu.plugin``). ``installed``: also load the
+    installed entry points (else none are)."""
+    registry = ProviderRegistry(autoload=installed)
+    plugins = [p for p in providers if hasattr(p, "epoxy_register_providers")]
+    factories = tuple(p for p in providers if not hasattr(p, "epoxy_register_providers"))
+    for index, plugin in enumerate(plugins):
+        registry.add_plugin(plugin, name=getattr(plugin, "__name__", f"{plugin_name}-plugin-{index}"))
+    if factories:
+        registry.add_plugin(_Factories(factories), name=plugin_name)
     return registry

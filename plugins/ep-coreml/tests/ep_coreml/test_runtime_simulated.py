@@ -13,8 +13,7 @@ import pytest
 from coreml_harness import cpu_run, model, rand
 from epoxy.contract import Device
 from epoxy.errors import InvalidFeedError, KernelError
-from epoxy.hookspecs import hookimpl
-from epoxy.plugins import ProviderRegistry
+from epoxy.testing import registry_with
 from epoxy_ep_coreml import provider as provider_module
 from epoxy_ep_coreml.factory import CoreMLProviderFactory
 from mil_interpreter import load_program, run_program
@@ -43,21 +42,13 @@ class _Factory(CoreMLProviderFactory):
         return [Device("coreml", "apple", 0, "simulated")]
 
 
-class _Plugin:
-    @hookimpl
-    def epoxy_register_providers(self, register):
-        from epoxy_ep_cpu.factory import CpuProviderFactory
-
-        register(_Factory())
-        register(CpuProviderFactory())
-
-
 @pytest.fixture
 def session(monkeypatch, tmp_path):
     monkeypatch.setattr(provider_module, "can_predict", lambda: True)
     monkeypatch.setattr(provider_module, "_loader", _FakeMLModel)
-    registry = ProviderRegistry(autoload=False)
-    registry.add_plugin(_Plugin(), name="simulated")
+    from epoxy_ep_cpu.factory import CpuProviderFactory
+
+    registry = registry_with(_Factory(), CpuProviderFactory(), plugin_name="simulated")
 
     def make(m, **options):
         with warnings.catch_warnings():
