@@ -168,7 +168,7 @@ def is_random(model: onnx.ModelProto) -> bool:
     return any(n.op_type in RANDOM_OPS for n in model.graph.node)
 
 
-def run_case(case: Case, providers: list[str] | None = None, *, disable_fallback: bool = False,
+def run_case(case: Case, providers: list[Any] | None = None, *, disable_fallback: bool = False,
              registry: Any = None, provider_options: Mapping[str, Mapping[str, Any]] | None = None) -> Any:
     """Run one case; raises (AssertionError or an epoxy error) when it does not pass.
     Returns the session's partition report (what ran where). ``provider_options``: options
@@ -181,10 +181,10 @@ def run_case(case: Case, providers: list[str] | None = None, *, disable_fallback
     options = epoxy.SessionOptions(disable_fallback=disable_fallback, check_outputs=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        names = providers or ["cpu"]
-        per_provider = [dict((provider_options or {}).get(name, {})) for name in names]
-        session = epoxy.InferenceSession(source, providers=names, sess_options=options, registry=registry,
-                                         provider_options=per_provider)
+        listed: list[Any] = list(providers or ["cpu"])  # names, or (name, options) pairs as sessions take
+        if provider_options:
+            listed = [(p, dict(provider_options.get(p, {}))) if isinstance(p, str) else p for p in listed]
+        session = epoxy.InferenceSession(source, providers=listed, sess_options=options, registry=registry)
     for feeds, expected in load_data(case, model):
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
