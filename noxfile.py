@@ -11,7 +11,7 @@ from __future__ import annotations
 import nox
 
 nox.options.default_venv_backend = "uv|virtualenv"
-nox.options.sessions = ["core", "sdk", "ep_cpu", "ep_openvino", "template", "integration", "conformance", "ep_coreml", "ep_cuda", "reliability", "models_ml", "models_torch"]
+nox.options.sessions = ["core", "sdk", "ep_cpu", "ep_openvino", "template", "integration", "conformance", "ep_coreml", "ep_cuda", "reliability", "models_ml", "models_torch", "examples"]
 nox.options.reuse_existing_virtualenvs = False
 
 ONNX_PIN = "onnx==1.23.*"  # conformance counts are comparable only on one onnx release
@@ -36,8 +36,10 @@ def core(session: nox.Session) -> None:
 
 @nox.session
 def sdk(session: nox.Session) -> None:
-    """epoxy-sdk: the conformance kit checked against good and broken providers."""
-    session.install("./core", "./sdk[conformance]", ONNX_PIN, *PYTEST)
+    """epoxy-sdk: the conformance kit checked against good and broken providers; the scaffold
+    (``epoxy sdk new-provider``) checked by installing what it writes into a throwaway venv
+    (uv builds that venv in seconds)."""
+    session.install("./core", "./sdk[conformance]", ONNX_PIN, "uv", *PYTEST)
     _pytest(session, "sdk/tests")
 
 
@@ -65,6 +67,15 @@ def template(session: nox.Session) -> None:
     """The provider template passes the SDK's API scope."""
     session.install("./core", "./sdk[conformance]", "./sdk/template", *PYTEST)
     _pytest(session, "sdk/template/tests")
+
+
+@nox.session
+def examples(session: nox.Session) -> None:
+    """The packages ``epoxy sdk new-provider`` writes (examples/: one kernel provider, one
+    compiling provider), installed as users would, pass the tests they ship."""
+    session.install("./core", "./sdk[conformance]", "./examples/ep-example", "./examples/ep-example-compiler", *PYTEST)
+    _pytest(session, "examples/ep-example/tests")
+    _pytest(session, "examples/ep-example-compiler/tests")
 
 
 @nox.session

@@ -23,7 +23,7 @@ def test_providers_table_and_json():
     assert "epoxy-ep-cpu" in epoxy("providers").stdout
     data = json.loads(epoxy("providers", "--json").stdout)
     cpu = next(p for p in data["providers"] if p["name"] == "cpu")
-    assert cpu["available"] and cpu["sdk_api"] == "1.0" and cpu["devices"][0]["kind"] == "cpu"
+    assert cpu["available"] and cpu["sdk_api"] == "1.1" and cpu["devices"][0]["kind"] == "cpu"
 
 
 def test_providers_show_their_options():

@@ -262,7 +262,8 @@ class ProviderFactory(Protocol):
     - ``options() -> Mapping[str, str]``: the options ``create`` accepts, name -> one line of
       help naming the allowed values and the default. ``epoxy providers`` shows it, so users
       need not read the plugin's source. Keep it cheap (no device, no heavy import) and derive
-      it from the same table ``create`` validates against, so the two never disagree;
+      it from the same table ``create`` validates against, so the two never disagree
+      (``epoxy.kit.OptionTable``: ``describe()`` for this, ``parse()`` in ``create``);
       ``create`` should reject any other name with :class:`~epoxy.errors.InvalidArgumentError`
       listing the known ones. Absent, raising, or returning anything but a str -> str mapping
       means "no options described" (the failure is shown, the provider still loads). Options

@@ -37,6 +37,9 @@ class NodeDecision:
     provider: str
     fused_group: str | None
     declined: list[tuple[str, str]] = field(default_factory=list)
+    #: for a control-flow node (run by the core): subgraph attribute -> node count per
+    #: provider in that body. The node itself is the core's; these providers ran its bodies.
+    bodies: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -45,6 +48,43 @@ class Partition:
 
     units: list[Unit]
     decisions: list[NodeDecision]
+
+
+def _short(value: object, limit: int = 80) -> str:
+    """A repr short enough for one message line (the offending part is named separately)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _valid_range(n: int) -> str:
+    return f"0..{n - 1}" if n else "none"
+
+
+def _first_bad_index(indices: object, n: int) -> str | None:
+    """The first entry of ``indices`` that is not a node index of an ``n``-node graph, as
+    text (its repr), or None when all are valid. The message shows this entry in full: a
+    truncated repr of the whole collection used to cut it off."""
+    if isinstance(indices, (str, bytes)):
+        return _short(indices)
+    try:
+        items = list(indices)  # type: ignore[call-overload]
+    except TypeError:
+        return f"{_short(indices)} (not a collection of indices)"
+    for i in items:
+        if not (isinstance(i, Integral) and not isinstance(i, bool) and 0 <= i < n):
+            return _short(i)
+    return None
+
+
+def _own_reason(provider_name: str, reason: object) -> str:
+    """A decline reason without the provider's name in front: reports and errors print
+    ``provider: reason``, so a reason the provider already prefixed (``acme: no kernel``)
+    would read ``acme: acme: no kernel``."""
+    text = str(reason)
+    prefix = f"{provider_name}: "
+    while text.startswith(prefix):
+        text = text[len(prefix):]
+    return text
 
 
 def _ask(provider_name: str, provider: Provider, graph: CoreGraph) -> Capability:
@@ -61,23 +101,29 @@ def _ask(provider_name: str, provider: Provider, graph: CoreGraph) -> Capability
             provider=provider_name,
         )
     n = len(graph.nodes)
-
-    def valid(indices: object) -> bool:
-        try:
-            return all(isinstance(i, Integral) and not isinstance(i, bool) and 0 <= i < n for i in indices)  # type: ignore[attr-defined]
-        except TypeError:
-            return False
-
-    bad = None
-    if not valid(cap.nodes):
-        bad = f"nodes {cap.nodes!r}"
-    elif not all(isinstance(g, FusedGroup) and valid(g.nodes) for g in cap.groups):
-        bad = f"groups {cap.groups!r}"
-    elif not isinstance(cap.declined, Mapping):
-        bad = f"declined {cap.declined!r}"
+    bad: tuple[str, str] | None = None  # (what was invalid, which entry and why)
+    found = _first_bad_index(cap.nodes, n)
+    if found is not None:
+        bad = (f"nodes {_short(cap.nodes)}", f"node index {found} is not a node of this graph")
+    else:
+        for g_index, group in enumerate(cap.groups):
+            what = f"groups {_short(cap.groups)}"
+            if not isinstance(group, FusedGroup):
+                bad = (what, f"group #{g_index} is a {type(group).__name__}, not a FusedGroup")
+                break
+            found = _first_bad_index(group.nodes, n)
+            if found is not None:
+                bad = (what, f"node index {found} in group #{g_index} {group.label!r} is not a node of this graph")
+                break
+            if not tuple(group.nodes):
+                bad = (what, f"group #{g_index} {group.label!r} has no nodes")
+                break
+    if bad is None and not isinstance(cap.declined, Mapping):
+        bad = (f"declined {_short(cap.declined)}", "declined must map node indices to reasons")
     if bad is not None:
         raise ProviderError(
-            f"provider {provider_name!r} capability() returned invalid {bad[:200]} (the graph has {n} nodes)",
+            f"provider {provider_name!r} capability() returned invalid {bad[0]}: {bad[1]} "
+            f"(valid node indices: {_valid_range(n)}; the graph has {n} nodes)",
             provider=provider_name,
         )
     return cap
@@ -148,20 +194,23 @@ def partition(
         quiet = bool(getattr(provider, "quiet_declines", False))
         claimed_single = set(cap.nodes)
         claimed_in_group: set[int] = set()
+        # nodes of groups this provider proposed but the partitioner refused: their decline
+        # is that refusal, not also "not supported" (the provider does support them)
+        in_refused_group: set[int] = set()
         for g_index, group in enumerate(cap.groups):
             nodes = tuple(sorted(set(group.nodes)))
-            if not nodes or any(not (0 <= i < n) for i in nodes):
-                raise ProviderError(f"provider {name!r} returned a group with invalid node indices {group.nodes!r}", provider=name)
             label = group.label or f"{name}_group_{g_index}"
             taken = [i for i in nodes if owner[i] is not None]
             if taken:
                 for i in nodes:
                     if owner[i] is None:
                         declined[i].append((name, f"group {label} not taken: nodes already assigned ({graph.nodes[taken[0]].name})"))
+                in_refused_group.update(nodes)
                 continue
             if not units_graph.merge_is_acyclic(nodes):
                 for i in nodes:
                     declined[i].append((name, f"group {label} not taken: fusing it would create a cycle (not convex)"))
+                in_refused_group.update(nodes)
                 continue
             units_graph.merge(nodes)
             fused_groups.append((name, FusedGroup(nodes, label)))
@@ -174,10 +223,10 @@ def partition(
                 continue
             if i in claimed_single:
                 owner[i] = name
-            elif i not in claimed_in_group:
+            elif i not in claimed_in_group and i not in in_refused_group:
                 if quiet and i not in cap.declined:
                     continue  # an internal provider (core control flow) only reports real declines
-                declined[i].append((name, cap.declined.get(i, "not supported by this provider")))
+                declined[i].append((name, _own_reason(name, cap.declined.get(i, "not supported by this provider"))))
 
     unclaimed = [i for i in range(n) if owner[i] is None]
     if unclaimed:
@@ -190,11 +239,23 @@ def partition(
         )
 
     units = _order_units(graph, owner, fused_groups)
+    by_name = dict(providers)
     decisions = [
-        NodeDecision(spec.name, spec.op_type, owner[i] or "", group_label[i], declined[i])
+        NodeDecision(spec.name, spec.op_type, owner[i] or "", group_label[i], declined[i],
+                     _bodies(by_name.get(owner[i] or ""), i))
         for i, spec in enumerate(graph.nodes)
     ]
     return Partition(units, decisions)
+
+
+def _bodies(provider: Provider | None, index: int) -> dict[str, dict[str, int]]:
+    """Where the subgraphs of node ``index`` ran, from a provider that runs subgraphs (the
+    core's control flow: ``body_placement``); empty for every other node. Kept apart from
+    the node's own provider so a body's providers are never credited with the node."""
+    placement = getattr(provider, "body_placement", None)
+    if placement is None:
+        return {}
+    return {attr: dict(counts) for attr, counts in placement(index).items()}
 
 
 def _order_units(graph: CoreGraph, owner: list[str | None], groups: list[tuple[str, FusedGroup]]) -> list[Unit]:

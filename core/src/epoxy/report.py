@@ -1,4 +1,8 @@
-"""The partition report: for every node, the provider chosen and why others declined."""
+"""The partition report: for every node, the provider chosen and why others declined.
+
+A control-flow node is the core's (provider ``core``); the providers that ran its bodies
+are listed apart, per body (``NodeDecision.bodies``), never credited with the node.
+"""
 
 from __future__ import annotations
 
@@ -32,22 +36,38 @@ class PartitionReport:
         }
 
     def format(self, *, per_node: bool = True) -> str:
+        """The summary, then (``per_node``) one row per node. Column widths follow the
+        longest entry (a ``provider [group]`` label can be long), so rows stay aligned."""
         lines = ["providers (priority order): " + ", ".join(self.providers)]
         total = len(self.nodes)
-        for provider, count in sorted(self.summary().items(), key=lambda kv: -kv[1]):
-            lines.append(f"  {provider:<12} {count:>5} / {total} nodes")
+        summary = sorted(self.summary().items(), key=lambda kv: -kv[1])
+        name_width = max([len(p) for p, _ in summary] + [12])
+        for provider, count in summary:
+            lines.append(f"  {provider:<{name_width}} {count:>5} / {total} nodes")
         for label, members in self.groups.items():
             lines.append(f"  fused group {label}: {len(members)} nodes")
         for note in self.notes:
             lines.append(f"  note: {note}")
         if per_node:
-            width = max([len(d.node) for d in self.nodes] + [4])
-            lines.append("")
-            lines.append(f"{'node':<{width}}  {'op':<20} {'provider':<12} why not earlier providers")
+            rows: list[tuple[str, str, str, str, NodeDecision]] = []
             for d in self.nodes:
                 why = "; ".join(f"{p}: {r}" for p, r in d.declined) or "-"
                 where = d.provider + (f" [{d.fused_group}]" if d.fused_group else "")
-                lines.append(f"{d.node:<{width}}  {d.op_type:<20} {where:<12} {why}")
+                rows.append((d.node, d.op_type, where, why, d))
+            widths = [max([len(r[k]) for r in rows] + [len(h)]) for k, h in enumerate(("node", "op", "provider"))]
+            widths[1] = max(widths[1], 20)  # the widths the table always had, as a minimum
+            widths[2] = max(widths[2], 12)
+
+            def row(cells: tuple[str, str, str, str]) -> str:
+                return "  ".join(c.ljust(w) for c, w in zip(cells[:3], widths)) + "  " + cells[3]
+
+            lines.append("")
+            lines.append(row(("node", "op", "provider", "why not earlier providers")))
+            for node, op, where, why, d in rows:
+                lines.append(row((node, op, where, why)).rstrip())
+                for attr, counts in d.bodies.items():  # a control-flow node: where its bodies ran
+                    ran = ", ".join(f"{n} on {p}" for p, n in counts.items()) or "no nodes"
+                    lines.append(f"{'':<{widths[0]}}    {attr}: {ran}")
         return "\n".join(lines)
 
     def __str__(self) -> str:

@@ -174,6 +174,7 @@ class InferenceSession:
         self._metadata = ModelMetadata.of(loaded.model)
         t1 = time.perf_counter()
         chosen = self._create_providers(providers, provider_options, notes)
+        t_providers = time.perf_counter()  # provider creation is timed apart from the optimizer
         names = [name for name, _ in chosen]
         inlined = inline_local_functions(loaded.model)
         if inlined:
@@ -195,7 +196,8 @@ class InferenceSession:
             built.plan.arena = None
             notes.append("planned output buffers off (enable_cpu_mem_arena / enable_mem_pattern / enable_mem_reuse)")
         t4 = time.perf_counter()
-        self.timings = {"load": t1 - t0, "optimize": t2 - t1, "partition": t3 - t2, "plan": t4 - t3}
+        self.timings = {"load": t1 - t0, "providers": t_providers - t1, "optimize": t2 - t_providers,
+                        "partition": t3 - t2, "plan": t4 - t3}
         self._graph = graph
         self._model = loaded.model
         self._providers = chosen

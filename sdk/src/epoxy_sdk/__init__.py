@@ -24,7 +24,8 @@ from epoxy.contract import (
     ValueType,
 )
 from epoxy.hookspecs import hookimpl
-from epoxy.kit import HostAllocator, KernelProvider, KernelRegistry, OpSupport, Unsupported
+from epoxy.kit import (HostAllocator, KernelProvider, KernelRegistry, Kind, Option, OpSupport, OptionTable,
+                       Unsupported, boundary, convex_groups)
 
 from .version import __version__
 
@@ -40,8 +41,11 @@ __all__ = [
     "KernelFn",
     "KernelProvider",
     "KernelRegistry",
+    "Kind",
     "NodeSpec",
     "OpSupport",
+    "Option",
+    "OptionTable",
     "Provider",
     "ProviderFactory",
     "ProviderFactoryWithOptions",
@@ -50,5 +54,7 @@ __all__ = [
     "Unsupported",
     "ValueType",
     "__version__",
+    "boundary",
+    "convex_groups",
     "hookimpl",
 ]

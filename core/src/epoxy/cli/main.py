@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("run_cmd", "run a model on .npy inputs and print or save the outputs"),
     "bench": ("bench_cmd", "time a model: percentiles, onnxruntime side by side, per-op profile"),
     "demo": ("demo_cmd", "classify handwritten digits with the bundled model"),
+    "sdk": ("sdk_cmd", "provider-authoring tools (needs epoxy-sdk): new-provider"),
 }
 
 

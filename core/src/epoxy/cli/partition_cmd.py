@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import warnings
+from collections.abc import Sequence
 
 from ._format import providers_arg
 
@@ -15,11 +17,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+def add_warnings_to_notes(notes: list[str], messages: Sequence[str]) -> None:
+    """Append each warning not already a note (the session notes most of what it warns), once."""
+    for message in messages:
+        if message not in notes and f"warning: {message}" not in notes:
+            notes.append(f"warning: {message}")
+
+
 def run(args: argparse.Namespace) -> int:
     from ..session import InferenceSession  # loads onnx_ir: only for commands that run a model
 
-    session = InferenceSession(args.model, providers=providers_arg(args.providers))
+    # Warnings raised while the session is built (a provider skipped, a lenient load...)
+    # belong in the report: left to Python they print as raw "file:line: RuntimeWarning"
+    # lines in the middle of the table.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        session = InferenceSession(args.model, providers=providers_arg(args.providers))
     report = session.partition_report()
+    add_warnings_to_notes(report.notes, [str(w.message) for w in caught])
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:

@@ -3,7 +3,9 @@
 takes (so users need not read plugin sources), and what failed to load (refused aliases too).
 
 The default output names each provider's options on one line; ``--options [PROVIDER]``
-prints them with their help (allowed values, default) instead.
+prints them with their help (allowed values, default) instead. ``--check [PROVIDER]``
+creates each provider on each of its devices and probes it (:mod:`.providers_check`),
+exiting 1 when one is broken.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--options", nargs="?", const="", default=None, metavar="PROVIDER",
                         help="show each provider's options with their help (or only PROVIDER's)")
+    parser.add_argument("--check", nargs="?", const="", default=None, metavar="PROVIDER",
+                        help="create each provider (or only PROVIDER) on each device and probe its capability; "
+                             "exit 1 if any fails")
 
 
 def describe(entry: ProviderEntry) -> dict[str, Any]:
@@ -109,7 +114,35 @@ def failure_rows(data: dict[str, Any]) -> list[list[str]]:
                    for p in data["providers"] if p["aliases_error"]]
 
 
+def run_check(only: str | None, as_json: bool) -> int:
+    """``--check``: a row per provider and device; 1 when any failed."""
+    from . import providers_check
+
+    registry = default_registry()
+    entries = registry.entries()
+    if only:
+        entry = registry.resolve(only)
+        failed = providers_check.load_failures(registry, [only])
+        if entry is None and not failed:
+            raise InvalidArgumentError(f"unknown provider {only!r}; installed: {registry.describe_names()}")
+        rows = providers_check.check(registry, [entry] if entry else [], with_failures=False) + failed
+    else:
+        rows = providers_check.check(registry, entries)
+    data = providers_check.as_json(rows)
+    if as_json:
+        print(json.dumps(data, indent=2))
+    else:
+        print(table(["provider", "device", "status", "stage", "detail"], providers_check.as_rows(rows)))
+        broken = sum(r.failed for r in rows)
+        print(f"\n{broken} failed" if broken else "\nall providers passed the check")
+    return 0 if data["ok"] else 1
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.check is not None:
+        if args.options is not None:
+            raise InvalidArgumentError("--check and --options do not combine")
+        return run_check(args.check or None, args.json)
     data = collect(args.options or None)
     if args.json:
         print(json.dumps(data, indent=2))

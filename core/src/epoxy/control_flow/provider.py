@@ -95,10 +95,15 @@ class SubPlan:
         """Run once with formal inputs followed by outer values (in ``self.outer`` order)."""
         return self._executor.run(list(zip(self.in_slots, values)), self.out_slots)
 
-    def summary(self) -> str:
+    def placement(self) -> dict[str, int]:
+        """Node count per provider in this subgraph (its control-flow nodes count as core)."""
         counts: dict[str, int] = {}
         for d in self.partition.decisions:
             counts[d.provider] = counts.get(d.provider, 0) + 1
+        return counts
+
+    def summary(self) -> str:
+        counts = self.placement()
         inner = "; ".join(self.nested.summaries())
         text = ", ".join(f"{n} on {p}" for p, n in counts.items()) or "no nodes"
         text += "".join(f"; {note}" for note in self.skipped)
@@ -189,6 +194,14 @@ class ControlFlowProvider:
 
     def compile(self, subgraph: SubgraphSpec) -> KernelFn:
         raise NotImplementedError("the core provider never claims fused groups")
+
+    def body_placement(self, index: int) -> dict[str, dict[str, int]]:
+        """For the node at ``index`` (claimed in the last capability()): subgraph attribute ->
+        node count per provider, for the report (the node is credited to the core)."""
+        built = self._built.get(index)
+        if built is None:
+            return {}
+        return {attr: sub.placement() for attr, sub in built[2].subplans}
 
     def summaries(self) -> list[str]:
         """One line per claimed node saying where its subgraphs' nodes run."""

@@ -8,7 +8,8 @@ it runs; ``epoxy-sdk`` re-exports them next to the development-time conformance 
 from .groups import boundary, convex_groups, dependencies
 from .host import HostAllocator
 from .kernel_provider import KernelProvider
+from .options import Kind, Option, OptionTable
 from .registry import KernelRegistry, OpSupport, Unsupported
 
-__all__ = ["HostAllocator", "KernelProvider", "KernelRegistry", "OpSupport", "Unsupported", "boundary",
-           "convex_groups", "dependencies"]
+__all__ = ["HostAllocator", "Kind", "KernelProvider", "KernelRegistry", "OpSupport", "Option", "OptionTable",
+           "Unsupported", "boundary", "convex_groups", "dependencies"]

@@ -20,10 +20,9 @@ from typing import Any
 
 from epoxy.contract import Capability, Device, GraphSpec, NodeSpec, SubgraphSpec
 from epoxy.errors import EpoxyError, InvalidArgumentError
-from epoxy.hookspecs import hookimpl
 from epoxy.kit import HostAllocator
 
-from .options import CoreMLOptions, parse_options
+from .options import TABLE, CoreMLOptions
 from .program import CompiledPackage
 from .provider import CoreMLProvider
 from .version import __version__
@@ -98,31 +97,20 @@ class _RestFactory:
         return _RestProvider(device)
 
 
-class _Plugin:
-    def __init__(self, *factories: Any) -> None:
-        self.factories = factories
-
-    @hookimpl
-    def epoxy_register_providers(self, register: Any) -> None:
-        for factory in self.factories:
-            register(factory)
-
-
 def compile_model(model_path: Any, out_dir: Any, options: Mapping[str, Any] | None = None) -> CompileResult:
     """Convert every Core ML group of ``model_path`` into ``out_dir`` (see the package doc)."""
     from epoxy import InferenceSession
-    from epoxy.plugins import ProviderRegistry
+    from epoxy.testing import registry_with
 
     opts = dict(options or {})
     if "cache_dir" in opts:
         raise InvalidArgumentError("compile_model: pass the output folder as out_dir, not options['cache_dir']")
     out = Path(out_dir)
     opts["cache_dir"] = out
-    parsed = parse_options(opts)
+    parsed = TABLE.parse(opts)
     out.mkdir(parents=True, exist_ok=True)
     factory = _ConvertFactory(parsed)
-    registry = ProviderRegistry(autoload=False)
-    registry.add_plugin(_Plugin(factory, _RestFactory()), name="epoxy-coreml-compile")
+    registry = registry_with(factory, _RestFactory(), plugin_name="epoxy-coreml-compile")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         session = InferenceSession(model_path, providers=["coreml", "cpu"], registry=registry)

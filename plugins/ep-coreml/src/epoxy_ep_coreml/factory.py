@@ -10,7 +10,7 @@ from typing import Any
 
 from epoxy.contract import Device, ProviderUnavailable
 
-from .options import OPTIONS, parse_options
+from .options import TABLE
 from .version import __version__
 
 UNAVAILABLE_OFF_MACOS = "Core ML runs on macOS only"
@@ -38,10 +38,10 @@ class CoreMLProviderFactory:
 
     def options(self) -> Mapping[str, str]:
         """What ``create`` accepts, from the table it validates against (``epoxy providers``)."""
-        return dict(OPTIONS)
+        return TABLE.describe()
 
     def create(self, device: Device, options: Mapping[str, Any]) -> Any:
-        parsed = parse_options(options)
+        parsed = TABLE.parse(options)
         from .provider import CoreMLProvider
 
         return CoreMLProvider(device, parsed)

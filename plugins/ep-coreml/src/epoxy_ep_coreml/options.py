@@ -1,14 +1,12 @@
-"""Provider options, validated without importing coremltools."""
+"""Provider options, validated by :data:`TABLE` without importing coremltools."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
-from epoxy.errors import InvalidArgumentError
+from epoxy.kit.options import KINDS, Option, OptionTable
 
 COMPUTE_UNITS = ("CPU_ONLY", "CPU_AND_GPU", "CPU_AND_NE", "ALL")
 COMPUTE_PRECISIONS = ("fp32", "fp16")
@@ -74,52 +72,22 @@ def _version_ranges(targets: tuple[str, ...]) -> str:
 
 
 _D = CoreMLOptions()
-#: option name -> one-line help (``CoreMLProviderFactory.options()``); ``parse_options``
-#: rejects every other name, so what ``epoxy providers`` shows is what ``create`` accepts.
-OPTIONS: dict[str, str] = {
-    "compute_units": f"where Core ML may run: {' | '.join(COMPUTE_UNITS)} (default {_D.compute_units})",
-    "compute_precision": f"{' | '.join(COMPUTE_PRECISIONS)} (default {_D.compute_precision}, matches the cpu "
-                         "provider; fp16 is faster on the GPU/Neural Engine)",
-    "minimum_deployment_target": f"oldest OS the packages must load on: {_version_ranges(DEPLOYMENT_TARGETS)} "
-                                 f"(default {_D.minimum_deployment_target}; newer targets unlock newer MIL ops)",
-    "cache_dir": f"where converted .mlpackage files are kept (default ${ENV_CACHE_DIR}, else "
-                 "$XDG_CACHE_HOME/epoxy/coreml or ~/.cache/epoxy/coreml)",
-}
-KNOWN_OPTIONS = tuple(OPTIONS)
-
-
-def _choice(name: str, value: Any, allowed: tuple[str, ...], *, fold_case: bool) -> str:
-    if not isinstance(value, str):
-        raise InvalidArgumentError(f"coreml provider: option {name!r} must be a string, one of {list(allowed)}; got {value!r}")
-    lookup = {a.lower(): a for a in allowed} if fold_case else {a: a for a in allowed}
-    key = value.strip().lower() if fold_case else value.strip()
-    if key not in lookup:
-        raise InvalidArgumentError(f"coreml provider: option {name!r} must be one of {list(allowed)}; got {value!r}")
-    return lookup[key]
-
-
-def parse_options(options: Mapping[str, Any] | None) -> CoreMLOptions:
-    """Validate user options; unknown names or values raise :class:`InvalidArgumentError`."""
-    options = dict(options or {})
-    unknown = sorted(set(options) - set(KNOWN_OPTIONS))
-    if unknown:
-        raise InvalidArgumentError(
-            f"coreml provider: unknown options {unknown}; known options: {list(KNOWN_OPTIONS)}"
-        )
-    kwargs: dict[str, Any] = {}
-    if "compute_units" in options:
-        kwargs["compute_units"] = _choice("compute_units", options["compute_units"], COMPUTE_UNITS, fold_case=True)
-    if "compute_precision" in options:
-        value = options["compute_precision"]
-        if isinstance(value, str) and value.strip().lower() in ("float32", "float16"):
-            value = "fp" + value.strip()[-2:]
-        kwargs["compute_precision"] = _choice("compute_precision", value, COMPUTE_PRECISIONS, fold_case=True)
-    if "minimum_deployment_target" in options:
-        kwargs["minimum_deployment_target"] = _choice(
-            "minimum_deployment_target", options["minimum_deployment_target"], DEPLOYMENT_TARGETS, fold_case=True)
-    if "cache_dir" in options:
-        value = options["cache_dir"]
-        if value is not None and not isinstance(value, (str, os.PathLike)):
-            raise InvalidArgumentError(f"coreml provider: option 'cache_dir' must be a path; got {value!r}")
-        kwargs["cache_dir"] = None if value is None else Path(value)
-    return CoreMLOptions(**kwargs)
+#: an enum whose help lists the 16 targets readably ("iOS15-18 | macOS12-15 | ...")
+_TARGET = replace(KINDS["enum"], describe=lambda option: _version_ranges(option.choices))
+#: The one table of options: ``create`` parses with it and ``CoreMLProviderFactory.options()``
+#: returns ``TABLE.describe()``, so what ``epoxy providers`` shows is what ``create`` accepts.
+TABLE: OptionTable[CoreMLOptions] = OptionTable("coreml", [
+    Option("compute_units", "enum", _D.compute_units, "where Core ML may run", choices=COMPUTE_UNITS),
+    Option("compute_precision", "enum", _D.compute_precision, "arithmetic precision of the converted programs",
+           choices=COMPUTE_PRECISIONS, aliases={"float32": "fp32", "float16": "fp16"},
+           notes="fp32 matches the cpu provider; fp16 is faster on the GPU/Neural Engine"),
+    Option("minimum_deployment_target", _TARGET, _D.minimum_deployment_target, "oldest OS the packages must load on",
+           choices=DEPLOYMENT_TARGETS, notes="newer targets unlock newer MIL ops"),
+    Option("cache_dir", "path", _D.cache_dir, "where converted .mlpackage files are kept",
+           default_text=f"${ENV_CACHE_DIR}, else $XDG_CACHE_HOME/epoxy/coreml or ~/.cache/epoxy/coreml"),
+], CoreMLOptions)
+#: option name -> one-line help (what ``CoreMLProviderFactory.options()`` returns)
+OPTIONS: dict[str, str] = TABLE.describe()
+KNOWN_OPTIONS = TABLE.names
+#: ``parse_options(options) -> CoreMLOptions``; unknown names or bad values raise ``InvalidArgumentError``
+parse_options = TABLE.parse

@@ -75,7 +75,7 @@ def test_conversion_is_quiet(tmp_path):
     ({"compute_units": "NPU"}, "compute_units"),
     ({"compute_precision": "int8"}, "compute_precision"),
     ({"minimum_deployment_target": "iOS14"}, "minimum_deployment_target"),
-    ({"minimum_deployment_target": 17}, "must be a string"),
+    ({"minimum_deployment_target": 17}, r"minimum_deployment_target=17; expected one of \['iOS15'"),
     ({"cache_dir": 3}, "cache_dir"),
 ])
 def test_bad_options_raise_invalid_argument(options, match):

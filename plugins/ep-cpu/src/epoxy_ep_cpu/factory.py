@@ -19,7 +19,7 @@ class CpuProviderFactory:
     name = "cpu"
     vendor = "epoxy"
     version = __version__
-    sdk_api = "1.0"  # the epoxy SDK API written against (a literal: the core checks it)
+    sdk_api = "1.1"  # the epoxy SDK API written against (a literal: the core checks it; 1.1: OptionTable)
     priority = 0  # lowest: the fallback runs what nobody else claims
     #: onnxruntime's name for this provider: sessions and ``in get_available_providers()`` accept it
     aliases = ("CPUExecutionProvider",)
@@ -31,15 +31,16 @@ class CpuProviderFactory:
     def create(self, device: Device, options: Mapping[str, Any]) -> KernelProvider:
         from .provider import CpuProvider
         from .registry import load_kernels
-        from .settings import CpuSettings
+        from .settings import TABLE
 
-        return CpuProvider(self.name, device, load_kernels(), options, CpuSettings.from_options(options))
+        settings = TABLE.parse(options)  # before loading kernels: a bad option fails fast
+        return CpuProvider(self.name, device, load_kernels(), options, settings)
 
     def options(self) -> Mapping[str, str]:
         """What ``create`` accepts, from the table it validates against (``epoxy providers``)."""
-        from .settings import OPTIONS
+        from .settings import TABLE
 
-        return dict(OPTIONS)
+        return TABLE.describe()
 
     def supported_ops(self) -> list[OpSupport]:
         from .registry import load_kernels

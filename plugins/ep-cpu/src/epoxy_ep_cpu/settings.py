@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from epoxy.kit.options import Option, OptionTable
+
 #: ``conv_winograd`` values: which Winograd variants float convolutions may use
 CONV_WINOGRAD = {
     # F(4x4, 3x3) for float32 layers where it is fastest, F(2x2, 3x3) elsewhere (default)
@@ -41,7 +43,7 @@ CHOICES: Mapping[str, Mapping[str, Any]] = {"conv_winograd": CONV_WINOGRAD, "con
 
 @dataclass(frozen=True)
 class CpuSettings:
-    """The cpu provider's options, validated."""
+    """The cpu provider's options, validated (:data:`TABLE` parses them)."""
 
     conv_winograd: str = "auto"
     conv_algo_search: str = "heuristic"
@@ -54,37 +56,26 @@ class CpuSettings:
     def measure_conv_paths(self) -> bool:
         return self.conv_algo_search == "measure"
 
-    @classmethod
-    def from_options(cls, options: Mapping[str, Any]) -> CpuSettings:
-        from epoxy.errors import InvalidArgumentError
-
-        unknown = sorted(set(options) - set(OPTIONS))
-        if unknown:
-            raise InvalidArgumentError(f"cpu provider: unknown options {unknown}; known options: {sorted(OPTIONS)}")
-        for name, value in options.items():
-            if not isinstance(value, str) or value not in CHOICES[name]:
-                raise InvalidArgumentError(f"cpu provider: {name}={value!r}; expected one of {sorted(CHOICES[name])}")
-        return cls(**dict(options))
-
 
 DEFAULT = CpuSettings()
 
-#: option name -> one-line help (``CpuProviderFactory.options()``); ``from_options`` rejects
-#: every other name, so what ``epoxy providers`` shows is what ``create`` accepts.
-OPTIONS: Mapping[str, str] = {
-    "conv_winograd": (
-        f"Winograd for float 3x3 stride-1 Conv: {' | '.join(CONV_WINOGRAD)} (default {DEFAULT.conv_winograd}); "
-        "auto: F(4x4,3x3) where fastest, else F(2x2,3x3); f23: F(2x2,3x3) only (~1e-6 relative "
-        "rounding instead of ~1e-5); off: direct im2col/GEMM"
-    ),
-    "conv_algo_search": (
-        f"how a 2-D stride-1 Conv layer picks its path: {' | '.join(CONV_ALGO_SEARCH)} "
-        f"(default {DEFAULT.conv_algo_search}); measure: time each allowed path once per layer shape "
-        "and BLAS thread count, at session creation for static shapes (cached per process; the "
-        "choice, and so the outputs' last bits, can differ between processes); heuristic: fixed "
-        "shape thresholds, the same choice in every process"
-    ),
-}
+#: The one table of options: ``create`` parses with it, ``CpuProviderFactory.options()``
+#: shows ``TABLE.describe()`` (``epoxy providers``), so the two never disagree.
+TABLE: OptionTable[CpuSettings] = OptionTable("cpu", [
+    Option("conv_winograd", "enum", DEFAULT.conv_winograd, "Winograd for float 3x3 stride-1 Conv",
+           choices=tuple(CONV_WINOGRAD),
+           notes="auto: F(4x4,3x3) where fastest, else F(2x2,3x3); f23: F(2x2,3x3) only (~1e-6 relative "
+                 "rounding instead of ~1e-5); off: direct im2col/GEMM"),
+    Option("conv_algo_search", "enum", DEFAULT.conv_algo_search, "how a 2-D stride-1 Conv layer picks its path",
+           choices=tuple(CONV_ALGO_SEARCH),
+           notes="measure: time each allowed path once per layer shape and BLAS thread count, at session "
+                 "creation for static shapes (cached per process; the choice, and so the outputs' last bits, "
+                 "can differ between processes); heuristic: fixed shape thresholds, the same choice in every "
+                 "process"),
+], CpuSettings)
+#: option name -> one-line help (what ``CpuProviderFactory.options()`` returns)
+OPTIONS: Mapping[str, str] = TABLE.describe()
+
 _current: contextvars.ContextVar[CpuSettings] = contextvars.ContextVar("epoxy_cpu_settings", default=DEFAULT)
 
 

@@ -44,3 +44,10 @@ def test_help_names_every_value_and_the_default(name):
     text = OPTIONS[name]
     assert all(value in text for value in CHOICES[name])
     assert f"(default {getattr(CpuSettings(), name)})" in text
+
+
+def test_values_ignore_case_and_spaces():
+    """The kit's rule for every provider's enums (``epoxy.kit.OptionTable``)."""
+    factory = CpuProviderFactory()
+    provider = factory.create(factory.devices()[0], {"conv_winograd": " F23 ", "conv_algo_search": "Measure"})
+    assert (provider.settings.conv_winograd, provider.settings.conv_algo_search) == ("f23", "measure")

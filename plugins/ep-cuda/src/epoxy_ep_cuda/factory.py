@@ -21,7 +21,7 @@ class CudaProviderFactory:
     name = "cuda"
     vendor = "epoxy"
     version = __version__
-    sdk_api = "1.0"  # the epoxy SDK API written against (a literal: the core checks it)
+    sdk_api = "1.1"  # the epoxy SDK API written against (a literal: the core checks it; 1.1: OptionTable)
     priority = 100  # above cpu (0): claimed nodes run on the GPU, the rest falls back to cpu
     #: onnxruntime's name for this provider: sessions and ``in get_available_providers()`` accept it
     aliases = ("CUDAExecutionProvider",)
@@ -39,15 +39,15 @@ class CudaProviderFactory:
 
     def options(self) -> Mapping[str, str]:
         """What ``create`` accepts, from the table it validates against (``epoxy providers``)."""
-        from .options import OPTIONS
+        from .options import TABLE
 
-        return dict(OPTIONS)
+        return TABLE.describe()
 
     def create(self, device: Device, options: Mapping[str, Any]) -> Any:
-        from .options import parse_options
+        from .options import TABLE
         from .provider import CudaProvider
 
-        opts = parse_options(options)
+        opts = TABLE.parse(options)
         from .backend import CupyBackend
 
         return CudaProvider(device, opts, CupyBackend(device, opts))

@@ -1,10 +1,12 @@
-"""Provider options (``providers=[("cuda", {...})]``), validated on ``create``."""
+"""Provider options (``providers=[("cuda", {...})]``), validated on ``create`` by :data:`TABLE`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from epoxy.errors import InvalidArgumentError
+from epoxy.kit.options import Kind, Option, OptionTable
 
 #: ``conv_algo`` values
 CONV_ALGOS = ("auto", "im2col")
@@ -16,7 +18,7 @@ class CudaOptions:
 
     #: Cap on the bytes CuPy's device memory pool may hold for this process (None: no cap).
     #: Accepts an int or a string with a unit: "4GB", "512MiB", or a fraction of the device
-    #: memory: "0.5".
+    #: memory: "0.5". Kept as given: a fraction becomes bytes once the device is known.
     memory_limit: int | str | float | None = None
     #: Fuse chains of elementwise ops into one generated kernel, and Conv+BatchNorm+Relu.
     fuse: bool = True
@@ -29,70 +31,20 @@ class CudaOptions:
     conv_algo: str = "auto"
 
 
-_D = CudaOptions()
-_BOOL = "true | false"
-#: option name -> one-line help (``CudaProviderFactory.options()``); ``parse_options``
-#: rejects every other name, so what ``epoxy providers`` shows is what ``create`` accepts.
-OPTIONS: dict[str, str] = {
-    "memory_limit": "cap on CuPy's device memory pool (process-wide): bytes, a size like '4GB' or '512MiB', "
-                    "or a fraction of device memory like 0.5 (default: no cap)",
-    "fuse": f"{_BOOL}: fuse elementwise chains into one generated kernel, and Conv+BatchNorm+Relu "
-            f"(default {str(_D.fuse).lower()})",
-    "cuda_graph": f"{_BOOL}: capture the claimed graph as CUDA graphs (static shapes only; run 2 captures, "
-                  f"later runs replay) (default {str(_D.cuda_graph).lower()})",
-    "pinned": f"{_BOOL}: page-locked host buffers for the per-run host<->device copies "
-              f"(default {str(_D.pinned).lower()})",
-    "conv_algo": f"{' | '.join(CONV_ALGOS)} (default {_D.conv_algo}): auto = 1x1 as GEMM, others im2col + GEMM; "
-                 "im2col = im2col + GEMM for all",
-}
-_KNOWN = set(OPTIONS)
-
-
-def _bool(name: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
-        return value.lower() in ("1", "true", "yes", "on")
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    from epoxy.errors import InvalidArgumentError
-
-    raise InvalidArgumentError(f"cuda provider: option {name!r} must be a boolean, got {value!r}")
-
-
-def parse_options(options: Mapping[str, Any]) -> CudaOptions:
-    from epoxy.errors import InvalidArgumentError
-
-    unknown = set(options) - _KNOWN
-    if unknown:
-        raise InvalidArgumentError(f"cuda provider: unknown options {sorted(unknown)}; known options: {list(OPTIONS)}")
-    kw = dict(options)
-    for name in ("fuse", "cuda_graph", "pinned"):
-        if name in kw:
-            kw[name] = _bool(name, kw[name])
-    if kw.get("conv_algo", _D.conv_algo) not in CONV_ALGOS:
-        raise InvalidArgumentError(f"cuda provider: conv_algo must be one of {list(CONV_ALGOS)}, got {kw['conv_algo']!r}")
-    if "memory_limit" in kw and kw["memory_limit"] is not None:
-        parse_memory_limit(kw["memory_limit"], 1 << 40)  # validate now
-    return CudaOptions(**kw)
-
-
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
 
 
-def parse_memory_limit(value: Any, device_bytes: int) -> int:
-    """Bytes for a ``memory_limit`` option value (see :class:`CudaOptions`)."""
-    from epoxy.errors import InvalidArgumentError
-
+def _limit_bytes(value: Any, device_bytes: int) -> int:
+    """Bytes for a ``memory_limit`` value; ``ValueError``/``TypeError`` when it is none of the forms."""
     if isinstance(value, bool):
-        raise InvalidArgumentError("cuda provider: memory_limit must be bytes, a size string or a fraction")
+        raise TypeError(value)
     if isinstance(value, int):
         if value <= 0:
-            raise InvalidArgumentError("cuda provider: memory_limit must be positive")
+            raise ValueError(value)
         return value
     if isinstance(value, float):
         if not 0 < value <= 1:
-            raise InvalidArgumentError("cuda provider: a float memory_limit is a fraction in (0, 1]")
+            raise ValueError(value)
         return int(device_bytes * value)
     if isinstance(value, str):
         text = value.strip().upper().replace(" ", "")
@@ -106,4 +58,41 @@ def parse_memory_limit(value: Any, device_bytes: int) -> int:
             if unit == "" and number <= 1 and "." in num:
                 return int(device_bytes * number)
             return int(number * _UNITS[unit])
-    raise InvalidArgumentError(f"cuda provider: cannot read memory_limit {value!r} (e.g. 4GB, 512MiB, 0.5)")
+    raise ValueError(value)
+
+
+def _check_limit(value: Any, option: Option) -> Any:
+    _limit_bytes(value, 1 << 40)  # validate now; the device's size is known only in the backend
+    return value
+
+
+MEMORY_LIMIT = Kind(_check_limit, "bytes, a size like '4GB' or '512MiB', or a fraction of device memory like 0.5",
+                    "bytes (int > 0), a size like '4GB' or '512MiB', or a fraction of device memory in (0, 1]")
+
+
+def parse_memory_limit(value: Any, device_bytes: int) -> int:
+    """Bytes for a ``memory_limit`` option value (see :class:`CudaOptions`)."""
+    try:
+        return _limit_bytes(value, device_bytes)
+    except (ValueError, TypeError):
+        raise InvalidArgumentError(f"cuda provider: option memory_limit={value!r}; "
+                                   f"expected {TABLE.options['memory_limit'].expected()}") from None
+
+
+_D = CudaOptions()
+#: The one table of options: ``create`` parses with it and ``CudaProviderFactory.options()``
+#: returns ``TABLE.describe()``, so what ``epoxy providers`` shows is what ``create`` accepts.
+TABLE: OptionTable[CudaOptions] = OptionTable("cuda", [
+    Option("memory_limit", MEMORY_LIMIT, _D.memory_limit, "cap on CuPy's device memory pool (process-wide)",
+           default_text="no cap"),
+    Option("fuse", "bool", _D.fuse, "fuse elementwise chains into one generated kernel, and Conv+BatchNorm+Relu"),
+    Option("cuda_graph", "bool", _D.cuda_graph,
+           "capture the claimed graph as CUDA graphs (static shapes only; run 2 captures, later runs replay)"),
+    Option("pinned", "bool", _D.pinned, "page-locked host buffers for the per-run host<->device copies"),
+    Option("conv_algo", "enum", _D.conv_algo, "Conv implementation", choices=CONV_ALGOS,
+           notes="auto = 1x1 as GEMM, others im2col + GEMM; im2col = im2col + GEMM for all"),
+], CudaOptions)
+#: option name -> one-line help (``CudaProviderFactory.options()``)
+OPTIONS: dict[str, str] = TABLE.describe()
+#: ``parse_options(options) -> CudaOptions``; unknown names or bad values raise ``InvalidArgumentError``
+parse_options = TABLE.parse

@@ -5,7 +5,6 @@
 same op table, capability, host-value analysis, fusion and copy placement as the GPU,
 with the kernels evaluated by numpy::
 
-    from epoxy.plugins import ProviderRegistry
     from epoxy_ep_cuda.testing import fake_registry
     session = epoxy.InferenceSession(model, providers=["cuda", "cpu"], registry=fake_registry())
 """
@@ -29,7 +28,7 @@ class FakeCudaFactory:
     name = "cuda"
     vendor = "epoxy (simulated)"
     version = __version__
-    sdk_api = "1.0"  # the epoxy SDK API written against (a literal: the core checks it)
+    sdk_api = "1.1"  # the epoxy SDK API written against (a literal: the core checks it; 1.1: OptionTable)
     priority = 100
     aliases = CudaProviderFactory.aliases  # code written for onnxruntime runs on the simulated GPU too
 
@@ -41,16 +40,16 @@ class FakeCudaFactory:
 
     def options(self) -> Mapping[str, str]:
         """The real factory's options: the simulated device takes the same ones."""
-        from .options import OPTIONS
+        from .options import TABLE
 
-        return dict(OPTIONS)
+        return TABLE.describe()
 
     def create(self, device: Device, options: Mapping[str, Any]) -> Any:
         from .backend import FakeBackend
-        from .options import parse_options
+        from .options import TABLE
         from .provider import CudaProvider
 
-        provider = CudaProvider(device, parse_options(options), FakeBackend())
+        provider = CudaProvider(device, TABLE.parse(options), FakeBackend())
         self.created.append(provider)
         return provider
 
@@ -65,13 +64,17 @@ class _Plugin:
 
 
 def fake_registry(factory: FakeCudaFactory | None = None, *, with_cpu: bool = True) -> Any:
-    """A registry with the simulated cuda provider (and ep-cpu when installed)."""
-    from epoxy.plugins import ProviderRegistry
+    """A registry with the simulated cuda provider and (``with_cpu``) the installed ``cpu``
+    provider, loaded through its ``epoxy.providers`` entry point as any session loads it.
+
+    ep-cuda never imports another plugin (it does not depend on one): when no cpu provider is
+    installed the registry simply has none, and a session asking for ``cpu`` says so."""
+    from importlib import metadata
+
+    from epoxy.plugins import ENTRY_POINT_GROUP, ProviderRegistry
 
     registry = ProviderRegistry(autoload=False)
     registry.add_plugin(_Plugin(factory or FakeCudaFactory()), name="cuda-fake")
     if with_cpu:
-        import epoxy_ep_cpu.plugin
-
-        registry.add_plugin(epoxy_ep_cpu.plugin, name="cpu")
+        registry.load_entry_points(ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.name == "cpu")
     return registry

@@ -42,3 +42,28 @@ def test_help_names_the_values_and_the_defaults():
     assert all(algo in OPTIONS["conv_algo"] for algo in CONV_ALGOS)
     for name in ("fuse", "cuda_graph", "pinned", "conv_algo"):
         assert f"default {getattr(defaults, name)}".lower() in OPTIONS[name].lower(), name
+
+
+@pytest.mark.parametrize("value, want", [("1", True), ("True", True), ("false", False), (0, False), (True, True)])
+def test_bools_follow_the_kit_rule(value, want):
+    """The same spellings every provider takes (``epoxy.kit.OptionTable``)."""
+    assert FakeCudaFactory().create(FAKE_DEVICE, {"cuda_graph": value}).options.cuda_graph is want
+
+
+@pytest.mark.parametrize("value", ["yes", "on", "off", 2])
+def test_other_bool_spellings_are_refused(value):
+    # "yes"/"no"/"on"/"off" were taken before the shared table; no other provider took them
+    with pytest.raises(InvalidArgumentError, match=rf"cuda provider: option fuse={value!r}; expected True or False"):
+        FakeCudaFactory().create(FAKE_DEVICE, {"fuse": value})
+
+
+def test_conv_algo_ignores_case_and_bad_values_name_the_allowed():
+    assert FakeCudaFactory().create(FAKE_DEVICE, {"conv_algo": "IM2COL"}).options.conv_algo == "im2col"
+    with pytest.raises(InvalidArgumentError, match=r"conv_algo='winograd'; expected one of \['auto', 'im2col'\]"):
+        FakeCudaFactory().create(FAKE_DEVICE, {"conv_algo": "winograd"})
+
+
+@pytest.mark.parametrize("value", ["lots", 0, -5, 1.5, True])
+def test_bad_memory_limit_names_the_forms(value):
+    with pytest.raises(InvalidArgumentError, match=rf"option memory_limit={value!r}; expected bytes \(int > 0\)"):
+        FakeCudaFactory().create(FAKE_DEVICE, {"memory_limit": value})

@@ -86,9 +86,9 @@ class OpenVINOProviderFactory:
 
     def options(self) -> Mapping[str, str]:
         """What ``create`` accepts, from the table it validates against (``epoxy providers``)."""
-        from .options import OPTIONS
+        from .options import TABLE
 
-        return dict(OPTIONS)
+        return TABLE.describe()
 
     def supported_ops(self) -> list[Any]:
         """The ops our gates offer to OpenVINO, per domain (``epoxy ops --provider openvino``)."""
@@ -97,8 +97,8 @@ class OpenVINOProviderFactory:
         return supported_ops()
 
     def create(self, device: Device, options: Mapping[str, Any]) -> Any:
-        from .options import parse_options
+        from .options import TABLE
         from .provider import OpenVINOProvider
 
-        parsed = parse_options(options)
+        parsed = TABLE.parse(options)
         return OpenVINOProvider(device, parsed)

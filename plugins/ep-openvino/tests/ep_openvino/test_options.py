@@ -8,8 +8,8 @@ import sys
 import epoxy
 import pytest
 from epoxy.contract import ProviderUnavailable
-from epoxy.sdk_api import incompatibility
 from epoxy.errors import InvalidArgumentError
+from epoxy.sdk_api import incompatibility
 from epoxy_ep_openvino.factory import OpenVINOProviderFactory
 from epoxy_ep_openvino.options import parse_options
 from ov_test_models import conv_net
@@ -96,3 +96,21 @@ def test_unknown_device_is_a_provider_error(rng):
     why = " ".join(r for d in report.nodes for p, r in d.declined if p == "openvino")
     assert "could not compile" in why
     assert issubclass(InvalidArgumentError, EpoxyError)
+
+
+def test_string_values_as_onnxruntime_users_pass_them():
+    """The kit's one rule (``epoxy.kit.OptionTable``): strings parse like native values."""
+    opts = parse_options({"float16": "1", "num_threads": "2", "num_streams": "3", "min_group_cost": "0.5",
+                          "precision": "FP16", "config": '{"ENABLE_CPU_PINNING": false}'})
+    assert (opts.float16, opts.num_threads, opts.num_streams, opts.min_group_cost) == (True, 2, 3, 0.5)
+    assert opts.precision == "f16" and opts.config == {"ENABLE_CPU_PINNING": False}
+    assert parse_options({"float16": "False", "num_streams": None}).float16 is False
+    assert parse_options({"precision": "default"}).precision is None
+
+
+def test_bad_value_names_what_was_given_and_what_is_allowed():
+    with pytest.raises(InvalidArgumentError, match=r"openvino provider: option num_threads=-1; expected an int >= 0"):
+        parse_options({"num_threads": -1})
+    with pytest.raises(InvalidArgumentError, match=r"option precision='f8'; expected one of \['f32', 'f16', 'bf16'\] "
+                                                   r"or one of \['default'\]"):
+        parse_options({"precision": "f8"})

@@ -8,9 +8,8 @@ from typing import Any
 import numpy as np
 
 from epoxy.contract import Device, NodeSpec
-from epoxy.errors import InvalidArgumentError
 from epoxy.hookspecs import hookimpl
-from epoxy.kit import KernelProvider, KernelRegistry
+from epoxy.kit import KernelProvider, KernelRegistry, Option, OptionTable
 
 KERNELS = KernelRegistry()
 
@@ -25,26 +24,16 @@ def add(node):  # type: ignore[no-untyped-def]
     return np.add
 
 
-#: The one table of options: ``options()`` shows it to users (``epoxy providers --options``)
-#: and ``parse_options`` rejects every other name, so the two never disagree.
-#: name -> one line of help: allowed values and the default.
-OPTIONS: dict[str, str] = {
-    "ops": "comma-separated op types this provider may claim, e.g. 'Relu' (default: every op it has a kernel for)",
-}
-
-
-def parse_options(options: Mapping[str, Any]) -> frozenset[str] | None:
-    """The ops the user lets this provider claim (``None``: all); bad options raise
-    :class:`InvalidArgumentError` naming the known ones, which sessions pass to the user."""
-    unknown = sorted(set(options) - set(OPTIONS))
-    if unknown:
-        raise InvalidArgumentError(f"example provider: unknown options {unknown}; known options: {sorted(OPTIONS)}")
-    ops = options.get("ops")
-    if ops is None:
-        return None
-    if not isinstance(ops, str) or not ops.strip():
-        raise InvalidArgumentError(f"example provider: option 'ops' must be op types like 'Relu,Add', got {ops!r}")
-    return frozenset(op.strip() for op in ops.split(",") if op.strip())
+#: The one table of options: ``options()`` shows ``TABLE.describe()`` to users
+#: (``epoxy providers --options``) and ``create`` parses with ``TABLE.parse``, which rejects
+#: every other name with an :class:`~epoxy.errors.InvalidArgumentError` listing the known
+#: ones, so the two never disagree. Add a row per option (kinds: bool, int, float, enum,
+#: str, path, list, dict); return a frozen dataclass by passing it as the table's third
+#: argument.
+TABLE = OptionTable("example", [
+    Option("ops", "list", None, "op types this provider may claim, e.g. 'Relu,Add'",
+           default_text="every op it has a kernel for", convert=frozenset),
+])
 
 
 class ExampleProvider(KernelProvider):
@@ -52,7 +41,7 @@ class ExampleProvider(KernelProvider):
 
     def __init__(self, device: Device, options: Mapping[str, Any]) -> None:
         super().__init__(ExampleFactory.name, device, KERNELS, options)
-        self.allowed_ops = parse_options(options)
+        self.allowed_ops: frozenset[str] | None = TABLE.parse(options)["ops"]  # None: every op
 
     def claims(self, node: NodeSpec) -> str | None:
         if self.allowed_ops is not None and node.op_type not in self.allowed_ops:
@@ -67,7 +56,7 @@ class ExampleFactory:
     # the epoxy SDK API ("major.minor") this package was written and tested against, as a
     # literal (never the core's constant): a core of the same major and an equal or newer
     # minor loads it; any other refuses it with the reason (see epoxy.sdk_api)
-    sdk_api = "1.0"
+    sdk_api = "1.1"
     priority = 10
     # Optional: other names sessions accept for this provider, typically the name onnxruntime
     # users know it by, so ``providers=["ExampleExecutionProvider"]`` and
@@ -80,7 +69,7 @@ class ExampleFactory:
 
     def options(self) -> Mapping[str, str]:
         """Optional: what ``create`` accepts, for ``epoxy providers`` (cheap: no device, no import)."""
-        return dict(OPTIONS)
+        return TABLE.describe()
 
     def create(self, device: Device, options: Mapping[str, Any]) -> KernelProvider:
         return ExampleProvider(device, options)
