@@ -433,7 +433,7 @@ def machine_note() -> dict:
             versions[mod] = None
     info["versions"] = versions
     try:
-        from epoxy.threads import describe_blas
+        from epoxy.run.threads import describe_blas
 
         info["blas"] = describe_blas()
     except Exception as exc:  # noqa: BLE001 - a report line, never a reason to stop

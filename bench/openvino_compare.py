@@ -30,7 +30,7 @@ def ov_config(threads: int) -> dict:
 
 def load_native(path: Path, threads: int):
     """Native OpenVINO the usual way: read the file, compile, one infer request."""
-    from epoxy_ep_openvino.factory import shared_core
+    from epoxy_ep_openvino.runtime import shared_core
 
     core = shared_core()
     compiled = core.compile_model(core.read_model(str(path)), "CPU", ov_config(threads))

@@ -13,7 +13,7 @@ import epoxy
 import numpy as np
 import pytest
 from epoxy import ResourceLimitError, SessionOptions
-from epoxy import limits as core_limits
+from epoxy.run import limits as core_limits
 from onnx import TensorProto, helper, numpy_helper
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64

@@ -6,25 +6,9 @@ node on the best installed provider that claims it, the rest on cpu.
 
 from __future__ import annotations
 
-from .errors import (
-    EpoxyError,
-    InvalidArgumentError,
-    InvalidFeedError,
-    InvalidGraphError,
-    KernelError,
-    OutputTypeError,
-    ModelLoadError,
-    PartitionError,
-    PluginLoadError,
-    ProviderError,
-    ResourceLimitError,
-    UnsupportedOpError,
-)
 from typing import TYPE_CHECKING, Any
 
-from .options import ExecutionMode, ExecutionOrder, GraphOptimizationLevel, RunOptions, SessionOptions
-from .plugins import default_registry
-from .runtime_info import (
+from .api.runtime_info import (
     get_build_info,
     get_device,
     get_version_string,
@@ -32,18 +16,34 @@ from .runtime_info import (
     set_default_logger_verbosity,
     set_seed,
 )
+from .errors import (
+    EpoxyError,
+    InvalidArgumentError,
+    InvalidFeedError,
+    InvalidGraphError,
+    KernelError,
+    ModelLoadError,
+    OutputTypeError,
+    PartitionError,
+    PluginLoadError,
+    ProviderError,
+    ResourceLimitError,
+    UnsupportedOpError,
+)
+from .options import ExecutionMode, ExecutionOrder, GraphOptimizationLevel, RunOptions, SessionOptions
+from .plugins import default_registry
 from .version import __version__
 
 if TYPE_CHECKING:
-    from .io_binding import IOBinding
-    from .model_meta import ModelMetadata
-    from .ort_value import OrtValue
+    from .api.io_binding import IOBinding
+    from .api.ort_value import OrtValue
+    from .load.model_meta import ModelMetadata
     from .session import InferenceSession, NodeArg
 
 #: loaded on first use: the session brings in onnx / onnx_ir (and sympy through it), ~0.2 s
 #: that ``epoxy providers`` and other registry-only uses need not pay
-_LAZY = {"InferenceSession": "session", "NodeArg": "session", "OrtValue": "ort_value", "IOBinding": "io_binding",
-         "ModelMetadata": "model_meta"}
+_LAZY = {"InferenceSession": "session", "NodeArg": "session", "OrtValue": "api.ort_value", "IOBinding": "api.io_binding",
+         "ModelMetadata": "load.model_meta"}
 #: onnxruntime's module attribute for the version
 version = __version__
 
@@ -69,9 +69,9 @@ def get_all_providers() -> list[str]:
 
     A list of epoxy's names whose ``in`` also knows their onnxruntime aliases
     (``"CPUExecutionProvider" in epoxy.get_all_providers()``): an
-    :class:`epoxy.provider_names.ProviderNames`.
+    :class:`epoxy.api.provider_names.ProviderNames`.
     """
-    from .provider_names import ProviderNames
+    from .api.provider_names import ProviderNames
 
     registry = default_registry()
     return ProviderNames([e.name for e in registry.entries()], registry.aliases())
@@ -83,9 +83,9 @@ def get_available_providers() -> list[str]:
     A list of epoxy's names (``providers=epoxy.get_available_providers()`` works) whose
     ``in`` also knows their onnxruntime aliases: ``"CUDAExecutionProvider" in
     epoxy.get_available_providers()`` is True when cuda is available: an
-    :class:`epoxy.provider_names.ProviderNames`.
+    :class:`epoxy.api.provider_names.ProviderNames`.
     """
-    from .provider_names import ProviderNames
+    from .api.provider_names import ProviderNames
 
     registry = default_registry()
     return ProviderNames([e.name for e in registry.entries() if e.available], registry.aliases())

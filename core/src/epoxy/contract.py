@@ -28,7 +28,7 @@ SDK_API_VERSION = SDK_API
 #: a tuple with one value per output. A single-output host kernel may set the attribute
 #: ``supports_out = True``: it is then called with ``out=`` (a planned, reused array of the
 #: output's inferred shape and dtype) when the planner gives it one, must write its result
-#: there and return it (see ``epoxy.arena``).
+#: there and return it (see ``epoxy.plan.arena``).
 KernelFn = Callable[..., Any]
 
 
@@ -195,10 +195,10 @@ class Allocator(Protocol):
     then places such a feed straight into this device's slot, skipping the upload copy
     step, and reads its ``dtype``/``shape`` attributes (numpy-compatible) to validate it.
     Where the host (or another device) reads that input too, ``to_host`` gives the host
-    value once per run. See :mod:`epoxy.placement` and :mod:`epoxy.device_io`.
+    value once per run. See :mod:`epoxy.plan.placement` and :mod:`epoxy.api.device_io`.
 
     Further optional methods, used by :class:`epoxy.OrtValue` / :class:`epoxy.IOBinding`
-    (:mod:`epoxy.value_devices`) when present: ``copy_into(dst, value)`` writes ``value`` into
+    (:mod:`epoxy.api.value_devices`) when present: ``copy_into(dst, value)`` writes ``value`` into
     a caller's preallocated device buffer (else ``dst[...] = value``); ``from_pointer(ptr,
     shape, dtype)`` wraps raw device memory for onnxruntime's ``bind_input(..., buffer_ptr)``
     (else raw pointers are refused with an error saying to bind the array itself);

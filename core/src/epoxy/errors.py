@@ -100,12 +100,16 @@ class InvalidGraphError(ModelLoadError, InvalidGraph):
 class UnsupportedOpError(OrtNotImplemented):
     """No provider in the session can run a node."""
 
-    def __init__(self, message: str, *, node: str, op_type: str, domain: str = "", opset: int | None = None) -> None:
+    def __init__(self, message: str, *, node: str, op_type: str, domain: str = "", opset: int | None = None,
+                 unclaimed: tuple[int, ...] = ()) -> None:
         super().__init__(message)
         self.node = node
         self.op_type = op_type
         self.domain = domain
         self.opset = opset
+        #: every node index no provider claimed (the partitioner's answer, so whoever expands
+        #: those nodes into function bodies need not ask the providers again)
+        self.unclaimed = unclaimed
 
 
 class InvalidFeedError(InvalidArgument, ValueError):

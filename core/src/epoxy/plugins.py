@@ -28,7 +28,7 @@ from .hookspecs import PROJECT_NAME, EpoxySpecs
 from .sdk_api import incompatibility
 
 if TYPE_CHECKING:
-    from .optimizer.pipeline import PassRegistration
+    from .optimize.pipeline import PassRegistration
 
 ENTRY_POINT_GROUP = "epoxy.providers"
 ENV_DISABLE_AUTOLOAD = "EPOXY_DISABLE_PLUGIN_AUTOLOAD"
@@ -230,7 +230,7 @@ class ProviderRegistry:
         self._entries: dict[str, ProviderEntry] = {}
         self._alias_owner: dict[str, str] = {}  # alias -> the name of the provider it stands for
         self._passes: list[PassRegistration] | None = None
-        from .optimizer.builtin import BuiltinPasses
+        from .optimize.builtin import BuiltinPasses
 
         self.add_plugin(BuiltinPasses(), name="epoxy.builtin")
         if autoload is None:
@@ -368,7 +368,7 @@ class ProviderRegistry:
     def passes(self) -> list[PassRegistration]:
         """Passes registered through ``epoxy_register_passes`` (collected once). A pass
         registered wrongly (unknown level, not callable) is a plugin failure naming it."""
-        from .optimizer.pipeline import PassRegistration
+        from .optimize.pipeline import PassRegistration
 
         if self._passes is None:
             found: list[PassRegistration] = []

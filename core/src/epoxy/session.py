@@ -10,34 +10,34 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from .api.device_io import DeviceIO
+from .api.ort_value import OrtValue, feed_value
+from .api.runtime_info import session_logger
+from .api.value_devices import session_devices
 from .contract import Allocator, Provider, ValueType
 from .control_flow import ControlFlowProvider
-from .device_io import DeviceIO
-from .dtypes import describe_dtype
 from .errors import InvalidArgumentError, ProviderError, RunTerminatedError
-from .executor import SequentialExecutor
-from .feeds import check_feeds
-from .functions import inline_local_functions, partition_graph, reinfer_shapes
-from .limits import check_feeds as check_feed_sizes
-from .limits import check_planned_peak, check_static_values, memory_limit_scope
-from .loader import ModelSource, load_model
-from .model_edits import model_edits, save_optimized
-from .model_meta import ModelMetadata
-from .optimizer import optimize
+from .graph.dtypes import describe_dtype
+from .graph.type_strings import type_string as _type_string
+from .load.functions import inline_local_functions, reinfer_shapes
+from .load.loader import ModelSource, load_model
+from .load.model_edits import model_edits, save_optimized
+from .load.model_meta import ModelMetadata
+from .optimize import optimize
 from .options import RunOptions, SessionOptions
-from .ort_value import OrtValue, feed_value
-from .value_devices import session_devices
-from .output_safety import detach_aliases, owners_of
-from .parallel_executor import ParallelExecutor
-from .placement import HOST, IOPlacement, device_key
-from .plan_builder import build_plan
+from .partition.report import PartitionReport
+from .plan.compile_graph import partition_and_plan
+from .plan.placement import HOST, IOPlacement, device_key
 from .plugins import ProviderRegistry, default_registry, strict_mode
-from .output_checks import checks_requested, with_output_checks
-from .profiling import Profiler, ProfilingExecutor
-from .report import PartitionReport
-from .runtime_info import session_logger
-from .threads import set_blas_threads
-from .type_strings import type_string as _type_string
+from .run.executor import SequentialExecutor
+from .run.feeds import check_feeds
+from .run.limits import check_feeds as check_feed_sizes
+from .run.limits import check_planned_peak, check_static_values, memory_limit_scope
+from .run.output_checks import checks_requested, with_output_checks
+from .run.output_safety import detach_aliases, owners_of
+from .run.parallel_executor import ParallelExecutor
+from .run.profiling import Profiler, ProfilingExecutor
+from .run.threads import set_blas_threads
 
 FALLBACK_PROVIDER = "cpu"
 #: onnxruntime provider names -> the epoxy package whose provider declares that alias (hints only)
@@ -234,39 +234,35 @@ class InferenceSession:
 
     # -- construction helpers ------------------------------------------------------------
     def _partition_and_plan(self, loaded: Any, chosen: list[tuple[str, Provider]], notes: list[str]) -> Any:
-        """Partition and plan. A provider whose capability(), kernel() or compile() fails is
-        skipped for this session, the reason in the report notes (an error in strict mode,
+        """Partition and plan (``epoxy.plan.compile_graph``, the path control-flow bodies
+        take too). A provider whose capability(), kernel() or compile() fails is skipped for
+        this session, the reason in the report notes (an error in strict mode,
         ``EPOXY_STRICT_PLUGINS=1``); the fallback's failures are always errors."""
-        while True:
-            names = [name for name, _ in chosen]
-            fallback = FALLBACK_PROVIDER if FALLBACK_PROVIDER in names and not self._no_fallback else None
-            # the core's control-flow provider comes first; it compiles subgraphs over `chosen`
-            core = ControlFlowProvider(chosen, fallback)
-            core.memory_limit = self._options.memory_limit_bytes
-            core.max_loop_iterations = self._options.max_loop_iterations
-            everyone = [(core.name, core), *chosen]
-            infer = self._options.infer_shapes
-            try:
-                graph, parts = partition_graph(
-                    loaded.model.graph, loaded.model.opset_imports, everyone, fallback,
-                    on_expand=(lambda: reinfer_shapes(loaded.model)) if infer else None, notes=notes,
-                )
-                t3 = time.perf_counter()
-                built = build_plan(graph, parts, dict(everyone),
-                                   fold_constants=self._options.optimization_level != "disable")
-            except ProviderError as exc:
-                failed = exc.provider
-                if failed is None or failed == fallback or failed not in names or len(chosen) < 2 or strict_mode():
-                    raise
-                note = f"provider {failed!r} skipped for this session: {exc}"
-                warnings.warn(note, RuntimeWarning, stacklevel=3)
-                notes.append(note)
-                chosen = [(n, p) for n, p in chosen if n != failed]
-                continue
-            notes.extend(core.summaries())
-            if built.folded:
-                notes.append(f"constant-folded {len(built.folded)} node(s) at session creation")
-            return graph, parts, built, chosen, t3
+        names = [name for name, _ in chosen]
+        fallback = FALLBACK_PROVIDER if FALLBACK_PROVIDER in names and not self._no_fallback else None
+        options = self._options
+
+        def control_flow(providers: list[tuple[str, Provider]]) -> tuple[str, Provider]:
+            # the core's control-flow provider comes first; it compiles subgraphs over `providers`
+            core = ControlFlowProvider(providers, fallback)
+            core.memory_limit, core.max_loop_iterations = options.memory_limit_bytes, options.max_loop_iterations
+            return core.name, core
+
+        def skipped(exc: ProviderError) -> None:
+            note = f"provider {exc.provider!r} skipped for this session: {exc}"
+            warnings.warn(note, RuntimeWarning, stacklevel=4)
+            notes.append(note)
+
+        partitioned: list[float] = []
+        planned = partition_and_plan(
+            loaded.model.graph, loaded.model.opset_imports, chosen, fallback, core=control_flow, on_skip=skipped,
+            on_expand=(lambda: reinfer_shapes(loaded.model)) if options.infer_shapes else None, notes=notes,
+            fold_constants=options.optimization_level != "disable",
+            on_partitioned=lambda: partitioned.append(time.perf_counter()))
+        notes.extend(planned.core.summaries())
+        if planned.built.folded:
+            notes.append(f"constant-folded {len(planned.built.folded)} node(s) at session creation")
+        return planned.graph, planned.partition, planned.built, planned.providers, partitioned[-1]
 
     def _make_executor(self, plan: Any) -> Any:
         """The executor for ``plan`` (the session's, or a device-I/O variant of it): output
@@ -366,7 +362,7 @@ class InferenceSession:
         """Providers in use, in priority order, in the names the user asked with (an alias
         such as ``CPUExecutionProvider`` when that is how it was requested); ``in`` also
         knows the aliases (``"CPUExecutionProvider" in session.get_providers()``)."""
-        from .provider_names import ProviderNames
+        from .api.provider_names import ProviderNames
 
         return ProviderNames([self._spelled.get(name, name) for name, _ in self._providers],
                              self._registry.aliases())
@@ -413,7 +409,7 @@ class InferenceSession:
 
     def io_placement(self) -> IOPlacement:
         """Where each graph input is read and each output produced: device keys, device
-        slots, copy steps (see :mod:`epoxy.placement`)."""
+        slots, copy steps (see :mod:`epoxy.plan.placement`)."""
         return self._plan.io
 
     def get_devices(self) -> dict[str, str]:
@@ -572,23 +568,23 @@ class InferenceSession:
         _async_pool().submit(work)
 
 
-    # -- values and bindings (epoxy.ort_value / epoxy.io_binding) ---------------------------
+    # -- values and bindings (epoxy.api.ort_value / epoxy.api.io_binding) ---------------------------
     def io_binding(self) -> Any:
         """An :class:`epoxy.IOBinding` over this session (onnxruntime's ``io_binding()``)."""
-        from .io_binding import IOBinding
+        from .api.io_binding import IOBinding
 
         return IOBinding(self)
 
     def run_with_iobinding(self, iobinding: Any, run_options: Any = None) -> None:
         """Run with the inputs and outputs bound in ``iobinding`` (results stay in it)."""
-        from .io_binding import run_with_iobinding
+        from .api.io_binding import run_with_iobinding
 
         run_with_iobinding(self, iobinding, run_options)
 
     def run_with_ort_values(self, output_names: Sequence[str] | None, input_dict_ort_values: Mapping[str, Any],
                             run_options: Any = None) -> list[Any]:
         """``run`` with :class:`epoxy.OrtValue` feeds; returns ``OrtValue`` outputs."""
-        from .ort_value import run_with_ort_values
+        from .api.ort_value import run_with_ort_values
 
         return run_with_ort_values(self, output_names, input_dict_ort_values, run_options)
 

@@ -92,7 +92,7 @@ def test_bad_execution_mode():
 
 
 def test_intra_op_threads_limit_blas(make_registry):
-    from epoxy.threads import blas_threads
+    from epoxy.run.threads import blas_threads
 
     InferenceSession(chain(["Relu"]), providers=["cpu"], registry=make_registry(),
                      sess_options=SessionOptions(intra_op_num_threads=1))

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from device_fakes import PlainAllocator, Wrapped, dev_factory
 from epoxy import InferenceSession, InvalidArgumentError, InvalidFeedError
-from epoxy.io_binding import IOBinding, run_with_iobinding
-from epoxy.ort_value import OrtValue
+from epoxy.api.io_binding import IOBinding, run_with_iobinding
+from epoxy.api.ort_value import OrtValue
 from epoxy.plugins import reset_default_registry
 from models import chain
 from onnx import TensorProto, helper

@@ -13,8 +13,8 @@ import pytest
 from epoxy import InferenceSession, ProviderError, SessionOptions, UnsupportedOpError
 from epoxy.contract import Capability, Device, FusedGroup, GraphSpec, NodeSpec
 from epoxy.kit import HostAllocator, KernelProvider
-from epoxy.partitioner import NodeDecision
-from epoxy.report import PartitionReport
+from epoxy.partition.partitioner import NodeDecision
+from epoxy.partition.report import PartitionReport
 from fakes import MINI_KERNELS, Factory, fuser_factory
 from models import chain, diamond
 from onnx import TensorProto, helper

@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from epoxy import InferenceSession, InvalidArgumentError, ModelLoadError, SessionOptions
 from epoxy.errors import InvalidGraphError
-from epoxy.loader import load_model
+from epoxy.load.loader import load_model
 
 F = TensorProto.FLOAT
 X = np.arange(6, dtype=np.float32).reshape(2, 3) - 2

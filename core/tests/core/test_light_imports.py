@@ -13,7 +13,7 @@ from epoxy.cli.main import build_parser
 from epoxy.plugins import default_registry
 default_registry().entries()
 build_parser()
-heavy = sorted(m for m in ("onnx_ir", "epoxy.session", "epoxy.optimizer.pipeline") if m in sys.modules)
+heavy = sorted(m for m in ("onnx_ir", "epoxy.session", "epoxy.optimize.pipeline") if m in sys.modules)
 print(",".join(heavy))
 """
 
@@ -25,7 +25,7 @@ def test_registry_and_cli_parser_stay_light():
 
 def test_lazy_names_still_resolve():
     import epoxy
-    from epoxy.optimizer import LEVEL_ORDER, optimize
+    from epoxy.optimize import LEVEL_ORDER, optimize
 
     assert epoxy.InferenceSession.__name__ == "InferenceSession" and epoxy.NodeArg.__name__ == "NodeArg"
     assert callable(optimize) and "basic" in LEVEL_ORDER

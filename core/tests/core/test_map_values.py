@@ -1,5 +1,5 @@
 """Map values (``map(K, V)``, ``seq(map(...))``): onnx_ir cannot hold their types, so the
-loader carries them beside it (epoxy.map_types); value types, type strings, NodeArgs, feeds
+loader carries them beside it (epoxy.load.map_types); value types, type strings, NodeArgs, feeds
 and outputs see the real type. Test-only kernels stand in for the ai.onnx.ml ops
 (plugins/ep-cpu/tests/ep_cpu/test_ml_maps.py checks the real ones against onnxruntime).
 """
@@ -14,14 +14,14 @@ import onnx
 import pytest
 from epoxy import InferenceSession, InvalidFeedError, SessionOptions
 from epoxy.contract import ValueType
-from epoxy.feeds import check_feeds
-from epoxy.graph_spec import CoreGraph
+from epoxy.run.feeds import check_feeds
+from epoxy.graph.graph_spec import CoreGraph
 from epoxy.kit import KernelProvider, KernelRegistry
-from epoxy.limits import value_nbytes
-from epoxy.loader import as_model_proto, load_model
-from epoxy.map_types import MAP_TYPE_KEY, has_map, value_type_from_proto
-from epoxy.output_safety import detach_aliases, owners_of
-from epoxy.type_strings import type_string
+from epoxy.run.limits import value_nbytes
+from epoxy.load.loader import as_model_proto, load_model
+from epoxy.load.map_types import MAP_TYPE_KEY, has_map, value_type_from_proto
+from epoxy.run.output_safety import detach_aliases, owners_of
+from epoxy.graph.type_strings import type_string
 from fakes import Factory
 from onnx import TensorProto, helper
 

@@ -13,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from epoxy import InferenceSession, SessionOptions
-from epoxy.optimizer.passes import (BatchNormAffineFoldPass, ConstantFoldingPass, ConvAffineFoldPass,
+from epoxy.optimize.passes import (BatchNormAffineFoldPass, ConstantFoldingPass, ConvAffineFoldPass,
                                     ConvBatchNormFoldPass, DropoutEliminationPass, GeluFusionPass,
                                     LayerNormFusionPass, LegacyInitializerInputsPass, MatMulAddToGemmPass,
                                     ReshapeTransposeSimplifyPass)
@@ -387,7 +387,7 @@ def test_levels_through_a_session(make_registry):  # type: ignore[no-untyped-def
 def test_the_core_passes_and_helpers_come_from_the_public_kit_module():  # type: ignore[no-untyped-def]
     """Providers compose the core's passes and write their own with epoxy.kit.passes alone."""
     import epoxy.kit.passes as kit_passes
-    import epoxy.optimizer.passes as core_passes
+    import epoxy.optimize.passes as core_passes
 
     for name in kit_passes.CORE_PASSES:
         assert getattr(kit_passes, name) is getattr(core_passes, name)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from device_fakes import LABEL, PlainAllocator, Wrapped, dev_factory
 from epoxy import InferenceSession, InvalidArgumentError, InvalidFeedError
-from epoxy.ort_value import OrtValue
+from epoxy.api.ort_value import OrtValue
 from epoxy.plugins import reset_default_registry
 from fakes import sim_factory
 from models import chain

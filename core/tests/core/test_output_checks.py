@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 
 from epoxy import InferenceSession, OutputTypeError, SessionOptions
 from epoxy.kit import KernelProvider, KernelRegistry
-from epoxy.output_checks import ENV_CHECK_OUTPUTS
+from epoxy.run.output_checks import ENV_CHECK_OUTPUTS
 
 
 def _model() -> onnx.ModelProto:

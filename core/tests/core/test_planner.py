@@ -5,7 +5,7 @@ from __future__ import annotations
 from models import chain
 
 from epoxy import InferenceSession
-from epoxy.planner import PlannedValue, plan_memory
+from epoxy.plan.planner import PlannedValue, plan_memory
 
 
 def test_chain_reuses_two_buffers():

@@ -200,7 +200,7 @@ def test_every_hook_is_documented_and_prefixed():
 def test_scoped_pass_runs_only_when_its_provider_has_first_pick():
     import onnx_ir as ir
 
-    from epoxy.optimizer import optimize
+    from epoxy.optimize import optimize
 
     calls = []
 
@@ -209,7 +209,7 @@ def test_scoped_pass_runs_only_when_its_provider_has_first_pick():
         return ir.passes.PassResult(model, False)
 
     model = ir.serde.deserialize_model(chain(["Relu"]))
-    from epoxy.optimizer.pipeline import PassRegistration
+    from epoxy.optimize.pipeline import PassRegistration
 
     entries = [PassRegistration(scoped, "extended", ("sim",))]
     optimize(model, entries, "extended", ["sim", "cpu"])

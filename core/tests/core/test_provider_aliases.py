@@ -15,7 +15,7 @@ import epoxy
 from epoxy import InferenceSession, InvalidArgumentError, PluginLoadError, plugins
 from epoxy.cli.main import main
 from epoxy.hookspecs import hookimpl
-from epoxy.provider_names import ProviderNames
+from epoxy.api.provider_names import ProviderNames
 
 CPU_ALIAS = "CPUExecutionProvider"
 SIM_ALIAS = "SimExecutionProvider"

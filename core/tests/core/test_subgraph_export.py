@@ -14,7 +14,7 @@ import onnx
 import pytest
 from epoxy import InferenceSession, SessionOptions
 from epoxy.contract import Capability, Device, FusedGroup, GraphSpec, SubgraphSpec
-from epoxy.export_opsets import CONVERTED_PREFIX
+from epoxy.graph.export_opsets import CONVERTED_PREFIX
 from fakes import Factory
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator

@@ -8,7 +8,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from epoxy import InferenceSession, ModelLoadError
-from epoxy.wire import MIN_MAPPED_BYTES, load_mapped
+from epoxy.load.wire import MIN_MAPPED_BYTES, load_mapped
 
 
 def _big_model():

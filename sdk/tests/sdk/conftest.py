@@ -7,7 +7,7 @@ import onnx  # noqa: F401  # see below
 import onnx_ir  # noqa: F401  # see below
 import pytest
 from epoxy import plugins
-from epoxy.optimizer import passes  # noqa: F401  # see below
+from epoxy.optimize import passes  # noqa: F401  # see below
 
 # pytester's in-process runs drop the modules first imported inside them, and onnx's C
 # extension aborts the process when imported a second time: import it once, out here, so a

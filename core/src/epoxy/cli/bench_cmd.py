@@ -15,7 +15,7 @@ import numpy as np
 from ..contract import ValueType
 from ..errors import InvalidArgumentError
 from ..options import SessionOptions
-from ..threads import describe_blas
+from ..run.threads import describe_blas
 from ._format import providers_arg, table
 
 

@@ -50,8 +50,8 @@ def probe_graph() -> Any:
     import onnx
     from onnx import TensorProto, helper
 
-    from ..graph_spec import CoreGraph
-    from ..loader import load_model
+    from ..graph.graph_spec import CoreGraph
+    from ..load.loader import load_model
 
     graph = helper.make_graph(
         [helper.make_node(PROBE_OP, ["x"], ["y"], name="probe")], "epoxy_providers_check",

@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from ..executor import check_terminated
 from ..contract import KernelFn, NodeSpec, ValueType
 from ..kit.registry import Unsupported
-from ..limits import ITEM_OVERHEAD, check_loop, value_nbytes
-from .provider import CompileContext, SubPlan
+from ..run.executor import check_terminated
+from ..run.limits import ITEM_OVERHEAD, check_loop, value_nbytes
+from .subplan import CompileContext, SubPlan
 
 
 def _truth(value: Any, what: str) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-from ..names import FreshNames
+from ..graph.names import FreshNames
 
 #: Ops whose semantics are those of the default ONNX domain.
 ONNX_DOMAINS = ("", "ai.onnx")
@@ -356,5 +356,5 @@ def __getattr__(name: str) -> Any:
     if name in CORE_PASSES:
         from importlib import import_module
 
-        return getattr(import_module("epoxy.optimizer.passes"), name)
+        return getattr(import_module("epoxy.optimize.passes"), name)
     raise AttributeError(f"module 'epoxy.kit.passes' has no attribute {name!r}")

@@ -174,7 +174,7 @@ def test_wrong_key_perm_is_left_alone():  # type: ignore[no-untyped-def]
 
 
 def test_not_fused_when_cpu_is_not_first_choice():  # type: ignore[no-untyped-def]
-    from epoxy.optimizer.pipeline import optimize  # noqa: F401  (scope logic lives there)
+    from epoxy.optimize.pipeline import optimize  # noqa: F401  (scope logic lives there)
     from epoxy_ep_cpu.plugin import epoxy_register_passes
 
     entries = []

@@ -1,6 +1,6 @@
 """ep-cuda's original IOBinding API, kept for existing code: use ``session.io_binding()``.
 
-The binding now lives in epoxy-core (:class:`epoxy.io_binding.IOBinding`, onnxruntime's
+The binding now lives in epoxy-core (:class:`epoxy.api.io_binding.IOBinding`, onnxruntime's
 API, for every provider with an allocator)::
 
     binding = session.io_binding()
@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 from epoxy.errors import InvalidArgumentError, InvalidFeedError
-from epoxy.io_binding import IOBinding as CoreIOBinding
-from epoxy.io_binding import run_with_iobinding
+from epoxy.api.io_binding import IOBinding as CoreIOBinding
+from epoxy.api.io_binding import run_with_iobinding
 
 _DLPACK_CPU = 1
 

@@ -43,7 +43,7 @@ class CudaAllocator:
         """Device arrays of this backend are fed without an upload (``epoxy.contract.Allocator``)."""
         return bool(self.backend.is_device(value))
 
-    # optional methods epoxy's IOBinding and OrtValue use (epoxy.value_devices) ----------------
+    # optional methods epoxy's IOBinding and OrtValue use (epoxy.api.value_devices) ----------------
     def copy_into(self, destination: Any, value: Any) -> None:
         """Write a device value into an existing device buffer on this provider's stream (a
         plain ``destination[...] = value`` would run on CuPy's current stream, unordered

@@ -22,7 +22,7 @@ from epoxy.contract import Capability, Device, FusedGroup, GraphSpec, KernelFn, 
 from epoxy.errors import ProviderError
 from epoxy.kit import HostAllocator, boundary, convex_groups
 
-from .factory import PROVIDER_NAME, import_openvino, shared_core
+from .runtime import PROVIDER_NAME, import_openvino, shared_core
 from .options import OpenVINOOptions
 from .rewrites import apply_rewrites
 from .support import gate

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 import onnx
-from epoxy.names import FreshNames
+from epoxy.graph.names import FreshNames
 from onnx import helper, numpy_helper
 
 

@@ -9,7 +9,7 @@ import math
 import epoxy
 import numpy as np
 import onnx
-from epoxy.graph_spec import CoreGraph
+from epoxy.graph.graph_spec import CoreGraph
 from onnx import TensorProto, helper
 from ov_test_models import make_model
 

@@ -179,8 +179,8 @@ def test_create_returns_a_provider(provider, epoxy_device):
 
 
 def _capability(provider: Any, model: onnx.ModelProto) -> tuple[Any, Any]:
-    from epoxy.graph_spec import CoreGraph
-    from epoxy.loader import load_model
+    from epoxy.graph.graph_spec import CoreGraph
+    from epoxy.load.loader import load_model
 
     loaded = load_model(model)
     graph = CoreGraph(loaded.model.graph, loaded.model.opset_imports)

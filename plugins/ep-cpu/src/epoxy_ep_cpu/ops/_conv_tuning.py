@@ -30,7 +30,7 @@ _clock = time.perf_counter  # tests replace it with a clock the paths advance
 
 def blas_key() -> tuple:
     """What the BLAS libraries run with now (threads, kernels): part of every cache key."""
-    from epoxy.threads import blas_threads
+    from epoxy.run.threads import blas_threads
 
     return tuple((b["library"], b["threads"], b["architecture"]) for b in blas_threads())
 

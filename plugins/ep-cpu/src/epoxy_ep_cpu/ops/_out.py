@@ -1,4 +1,4 @@
-"""``out=`` support for kernels (planned arena buffers, see ``epoxy.arena``).
+"""``out=`` support for kernels (planned arena buffers, see ``epoxy.plan.arena``).
 
 A wrapped kernel tries its in-place path only when the inputs match the planned buffer
 exactly (dtype and result shape); otherwise it allocates as usual and returns a fresh

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from epoxy.contract import NodeSpec
-from epoxy.limits import output_size_check
+from epoxy.run.limits import output_size_check
 
 
 def normalize_axis(axis: int, rank: int) -> int:

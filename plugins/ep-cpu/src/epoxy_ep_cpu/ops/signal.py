@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from epoxy.contract import NodeSpec
-from epoxy.dtypes import onnx_to_numpy
+from epoxy.graph.dtypes import onnx_to_numpy
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS

@@ -1,0 +1,465 @@
+"""Model loading: path, bytes or ModelProto -> validated, shape-inferred onnx_ir Model.
+
+Every failure becomes a :class:`ModelLoadError` that says what was being loaded and why.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+from google.protobuf.message import DecodeError
+
+from ..errors import InvalidGraphError, InvalidProtobufError, ModelFileNotFoundError, ModelLoadError
+from ..options import CHECK_MODES, check_mode  # noqa: F401 - CHECK_MODES: what load_model(check=...) takes
+from .graph_checks import settle_declared_types, vet_model, vet_nodes
+from .map_types import attach_map_types, model_has_maps, restore_map_types, strip_map_types
+from .wire import load_mapped
+
+#: model files at least this large are memory mapped (weights are not copied)
+MAPPED_FILE_MIN_BYTES = 1 << 20
+
+ModelSource = str | os.PathLike | bytes | onnx.ModelProto
+
+
+@dataclass
+class LoadedModel:
+    """The IR model plus what loading learned (warnings are shown, never swallowed)."""
+
+    model: ir.Model
+    source: str
+    base_dir: Path | None
+    warnings: list[str] = field(default_factory=list)
+
+
+def _copy(proto: onnx.ModelProto) -> onnx.ModelProto:
+    copied = onnx.ModelProto()
+    copied.CopyFrom(proto)
+    return copied
+
+
+def _read_proto(source: ModelSource) -> tuple[onnx.ModelProto, str, Path | None, dict[str, np.ndarray]]:
+    """The protobuf, a display name, the folder external data is relative to, and the
+    initializers kept as views of the memory-mapped file (large files only, see wire.py)."""
+    if isinstance(source, onnx.ModelProto):
+        return source, "<ModelProto>", None, {}
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        proto = onnx.ModelProto()
+        try:
+            proto.ParseFromString(bytes(source))
+        except (DecodeError, RuntimeError, ValueError) as exc:
+            raise InvalidProtobufError(f"model bytes are not a valid ONNX protobuf: {exc}") from exc
+        if not proto.graph.node and not proto.graph.output:
+            raise ModelLoadError("model bytes parsed to an empty model (no graph outputs)")
+        return proto, "<bytes>", None, {}
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        if not path.is_file():
+            raise ModelFileNotFoundError(f"model file not found: {path}")
+        try:
+            if path.stat().st_size >= MAPPED_FILE_MIN_BYTES:
+                proto, mapped = load_mapped(path)
+                return proto, str(path), path.resolve().parent, mapped
+            proto = onnx.load(str(path), load_external_data=False)
+        except (DecodeError, RuntimeError, ValueError, OSError) as exc:
+            raise InvalidProtobufError(f"cannot parse {path} as an ONNX model: {exc}") from exc
+        return proto, str(path), path.resolve().parent, {}
+    raise ModelLoadError(
+        f"model must be a path, bytes or onnx.ModelProto, got {type(source).__name__}"
+    )
+
+
+def _first_bad_text(message: Any, path: str) -> str | None:
+    """Path of the first string field that is not valid UTF-8 (protobuf hands those back
+    as ``bytes``, which every name lookup downstream would trip over)."""
+    from google.protobuf.descriptor import FieldDescriptor
+
+    for field_desc, value in message.ListFields():
+        where = f"{path}.{field_desc.name}"
+        repeated = getattr(field_desc, "is_repeated", None)
+        if repeated is None:  # protobuf < 5.27
+            repeated = field_desc.label == FieldDescriptor.LABEL_REPEATED
+        if field_desc.type == FieldDescriptor.TYPE_STRING:
+            for item in (value if repeated else (value,)):
+                if not isinstance(item, str):
+                    return f"{where} = {item[:60]!r}"
+        elif field_desc.type == FieldDescriptor.TYPE_MESSAGE:
+            for k, item in enumerate(value if repeated else (value,)):
+                bad = _first_bad_text(item, f"{where}[{k}]" if repeated else where)
+                if bad is not None:
+                    return bad
+    return None
+
+
+def _external_entries(tensor: onnx.TensorProto) -> dict[str, str]:
+    return {e.key: e.value for e in tensor.external_data}
+
+
+def _checked_external_path(tensor: onnx.TensorProto, base_dir: Path, source: str) -> None:
+    """Refuse locations outside the model's folder and ranges outside the data file."""
+    info = _external_entries(tensor)
+    location = info.get("location", "")
+    where = f"{source}: initializer {tensor.name!r} external data {location!r}"
+    if not location:
+        raise ModelLoadError(f"{where}: no location given")
+    if "\x00" in location:
+        raise ModelLoadError(f"{where}: location contains a NUL byte; refused")
+    parts = Path(location).parts
+    if Path(location).is_absolute() or location.startswith(("/", "\\")) or (parts and ":" in parts[0]):
+        raise ModelLoadError(f"{where}: absolute locations are refused; data must sit beside the model")
+    base = base_dir.resolve()
+    path = (base / location).resolve()
+    if base != path and base not in path.parents:
+        raise ModelLoadError(f"{where}: resolves to {path}, outside the model's folder {base}; refused")
+    if not path.is_file():
+        raise ModelLoadError(f"{where}: file not found at {path}")
+    size = path.stat().st_size
+    try:
+        offset = int(info.get("offset", 0))
+        length = int(info["length"]) if "length" in info else size - offset
+    except ValueError as exc:
+        raise ModelLoadError(f"{where}: offset/length are not integers") from exc
+    if offset < 0 or length < 0 or offset + length > size:
+        raise ModelLoadError(f"{where}: bytes [{offset}, {offset + length}) lie outside the {size}-byte file")
+
+
+def _load_external_data(proto: onnx.ModelProto, base_dir: Path | None, source: str) -> None:
+    from onnx.external_data_helper import _get_all_tensors, load_external_data_for_model, uses_external_data
+
+    external = [t for t in _get_all_tensors(proto) if uses_external_data(t)]
+    if not external:
+        return
+    if base_dir is None:
+        raise ModelLoadError(
+            f"{source}: model uses external data but was not loaded from a path; "
+            "pass the model's file path so its data files can be found"
+        )
+    for tensor in external:
+        _checked_external_path(tensor, base_dir, source)
+    try:
+        load_external_data_for_model(proto, str(base_dir))
+    except (OSError, ValueError, onnx.checker.ValidationError) as exc:
+        raise ModelLoadError(f"{source}: cannot load external data: {exc}") from exc
+
+
+def _checker_complaint(proto: onnx.ModelProto, source: str, strict: bool) -> str | None:
+    """onnx.checker's complaint about ``proto`` on one line, None when it has none; in
+    strict mode a complaint is a :class:`ModelLoadError`."""
+    try:
+        onnx.checker.check_model(proto)
+    except onnx.checker.ValidationError as exc:
+        if strict:
+            raise ModelLoadError(f"{source}: model is not valid ONNX: {exc}") from exc
+        return " ".join(str(exc).split()) or type(exc).__name__
+    except ValueError as exc:  # models > 2 GiB cannot be checked in memory
+        if "2GB" not in str(exc) and "2 GB" not in str(exc):
+            raise ModelLoadError(f"{source}: model check failed: {exc}") from exc
+    return None
+
+
+def _refuse_newer_ir(proto: onnx.ModelProto, source: str) -> None:
+    if proto.ir_version > onnx.IR_VERSION:
+        raise ModelLoadError(
+            f"{source}: IR version {proto.ir_version} is newer than this onnx ({onnx.__version__}) reads (up to "
+            f"{onnx.IR_VERSION}): parts of the model could mean what epoxy cannot know; refused (onnxruntime refuses "
+            "it too; check_model='off' loads it anyway)")
+
+
+#: onnx's data propagation costs time and memory linear in the length of every 1-D value
+#: (a declared [2**31] input takes minutes); above this length it is skipped.
+DATA_PROP_MAX_1D = 1 << 16
+
+
+def _long_1d_value(proto: onnx.ModelProto) -> str | None:
+    """Name of a 1-D value (declared or inferred) too long for data propagation, if any."""
+    graphs = [proto.graph]
+    while graphs:
+        graph = graphs.pop()
+        for vi in (*graph.input, *graph.output, *graph.value_info):
+            dims = vi.type.tensor_type.shape.dim if vi.type.HasField("tensor_type") else ()
+            if len(dims) == 1 and (dims[0].dim_value > DATA_PROP_MAX_1D or dims[0].dim_value < 0):
+                return vi.name
+        for init in graph.initializer:
+            if len(init.dims) == 1 and init.dims[0] > DATA_PROP_MAX_1D:
+                return init.name
+        for node in graph.node:
+            for attr in node.attribute:
+                graphs.extend([attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs)
+    return None
+
+
+def _infer_shapes(view: onnx.ModelProto, source: str, notes: list[str], editable: bool) -> onnx.ModelProto:
+    """Shape inference over ``view``; ``editable``: whether ``view`` may be changed (it is
+    copied first when it is the caller's proto)."""
+    infer = onnx.shape_inference.infer_shapes
+    try:
+        # a first pass without data propagation finds long 1-D values data propagation
+        # would crawl through; only when there is none is the full inference run. It is
+        # strict so that declarations inference disagrees with are found
+        try:
+            inferred = infer(view, check_type=False, strict_mode=True, data_prop=False)
+        except Exception:  # noqa: BLE001 - a declaration inference disagrees with, or an op it cannot infer
+            view = _settle_declarations(view, source, notes, editable)
+            inferred = infer(view, check_type=False, strict_mode=False, data_prop=False)
+        long_value = _long_1d_value(inferred)
+        if long_value is not None:
+            notes.append(f"{source}: 1-D value {long_value!r} is longer than {DATA_PROP_MAX_1D}; "
+                         "shape inference ran without data propagation")
+            return inferred
+        return infer(view, check_type=False, strict_mode=False, data_prop=True)
+    except InvalidGraphError:
+        raise
+    except Exception as exc:  # inference gaps are not fatal: kernels still see real shapes
+        notes.append(f"{source}: shape inference failed, continuing without inferred shapes: {exc}")
+        return view
+
+
+def _settle_declarations(view: onnx.ModelProto, source: str, notes: list[str], editable: bool) -> onnx.ModelProto:
+    """Find value_info and output declarations that disagree with what the nodes produce
+    (inference over a copy without them) and settle each (graph_checks.settle_declared_types)."""
+    graph = view.graph
+    if not graph.value_info and not any(o.type.HasField("tensor_type") for o in graph.output):
+        return view
+    bare = _copy(view)
+    del bare.graph.value_info[:]
+    for out in bare.graph.output:
+        out.ClearField("type")
+    try:
+        inferred = onnx.shape_inference.infer_shapes(bare, check_type=False, strict_mode=False, data_prop=False)
+    except Exception:  # noqa: BLE001 - nothing to compare with
+        return view
+    if not editable:
+        view = _copy(view)
+    notes.extend(settle_declared_types(view, source, inferred))
+    return view
+
+
+def _has_sparse(proto: onnx.ModelProto) -> bool:
+    """Whether any graph (subgraphs too) holds a sparse initializer or sparse attribute."""
+    graphs = [proto.graph]
+    while graphs:
+        graph = graphs.pop()
+        if graph.sparse_initializer:
+            return True
+        for node in graph.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.SPARSE_TENSOR:
+                    return True
+                graphs.extend([attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs)
+    return False
+
+
+def _densify_sparse(proto: onnx.ModelProto) -> None:
+    """onnx_ir cannot hold sparse tensors: turn sparse initializers and Constant
+    ``sparse_value`` attributes into dense tensors before building the IR."""
+    from onnx import numpy_helper
+
+    def dense(sparse: onnx.SparseTensorProto) -> onnx.TensorProto:
+        values = numpy_helper.to_array(sparse.values)
+        indices = numpy_helper.to_array(sparse.indices).astype(np.int64)
+        shape = tuple(sparse.dims)
+        flat = np.zeros(int(np.prod(shape, dtype=np.int64)), dtype=values.dtype)
+        if indices.ndim == 2:
+            indices = np.ravel_multi_index(tuple(indices.T), shape)
+        flat[indices] = values
+        return numpy_helper.from_array(flat.reshape(shape), sparse.values.name)
+
+    graphs = [proto.graph]
+    while graphs:
+        graph = graphs.pop()
+        for sparse in list(graph.sparse_initializer):
+            graph.initializer.append(dense(sparse))
+        del graph.sparse_initializer[:]
+        for node in graph.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.SPARSE_TENSOR:
+                    tensor = dense(attr.sparse_tensor)
+                    attr.ClearField("sparse_tensor")
+                    attr.type = onnx.AttributeProto.TENSOR
+                    attr.t.CopyFrom(tensor)
+                    if node.op_type == "Constant" and attr.name == "sparse_value":
+                        attr.name = "value"
+                graphs.extend(attr.g for _ in [0] if attr.type == onnx.AttributeProto.GRAPH)
+                graphs.extend(attr.graphs)
+
+
+def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes: bool = True,
+               memory_limit: int | None = None,
+               prepare: Callable[[onnx.ModelProto], None] | None = None) -> LoadedModel:
+    """Read, validate and shape-infer a model, returning it as an ``onnx_ir`` model.
+
+    ``check``: ``"warn"`` (default): onnx.checker complaints about a model that is safe to
+    run become warnings (``LoadedModel.warnings``), as onnxruntime loads such models; what
+    is unsafe or ambiguous to run is refused with the reason (:mod:`epoxy.load.graph_checks`).
+    ``"strict"``: any checker complaint is a :class:`ModelLoadError`. ``"off"``: no checker
+    (the refusals of unsafe graphs stay). ``True``/``False`` mean ``"strict"``/``"off"``.
+    ``memory_limit``: tensors whose declared size is above it are refused before their
+    data is read or densified (:class:`~epoxy.errors.ResourceLimitError`).
+    ``prepare``: edits the session options ask for, applied to the protobuf first (a
+    ``ModelProto`` passed in is copied before ``prepare`` or a repair edits it)."""
+    mode = check_mode(check)
+    proto, name, base_dir, mapped = _read_proto(source)
+    owned = not isinstance(source, onnx.ModelProto)  # whether `proto` may be edited in place
+    bad_text = _first_bad_text(proto, "model")
+    if bad_text is not None:
+        raise ModelLoadError(f"{name}: a name or string field is not valid UTF-8: {bad_text}")
+    if memory_limit is not None:
+        from ..run.limits import check_proto_sizes
+
+        check_proto_sizes(proto, memory_limit, name)
+    _load_external_data(proto, base_dir, name)
+    if prepare is not None:  # the session options' edits (free dimensions, initializers)
+        if not owned:
+            proto, owned = _copy(proto), True  # never edit the caller's proto
+        prepare(proto)
+    notes: list[str] = []
+    if not owned and _has_sparse(proto):
+        proto, owned = _copy(proto), True  # densifying edits the proto: never the caller's
+    try:
+        _densify_sparse(proto)
+    except Exception as exc:  # noqa: BLE001 - indices out of range, bad dims, unknown dtype
+        raise ModelLoadError(f"{name}: a sparse tensor cannot be densified: {type(exc).__name__}: {exc}") from exc
+    # the checker and shape inference serialize the whole model (several copies of every
+    # weight at once); they get a skeleton whose large initializers are typed inputs instead
+    skeleton = _skeleton(proto) if (mode != "off" or infer_shapes) else None
+    complaint = None
+    if mode != "off":
+        _refuse_newer_ir(proto, name)
+        complaint = _checker_complaint(skeleton or proto, name, strict=mode == "strict")
+    if complaint is not None:
+        notes.append(f"{name}: onnx.checker: {complaint} (loaded anyway, as onnxruntime loads such models; "
+                     "check_model='strict' refuses them)")
+    # refusals of what is unsafe to run, repairs of what onnxruntime reads one way (a
+    # dry run first when the proto is the caller's: it is copied only when repaired)
+    unverifiable = frozenset(mapped)
+    repairs = vet_model(proto, name, unverifiable, repair=owned)
+    if repairs and not owned:
+        proto, owned = _copy(proto), True
+        repairs = vet_model(proto, name, unverifiable)
+    notes.extend(repairs)
+    if repairs and skeleton is not None:
+        skeleton = _skeleton(proto)
+    if complaint is not None:
+        # what the checker says once the repaired problems are gone, then every node on
+        # its own (the checker stops at its first complaint)
+        later = _checker_complaint(skeleton or proto, name, strict=False) if repairs else None
+        if later is not None and later != complaint:
+            notes.append(f"{name}: onnx.checker: {later} (loaded anyway, as onnxruntime loads such models; "
+                         "check_model='strict' refuses them)")
+        notes.extend(vet_nodes(proto, name, known=f"{complaint} {later or ''}"))
+    if infer_shapes:
+        inferred = _infer_shapes(skeleton or proto, name, notes, editable=skeleton is not None or owned)
+        if skeleton is not None:
+            if not owned:  # adopting the inferred types edits the proto: never the caller's
+                proto, owned = _copy(proto), True
+            _adopt_inferred(proto, inferred)
+        else:
+            proto = inferred
+    maps = None
+    if model_has_maps(proto):  # onnx_ir cannot hold map types: they travel beside it
+        if not owned:
+            proto, owned = _copy(proto), True
+        maps = strip_map_types(proto)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = ir.serde.deserialize_model(proto)
+        if maps:
+            attach_map_types(model.graph, maps)
+        _own_initializer_data(model.graph, mapped, name)
+    except ModelLoadError:
+        raise
+    except Exception as exc:
+        raise ModelLoadError(f"{name}: cannot build the graph: {type(exc).__name__}: {exc}") from exc
+    return LoadedModel(model=model, source=name, base_dir=base_dir, warnings=notes)
+
+
+#: Initializers at least this large are left out of the checker / inference skeleton.
+SKELETON_MIN_BYTES = 1 << 16
+
+
+def _tensor_bytes(tensor: onnx.TensorProto) -> int:
+    if tensor.data_type in (0, onnx.TensorProto.STRING):
+        return 0
+    try:
+        itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
+    except Exception:  # noqa: BLE001 - unknown dtype: leave it to the checker
+        return 0
+    return int(np.prod(tensor.dims, dtype=np.int64)) * itemsize
+
+
+def _skeleton(proto: onnx.ModelProto) -> onnx.ModelProto | None:
+    """The model without the data of large initializers, which become typed graph inputs
+    (same checker verdict and inferred shapes; weights are not shape tensors)."""
+    graph = proto.graph
+    big = [t for t in graph.initializer if _tensor_bytes(t) >= SKELETON_MIN_BYTES]
+    if not big:
+        return None
+    big_names = {t.name for t in big}
+    skeleton = onnx.ModelProto(
+        ir_version=proto.ir_version, producer_name=proto.producer_name, producer_version=proto.producer_version,
+        domain=proto.domain, model_version=proto.model_version, doc_string=proto.doc_string,
+    )
+    skeleton.opset_import.extend(proto.opset_import)
+    skeleton.functions.extend(proto.functions)
+    skeleton.metadata_props.extend(proto.metadata_props)
+    sg = skeleton.graph
+    sg.name = graph.name
+    sg.doc_string = graph.doc_string
+    sg.node.extend(graph.node)
+    sg.input.extend(graph.input)
+    declared = {i.name for i in graph.input}
+    for tensor in big:
+        if tensor.name not in declared:
+            sg.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+    sg.output.extend(graph.output)
+    sg.value_info.extend(graph.value_info)
+    sg.initializer.extend(t for t in graph.initializer if t.name not in big_names)
+    sg.sparse_initializer.extend(graph.sparse_initializer)
+    sg.quantization_annotation.extend(graph.quantization_annotation)
+    return skeleton
+
+
+def _adopt_inferred(proto: onnx.ModelProto, inferred: onnx.ModelProto) -> None:
+    """Take the inferred types (value_info, outputs, subgraphs inside nodes) back into ``proto``."""
+    graph = proto.graph
+    del graph.value_info[:]
+    graph.value_info.extend(inferred.graph.value_info)
+    del graph.output[:]
+    graph.output.extend(inferred.graph.output)
+    del graph.node[:]
+    graph.node.extend(inferred.graph.node)
+
+
+def _own_initializer_data(graph: ir.Graph, mapped: dict[str, np.ndarray], source: str) -> None:
+    """Give each initializer a numpy-backed tensor so the protobuf (a second copy of every
+    weight) can be freed once loading is done; mapped ones are views of the model file.
+    Data that does not fit its dims and type is a :class:`ModelLoadError` naming it."""
+    for name, value in graph.initializers.items():
+        tensor = value.const_value
+        if name in mapped and tensor is not None:
+            value.const_value = ir.Tensor(mapped[name], dtype=tensor.dtype, name=tensor.name)
+            continue
+        if tensor is None or isinstance(tensor, ir.Tensor) or tensor.dtype == ir.DataType.STRING:
+            continue
+        try:
+            array = tensor.numpy()
+        except Exception as exc:  # noqa: BLE001 - too few or too many bytes for the dims
+            raise ModelLoadError(f"{source}: initializer {name!r} has data that does not fit its dims "
+                                 f"{list(tensor.shape)} and type {tensor.dtype}: {type(exc).__name__}: {exc}") from exc
+        value.const_value = ir.Tensor(array, dtype=tensor.dtype, name=tensor.name)
+
+
+def as_model_proto(model: Any) -> onnx.ModelProto:
+    """Serialize an onnx_ir model back to a proto (for compilers and tools), map types
+    included (see :mod:`epoxy.load.map_types`)."""
+    proto = ir.serde.serialize_model(model)
+    restore_map_types(proto, model)
+    return proto

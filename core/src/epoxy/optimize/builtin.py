@@ -1,0 +1,56 @@
+"""The core's own passes, registered through the same hook as plugins' passes.
+
+Levels (they nest): ``basic`` passes are exact simplifications every provider benefits
+from (eliminations, constant folding of weight plumbing, folding affine ops into Conv /
+BatchNormalization weights, MatMul+Add -> Gemm); ``extended`` adds pattern fusions into
+bigger ONNX ops (Gelu, LayerNormalization) that a provider may or may not run natively (the
+core expands an unclaimed one back into its function body). Passes run in this order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..hookspecs import hookimpl
+
+
+class BuiltinPasses:
+    """Plugin object for the core's passes (named ``epoxy.builtin`` in the manager)."""
+
+    @hookimpl
+    def epoxy_register_passes(self, register: Any) -> None:
+        # imported here: the registry (``epoxy providers`` too) is built without onnx_ir
+        from onnx_ir.passes.common import (
+            IdentityEliminationPass,
+            LiftConstantsToInitializersPass,
+            RemoveUnusedNodesPass,
+        )
+
+        from .passes import (
+            BatchNormAffineFoldPass,
+            ConstantFoldingPass,
+            ConvAffineFoldPass,
+            ConvBatchNormFoldPass,
+            DropoutEliminationPass,
+            GeluFusionPass,
+            LayerNormFusionPass,
+            LegacyInitializerInputsPass,
+            MatMulAddToGemmPass,
+            ReshapeTransposeSimplifyPass,
+        )
+
+        # Constant nodes become initializers so kernels see their values (NodeSpec.constants)
+        register(LiftConstantsToInitializersPass(lift_all_constants=False, size_limit=0), level="basic",
+                 gradient_safe=True)
+        register(LegacyInitializerInputsPass(), level="basic", gradient_safe=True)
+        register(IdentityEliminationPass(), level="basic")
+        register(DropoutEliminationPass(), level="basic")
+        register(ConstantFoldingPass(), level="basic")
+        register(ConvBatchNormFoldPass(), level="basic")
+        register(BatchNormAffineFoldPass(), level="basic")
+        register(ConvAffineFoldPass(), level="basic")
+        register(MatMulAddToGemmPass(), level="extended")
+        register(ReshapeTransposeSimplifyPass(), level="basic")
+        register(GeluFusionPass(), level="extended")
+        register(LayerNormFusionPass(), level="extended")
+        register(RemoveUnusedNodesPass(), level="basic")

@@ -1,0 +1,122 @@
+"""Conv/ConvTranspose followed by per-channel constant Add/Sub/Mul/Div -> one Conv.
+
+``Add(Conv(x, W), b)`` (a bias added by a separate node, as exporters often write it),
+``Mul(Conv(x, W), s)`` (a scale) and chains of those fold into the conv's W and B when the
+constant varies along the channel axis only (shape ``(M,1,1)``, ``(1,M,1,1)``, scalar...).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from ...kit.passes import RewritePass, channel_vector, constant, graph_nodes, is_op, sole_consumer
+from .conv_bn import bn_inference_affine, fold_into_conv
+
+_OPS = ("Add", "Sub", "Mul", "Div")
+
+
+def follow_affine(node_out: ir.Value, rank: int | None, channels: int, dtype: np.dtype,
+                  ) -> tuple[list[ir.Node], np.ndarray | None, np.ndarray | None, ir.Value]:
+    """Walk single-reader per-channel constant Add/Sub/Mul/Div nodes after ``node_out``:
+    (nodes, scale, shift, last value) with ``y = x * scale + shift`` (None: 1 / 0)."""
+    nodes: list[ir.Node] = []
+    scale: np.ndarray | None = None
+    shift: np.ndarray | None = None
+    cur = node_out
+    while True:
+        nxt = sole_consumer(cur)
+        if not is_op(nxt, _OPS) or len(nxt.inputs) != 2:  # type: ignore[union-attr]
+            break
+        a, b = nxt.inputs  # type: ignore[union-attr]
+        if a is cur and b is not cur:
+            c_value = b
+        elif b is cur and a is not cur and nxt.op_type in ("Add", "Mul"):  # type: ignore[union-attr]
+            c_value = a
+        else:
+            break
+        c = constant(c_value)
+        if c is None or c.dtype != dtype:
+            break
+        vec = channel_vector(c, rank, channels)
+        if vec is None:
+            break
+        vec = vec.astype(np.float64)
+        op = nxt.op_type  # type: ignore[union-attr]
+        if op == "Div" and not np.all(vec != 0):
+            break
+        s = np.ones(channels) if scale is None else scale
+        t = np.zeros(channels) if shift is None else shift
+        if op == "Add":
+            t = t + vec
+        elif op == "Sub":
+            t = t - vec
+        elif op == "Mul":
+            s, t = s * vec, t * vec
+        else:
+            s, t = s / vec, t / vec
+        scale = s if (op in ("Mul", "Div") or scale is not None) else None
+        shift = t
+        nodes.append(nxt)  # type: ignore[arg-type]
+        cur = nxt.outputs[0]  # type: ignore[union-attr]
+    return nodes, scale, shift, cur
+
+
+class ConvAffineFoldPass(RewritePass):
+    """Fold per-channel constant Add/Sub/Mul/Div chains after a Conv into its W and B."""
+
+    def rewrite(self, model, graph, namer) -> int:  # type: ignore[no-untyped-def]
+        count = 0
+        for conv in graph_nodes(graph):
+            if conv.graph is not graph or not is_op(conv, ("Conv", "ConvTranspose")) or len(conv.inputs) < 2:
+                continue
+            w = constant(conv.inputs[1])
+            if w is None or w.dtype.kind != "f":
+                continue
+            group = int(conv.attributes.get_int("group", 1))
+            m = w.shape[1] * group if conv.op_type == "ConvTranspose" else w.shape[0]
+            nodes, scale, shift, last = follow_affine(conv.outputs[0], w.ndim, m, w.dtype)
+            if not nodes:
+                continue
+            if fold_into_conv(graph, namer, conv, scale, shift, [conv, *nodes], last):
+                count += 1
+        return count
+
+
+class BatchNormAffineFoldPass(RewritePass):
+    """``BatchNormalization`` followed by per-channel constant Add/Sub/Mul/Div -> one BN."""
+
+    def rewrite(self, model, graph, namer) -> int:  # type: ignore[no-untyped-def]
+        from ...kit.passes import add_initializer, copy_attributes, make_node, rank_of, replace
+
+        count = 0
+        for bn in graph_nodes(graph):
+            if bn.graph is not graph or not is_op(bn, "BatchNormalization"):
+                continue
+            affine = bn_inference_affine(model, bn, None)
+            x = bn.inputs[0] if bn.inputs else None
+            rank = rank_of(bn.outputs[0]) or rank_of(x)
+            if affine is None or rank is None or rank < 2:
+                continue
+            gamma = constant(bn.inputs[1])
+            assert gamma is not None
+            nodes, scale, shift, last = follow_affine(bn.outputs[0], rank, gamma.size, gamma.dtype)
+            if not nodes:
+                continue
+            s0, t0 = affine
+            s = s0 if scale is None else s0 * scale
+            t = (t0 if scale is None else t0 * scale) + (0 if shift is None else shift)
+            # the new BN has mean 0 and var 1 (eps kept), so its scale absorbs sqrt(1 + eps)
+            eps = float(bn.attributes.get_float("epsilon", 1e-5))
+            base = bn.name or "bn"
+            dtype = gamma.dtype
+            new_gamma = add_initializer(graph, namer, f"{base}.scale_folded", (s * np.sqrt(1.0 + eps)).astype(dtype))
+            new_beta = add_initializer(graph, namer, f"{base}.bias_folded", t.astype(dtype))
+            zeros = add_initializer(graph, namer, f"{base}.mean_folded", np.zeros(gamma.size, dtype))
+            ones = add_initializer(graph, namer, f"{base}.var_folded", np.ones(gamma.size, dtype))
+            new = make_node(namer, "BatchNormalization", [x, new_gamma, new_beta, zeros, ones], name=base,
+                            version=bn.version)
+            copy_attributes(bn, new)
+            replace(graph, [bn, *nodes], [new], [last], [new.outputs[0]])
+            count += 1
+        return count
