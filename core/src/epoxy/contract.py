@@ -271,6 +271,9 @@ class ProviderFactory(Protocol):
       removed before ``create`` and are not listed here. Typed by
       :class:`ProviderFactoryWithOptions`.
     - ``supported_ops() -> list[epoxy.kit.OpSupport]``: ops with opset ranges, for ``epoxy ops``.
+    - ``group_ops() -> list[epoxy.kit.OpSupport | str]``: ops run only inside the fused groups
+      the provider compiles (a compiling provider's list; plain names ``"Op"`` or
+      ``"domain::Op"`` when it does not track opsets), shown by ``epoxy ops`` as "in groups only".
 
     Optional attribute (same rules: absent is fine):
 

@@ -40,6 +40,13 @@ class CoreMLProviderFactory:
         """What ``create`` accepts, from the table it validates against (``epoxy providers``)."""
         return TABLE.describe()
 
+    def group_ops(self) -> list[str]:
+        """The ops this provider converts to Core ML (``epoxy ops --provider coreml``): run
+        only inside the fused groups it compiles."""
+        from .ops import supported_ops
+
+        return supported_ops()
+
     def create(self, device: Device, options: Mapping[str, Any]) -> Any:
         parsed = TABLE.parse(options)
         from .provider import CoreMLProvider

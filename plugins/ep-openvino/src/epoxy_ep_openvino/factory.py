@@ -63,8 +63,9 @@ class OpenVINOProviderFactory:
 
         return TABLE.describe()
 
-    def supported_ops(self) -> list[Any]:
-        """The ops our gates offer to OpenVINO, per domain (``epoxy ops --provider openvino``)."""
+    def group_ops(self) -> list[Any]:
+        """The ops our gates offer to OpenVINO, per domain (``epoxy ops --provider openvino``):
+        openvino runs them only inside the fused groups it compiles."""
         from .support import supported_ops
 
         return supported_ops()
