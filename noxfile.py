@@ -11,7 +11,8 @@ from __future__ import annotations
 import nox
 
 nox.options.default_venv_backend = "uv|virtualenv"
-nox.options.sessions = ["core", "sdk", "ep_cpu", "ep_openvino", "template", "integration", "conformance", "ep_coreml", "ep_cuda", "reliability", "models_ml", "models_torch", "examples"]
+nox.options.sessions = ["core", "sdk", "ep_cpu", "ep_openvino", "template", "integration", "conformance", "ep_coreml",
+                        "ep_cuda", "reliability", "models_ml", "models_torch", "examples", "lint", "typecheck"]
 nox.options.reuse_existing_virtualenvs = False
 
 ONNX_PIN = "onnx==1.23.*"  # conformance counts are comparable only on one onnx release
@@ -161,6 +162,21 @@ def models_torch(session: nox.Session) -> None:
     session.install("./core", "./plugins/ep-cpu", "./plugins/ep-openvino", ONNX_PIN, "onnxruntime", "transformers",
                     "onnxscript", *PYTEST)
     _pytest(session, "tests/models_torch", parallel=True)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff over the whole tree (rules: pyproject.toml [tool.ruff.lint]); a few seconds."""
+    session.install("ruff==0.17.*")  # new ruff releases add checks: bump deliberately
+    session.run("ruff", "check", ".", *session.posargs)
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy over the public packages, epoxy and epoxy_sdk (pyproject.toml [tool.mypy]).
+    numpy and mypy are pinned to the releases checked: their stubs and checks change."""
+    session.install("./core", "./sdk[conformance]", ONNX_PIN, "numpy==2.4.*", "mypy==1.20.*")
+    session.run("mypy", *session.posargs)
 
 
 @nox.session

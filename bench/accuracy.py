@@ -76,9 +76,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import onnx
     import onnxruntime as ort
+    from models import select_models
 
     import epoxy
-    from models import select_models
 
     print("| model | logits max |ref| | epoxy (default) rel. diff | epoxy (conv_winograd=off) rel. diff |")
     print("|---|---|---|---|")

@@ -72,6 +72,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
 
     import threadpoolctl
+
     from epoxy_ep_cpu.ops import _winograd_f43 as f43
     from epoxy_ep_cpu.ops import conv
 
@@ -97,7 +98,9 @@ def main(argv=None) -> None:
         err4 = float(np.abs(paths["F(4,3)"]() - ref).max()) / scale
         picked = conv.pick_path(c, m, (3, 3), out, True, np.dtype(np.float32))
         cells = " | ".join(f"**{t:.2f}**" if t == min(times.values()) else f"{t:.2f}" for t in times.values())
-        print(f"| {c} | {m} | {h}x{w} | {','.join(sorted(set(names)))} | {cells} | {picked} | {err2:.1e} | {err4:.1e} |")
+        print(
+            f"| {c} | {m} | {h}x{w} | {','.join(sorted(set(names)))} | {cells} | {picked} | {err2:.1e} | {err4:.1e} |"
+        )
 
 
 if __name__ == "__main__":

@@ -47,7 +47,8 @@ else:
 created = time.perf_counter() - imported
 sess.run(None, feeds)
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({{"create_s": created, "import_s": imported - start, "peak_mb": peak / 1024, "import_base_mb": base / 1024}}))
+print(json.dumps({{"create_s": created, "import_s": imported - start, "peak_mb": peak / 1024,
+                  "import_base_mb": base / 1024}}))
 """
 
 
@@ -74,7 +75,10 @@ def main() -> int:
     names = [n.strip() for n in args.models.split(",") if n.strip()]
     if any("bert" in n for n in names):
         ensure_bert()
-    print("| model | epoxy peak MB | ort peak MB | RSS ratio | epoxy create s | ort create s | create ratio | import s epoxy / ort |")
+    print(
+        "| model | epoxy peak MB | ort peak MB | RSS ratio | epoxy create s | ort create s | create ratio "
+        "| import s epoxy / ort |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for name in names:
         samples: dict[str, list[dict[str, float]]] = {"epoxy": [], "onnxruntime": []}

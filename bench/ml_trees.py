@@ -139,9 +139,10 @@ def main(argv: list[str] | None = None) -> int:
           f"input [{args.rows}, {args.features}] float32, NaN fraction {args.nan}")
     data = model.SerializeToString()
 
-    import epoxy
     import onnxruntime as ort
     from threadpoolctl import threadpool_limits
+
+    import epoxy
 
     print()
     print("| threads | epoxy ms | onnxruntime ms | epoxy/ort | max abs diff |")

@@ -50,7 +50,7 @@ def profile_epoxy(path, feeds, threads, runs, warmup, clock=time.perf_counter):
     steps = sess._plan.steps
     totals = [0.0] * len(steps)
     program = []
-    for i, (entry, step) in enumerate(zip(ex._program, steps)):
+    for i, (entry, _step) in enumerate(zip(ex._program, steps)):
         fn = entry[0]
 
         def timed(*args, _fn=fn, _i=i, _pc=clock, **kwargs):
@@ -116,7 +116,7 @@ def table(title, per_node, wall, top, nodes):
     for op, (t, n) in sorted(by_op.items(), key=lambda kv: -kv[1][0])[:top]:
         print(f"| {op} | {t * 1e3:.2f} | {t / max(total, 1e-12):.1%} | {n} |")
     if nodes:
-        print(f"\nslowest nodes: " + ", ".join(
+        print("\nslowest nodes: " + ", ".join(
             f"{label} ({op}) {t * 1e3:.2f}" for t, op, label in sorted(per_node, key=lambda r: -r[0])[:nodes]))
 
 
@@ -125,10 +125,9 @@ def main(argv=None) -> int:
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(args.threads)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import models as bench_models
     import numpy as np
     from threadpoolctl import threadpool_limits
-
-    import models as bench_models
 
     for model in bench_models.select_models(args.models):
         feeds = model.make_feeds(np.random.default_rng(args.seed))

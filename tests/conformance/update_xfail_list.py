@@ -34,7 +34,12 @@ def main() -> None:
         failure = results[case.name]
         if failure is None:
             continue
-        reason = old.get(case.name) if case.name in old and not old[case.name].startswith(("UnsupportedOpError", "AssertionError", "KernelError")) else failure
+        reason = (
+            old.get(case.name)
+            if case.name in old
+            and not old[case.name].startswith(("UnsupportedOpError", "AssertionError", "KernelError"))
+            else failure
+        )
         lines.append(f"{case.name} {reason}")
     TARGET.write_text(HEADER + "\n".join(lines) + "\n")
     print(f"{len(lines)} expected failures written to {TARGET}")

@@ -79,7 +79,9 @@ def test_broken_plugins_are_listed_and_sessions_keep_working(tmp_path):
     table = run_python("from epoxy.cli.main import main; main(['providers'])", tmp_path)
     assert "failed plugins:" in table.stdout and "libvendor.so" in table.stdout
     assert re.search(r"^brokenopts +\? \(see --options\)$", table.stdout, re.MULTILINE), table.stdout
-    options = run_python("from epoxy.cli.main import main; raise SystemExit(main(['providers', '--options']))", tmp_path)
+    options = run_python(
+        "from epoxy.cli.main import main; raise SystemExit(main(['providers', '--options']))", tmp_path
+    )
     assert options.returncode == 0 and "options() failed: KeyError: 'no options table'" in options.stdout
     assert "conv_winograd" in options.stdout
 

@@ -59,7 +59,9 @@ def test_partition_shows_each_node():
 def test_run_with_npy_inputs(tmp_path):
     pixels = np.zeros((2, 64), np.float32)
     np.save(tmp_path / "pixels.npy", pixels)
-    out = epoxy("run", str(MODEL_PATH), "--input", f"pixels={tmp_path / 'pixels.npy'}", "-o", str(tmp_path / "out")).stdout
+    out = epoxy(
+        "run", str(MODEL_PATH), "--input", f"pixels={tmp_path / 'pixels.npy'}", "-o", str(tmp_path / "out")
+    ).stdout
     assert "saved" in out
     assert np.load(tmp_path / "out" / "probabilities.npy").shape == (2, 10)
     bad = epoxy("run", str(MODEL_PATH), "--input", f"pixels={tmp_path / 'nope.npy'}", check=False)

@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
+
 from epoxy.cli import ops_cmd
 from epoxy.contract import SDK_API_VERSION, Device
 from epoxy.demo import MODEL_PATH
@@ -110,7 +111,10 @@ def test_ops_accepts_op_names_without_versions(installed, capsys) -> None:
     # a compiling provider's supported_ops may name ops without opset tracking (ep-coreml's does)
     installed(_CompilerFactory("names", supported=["Conv", "Relu"]))
     data = json.loads(_ops("names", capsys, as_json=True))
-    assert [(o["domain"], o["op"], o["opsets"]) for o in data] == [("ai.onnx", "Conv", ["any"]), ("ai.onnx", "Relu", ["any"])]
+    assert [(o["domain"], o["op"], o["opsets"]) for o in data] == [
+        ("ai.onnx", "Conv", ["any"]),
+        ("ai.onnx", "Relu", ["any"]),
+    ]
 
 
 def test_ops_of_a_kernel_provider_unchanged(capsys) -> None:

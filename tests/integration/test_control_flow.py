@@ -184,8 +184,14 @@ def test_loop_sequence_carried_and_nested_if() -> None:
     # carried sequence; an If inside the body reads the loop's iteration number and an
     # outer-outer value ("base"), appending a tensor on even iterations only
     then_g = helper.make_graph(
-        [helper.make_node("Add", ["base", "i_f"], ["v"]), helper.make_node("SequenceInsert", ["seq_in", "v"], ["seq_t"])],
-        "then", [], [helper.make_tensor_sequence_value_info("seq_t", F, None)])
+        [
+            helper.make_node("Add", ["base", "i_f"], ["v"]),
+            helper.make_node("SequenceInsert", ["seq_in", "v"], ["seq_t"]),
+        ],
+        "then",
+        [],
+        [helper.make_tensor_sequence_value_info("seq_t", F, None)],
+    )
     else_g = helper.make_graph([helper.make_node("Identity", ["seq_in"], ["seq_e"])], "else", [],
                                [helper.make_tensor_sequence_value_info("seq_e", F, None)])
     body = helper.make_graph(
@@ -205,7 +211,10 @@ def test_loop_sequence_carried_and_nested_if() -> None:
         helper.make_node("Loop", ["M", "", "seq0"], ["seq"], body=body),
         helper.make_node("ConcatFromSequence", ["seq"], ["cat"], axis=0),
     ]
-    inits = [numpy_helper.from_array(np.array(2, np.int64), "two"), numpy_helper.from_array(np.array(0, np.int64), "zero")]
+    inits = [
+        numpy_helper.from_array(np.array(2, np.int64), "two"),
+        numpy_helper.from_array(np.array(0, np.int64), "zero"),
+    ]
     model = mk(nodes, [vi("M", I64, []), vi("base", F, [2])], [vi("cat", F, ["n"])], inits)
     sess = epoxy.InferenceSession(model, providers=["cpu"])
     (cat,) = sess.run(None, {"M": np.array(5, np.int64), "base": np.array([100, 200], np.float32)})
@@ -235,8 +244,12 @@ def test_loop_opset11_scalar_scan() -> None:
         [vi("cond_out", B, []), vi("a_out", I64, []), vi("s", I64, [])],
     )
     node = helper.make_node("Loop", ["M", "c", "a0"], ["a", "s_all"], body=body)
-    model = mk([node], [vi("M", I64, []), vi("c", B, []), vi("a0", I64, [])], [vi("a", I64, []), vi("s_all", I64, ["n"])],
-               opset=11)
+    model = mk(
+        [node],
+        [vi("M", I64, []), vi("c", B, []), vi("a0", I64, [])],
+        [vi("a", I64, []), vi("s_all", I64, ["n"])],
+        opset=11,
+    )
     sess = epoxy.InferenceSession(model, providers=["cpu"])
     for m in (0, 1, 6):
         a, s_all = sess.run(None, {"M": np.array(m, np.int64), "c": np.array(True), "a0": np.array(3, np.int64)})

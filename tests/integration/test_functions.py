@@ -94,7 +94,9 @@ def _local_model():  # type: ignore[no-untyped-def]
         helper.make_node("ScaleAdd", ["y1", "B"], ["y2"], domain=LOCAL, name="second", alpha=0.5),
         helper.make_node("Twice", ["y2", "B"], ["out"], domain=LOCAL, name="third"),
     ]
-    graph = helper.make_graph(nodes, "g", [vi("X", F, [2, 3]), vi("B", F, [3])], [vi("y1", F, [2, 3]), vi("out", F, [2, 3])])
+    graph = helper.make_graph(
+        nodes, "g", [vi("X", F, [2, 3]), vi("B", F, [3])], [vi("y1", F, [2, 3]), vi("out", F, [2, 3])]
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(LOCAL, 1)],
                              functions=[scale_add, twice])
 

@@ -19,7 +19,9 @@ def _model(nodes, inputs, y, xs, y_shape):
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, F, s) for n, s in inputs],
                               [helper.make_tensor_value_info(y, F, y_shape)]
                               + [helper.make_tensor_value_info(g, F, shapes[x]) for g, x in zip(grads, xs)])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.preview.training", 1)])
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.preview.training", 1)]
+    )
 
 
 def _numeric_grad(f, x, eps=1e-3):

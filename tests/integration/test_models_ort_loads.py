@@ -46,8 +46,11 @@ def _model(nodes, inputs=None, outputs=None, inits=None, opset=17, ir_version=8,
 
 def _dense(**kw):  # type: ignore[no-untyped-def]
     """y = Relu(x @ W + B)."""
-    nodes = [helper.make_node("MatMul", ["x", "W"], ["t"], name="mm"), helper.make_node("Add", ["t", "B"], ["u"], name="add"),
-             helper.make_node("Relu", ["u"], ["y"], name="relu")]
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["t"], name="mm"),
+        helper.make_node("Add", ["t", "B"], ["u"], name="add"),
+        helper.make_node("Relu", ["u"], ["y"], name="relu"),
+    ]
     return _model(nodes, **kw)
 
 
@@ -324,14 +327,31 @@ REFUSED: dict[str, tuple[Callable[[], onnx.ModelProto], type, str]] = {
     "undefined_input": (_undefined_input, epoxy.InvalidGraphError, "reads 'nowhere', which no graph input"),
     "output_not_written": (_output_not_written, epoxy.InvalidGraphError, "graph output 'y' is not written"),
     "input_twice": (_input_twice, epoxy.InvalidGraphError, "graph input 'x' is declared twice"),
-    "writes_an_initializer": (_writes_an_initializer, epoxy.InvalidGraphError, "writes 'B', which is also an initializer"),
-    "initializer_declared_with_another_shape": (_initializer_declared_otherwise, epoxy.InvalidGraphError,
-                                                r"graph input 'W' is declared float \[7, 7\]"),
-    "initializer_declared_with_another_type": (lambda: _initializer_declared_otherwise((3, 4), TensorProto.INT64),
-                                               epoxy.InvalidGraphError, r"graph input 'W' is declared int64 \[3, 4\]"),
-    "unknown_attribute": (_unknown_attribute, epoxy.InvalidGraphError, "Unrecognized attribute: alpha for operator Relu"),
-    "reduce_sum_axes_attribute": (_reduce_sum_axes_attribute, epoxy.InvalidGraphError,
-                                  "Unrecognized attribute: axes for operator ReduceSum"),
+    "writes_an_initializer": (
+        _writes_an_initializer,
+        epoxy.InvalidGraphError,
+        "writes 'B', which is also an initializer",
+    ),
+    "initializer_declared_with_another_shape": (
+        _initializer_declared_otherwise,
+        epoxy.InvalidGraphError,
+        r"graph input 'W' is declared float \[7, 7\]",
+    ),
+    "initializer_declared_with_another_type": (
+        lambda: _initializer_declared_otherwise((3, 4), TensorProto.INT64),
+        epoxy.InvalidGraphError,
+        r"graph input 'W' is declared int64 \[3, 4\]",
+    ),
+    "unknown_attribute": (
+        _unknown_attribute,
+        epoxy.InvalidGraphError,
+        "Unrecognized attribute: alpha for operator Relu",
+    ),
+    "reduce_sum_axes_attribute": (
+        _reduce_sum_axes_attribute,
+        epoxy.InvalidGraphError,
+        "Unrecognized attribute: axes for operator ReduceSum",
+    ),
     "too_many_inputs": (_too_many_inputs, epoxy.InvalidGraphError, "input size 2 not in range"),
     "no_opset": (_no_opset, epoxy.ModelLoadError, "imports no opset"),
     "newer_ir": (_newer_ir, epoxy.ModelLoadError, "is newer than this onnx"),

@@ -60,9 +60,15 @@ def _mlp() -> onnx.ModelProto:
              helper.make_node("Add", ["l0", "b2"], ["logits"], name="bias2"),
              helper.make_node("Softmax", ["logits"], ["probs"], name="softmax", axis=-1)]
     graph = helper.make_graph(
-        nodes, "mlp", [helper.make_tensor_value_info("x", F, ["batch", 4])],
-        [helper.make_tensor_value_info("logits", F, ["batch", 3]), helper.make_tensor_value_info("probs", F, ["batch", 3])],
-        initializer=[numpy_helper.from_array(w.astype(np.float32), n) for n, w in weights.items()])
+        nodes,
+        "mlp",
+        [helper.make_tensor_value_info("x", F, ["batch", 4])],
+        [
+            helper.make_tensor_value_info("logits", F, ["batch", 3]),
+            helper.make_tensor_value_info("probs", F, ["batch", 3]),
+        ],
+        initializer=[numpy_helper.from_array(w.astype(np.float32), n) for n, w in weights.items()],
+    )
     graph.input[0].type.tensor_type.shape.dim[0].denotation = "DATA_BATCH"
     return _model(graph, producer_name="compat-tests")
 
@@ -130,10 +136,14 @@ def _sequence_input() -> onnx.ModelProto:
 def _strings() -> onnx.ModelProto:
     """Two string inputs: their concatenation, and the first passed through."""
     graph = helper.make_graph(
-        [helper.make_node("Concat", ["words", "more"], ["joined"], axis=0), helper.make_node("Identity", ["words"], ["same"])],
+        [
+            helper.make_node("Concat", ["words", "more"], ["joined"], axis=0),
+            helper.make_node("Identity", ["words"], ["same"]),
+        ],
         "strings",
         [helper.make_tensor_value_info("words", S, ["n"]), helper.make_tensor_value_info("more", S, ["m"])],
-        [helper.make_tensor_value_info("joined", S, [None]), helper.make_tensor_value_info("same", S, ["n"])])
+        [helper.make_tensor_value_info("joined", S, [None]), helper.make_tensor_value_info("same", S, ["n"])],
+    )
     return _model(graph)
 
 
@@ -154,11 +164,15 @@ def _string_vocabulary() -> onnx.ModelProto:
 def _symbolic() -> onnx.ModelProto:
     """x[batch, ?, 4] (a named, an unnamed and a fixed dim) summed over the last axis."""
     graph = helper.make_graph(
-        [helper.make_node("ReduceSum", ["x", "axes"], ["total"], keepdims=0), helper.make_node("Shape", ["x"], ["dims"])],
+        [
+            helper.make_node("ReduceSum", ["x", "axes"], ["total"], keepdims=0),
+            helper.make_node("Shape", ["x"], ["dims"]),
+        ],
         "symbolic",
         [helper.make_tensor_value_info("x", F, ["batch", "seq", 4])],
         [helper.make_tensor_value_info("total", F, ["batch", "seq"]), helper.make_tensor_value_info("dims", I64, [3])],
-        initializer=[numpy_helper.from_array(np.array([-1], np.int64), "axes")])
+        initializer=[numpy_helper.from_array(np.array([-1], np.int64), "axes")],
+    )
     return _model(graph)
 
 
@@ -746,7 +760,8 @@ SCRIPTS["maps_as_dicts"] = """
     dense, by_word = sess.run(None, {"counts": {"dog": 2.0, "emu": 0.5, "yak": 9.0}})
     RESULT["dense"] = dense
     RESULT["by_word"] = by_word
-    RESULT["key and value types"] = sorted({(type(k).__name__, type(v).__name__) for d in by_word for k, v in d.items()})
+    RESULT["key and value types"] = sorted(
+        {(type(k).__name__, type(v).__name__) for d in by_word for k, v in d.items()})
 """
 
 SCRIPTS["nodearg_shape_of_sequence"] = """

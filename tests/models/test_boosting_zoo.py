@@ -107,21 +107,55 @@ def _xgb_regressor(missing: bool = False) -> Callable[[], Built]:
 
 
 LIGHTGBM = [
-    Case("lgbm_clf-binary-int", "onnxmltools", "LGBMClassifier", "binary, int labels, ZipMap", _lgbm_classifier(2, "int")),
-    Case("lgbm_clf-binary-str", "onnxmltools", "LGBMClassifier", "binary, str labels, ZipMap", _lgbm_classifier(2, "str")),
-    Case("lgbm_clf-multiclass-int", "onnxmltools", "LGBMClassifier", "multiclass, int labels, ZipMap",
-         _lgbm_classifier(3, "int")),
-    Case("lgbm_clf-multiclass-str", "onnxmltools", "LGBMClassifier", "multiclass, str labels, ZipMap",
-         _lgbm_classifier(3, "str")),
-    Case("lgbm_clf-multiclass-int-nozipmap", "onnxmltools", "LGBMClassifier", "multiclass, int labels, zipmap=False",
-         _lgbm_classifier(3, "int", zipmap=False)),
-    Case("lgbm_clf-multiclass-int-nan", "onnxmltools", "LGBMClassifier",
-         "multiclass, int labels, NaN in training and inputs, ZipMap", _lgbm_classifier(3, "int", missing=True)),
-    Case("lgbm_clf-binary-str-categorical", "onnxmltools", "LGBMClassifier",
-         "binary, str labels, a categorical feature, ZipMap", _lgbm_classifier(2, "str", categorical=True)),
+    Case(
+        "lgbm_clf-binary-int", "onnxmltools", "LGBMClassifier", "binary, int labels, ZipMap", _lgbm_classifier(2, "int")
+    ),
+    Case(
+        "lgbm_clf-binary-str", "onnxmltools", "LGBMClassifier", "binary, str labels, ZipMap", _lgbm_classifier(2, "str")
+    ),
+    Case(
+        "lgbm_clf-multiclass-int",
+        "onnxmltools",
+        "LGBMClassifier",
+        "multiclass, int labels, ZipMap",
+        _lgbm_classifier(3, "int"),
+    ),
+    Case(
+        "lgbm_clf-multiclass-str",
+        "onnxmltools",
+        "LGBMClassifier",
+        "multiclass, str labels, ZipMap",
+        _lgbm_classifier(3, "str"),
+    ),
+    Case(
+        "lgbm_clf-multiclass-int-nozipmap",
+        "onnxmltools",
+        "LGBMClassifier",
+        "multiclass, int labels, zipmap=False",
+        _lgbm_classifier(3, "int", zipmap=False),
+    ),
+    Case(
+        "lgbm_clf-multiclass-int-nan",
+        "onnxmltools",
+        "LGBMClassifier",
+        "multiclass, int labels, NaN in training and inputs, ZipMap",
+        _lgbm_classifier(3, "int", missing=True),
+    ),
+    Case(
+        "lgbm_clf-binary-str-categorical",
+        "onnxmltools",
+        "LGBMClassifier",
+        "binary, str labels, a categorical feature, ZipMap",
+        _lgbm_classifier(2, "str", categorical=True),
+    ),
     Case("lgbm_reg", "onnxmltools", "LGBMRegressor", "1 target", _lgbm_regressor()),
-    Case("lgbm_reg-nan", "onnxmltools", "LGBMRegressor", "1 target, NaN in training and inputs",
-         _lgbm_regressor(missing=True)),
+    Case(
+        "lgbm_reg-nan",
+        "onnxmltools",
+        "LGBMRegressor",
+        "1 target, NaN in training and inputs",
+        _lgbm_regressor(missing=True),
+    ),
 ]
 
 XGBOOST = [

@@ -13,10 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import epoxy
 import numpy as np
 import pytest
 from zoo_harness import Built, Case, check_case, check_openvino_case, classification, params, regression, with_missing
+
+import epoxy
 
 # SVC(probability=True) is deprecated in scikit-learn 1.9 (removed in 1.11); it is what users' models hold
 pytestmark = [pytest.mark.filterwarnings("ignore::FutureWarning:sklearn"),
@@ -464,22 +465,62 @@ def _around_tokenizer(options: dict[str, Any], part: str) -> Callable[[], Built]
 
 
 PIPELINES = [
-    Case("column_transformer", "skl2onnx", "ColumnTransformer(OneHotEncoder, StandardScaler)",
-         "DataFrame: 1 string + 2 float columns", _column_transformer(False)),
-    Case("column_transformer-logreg", "skl2onnx", "Pipeline(ColumnTransformer, LogisticRegression)",
-         "DataFrame, str labels, ZipMap", _column_transformer(True)),
-    Case("dict_vectorizer-logreg", "skl2onnx", "Pipeline(DictVectorizer, LogisticRegression)",
-         "map(string, float) input with a missing and an unseen key, str labels, ZipMap", _dict_vectorizer),
-    Case("tfidf-logreg", "skl2onnx", "Pipeline(TfidfVectorizer, LogisticRegression)",
-         "default options (Tokenizer with skl2onnx's default tokenexp), str labels, ZipMap", _tfidf({})),
-    Case("tfidf-logreg-tokenexp", "skl2onnx", "Pipeline(TfidfVectorizer, LogisticRegression)",
-         "tokenexp option (Tokenizer with sklearn's regex), str labels, ZipMap", _tfidf({"tokenexp": ""})),
-    Case("tfidf-logreg-before-tokenizer", "skl2onnx", "Pipeline(TfidfVectorizer, LogisticRegression)",
-         "default options, cut: input to the Tokenizer's input", _around_tokenizer({}, "before")),
-    Case("tfidf-logreg-after-tokenizer", "skl2onnx", "Pipeline(TfidfVectorizer, LogisticRegression)",
-         "default options, cut: onnxruntime's Tokenizer output to the end", _around_tokenizer({}, "after")),
-    Case("tfidf-logreg-tokenexp-after-tokenizer", "skl2onnx", "Pipeline(TfidfVectorizer, LogisticRegression)",
-         "tokenexp option, cut: onnxruntime's Tokenizer output to the end", _around_tokenizer({"tokenexp": ""}, "after")),
+    Case(
+        "column_transformer",
+        "skl2onnx",
+        "ColumnTransformer(OneHotEncoder, StandardScaler)",
+        "DataFrame: 1 string + 2 float columns",
+        _column_transformer(False),
+    ),
+    Case(
+        "column_transformer-logreg",
+        "skl2onnx",
+        "Pipeline(ColumnTransformer, LogisticRegression)",
+        "DataFrame, str labels, ZipMap",
+        _column_transformer(True),
+    ),
+    Case(
+        "dict_vectorizer-logreg",
+        "skl2onnx",
+        "Pipeline(DictVectorizer, LogisticRegression)",
+        "map(string, float) input with a missing and an unseen key, str labels, ZipMap",
+        _dict_vectorizer,
+    ),
+    Case(
+        "tfidf-logreg",
+        "skl2onnx",
+        "Pipeline(TfidfVectorizer, LogisticRegression)",
+        "default options (Tokenizer with skl2onnx's default tokenexp), str labels, ZipMap",
+        _tfidf({}),
+    ),
+    Case(
+        "tfidf-logreg-tokenexp",
+        "skl2onnx",
+        "Pipeline(TfidfVectorizer, LogisticRegression)",
+        "tokenexp option (Tokenizer with sklearn's regex), str labels, ZipMap",
+        _tfidf({"tokenexp": ""}),
+    ),
+    Case(
+        "tfidf-logreg-before-tokenizer",
+        "skl2onnx",
+        "Pipeline(TfidfVectorizer, LogisticRegression)",
+        "default options, cut: input to the Tokenizer's input",
+        _around_tokenizer({}, "before"),
+    ),
+    Case(
+        "tfidf-logreg-after-tokenizer",
+        "skl2onnx",
+        "Pipeline(TfidfVectorizer, LogisticRegression)",
+        "default options, cut: onnxruntime's Tokenizer output to the end",
+        _around_tokenizer({}, "after"),
+    ),
+    Case(
+        "tfidf-logreg-tokenexp-after-tokenizer",
+        "skl2onnx",
+        "Pipeline(TfidfVectorizer, LogisticRegression)",
+        "tokenexp option, cut: onnxruntime's Tokenizer output to the end",
+        _around_tokenizer({"tokenexp": ""}, "after"),
+    ),
 ]
 
 CASES = _classifier_cases() + MORE_CLASSIFIERS + REGRESSORS + TRANSFORMERS + PIPELINES

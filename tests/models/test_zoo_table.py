@@ -23,8 +23,10 @@ def test_table_says_what_each_case_is_and_how_it_fares() -> None:
         cells = rows[case.id]
         want = row_cells(case, ops="", openvino="")
         assert len(cells) == len(want), f"{case.id}: {cells}"
-        assert cells[:OPS_COLUMN] + cells[CPU_COLUMN:OPENVINO_COLUMN] == want[:OPS_COLUMN] + want[CPU_COLUMN:OPENVINO_COLUMN], \
-            f"{case.id}: {cells} vs {want}"
+        assert (
+            cells[:OPS_COLUMN] + cells[CPU_COLUMN:OPENVINO_COLUMN]
+            == want[:OPS_COLUMN] + want[CPU_COLUMN:OPENVINO_COLUMN]
+        ), f"{case.id}: {cells} vs {want}"
         # the node count is checked by the case's own openvino test, which runs the model
         status = openvino_text(case, 0, 0)
         assert cells[OPENVINO_COLUMN].startswith(status.split(" (")[0]), f"{case.id}: {cells[OPENVINO_COLUMN]!r}"

@@ -192,8 +192,9 @@ OPENVINO_PROVIDERS: list[Any] = [("openvino", {"min_group_cost": 0}), "cpu"]
 
 def sessions(built: Built, tmp_path: Path, providers: Sequence[Any] = ("cpu",)) -> tuple[Any, Any]:
     """onnxruntime's session and epoxy's (cpu, or ``providers``) over the same saved model file."""
-    import epoxy
     import onnxruntime as ort
+
+    import epoxy
 
     path = tmp_path / "model.onnx"
     path.write_bytes(built.model.SerializeToString())

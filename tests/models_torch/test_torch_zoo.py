@@ -12,10 +12,11 @@ pytest.importorskip("torch", reason="the torch zoo needs torch (the models_torch
 pytest.importorskip("transformers", reason="the torch zoo needs transformers")
 pytest.importorskip("onnxscript", reason="torch.onnx's dynamo exporter needs onnxscript")
 
-import epoxy
 from model_cache import ModelStore
 from torch_harness import Case, check_cpu, check_openvino
 from torch_zoo import CASES
+
+import epoxy
 
 # onnxruntime's session optimizer writes com.microsoft's SimplifiedLayerNormalization in the
 # default domain (ortsess-llama); epoxy loads it as onnxruntime does, and says so

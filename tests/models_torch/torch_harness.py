@@ -176,8 +176,9 @@ def compare_runs(case: Case, path: Path, session: Any) -> None:
 def check_cpu(case: Case, store: ModelStore) -> None:
     """The cpu check: the model holds the ops the case claims, the table row says what this
     test finds, every node on cpu, every output equal to onnxruntime's."""
-    import epoxy
     import onnx
+
+    import epoxy
 
     path = case.build(store)
     model = onnx.load(str(path))

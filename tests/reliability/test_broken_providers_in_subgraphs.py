@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import warnings
 
-import epoxy
 import numpy as np
 import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+import epoxy
 from epoxy.contract import Capability, Device, FusedGroup
 from epoxy.kit import HostAllocator
 from epoxy.plugins import ProviderRegistry
 from epoxy.testing import registry_with
-from onnx import TensorProto, helper, numpy_helper
-from onnx.reference import ReferenceEvaluator
 
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 OPS = {"Neg": np.negative, "Add": np.add, "Mul": np.multiply, "Relu": lambda v: np.maximum(v, 0),
@@ -49,7 +50,9 @@ def control_flow_model():
                                     "else", [], [_vi("e")])
     nodes = [
         helper.make_node("Neg", ["x"], ["xn"], name="neg"),
-        helper.make_node("Loop", ["trip", "going", "x"], ["looped"], name="the_loop", body=_counting_body("outer", "acc", "xn")),
+        helper.make_node(
+            "Loop", ["trip", "going", "x"], ["looped"], name="the_loop", body=_counting_body("outer", "acc", "xn")
+        ),
         helper.make_node("If", ["cond"], ["y"], name="the_if", then_branch=then_branch, else_branch=else_branch),
     ]
     graph = helper.make_graph(nodes, "main", [_vi("x"), _vi("cond", B, ()), _vi("trip", I64, ())], [_vi("y")],

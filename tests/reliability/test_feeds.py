@@ -114,7 +114,9 @@ def test_no_kernel_writes_into_its_inputs():
                 session = epoxy.InferenceSession(model, providers=["cpu"])
                 for feeds, expected in load_data(case, model):
                     frozen = {k: _freeze(v, rng) for k, v in feeds.items()}
-                    before = {k: (np.array(v, copy=True) if isinstance(v, np.ndarray) else v) for k, v in frozen.items()}
+                    before = {
+                        k: (np.array(v, copy=True) if isinstance(v, np.ndarray) else v) for k, v in frozen.items()
+                    }
                     actual = session.run(None, frozen)
                     assert_outputs_match(expected, actual, case.rtol, case.atol, values=not is_random(model))
                     for k, v in frozen.items():

@@ -97,8 +97,11 @@ def test_feeds_above_limit_are_refused_at_run_time():
 
 
 def test_sequence_feed_counts_all_items():
-    model = _model([helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0)],
-                   [helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, ["n", 1024])], [_vi("y", ["m", 1024])])
+    model = _model(
+        [helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0)],
+        [helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, ["n", 1024])],
+        [_vi("y", ["m", 1024])],
+    )
     session = _session(model, memory_limit_bytes=MB)
     with pytest.raises(ResourceLimitError, match="input 's'"):
         session.run(None, {"s": [np.ones((64, 1024), np.float32)] * 8})
@@ -144,18 +147,33 @@ def test_loop_iteration_cap():
 
 def test_loop_growing_a_carried_sequence_is_stopped():
     body = helper.make_graph(
-        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
-         helper.make_node("SequenceInsert", ["seq_in", "chunk"], ["seq_out"])],
-        "body", [_vi("i", [], TensorProto.INT64), _vi("cond_in", [], TensorProto.BOOL),
-                 helper.make_tensor_sequence_value_info("seq_in", TensorProto.FLOAT, [16 * 1024])],
-        [_vi("cond_out", [], TensorProto.BOOL), helper.make_tensor_sequence_value_info("seq_out", TensorProto.FLOAT, [16 * 1024])],
+        [
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+            helper.make_node("SequenceInsert", ["seq_in", "chunk"], ["seq_out"]),
+        ],
+        "body",
+        [
+            _vi("i", [], TensorProto.INT64),
+            _vi("cond_in", [], TensorProto.BOOL),
+            helper.make_tensor_sequence_value_info("seq_in", TensorProto.FLOAT, [16 * 1024]),
+        ],
+        [
+            _vi("cond_out", [], TensorProto.BOOL),
+            helper.make_tensor_sequence_value_info("seq_out", TensorProto.FLOAT, [16 * 1024]),
+        ],
     )
     model = _model(
-        [helper.make_node("SequenceEmpty", [], ["seq0"], dtype=TensorProto.FLOAT),
-         helper.make_node("Loop", ["", "cond", "seq0"], ["seq"], name="grow", body=body),
-         helper.make_node("SequenceLength", ["seq"], ["n"])],
-        [], [_vi("n", [], TensorProto.INT64)],
-        [numpy_helper.from_array(np.array(True), "cond"), numpy_helper.from_array(np.ones(16 * 1024, np.float32), "chunk")],
+        [
+            helper.make_node("SequenceEmpty", [], ["seq0"], dtype=TensorProto.FLOAT),
+            helper.make_node("Loop", ["", "cond", "seq0"], ["seq"], name="grow", body=body),
+            helper.make_node("SequenceLength", ["seq"], ["n"]),
+        ],
+        [],
+        [_vi("n", [], TensorProto.INT64)],
+        [
+            numpy_helper.from_array(np.array(True), "cond"),
+            numpy_helper.from_array(np.ones(16 * 1024, np.float32), "chunk"),
+        ],
     )
     with pytest.raises(ResourceLimitError, match=r"Loop 'grow': after \d+ iterations"):
         _session(model, memory_limit_bytes=8 * MB).run(None, {})

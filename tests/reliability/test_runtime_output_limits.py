@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import time
 
-import epoxy
 import numpy as np
 import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import epoxy
 from epoxy import ResourceLimitError, SessionOptions
 from epoxy.run import limits as core_limits
-from onnx import TensorProto, helper, numpy_helper
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
 MB = 1 << 20
@@ -40,60 +41,109 @@ def _f32(*shape):
 
 # op -> (node, graph inputs, feeds asking for a huge output, feeds asking for a small one)
 CASES = {
-    "ConstantOfShape": (helper.make_node("ConstantOfShape", ["shape"], ["y"], name="big"), [_vi("shape", I64, ["k"])],
-                        {"shape": _i64(2**20, 2**20, 2**10)}, {"shape": _i64(2, 3, 4)}),
-    "Expand": (helper.make_node("Expand", ["x", "shape"], ["y"], name="big"), [_vi("x", F, [1]), _vi("shape", I64, ["k"])],
-               {"x": _f32(1), "shape": _i64(100000, 100000, 100)}, {"x": _f32(1), "shape": _i64(2, 3, 4)}),
-    "Range": (helper.make_node("Range", ["start", "limit", "delta"], ["y"], name="big"),
-              [_vi("start", I64, []), _vi("limit", I64, []), _vi("delta", I64, [])],
-              {"start": np.array(0, np.int64), "limit": np.array(2**62, np.int64), "delta": np.array(1, np.int64)},
-              {"start": np.array(0, np.int64), "limit": np.array(5, np.int64), "delta": np.array(1, np.int64)}),
-    "Tile": (helper.make_node("Tile", ["x", "repeats"], ["y"], name="big"), [_vi("x", F, [2, 2]), _vi("repeats", I64, [2])],
-             {"x": _f32(2, 2), "repeats": _i64(2**20, 2**20)}, {"x": _f32(2, 2), "repeats": _i64(2, 3)}),
-    "Pad": (helper.make_node("Pad", ["x", "pads"], ["y"], name="big"), [_vi("x", F, [2, 2]), _vi("pads", I64, [4])],
-            {"x": _f32(2, 2), "pads": _i64(0, 0, 2**20, 2**20)}, {"x": _f32(2, 2), "pads": _i64(1, 1, 1, 1)}),
-    "Resize": (helper.make_node("Resize", ["x", "", "scales"], ["y"], name="big"), [_vi("x", F, [1, 1, 2, 2]), _vi("scales", F, [4])],
-               {"x": _f32(1, 1, 2, 2), "scales": np.array([1, 1, 1e5, 1e5], np.float32)},
-               {"x": _f32(1, 1, 2, 2), "scales": np.array([1, 1, 2, 2], np.float32)}),
-    "OneHot": (helper.make_node("OneHot", ["indices", "depth", "values"], ["y"], name="big"),
-               [_vi("indices", I64, [2]), _vi("depth", I64, []), _vi("values", F, [2])],
-               {"indices": _i64(0, 1), "depth": np.array(2**45, np.int64), "values": np.array([0, 1], np.float32)},
-               {"indices": _i64(0, 1), "depth": np.array(3, np.int64), "values": np.array([0, 1], np.float32)}),
-    "MaxUnpool": (helper.make_node("MaxUnpool", ["x", "indices", "output_shape"], ["y"], name="big",
-                                   kernel_shape=[2, 2], strides=[2, 2]),
-                  [_vi("x", F, [1, 1, 2, 2]), _vi("indices", I64, [1, 1, 2, 2]), _vi("output_shape", I64, [4])],
-                  {"x": _f32(1, 1, 2, 2), "indices": _i64(0, 1, 2, 3).reshape(1, 1, 2, 2),
-                   "output_shape": _i64(1, 1, 2**20, 2**20)},
-                  {"x": _f32(1, 1, 2, 2), "indices": _i64(0, 1, 2, 3).reshape(1, 1, 2, 2),
-                   "output_shape": _i64(1, 1, 4, 4)}),
-    "CenterCropPad": (helper.make_node("CenterCropPad", ["x", "shape"], ["y"], name="big"),
-                      [_vi("x", F, [2, 2]), _vi("shape", I64, [2])],
-                      {"x": _f32(2, 2), "shape": _i64(2**20, 2**20)}, {"x": _f32(2, 2), "shape": _i64(3, 3)}),
+    "ConstantOfShape": (
+        helper.make_node("ConstantOfShape", ["shape"], ["y"], name="big"),
+        [_vi("shape", I64, ["k"])],
+        {"shape": _i64(2**20, 2**20, 2**10)},
+        {"shape": _i64(2, 3, 4)},
+    ),
+    "Expand": (
+        helper.make_node("Expand", ["x", "shape"], ["y"], name="big"),
+        [_vi("x", F, [1]), _vi("shape", I64, ["k"])],
+        {"x": _f32(1), "shape": _i64(100000, 100000, 100)},
+        {"x": _f32(1), "shape": _i64(2, 3, 4)},
+    ),
+    "Range": (
+        helper.make_node("Range", ["start", "limit", "delta"], ["y"], name="big"),
+        [_vi("start", I64, []), _vi("limit", I64, []), _vi("delta", I64, [])],
+        {"start": np.array(0, np.int64), "limit": np.array(2**62, np.int64), "delta": np.array(1, np.int64)},
+        {"start": np.array(0, np.int64), "limit": np.array(5, np.int64), "delta": np.array(1, np.int64)},
+    ),
+    "Tile": (
+        helper.make_node("Tile", ["x", "repeats"], ["y"], name="big"),
+        [_vi("x", F, [2, 2]), _vi("repeats", I64, [2])],
+        {"x": _f32(2, 2), "repeats": _i64(2**20, 2**20)},
+        {"x": _f32(2, 2), "repeats": _i64(2, 3)},
+    ),
+    "Pad": (
+        helper.make_node("Pad", ["x", "pads"], ["y"], name="big"),
+        [_vi("x", F, [2, 2]), _vi("pads", I64, [4])],
+        {"x": _f32(2, 2), "pads": _i64(0, 0, 2**20, 2**20)},
+        {"x": _f32(2, 2), "pads": _i64(1, 1, 1, 1)},
+    ),
+    "Resize": (
+        helper.make_node("Resize", ["x", "", "scales"], ["y"], name="big"),
+        [_vi("x", F, [1, 1, 2, 2]), _vi("scales", F, [4])],
+        {"x": _f32(1, 1, 2, 2), "scales": np.array([1, 1, 1e5, 1e5], np.float32)},
+        {"x": _f32(1, 1, 2, 2), "scales": np.array([1, 1, 2, 2], np.float32)},
+    ),
+    "OneHot": (
+        helper.make_node("OneHot", ["indices", "depth", "values"], ["y"], name="big"),
+        [_vi("indices", I64, [2]), _vi("depth", I64, []), _vi("values", F, [2])],
+        {"indices": _i64(0, 1), "depth": np.array(2**45, np.int64), "values": np.array([0, 1], np.float32)},
+        {"indices": _i64(0, 1), "depth": np.array(3, np.int64), "values": np.array([0, 1], np.float32)},
+    ),
+    "MaxUnpool": (
+        helper.make_node(
+            "MaxUnpool", ["x", "indices", "output_shape"], ["y"], name="big", kernel_shape=[2, 2], strides=[2, 2]
+        ),
+        [_vi("x", F, [1, 1, 2, 2]), _vi("indices", I64, [1, 1, 2, 2]), _vi("output_shape", I64, [4])],
+        {
+            "x": _f32(1, 1, 2, 2),
+            "indices": _i64(0, 1, 2, 3).reshape(1, 1, 2, 2),
+            "output_shape": _i64(1, 1, 2**20, 2**20),
+        },
+        {"x": _f32(1, 1, 2, 2), "indices": _i64(0, 1, 2, 3).reshape(1, 1, 2, 2), "output_shape": _i64(1, 1, 4, 4)},
+    ),
+    "CenterCropPad": (
+        helper.make_node("CenterCropPad", ["x", "shape"], ["y"], name="big"),
+        [_vi("x", F, [2, 2]), _vi("shape", I64, [2])],
+        {"x": _f32(2, 2), "shape": _i64(2**20, 2**20)},
+        {"x": _f32(2, 2), "shape": _i64(3, 3)},
+    ),
     # one 2x2 block whose stride puts it alone in any image smaller than the stride + 2
-    "Col2Im": (helper.make_node("Col2Im", ["x", "image_shape", "block_shape"], ["y"], name="big",
-                                strides=[2**20, 2**20]),
-               [_vi("x", F, [1, 4, 1]), _vi("image_shape", I64, [2]), _vi("block_shape", I64, [2])],
-               {"x": _f32(1, 4, 1), "image_shape": _i64(2**20 + 1, 2**20 + 1), "block_shape": _i64(2, 2)},
-               {"x": _f32(1, 4, 1), "image_shape": _i64(3, 3), "block_shape": _i64(2, 2)}),
-    "DFT": (helper.make_node("DFT", ["x", "dft_length"], ["y"], name="big"),
-            [_vi("x", F, [1, 4, 1]), _vi("dft_length", I64, [])],
-            {"x": _f32(1, 4, 1), "dft_length": np.array(2**40, np.int64)},
-            {"x": _f32(1, 4, 1), "dft_length": np.array(8, np.int64)}),
-    "STFT": (helper.make_node("STFT", ["signal", "frame_step", "", "frame_length"], ["y"], name="big"),
-             [_vi("signal", F, [1, "n", 1]), _vi("frame_step", I64, []), _vi("frame_length", I64, [])],
-             {"signal": _f32(1, 2**17, 1), "frame_step": np.array(1, np.int64), "frame_length": np.array(2**16, np.int64)},
-             {"signal": _f32(1, 64, 1), "frame_step": np.array(8, np.int64), "frame_length": np.array(16, np.int64)}),
-    "HannWindow": (helper.make_node("HannWindow", ["size"], ["y"], name="big"), [_vi("size", I64, [])],
-                   {"size": np.array(2**40, np.int64)}, {"size": np.array(8, np.int64)}),
-    "MelWeightMatrix": (helper.make_node("MelWeightMatrix", ["bins", "dft", "rate", "lo", "hi"], ["y"], name="big"),
-                        [_vi("bins", I64, []), _vi("dft", I64, []), _vi("rate", I64, []), _vi("lo", F, []),
-                         _vi("hi", F, [])],
-                        {"bins": np.array(2**20, np.int64), "dft": np.array(2**21, np.int64),
-                         "rate": np.array(16000, np.int64), "lo": np.array(0, np.float32),
-                         "hi": np.array(8000, np.float32)},
-                        {"bins": np.array(8, np.int64), "dft": np.array(64, np.int64),
-                         "rate": np.array(16000, np.int64), "lo": np.array(0, np.float32),
-                         "hi": np.array(8000, np.float32)}),
+    "Col2Im": (
+        helper.make_node("Col2Im", ["x", "image_shape", "block_shape"], ["y"], name="big", strides=[2**20, 2**20]),
+        [_vi("x", F, [1, 4, 1]), _vi("image_shape", I64, [2]), _vi("block_shape", I64, [2])],
+        {"x": _f32(1, 4, 1), "image_shape": _i64(2**20 + 1, 2**20 + 1), "block_shape": _i64(2, 2)},
+        {"x": _f32(1, 4, 1), "image_shape": _i64(3, 3), "block_shape": _i64(2, 2)},
+    ),
+    "DFT": (
+        helper.make_node("DFT", ["x", "dft_length"], ["y"], name="big"),
+        [_vi("x", F, [1, 4, 1]), _vi("dft_length", I64, [])],
+        {"x": _f32(1, 4, 1), "dft_length": np.array(2**40, np.int64)},
+        {"x": _f32(1, 4, 1), "dft_length": np.array(8, np.int64)},
+    ),
+    "STFT": (
+        helper.make_node("STFT", ["signal", "frame_step", "", "frame_length"], ["y"], name="big"),
+        [_vi("signal", F, [1, "n", 1]), _vi("frame_step", I64, []), _vi("frame_length", I64, [])],
+        {"signal": _f32(1, 2**17, 1), "frame_step": np.array(1, np.int64), "frame_length": np.array(2**16, np.int64)},
+        {"signal": _f32(1, 64, 1), "frame_step": np.array(8, np.int64), "frame_length": np.array(16, np.int64)},
+    ),
+    "HannWindow": (
+        helper.make_node("HannWindow", ["size"], ["y"], name="big"),
+        [_vi("size", I64, [])],
+        {"size": np.array(2**40, np.int64)},
+        {"size": np.array(8, np.int64)},
+    ),
+    "MelWeightMatrix": (
+        helper.make_node("MelWeightMatrix", ["bins", "dft", "rate", "lo", "hi"], ["y"], name="big"),
+        [_vi("bins", I64, []), _vi("dft", I64, []), _vi("rate", I64, []), _vi("lo", F, []), _vi("hi", F, [])],
+        {
+            "bins": np.array(2**20, np.int64),
+            "dft": np.array(2**21, np.int64),
+            "rate": np.array(16000, np.int64),
+            "lo": np.array(0, np.float32),
+            "hi": np.array(8000, np.float32),
+        },
+        {
+            "bins": np.array(8, np.int64),
+            "dft": np.array(64, np.int64),
+            "rate": np.array(16000, np.int64),
+            "lo": np.array(0, np.float32),
+            "hi": np.array(8000, np.float32),
+        },
+    ),
 }
 
 #: output rank and type where they are not 3 and float

@@ -42,8 +42,13 @@ if TYPE_CHECKING:
 
 #: loaded on first use: the session brings in onnx / onnx_ir (and sympy through it), ~0.2 s
 #: that ``epoxy providers`` and other registry-only uses need not pay
-_LAZY = {"InferenceSession": "session", "NodeArg": "session", "OrtValue": "api.ort_value", "IOBinding": "api.io_binding",
-         "ModelMetadata": "load.model_meta"}
+_LAZY = {
+    "InferenceSession": "session",
+    "NodeArg": "session",
+    "OrtValue": "api.ort_value",
+    "IOBinding": "api.io_binding",
+    "ModelMetadata": "load.model_meta",
+}
 #: onnxruntime's module attribute for the version
 version = __version__
 

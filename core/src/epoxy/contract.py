@@ -121,10 +121,16 @@ class NodeSpec:
 class GraphSpec(Protocol):
     """Read-only view of the (optimized) graph handed to ``Provider.capability``."""
 
-    nodes: Sequence[NodeSpec]
-    inputs: Sequence[str]
-    outputs: Sequence[str]
-    opsets: Mapping[str, int]
+    # read-only attributes (properties to a type checker: any object with these attributes
+    # is a GraphSpec, whatever their concrete types, e.g. list[NodeSpec])
+    @property
+    def nodes(self) -> Sequence[NodeSpec]: ...
+    @property
+    def inputs(self) -> Sequence[str]: ...
+    @property
+    def outputs(self) -> Sequence[str]: ...
+    @property
+    def opsets(self) -> Mapping[str, int]: ...
 
     def value_type(self, name: str) -> ValueType:
         """Static type of a value (``UNKNOWN`` when inference could not tell)."""

@@ -236,6 +236,34 @@ class SessionOptions:
     and known dims: :class:`~epoxy.errors.OutputTypeError`; also ``EPOXY_CHECK_OUTPUTS=1``).
     """
 
+    # The attributes' types, for type checkers only (no class attributes): ``__init__`` sets
+    # them with ``object.__setattr__``; ``__setattr__`` checks every later assignment.
+    graph_optimization_level: GraphOptimizationLevel
+    execution_mode: ExecutionMode
+    execution_order: ExecutionOrder
+    intra_op_num_threads: int
+    inter_op_num_threads: int
+    enable_profiling: bool
+    profile_file_prefix: str
+    optimized_model_filepath: str
+    log_severity_level: int
+    log_verbosity_level: int
+    logid: str
+    enable_cpu_mem_arena: bool
+    enable_mem_pattern: bool
+    enable_mem_reuse: bool
+    use_deterministic_compute: bool
+    use_per_session_threads: bool
+    disable_fallback: bool
+    check_model: str
+    infer_shapes: bool
+    memory_limit_bytes: int | None
+    max_loop_iterations: int | None
+    check_outputs: bool
+    _config: dict[str, str]
+    _dim_overrides: dict[str, dict[str, int]]
+    _initializers: dict[str, Any]
+
     def __init__(self, **fields: Any) -> None:
         object.__setattr__(self, "_config", {})
         object.__setattr__(self, "_dim_overrides", {"name": {}, "denotation": {}})
@@ -368,6 +396,17 @@ class RunOptions:
     ``epoxy.output_device`` (where outputs are returned, as the dict option
     ``{"output_device": ...}``); other keys are kept and warned about at ``run``.
     """
+
+    # The attributes' types, for type checkers only (no class attributes): ``__init__`` sets
+    # them with ``object.__setattr__``; ``__setattr__`` checks every later assignment.
+    log_severity_level: int
+    log_verbosity_level: int
+    logid: str
+    run_tag: str
+    only_execute_path_to_fetches: bool
+    _config: dict[str, str]
+    _stop: threading.Event
+    _output_device: dict[str, str] | None
 
     _KNOWN_CONFIG = frozenset({"epoxy.output_device"})
     _ATTRS = ("terminate", "log_severity_level", "log_verbosity_level", "logid", "run_tag",

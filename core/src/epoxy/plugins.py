@@ -301,10 +301,14 @@ class ProviderRegistry:
             self._fail(plugin, "sdk-version", RuntimeError(f"provider {factory.name!r} {refused}"), distribution)
             return
         if factory.name in RESERVED_NAMES:
-            self._fail(plugin, "factory", RuntimeError(f"provider name {factory.name!r} is reserved by the core"), distribution)
+            self._fail(
+                plugin, "factory", RuntimeError(f"provider name {factory.name!r} is reserved by the core"), distribution
+            )
             return
         if factory.name in self._entries:
-            self._fail(plugin, "factory", RuntimeError(f"provider name {factory.name!r} already registered"), distribution)
+            self._fail(
+                plugin, "factory", RuntimeError(f"provider name {factory.name!r} already registered"), distribution
+            )
             return
         entry = ProviderEntry(factory, plugin, distribution, dist_version)
         self._entries[factory.name] = entry

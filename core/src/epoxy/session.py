@@ -8,7 +8,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from .api.device_io import DeviceIO
 from .api.ort_value import OrtValue, feed_value
@@ -75,7 +75,12 @@ def _normalize_providers(
         for item in providers:
             if isinstance(item, str):
                 pairs.append((item, {}))
-            elif isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], Mapping):
+            elif (
+                isinstance(item, (tuple, list))
+                and len(item) == 2
+                and isinstance(item[0], str)
+                and isinstance(item[1], Mapping)
+            ):
                 pairs.append((item[0], dict(item[1])))
             else:
                 raise InvalidArgumentError(f"provider entries must be names or (name, options) pairs, got {item!r}")
@@ -259,7 +264,8 @@ class InferenceSession:
             on_expand=(lambda: reinfer_shapes(loaded.model)) if options.infer_shapes else None, notes=notes,
             fold_constants=options.optimization_level != "disable",
             on_partitioned=lambda: partitioned.append(time.perf_counter()))
-        notes.extend(planned.core.summaries())
+        # control_flow above built it: a ControlFlowProvider, never None
+        notes.extend(cast(ControlFlowProvider, planned.core).summaries())
         if planned.built.folded:
             notes.append(f"constant-folded {len(planned.built.folded)} node(s) at session creation")
         return planned.graph, planned.partition, planned.built, planned.providers, partitioned[-1]
@@ -421,7 +427,7 @@ class InferenceSession:
         """For every node: the provider chosen, its fused group, why earlier providers declined."""
         return self._report
 
-    def memory_plan(self) -> dict[str, object]:
+    def memory_plan(self) -> dict[str, Any]:
         """Planned memory per device (buffers reused by liveness) and constant bytes."""
         return self._memory.summary()
 
@@ -502,7 +508,9 @@ class InferenceSession:
             names, fetch = output_names, []
             for name in output_names:
                 if name not in outputs:
-                    raise InvalidArgumentError(f"unknown output {name!r}; the model's outputs are {self._graph.outputs}")
+                    raise InvalidArgumentError(
+                        f"unknown output {name!r}; the model's outputs are {self._graph.outputs}"
+                    )
                 fetch.append(outputs[name])
         fetch_on_device = io.output_devices(names, run_options) if run_options else None
         if on_device or fetch_on_device:

@@ -22,6 +22,7 @@ and restores it, in place (aliases in helper modules follow), before every test:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -34,7 +35,7 @@ class RandomStarts:
     """The collected test modules' numpy generators and their states at collection time."""
 
     def __init__(self) -> None:
-        self._starts: dict[int, tuple[np.random.Generator, dict[str, Any]]] = {}
+        self._starts: dict[int, tuple[np.random.Generator, Mapping[str, Any]]] = {}
 
     def record(self, session: Any) -> None:
         """``pytest_collection_finish``: note every generator bound at module level."""

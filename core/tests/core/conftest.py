@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from epoxy.testing import RandomStarts
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from epoxy.contract import Capability, Device, GraphSpec, NodeSpec
 from fakes import MINI_KERNELS, Factory
+
+from epoxy.contract import Capability, Device, GraphSpec, NodeSpec
 
 LABEL = "dev:npu:0"
 

@@ -144,7 +144,9 @@ class FuserProvider:
 
     def capability(self, graph: GraphSpec) -> Capability:
         index = {n.name: n.index for n in graph.nodes}
-        return Capability(groups=tuple(FusedGroup(tuple(index[n] for n in g), f"fused{i}") for i, g in enumerate(self.groups)))
+        return Capability(
+            groups=tuple(FusedGroup(tuple(index[n] for n in g), f"fused{i}") for i, g in enumerate(self.groups))
+        )
 
     def kernel(self, node: NodeSpec) -> Any:
         raise NotImplementedError

@@ -19,7 +19,9 @@ def _model(with_default_input: bool = False):
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])]
     if with_default_input:  # c1 is also a graph input: a feed may override it, so no folding
         inputs.append(helper.make_tensor_value_info("c1", TensorProto.FLOAT, [2, 3]))
-    graph = helper.make_graph(nodes, "fold", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], inits)
+    graph = helper.make_graph(
+        nodes, "fold", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], inits
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 

@@ -7,12 +7,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from epoxy import InferenceSession, InvalidArgumentError, InvalidFeedError, SessionOptions
-from epoxy.contract import DeviceValueAllocator
 from device_fakes import DevProvider, PlainAllocator, Wrapped
 from fakes import Factory, sim_factory
 from models import chain
 from onnx import TensorProto, helper
+
+from epoxy import InferenceSession, InvalidArgumentError, InvalidFeedError, SessionOptions
+from epoxy.contract import DeviceValueAllocator
 
 LABEL = "dev:dev:0"
 
@@ -30,7 +31,10 @@ def _x(shape: tuple[int, ...] = (2, 3)) -> np.ndarray:
 
 def _two_readers() -> Any:
     """x is read by Relu (device) and by Add (host): y = Add(x, Relu(x))."""
-    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Add", ["x", "r"], ["y"], name="add")]
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="relu"),
+        helper.make_node("Add", ["x", "r"], ["y"], name="add"),
+    ]
     graph = helper.make_graph(nodes, "two", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3]),
                                helper.make_tensor_value_info("r", TensorProto.FLOAT, [2, 3])])

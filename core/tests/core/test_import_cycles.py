@@ -101,7 +101,9 @@ def test_the_check_finds_a_cycle(tmp_path):
     (tmp_path / "pkg" / "__init__.py").write_text("")
     (tmp_path / "pkg" / "a.py").write_text("def f():\n    from .b import g\n")
     (tmp_path / "pkg" / "b.py").write_text("from .a import f\n")
-    (tmp_path / "pkg" / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import f\n")
+    (tmp_path / "pkg" / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import f\n"
+    )
     assert cycles(_modules("pkg", tmp_path)) == [["pkg.a", "pkg.b"]]
 
 

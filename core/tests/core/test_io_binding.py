@@ -9,12 +9,13 @@ from typing import Any
 import numpy as np
 import pytest
 from device_fakes import PlainAllocator, Wrapped, dev_factory
+from models import chain
+from onnx import TensorProto, helper
+
 from epoxy import InferenceSession, InvalidArgumentError, InvalidFeedError
 from epoxy.api.io_binding import IOBinding, run_with_iobinding
 from epoxy.api.ort_value import OrtValue
 from epoxy.plugins import reset_default_registry
-from models import chain
-from onnx import TensorProto, helper
 
 
 @pytest.fixture(autouse=True)
@@ -40,7 +41,10 @@ def _session(make_registry: Any, model: Any = None, ops: tuple[str, ...] = ("Rel
 
 def _two_outputs() -> Any:
     """r = Relu(x) on the device, y = Add(x, r) on the host; both are graph outputs."""
-    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Add", ["x", "r"], ["y"], name="add")]
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="relu"),
+        helper.make_node("Add", ["x", "r"], ["y"], name="add"),
+    ]
     graph = helper.make_graph(nodes, "two", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3]),
                                helper.make_tensor_value_info("r", TensorProto.FLOAT, [2, 3])])
@@ -218,10 +222,15 @@ def test_errors_name_the_input_or_output(make_registry: Any) -> None:
         binding.bind_cpu_input("x", np.zeros((2, 3)))
     with pytest.raises(InvalidFeedError, match=r"input 'x': dim 0 must be 2, got 3"):
         binding.bind_input("x", dev.allocator.to_device(np.zeros((3, 3), np.float32)))
-    with pytest.raises(InvalidFeedError, match=r"input 'x': a value of type Elsewhere is neither a numpy array nor a value of a "
-                                               r"device this session uses \(\['dev'\]\)"):
+    with pytest.raises(
+        InvalidFeedError,
+        match=r"input 'x': a value of type Elsewhere is neither a numpy array nor a value of a "
+        r"device this session uses \(\['dev'\]\)",
+    ):
         binding.bind_input("x", type("Elsewhere", (), {})())
-    with pytest.raises(InvalidArgumentError, match=r"output 'y' is tensor\(float\); the bound buffer is tensor\(double\)"):
+    with pytest.raises(
+        InvalidArgumentError, match=r"output 'y' is tensor\(float\); the bound buffer is tensor\(double\)"
+    ):
         binding.bind_output("y", np.zeros((2, 3)))
     with pytest.raises(InvalidArgumentError, match="element_type and shape are needed"):
         binding.bind_output("y", "cpu", 0, None, None, 1234)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from epoxy.errors import InvalidArgumentError
 from epoxy.kit import Kind, Option, OptionTable
 from epoxy.kit.options import KINDS

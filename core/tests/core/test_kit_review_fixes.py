@@ -10,14 +10,15 @@ from typing import Any
 
 import numpy as np
 import pytest
+from fakes import MINI_KERNELS, Factory, fuser_factory
+from models import chain, diamond
+from onnx import TensorProto, helper
+
 from epoxy import InferenceSession, ProviderError, SessionOptions, UnsupportedOpError
 from epoxy.contract import Capability, Device, FusedGroup, GraphSpec, NodeSpec
 from epoxy.kit import HostAllocator, KernelProvider
 from epoxy.partition.partitioner import NodeDecision
 from epoxy.partition.report import PartitionReport
-from fakes import MINI_KERNELS, Factory, fuser_factory
-from models import chain, diamond
-from onnx import TensorProto, helper
 
 
 # -- 1. a reason the provider already prefixed with its name is shown with the name once ---------

@@ -12,7 +12,6 @@ import warnings
 import numpy as np
 import onnx
 import pytest
-from models import chain
 from onnx import TensorProto, helper, numpy_helper
 
 from epoxy import InferenceSession, InvalidArgumentError, ModelLoadError, SessionOptions
@@ -40,7 +39,10 @@ def _model(nodes, inputs=None, outputs=None, inits=(), opset=17, ir_version=8, v
 
 def _add_relu(**kw):  # type: ignore[no-untyped-def]
     """y = Relu(x + c)."""
-    nodes = [helper.make_node("Add", ["x", "c"], ["t"], name="add"), helper.make_node("Relu", ["t"], ["y"], name="relu")]
+    nodes = [
+        helper.make_node("Add", ["x", "c"], ["t"], name="add"),
+        helper.make_node("Relu", ["t"], ["y"], name="relu"),
+    ]
     return _model(nodes, inits=[numpy_helper.from_array(C, "c")], **kw)
 
 
@@ -172,8 +174,14 @@ def test_missing_opset_import_reads_the_newest_version(make_registry):
 
 
 def test_empty_and_repeated_node_names(make_registry):
-    model = _model([helper.make_node("Neg", ["x"], ["a"], name="n"), helper.make_node("Relu", ["a"], ["b"], name="n"),
-                    helper.make_node("Neg", ["b"], ["c"], name=""), helper.make_node("Identity", ["c"], ["y"], name="n")])
+    model = _model(
+        [
+            helper.make_node("Neg", ["x"], ["a"], name="n"),
+            helper.make_node("Relu", ["a"], ["b"], name="n"),
+            helper.make_node("Neg", ["b"], ["c"], name=""),
+            helper.make_node("Identity", ["c"], ["y"], name="n"),
+        ]
+    )
     with pytest.warns(RuntimeWarning, match="'n' -> 'n_2', 'n' -> 'n_3'"):
         session = _session(model, make_registry, level="disable")
     assert [n.name for n in session._graph.nodes] == ["n", "n_2", "Neg_2", "n_3"]
@@ -244,13 +252,23 @@ def test_a_newer_ir_version_is_refused_unless_checking_is_off():
 
 # -- unsafe or ambiguous: refused, naming the value and why -------------------------------------------
 def _two_writers():  # type: ignore[no-untyped-def]
-    return _model([helper.make_node("Neg", ["x"], ["t"], name="first"), helper.make_node("Relu", ["x"], ["t"], name="second"),
-                   helper.make_node("Identity", ["t"], ["y"])])
+    return _model(
+        [
+            helper.make_node("Neg", ["x"], ["t"], name="first"),
+            helper.make_node("Relu", ["x"], ["t"], name="second"),
+            helper.make_node("Identity", ["t"], ["y"]),
+        ]
+    )
 
 
 def _cycle():  # type: ignore[no-untyped-def]
-    return _model([helper.make_node("Add", ["x", "b"], ["a"], name="p"), helper.make_node("Relu", ["a"], ["b"], name="q"),
-                   helper.make_node("Identity", ["b"], ["y"])])
+    return _model(
+        [
+            helper.make_node("Add", ["x", "b"], ["a"], name="p"),
+            helper.make_node("Relu", ["a"], ["b"], name="q"),
+            helper.make_node("Identity", ["b"], ["y"]),
+        ]
+    )
 
 
 def _undefined():  # type: ignore[no-untyped-def]
@@ -315,22 +333,43 @@ def _no_opset():  # type: ignore[no-untyped-def]
 
 
 UNSAFE = {
-    "two_writers": (_two_writers, InvalidGraphError, r"value 't' is written by two nodes, 'first' \(Neg\) and 'second'"),
+    "two_writers": (
+        _two_writers,
+        InvalidGraphError,
+        r"value 't' is written by two nodes, 'first' \(Neg\) and 'second'",
+    ),
     "cycle": (_cycle, InvalidGraphError, r"form a cycle through values 'a', 'b'"),
     "undefined": (_undefined, InvalidGraphError, r"'add' \(Add\) reads 'nowhere', which no graph input"),
     "undefined_in_subgraph": (_undefined_in_subgraph, InvalidGraphError, r"subgraph 'then_branch'.*reads 'nowhere'"),
-    "undefined_in_function": (_undefined_in_function, InvalidGraphError,
-                              r"function local::Twice: node 'inner' \(Add\) reads 'nowhere'"),
-    "empty_input_in_function": (_empty_input_in_function, InvalidGraphError,
-                                "function local::Twice does not match its schema.*input 1 is marked single"),
+    "undefined_in_function": (
+        _undefined_in_function,
+        InvalidGraphError,
+        r"function local::Twice: node 'inner' \(Add\) reads 'nowhere'",
+    ),
+    "empty_input_in_function": (
+        _empty_input_in_function,
+        InvalidGraphError,
+        "function local::Twice does not match its schema.*input 1 is marked single",
+    ),
     "output_not_written": (_output_not_written, InvalidGraphError, "graph output 'y' is not written by any node"),
     "input_twice": (_input_twice, InvalidGraphError, "graph input 'x' is declared twice"),
     "writes_an_input": (_writes_an_input, InvalidGraphError, r"'back' \(Neg\) writes 'x', which is also a graph input"),
-    "initializer_twice": (_initializer_twice, InvalidGraphError, "initializer 'c' is defined twice with different values"),
-    "declared_unlike_initializer": (_declared_unlike_initializer, InvalidGraphError,
-                                    r"graph input 'c' is declared float \[7, 7\] but its initializer holds float \[2, 3\]"),
+    "initializer_twice": (
+        _initializer_twice,
+        InvalidGraphError,
+        "initializer 'c' is defined twice with different values",
+    ),
+    "declared_unlike_initializer": (
+        _declared_unlike_initializer,
+        InvalidGraphError,
+        r"graph input 'c' is declared float \[7, 7\] but its initializer holds float \[2, 3\]",
+    ),
     "unknown_attribute": (_unknown_attribute, InvalidGraphError, "Unrecognized attribute: alpha for operator Relu"),
-    "too_many_inputs": (_too_many_inputs, InvalidGraphError, "'relu' \\(Relu\\) does not match its schema.*input size 2"),
+    "too_many_inputs": (
+        _too_many_inputs,
+        InvalidGraphError,
+        "'relu' \\(Relu\\) does not match its schema.*input size 2",
+    ),
     "no_opset": (_no_opset, ModelLoadError, "imports no opset"),
 }
 

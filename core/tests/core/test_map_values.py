@@ -12,18 +12,19 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from epoxy import InferenceSession, InvalidFeedError, SessionOptions
-from epoxy.contract import ValueType
-from epoxy.run.feeds import check_feeds
-from epoxy.graph.graph_spec import CoreGraph
-from epoxy.kit import KernelProvider, KernelRegistry
-from epoxy.run.limits import value_nbytes
-from epoxy.load.loader import as_model_proto, load_model
-from epoxy.load.map_types import MAP_TYPE_KEY, has_map, value_type_from_proto
-from epoxy.run.output_safety import detach_aliases, owners_of
-from epoxy.graph.type_strings import type_string
 from fakes import Factory
 from onnx import TensorProto, helper
+
+from epoxy import InferenceSession, InvalidFeedError, SessionOptions
+from epoxy.contract import ValueType
+from epoxy.graph.graph_spec import CoreGraph
+from epoxy.graph.type_strings import type_string
+from epoxy.kit import KernelProvider, KernelRegistry
+from epoxy.load.loader import as_model_proto, load_model
+from epoxy.load.map_types import MAP_TYPE_KEY, has_map, value_type_from_proto
+from epoxy.run.feeds import check_feeds
+from epoxy.run.limits import value_nbytes
+from epoxy.run.output_safety import detach_aliases, owners_of
 
 ML = "ai.onnx.ml"
 F, I64, S, D = TensorProto.FLOAT, TensorProto.INT64, TensorProto.STRING, TensorProto.DOUBLE

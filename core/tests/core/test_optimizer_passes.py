@@ -13,10 +13,18 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from epoxy import InferenceSession, SessionOptions
-from epoxy.optimize.passes import (BatchNormAffineFoldPass, ConstantFoldingPass, ConvAffineFoldPass,
-                                    ConvBatchNormFoldPass, DropoutEliminationPass, GeluFusionPass,
-                                    LayerNormFusionPass, LegacyInitializerInputsPass, MatMulAddToGemmPass,
-                                    ReshapeTransposeSimplifyPass)
+from epoxy.optimize.passes import (
+    BatchNormAffineFoldPass,
+    ConstantFoldingPass,
+    ConvAffineFoldPass,
+    ConvBatchNormFoldPass,
+    DropoutEliminationPass,
+    GeluFusionPass,
+    LayerNormFusionPass,
+    LegacyInitializerInputsPass,
+    MatMulAddToGemmPass,
+    ReshapeTransposeSimplifyPass,
+)
 
 F = TensorProto.FLOAT
 RNG = np.random.default_rng(0)
@@ -108,7 +116,9 @@ def test_legacy_initializer_inputs_and_constant_of_shape_folding():  # type: ign
     assert apply(m, ConstantFoldingPass())[2] == [0]
     after, im, counts = apply(m, LegacyInitializerInputsPass(), ConstantFoldingPass())
     assert counts[1] == 1 and ops(im) == ["Conv"] and [v.name for v in im.graph.inputs] == ["x"]
-    np.testing.assert_array_equal(im.graph.initializers["w"].const_value.numpy(), np.full((4, 3, 1, 1), 0.5, np.float32))
+    np.testing.assert_array_equal(
+        im.graph.initializers["w"].const_value.numpy(), np.full((4, 3, 1, 1), 0.5, np.float32)
+    )
     check_same(m, after, {"x": rand(1, 3, 5, 5)})
 
 
@@ -279,7 +289,11 @@ def _c(name, v):  # type: ignore[no-untyped-def]
 
 def _erf_gelu(grouping: str, use_mul: bool = False):  # type: ignore[no-untyped-def]
     inits = [_c("sqrt2", math.sqrt(2)), _c("inv_sqrt2", 1 / math.sqrt(2)), _c("one", 1.0), _c("half", 0.5)]
-    first = helper.make_node("Mul", ["x", "inv_sqrt2"], ["d"]) if use_mul else helper.make_node("Div", ["x", "sqrt2"], ["d"])
+    first = (
+        helper.make_node("Mul", ["x", "inv_sqrt2"], ["d"])
+        if use_mul
+        else helper.make_node("Div", ["x", "sqrt2"], ["d"])
+    )
     nodes = [helper.make_node("Relu", ["in"], ["x"]), first, helper.make_node("Erf", ["d"], ["e"]),
              helper.make_node("Add", ["one", "e"], ["a"])]
     if grouping == "x*a*0.5":
@@ -339,8 +353,16 @@ def _ln_model(opset=17, square="pow", recip=False, affine=True, gamma_shape=(16,
     if opset >= 18:
         inits.append(init("axes", np.array([-1], np.int64)))
     nodes = [mean("x", "mu"), helper.make_node("Sub", ["x", "mu"], ["d"])]
-    nodes.append(helper.make_node("Pow", ["d", "two"], ["sq"]) if square == "pow" else helper.make_node("Mul", ["d", "d"], ["sq"]))
-    nodes += [mean("sq", "var"), helper.make_node("Add", ["var", "eps"], ["ve"]), helper.make_node("Sqrt", ["ve"], ["sd"])]
+    nodes.append(
+        helper.make_node("Pow", ["d", "two"], ["sq"])
+        if square == "pow"
+        else helper.make_node("Mul", ["d", "d"], ["sq"])
+    )
+    nodes += [
+        mean("sq", "var"),
+        helper.make_node("Add", ["var", "eps"], ["ve"]),
+        helper.make_node("Sqrt", ["ve"], ["sd"]),
+    ]
     if recip:
         nodes += [helper.make_node("Reciprocal", ["sd"], ["inv"]), helper.make_node("Mul", ["d", "inv"], ["n"])]
     else:

@@ -392,7 +392,7 @@ def _string_model() -> onnx.ModelProto:
 
 
 @pytest.mark.parametrize("feed", [["a", "é"], np.array(["a", "é"]), np.array(["a", "é"], dtype=object),
-                                  np.array(["a".encode(), "é".encode()]), [b"a", "é".encode()]])
+                                  np.array([b"a", "é".encode()]), [b"a", "é".encode()]])
 def test_string_feeds(make_registry, feed):
     session = _session(make_registry, _string_model())
     assert session.get_inputs()[0].type == "tensor(string)"

@@ -10,12 +10,13 @@ import ml_dtypes
 import numpy as np
 import pytest
 from device_fakes import LABEL, PlainAllocator, Wrapped, dev_factory
-from epoxy import InferenceSession, InvalidArgumentError, InvalidFeedError
-from epoxy.api.ort_value import OrtValue
-from epoxy.plugins import reset_default_registry
 from fakes import sim_factory
 from models import chain
 from onnx import TensorProto
+
+from epoxy import InferenceSession, InvalidArgumentError, InvalidFeedError
+from epoxy.api.ort_value import OrtValue
+from epoxy.plugins import reset_default_registry
 
 
 @pytest.fixture

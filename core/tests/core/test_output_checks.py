@@ -45,7 +45,13 @@ def test_a_wrong_kernel_output_names_node_provider_expected_and_got(make_registr
     with pytest.raises(OutputTypeError) as info:
         session.run(None, {"x": X})
     error = info.value
-    assert (error.node, error.provider, error.output, error.expected, error.got) == ("relu", "bad", "r", "float32[2,3]", got)
+    assert (error.node, error.provider, error.output, error.expected, error.got) == (
+        "relu",
+        "bad",
+        "r",
+        "float32[2,3]",
+        got,
+    )
     assert f"({why} differs)" in str(error) and "'relu' (Relu) on provider 'bad'" in str(error)
 
 

@@ -157,7 +157,9 @@ def test_provider_whose_create_raises_gives_clear_error(make_registry):
         raise RuntimeError("out of licenses")
 
     registry = make_registry(Factory("vendor", explode, 10))
-    with pytest.raises(ProviderError, match="provider 'vendor' failed to start on vendor:cpu:0: RuntimeError: out of licenses"):
+    with pytest.raises(
+        ProviderError, match="provider 'vendor' failed to start on vendor:cpu:0: RuntimeError: out of licenses"
+    ):
         InferenceSession(chain(["Relu"]), providers=["vendor"], registry=registry)
 
 

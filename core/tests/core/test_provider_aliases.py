@@ -13,9 +13,9 @@ from models import chain
 
 import epoxy
 from epoxy import InferenceSession, InvalidArgumentError, PluginLoadError, plugins
+from epoxy.api.provider_names import ProviderNames
 from epoxy.cli.main import main
 from epoxy.hookspecs import hookimpl
-from epoxy.api.provider_names import ProviderNames
 
 CPU_ALIAS = "CPUExecutionProvider"
 SIM_ALIAS = "SimExecutionProvider"

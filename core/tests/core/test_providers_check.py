@@ -7,13 +7,14 @@ import json
 from typing import Any
 
 import pytest
+from fakes import Factory, mini_factory
+
 from epoxy import plugins
 from epoxy.cli.main import main
 from epoxy.contract import Capability, FusedGroup, ProviderUnavailable
 from epoxy.hookspecs import hookimpl
 from epoxy.kit import KernelProvider
 from epoxy.testing import registry_with
-from fakes import Factory, mini_factory
 
 
 class _Wrapped:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 import pytest
+
 from epoxy.cli.main import build_parser, main
 
 

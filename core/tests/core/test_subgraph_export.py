@@ -12,12 +12,13 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from epoxy import InferenceSession, SessionOptions
-from epoxy.contract import Capability, Device, FusedGroup, GraphSpec, SubgraphSpec
-from epoxy.graph.export_opsets import CONVERTED_PREFIX
 from fakes import Factory
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
+
+from epoxy import InferenceSession, SessionOptions
+from epoxy.contract import Capability, Device, FusedGroup, GraphSpec, SubgraphSpec
+from epoxy.graph.export_opsets import CONVERTED_PREFIX
 
 F = TensorProto.FLOAT
 RNG = np.random.default_rng(0)
@@ -145,4 +146,6 @@ def test_single_version_group_is_exported_as_written(make_registry, opset):
     _, provider = _session(model, make_registry, "disable")
     (proto,) = provider.exported
     assert _opset(proto) == opset
-    assert [(n.op_type, list(n.input)) for n in proto.graph.node] == [(n.op_type, list(n.input)) for n in model.graph.node]
+    assert [(n.op_type, list(n.input)) for n in proto.graph.node] == [
+        (n.op_type, list(n.input)) for n in model.graph.node
+    ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import types
 
 import numpy as np
+
 from epoxy.testing import RandomStarts
 
 

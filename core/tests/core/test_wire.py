@@ -14,8 +14,11 @@ from epoxy.load.wire import MIN_MAPPED_BYTES, load_mapped
 def _big_model():
     rng = np.random.default_rng(0)
     w = rng.standard_normal((256, 256)).astype(np.float32)        # 256 KiB: mapped
-    b = rng.standard_normal((256,)).astype(np.float32)            # 1 KiB: stays in the protobuf
-    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"), helper.make_node("Add", ["m", "b"], ["y"], name="add")]
+    b = rng.standard_normal((256,)).astype(np.float32)  # 1 KiB: stays in the protobuf
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+        helper.make_node("Add", ["m", "b"], ["y"], name="add"),
+    ]
     graph = helper.make_graph(nodes, "big", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 256])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 256])],
                               [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])

@@ -24,8 +24,18 @@ from epoxy.contract import (
     ValueType,
 )
 from epoxy.hookspecs import hookimpl
-from epoxy.kit import (HostAllocator, KernelProvider, KernelRegistry, Kind, Option, OpSupport, OptionTable,
-                       Unsupported, boundary, convex_groups)
+from epoxy.kit import (
+    HostAllocator,
+    KernelProvider,
+    KernelRegistry,
+    Kind,
+    OpSupport,
+    Option,
+    OptionTable,
+    Unsupported,
+    boundary,
+    convex_groups,
+)
 
 from .version import __version__
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import onnx  # noqa: F401  # see below
 import onnx_ir  # noqa: F401  # see below
 import pytest
+
 from epoxy import plugins
 from epoxy.optimize import passes  # noqa: F401  # see below
 

@@ -4,6 +4,7 @@ counted apart ("not claimed"), as the pytest op scope skips them, not as its fai
 from __future__ import annotations
 
 import numpy as np
+
 from epoxy.contract import Device
 from epoxy.hookspecs import hookimpl
 from epoxy.kit import KernelProvider, KernelRegistry

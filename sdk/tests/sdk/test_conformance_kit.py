@@ -47,7 +47,14 @@ reset_default_registry(registry)
 def test_api_scope(pytester, provider, failed):
     pytester.makeconftest(CONFTEST)
     result = pytester.runpytest_inprocess(
-        "--pyargs", "epoxy_sdk.conformance", "--epoxy-provider", provider, "--epoxy-scope", "api", "-p", "no:cacheprovider"
+        "--pyargs",
+        "epoxy_sdk.conformance",
+        "--epoxy-provider",
+        provider,
+        "--epoxy-scope",
+        "api",
+        "-p",
+        "no:cacheprovider",
     )
     outcomes = result.parseoutcomes()
     assert outcomes.get("failed", 0) == failed, result.stdout.str()[-2000:]

@@ -93,7 +93,9 @@ def test_layout_like_the_in_house_providers(style):
     runtime = project["dependencies"]
     assert any(d.startswith("epoxy-core>=") for d in runtime) and not any("epoxy-sdk" in d for d in runtime)
     assert any(d.startswith("epoxy-sdk[conformance]") for d in project["optional-dependencies"]["test"])
-    assert 'name = "my_npu"' in files[f"{package}/factory.py"] and "class MyNpuFactory" in files[f"{package}/factory.py"]
+    assert (
+        'name = "my_npu"' in files[f"{package}/factory.py"] and "class MyNpuFactory" in files[f"{package}/factory.py"]
+    )
 
 
 def _epoxy_imports(source: str) -> set[str]:

@@ -159,11 +159,11 @@ class DeviceIO:
             routes[name] = _Route(copy.slot, host_slot if host_needed else None, to_host)
         outputs = dict(self.plan.output_slots)
         for name in fetch_on_device:
-            device = io.outputs[name].device
-            if device is None:  # produced on the host (output_devices does not ask for these)
+            produced = io.outputs[name].device
+            if produced is None:  # produced on the host (output_devices does not ask for these)
                 continue
-            outputs[name] = device.slot
+            outputs[name] = produced.slot
             if not io.outputs[name].host_readers:
-                drop.add(device.step)
+                drop.add(produced.step)
         plan = derive_plan(self.plan, drop, outputs)
         return _Variant(self._make_executor(plan), routes, outputs)

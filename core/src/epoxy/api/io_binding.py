@@ -104,8 +104,9 @@ class IOBinding:
         """Bind a host array without copying it: the run reads it as it is then."""
         vt = self._input_type(name)
         if not is_host_value(arr_on_cpu) and not isinstance(arr_on_cpu, np.ndarray):
-            raise InvalidFeedError(f"input {name!r}: bind_cpu_input takes a numpy array, got {type(arr_on_cpu).__name__}",
-                                   input_name=name)
+            raise InvalidFeedError(
+                f"input {name!r}: bind_cpu_input takes a numpy array, got {type(arr_on_cpu).__name__}", input_name=name
+            )
         self._inputs[name] = _BoundInput(check_value(name, arr_on_cpu, vt, {}))
 
     def bind_input(self, name: str, device_type: Any = None, device_id: int = 0, element_type: Any = None,
@@ -134,8 +135,9 @@ class IOBinding:
         """Bind an OrtValue (its memory, no copy when the session runs on its device)."""
         vt = self._input_type(name)
         if not isinstance(ortvalue, OrtValue):
-            raise InvalidFeedError(f"input {name!r}: bind_ortvalue_input takes an OrtValue, got {type(ortvalue).__name__}",
-                                   input_name=name)
+            raise InvalidFeedError(
+                f"input {name!r}: bind_ortvalue_input takes an OrtValue, got {type(ortvalue).__name__}", input_name=name
+            )
         self._bind_placed(name, ortvalue._value, ortvalue._device, vt)
 
     def _bind_value(self, name: str, value: Any, vt: ValueType) -> None:
@@ -145,9 +147,12 @@ class IOBinding:
         device = None if is_host_value(value) else accepting_device(self._devices, value)
         if device is None and not isinstance(value, np.ndarray) and not is_host_value(value):
             raise InvalidFeedError(
-                f"input {name!r}: a value of type {type(value).__name__} is neither a numpy array nor a value of a device this session "
+                f"input {name!r}: a value of type {type(value).__name__} is neither a numpy array nor a value of a "
+                f"device this session "
                 f"uses ({sorted(d.name for d in self._devices.values()) or 'none'}); bind an OrtValue "
-                "(OrtValue.ortvalue_from_numpy(array, device_type)) or a numpy array", input_name=name)
+                "(OrtValue.ortvalue_from_numpy(array, device_type)) or a numpy array",
+                input_name=name,
+            )
         self._bind_placed(name, value, device or HOST_DEVICE, vt)
 
     def _bind_placed(self, name: str, value: Any, device: ValueDevice, vt: ValueType) -> None:
@@ -214,8 +219,10 @@ class IOBinding:
         device = None if type(buffer) is np.ndarray else accepting_device(self._devices, buffer)
         if device is None and not isinstance(buffer, np.ndarray):
             raise InvalidArgumentError(
-                f"output {name!r}: a buffer of type {type(buffer).__name__} is neither a numpy array nor a value of a device "
-                f"this session uses ({sorted(d.name for d in self._devices.values()) or 'none'})")
+                f"output {name!r}: a buffer of type {type(buffer).__name__} is neither a numpy array nor a value of a "
+                f"device "
+                f"this session uses ({sorted(d.name for d in self._devices.values()) or 'none'})"
+            )
         self._set_output(name, _BoundOutput(device or HOST_DEVICE, buffer))
 
     def _set_output(self, name: str, bound: _BoundOutput) -> None:
@@ -335,7 +342,9 @@ def _with_output_device(run_options: Any, on_device: Mapping[str, str]) -> Any:
         return {**run_options, "output_device": dict(on_device)}
     derive = getattr(run_options, "with_output_devices", None)  # epoxy.RunOptions
     if derive is None:
-        raise InvalidArgumentError(f"run_options must be an epoxy.RunOptions or a dict, got {type(run_options).__name__}")
+        raise InvalidArgumentError(
+            f"run_options must be an epoxy.RunOptions or a dict, got {type(run_options).__name__}"
+        )
     return derive(on_device)
 
 
@@ -356,7 +365,9 @@ def run_with_iobinding(session: Any, binding: IOBinding, run_options: Any = None
     feeds = binding._feeds()
     names = list(binding._outputs)
     if not names:
-        raise InvalidArgumentError(f"no output is bound: bind_output(name) at least one of {list(binding._output_types)}")
+        raise InvalidArgumentError(
+            f"no output is bound: bind_output(name) at least one of {list(binding._output_types)}"
+        )
     produced = session.io_placement().outputs
     on_device = {name: bound.device.key for name, bound in binding._outputs.items()
                  if not bound.device.is_host and name in produced and produced[name].produced_on == bound.device.key}

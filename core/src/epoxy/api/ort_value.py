@@ -227,7 +227,9 @@ class OrtValue:
         elif isinstance(data, (np.ndarray, np.generic)):
             source, where = np.asarray(data), HOST_DEVICE
         else:
-            raise InvalidArgumentError(f"update_inplace takes a numpy.ndarray or an OrtValue, got {type(data).__name__}")
+            raise InvalidArgumentError(
+                f"update_inplace takes a numpy.ndarray or an OrtValue, got {type(data).__name__}"
+            )
         shape = tuple(int(d) for d in target.shape)
         got = tuple(int(d) for d in source.shape)
         if np.dtype(source.dtype) != np.dtype(target.dtype) or int(np.prod(got)) != int(np.prod(shape)):

@@ -28,7 +28,7 @@ from __future__ import annotations
 import ctypes
 import threading
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,7 +121,7 @@ def session_device(session: Any, device_type: str, device_id: int = 0) -> ValueD
     return None if best is None else best[1]
 
 
-def accepting_device(devices: dict[str, ValueDevice], value: Any) -> ValueDevice | None:
+def accepting_device(devices: Mapping[str, ValueDevice], value: Any) -> ValueDevice | None:
     """The device whose allocator ``accepts`` this value (a device array), if any."""
     for device in devices.values():
         accepts = getattr(device.allocator, "accepts", None)
@@ -243,7 +243,8 @@ def wrap_pointer(device: ValueDevice, pointer: int, shape: Sequence[int], dtype:
     if pointer == 0:
         raise InvalidArgumentError(f"{what}: buffer_ptr is 0 (a null pointer)")
     memory = (ctypes.c_char * (count * dtype.itemsize)).from_address(pointer)
-    return np.frombuffer(memory, dtype=dtype, count=count).reshape(tuple(shape))
+    # a ctypes array is a buffer; numpy's stubs do not list ctypes arrays among buffers
+    return np.frombuffer(memory, dtype=dtype, count=count).reshape(tuple(shape))  # type: ignore[call-overload]
 
 
 def data_pointer(value: Any) -> int:

@@ -26,8 +26,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=int, default=5, help="untimed runs first (default 5)")
     parser.add_argument("--threads", type=int, default=0, help="intra-op (BLAS) threads; 0 = library default")
     parser.add_argument("--parallel", action="store_true", help="inter-op parallel executor")
-    parser.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="value of a symbolic dim (default 1)")
-    parser.add_argument("--compare-onnxruntime", action="store_true", help="time onnxruntime too, interleaved; print the ratio")
+    parser.add_argument(
+        "--dim", action="append", default=[], metavar="NAME=N", help="value of a symbolic dim (default 1)"
+    )
+    parser.add_argument(
+        "--compare-onnxruntime", action="store_true", help="time onnxruntime too, interleaved; print the ratio"
+    )
     parser.add_argument("--profile", action="store_true", help="print the ops taking the most time")
     parser.add_argument("--trace", help="with --profile: write a Chrome trace JSON here")
     parser.add_argument("--seed", type=int, default=0)
@@ -46,7 +50,9 @@ def _dims(specs: list[str]) -> dict[str, int]:
 def random_feed(vt: ValueType, dims: dict[str, int], rng: np.random.Generator, name: str) -> np.ndarray:
     """A random tensor matching a declared input (symbolic dims from ``dims``, else 1)."""
     if vt.kind != "tensor" or vt.dtype is None or vt.shape is None:
-        raise InvalidArgumentError(f"input {name!r}: cannot make a random value for {vt.kind} inputs of unknown type/rank")
+        raise InvalidArgumentError(
+            f"input {name!r}: cannot make a random value for {vt.kind} inputs of unknown type/rank"
+        )
     shape = tuple(d if isinstance(d, int) else dims.get(str(d), 1) for d in vt.shape)
     if vt.dtype.kind == "f":
         return rng.standard_normal(shape).astype(vt.dtype)

@@ -31,7 +31,10 @@ def run(args: argparse.Namespace) -> int:
     from ..session import InferenceSession  # loads onnx_ir: only for commands that run a model
 
     session = InferenceSession(str(MODEL_PATH), providers=providers_arg(args.providers))
-    print(f"model: {MODEL_PATH.name} (MLP trained on scikit-learn's digits), providers: {', '.join(session.get_providers())}")
+    print(
+        f"model: {MODEL_PATH.name} (MLP trained on scikit-learn's digits), "
+        f"providers: {', '.join(session.get_providers())}"
+    )
     print(session.partition_report().format(per_node=False))
 
     probabilities, predicted = session.run(None, {"pixels": pixels})

@@ -40,5 +40,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(report.format(per_node=not args.summary))
         print(f"\nplanned peak memory: {session.planned_peak_bytes / 1e6:.2f} MB (activations; weights "
-              f"{session.memory_plan()['constant_bytes'] / 1e6:.2f} MB)")  # type: ignore[operator]
+              f"{session.memory_plan()['constant_bytes'] / 1e6:.2f} MB)")
     return 0

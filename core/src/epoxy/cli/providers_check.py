@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from numbers import Integral
-from typing import Any
+from typing import Any, cast
 
 from ..plugins import ProviderEntry, ProviderRegistry
 
@@ -71,7 +71,8 @@ def capability_problem(cap: Any, n_nodes: int) -> str | None:
 
     def bad_indices(indices: Any) -> bool:
         try:
-            return not all(isinstance(i, Integral) and not isinstance(i, bool) and 0 <= i < n_nodes for i in indices)
+            return not all(isinstance(i, Integral) and not isinstance(i, bool) and 0 <= cast(int, i) < n_nodes
+                           for i in indices)
         except TypeError:
             return True
 

@@ -50,7 +50,9 @@ def describe(entry: ProviderEntry) -> dict[str, Any]:
         "priority": f.priority,
         "available": bool(devices),
         "unavailable_reason": entry.unavailable_reason,
-        "devices": [{"label": d.label, "kind": d.kind, "name": d.name, "memory_bytes": d.memory_bytes} for d in devices],
+        "devices": [
+            {"label": d.label, "kind": d.kind, "name": d.name, "memory_bytes": d.memory_bytes} for d in devices
+        ],
         # {} when the factory describes none; options_error says why when its options() broke
         "options": entry.options(),
         "options_error": entry.options_error,
@@ -66,7 +68,9 @@ def collect(only: str | None = None) -> dict[str, Any]:
         entries = [e for e in entries if e is registry.resolve(only)]
         if not entries:
             raise InvalidArgumentError(f"unknown provider {only!r}; installed: {registry.describe_names()}")
-    failed = [{"plugin": x.plugin, "stage": x.stage, "reason": x.reason, "package": x.distribution} for x in registry.failures]
+    failed = [
+        {"plugin": x.plugin, "stage": x.stage, "reason": x.reason, "package": x.distribution} for x in registry.failures
+    ]
     return {"providers": [describe(e) for e in entries], "core_options": dict(CORE_PROVIDER_OPTIONS),
             "failed_plugins": failed}
 

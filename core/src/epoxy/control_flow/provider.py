@@ -1,7 +1,8 @@
 """The core's internal provider ("core") that runs control-flow nodes.
 
 It comes first in every session's provider list and claims exactly the control-flow ops
-(If, Loop, Scan, SequenceMap) and ``Gradient`` (which needs the whole graph). When it answers ``capability`` it compiles each of their
+(If, Loop, Scan, SequenceMap) and ``Gradient`` (which needs the whole graph). When it answers
+``capability`` it compiles each of their
 subgraphs once into a :class:`SubPlan`: the subgraph is partitioned over the session's
 own providers (plus a nested core provider for nested control flow), function-expanded
 like the main graph and planned; a kernel then runs that plan per branch / iteration.

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import onnx_ir as ir
 
 from ..contract import NodeSpec, ValueType
 from ..errors import ProviderError
-from ..graph.graph_spec import CoreGraph, outer_scope_names
+from ..graph.graph_spec import CoreGraph, outer_scope_names, value_name
 from ..kit.registry import Unsupported
 from ..plan.compile_graph import partition_and_plan
 from ..run.executor import SequentialExecutor
+
+if TYPE_CHECKING:  # the provider imports this module
+    from .provider import ControlFlowProvider
 
 
 class SubPlan:
@@ -28,7 +31,7 @@ class SubPlan:
     def __init__(self, body: ir.Graph, owner: Any, enclosing: CoreGraph) -> None:
         """``owner``: the :class:`~epoxy.control_flow.provider.ControlFlowProvider` compiling the
         node; its providers plan the body, its ``nested`` builds the body's own control flow."""
-        self.formal = [v.name for v in body.inputs]
+        self.formal = [value_name(v) for v in body.inputs]
         self.outer = [n for n in outer_scope_names(body) if n not in self.formal]
         outer_types = {n: enclosing.value_type(n) for n in self.outer}
         #: why providers were skipped for this subgraph (shown in the session's notes)
@@ -47,7 +50,8 @@ class SubPlan:
         graph = planned.graph
         self.graph = graph
         self.partition = planned.partition
-        self.nested = planned.core
+        # owner.nested built it: a ControlFlowProvider, never None
+        self.nested = cast("ControlFlowProvider", planned.core)
         self.in_slots = [self._slot(plan, n) for n in self.formal + self.outer]
         self.out_slots = [plan.output_slots[n] for n in graph.outputs]
         self.output_types: list[ValueType] = [graph.value_type(n) for n in graph.outputs]

@@ -23,7 +23,9 @@ def train() -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray, np.ndarray,
 
     digits = load_digits()
     x = (digits.data / 16.0).astype(np.float32)
-    x_train, x_test, y_train, y_test = train_test_split(x, digits.target, test_size=0.25, random_state=0, stratify=digits.target)
+    x_train, x_test, y_train, y_test = train_test_split(
+        x, digits.target, test_size=0.25, random_state=0, stratify=digits.target
+    )
     clf = MLPClassifier(hidden_layer_sizes=(128, 64), max_iter=400, random_state=0)
     clf.fit(x_train, y_train)
     accuracy = float(clf.score(x_test, y_test))
@@ -34,7 +36,10 @@ def export(weights: list[np.ndarray], biases: list[np.ndarray]) -> onnx.ModelPro
     nodes, inits = [], []
     current = "pixels"
     for i, (w, b) in enumerate(zip(weights, biases)):
-        inits += [numpy_helper.from_array(w.astype(np.float32), f"W{i}"), numpy_helper.from_array(b.astype(np.float32), f"B{i}")]
+        inits += [
+            numpy_helper.from_array(w.astype(np.float32), f"W{i}"),
+            numpy_helper.from_array(b.astype(np.float32), f"B{i}"),
+        ]
         nodes += [
             helper.make_node("MatMul", [current, f"W{i}"], [f"mm{i}"], name=f"dense{i}_matmul"),
             helper.make_node("Add", [f"mm{i}", f"B{i}"], [f"z{i}"], name=f"dense{i}_bias"),

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import onnx
 from onnx import helper
 
 
-@lru_cache(maxsize=None)
+@cache
 def onnx_to_numpy(elem_type: int) -> np.dtype:
     """Numpy dtype for an ONNX ``TensorProto.DataType`` value."""
     return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
 
 
-@lru_cache(maxsize=None)
+@cache
 def onnx_type_name(elem_type: int) -> str:
     """Readable ONNX name of an element type (``FLOAT``, ``INT64``...)."""
     return onnx.TensorProto.DataType.Name(elem_type)

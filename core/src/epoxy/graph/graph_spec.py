@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import onnx
@@ -17,6 +17,13 @@ import onnx_ir as ir
 from ..contract import UNKNOWN, NodeSpec, ValueType
 from ..errors import InvalidGraphError
 from ..load.map_types import carried_type, value_type_from_proto
+
+
+def value_name(value: ir.Value) -> str:
+    """``value.name`` as the str it is here: onnx_ir types it Optional (a value it creates
+    has no name until a graph names it); every value of a loaded model has one (``""`` for an
+    omitted optional input or output). A typing cast only."""
+    return cast(str, value.name)
 
 
 def value_type_of(value: ir.Value | None) -> ValueType:
@@ -96,8 +103,8 @@ def outer_scope_names(graph: ir.Graph) -> tuple[str, ...]:
         defined.update(o.name for o in node.outputs)
     for out in graph.outputs:
         if out.name not in defined and out.name not in seen:
-            seen.add(out.name)
-            used.append(out.name)
+            seen.add(value_name(out))
+            used.append(value_name(out))
     return tuple(used)
 
 
@@ -124,17 +131,17 @@ class CoreGraph:
         extra trailing inputs (typed from ``outer_types``)."""
         self.ir_graph = graph
         self.opsets = {("" if d == "ai.onnx" else d): v for d, v in opsets.items()}
-        self.inputs: list[str] = [v.name for v in graph.inputs]
+        self.inputs: list[str] = [value_name(v) for v in graph.inputs]
         self.inputs += [n for n in outer_inputs if n not in self.inputs and n not in graph.initializers]
         self._input_names = frozenset(self.inputs)
-        self.outputs: list[str] = [v.name for v in graph.outputs]
+        self.outputs: list[str] = [value_name(v) for v in graph.outputs]
         self._types: dict[str, ValueType] = dict(outer_types or {})
         self._constants: dict[str, ir.Value] = {}
         for name, value in graph.initializers.items():
             self._constants[name] = value
             self._types[name] = value_type_of(value)
         for value in graph.inputs:
-            self._types[value.name] = value_type_of(value)
+            self._types[value_name(value)] = value_type_of(value)
         for name in outer_inputs:
             self._types.setdefault(name, UNKNOWN)
         self.nodes: list[NodeSpec] = []
@@ -158,8 +165,8 @@ class CoreGraph:
                 f"node {node.name or node.op_type!r} uses domain {domain or 'ai.onnx'!r} "
                 "which the model does not import (opset_import)", node=node.name
             )
-        inputs = tuple("" if v is None else v.name for v in node.inputs)
-        outputs = tuple(v.name for v in node.outputs)
+        inputs = tuple("" if v is None else value_name(v) for v in node.inputs)
+        outputs = tuple(value_name(v) for v in node.outputs)
         for name in outputs:
             if not name:
                 continue

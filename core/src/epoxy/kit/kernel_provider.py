@@ -17,7 +17,9 @@ class KernelProvider:
     (dtypes, shapes) beyond the registry's own.
     """
 
-    def __init__(self, name: str, device: Device, registry: KernelRegistry, options: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, name: str, device: Device, registry: KernelRegistry, options: Mapping[str, Any] | None = None
+    ) -> None:
         self.name = name
         self.device = device
         self.registry = registry

@@ -331,7 +331,7 @@ class OptionTable(Generic[T]):
         for name, option in self.options.items():
             f = fields[name]
             factory = f.default_factory
-            default = factory() if factory is not dataclasses.MISSING else f.default  # type: ignore[misc]
+            default = factory() if factory is not dataclasses.MISSING else f.default
             if default is dataclasses.MISSING or default != option.default:
                 raise TypeError(f"{self.provider} provider: {cls.__name__}.{name} defaults to "
                                 f"{default!r}, the option to {option.default!r}")

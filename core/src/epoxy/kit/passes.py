@@ -9,7 +9,7 @@ pattern and are not graph outputs, so replacing the pattern cannot change anythi
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 import onnx_ir as ir
@@ -20,8 +20,9 @@ from ..graph.names import FreshNames
 ONNX_DOMAINS = ("", "ai.onnx")
 
 
-def is_op(node: ir.Node | None, op_type: str | tuple[str, ...], domain: str = "") -> bool:
-    """True when ``node`` is an ``op_type`` node of the given domain (default: ai.onnx)."""
+def is_op(node: ir.Node | None, op_type: str | tuple[str, ...], domain: str = "") -> TypeGuard[ir.Node]:
+    """True when ``node`` is an ``op_type`` node of the given domain (default: ai.onnx); a type
+    checker then knows ``node`` is not None."""
     if node is None:
         return False
     types = (op_type,) if isinstance(op_type, str) else op_type
@@ -324,9 +325,9 @@ def close(value: float | None, target: float, rtol: float = 1e-6) -> bool:
 
 def binary_with_scalar(node: ir.Node | None, op: str, x: ir.Value) -> float | None:
     """For ``op(x, c)`` (or ``op(c, x)`` when ``op`` commutes): the scalar constant c."""
-    if not is_op(node, op) or len(node.inputs) != 2:  # type: ignore[union-attr]
+    if not is_op(node, op) or len(node.inputs) != 2:
         return None
-    a, b = node.inputs  # type: ignore[union-attr]
+    a, b = node.inputs
     if a is x and b is not x:
         return scalar(b)
     if b is x and a is not x and op in ("Add", "Mul"):

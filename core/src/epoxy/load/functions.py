@@ -25,6 +25,7 @@ import onnx
 import onnx_ir as ir
 
 from ..errors import InvalidGraphError, UnsupportedOpError
+from ..graph.graph_spec import value_name
 from ..graph.names import FreshNames
 
 #: Upper bound on expansion rounds (a body may contain ops that expand again).
@@ -92,7 +93,8 @@ def schema_function(node: ir.Node, opset: int) -> tuple[onnx.FunctionProto, dict
     built, e.g. a context-dependent body without known input types)."""
     domain = "" if node.domain in ("", "ai.onnx") else node.domain
     try:
-        schema = onnx.defs.get_schema(node.op_type, opset, domain)
+        # Any: the function-body methods used below are missing from onnx's type stubs
+        schema: Any = onnx.defs.get_schema(node.op_type, opset, domain)
     except Exception:  # noqa: BLE001 - unknown op / domain: nothing to expand
         return None
     defaults = {
@@ -239,9 +241,9 @@ def expand_node(
     ir_values: dict[str, ir.Value | None] = {}
     for i, formal in enumerate(function.input):
         actual = node.inputs[i] if i < len(node.inputs) else None
-        scope[formal] = "" if actual is None else actual.name
+        scope[formal] = "" if actual is None else value_name(actual)
         if actual is not None:
-            ir_values[actual.name] = actual
+            ir_values[value_name(actual)] = actual
     protos = _rename_nodes(function.node, bound, scope, prefixed)
     body_opsets = {("" if i.domain == "ai.onnx" else i.domain): i.version for i in function.opset_import}
     graph_opsets = {("" if d == "ai.onnx" else d): v for d, v in (opsets or {}).items()}

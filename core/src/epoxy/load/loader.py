@@ -183,7 +183,7 @@ def _long_1d_value(proto: onnx.ModelProto) -> str | None:
     while graphs:
         graph = graphs.pop()
         for vi in (*graph.input, *graph.output, *graph.value_info):
-            dims = vi.type.tensor_type.shape.dim if vi.type.HasField("tensor_type") else ()
+            dims = vi.type.tensor_type.shape.dim if vi.type.HasField("tensor_type") else []
             if len(dims) == 1 and (dims[0].dim_value > DATA_PROP_MAX_1D or dims[0].dim_value < 0):
                 return vi.name
         for init in graph.initializer:

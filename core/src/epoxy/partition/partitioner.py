@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from numbers import Integral
+from typing import cast
 
 from ..contract import Capability, FusedGroup, Provider
 from ..errors import ProviderError, UnsupportedOpError
@@ -71,7 +72,7 @@ def _first_bad_index(indices: object, n: int) -> str | None:
     except TypeError:
         return f"{_short(indices)} (not a collection of indices)"
     for i in items:
-        if not (isinstance(i, Integral) and not isinstance(i, bool) and 0 <= i < n):
+        if not (isinstance(i, Integral) and not isinstance(i, bool) and 0 <= cast(int, i) < n):
             return _short(i)
     return None
 
@@ -204,7 +205,9 @@ def partition(
             if taken:
                 for i in nodes:
                     if owner[i] is None:
-                        declined[i].append((name, f"group {label} not taken: nodes already assigned ({graph.nodes[taken[0]].name})"))
+                        declined[i].append(
+                            (name, f"group {label} not taken: nodes already assigned ({graph.nodes[taken[0]].name})")
+                        )
                 in_refused_group.update(nodes)
                 continue
             if not units_graph.merge_is_acyclic(nodes):

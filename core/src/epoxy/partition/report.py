@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from .partitioner import NodeDecision
 
@@ -54,7 +54,9 @@ class PartitionReport:
                 why = "; ".join(f"{p}: {r}" for p, r in d.declined) or "-"
                 where = d.provider + (f" [{d.fused_group}]" if d.fused_group else "")
                 rows.append((d.node, d.op_type, where, why, d))
-            widths = [max([len(r[k]) for r in rows] + [len(h)]) for k, h in enumerate(("node", "op", "provider"))]
+            widths = [
+                max([len(cast(str, r[k])) for r in rows] + [len(h)]) for k, h in enumerate(("node", "op", "provider"))
+            ]
             widths[1] = max(widths[1], 20)  # the widths the table always had, as a minimum
             widths[2] = max(widths[2], 12)
 

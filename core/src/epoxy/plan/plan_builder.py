@@ -61,7 +61,9 @@ def _kernel_for(provider_name: str, provider: Provider, node: NodeSpec) -> Any:
         ) from exc
 
 
-def _compile_group(provider_name: str, provider: Provider, graph: CoreGraph, unit: Unit) -> tuple[Any, list[str], list[str]]:
+def _compile_group(
+    provider_name: str, provider: Provider, graph: CoreGraph, unit: Unit
+) -> tuple[Any, list[str], list[str]]:
     from ..contract import FusedGroup
 
     inputs, outputs = boundary(graph, unit.nodes)
@@ -196,8 +198,15 @@ def _finish(graph, slots, steps, initial, input_slots, output_slots, producer_st
     # output nobody may read (name "") is written to a discard slot, cleared after the step.
     none_slot, discard_slot = n_slots, n_slots + 1
     steps = [
-        Step(s.fn, tuple(none_slot if i < 0 else i for i in s.inputs), tuple(discard_slot if o < 0 else o for o in s.outputs),
-             s.provider, s.label, s.op_type, s.after)
+        Step(
+            s.fn,
+            tuple(none_slot if i < 0 else i for i in s.inputs),
+            tuple(discard_slot if o < 0 else o for o in s.outputs),
+            s.provider,
+            s.label,
+            s.op_type,
+            s.after,
+        )
         for s in steps
     ]
     keep_to_end = {s: len(steps) for s in output_slots.values()}

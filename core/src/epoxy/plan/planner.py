@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class MemoryPlan:
     def planned_peak_bytes(self) -> int:
         return sum(p.planned_peak_bytes for p in self.devices.values())
 
-    def summary(self) -> dict[str, object]:
+    def summary(self) -> dict[str, Any]:
         return {
             "planned_peak_bytes": self.planned_peak_bytes,
             "constant_bytes": self.constant_bytes,

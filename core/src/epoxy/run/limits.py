@@ -109,7 +109,7 @@ def check_static_values(graph: ir.Graph, limit: int) -> None:
             vt = value_type_of(value)
             if vt.kind != "tensor" or not vt.is_static or vt.dtype is None or vt.dtype == np.dtype(object):
                 continue
-            nbytes = float(np.prod([float(d) for d in vt.shape])) * vt.dtype.itemsize  # type: ignore[union-attr]
+            nbytes = float(np.prod([float(d) for d in vt.shape])) * vt.dtype.itemsize  # type: ignore[arg-type, union-attr]  # static: int dims
             if nbytes > limit:
                 raise _refuse(f"value {value.name!r} ({where}, shape {list(vt.shape)}, {vt.dtype})",  # type: ignore[arg-type]
                               nbytes, limit, value=value.name, hint="; refused before allocation")

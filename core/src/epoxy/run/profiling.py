@@ -68,7 +68,7 @@ class Profiler:
         for e in self.events:
             total[(e.op_type, e.provider)].append(e.duration_us)
         grand = sum(sum(v) for v in total.values()) or 1.0
-        rows = [
+        rows: list[dict[str, Any]] = [
             {"op_type": op, "provider": prov, "calls": len(v), "total_ms": sum(v) / 1e3,
              "mean_us": sum(v) / len(v), "share": sum(v) / grand}
             for (op, prov), v in total.items()

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
 from epoxy.contract import GraphSpec, NodeSpec, ValueType
 
 FLOAT = frozenset({np.dtype(np.float32)})

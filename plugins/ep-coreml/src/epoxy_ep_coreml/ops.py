@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 from epoxy.contract import NodeSpec
 
 from .facts import ANY, BOOL, FLOAT, INT, NUMERIC, Facts, _clamp_slice, _NotFoldable
@@ -783,7 +784,11 @@ def _build_pool(node: NodeSpec, ctx: BuildContext) -> None:
 
 
 def _check_reshape_like(node: NodeSpec, facts: Facts) -> str | None:
-    consts = (1,) if node.op_type in ("Reshape", "Expand") or (node.op_type in ("Squeeze", "Unsqueeze") and node.opset >= 13) else ()
+    consts = (
+        (1,)
+        if node.op_type in ("Reshape", "Expand") or (node.op_type in ("Squeeze", "Unsqueeze") and node.opset >= 13)
+        else ()
+    )
     return require(node, facts, data=(0,), consts=consts, dtypes=ANY)
 
 
@@ -1136,7 +1141,8 @@ def _resize_plan(node: NodeSpec, facts: Facts) -> tuple[str, int, int, bool] | s
         # integer upscales: half_pixel gives floor(x / scale) under every rounding mode
         ok = ctm in ("half_pixel", "pytorch_half_pixel") or (ctm == "asymmetric" and nearest_mode == "floor")
         if not ok:
-            return f"nearest Resize with coordinate_transformation_mode={ctm!r}, nearest_mode={nearest_mode!r} is not translated"
+            return (f"nearest Resize with coordinate_transformation_mode={ctm!r}, "
+                    f"nearest_mode={nearest_mode!r} is not translated")
         return "nearest", h_out // h_in, w_out // w_in, False
     if mode in ("linear", "bilinear"):
         if node.op_type != "Upsample" and node.opset >= 11:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from epoxy.contract import GraphSpec, SubgraphSpec
 
 from . import _ct

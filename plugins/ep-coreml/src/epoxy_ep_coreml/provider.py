@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+
 from epoxy.contract import Capability, Device, GraphSpec, KernelFn, NodeSpec, SubgraphSpec
 from epoxy.errors import InvalidFeedError, ProviderError
 from epoxy.kit import HostAllocator
@@ -77,7 +78,9 @@ def make_runner(subgraph: SubgraphSpec, facts: Facts, package: CompiledPackage, 
     position = {name: i for i, name in enumerate(subgraph.inputs)}
     feeds = [(position[f.onnx_name], f.coreml_name, np.int32 if f.dtype in ("int64", "int32", "bool") else np.float32)
              for f in package.inputs]
-    baked = [(position[name], name, facts.value(name)) for name in package.baked if subgraph.graph.constant(name) is not None]
+    baked = [
+        (position[name], name, facts.value(name)) for name in package.baked if subgraph.graph.constant(name) is not None
+    ]
     fetch: list[Callable[[dict[str, Any]], Any]] = []
     for f in package.outputs:
         fetch.append(_fetcher(f, facts))

@@ -8,12 +8,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import epoxy
 import numpy as np
 import onnx
-from epoxy_ep_coreml import compile_model
 from mil_interpreter import load_program, op_types, run_program
 from onnx import helper, numpy_helper
+
+import epoxy
+from epoxy_ep_coreml import compile_model
 
 RNG = np.random.default_rng(1234)
 

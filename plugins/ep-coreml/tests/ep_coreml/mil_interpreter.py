@@ -139,7 +139,9 @@ def _windows(xp: np.ndarray, kernel: list[int], strides: list[int], dilations: l
     eff = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
     axes = tuple(range(2, 2 + n))
     w = np.lib.stride_tricks.sliding_window_view(xp, eff, axis=axes)
-    index = [slice(None), slice(None)] + [slice(None, None, s) for s in strides] + [slice(None, None, d) for d in dilations]
+    index = (
+        [slice(None), slice(None)] + [slice(None, None, s) for s in strides] + [slice(None, None, d) for d in dilations]
+    )
     return w[tuple(index)]
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import sys
 
-import epoxy
 import pytest
+
+import epoxy
 from epoxy.plugins import ProviderRegistry
 from epoxy_ep_coreml.factory import CoreMLProviderFactory
 

@@ -7,6 +7,7 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
+
 from epoxy.contract import Device
 from epoxy.errors import InvalidArgumentError
 from epoxy_ep_coreml.factory import CoreMLProviderFactory

@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 import pytest
 from coreml_harness import interpret
+
 from epoxy_ep_coreml import compile_model
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"

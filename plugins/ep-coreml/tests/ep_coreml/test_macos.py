@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import warnings
 
-import epoxy
 import numpy as np
 import pytest
 from coreml_harness import cpu_run, model, rand
 from onnx import helper
+
+import epoxy
 
 pytestmark = pytest.mark.macos
 N = helper.make_node

@@ -7,14 +7,15 @@ import subprocess
 import sys
 import warnings
 
-import epoxy
 import numpy as np
 import pytest
 from coreml_harness import convert, declined_reason, model, rand
+from onnx import TensorProto, helper
+
+import epoxy
 from epoxy.errors import InvalidArgumentError
 from epoxy_ep_coreml.factory import CoreMLProviderFactory
 from epoxy_ep_coreml.options import parse_options
-from onnx import TensorProto, helper
 
 N = helper.make_node
 LINUX_ONLY = pytest.mark.skipif(sys.platform == "darwin", reason="checks the non-macOS behaviour")
@@ -86,7 +87,11 @@ def test_bad_options_raise_invalid_argument(options, match):
 def test_options_are_normalized():
     opts = parse_options({"compute_units": "cpu_and_ne", "compute_precision": "float16",
                           "minimum_deployment_target": "macos14"})
-    assert (opts.compute_units, opts.compute_precision, opts.minimum_deployment_target) == ("CPU_AND_NE", "fp16", "macOS14")
+    assert (opts.compute_units, opts.compute_precision, opts.minimum_deployment_target) == (
+        "CPU_AND_NE",
+        "fp16",
+        "macOS14",
+    )
     assert opts.opset == 17
     assert parse_options({}).compute_precision == "fp32"
 
@@ -132,6 +137,7 @@ def test_manifest_and_summary(tmp_path):
 
 def test_cli_reports_declines(tmp_path, capsys):
     import onnx
+
     from epoxy_ep_coreml.compile_tool import main
 
     feeds = {"x": rand(2, 3)}

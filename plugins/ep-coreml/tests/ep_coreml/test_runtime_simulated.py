@@ -7,17 +7,18 @@ from __future__ import annotations
 import warnings
 from typing import ClassVar
 
-import epoxy
 import numpy as np
 import pytest
 from coreml_harness import cpu_run, model, rand
+from mil_interpreter import load_program, run_program
+from onnx import helper
+
+import epoxy
 from epoxy.contract import Device
 from epoxy.errors import InvalidFeedError, KernelError
 from epoxy.testing import registry_with
 from epoxy_ep_coreml import provider as provider_module
 from epoxy_ep_coreml.factory import CoreMLProviderFactory
-from mil_interpreter import load_program, run_program
-from onnx import helper
 
 N = helper.make_node
 

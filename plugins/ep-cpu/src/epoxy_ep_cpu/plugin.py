@@ -18,7 +18,6 @@ def epoxy_register_providers(register: Any) -> None:
 def epoxy_register_passes(register: Any) -> None:
     # fusions into com.epoxy.cpu ops (kernels in ops/fused.py): only sessions using cpu
     from .ops.fused import cpu_passes
-
     from .ops.fused_attention import attention_passes
 
     # exact up to float rounding (tests/ep_cpu/test_attention_fusion.py): on by default

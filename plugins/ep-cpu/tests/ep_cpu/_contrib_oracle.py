@@ -7,10 +7,11 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-import epoxy
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
+
+import epoxy
 
 MS = "com.microsoft"
 

@@ -1,14 +1,15 @@
-"""Shared by test_activation.py, test_elementwise.py, test_logical.py: build one-node models and compare epoxy with its oracle."""
+"""Shared by test_activation.py, test_elementwise.py, test_logical.py: build one-node models and
+compare epoxy with its oracle."""
 
 from __future__ import annotations
+
 import ml_dtypes
 import numpy as np
+from _single_node import node_inputs  # noqa: E402
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
-from _single_node import node_inputs  # noqa: E402
 import epoxy
-
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-import epoxy
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
+
+import epoxy
 
 ML = "ai.onnx.ml"
 F, D, I64, S = TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT64, TensorProto.STRING

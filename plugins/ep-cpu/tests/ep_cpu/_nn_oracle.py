@@ -3,12 +3,12 @@ one-node models and compare epoxy with its oracle."""
 
 from __future__ import annotations
 
-import epoxy
 import numpy as np
+from _single_node import node_inputs  # noqa: E402
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
-from _single_node import node_inputs  # noqa: E402
+import epoxy
 
 RNG = np.random.default_rng(0)
 

@@ -1,10 +1,12 @@
 """Shared by test_loss.py, test_reduce.py, test_signal.py: build one-node models and compare epoxy with its oracle."""
 
 from __future__ import annotations
+
 import numpy as np
 import onnx
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
+
 import epoxy
 
 

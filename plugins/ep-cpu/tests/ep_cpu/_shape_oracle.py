@@ -1,10 +1,13 @@
-"""Shared by test_cast.py, test_creation.py, test_indexing.py, test_shape.py: build one-node models and compare epoxy with its oracle."""
+"""Shared by test_cast.py, test_creation.py, test_indexing.py, test_shape.py: build one-node models
+and compare epoxy with its oracle."""
 
 from __future__ import annotations
+
 import numpy as np
 import onnx
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
+
 import epoxy
 
 

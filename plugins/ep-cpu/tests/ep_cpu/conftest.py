@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from epoxy.testing import RandomStarts
 
+from epoxy.testing import RandomStarts
 
 # -- every test starts from the same random data, however pytest-xdist orders the tests --------
 _starts = RandomStarts()

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from _elementwise_oracle import BF16, RNG, _elem, check, make_model, reference, run  # noqa: E402,F401
-
 
 _ACTS = [
     ("Relu", {}, 14), ("LeakyRelu", {"alpha": 0.1}, 16), ("LeakyRelu", {}, 6), ("Elu", {"alpha": 0.7}, 22),

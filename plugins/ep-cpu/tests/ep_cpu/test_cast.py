@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
+import ml_dtypes  # noqa: E402
 import numpy as np
 import pytest
-from onnx import TensorProto
-
 from _shape_oracle import _as_f64, _build, _elem, check, run_both  # noqa: E402,F401
-
-import ml_dtypes  # noqa: E402
+from onnx import TensorProto
 
 T = TensorProto
 VALUES = np.array([0.47892547, 0.48033667, -0.49968487, 1e6, 1e-7, -1e-7, np.nan, np.inf, -np.inf, -0.0, 0.0, 2.5,
@@ -132,5 +130,5 @@ def test_bitcast_sub_byte_and_width_mismatch() -> None:
                       to=T.UINT4)
     assert got[0].dtype == ml_dtypes.uint4
     assert got[0].astype(np.int32).tolist() == [15, 7, 8, 0]
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017 - each runtime refuses with its own exception type
         run_both("BitCast", [("x", x)], opset=26, expected=[np.zeros(4, np.int8)], to=T.INT8)

@@ -4,12 +4,13 @@ Each against onnxruntime, plus whole models optimized and saved by onnxruntime."
 
 from __future__ import annotations
 
-import epoxy
 import numpy as np
 import onnx
 import pytest
 from _contrib_oracle import assert_same, check, epoxy_session, ort_run, run_both, single_node
 from onnx import TensorProto, helper, numpy_helper
+
+import epoxy
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -131,12 +132,24 @@ def _cnn() -> onnx.ModelProto:
     def init(name: str, a: np.ndarray) -> onnx.TensorProto:
         return numpy_helper.from_array(np.asarray(a, np.float32), name)
 
-    inits = [init("w1", rng.standard_normal((4, 3, 3, 3))), init("b1", rng.standard_normal(4)),
-             init("w2", rng.standard_normal((4, 4, 3, 3)))] + \
-        [init(f"w{i}", rng.standard_normal((4, 4, 1, 1))) for i in range(3, 7)] + \
-        [init("gw", rng.standard_normal((6, 4))), init("gb", rng.standard_normal(6)), init("gw2", rng.standard_normal((6, 6))),
-         init("gw3", rng.standard_normal((6, 6))), init("mw", rng.standard_normal((6, 6))), init("mb", rng.standard_normal(6)),
-         init("lo", 0.0), init("hi", 6.0)]
+    inits = (
+        [
+            init("w1", rng.standard_normal((4, 3, 3, 3))),
+            init("b1", rng.standard_normal(4)),
+            init("w2", rng.standard_normal((4, 4, 3, 3))),
+        ]
+        + [init(f"w{i}", rng.standard_normal((4, 4, 1, 1))) for i in range(3, 7)]
+        + [
+            init("gw", rng.standard_normal((6, 4))),
+            init("gb", rng.standard_normal(6)),
+            init("gw2", rng.standard_normal((6, 6))),
+            init("gw3", rng.standard_normal((6, 6))),
+            init("mw", rng.standard_normal((6, 6))),
+            init("mb", rng.standard_normal(6)),
+            init("lo", 0.0),
+            init("hi", 6.0),
+        ]
+    )
     nodes = [
         helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1] * 4), helper.make_node("Relu", ["c1"], ["r1"]),
         helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1] * 4), helper.make_node("Add", ["c2", "r1"], ["a2"]),
@@ -173,17 +186,35 @@ def _transformer_block() -> onnx.ModelProto:
              init("w2", rng.standard_normal((d, d)))]
     n = helper.make_node
     nodes = [
-        n("ReduceMean", ["x"], ["m"], axes=[-1]), n("Sub", ["x", "m"], ["d"]), n("Pow", ["d", "two"], ["p"]),
-        n("ReduceMean", ["p"], ["v"], axes=[-1]), n("Add", ["v", "eps"], ["ve"]), n("Sqrt", ["ve"], ["s"]),
-        n("Div", ["d", "s"], ["nn"]), n("Mul", ["nn", "g"], ["ng"]), n("Add", ["ng", "b"], ["ln"]),
-        n("MatMul", ["ln", "w"], ["mm"]), n("Add", ["mm", "bias"], ["mb"]),
-        n("Div", ["mb", "sq2"], ["e0"]), n("Erf", ["e0"], ["e1"]), n("Add", ["e1", "one"], ["e2"]),
-        n("Mul", ["mb", "e2"], ["e3"]), n("Mul", ["e3", "half"], ["ge"]),
-        n("Mul", ["ge", "k"], ["q0"]), n("Sigmoid", ["q0"], ["q1"]), n("Mul", ["ge", "q1"], ["qg"]),
-        n("Transpose", ["w2"], ["w2t"], perm=[1, 0]), n("MatMul", ["qg", "w2t"], ["m2"]), n("Mul", ["m2", "sc"], ["m3"]),
+        n("ReduceMean", ["x"], ["m"], axes=[-1]),
+        n("Sub", ["x", "m"], ["d"]),
+        n("Pow", ["d", "two"], ["p"]),
+        n("ReduceMean", ["p"], ["v"], axes=[-1]),
+        n("Add", ["v", "eps"], ["ve"]),
+        n("Sqrt", ["ve"], ["s"]),
+        n("Div", ["d", "s"], ["nn"]),
+        n("Mul", ["nn", "g"], ["ng"]),
+        n("Add", ["ng", "b"], ["ln"]),
+        n("MatMul", ["ln", "w"], ["mm"]),
+        n("Add", ["mm", "bias"], ["mb"]),
+        n("Div", ["mb", "sq2"], ["e0"]),
+        n("Erf", ["e0"], ["e1"]),
+        n("Add", ["e1", "one"], ["e2"]),
+        n("Mul", ["mb", "e2"], ["e3"]),
+        n("Mul", ["e3", "half"], ["ge"]),
+        n("Mul", ["ge", "k"], ["q0"]),
+        n("Sigmoid", ["q0"], ["q1"]),
+        n("Mul", ["ge", "q1"], ["qg"]),
+        n("Transpose", ["w2"], ["w2t"], perm=[1, 0]),
+        n("MatMul", ["qg", "w2t"], ["m2"]),
+        n("Mul", ["m2", "sc"], ["m3"]),
         n("Add", ["m3", "x"], ["res"]),
-        n("Pow", ["res", "two"], ["rp"]), n("ReduceMean", ["rp"], ["rv"], axes=[-1]), n("Add", ["rv", "eps"], ["rve"]),
-        n("Sqrt", ["rve"], ["rs"]), n("Div", ["res", "rs"], ["rn"]), n("Mul", ["rn", "g"], ["y"]),
+        n("Pow", ["res", "two"], ["rp"]),
+        n("ReduceMean", ["rp"], ["rv"], axes=[-1]),
+        n("Add", ["rv", "eps"], ["rve"]),
+        n("Sqrt", ["rve"], ["rs"]),
+        n("Div", ["res", "rs"], ["rn"]),
+        n("Mul", ["rn", "g"], ["y"]),
     ]
     graph = helper.make_graph(nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", "S", d])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", "S", d])], inits)

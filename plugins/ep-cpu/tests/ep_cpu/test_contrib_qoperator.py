@@ -6,12 +6,13 @@ exactly. Plus whole models produced by quantize_static / quantize_dynamic."""
 
 from __future__ import annotations
 
-import epoxy
 import numpy as np
 import onnx
 import pytest
 from _contrib_oracle import MS, check, codes, epoxy_session, qparams, run_both, single_node
 from onnx import TensorProto, helper, numpy_helper
+
+import epoxy
 
 ort = pytest.importorskip("onnxruntime")
 quantization = pytest.importorskip("onnxruntime.quantization")
@@ -250,14 +251,25 @@ def _fused_bert() -> onnx.ModelProto:
     def init(name: str, a: np.ndarray) -> onnx.TensorProto:
         return numpy_helper.from_array(np.asarray(a, np.float32), name)
 
-    inits = [init("wemb", rng.standard_normal((vocab, d)) * 0.5), init("pemb", rng.standard_normal((positions, d)) * 0.5),
-             init("semb", rng.standard_normal((2, d)) * 0.5), init("g0", 1 + 0.1 * rng.standard_normal(d)),
-             init("b0", 0.1 * rng.standard_normal(d)), init("wqkv", rng.standard_normal((d, 3 * d)) * 0.3),
-             init("bqkv", rng.standard_normal(3 * d) * 0.1), init("wo", rng.standard_normal((d, d)) * 0.3),
-             init("bo", rng.standard_normal(d) * 0.1), init("g1", np.ones(d)), init("b1", np.zeros(d)),
-             init("w1", rng.standard_normal((d, ff)) * 0.3), init("bf1", rng.standard_normal(ff) * 0.1),
-             init("w2", rng.standard_normal((ff, d)) * 0.3), init("bf2", rng.standard_normal(d) * 0.1),
-             init("g2", np.ones(d)), init("b2", np.zeros(d))]
+    inits = [
+        init("wemb", rng.standard_normal((vocab, d)) * 0.5),
+        init("pemb", rng.standard_normal((positions, d)) * 0.5),
+        init("semb", rng.standard_normal((2, d)) * 0.5),
+        init("g0", 1 + 0.1 * rng.standard_normal(d)),
+        init("b0", 0.1 * rng.standard_normal(d)),
+        init("wqkv", rng.standard_normal((d, 3 * d)) * 0.3),
+        init("bqkv", rng.standard_normal(3 * d) * 0.1),
+        init("wo", rng.standard_normal((d, d)) * 0.3),
+        init("bo", rng.standard_normal(d) * 0.1),
+        init("g1", np.ones(d)),
+        init("b1", np.zeros(d)),
+        init("w1", rng.standard_normal((d, ff)) * 0.3),
+        init("bf1", rng.standard_normal(ff) * 0.1),
+        init("w2", rng.standard_normal((ff, d)) * 0.3),
+        init("bf2", rng.standard_normal(d) * 0.1),
+        init("g2", np.ones(d)),
+        init("b2", np.zeros(d)),
+    ]
     nodes = [
         helper.make_node("EmbedLayerNormalization", ["ids", "seg", "wemb", "pemb", "semb", "g0", "b0", "mask"],
                          ["emb", "mi"], domain=MS, epsilon=1e-12),
@@ -270,8 +282,9 @@ def _fused_bert() -> onnx.ModelProto:
         helper.make_node("SkipLayerNormalization", ["f2", "ln1", "g2", "b2", "bf2"], ["y"], domain=MS, epsilon=1e-12),
     ]
     infos = [helper.make_tensor_value_info(n, TensorProto.INT32, ["B", "S"]) for n in ("ids", "seg", "mask")]
-    graph = helper.make_graph(nodes, "bert", infos, [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", "S", d])],
-                              inits)
+    graph = helper.make_graph(
+        nodes, "bert", infos, [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", "S", d])], inits
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
     model.ir_version = 8
     return model

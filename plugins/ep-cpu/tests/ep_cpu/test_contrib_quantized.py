@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import warnings
 
-import epoxy
 import numpy as np
 import onnx
 import pytest
 from onnx import helper, numpy_helper
+
+import epoxy
 
 ort = pytest.importorskip("onnxruntime")
 

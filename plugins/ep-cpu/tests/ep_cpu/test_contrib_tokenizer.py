@@ -5,10 +5,11 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-import epoxy
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
+
+import epoxy
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -17,7 +18,9 @@ def _model(attrs: dict[str, Any]):  # type: ignore[no-untyped-def]
     node = helper.make_node("Tokenizer", ["X"], ["Y"], domain="com.microsoft", **attrs)
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", TensorProto.STRING, None)],
                               [helper.make_tensor_value_info("Y", TensorProto.STRING, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    )
     model.ir_version = 9
     return model
 

@@ -8,11 +8,12 @@ import math
 import warnings
 from typing import Any
 
-import epoxy
 import numpy as np
 import onnx
 import pytest
 from onnx import helper
+
+import epoxy
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -29,7 +30,9 @@ def _model(op: str, inputs: dict[str, np.ndarray | None], n_out: int | list[str]
     outs = [f"y{i}" for i in range(n_out)] if isinstance(n_out, int) else n_out
     node = helper.make_node(op, names, outs, domain=domain, **attrs)
     feeds = {k: v for k, v in inputs.items() if v is not None}
-    g_in = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for k, v in feeds.items()]
+    g_in = [
+        helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for k, v in feeds.items()
+    ]
     g_out = [onnx.ValueInfoProto(name=o) for o in outs if o]
     graph = helper.make_graph([node], "g", g_in, g_out)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
@@ -262,13 +265,16 @@ def test_attention_attributes(variant: str) -> None:
 @pytest.mark.parametrize("bias", [False, True])
 def test_multi_head_attention_layouts(dtype: type, layout: str, bias: bool) -> None:
     r = _rng(12, bias)
-    b, s, l, n, h = 2, 3, 5, 2, 4
+    b, s, l, n, h = 2, 3, 5, 2, 4  # noqa: E741 - l: the key/value sequence length, as in the op's docs
     d = n * h
     lk = s if layout == "packed_qkv" else l
     inputs: dict[str, Any] = {"query": r.normal(size=(b, s, d)).astype(dtype), "key": None, "value": None}
     oracle: dict[str, Any] | None = None
     if layout == "separate":
-        inputs["key"], inputs["value"] = r.normal(size=(b, lk, d)).astype(dtype), r.normal(size=(b, lk, d)).astype(dtype)
+        inputs["key"], inputs["value"] = (
+            r.normal(size=(b, lk, d)).astype(dtype),
+            r.normal(size=(b, lk, d)).astype(dtype),
+        )
     elif layout == "packed_qkv":  # onnxruntime's CPU kernel takes it unpacked
         inputs["query"] = r.normal(size=(b, s, n, 3, h)).astype(dtype)
         q, k, v = (np.ascontiguousarray(inputs["query"][:, :, :, i]).reshape(b, s, d) for i in range(3))
@@ -370,12 +376,15 @@ def test_group_query_attention_options(option: str) -> None:
     else:  # decoding one token into an 8-slot cache; batch b then holds lens[b] + 1 tokens
         s, past, lens = 1, 8, np.array([4, 6] if option == "ragged" else [6, 6], np.int32)
     total = s if prompt else int(lens.max()) + 1
-    inputs: dict[str, Any] = {"query": r.normal(size=(b, s, n * h)).astype(F32),
-                              "key": r.normal(size=(b, s, kvn * h)).astype(F32),
-                              "value": r.normal(size=(b, s, kvn * h)).astype(F32),
-                              "past_key": r.normal(size=(b, kvn, past, h)).astype(F32),
-                              "past_value": r.normal(size=(b, kvn, past, h)).astype(F32),
-                              "seqlens_k": lens - 1 if prompt else lens, "total_sequence_length": np.array(total, np.int32)}
+    inputs: dict[str, Any] = {
+        "query": r.normal(size=(b, s, n * h)).astype(F32),
+        "key": r.normal(size=(b, s, kvn * h)).astype(F32),
+        "value": r.normal(size=(b, s, kvn * h)).astype(F32),
+        "past_key": r.normal(size=(b, kvn, past, h)).astype(F32),
+        "past_value": r.normal(size=(b, kvn, past, h)).astype(F32),
+        "seqlens_k": lens - 1 if prompt else lens,
+        "total_sequence_length": np.array(total, np.int32),
+    }
     attrs: dict[str, Any] = {"num_heads": n, "kv_num_heads": kvn}
     # cache rows past a batch's length hold whatever onnxruntime's buffer held
     skip: tuple[int, ...] = () if prompt else (1, 2)

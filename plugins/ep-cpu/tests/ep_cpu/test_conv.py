@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _nn_oracle import RNG, _model, check, f32, run_epoxy  # noqa: E402,F401
 from onnx.reference import ReferenceEvaluator
 
-from _nn_oracle import RNG, _model, check, f32, run_epoxy  # noqa: E402,F401
 
 @pytest.mark.parametrize(
     "xs,ws,attrs",

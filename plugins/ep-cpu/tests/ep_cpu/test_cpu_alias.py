@@ -3,11 +3,12 @@ and ``"CPUExecutionProvider" in epoxy.get_available_providers()`` work as with o
 
 from __future__ import annotations
 
-import epoxy
 import numpy as np
+from onnx import TensorProto, helper
+
+import epoxy
 from epoxy.plugins import default_registry
 from epoxy_ep_cpu.factory import CpuProviderFactory
-from onnx import TensorProto, helper
 
 ALIAS = "CPUExecutionProvider"
 

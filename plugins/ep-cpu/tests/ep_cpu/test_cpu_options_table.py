@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 import pytest
+
 from epoxy.errors import InvalidArgumentError
 from epoxy.plugins import default_registry
 from epoxy_ep_cpu.factory import CpuProviderFactory

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
+import ml_dtypes  # noqa: E402
 import numpy as np
 import onnx
 import pytest
+from _shape_oracle import _as_f64, _build, _elem, check, run_both  # noqa: E402,F401
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import epoxy
-
-from _shape_oracle import _as_f64, _build, _elem, check, run_both  # noqa: E402,F401
-
-import ml_dtypes  # noqa: E402
 
 
 def _constant_model(attr_name, value, opset=21):  # type: ignore[no-untyped-def]

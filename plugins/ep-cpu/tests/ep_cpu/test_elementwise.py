@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-
 from _elementwise_oracle import BF16, RNG, _elem, check, make_model, reference, run  # noqa: E402,F401
 
 # ---------------------------------------------------------------------- binary arithmetic

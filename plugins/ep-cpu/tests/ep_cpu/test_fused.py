@@ -74,7 +74,12 @@ def test_conv_activation(op, attrs, consts):  # type: ignore[no-untyped-def]
     act, extra = _act_node(op, attrs, consts, "c", "y")
     inits = [init("w", rand(6, 3, 3, 3)), init("b", rand(6)), *extra]
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), act]
-    m = build(nodes, [helper.make_tensor_value_info("x", F, [2, 3, 8, 8])], [helper.make_tensor_value_info("y", F, None)], inits)
+    m = build(
+        nodes,
+        [helper.make_tensor_value_info("x", F, [2, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", F, None)],
+        inits,
+    )
     fused = compare(m, {"x": rand(2, 3, 8, 8)})
     assert fused_ops(fused) == ["FusedConv"]
     assert fused._model.opset_imports[DOMAIN] == 1
@@ -90,7 +95,12 @@ def test_conv_residual(residual_op, with_relu):  # type: ignore[no-untyped-def]
              helper.make_node(residual_op, ["short", "c"], ["s" if with_relu else "y"])]
     if with_relu:
         nodes.append(helper.make_node("Relu", ["s"], ["y"]))
-    m = build(nodes, [helper.make_tensor_value_info("x", F, [1, 4, 6, 6])], [helper.make_tensor_value_info("y", F, None)], inits)
+    m = build(
+        nodes,
+        [helper.make_tensor_value_info("x", F, [1, 4, 6, 6])],
+        [helper.make_tensor_value_info("y", F, None)],
+        inits,
+    )
     fused = compare(m, {"x": rand(1, 4, 6, 6)})
     assert fused_ops(fused) == ["Conv", "FusedConv"]
 
@@ -101,7 +111,12 @@ def test_conv_bn_relu_becomes_one_fused_conv():  # type: ignore[no-untyped-def]
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"]),
              helper.make_node("BatchNormalization", ["c", "s", "bb", "mu", "var"], ["bn"]),
              helper.make_node("Relu", ["bn"], ["y"])]
-    m = build(nodes, [helper.make_tensor_value_info("x", F, [1, 3, 7, 7])], [helper.make_tensor_value_info("y", F, None)], inits)
+    m = build(
+        nodes,
+        [helper.make_tensor_value_info("x", F, [1, 3, 7, 7])],
+        [helper.make_tensor_value_info("y", F, None)],
+        inits,
+    )
     fused = compare(m, {"x": rand(1, 3, 7, 7)}, rtol=1e-4, atol=1e-4)
     assert fused_ops(fused) == ["FusedConv"]
 
@@ -110,7 +125,12 @@ def test_conv_output_read_twice_is_not_fused():  # type: ignore[no-untyped-def]
     inits = [init("w", rand(4, 3, 1, 1))]
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Relu", ["c"], ["r"]),
              helper.make_node("Add", ["c", "r"], ["y"])]
-    m = build(nodes, [helper.make_tensor_value_info("x", F, [1, 3, 4, 4])], [helper.make_tensor_value_info("y", F, None)], inits)
+    m = build(
+        nodes,
+        [helper.make_tensor_value_info("x", F, [1, 3, 4, 4])],
+        [helper.make_tensor_value_info("y", F, None)],
+        inits,
+    )
     fused = compare(m, {"x": rand(1, 3, 4, 4)})
     assert "FusedConv" not in fused_ops(fused)
 
@@ -139,7 +159,9 @@ def test_matmul_bias_gelu(rank):  # type: ignore[no-untyped-def]
     inits = [init("w", rand(8, 16)), init("b", rand(16)), *ginits]
     nodes = [helper.make_node("MatMul", ["x", "w"], ["mm"]), helper.make_node("Add", ["mm", "b"], ["h"]), *gelu]
     shape = [5, 8] if rank == 2 else [2, 5, 8]
-    m = build(nodes, [helper.make_tensor_value_info("x", F, shape)], [helper.make_tensor_value_info("y", F, None)], inits)
+    m = build(
+        nodes, [helper.make_tensor_value_info("x", F, shape)], [helper.make_tensor_value_info("y", F, None)], inits
+    )
     fused = compare(m, {"x": rand(*shape)})
     # 2-D: the core's MatMul+Add -> Gemm may have run first (then it is a FusedGemm)
     assert fused_ops(fused) == ["FusedMatMul"] if rank == 3 else fused_ops(fused) in (["FusedMatMul"], ["FusedGemm"])
@@ -161,7 +183,9 @@ def test_gemm_relu():  # type: ignore[no-untyped-def]
     inits = [init("w", rand(6, 8)), init("b", rand(6))]
     nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["g"], transB=1, alpha=0.5),
              helper.make_node("Relu", ["g"], ["y"])]
-    m = build(nodes, [helper.make_tensor_value_info("x", F, [3, 8])], [helper.make_tensor_value_info("y", F, None)], inits)
+    m = build(
+        nodes, [helper.make_tensor_value_info("x", F, [3, 8])], [helper.make_tensor_value_info("y", F, None)], inits
+    )
     fused = compare(m, {"x": rand(3, 8)})
     assert fused_ops(fused) == ["FusedGemm"]
 
@@ -169,7 +193,12 @@ def test_gemm_relu():  # type: ignore[no-untyped-def]
 def test_fusions_do_not_run_at_basic():  # type: ignore[no-untyped-def]
     inits = [init("w", rand(4, 3, 1, 1))]
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Relu", ["c"], ["y"])]
-    m = build(nodes, [helper.make_tensor_value_info("x", F, [1, 3, 4, 4])], [helper.make_tensor_value_info("y", F, None)], inits)
+    m = build(
+        nodes,
+        [helper.make_tensor_value_info("x", F, [1, 3, 4, 4])],
+        [helper.make_tensor_value_info("y", F, None)],
+        inits,
+    )
     basic = epoxy.InferenceSession(m, providers=["cpu"],
                                    sess_options=epoxy.SessionOptions(graph_optimization_level="basic"))
     assert fused_ops(basic) == ["Conv", "Relu"]

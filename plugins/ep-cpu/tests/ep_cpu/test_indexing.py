@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from _shape_oracle import _as_f64, _build, _elem, check, run_both  # noqa: E402,F401
-
 
 RNG = np.random.default_rng(1)
 X = RNG.standard_normal((3, 4, 5)).astype(np.float32)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-
 from _nn_oracle import RNG, _model, check, f32, run_epoxy  # noqa: E402,F401
+
 
 @pytest.mark.parametrize(
     "sa,sb",

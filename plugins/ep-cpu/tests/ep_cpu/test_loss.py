@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from _reduction_oracle import _check, _elem, _model, _reference, _run  # noqa: E402,F401
 
 RNG = np.random.default_rng(1)

@@ -11,12 +11,13 @@ import math
 import warnings
 from typing import Any
 
-import epoxy
 import numpy as np
 import onnx
 import pytest
-from epoxy.errors import EpoxyError
 from onnx import TensorProto, helper
+
+import epoxy
+from epoxy.errors import EpoxyError
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -251,7 +252,9 @@ def test_dictvectorizer_other_map_types(key: int, value: int, vocabulary: dict[s
     assert_same(y, expected)
 
 
-@pytest.mark.parametrize(("key", "vocabulary"), [(S, {"int64_vocabulary": [1, 2]}), (S, {}), (I64, {"string_vocabulary": ["a"]})])
+@pytest.mark.parametrize(
+    ("key", "vocabulary"), [(S, {"int64_vocabulary": [1, 2]}), (S, {}), (I64, {"string_vocabulary": ["a"]})]
+)
 def test_dictvectorizer_needs_the_vocabulary_of_its_key_type(key: int, vocabulary: dict[str, Any]) -> None:
     with pytest.raises(EpoxyError, match="DictVectorizer node 'vec'.*vocabulary is missing or empty"):
         _epoxy(vectorizer(key, F, **vocabulary))

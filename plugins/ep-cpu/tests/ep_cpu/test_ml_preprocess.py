@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _ml_oracle import I64, F, S, check, elem_type, ml_model, run_epoxy, run_ort
-from epoxy.errors import EpoxyError
 from onnx import helper
+
+from epoxy.errors import EpoxyError
 
 pytest.importorskip("onnxruntime")
 
@@ -37,8 +38,11 @@ def test_normalizer_rank_3_is_an_error() -> None:
         run_epoxy(ml_model("Normalizer", {"X": x}, [("Y", F)], {"norm": "L2"}), {"X": x})
 
 
-@pytest.mark.parametrize("attrs", [{"offset": [1.0], "scale": [2.0]}, {"offset": [1.0, 2.0, -3.0], "scale": [2.0, 0.5, 4.0]}],
-                         ids=["scalar", "per_feature"])
+@pytest.mark.parametrize(
+    "attrs",
+    [{"offset": [1.0], "scale": [2.0]}, {"offset": [1.0, 2.0, -3.0], "scale": [2.0, 0.5, 4.0]}],
+    ids=["scalar", "per_feature"],
+)
 @pytest.mark.parametrize("name", sorted(_INPUTS))
 def test_scaler(attrs: dict, name: str) -> None:
     check("Scaler", {"X": _INPUTS[name]}, [("Y", F)], attrs)
@@ -74,8 +78,15 @@ def test_imputer_int64(attrs: dict) -> None:
 def test_imputer_keeps_float64_and_int32() -> None:
     # onnxruntime has float32 and int64 kernels only; the type is kept here
     x = _INPUTS["float64"]
-    got = run_epoxy(ml_model("Imputer", {"X": x}, [("Y", helper.np_dtype_to_tensor_dtype(x.dtype))],
-                             {"imputed_value_floats": [1.5, 2.5, 3.5], "replaced_value_float": float("nan")}), {"X": x})[0]
+    got = run_epoxy(
+        ml_model(
+            "Imputer",
+            {"X": x},
+            [("Y", helper.np_dtype_to_tensor_dtype(x.dtype))],
+            {"imputed_value_floats": [1.5, 2.5, 3.5], "replaced_value_float": float("nan")},
+        ),
+        {"X": x},
+    )[0]
     assert got.dtype == np.float64
     np.testing.assert_array_equal(got[3:, :], [[1.5, 1.0, 0.5], [2.0, 2.5, -1.0]])
     xi = _INPUTS["int32"]
@@ -97,8 +108,11 @@ def test_one_hot_encoder_strings(attrs: dict, x: np.ndarray) -> None:
     assert got[0].shape == x.shape + (3,)
 
 
-@pytest.mark.parametrize("x", [_INT, _INT.astype(np.float32) + 0.7, _INT.astype(np.float64) - 0.3, _INT.reshape(1, 2, 3)],
-                         ids=["int64", "float32", "float64", "3d"])
+@pytest.mark.parametrize(
+    "x",
+    [_INT, _INT.astype(np.float32) + 0.7, _INT.astype(np.float64) - 0.3, _INT.reshape(1, 2, 3)],
+    ids=["int64", "float32", "float64", "3d"],
+)
 def test_one_hot_encoder_ints(x: np.ndarray) -> None:
     # floats truncate toward zero (-1.3 is -1, unknown here: an all-zero row)
     check("OneHotEncoder", {"X": x}, [("Y", F)], {"cats_int64s": [1, 3, 5, 7, -2, 1]})

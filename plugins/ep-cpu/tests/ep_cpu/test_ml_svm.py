@@ -65,8 +65,15 @@ def test_svm_classifier_svc(k: int, kernel: str, proba: bool) -> None:
 def test_svm_classifier_post_transforms(k: int, proba: bool, post: str, labels: str) -> None:
     rng = np.random.default_rng(10 + k)
     attrs = _svc(rng, k, "RBF", proba, labels, post)
-    check("SVMClassifier", {"X": features(rng, 40, 3, np.float64)}, [("Y", S if labels == "strings" else I64), ("Z", F)],
-          attrs, rtol=1e-4, atol=1e-5, ignore_probit_second=True)
+    check(
+        "SVMClassifier",
+        {"X": features(rng, 40, 3, np.float64)},
+        [("Y", S if labels == "strings" else I64), ("Z", F)],
+        attrs,
+        rtol=1e-4,
+        atol=1e-5,
+        ignore_probit_second=True,
+    )
 
 
 @pytest.mark.parametrize("k", [2, 3, 4])

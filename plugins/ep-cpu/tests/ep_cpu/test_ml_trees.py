@@ -179,7 +179,9 @@ def _naive_leaves(attrs: dict, x: np.ndarray) -> list[list[tuple[int, int]]]:
             while attrs["nodes_modes"][i] != "LEAF":
                 v = row[attrs["nodes_featureids"][i]]
                 t = np.float32(attrs["nodes_values"][i])
-                go = bool(ops[attrs["nodes_modes"][i]](v, t)) or (np.isnan(v) and attrs["nodes_missing_value_tracks_true"][i])
+                go = bool(ops[attrs["nodes_modes"][i]](v, t)) or (
+                    np.isnan(v) and attrs["nodes_missing_value_tracks_true"][i]
+                )
                 nxt = attrs["nodes_truenodeids"][i] if go else attrs["nodes_falsenodeids"][i]
                 i = nodes[(tree, nxt)]
             reached.append((tree, attrs["nodes_nodeids"][i]))

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from _nn_oracle import RNG, _model, check, f32, run_epoxy  # noqa: E402,F401
+
 
 def _bn_params(c):
     return f32(c), f32(c), f32(c), (RNG.random(c) + 0.5).astype(np.float32)

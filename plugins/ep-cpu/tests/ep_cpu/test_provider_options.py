@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
-
 from _calls import counting  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper
 
 import epoxy
 from epoxy_ep_cpu.ops import _conv_tuning as conv_tuning

@@ -6,10 +6,9 @@ import ml_dtypes
 import numpy as np
 import onnx
 import pytest
+from _single_node import node_inputs  # noqa: E402
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
-
-from _single_node import node_inputs  # noqa: E402
 
 import epoxy
 

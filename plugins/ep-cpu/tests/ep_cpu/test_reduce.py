@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 from onnx import TensorProto
 
-
 REDUCE_OPS = [
     "ReduceSum",
     "ReduceMean",
@@ -75,7 +74,10 @@ def test_noop_keeps_elementwise_step(op: str) -> None:
 )
 def test_empty_reduction_gives_identity(op: str, identity: float) -> None:
     x = np.zeros((2, 0, 4), dtype=np.float32)
-    got = _run(_model(op, 18, [("x", x), ("axes", np.array([1], dtype=np.int64))]), [("x", x), ("axes", np.array([1], dtype=np.int64))])[0]
+    got = _run(
+        _model(op, 18, [("x", x), ("axes", np.array([1], dtype=np.int64))]),
+        [("x", x), ("axes", np.array([1], dtype=np.int64))],
+    )[0]
     assert got.shape == (2, 1, 4) and got.dtype == np.float32
     np.testing.assert_array_equal(got, np.full((2, 1, 4), identity, dtype=np.float32))
 

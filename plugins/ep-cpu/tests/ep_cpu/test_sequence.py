@@ -98,7 +98,9 @@ def test_insert_at_end_position_equal_length() -> None:
         [seq_info("y")],
     )
     seq = [np.zeros(1, np.float32)]
-    got = epoxy.InferenceSession(m, providers=["cpu"]).run(None, {"s": seq, "t": np.ones(1, np.float32), "p": np.array(1, np.int64)})
+    got = epoxy.InferenceSession(m, providers=["cpu"]).run(
+        None, {"s": seq, "t": np.ones(1, np.float32), "p": np.array(1, np.int64)}
+    )
     assert [x.tolist() for x in got[0]] == [[0.0], [1.0]]
 
 
@@ -145,7 +147,9 @@ def test_split_to_sequence_bad_split() -> None:
         [seq_info("s")],
     )
     with pytest.raises(KernelError, match="does not sum"):
-        epoxy.InferenceSession(m, providers=["cpu"]).run(None, {"x": np.zeros(4, np.float32), "split": np.array([1, 1], np.int64)})
+        epoxy.InferenceSession(m, providers=["cpu"]).run(
+            None, {"x": np.zeros(4, np.float32), "split": np.array([1, 1], np.int64)}
+        )
 
 
 @pytest.mark.parametrize("axis,new_axis", [(0, 0), (1, 0), (-1, 0), (0, 1), (2, 1), (-1, 1), (-3, 1)])

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto
-
 from _reduction_oracle import _check, _elem, _model, _reference, _run  # noqa: E402,F401
+from onnx import TensorProto
 
 RNG = np.random.default_rng(2)
 
@@ -111,7 +110,9 @@ def test_window_output_datatype(op: str) -> None:
     model = _model(op, 17, inputs, out_elem=TensorProto.DOUBLE, output_datatype=TensorProto.DOUBLE)
     got = _run(model, inputs)[0]
     assert got.dtype == np.float64 and got.shape == (8,)
-    assert _run(_model(op, 17, [("n", np.array(0, dtype=np.int64))]), [("n", np.array(0, dtype=np.int64))])[0].shape == (0,)
+    assert _run(_model(op, 17, [("n", np.array(0, dtype=np.int64))]), [("n", np.array(0, dtype=np.int64))])[
+        0
+    ].shape == (0,)
 
 
 @pytest.mark.parametrize(

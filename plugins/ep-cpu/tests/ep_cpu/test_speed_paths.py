@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import math
 
-from _calls import counting  # noqa: E402
-
-import epoxy
 import numpy as np
 import pytest
+from _calls import counting  # noqa: E402
+from onnx import helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+import epoxy
 from epoxy.contract import NodeSpec, ValueType
 from epoxy_ep_cpu.ops import _winograd_f43 as f43_ops
 from epoxy_ep_cpu.ops import conv as conv_ops
 from epoxy_ep_cpu.ops._elementwise_util import erf, erf_f32
 from epoxy_ep_cpu.registry import load_kernels
-from onnx import helper, numpy_helper
-from onnx.reference import ReferenceEvaluator
 
 RNG = np.random.default_rng(7)
 _ERF = np.frompyfunc(math.erf, 1, 1)
@@ -156,7 +156,9 @@ def test_conv_winograd_matches_reference(xs, m, pads, monkeypatch):
     np.testing.assert_allclose(direct, want, rtol=1e-4, atol=2e-4)
 
 
-@pytest.mark.parametrize("xs,m,pads", WINOGRAD_CASES + [((1, 32, 6, 7), 32, (1, 1, 1, 1)), ((1, 40, 3, 3), 8, (2, 2, 2, 2))])
+@pytest.mark.parametrize(
+    "xs,m,pads", WINOGRAD_CASES + [((1, 32, 6, 7), 32, (1, 1, 1, 1)), ((1, 40, 3, 3), 8, (2, 2, 2, 2))]
+)
 def test_conv_f43_matches_reference(xs, m, pads, monkeypatch):
     monkeypatch.setattr(f43_ops, "_BAND_ELEMENTS", 1 << 12)  # force several bands ...
     monkeypatch.setattr(f43_ops, "_MIN_BAND_TILES", 4)
@@ -513,8 +515,12 @@ def test_conv_depthwise_small_image_stays_channels_last(monkeypatch):
 
 def pool_reference(op, x, **attrs):
     node = helper.make_node(op, ["x"], ["y"], **attrs)
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 1 if x.dtype == np.float32 else 11, x.shape)],
-                              [helper.make_tensor_value_info("y", 1 if x.dtype == np.float32 else 11, [])])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", 1 if x.dtype == np.float32 else 11, x.shape)],
+        [helper.make_tensor_value_info("y", 1 if x.dtype == np.float32 else 11, [])],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
     return ReferenceEvaluator(model).run(None, {"x": x})[0]
 

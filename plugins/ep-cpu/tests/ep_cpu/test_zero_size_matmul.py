@@ -9,10 +9,11 @@ buffer (levels disable and basic), and extended/all fuse MatMul + Add + activati
 
 from __future__ import annotations
 
-import epoxy
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+
+import epoxy
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -74,8 +75,9 @@ def test_lora_rank_zero_is_bias_only() -> None:
     """What onnxruntime gives, spelled out: (B, D) zeros plus the bias."""
     model, feeds = _lora(3, 4, 0, residual=False)
     bias = numpy_helper.to_array(model.graph.initializer[2])
-    got = epoxy.InferenceSession(model, providers=["cpu"],
-                                 sess_options=epoxy.SessionOptions(graph_optimization_level="basic")).run(None, feeds)[0]
+    got = epoxy.InferenceSession(
+        model, providers=["cpu"], sess_options=epoxy.SessionOptions(graph_optimization_level="basic")
+    ).run(None, feeds)[0]
     np.testing.assert_array_equal(got, np.broadcast_to(bias, (3, 4)))
 
 

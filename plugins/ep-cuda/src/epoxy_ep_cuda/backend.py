@@ -289,8 +289,11 @@ class CupyBackend(Backend):
         classes = codegen.classify(shape, [(tuple(a.shape), a.strides, a.flags.c_contiguous) for a in inputs])
         ndim = len(shape)
         in_dt = [str(a.dtype) for a in inputs]
-        name, src = codegen.cuda_source(program, in_dt, out_dtypes, classes, ndim) if (
-            (key := (program.key, tuple(in_dt), tuple(out_dtypes), classes, ndim)) not in self._kernels) else (None, None)
+        name, src = (
+            codegen.cuda_source(program, in_dt, out_dtypes, classes, ndim)
+            if ((key := (program.key, tuple(in_dt), tuple(out_dtypes), classes, ndim)) not in self._kernels)
+            else (None, None)
+        )
         if name is not None:
             self._kernels[key] = self.cp.RawKernel(src, name)
         kern = self._kernels[key]
@@ -344,7 +347,9 @@ class CupyBackend(Backend):
         if total:
             name, src = cuda_sources.im2col_source(str(x.dtype))
             ints = [c, h, w, kh, kw, oh, ow, s[0], s[1], p[0], p[1], d[0], d[1]]
-            self._kernel(name, src)((self._grid(total),), (256,), (x, cols, np.int64(total), *[np.int32(v) for v in ints]))
+            self._kernel(name, src)(
+                (self._grid(total),), (256,), (x, cols, np.int64(total), *[np.int32(v) for v in ints])
+            )
         return cols
 
     def pool2d(self, x: Any, mode: str, k, s, p, d, out_hw, count_pad: bool) -> Any:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from epoxy.contract import GraphSpec, NodeSpec
 
 from .kernels.elementwise import fusable
@@ -131,7 +132,9 @@ def _single_consumer(graph: GraphSpec, name: str, outputs: set[str]) -> int | No
     return users[0]
 
 
-def find_groups(graph: GraphSpec, analysis: Analysis, taken: set[int] | None = None) -> list[tuple[str, tuple[int, ...]]]:
+def find_groups(
+    graph: GraphSpec, analysis: Analysis, taken: set[int] | None = None
+) -> list[tuple[str, tuple[int, ...]]]:
     """Conv(+BatchNorm)(+Relu) groups and fused elementwise groups among claimed device nodes.
 
     Every group has one output: all other values its nodes produce are read only inside

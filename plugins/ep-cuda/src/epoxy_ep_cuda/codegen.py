@@ -67,7 +67,9 @@ def _np_erf(x: np.ndarray) -> np.ndarray:
 
 def _np_gelu(a: np.ndarray, attrs: Mapping[str, Any]) -> np.ndarray:
     if attrs.get("approximate", "none") == "tanh":
-        return (0.5 * a * (1 + np.tanh(np.float32(0.7978845608028654) * (a + np.float32(0.044715) * a * a * a)))).astype(np.float32)
+        return (
+            0.5 * a * (1 + np.tanh(np.float32(0.7978845608028654) * (a + np.float32(0.044715) * a * a * a)))
+        ).astype(np.float32)
     return (0.5 * a * (1 + _np_erf(a * np.float32(0.7071067811865476)))).astype(np.float32)
 
 
@@ -96,19 +98,39 @@ EW_OPS: dict[str, tuple[int, Any, Any]] = {
     "Cos": (1, lambda a, t: f"cosf({a})", lambda a, t: np.cos(a)),
     "Softplus": (1, lambda a, t: f"log1pf(expf({a}))", lambda a, t: np.log1p(np.exp(a))),
     "Softsign": (1, lambda a, t: f"(({a})/(1.f+fabsf({a})))", lambda a, t: a / (_ONE + np.abs(a))),
-    "LeakyRelu": (1, lambda a, t: f"(({a}) < 0.f ? ({a})*{_f(t, 'alpha')} : ({a}))",
-                  lambda a, t: np.where(a < 0, a * np.float32(t["alpha"]), a)),
-    "Elu": (1, lambda a, t: f"(({a}) < 0.f ? {_f(t, 'alpha')}*(expf({a})-1.f) : ({a}))",
-            lambda a, t: np.where(a < 0, np.float32(t["alpha"]) * (np.exp(a) - _ONE), a)),
-    "Selu": (1, lambda a, t: f"(({a}) <= 0.f ? {_f(t, 'gamma')}*{_f(t, 'alpha')}*(expf({a})-1.f) : {_f(t, 'gamma')}*({a}))",
-             lambda a, t: np.where(a <= 0, np.float32(t["gamma"]) * np.float32(t["alpha"]) * (np.exp(a) - _ONE), np.float32(t["gamma"]) * a)),
-    "HardSigmoid": (1, lambda a, t: f"fminf(fmaxf(({a})*{_f(t, 'alpha')}+{_f(t, 'beta')}, 0.f), 1.f)",
-                    lambda a, t: _hsig(a, t["alpha"], t["beta"])),
-    "HardSwish": (1, lambda a, t: f"(({a})*fminf(fmaxf(({a})*{_lit(1 / 6)}+0.5f, 0.f), 1.f))",
-                  lambda a, t: a * _hsig(a, 1 / 6, 0.5)),
+    "LeakyRelu": (
+        1,
+        lambda a, t: f"(({a}) < 0.f ? ({a})*{_f(t, 'alpha')} : ({a}))",
+        lambda a, t: np.where(a < 0, a * np.float32(t["alpha"]), a),
+    ),
+    "Elu": (
+        1,
+        lambda a, t: f"(({a}) < 0.f ? {_f(t, 'alpha')}*(expf({a})-1.f) : ({a}))",
+        lambda a, t: np.where(a < 0, np.float32(t["alpha"]) * (np.exp(a) - _ONE), a),
+    ),
+    "Selu": (
+        1,
+        lambda a, t: f"(({a}) <= 0.f ? {_f(t, 'gamma')}*{_f(t, 'alpha')}*(expf({a})-1.f) : {_f(t, 'gamma')}*({a}))",
+        lambda a, t: np.where(
+            a <= 0, np.float32(t["gamma"]) * np.float32(t["alpha"]) * (np.exp(a) - _ONE), np.float32(t["gamma"]) * a
+        ),
+    ),
+    "HardSigmoid": (
+        1,
+        lambda a, t: f"fminf(fmaxf(({a})*{_f(t, 'alpha')}+{_f(t, 'beta')}, 0.f), 1.f)",
+        lambda a, t: _hsig(a, t["alpha"], t["beta"]),
+    ),
+    "HardSwish": (
+        1,
+        lambda a, t: f"(({a})*fminf(fmaxf(({a})*{_lit(1 / 6)}+0.5f, 0.f), 1.f))",
+        lambda a, t: a * _hsig(a, 1 / 6, 0.5),
+    ),
     "Gelu": (1, _gelu_cuda, _np_gelu),
-    "Clip": (1, lambda a, t: f"fminf(fmaxf({a}, {_f(t, 'min')}), {_f(t, 'max')})",
-             lambda a, t: np.minimum(np.maximum(a, np.float32(t["min"])), np.float32(t["max"]))),
+    "Clip": (
+        1,
+        lambda a, t: f"fminf(fmaxf({a}, {_f(t, 'min')}), {_f(t, 'max')})",
+        lambda a, t: np.minimum(np.maximum(a, np.float32(t["min"])), np.float32(t["max"])),
+    ),
     "Not": (1, lambda a, t: f"(({a}) == 0.f ? 1.f : 0.f)", lambda a, t: (a == 0).astype(np.float32)),
     "Add": (2, lambda a, b, t: f"(({a}) + ({b}))", lambda a, b, t: a + b),
     "Sub": (2, lambda a, b, t: f"(({a}) - ({b}))", lambda a, b, t: a - b),
@@ -123,9 +145,21 @@ EW_OPS: dict[str, tuple[int, Any, Any]] = {
     "Greater": (2, lambda a, b, t: f"(({a}) > ({b}) ? 1.f : 0.f)", lambda a, b, t: (a > b).astype(np.float32)),
     "LessOrEqual": (2, lambda a, b, t: f"(({a}) <= ({b}) ? 1.f : 0.f)", lambda a, b, t: (a <= b).astype(np.float32)),
     "GreaterOrEqual": (2, lambda a, b, t: f"(({a}) >= ({b}) ? 1.f : 0.f)", lambda a, b, t: (a >= b).astype(np.float32)),
-    "And": (2, lambda a, b, t: f"((({a}) != 0.f && ({b}) != 0.f) ? 1.f : 0.f)", lambda a, b, t: ((a != 0) & (b != 0)).astype(np.float32)),
-    "Or": (2, lambda a, b, t: f"((({a}) != 0.f || ({b}) != 0.f) ? 1.f : 0.f)", lambda a, b, t: ((a != 0) | (b != 0)).astype(np.float32)),
-    "Xor": (2, lambda a, b, t: f"((({a}) != 0.f) != (({b}) != 0.f) ? 1.f : 0.f)", lambda a, b, t: ((a != 0) ^ (b != 0)).astype(np.float32)),
+    "And": (
+        2,
+        lambda a, b, t: f"((({a}) != 0.f && ({b}) != 0.f) ? 1.f : 0.f)",
+        lambda a, b, t: ((a != 0) & (b != 0)).astype(np.float32),
+    ),
+    "Or": (
+        2,
+        lambda a, b, t: f"((({a}) != 0.f || ({b}) != 0.f) ? 1.f : 0.f)",
+        lambda a, b, t: ((a != 0) | (b != 0)).astype(np.float32),
+    ),
+    "Xor": (
+        2,
+        lambda a, b, t: f"((({a}) != 0.f) != (({b}) != 0.f) ? 1.f : 0.f)",
+        lambda a, b, t: ((a != 0) ^ (b != 0)).astype(np.float32),
+    ),
     "Where": (3, lambda c, a, b, t: f"(({c}) != 0.f ? ({a}) : ({b}))", lambda c, a, b, t: np.where(c != 0, a, b)),
     "MulAdd": (3, lambda a, b, c, t: f"fmaf({a}, {b}, {c})", lambda a, b, c, t: a * b + c),
 }
@@ -196,11 +230,15 @@ def single_op_program(op: str, n_inputs: int, attrs: Mapping[str, Any] | None = 
 
 # ------------------------------------------------------------------------------- CUDA source
 def kernel_name(program: Program, in_dtypes: Sequence[str], out_dtypes: Sequence[str], classes: str, ndim: int) -> str:
-    sig = hashlib.sha1(repr((program.key, tuple(in_dtypes), tuple(out_dtypes), classes, ndim)).encode()).hexdigest()[:10]
+    sig = hashlib.sha1(repr((program.key, tuple(in_dtypes), tuple(out_dtypes), classes, ndim)).encode()).hexdigest()[
+        :10
+    ]
     return f"epoxy_ew_{sig}"
 
 
-def cuda_source(program: Program, in_dtypes: Sequence[str], out_dtypes: Sequence[str], classes: str, ndim: int) -> tuple[str, str]:
+def cuda_source(
+    program: Program, in_dtypes: Sequence[str], out_dtypes: Sequence[str], classes: str, ndim: int
+) -> tuple[str, str]:
     """(kernel name, CUDA C source) for one variant.
 
     Parameters, in order: input pointers, output pointers, ``long long n``; then, when any
@@ -281,7 +319,9 @@ def evaluate_numpy(program: Program, inputs: Sequence[np.ndarray], out_dtypes: S
     return outs
 
 
-def classify(shape: tuple[int, ...], arrays_shapes_strides: Sequence[tuple[tuple[int, ...], tuple[int, ...], bool]]) -> str:
+def classify(
+    shape: tuple[int, ...], arrays_shapes_strides: Sequence[tuple[tuple[int, ...], tuple[int, ...], bool]]
+) -> str:
     """Input classes for an output ``shape``: see the module docstring."""
     out = []
     for in_shape, _strides, contiguous in arrays_shapes_strides:

@@ -68,24 +68,28 @@ def layernorm_source(dtype: str, has_bias: bool) -> tuple[str, str]:
     name = f"epoxy_layernorm_{dtype}{'_bias' if has_bias else ''}"
     bias = f" + {load.format(p='b[j]')}" if has_bias else ""
     bparam = f", const {ctype}* __restrict__ b" if has_bias else ""
-    src = PRELUDE + _REDUCE + f"""
+    src = (
+        PRELUDE
+        + _REDUCE
+        + f"""
 extern "C" __global__ void {name}(const {ctype}* __restrict__ x, const {ctype}* __restrict__ g{bparam},
                                   {ctype}* __restrict__ y, long long cols, float eps) {{
     __shared__ float shared[32];
     const {ctype}* row = x + (long long)blockIdx.x * cols;
     {ctype}* out = y + (long long)blockIdx.x * cols;
     float s = 0.f;
-    for (long long j = threadIdx.x; j < cols; j += blockDim.x) s += {load.format(p='row[j]')};
+    for (long long j = threadIdx.x; j < cols; j += blockDim.x) s += {load.format(p="row[j]")};
     float mean = ep_block_reduce<false>(s, shared) / (float)cols;
     float q = 0.f;
-    for (long long j = threadIdx.x; j < cols; j += blockDim.x) {{ float d = {load.format(p='row[j]')} - mean; q += d * d; }}
+    for (long long j = threadIdx.x; j < cols; j += blockDim.x) {{ float d = {load.format(p="row[j]")} - mean; q += d * d; }}
     float rstd = rsqrtf(ep_block_reduce<false>(q, shared) / (float)cols + eps);
     for (long long j = threadIdx.x; j < cols; j += blockDim.x) {{
-        float v = ({load.format(p='row[j]')} - mean) * rstd * {load.format(p='g[j]')}{bias};
-        out[j] = {store.format(v='v')};
+        float v = ({load.format(p="row[j]")} - mean) * rstd * {load.format(p="g[j]")}{bias};
+        out[j] = {store.format(v="v")};
     }}
 }}
 """
+    )
     return name, src
 
 
@@ -119,7 +123,9 @@ def pool_source(dtype: str, mode: str) -> tuple[str, str]:
     init = "(-__int_as_float(0x7f800000))" if mode == "max" else "0.f"
     acc = "acc = fmaxf(acc, v);" if mode == "max" else "acc += v;"
     finish = "acc" if mode == "max" else "acc / (float)(count_pad ? full : cnt)"
-    src = PRELUDE + f"""
+    src = (
+        PRELUDE
+        + f"""
 extern "C" __global__ void {name}(const {ctype}* __restrict__ x, {ctype}* __restrict__ y, long long total,
         int H, int W, int KH, int KW, int OH, int OW, int sh, int sw, int ph, int pw, int dh, int dw,
         int count_pad, int pad_h_end, int pad_w_end) {{
@@ -135,7 +141,7 @@ extern "C" __global__ void {name}(const {ctype}* __restrict__ x, {ctype}* __rest
                 int w = ow * sw - pw + kw * dw;
                 if (h >= -ph && h < H + pad_h_end && w >= -pw && w < W + pad_w_end) full++;
                 if (h < 0 || h >= H || w < 0 || w >= W) continue;
-                float v = {load.format(p='plane[h * W + w]')};
+                float v = {load.format(p="plane[h * W + w]")};
                 {acc}
                 cnt++;
             }}
@@ -144,6 +150,7 @@ extern "C" __global__ void {name}(const {ctype}* __restrict__ x, {ctype}* __rest
     }}
 }}
 """
+    )
     return name, src
 
 

@@ -29,9 +29,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from epoxy.errors import InvalidArgumentError, InvalidFeedError
+
 from epoxy.api.io_binding import IOBinding as CoreIOBinding
 from epoxy.api.io_binding import run_with_iobinding
+from epoxy.errors import InvalidArgumentError, InvalidFeedError
 
 _DLPACK_CPU = 1
 
@@ -83,7 +84,9 @@ class IOBinding(CoreIOBinding):
 
     def __init__(self, session: Any, provider: str = "cuda") -> None:
         if provider not in session.get_providers():
-            raise InvalidArgumentError(f"session does not use provider {provider!r} (it uses {session.get_providers()})")
+            raise InvalidArgumentError(
+                f"session does not use provider {provider!r} (it uses {session.get_providers()})"
+            )
         super().__init__(session)
         self.provider = session.get_provider(provider)
         self.backend = self.provider.backend

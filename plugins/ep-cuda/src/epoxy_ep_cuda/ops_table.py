@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from epoxy.contract import NodeSpec
 from epoxy.kit import OpSupport
 
 F = frozenset({"float32", "float16"})
-I = frozenset({"int64", "int32"})
+I = frozenset({"int64", "int32"})  # noqa: E741 - F, I, B: the table's one-letter type-set names
 B = frozenset({"bool"})
 FIB = F | I | B
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
 from epoxy.contract import Capability, Device, FusedGroup, GraphSpec, KernelFn, NodeSpec, SubgraphSpec
 from epoxy.kit import Unsupported
 
@@ -292,7 +293,9 @@ def _single(fn: KernelFn, n_out: int) -> KernelFn:
     return fn
 
 
-def _boundary(graph: GraphSpec, nodes: Sequence[int], region: set[int], region_outputs: set[str]) -> tuple[list[str], list[str]]:
+def _boundary(
+    graph: GraphSpec, nodes: Sequence[int], region: set[int], region_outputs: set[str]
+) -> tuple[list[str], list[str]]:
     members = set(nodes)
     produced = {o for i in nodes for o in graph.nodes[i].outputs if o}
     ins: list[str] = []

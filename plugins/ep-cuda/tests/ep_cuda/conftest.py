@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from epoxy.testing import RandomStarts
 from cuda_helpers import gpu_unavailable_reason
+
+from epoxy.testing import RandomStarts
 
 
 def pytest_configure(config: pytest.Config) -> None:

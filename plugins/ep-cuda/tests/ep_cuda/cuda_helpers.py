@@ -4,19 +4,26 @@ from __future__ import annotations
 
 from typing import Any
 
-import epoxy
 import numpy as np
 import onnx
-from epoxy_ep_cuda.testing import FakeCudaFactory, fake_registry
 from onnx import TensorProto, helper, numpy_helper
+
+import epoxy
+from epoxy_ep_cuda.testing import FakeCudaFactory, fake_registry
 
 NP2ONNX = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
            np.dtype(np.int64): TensorProto.INT64, np.dtype(np.bool_): TensorProto.BOOL,
            np.dtype(np.float64): TensorProto.DOUBLE, np.dtype(np.int32): TensorProto.INT32}
 
 
-def model(nodes: list[Any], inputs: dict[str, np.ndarray], outputs: list[str], inits: dict[str, np.ndarray] | None = None,
-          opset: int = 17, out_types: dict[str, Any] | None = None) -> bytes:
+def model(
+    nodes: list[Any],
+    inputs: dict[str, np.ndarray],
+    outputs: list[str],
+    inits: dict[str, np.ndarray] | None = None,
+    opset: int = 17,
+    out_types: dict[str, Any] | None = None,
+) -> bytes:
     g = helper.make_graph(
         nodes, "t",
         [helper.make_tensor_value_info(n, NP2ONNX[v.dtype], list(v.shape)) for n, v in inputs.items()],

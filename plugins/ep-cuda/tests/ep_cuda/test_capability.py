@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 from cuda_helpers import assert_close, model, placement, run_both
+from onnx import TensorProto, helper
+
 from epoxy_ep_cuda.capability import find_regions
 from epoxy_ep_cuda.ops_table import decline_reason, load
-from onnx import TensorProto, helper
 
 R = np.random.default_rng(0)
 
@@ -59,16 +60,24 @@ def test_shape_chain_runs_on_host_without_syncs() -> None:
 def test_shape_value_read_on_cpu_passes_through() -> None:
     x = R.standard_normal((2, 5)).astype(np.float32)
     nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Det", ["m"], ["dt"])]
-    m = model(nodes + [helper.make_node("Cast", ["s"], ["y"], to=TensorProto.INT64)], {"x": x, "m": np.eye(2, dtype=np.float32)},
-              ["y", "dt"])
+    m = model(
+        nodes + [helper.make_node("Cast", ["s"], ["y"], to=TensorProto.INT64)],
+        {"x": x, "m": np.eye(2, dtype=np.float32)},
+        ["y", "dt"],
+    )
     got, want, _p, _s = run_both(m, {"x": x, "m": np.eye(2, dtype=np.float32)})
     assert_close(got, want)
 
 
 def test_elementwise_chains_fuse_into_one_group() -> None:
     x = R.standard_normal((4, 8)).astype(np.float32)
-    inits = {"w": R.standard_normal((8, 8)).astype(np.float32), "b": R.standard_normal(8).astype(np.float32),
-             "sqrt2": np.array(np.sqrt(2), np.float32), "one": np.array(1, np.float32), "half": np.array(0.5, np.float32)}
+    inits = {
+        "w": R.standard_normal((8, 8)).astype(np.float32),
+        "b": R.standard_normal(8).astype(np.float32),
+        "sqrt2": np.array(np.sqrt(2), np.float32),
+        "one": np.array(1, np.float32),
+        "half": np.array(0.5, np.float32),
+    }
     nodes = [
         helper.make_node("MatMul", ["x", "w"], ["mm"]),
         helper.make_node("Add", ["mm", "b"], ["h"]),

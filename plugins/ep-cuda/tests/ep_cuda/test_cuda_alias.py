@@ -3,12 +3,13 @@ written for onnxruntime's ``CUDAExecutionProvider`` runs on epoxy's cuda unchang
 
 from __future__ import annotations
 
-import epoxy
 import numpy as np
+from onnx import TensorProto, helper
+
+import epoxy
 from epoxy.plugins import ProviderRegistry
 from epoxy_ep_cuda.factory import CudaProviderFactory
 from epoxy_ep_cuda.testing import FakeCudaFactory, fake_registry
-from onnx import TensorProto, helper
 
 ALIAS = "CUDAExecutionProvider"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 import pytest
+
 from epoxy.errors import InvalidArgumentError
 from epoxy_ep_cuda.factory import CudaProviderFactory
 from epoxy_ep_cuda.options import CONV_ALGOS, OPTIONS, CudaOptions

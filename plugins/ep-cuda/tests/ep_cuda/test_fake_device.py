@@ -24,7 +24,9 @@ def _check(nodes, feeds, outs, inits=None, opset=17, options=None, rtol=1e-4, at
     assert_close(got, want, rtol, atol)
     if all_cuda:
         off = {n: pr for n, pr in placement(s).items() if pr != "cuda"}
-        assert not off, f"not on cuda: {off}: {[d.declined for d in s.partition_report().nodes if d.provider != 'cuda']}"
+        assert not off, (
+            f"not on cuda: {off}: {[d.declined for d in s.partition_report().nodes if d.provider != 'cuda']}"
+        )
     return p
 
 
@@ -88,20 +90,34 @@ def test_cast_float16_roundtrip() -> None:
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
-@pytest.mark.parametrize("shapes", [((4, 8), (8, 5)), ((2, 3, 4, 8), (2, 3, 8, 5)), ((3, 4, 8), (8, 2)), ((8,), (8, 3))])
+@pytest.mark.parametrize(
+    "shapes", [((4, 8), (8, 5)), ((2, 3, 4, 8), (2, 3, 8, 5)), ((3, 4, 8), (8, 2)), ((8,), (8, 3))]
+)
 def test_matmul(shapes: tuple, dtype: str) -> None:
     tol = dict(rtol=2e-2, atol=2e-2) if dtype == "float16" else {}
-    _check([helper.make_node("MatMul", ["a", "b"], ["y"])], {"a": f32(*shapes[0]).astype(dtype), "b": f32(*shapes[1]).astype(dtype)}, ["y"], **tol)
+    _check(
+        [helper.make_node("MatMul", ["a", "b"], ["y"])],
+        {"a": f32(*shapes[0]).astype(dtype), "b": f32(*shapes[1]).astype(dtype)},
+        ["y"],
+        **tol,
+    )
 
 
-@pytest.mark.parametrize("ta,tb,alpha,beta,cshape", [(0, 0, 1.0, 1.0, (5,)), (1, 0, 0.5, 2.0, (4, 5)), (0, 1, 1.0, 0.0, None),
-                                                     (1, 1, 2.0, 1.0, (1, 5))])
+@pytest.mark.parametrize(
+    "ta,tb,alpha,beta,cshape",
+    [(0, 0, 1.0, 1.0, (5,)), (1, 0, 0.5, 2.0, (4, 5)), (0, 1, 1.0, 0.0, None), (1, 1, 2.0, 1.0, (1, 5))],
+)
 def test_gemm(ta: int, tb: int, alpha: float, beta: float, cshape: tuple | None) -> None:
     a = f32(3, 4) if ta else f32(4, 3)
     b = f32(5, 3) if tb else f32(3, 5)
     ins = ["a", "b"] + (["c"] if cshape else [])
     inits = {"c": f32(*cshape)} if cshape else {}
-    _check([helper.make_node("Gemm", ins, ["y"], transA=ta, transB=tb, alpha=alpha, beta=beta)], {"a": a, "b": b}, ["y"], inits)
+    _check(
+        [helper.make_node("Gemm", ins, ["y"], transA=ta, transB=tb, alpha=alpha, beta=beta)],
+        {"a": a, "b": b},
+        ["y"],
+        inits,
+    )
 
 
 CONVS = [
@@ -192,11 +208,19 @@ def test_reduce_legacy_attr_and_argmax() -> None:
 
 def test_shape_ops() -> None:
     x = f32(2, 3, 4)
-    inits = {"starts": np.array([0, 1], np.int64), "ends": np.array([2, 10], np.int64), "axes": np.array([0, 2], np.int64),
-             "steps": np.array([1, 2], np.int64), "idx": np.array([[2, 0], [1, -1]], np.int64),
-             "shape": np.array([3, 1, 1, 4], np.int64), "split": np.array([1, 2], np.int64),
-             "ax": np.array([0, 3], np.int64), "reps": np.array([1, 2, 1], np.int64),
-             "pads": np.array([0, 1, 0, 0, 2, 1], np.int64), "cval": np.array(1.5, np.float32)}
+    inits = {
+        "starts": np.array([0, 1], np.int64),
+        "ends": np.array([2, 10], np.int64),
+        "axes": np.array([0, 2], np.int64),
+        "steps": np.array([1, 2], np.int64),
+        "idx": np.array([[2, 0], [1, -1]], np.int64),
+        "shape": np.array([3, 1, 1, 4], np.int64),
+        "split": np.array([1, 2], np.int64),
+        "ax": np.array([0, 3], np.int64),
+        "reps": np.array([1, 2, 1], np.int64),
+        "pads": np.array([0, 1, 0, 0, 2, 1], np.int64),
+        "cval": np.array(1.5, np.float32),
+    }
     nodes = [
         helper.make_node("Slice", ["x", "starts", "ends", "axes", "steps"], ["sl"]),
         helper.make_node("Gather", ["x", "idx"], ["ga"], axis=1),
@@ -218,13 +242,15 @@ def test_shape_ops() -> None:
 
 def test_constant_of_shape_range_and_dropout() -> None:
     x = f32(2, 3)
-    nodes = [helper.make_node("Shape", ["x"], ["s"]),
-             helper.make_node("ConstantOfShape", ["s"], ["z"], value=helper.make_tensor("v", TensorProto.FLOAT, [1], [2.5])),
-             helper.make_node("Add", ["x", "z"], ["xz"]),
-             helper.make_node("Dropout", ["xz"], ["d"]),
-             helper.make_node("Range", ["r0", "r1", "r2"], ["rg"]),
-             helper.make_node("Cast", ["rg"], ["rgf"], to=TensorProto.FLOAT),
-             helper.make_node("Add", ["d", "rgf"], ["y"])]
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("ConstantOfShape", ["s"], ["z"], value=helper.make_tensor("v", TensorProto.FLOAT, [1], [2.5])),
+        helper.make_node("Add", ["x", "z"], ["xz"]),
+        helper.make_node("Dropout", ["xz"], ["d"]),
+        helper.make_node("Range", ["r0", "r1", "r2"], ["rg"]),
+        helper.make_node("Cast", ["rg"], ["rgf"], to=TensorProto.FLOAT),
+        helper.make_node("Add", ["d", "rgf"], ["y"]),
+    ]
     inits = {"r0": np.array(0, np.int64), "r1": np.array(3, np.int64), "r2": np.array(1, np.int64)}
     _check(nodes, {"x": x}, ["y"], inits)
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import epoxy
 import numpy as np
 import pytest
 from cuda_helpers import model
 from onnx import helper
+
+import epoxy
 
 pytestmark = pytest.mark.gpu
 R = np.random.default_rng(3)
@@ -63,7 +64,9 @@ def test_hand_written_kernels_match(dtype: str) -> None:
     tol = 5e-3 if dtype == "float16" else 1e-5
     x2 = R.standard_normal((7, 300)).astype(dtype)
     for log in (False, True):
-        np.testing.assert_allclose(cp.asnumpy(gpu.softmax_rows(cp.asarray(x2), log)), fake.softmax_rows(x2, log), rtol=tol, atol=tol)
+        np.testing.assert_allclose(
+            cp.asnumpy(gpu.softmax_rows(cp.asarray(x2), log)), fake.softmax_rows(x2, log), rtol=tol, atol=tol
+        )
     g, b = R.standard_normal(300).astype(dtype), R.standard_normal(300).astype(dtype)
     np.testing.assert_allclose(cp.asnumpy(gpu.layernorm_rows(cp.asarray(x2), cp.asarray(g), cp.asarray(b), 1e-5)),
                                fake.layernorm_rows(x2, g, b, 1e-5), rtol=tol * 10, atol=tol * 10)
@@ -79,9 +82,12 @@ def test_hand_written_kernels_match(dtype: str) -> None:
 def test_session_ops_and_copies() -> None:
     x = R.standard_normal((2, 3, 8, 8)).astype(np.float32)
     inits = {"w": R.standard_normal((4, 3, 3, 3)).astype(np.float32), "b": R.standard_normal(4).astype(np.float32)}
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["r"]),
-             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
-             helper.make_node("Softmax", ["p"], ["y"], axis=-1)]
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Softmax", ["p"], ["y"], axis=-1),
+    ]
     s, ref, p = _sessions(model(nodes, {"x": x}, ["y"], inits))
     np.testing.assert_allclose(s.run(None, {"x": x})[0], ref.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
     assert {d.provider for d in s.partition_report().nodes} == {"cuda"}
@@ -96,7 +102,9 @@ def _bert():  # type: ignore[no-untyped-def]
     return models.build_bert(cfg).SerializeToString(), models.bert_feeds_factory(cfg)(np.random.default_rng(0))
 
 
-@pytest.mark.parametrize("options", [{}, {"fuse": False}, {"cuda_graph": True}, {"pinned": False, "memory_limit": "4GB"}])
+@pytest.mark.parametrize(
+    "options", [{}, {"fuse": False}, {"cuda_graph": True}, {"pinned": False, "memory_limit": "4GB"}]
+)
 def test_bert_small(options: dict) -> None:
     m, feeds = _bert()
     s, ref, p = _sessions(m, options)
@@ -111,6 +119,7 @@ def test_bert_small(options: dict) -> None:
 
 def test_iobinding_cupy_and_torch() -> None:
     import cupy as cp
+
     from epoxy_ep_cuda.iobinding import IOBinding
 
     m, feeds = _bert()

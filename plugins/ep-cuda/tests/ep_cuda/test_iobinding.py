@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import epoxy
 import numpy as np
 import pytest
 from cuda_helpers import model
+from onnx import helper
+
+import epoxy
 from epoxy_ep_cuda.backend import FakeDeviceArray
 from epoxy_ep_cuda.iobinding import IOBinding
 from epoxy_ep_cuda.testing import FakeCudaFactory, fake_registry
-from onnx import helper
 
 
 def _session(nodes, feeds, outs):  # type: ignore[no-untyped-def]
@@ -64,8 +65,9 @@ def test_validation() -> None:
         b.bind_input("nope", x)
     with pytest.raises(ValueError, match="not bound"):
         b.run()
-    cpu_only = epoxy.InferenceSession(model([helper.make_node("Relu", ["x"], ["y"])], {"x": x}, ["y"]), providers=["cpu"],
-                                      registry=fake_registry())
+    cpu_only = epoxy.InferenceSession(
+        model([helper.make_node("Relu", ["x"], ["y"])], {"x": x}, ["y"]), providers=["cpu"], registry=fake_registry()
+    )
     with pytest.raises(ValueError, match="does not use provider"):
         IOBinding(cpu_only)
 

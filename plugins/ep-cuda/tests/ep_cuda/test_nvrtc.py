@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 
 import pytest
+
 from epoxy_ep_cuda import codegen, cuda_sources
 
 
@@ -21,7 +22,11 @@ def _nvrtc():  # type: ignore[no-untyped-def]
     try:
         nvrtc.getVersion()
     except Exception as exc:
-        return None, f"NVRTC library not loadable ({type(exc).__name__}: {str(exc).splitlines()[0]}): pip install nvidia-cuda-nvrtc"
+        return (
+            None,
+            f"NVRTC library not loadable ({type(exc).__name__}: {str(exc).splitlines()[0]}): "
+            "pip install nvidia-cuda-nvrtc",
+        )
     return nvrtc, None
 
 
@@ -52,7 +57,11 @@ def _ew_cases() -> list[tuple[str, codegen.Program, list[str], list[str], str, i
     cases = []
     attrs = {"alpha": 0.1, "beta": 0.5, "gamma": 1.05, "min": -1.0, "max": 6.0, "approximate": "tanh"}
     for op, (arity, _c, _n) in sorted(codegen.EW_OPS.items()):
-        needed = {k: v for k, v in attrs.items()} if op in ("LeakyRelu", "Elu", "Selu", "HardSigmoid", "Clip", "Gelu") else {}
+        needed = (
+            {k: v for k, v in attrs.items()}
+            if op in ("LeakyRelu", "Elu", "Selu", "HardSigmoid", "Clip", "Gelu")
+            else {}
+        )
         prog = codegen.single_op_program(op, arity, needed)
         for dt in ("float32", "float16"):
             cls = ("cbs" * 3)[:arity]

@@ -8,8 +8,9 @@ import ast
 import sys
 from pathlib import Path
 
-import epoxy_ep_cuda
 import pytest
+
+import epoxy_ep_cuda
 
 SOURCE = Path(epoxy_ep_cuda.__file__).parent
 
@@ -26,8 +27,11 @@ def _imported_modules(path: Path) -> set[str]:
 
 def test_no_module_imports_another_plugin() -> None:
     offending = {
-        str(path.relative_to(SOURCE)): sorted(m for m in _imported_modules(path)
-                                              if m.split(".")[0].startswith("epoxy_ep_") and m.split(".")[0] != "epoxy_ep_cuda")
+        str(path.relative_to(SOURCE)): sorted(
+            m
+            for m in _imported_modules(path)
+            if m.split(".")[0].startswith("epoxy_ep_") and m.split(".")[0] != "epoxy_ep_cuda"
+        )
         for path in SOURCE.rglob("*.py")
     }
     assert not {k: v for k, v in offending.items() if v}

@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 from cuda_helpers import gpu_unavailable_reason
+
 from epoxy.contract import ProviderUnavailable
 from epoxy.errors import InvalidArgumentError
 from epoxy.plugins import ProviderRegistry
@@ -76,9 +77,10 @@ def test_missing_cupy_reason(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @no_gpu
 def test_session_falls_back_to_cpu() -> None:
-    import epoxy
     from cuda_helpers import model
     from onnx import helper
+
+    import epoxy
 
     m = model([helper.make_node("Relu", ["x"], ["y"])], {"x": np.zeros((2, 3), np.float32)}, ["y"])
     with pytest.warns(RuntimeWarning, match="provider 'cuda' skipped"):

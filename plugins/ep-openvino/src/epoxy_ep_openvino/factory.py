@@ -13,6 +13,7 @@ from epoxy.contract import Device, ProviderUnavailable
 from .runtime import PROVIDER_NAME, import_openvino, shared_core
 from .version import __version__
 
+
 class OpenVINOProviderFactory:
     """Identity and discovery for the OpenVINO provider."""
 

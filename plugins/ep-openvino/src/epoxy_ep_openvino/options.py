@@ -52,25 +52,67 @@ class OpenVINOOptions:
 _D = OpenVINOOptions()
 #: The one table of options: ``create`` parses with it and ``OpenVINOProviderFactory.options()``
 #: returns ``TABLE.describe()`` (``epoxy providers``), so the two never disagree.
-TABLE: OptionTable[OpenVINOOptions] = OptionTable("openvino", [
-    Option("device", "str", _D.device, "OpenVINO device (CPU, GPU.1, NPU, AUTO, HETERO:GPU,CPU...)",
-           default_text="the epoxy device chosen by device_index"),
-    Option("performance_hint", "enum", _D.performance_hint, "PERFORMANCE_HINT", choices=HINTS),
-    Option("num_threads", "int", _D.num_threads, "INFERENCE_NUM_THREADS", minimum=0, notes="0: OpenVINO decides"),
-    Option("num_streams", "int", _D.num_streams, "NUM_STREAMS", minimum=0,
-           default_text="1 with the LATENCY hint, else OpenVINO's choice"),
-    Option("precision", "enum", _D.precision, "INFERENCE_PRECISION_HINT", choices=PRECISIONS, aliases=PRECISION_ALIASES,
-           notes="f32 gives exact results on every CPU; 'default' = what the device prefers"),
-    Option("cache_dir", "path", _D.cache_dir,
-           "CACHE_DIR: directory where compiled blobs are stored and loaded by later sessions",
-           convert=os.fspath),
-    Option("min_group_cost", "float", _D.min_group_cost,
-           "estimated cpu microseconds a group must save to be worth one OpenVINO call", minimum=0,
-           env=ENV_MIN_GROUP_COST, notes="0 claims every group"),
-    Option("float16", "bool", _D.float16, "also run float16 tensors, computed in float32 and rounded once "
-                                          "(may differ from ONNX's float16 steps by 1 ulp)"),
-    Option("config", "dict", _D.config, 'extra OpenVINO properties passed as they are, e.g. {"ENABLE_CPU_PINNING": False}'),
-], OpenVINOOptions)
+TABLE: OptionTable[OpenVINOOptions] = OptionTable(
+    "openvino",
+    [
+        Option(
+            "device",
+            "str",
+            _D.device,
+            "OpenVINO device (CPU, GPU.1, NPU, AUTO, HETERO:GPU,CPU...)",
+            default_text="the epoxy device chosen by device_index",
+        ),
+        Option("performance_hint", "enum", _D.performance_hint, "PERFORMANCE_HINT", choices=HINTS),
+        Option("num_threads", "int", _D.num_threads, "INFERENCE_NUM_THREADS", minimum=0, notes="0: OpenVINO decides"),
+        Option(
+            "num_streams",
+            "int",
+            _D.num_streams,
+            "NUM_STREAMS",
+            minimum=0,
+            default_text="1 with the LATENCY hint, else OpenVINO's choice",
+        ),
+        Option(
+            "precision",
+            "enum",
+            _D.precision,
+            "INFERENCE_PRECISION_HINT",
+            choices=PRECISIONS,
+            aliases=PRECISION_ALIASES,
+            notes="f32 gives exact results on every CPU; 'default' = what the device prefers",
+        ),
+        Option(
+            "cache_dir",
+            "path",
+            _D.cache_dir,
+            "CACHE_DIR: directory where compiled blobs are stored and loaded by later sessions",
+            convert=os.fspath,
+        ),
+        Option(
+            "min_group_cost",
+            "float",
+            _D.min_group_cost,
+            "estimated cpu microseconds a group must save to be worth one OpenVINO call",
+            minimum=0,
+            env=ENV_MIN_GROUP_COST,
+            notes="0 claims every group",
+        ),
+        Option(
+            "float16",
+            "bool",
+            _D.float16,
+            "also run float16 tensors, computed in float32 and rounded once "
+            "(may differ from ONNX's float16 steps by 1 ulp)",
+        ),
+        Option(
+            "config",
+            "dict",
+            _D.config,
+            'extra OpenVINO properties passed as they are, e.g. {"ENABLE_CPU_PINNING": False}',
+        ),
+    ],
+    OpenVINOOptions,
+)
 #: option name -> one-line help (what ``OpenVINOProviderFactory.options()`` returns)
 OPTIONS: dict[str, str] = TABLE.describe()
 KNOWN_OPTIONS = TABLE.names

@@ -18,13 +18,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from epoxy.contract import Capability, Device, FusedGroup, GraphSpec, KernelFn, NodeSpec, SubgraphSpec, ValueType
 from epoxy.errors import ProviderError
 from epoxy.kit import HostAllocator, boundary, convex_groups
 
-from .runtime import PROVIDER_NAME, import_openvino, shared_core
 from .options import OpenVINOOptions
 from .rewrites import apply_rewrites
+from .runtime import PROVIDER_NAME, import_openvino, shared_core
 from .support import gate
 
 log = logging.getLogger("epoxy_ep_openvino")
@@ -74,7 +75,11 @@ def node_cost_us(node: NodeSpec) -> float:
                 n_out = _elements(node.output_types[0])
                 w_elems = _elements(w)
                 if n_out is not None and w_elems is not None and w.shape:
-                    per_out = w_elems // max(1, int(w.shape[0])) if node.op_type != "ConvTranspose" else w_elems // max(1, int(w.shape[1]))
+                    per_out = (
+                        w_elems // max(1, int(w.shape[0]))
+                        if node.op_type != "ConvTranspose"
+                        else w_elems // max(1, int(w.shape[1]))
+                    )
                     flops = 2 * n_out * per_out
         except (IndexError, TypeError, ValueError):
             flops = None
@@ -254,12 +259,18 @@ class OpenVINOProvider:
             for t in moved:
                 proto.graph.initializer.remove(t)
                 vt = graph.value_type(t.name)
-                proto.graph.input.append(helper.make_tensor_value_info(t.name, t.data_type, vt.shape if vt.shape is not None else list(t.dims)))
+                proto.graph.input.append(
+                    helper.make_tensor_value_info(
+                        t.name, t.data_type, vt.shape if vt.shape is not None else list(t.dims)
+                    )
+                )
         data = proto.SerializeToString()
         key = hashlib.sha1(data + repr(sorted(self.config.items())).encode() + self.ov_device.encode()).hexdigest()
         return data, key
 
-    def _compile_nodes(self, graph: GraphSpec, nodes: Sequence[int], label: str, overridable: bool = False) -> _Compiled:
+    def _compile_nodes(
+        self, graph: GraphSpec, nodes: Sequence[int], label: str, overridable: bool = False
+    ) -> _Compiled:
         data, key = self._model_bytes(graph, nodes, overridable)
         found = self._compiled.get(key)
         if found is not None:
@@ -367,7 +378,9 @@ class OpenVINOProvider:
                 out_port.setdefault(name, port)
         lost = [n for n in subgraph.outputs if n not in out_port]
         if lost:
-            raise self._error(graph, nodes, label, "compile", RuntimeError(f"group outputs {lost} have no OpenVINO port"))
+            raise self._error(
+                graph, nodes, label, "compile", RuntimeError(f"group outputs {lost} have no OpenVINO port")
+            )
         fetch = []
         for name in subgraph.outputs:
             port = out_port[name]
@@ -376,8 +389,15 @@ class OpenVINOProvider:
             fetch.append((port, want if (want is not None and have is not None and want != have) else None))
         return self._runner(entry, feeds, fetch, graph, nodes, label)
 
-    def _runner(self, entry: _Compiled, feeds: list[tuple[int, int, np.dtype, tuple[int, ...] | None, int]], fetch: list[tuple[int, np.dtype | None]],
-                graph: GraphSpec, nodes: Sequence[int], label: str) -> KernelFn:
+    def _runner(
+        self,
+        entry: _Compiled,
+        feeds: list[tuple[int, int, np.dtype, tuple[int, ...] | None, int]],
+        fetch: list[tuple[int, np.dtype | None]],
+        graph: GraphSpec,
+        nodes: Sequence[int],
+        label: str,
+    ) -> KernelFn:
         Tensor = self.ov.Tensor
         pool = entry.requests
         create = entry.model.create_infer_request
@@ -414,7 +434,9 @@ class OpenVINOProvider:
 
         return run
 
-    def _error(self, graph: GraphSpec, nodes: Sequence[int], label: str, when: str, exc: BaseException) -> ProviderError:
+    def _error(
+        self, graph: GraphSpec, nodes: Sequence[int], label: str, when: str, exc: BaseException
+    ) -> ProviderError:
         names = [graph.nodes[i].name for i in nodes]
         shown = ", ".join(names[:8]) + (f", ... ({len(names)} nodes)" if len(names) > 8 else "")
         return ProviderError(

@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 import onnx
-from epoxy.graph.names import FreshNames
 from onnx import helper, numpy_helper
+
+from epoxy.graph.names import FreshNames
 
 
 @dataclass

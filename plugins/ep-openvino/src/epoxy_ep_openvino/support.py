@@ -27,6 +27,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
+
 from epoxy.contract import GraphSpec, NodeSpec
 
 if TYPE_CHECKING:

@@ -141,8 +141,13 @@ def normalizations() -> Iterator[Case]:
                               "segment_embedding": _normal(r, 2, h) if segment else None,
                               "gamma": _normal(r, h), "beta": _normal(r, h),
                               "mask": m if mask else None, "position_ids": pids}
-                    yield Case(f"EmbedLayerNormalization-seg{int(segment)}-mask{int(mask)}-pos{position_ids}-outs{outs}",
-                               "EmbedLayerNormalization", inputs, outs, {"epsilon": 1e-5})
+                    yield Case(
+                        f"EmbedLayerNormalization-seg{int(segment)}-mask{int(mask)}-pos{position_ids}-outs{outs}",
+                        "EmbedLayerNormalization",
+                        inputs,
+                        outs,
+                        {"epsilon": 1e-5},
+                    )
 
 
 # ------------------------------------------------------------------------------- attention
@@ -274,11 +279,15 @@ def group_query_attention() -> Iterator[Case]:
                 total = s if phase == "prompt" else 6
                 q = _normal(r, b, s, n * h)
                 k, v = _normal(r, b, s, kvn * h), _normal(r, b, s, kvn * h)
-                inputs: dict[str, Any] = {"query": np.concatenate([q, k, v], axis=-1) if packed else q,
-                                          "key": None if packed else k, "value": None if packed else v,
-                                          "past_key": _normal(r, b, kvn, past, h), "past_value": _normal(r, b, kvn, past, h),
-                                          "seqlens_k": np.array([total - 1] * b, np.int32),
-                                          "total_sequence_length": np.array(total, np.int32)}
+                inputs: dict[str, Any] = {
+                    "query": np.concatenate([q, k, v], axis=-1) if packed else q,
+                    "key": None if packed else k,
+                    "value": None if packed else v,
+                    "past_key": _normal(r, b, kvn, past, h),
+                    "past_value": _normal(r, b, kvn, past, h),
+                    "seqlens_k": np.array([total - 1] * b, np.int32),
+                    "total_sequence_length": np.array(total, np.int32),
+                }
                 attrs: dict[str, Any] = {"num_heads": n, "kv_num_heads": kvn}
                 if rotary:
                     inputs["cos_cache"], inputs["sin_cache"] = _cos_sin(16, h // 2)

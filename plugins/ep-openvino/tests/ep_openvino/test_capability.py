@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import epoxy
 import numpy as np
 import pytest
-from epoxy_ep_openvino import support
 from onnx import TensorProto, helper
 from ov_test_models import conv_net, make_model
+
+import epoxy
+from epoxy_ep_openvino import support
 
 
 def _declines(sess, node):

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 
-import epoxy
 import numpy as np
 import onnx
 import pytest
-from epoxy_ep_openvino import support
 from onnx import TensorProto, helper, numpy_helper
+
+import epoxy
+from epoxy_ep_openvino import support
 
 ort = pytest.importorskip("onnxruntime")
 MS = "com.microsoft"

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import warnings
 
-import epoxy
-import epoxy.errors
 import numpy as np
 import pytest
 from contrib_cases import Case, all_cases
+
+import epoxy
+import epoxy.errors
 
 ort = pytest.importorskip("onnxruntime")
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import epoxy
-import epoxy_ep_openvino
 import numpy as np
 import pytest
+from onnx import TensorProto, helper
+from ov_test_models import conv_net, make_model
+
+import epoxy
+import epoxy_ep_openvino
 from epoxy.contract import FusedGroup, SubgraphSpec
 from epoxy.errors import ProviderError
 from epoxy.kit import boundary
-from onnx import TensorProto, helper
-from ov_test_models import conv_net, make_model
 
 
 def _session(model):
@@ -67,7 +68,9 @@ def test_run_error_is_a_provider_error():
     _, provider, graph = _session(_small())
     run = provider.compile(_spec(graph, [0, 1], "grp"))
     np.testing.assert_array_equal(run(np.ones((2, 3), np.float32))[0], -np.ones((2, 3), np.float32))
-    with pytest.raises(ProviderError, match=r"openvino run failed for group 'grp' \(nodes relu, neg\) on openvino:cpu:0"):
+    with pytest.raises(
+        ProviderError, match=r"openvino run failed for group 'grp' \(nodes relu, neg\) on openvino:cpu:0"
+    ):
         run(np.ones((5, 7), np.float32))
     # the request pool survives a failed call
     np.testing.assert_array_equal(run(np.ones((2, 3), np.float32))[0], -np.ones((2, 3), np.float32))

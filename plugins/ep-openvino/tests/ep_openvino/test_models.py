@@ -7,12 +7,13 @@ import importlib.util
 import sys
 from pathlib import Path
 
-import epoxy
 import numpy as np
 import onnx
 import pytest
 from onnx import helper
 from ov_test_models import conv_net
+
+import epoxy
 
 LIGHT = ("bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet",
          "squeezenet", "vgg19", "zfnet512")

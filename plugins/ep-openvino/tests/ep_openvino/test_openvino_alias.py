@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
-import epoxy
 import numpy as np
+from onnx import TensorProto, helper
+
+import epoxy
 from epoxy.plugins import ProviderRegistry, default_registry
 from epoxy_ep_openvino.factory import OpenVINOProviderFactory
-from onnx import TensorProto, helper
 
 ALIAS = "OpenVINOExecutionProvider"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 import pytest
+
 from epoxy.errors import InvalidArgumentError
 from epoxy_ep_openvino.factory import OpenVINOProviderFactory
 from epoxy_ep_openvino.options import HINTS, OPTIONS, OpenVINOOptions

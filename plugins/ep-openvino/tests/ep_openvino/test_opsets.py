@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import math
 
-import epoxy
 import numpy as np
 import onnx
-from epoxy.graph.graph_spec import CoreGraph
 from onnx import TensorProto, helper
 from ov_test_models import make_model
+
+import epoxy
+from epoxy.graph.graph_spec import CoreGraph
 
 F = TensorProto.FLOAT
 

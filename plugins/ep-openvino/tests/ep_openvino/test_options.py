@@ -5,14 +5,15 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import epoxy
 import pytest
+from ov_test_models import conv_net
+
+import epoxy
 from epoxy.contract import ProviderUnavailable
 from epoxy.errors import InvalidArgumentError
 from epoxy.sdk_api import incompatibility
 from epoxy_ep_openvino.factory import OpenVINOProviderFactory
 from epoxy_ep_openvino.options import parse_options
-from ov_test_models import conv_net
 
 
 def test_plugin_import_does_not_import_openvino():

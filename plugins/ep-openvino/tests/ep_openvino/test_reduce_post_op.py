@@ -4,12 +4,13 @@ GaussianNB), so the reduction stays on cpu and the result matches the cpu provid
 
 from __future__ import annotations
 
-import epoxy
 import numpy as np
 import pytest
-from epoxy_ep_openvino import support
 from onnx import TensorProto, helper
 from ov_test_models import make_model
+
+import epoxy
+from epoxy_ep_openvino import support
 
 
 def _gaussian_nb_like(rng: np.random.Generator, axis: int) -> object:

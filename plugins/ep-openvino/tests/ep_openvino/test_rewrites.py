@@ -4,13 +4,14 @@ convolution in another order, so equal channels averaged to different values).""
 
 from __future__ import annotations
 
-import epoxy
 import numpy as np
 import onnx
 import pytest
-from epoxy_ep_openvino.rewrites import apply_rewrites
 from onnx import TensorProto, helper
 from ov_test_models import make_model
+
+import epoxy
+from epoxy_ep_openvino.rewrites import apply_rewrites
 
 
 def _conv_pool_model(channels: int, spatial, opset: int = 18) -> onnx.ModelProto:

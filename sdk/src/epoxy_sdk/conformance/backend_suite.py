@@ -13,8 +13,8 @@ import os
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any
+from functools import cache
+from typing import Any, cast
 
 import numpy as np
 import onnx
@@ -39,10 +39,11 @@ class Case:
     data_sets: Any = None
 
     def load_model(self) -> onnx.ModelProto:
-        return self.model if self.model is not None else onnx.load(self.model_path)
+        # a case without an in-memory model has a model_path
+        return self.model if self.model is not None else onnx.load(cast(str, self.model_path))
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_cases(kind: str) -> tuple[Case, ...]:
     from onnx.backend.test.loader import load_model_tests
 
@@ -58,7 +59,7 @@ def load_cases(kind: str) -> tuple[Case, ...]:
             dirs = tuple(sorted(glob.glob(os.path.join(c.model_dir, "test_data_set*"))))
             cases.append(Case(c.name, kind, os.path.join(c.model_dir, "model.onnx"), dirs, c.rtol, c.atol))
         else:
-            path = os.path.join(root, c.url)
+            path = os.path.join(root, cast(str, c.url))  # a case with neither model nor model_dir has a url
             cases.append(Case(c.name, kind, path, (), c.rtol, c.atol, dummy_model_name=c.model_name))
     return tuple(cases)
 
@@ -116,7 +117,7 @@ def load_data(case: Case, model: onnx.ModelProto) -> list[tuple[dict[str, Any], 
             if inp.name in inits:
                 continue
             feeds[inp.name] = Runner.generate_dummy_data(inp, seed=0, name=case.dummy_model_name, random=False)
-        prefix = os.path.splitext(case.model_path)[0]
+        prefix = os.path.splitext(cast(str, case.model_path))[0]
         expected = [_read_value(f"{prefix}_output_{i}.pb", o.type) for i, o in enumerate(model.graph.output)]
         return [(feeds, expected)]
     for d in case.data_dirs:
@@ -141,14 +142,19 @@ def _normalize(value: Any) -> Any:
     return value
 
 
-def assert_outputs_match(expected: list[Any], actual: list[Any], rtol: float, atol: float, *, values: bool = True) -> None:
+def assert_outputs_match(
+    expected: list[Any], actual: list[Any], rtol: float, atol: float, *, values: bool = True
+) -> None:
     from onnx.backend.test.runner import Runner
 
     assert len(actual) == len(expected), f"got {len(actual)} outputs, expected {len(expected)}"
     for i, (ref, out) in enumerate(zip(expected, actual)):
         ref, out = _normalize(ref), _normalize(out)
         if ref is None or out is None:
-            assert ref is None and out is None, f"output {i}: expected {'empty optional' if ref is None else type(ref).__name__}, got {'empty optional' if out is None else type(out).__name__}"
+            assert ref is None and out is None, (
+                f"output {i}: expected {'empty optional' if ref is None else type(ref).__name__}, "
+                f"got {'empty optional' if out is None else type(out).__name__}"
+            )
             continue
         if isinstance(ref, list) or isinstance(out, list):
             assert isinstance(ref, list) and isinstance(out, list), (
@@ -194,7 +200,7 @@ def run_case(case: Case, providers: list[Any] | None = None, *, disable_fallback
 
 
 def case_ops(case: Case) -> set[str]:
-    model = case.model if case.model is not None else onnx.load(case.model_path, load_external_data=False)
+    model = case.model if case.model is not None else onnx.load(cast(str, case.model_path), load_external_data=False)
     return {n.op_type for n in model.graph.node}
 
 
@@ -203,7 +209,7 @@ def case_op_versions(case: Case) -> list[str]:
     report tells Resize-11 from Resize-19."""
     import onnx.defs
 
-    model = case.model if case.model is not None else onnx.load(case.model_path, load_external_data=False)
+    model = case.model if case.model is not None else onnx.load(cast(str, case.model_path), load_external_data=False)
     opsets = {o.domain or "": o.version for o in model.opset_import}
     found = set()
     for node in model.graph.node:

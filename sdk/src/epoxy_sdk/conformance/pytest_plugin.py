@@ -25,7 +25,9 @@ _SCOPE_FILES = {"api": "test_api_scope.py", "op": "test_op_scope.py"}
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("epoxy-conformance")
-    group.addoption("--epoxy-provider", default=None, help="name of the epoxy provider to test with the conformance kit")
+    group.addoption(
+        "--epoxy-provider", default=None, help="name of the epoxy provider to test with the conformance kit"
+    )
     group.addoption("--epoxy-provider-option", action="append", default=[], metavar="KEY=VALUE",
                     help="a provider option passed to create() and to the kit's sessions (repeatable)")
     group.addoption("--epoxy-allow-unavailable", action="store_true",

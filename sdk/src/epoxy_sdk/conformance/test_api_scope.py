@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-
 from typing import Any
 
 import numpy as np
@@ -11,9 +10,9 @@ import onnx
 import pytest
 
 from epoxy.contract import Allocator, Capability, Device, Provider
-from epoxy.sdk_api import incompatibility
 from epoxy.errors import InvalidArgumentError
 from epoxy.options import CORE_PROVIDER_OPTIONS
+from epoxy.sdk_api import incompatibility
 
 from .kit_models import chains, claimed_chainable_ops, kit_input, kit_model, single_op_model
 
@@ -81,7 +80,9 @@ def described_options(epoxy_provider_entry):
 
 
 def test_options_are_described_as_str_to_str(described_options):
-    assert isinstance(described_options, Mapping), f"options() returned {type(described_options).__name__}, not a mapping"
+    assert isinstance(described_options, Mapping), (
+        f"options() returned {type(described_options).__name__}, not a mapping"
+    )
     for name, help_ in described_options.items():
         assert isinstance(name, str) and name and name == name.strip(), f"option name {name!r} must be a non-empty str"
         assert isinstance(help_, str) and help_.strip(), f"option {name!r}: help must be a non-empty str, got {help_!r}"
@@ -152,7 +153,7 @@ def test_session_by_alias_runs_on_the_provider(epoxy_provider_entry, epoxy_devic
         pytest.skip("the provider runs none of the kit's small models and no cpu fallback is installed")
     model, by_name = found
 
-    def in_own_names(session):  # type: ignore[no-untyped-def]
+    def in_own_names(session):
         # get_providers() and reports may name a provider as the user did: compare canonical names
         return ([registry.canonical_name(p) for p in session.get_providers()],
                 {d.node: registry.canonical_name(d.provider) for d in session.partition_report().nodes})

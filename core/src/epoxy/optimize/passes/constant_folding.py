@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
-from ...kit.passes import RewritePass, add_initializer, attr, constant, graph_nodes, is_op, opset_of
+from ...kit.passes import Namer, RewritePass, add_initializer, attr, constant, graph_nodes, is_op, opset_of
 
 
 def _axes(node: ir.Node, opset: int, since: int, args: list[np.ndarray | None]) -> list[int] | None:
@@ -106,7 +106,7 @@ class ConstantFoldingPass(RewritePass):
         super().__init__()
         self.max_elements = max_elements
 
-    def rewrite(self, model, graph, namer) -> int:  # type: ignore[no-untyped-def]
+    def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
         for node in graph_nodes(graph):
             entry = FOLDERS.get(node.op_type)

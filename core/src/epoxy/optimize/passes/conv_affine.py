@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from ...kit.passes import RewritePass, channel_vector, constant, graph_nodes, is_op, sole_consumer
+from ...kit.passes import Namer, RewritePass, channel_vector, constant, graph_nodes, is_op, sole_consumer
 from .conv_bn import bn_inference_affine, fold_into_conv
 
 _OPS = ("Add", "Sub", "Mul", "Div")
@@ -26,12 +26,12 @@ def follow_affine(node_out: ir.Value, rank: int | None, channels: int, dtype: np
     cur = node_out
     while True:
         nxt = sole_consumer(cur)
-        if not is_op(nxt, _OPS) or len(nxt.inputs) != 2:  # type: ignore[union-attr]
+        if not is_op(nxt, _OPS) or len(nxt.inputs) != 2:
             break
-        a, b = nxt.inputs  # type: ignore[union-attr]
+        a, b = nxt.inputs
         if a is cur and b is not cur:
             c_value = b
-        elif b is cur and a is not cur and nxt.op_type in ("Add", "Mul"):  # type: ignore[union-attr]
+        elif b is cur and a is not cur and nxt.op_type in ("Add", "Mul"):
             c_value = a
         else:
             break
@@ -42,7 +42,7 @@ def follow_affine(node_out: ir.Value, rank: int | None, channels: int, dtype: np
         if vec is None:
             break
         vec = vec.astype(np.float64)
-        op = nxt.op_type  # type: ignore[union-attr]
+        op = nxt.op_type
         if op == "Div" and not np.all(vec != 0):
             break
         s = np.ones(channels) if scale is None else scale
@@ -57,15 +57,15 @@ def follow_affine(node_out: ir.Value, rank: int | None, channels: int, dtype: np
             s, t = s / vec, t / vec
         scale = s if (op in ("Mul", "Div") or scale is not None) else None
         shift = t
-        nodes.append(nxt)  # type: ignore[arg-type]
-        cur = nxt.outputs[0]  # type: ignore[union-attr]
+        nodes.append(nxt)
+        cur = nxt.outputs[0]
     return nodes, scale, shift, cur
 
 
 class ConvAffineFoldPass(RewritePass):
     """Fold per-channel constant Add/Sub/Mul/Div chains after a Conv into its W and B."""
 
-    def rewrite(self, model, graph, namer) -> int:  # type: ignore[no-untyped-def]
+    def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
         for conv in graph_nodes(graph):
             if conv.graph is not graph or not is_op(conv, ("Conv", "ConvTranspose")) or len(conv.inputs) < 2:
@@ -86,7 +86,7 @@ class ConvAffineFoldPass(RewritePass):
 class BatchNormAffineFoldPass(RewritePass):
     """``BatchNormalization`` followed by per-channel constant Add/Sub/Mul/Div -> one BN."""
 
-    def rewrite(self, model, graph, namer) -> int:  # type: ignore[no-untyped-def]
+    def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         from ...kit.passes import add_initializer, copy_attributes, make_node, rank_of, replace
 
         count = 0

@@ -6,6 +6,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ...kit.passes import (
+    Namer,
     RewritePass,
     add_initializer,
     attr,
@@ -45,7 +46,7 @@ def bn_inference_affine(model: ir.Model, bn: ir.Node, channels: int | None) -> t
     return scale, beta - mean * scale
 
 
-def fold_into_conv(graph: ir.Graph, namer, conv: ir.Node, scale: np.ndarray | None, shift: np.ndarray | None,  # type: ignore[no-untyped-def]
+def fold_into_conv(graph: ir.Graph, namer, conv: ir.Node, scale: np.ndarray | None, shift: np.ndarray | None,
                    old_nodes: list[ir.Node], last_out: ir.Value) -> bool:
     """Replace ``old_nodes`` (a Conv/ConvTranspose followed by per-output-channel affine
     nodes ending in ``last_out``) by one conv with ``W*scale`` and ``B*scale + shift``."""
@@ -81,7 +82,7 @@ def fold_into_conv(graph: ir.Graph, namer, conv: ir.Node, scale: np.ndarray | No
 class ConvBatchNormFoldPass(RewritePass):
     """``BatchNormalization(Conv(x, W, B))`` with constant W, B and BN parameters."""
 
-    def rewrite(self, model, graph, namer) -> int:  # type: ignore[no-untyped-def]
+    def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
         for conv in graph_nodes(graph):
             if conv.graph is not graph or not is_op(conv, ("Conv", "ConvTranspose")) or len(conv.inputs) < 2:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ...kit.passes import RewritePass, bypass, constant, graph_nodes, is_op, opset_of
+from ...kit.passes import Namer, RewritePass, bypass, constant, graph_nodes, is_op, opset_of
 
 
 def _inference_mode(model: ir.Model, node: ir.Node) -> bool:
@@ -25,7 +25,7 @@ class DropoutEliminationPass(RewritePass):
 
     max_sweeps = 1
 
-    def rewrite(self, model, graph, namer) -> int:  # type: ignore[no-untyped-def]
+    def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
         for node in graph_nodes(graph):
             if not is_op(node, "Dropout") or not node.inputs or node.inputs[0] is None:

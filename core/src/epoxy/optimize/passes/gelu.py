@@ -16,6 +16,7 @@ import math
 import onnx_ir as ir
 
 from ...kit.passes import (
+    Namer,
     RewritePass,
     binary_with_scalar,
     close,
@@ -38,22 +39,22 @@ SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 def _tail(x: ir.Value, a: ir.Value) -> tuple[list[ir.Node], ir.Value] | None:
     """Match ``0.5 * x * a`` grouped any way, ``a`` being the ``1 + erf/tanh(...)`` value."""
     m1 = sole_consumer(a)
-    if not is_op(m1, "Mul") or len(m1.inputs) != 2:  # type: ignore[union-attr]
+    if not is_op(m1, "Mul") or len(m1.inputs) != 2:
         return None
-    other = m1.inputs[1] if m1.inputs[0] is a else m1.inputs[0]  # type: ignore[union-attr]
+    other = m1.inputs[1] if m1.inputs[0] is a else m1.inputs[0]
     if other is x:  # (x * a) * 0.5
-        m2 = sole_consumer(m1.outputs[0])  # type: ignore[union-attr]
-        if close(binary_with_scalar(m2, "Mul", m1.outputs[0]), 0.5):  # type: ignore[union-attr]
+        m2 = sole_consumer(m1.outputs[0])
+        if close(binary_with_scalar(m2, "Mul", m1.outputs[0]), 0.5):
             return [m1, m2], m2.outputs[0]  # type: ignore[list-item,union-attr]
         return None
     if close(scalar(other), 0.5):  # x * (a * 0.5)
-        m2 = sole_consumer(m1.outputs[0])  # type: ignore[union-attr]
-        if is_op(m2, "Mul") and len(m2.inputs) == 2 and {id(v) for v in m2.inputs} == {id(x), id(m1.outputs[0])}:  # type: ignore[union-attr]
-            return [m1, m2], m2.outputs[0]  # type: ignore[list-item,union-attr]
+        m2 = sole_consumer(m1.outputs[0])
+        if is_op(m2, "Mul") and len(m2.inputs) == 2 and {id(v) for v in m2.inputs} == {id(x), id(m1.outputs[0])}:
+            return [m1, m2], m2.outputs[0]
         return None
     half = other.producer() if other is not None else None  # (x * 0.5) * a
-    if close(binary_with_scalar(half, "Mul", x), 0.5) and private(other, [m1]):  # type: ignore[list-item]
-        return [half, m1], m1.outputs[0]  # type: ignore[list-item,union-attr]
+    if close(binary_with_scalar(half, "Mul", x), 0.5) and private(other, [m1]):
+        return [half, m1], m1.outputs[0]  # type: ignore[list-item]
     return None
 
 
@@ -96,23 +97,25 @@ def _cube_of(v: ir.Value) -> tuple[ir.Value, list[ir.Node]] | None:
         return None
     for sq_value, x in ((node.inputs[0], node.inputs[1]), (node.inputs[1], node.inputs[0])):
         sq = sq_value.producer() if sq_value is not None else None
-        if is_op(sq, "Mul") and sq.inputs[0] is x and sq.inputs[1] is x and private(sq_value, [node]):  # type: ignore[union-attr]
-            return x, [sq, node]  # type: ignore[list-item,return-value]
+        if is_op(sq, "Mul") and sq.inputs[0] is x and sq.inputs[1] is x and private(sq_value, [node]):
+            return x, [sq, node]  # type: ignore[return-value]
     return None
 
 
 def _match_tanh(tanh: ir.Node) -> tuple[ir.Value, list[ir.Node], ir.Value] | None:
     s_val = tanh.inputs[0]
     s = s_val.producer() if s_val is not None else None
-    if not is_op(s, "Mul") or not private(s_val, [tanh]) or len(s.inputs) != 2:  # type: ignore[union-attr]
+    if not is_op(s, "Mul") or not private(s_val, [tanh]) or len(s.inputs) != 2:
         return None
-    r_val = next((v for v in s.inputs if v is not None and close(binary_with_scalar(s, "Mul", v), SQRT_2_OVER_PI)), None)  # type: ignore[union-attr]
+    r_val = next(
+        (v for v in s.inputs if v is not None and close(binary_with_scalar(s, "Mul", v), SQRT_2_OVER_PI)), None
+    )
     r = r_val.producer() if r_val is not None else None
-    if not is_op(r, "Add") or not private(r_val, [s]) or len(r.inputs) != 2:  # type: ignore[list-item,union-attr]
+    if not is_op(r, "Add") or not private(r_val, [s]) or len(r.inputs) != 2:
         return None
-    for x, q_val in ((r.inputs[0], r.inputs[1]), (r.inputs[1], r.inputs[0])):  # type: ignore[union-attr]
+    for x, q_val in ((r.inputs[0], r.inputs[1]), (r.inputs[1], r.inputs[0])):
         q = q_val.producer() if q_val is not None else None
-        if q is None or not private(q_val, [r]):  # type: ignore[list-item]
+        if q is None or not private(q_val, [r]):
             continue
         p_val = next((v for v in q.inputs if v is not None and close(binary_with_scalar(q, "Mul", v), 0.044715)), None)
         if p_val is None or not private(p_val, [q]):
@@ -123,15 +126,15 @@ def _match_tanh(tanh: ir.Node) -> tuple[ir.Value, list[ir.Node], ir.Value] | Non
         add = _one_plus(tanh.outputs[0])
         if add is None:
             return None
-        tail = _tail(x, add.outputs[0])  # type: ignore[arg-type]
+        tail = _tail(x, add.outputs[0])
         if tail is None:
             return None
-        return x, [*cube[1], q, r, s, tanh, add, *tail[0]], tail[1]  # type: ignore[list-item,return-value]
+        return x, [*cube[1], q, r, s, tanh, add, *tail[0]], tail[1]
     return None
 
 
 class GeluFusionPass(RewritePass):
-    def rewrite(self, model, graph, namer) -> int:  # type: ignore[no-untyped-def]
+    def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
         for node in graph_nodes(graph):
             if node.graph is not graph:

@@ -15,6 +15,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ...kit.passes import (
+    Namer,
     RewritePass,
     add_initializer,
     attr,
@@ -38,21 +39,21 @@ _STASH = {ir.DataType.FLOAT: 1, ir.DataType.DOUBLE: 11}
 
 def _last_axis_mean(model: ir.Model, node: ir.Node | None, rank: int | None) -> ir.Value | None:
     """The input of a keepdims ReduceMean over the last axis only, else None."""
-    if not is_op(node, "ReduceMean") or not node.inputs or node.inputs[0] is None:  # type: ignore[union-attr]
+    if not is_op(node, "ReduceMean") or not node.inputs or node.inputs[0] is None:
         return None
-    if attr(node, "keepdims", 1) != 1:  # type: ignore[arg-type]
+    if attr(node, "keepdims", 1) != 1:
         return None
-    if opset_of(model, node) >= 18:  # type: ignore[arg-type]
-        axes_value = node.inputs[1] if len(node.inputs) > 1 else None  # type: ignore[union-attr]
+    if opset_of(model, node) >= 18:
+        axes_value = node.inputs[1] if len(node.inputs) > 1 else None
         axes_array = constant(axes_value) if axes_value is not None else None
         axes = None if axes_array is None else [int(a) for a in axes_array.reshape(-1)]
     else:
-        axes = attr(node, "axes")  # type: ignore[arg-type]
+        axes = attr(node, "axes")
     if axes is None or len(axes) != 1:
         return None
     if axes[0] != -1 and (rank is None or axes[0] != rank - 1):
         return None
-    return node.inputs[0]  # type: ignore[union-attr]
+    return node.inputs[0]
 
 
 def _operand(node: ir.Node, value: ir.Value) -> ir.Value | None:
@@ -79,7 +80,7 @@ def _affine_param(c: np.ndarray | None, width: int | None, dtype: np.dtype) -> n
 
 
 class LayerNormFusionPass(RewritePass):
-    def rewrite(self, model, graph, namer) -> int:  # type: ignore[no-untyped-def]
+    def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
         for mean_node in graph_nodes(graph):
             if mean_node.graph is not graph or not is_op(mean_node, "ReduceMean"):
@@ -116,9 +117,11 @@ class LayerNormFusionPass(RewritePass):
                     b = np.zeros(size, np_dtype)
             if g.size != b.size:
                 continue
-            base = out.producer().name or "layer_norm"  # type: ignore[union-attr]
-            g_value = gamma if gamma is not None and constant(gamma).ndim == 1 else add_initializer(graph, namer, f"{base}.scale", g)  # type: ignore[union-attr]
-            b_value = beta if beta is not None and constant(beta).ndim == 1 else add_initializer(graph, namer, f"{base}.bias", b)  # type: ignore[union-attr]
+            base = out.producer().name or "layer_norm"
+            g_value = (gamma if gamma is not None and constant(gamma).ndim == 1  # type: ignore[union-attr]
+                       else add_initializer(graph, namer, f"{base}.scale", g))
+            b_value = (beta if beta is not None and constant(beta).ndim == 1  # type: ignore[union-attr]
+                       else add_initializer(graph, namer, f"{base}.bias", b))
             ln = make_node(
                 namer, "LayerNormalization", [x, g_value, b_value],
                 {"axis": -1, "epsilon": float(eps), "stash_type": _STASH[dtype_of(x)]},  # type: ignore[index]
@@ -128,12 +131,12 @@ class LayerNormFusionPass(RewritePass):
             count += 1
         return count
 
-    def _match(self, model, x, mean_node, rank):  # type: ignore[no-untyped-def]
+    def _match(self, model, x, mean_node, rank):
         mean = mean_node.outputs[0]
         sub = sole_consumer(mean)
-        if not is_op(sub, "Sub") or sub.inputs[0] is not x or sub.inputs[1] is not mean:  # type: ignore[union-attr]
+        if not is_op(sub, "Sub") or sub.inputs[0] is not x or sub.inputs[1] is not mean:
             return None
-        d = sub.outputs[0]  # type: ignore[union-attr]
+        d = sub.outputs[0]
         readers = {id(u.node): u.node for u in d.uses()}
         if d.is_graph_output() or len(readers) != 2:
             return None
@@ -150,35 +153,35 @@ class LayerNormFusionPass(RewritePass):
         var_node = sole_consumer(square.outputs[0])
         if _last_axis_mean(model, var_node, rank) is not square.outputs[0]:
             return None
-        add_eps = sole_consumer(var_node.outputs[0])  # type: ignore[union-attr]
+        add_eps = sole_consumer(var_node.outputs[0])
         if not is_op(add_eps, "Add"):
             return None
-        eps = scalar(_operand(add_eps, var_node.outputs[0]))  # type: ignore[arg-type,union-attr]
+        eps = scalar(_operand(add_eps, var_node.outputs[0]))
         if eps is None or not 0 <= eps < 1:
             return None
-        sqrt = sole_consumer(add_eps.outputs[0])  # type: ignore[union-attr]
+        sqrt = sole_consumer(add_eps.outputs[0])
         if not is_op(sqrt, "Sqrt"):
             return None
         nodes = [mean_node, sub, square, var_node, add_eps, sqrt]
         if is_op(div, "Div"):
-            if div.inputs[0] is not d or div.inputs[1] is not sqrt.outputs[0]:  # type: ignore[union-attr]
+            if div.inputs[0] is not d or div.inputs[1] is not sqrt.outputs[0]:
                 return None
         else:
-            recip = sole_consumer(sqrt.outputs[0])  # type: ignore[union-attr]
-            if not is_op(recip, "Reciprocal") or _operand(div, d) is not recip.outputs[0]:  # type: ignore[union-attr]
+            recip = sole_consumer(sqrt.outputs[0])
+            if not is_op(recip, "Reciprocal") or _operand(div, d) is not recip.outputs[0]:
                 return None
-            nodes.append(recip)  # type: ignore[arg-type]
+            nodes.append(recip)
         nodes.append(div)
         out = div.outputs[0]
         gamma = beta = None
         nxt = sole_consumer(out)
-        if is_op(nxt, "Mul") and constant(_operand(nxt, out)) is not None:  # type: ignore[arg-type]
-            gamma = _operand(nxt, out)  # type: ignore[arg-type]
-            nodes.append(nxt)  # type: ignore[arg-type]
-            out = nxt.outputs[0]  # type: ignore[union-attr]
+        if is_op(nxt, "Mul") and constant(_operand(nxt, out)) is not None:
+            gamma = _operand(nxt, out)
+            nodes.append(nxt)
+            out = nxt.outputs[0]
             nxt = sole_consumer(out)
-        if is_op(nxt, "Add") and constant(_operand(nxt, out)) is not None:  # type: ignore[arg-type]
-            beta = _operand(nxt, out)  # type: ignore[arg-type]
-            nodes.append(nxt)  # type: ignore[arg-type]
-            out = nxt.outputs[0]  # type: ignore[union-attr]
+        if is_op(nxt, "Add") and constant(_operand(nxt, out)) is not None:
+            beta = _operand(nxt, out)
+            nodes.append(nxt)
+            out = nxt.outputs[0]
         return nodes, eps, gamma, beta, out

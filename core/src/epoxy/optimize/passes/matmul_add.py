@@ -9,6 +9,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from ...kit.passes import (
+    Namer,
     RewritePass,
     dtype_of,
     graph_nodes,
@@ -24,7 +25,7 @@ from ...kit.passes import (
 _GEMM_TYPES = (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16)
 
 
-def _broadcasts_into(c: ir.Value, m, n) -> bool:  # type: ignore[no-untyped-def]
+def _broadcasts_into(c: ir.Value, m, n) -> bool:
     """True when ``c``'s (known) shape broadcasts to (m, n) keeping (m, n)."""
     if c.shape is None or len(c.shape) > 2:
         return False
@@ -38,7 +39,7 @@ def _broadcasts_into(c: ir.Value, m, n) -> bool:  # type: ignore[no-untyped-def]
 
 
 class MatMulAddToGemmPass(RewritePass):
-    def rewrite(self, model, graph, namer) -> int:  # type: ignore[no-untyped-def]
+    def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
         for mm in graph_nodes(graph):
             if mm.graph is not graph or not is_op(mm, "MatMul") or len(mm.inputs) != 2:
@@ -51,14 +52,14 @@ class MatMulAddToGemmPass(RewritePass):
             add = sole_consumer(mm.outputs[0])
             if not is_op(add, "Add"):
                 continue
-            found = other_input(add, mm.outputs[0])  # type: ignore[arg-type]
+            found = other_input(add, mm.outputs[0])
             if found is None or found[0] is None or dtype_of(found[0]) != dtype_of(a):
                 continue
             c = found[0]
-            m, n = a.shape[0], b.shape[1]  # type: ignore[index]
+            m, n = a.shape[0], b.shape[1]  # type: ignore[union-attr, index]  # rank_of(a), rank_of(b) == 2: shapes known
             if not _broadcasts_into(c, m, n):
                 continue
-            gemm = make_node(namer, "Gemm", [a, b, c], name=add.name or "gemm", version=mm.version)  # type: ignore[union-attr]
-            replace(graph, [mm, add], [gemm], [add.outputs[0]], [gemm.outputs[0]])  # type: ignore[union-attr,list-item]
+            gemm = make_node(namer, "Gemm", [a, b, c], name=add.name or "gemm", version=mm.version)
+            replace(graph, [mm, add], [gemm], [add.outputs[0]], [gemm.outputs[0]])
             count += 1
         return count

@@ -12,6 +12,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from ...kit.passes import (
+    Namer,
     RewritePass,
     attr,
     bypass,
@@ -28,7 +29,7 @@ from ...kit.passes import (
 
 
 class ReshapeTransposeSimplifyPass(RewritePass):
-    def rewrite(self, model, graph, namer) -> int:  # type: ignore[no-untyped-def]
+    def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
         for node in graph_nodes(graph):
             if node.graph is not graph:
@@ -39,7 +40,7 @@ class ReshapeTransposeSimplifyPass(RewritePass):
                 count += self._reshape(graph, namer, node)
         return count
 
-    def _transpose(self, graph: ir.Graph, namer, node: ir.Node) -> int:  # type: ignore[no-untyped-def]
+    def _transpose(self, graph: ir.Graph, namer, node: ir.Node) -> int:
         perm = attr(node, "perm")
         if perm is None or node.inputs[0] is None:
             return 0
@@ -48,16 +49,16 @@ class ReshapeTransposeSimplifyPass(RewritePass):
         nxt = sole_consumer(node.outputs[0])
         if not is_op(nxt, "Transpose"):
             return 0
-        perm2 = attr(nxt, "perm")  # type: ignore[arg-type]
+        perm2 = attr(nxt, "perm")
         if perm2 is None or len(perm2) != len(perm):
             return 0
         combined = [perm[i] for i in perm2]
-        new = make_node(namer, "Transpose", [node.inputs[0]], {"perm": combined}, name=nxt.name or "transpose",  # type: ignore[union-attr]
-                        version=nxt.version)  # type: ignore[union-attr]
-        replace(graph, [node, nxt], [new], [nxt.outputs[0]], [new.outputs[0]])  # type: ignore[union-attr,list-item]
+        new = make_node(namer, "Transpose", [node.inputs[0]], {"perm": combined}, name=nxt.name or "transpose",
+                        version=nxt.version)
+        replace(graph, [node, nxt], [new], [nxt.outputs[0]], [new.outputs[0]])
         return 1
 
-    def _reshape(self, graph: ir.Graph, namer, node: ir.Node) -> int:  # type: ignore[no-untyped-def]
+    def _reshape(self, graph: ir.Graph, namer, node: ir.Node) -> int:
         x = node.inputs[0]
         if x is None or len(node.inputs) < 2:
             return 0
@@ -65,12 +66,12 @@ class ReshapeTransposeSimplifyPass(RewritePass):
         if shape_in is not None and shape_in == shape_out:
             return int(bypass(graph, node, x))
         nxt = sole_consumer(node.outputs[0])
-        if not is_op(nxt, "Reshape") or nxt.inputs[0] is not node.outputs[0]:  # type: ignore[union-attr]
+        if not is_op(nxt, "Reshape") or nxt.inputs[0] is not node.outputs[0]:
             return 0
-        s2 = constant(nxt.inputs[1]) if len(nxt.inputs) > 1 else None  # type: ignore[union-attr]
+        s2 = constant(nxt.inputs[1]) if len(nxt.inputs) > 1 else None
         if s2 is None or (s2 == 0).any():
             return 0
-        new = make_node(namer, "Reshape", [x, nxt.inputs[1]], name=nxt.name or "reshape", version=nxt.version)  # type: ignore[union-attr]
-        copy_attributes(nxt, new)  # type: ignore[arg-type]
-        replace(graph, [node, nxt], [new], [nxt.outputs[0]], [new.outputs[0]])  # type: ignore[union-attr,list-item]
+        new = make_node(namer, "Reshape", [x, nxt.inputs[1]], name=nxt.name or "reshape", version=nxt.version)
+        copy_attributes(nxt, new)
+        replace(graph, [node, nxt], [new], [nxt.outputs[0]], [new.outputs[0]])
         return 1

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+
 def compute_dtype(dtype: np.dtype) -> np.dtype:
     """Dtype used for float arithmetic (float16 / bfloat16 / other exotic floats -> float32)."""
     dtype = np.dtype(dtype)
@@ -64,7 +65,7 @@ def resolve_pads(
     return out, begin, end, extra
 
 
-def pad_spatial(x: np.ndarray, begin: Sequence[int], end: Sequence[int], value=0) -> np.ndarray:  # type: ignore
+def pad_spatial(x: np.ndarray, begin: Sequence[int], end: Sequence[int], value=0) -> np.ndarray:
     """Pad the trailing ``len(begin)`` axes (returns ``x`` itself when nothing to pad).
 
     Negative pads crop.
@@ -143,13 +144,13 @@ def col2im_add(
         for i, k, s, d in zip(in_shape, kernel, strides, dilations)
     ]
     hi = [max(f, int(b) + int(o)) for f, b, o in zip(full, pads_begin, out_shape)]
-    buf = np.zeros(lead_shape + tuple(h - l for h, l in zip(hi, lo)), dtype=cols.dtype)
+    buf = np.zeros(lead_shape + tuple(h - low for h, low in zip(hi, lo)), dtype=cols.dtype)
     if all(int(i) > 0 for i in in_shape) and cols.size:
         lead = (slice(None),) * len(lead_shape)
         for k, sl in kernel_offsets(kernel, strides, dilations, in_shape, shift=[-v for v in lo]):
             buf[lead + sl] += cols[lead + k]
     crop = (slice(None),) * len(lead_shape) + tuple(
-        slice(int(b) - l, int(b) - l + int(o)) for b, l, o in zip(pads_begin, lo, out_shape)
+        slice(int(b) - low, int(b) - low + int(o)) for b, low, o in zip(pads_begin, lo, out_shape)
     )
     out = buf[crop]
     return out if out.flags.c_contiguous else np.ascontiguousarray(out)

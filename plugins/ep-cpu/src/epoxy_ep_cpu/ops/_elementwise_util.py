@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -32,7 +32,7 @@ def is_narrow_float(dtype: np.dtype) -> bool:
     return _is_narrow_float(np.dtype(dtype))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _is_narrow_float(dtype: np.dtype) -> bool:
     if dtype in _NATIVE_WIDE:
         return False

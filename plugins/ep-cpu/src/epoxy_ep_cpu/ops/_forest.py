@@ -226,7 +226,7 @@ class Forest:
             out[start:stop] = leaves
         return out
 
-    def _blocks(self, x: np.ndarray):  # type: ignore[no-untyped-def]
+    def _blocks(self, x: np.ndarray):
         """Yields ``(start, stop, leaves)`` over blocks of rows."""
         n = x.shape[0]
         if n == 0 or self.n_trees == 0:

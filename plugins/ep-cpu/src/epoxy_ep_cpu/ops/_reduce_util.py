@@ -47,7 +47,7 @@ def resolve_axes(
     return tuple(sorted(set(out)))
 
 
-def as_array(value, dtype: np.dtype) -> np.ndarray:  # type: ignore[no-untyped-def]
+def as_array(value, dtype: np.dtype) -> np.ndarray:
     """``value`` as an ndarray (never a numpy scalar) of exactly ``dtype``."""
     arr = np.asarray(value)
     if arr.dtype != dtype:

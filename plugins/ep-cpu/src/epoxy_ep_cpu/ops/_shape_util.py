@@ -9,7 +9,6 @@ import numpy as np
 
 from epoxy.contract import NodeSpec
 
-
 #: ai.onnx ``since`` versions of the ops of this family (onnx 1.23, opset 28); a kernel is
 #: registered for each so dispatch and the capability report name the exact versions served.
 _VERSIONS: dict[str, tuple[int, ...]] = {

@@ -14,8 +14,8 @@ from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
-from ._out import accepts_out
 from ._elementwise_util import arr, compute_dtype, erf, float_unary, is_narrow_float
+from ._out import accepts_out
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -41,7 +41,7 @@ def relu_into(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
 
 
 @KERNELS.register("Relu", (1, 6, 13, 14))
-def relu(node: NodeSpec):  # type: ignore[no-untyped-def]
+def relu(node: NodeSpec):
     def run(x: np.ndarray) -> np.ndarray:
         if x.dtype in _CLIP_FLOATS:
             return arr(relu_into(x))
@@ -58,13 +58,13 @@ def relu(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("LeakyRelu", (1, 6, 16))
-def leaky_relu(node: NodeSpec):  # type: ignore[no-untyped-def]
+def leaky_relu(node: NodeSpec):
     alpha = float(node.attr("alpha", 0.01))
     return float_unary(lambda x: np.where(x >= 0, x, x * alpha))
 
 
 @KERNELS.register("PRelu", (1, 6, 7, 9, 16))
-def prelu(node: NodeSpec):  # type: ignore[no-untyped-def]
+def prelu(node: NodeSpec):
     legacy = node.opset < 7
 
     def run(x: np.ndarray, slope: np.ndarray) -> np.ndarray:
@@ -82,64 +82,64 @@ def prelu(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Elu", (1, 6, 22))
-def elu(node: NodeSpec):  # type: ignore[no-untyped-def]
+def elu(node: NodeSpec):
     alpha = float(node.attr("alpha", 1.0))
     return float_unary(lambda x: np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0))))
 
 
 @KERNELS.register("Selu", (1, 6, 22))
-def selu(node: NodeSpec):  # type: ignore[no-untyped-def]
+def selu(node: NodeSpec):
     alpha = float(node.attr("alpha", 1.67326319217681884765625))
     gamma = float(node.attr("gamma", 1.05070102214813232421875))
     return float_unary(lambda x: gamma * np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0))))
 
 
 @KERNELS.register("Celu", (12, 28))
-def celu(node: NodeSpec):  # type: ignore[no-untyped-def]
+def celu(node: NodeSpec):
     alpha = float(node.attr("alpha", 1.0))
     return float_unary(lambda x: np.maximum(x, 0) + np.minimum(0, alpha * np.expm1(np.minimum(x, 0) / alpha)))
 
 
 @KERNELS.register("Sigmoid", (1, 6, 13))
-def sigmoid(node: NodeSpec):  # type: ignore[no-untyped-def]
+def sigmoid(node: NodeSpec):
     return float_unary(_sigmoid)
 
 
 @KERNELS.register("HardSigmoid", (1, 6, 22))
-def hard_sigmoid(node: NodeSpec):  # type: ignore[no-untyped-def]
+def hard_sigmoid(node: NodeSpec):
     alpha = float(node.attr("alpha", 0.2))
     beta = float(node.attr("beta", 0.5))
     return float_unary(lambda x: np.clip(alpha * x + beta, 0, 1))
 
 
 @KERNELS.register("HardSwish", (14, 22))
-def hard_swish(node: NodeSpec):  # type: ignore[no-untyped-def]
+def hard_swish(node: NodeSpec):
     return float_unary(lambda x: x * np.clip(x / 6 + 0.5, 0, 1))
 
 
 @KERNELS.register("Softplus", (1, 22))
-def softplus(node: NodeSpec):  # type: ignore[no-untyped-def]
+def softplus(node: NodeSpec):
     return float_unary(_softplus)
 
 
 @KERNELS.register("Softsign", (1, 22))
-def softsign(node: NodeSpec):  # type: ignore[no-untyped-def]
+def softsign(node: NodeSpec):
     return float_unary(lambda x: x / (1 + np.abs(x)))
 
 
 @KERNELS.register("Tanh", (1, 6, 13))
-def tanh(node: NodeSpec):  # type: ignore[no-untyped-def]
+def tanh(node: NodeSpec):
     return float_unary(np.tanh)
 
 
 @KERNELS.register("ThresholdedRelu", (10, 22))
-def thresholded_relu(node: NodeSpec):  # type: ignore[no-untyped-def]
+def thresholded_relu(node: NodeSpec):
     alpha = float(node.attr("alpha", 1.0))
     return float_unary(lambda x: np.where(x > alpha, x, 0))
 
 
 @KERNELS.register("Shrink", 9)
-def shrink(node: NodeSpec):  # type: ignore[no-untyped-def]
+def shrink(node: NodeSpec):
     lambd = float(node.attr("lambd", 0.5))
     bias = float(node.attr("bias", 0.0))
 
@@ -158,7 +158,7 @@ def shrink(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Mish", (18, 22))
-def mish(node: NodeSpec):  # type: ignore[no-untyped-def]
+def mish(node: NodeSpec):
     return float_unary(lambda x: x * np.tanh(_softplus(x)))
 
 
@@ -178,7 +178,7 @@ def _gelu_erf(x: np.ndarray) -> np.ndarray:
 
 
 @KERNELS.register("Gelu", 20)
-def gelu(node: NodeSpec):  # type: ignore[no-untyped-def]
+def gelu(node: NodeSpec):
     approximate = node.attr("approximate", "none")
     if isinstance(approximate, bytes):
         approximate = approximate.decode()
@@ -190,6 +190,6 @@ def gelu(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Swish", 24)
-def swish(node: NodeSpec):  # type: ignore[no-untyped-def]
+def swish(node: NodeSpec):
     alpha = float(node.attr("alpha", 1.0))
     return float_unary(lambda x: x * _sigmoid(alpha * x))

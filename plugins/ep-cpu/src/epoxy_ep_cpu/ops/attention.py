@@ -76,7 +76,7 @@ def _mask_bias(mask: np.ndarray, total: int, cd: np.dtype) -> np.ndarray:
 
 
 @KERNELS.register("Attention", (23, 24, 25))
-def attention(node: NodeSpec):  # type: ignore[no-untyped-def]
+def attention(node: NodeSpec):
     q_heads_attr = node.attr("q_num_heads")
     kv_heads_attr = node.attr("kv_num_heads")
     scale_attr = node.attr("scale")
@@ -91,7 +91,7 @@ def attention(node: NodeSpec):  # type: ignore[no-untyped-def]
     n_out = len(node.outputs)
     want_qk = n_out > 3 and node.outputs[3] != ""
 
-    def run(  # type: ignore[no-untyped-def]
+    def run(
         Q, K, V, attn_mask=None, past_key=None, past_value=None, nonpad_kv_seqlen=None
     ):
         three_d = Q.ndim == 3
@@ -167,12 +167,12 @@ def attention(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("RotaryEmbedding", 23)
-def rotary_embedding(node: NodeSpec):  # type: ignore[no-untyped-def]
+def rotary_embedding(node: NodeSpec):
     num_heads = int(node.attr("num_heads", 0) or 0)
     rot_dim_attr = int(node.attr("rotary_embedding_dim", 0) or 0)
     interleaved = bool(node.attr("interleaved", 0))
 
-    def run(X, cos_cache, sin_cache, position_ids=None):  # type: ignore[no-untyped-def]
+    def run(X, cos_cache, sin_cache, position_ids=None):
         if X.ndim == 4:
             x = X.transpose(0, 2, 1, 3)  # [B, S, H, D]
         elif X.ndim == 3:
@@ -204,7 +204,7 @@ def rotary_embedding(node: NodeSpec):  # type: ignore[no-untyped-def]
 # ---------------------------------------------------------------------------------------
 
 
-def _subgraph_runner(graph: Any, node: NodeSpec):  # type: ignore[no-untyped-def]
+def _subgraph_runner(graph: Any, node: NodeSpec):
     """A callable running a one-input/one-output modifier subgraph through epoxy itself."""
     if graph is None:
         return None
@@ -235,13 +235,13 @@ def _subgraph_runner(graph: Any, node: NodeSpec):  # type: ignore[no-untyped-def
 
 
 @KERNELS.register("FlexAttention", 1, domain="ai.onnx.preview")
-def flex_attention(node: NodeSpec):  # type: ignore[no-untyped-def]
+def flex_attention(node: NodeSpec):
     scale_attr = node.attr("scale")
     sm_attr = precision_dtype(node.attr("softmax_precision"))
     score_mod = _subgraph_runner(node.attr("score_mod"), node)
     prob_mod = _subgraph_runner(node.attr("prob_mod"), node)
 
-    def run(Q, K, V):  # type: ignore[no-untyped-def]
+    def run(Q, K, V):
         out_dt = Q.dtype
         sm = sm_attr or compute_dtype(out_dt)
         head = Q.shape[-1]
@@ -266,7 +266,7 @@ def flex_attention(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("LinearAttention", 27)
-def linear_attention(node: NodeSpec):  # type: ignore[no-untyped-def]
+def linear_attention(node: NodeSpec):
     hq = int(node.attr("q_num_heads", 0) or 0)
     hkv = int(node.attr("kv_num_heads", 0) or 0)
     if hq <= 0 or hkv <= 0 or hq % hkv:
@@ -279,7 +279,7 @@ def linear_attention(node: NodeSpec):  # type: ignore[no-untyped-def]
     state_dt_static = node.output_types[1].dtype if len(node.output_types) > 1 else None
     group = hq // hkv
 
-    def run(query, key, value, past_state=None, decay=None, beta=None):  # type: ignore[no-untyped-def]
+    def run(query, key, value, past_state=None, decay=None, beta=None):
         out_dt = query.dtype
         cd = compute_dtype(out_dt)
         b, t, _ = query.shape
@@ -327,13 +327,13 @@ def linear_attention(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("CausalConvWithState", 27)
-def causal_conv_with_state(node: NodeSpec):  # type: ignore[no-untyped-def]
+def causal_conv_with_state(node: NodeSpec):
     act = node.attr("activation", "none")
     act = (act.decode() if isinstance(act, bytes) else str(act)).lower()
     if act not in ("none", "silu", "swish"):
         raise Unsupported(f"unknown activation {act!r}")
 
-    def run(input, weight, bias=None, past_state=None):  # type: ignore[no-untyped-def]  # noqa: A002
+    def run(input, weight, bias=None, past_state=None):  # noqa: A002
         out_dt = input.dtype
         cd = compute_dtype(out_dt)
         b, c, length = input.shape
@@ -361,10 +361,10 @@ def causal_conv_with_state(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("SwiGLU", 28)
-def swiglu(node: NodeSpec):  # type: ignore[no-untyped-def]
+def swiglu(node: NodeSpec):
     alpha = float(node.attr("alpha", 1.0))
 
-    def run(A, B):  # type: ignore[no-untyped-def]
+    def run(A, B):
         if A.shape != B.shape:
             raise ValueError(f"SwiGLU inputs must have identical shapes, got {A.shape} and {B.shape}")
         cd = compute_dtype(A.dtype)
@@ -380,14 +380,14 @@ def swiglu(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("TensorScatter", 24)
-def tensor_scatter(node: NodeSpec):  # type: ignore[no-untyped-def]
+def tensor_scatter(node: NodeSpec):
     axis_attr = int(node.attr("axis", -2))
     mode = node.attr("mode", "linear")
     mode = mode.decode() if isinstance(mode, bytes) else str(mode)
     if mode not in ("linear", "circular"):
         raise Unsupported(f"unknown TensorScatter mode {mode!r}")
 
-    def run(past_cache, update, write_indices=None):  # type: ignore[no-untyped-def]
+    def run(past_cache, update, write_indices=None):
         rank = past_cache.ndim
         axis = normalize_axis(axis_attr, rank)
         if not 1 <= axis < rank:

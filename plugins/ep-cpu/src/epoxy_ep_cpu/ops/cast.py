@@ -124,7 +124,7 @@ def _round_mode(node: NodeSpec) -> str:
 
 
 @KERNELS.register("Cast", schema_versions("Cast"))
-def cast(node: NodeSpec):  # type: ignore[no-untyped-def]
+def cast(node: NodeSpec):
     to = node.attr("to")
     if isinstance(to, (bytes, str)):  # opset 1 used a type name string
         name = to.decode() if isinstance(to, bytes) else to
@@ -142,7 +142,7 @@ def cast(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("CastLike", schema_versions("CastLike"))
-def cast_like(node: NodeSpec):  # type: ignore[no-untyped-def]
+def cast_like(node: NodeSpec):
     saturate = bool(node.attr("saturate", 1))
     round_mode = _round_mode(node)
 
@@ -161,7 +161,7 @@ def _bit_width(dt: np.dtype) -> int:
 
 
 @KERNELS.register("BitCast", schema_versions("BitCast"))
-def bitcast(node: NodeSpec):  # type: ignore[no-untyped-def]
+def bitcast(node: NodeSpec):
     target = _onnx_dtype(int(node.attr("to")))
     if target == _OBJ:
         raise Unsupported("BitCast to string")

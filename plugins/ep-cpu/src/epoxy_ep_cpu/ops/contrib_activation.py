@@ -7,6 +7,7 @@ Narrow floats (float16, bfloat16) are computed in float32 and rounded once at th
 from __future__ import annotations
 
 import numpy as np
+
 from epoxy.contract import NodeSpec
 
 from ..registry import KERNELS
@@ -22,7 +23,7 @@ def _tanh_gelu(x: np.ndarray) -> np.ndarray:
     return 0.5 * x * (1 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
 
 
-def _biased(fn):  # type: ignore[no-untyped-def]
+def _biased(fn):
     """``fn(x + bias)`` in the compute dtype, cast back to x's dtype; bias optional."""
 
     def run(x: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
@@ -37,32 +38,32 @@ def _biased(fn):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Gelu", 1, domain=MS)
-def gelu(node: NodeSpec):  # type: ignore[no-untyped-def]
+def gelu(node: NodeSpec):
     """Exact (erf) GELU."""
     return float_unary(_gelu_erf)
 
 
 @KERNELS.register("BiasGelu", 1, domain=MS)
-def bias_gelu(node: NodeSpec):  # type: ignore[no-untyped-def]
+def bias_gelu(node: NodeSpec):
     """Exact GELU of ``A + B`` (B broadcast over the last axis)."""
     return _biased(_gelu_erf)
 
 
 @KERNELS.register("FastGelu", 1, domain=MS)
-def fast_gelu(node: NodeSpec):  # type: ignore[no-untyped-def]
+def fast_gelu(node: NodeSpec):
     """tanh-approximated GELU of ``X + bias`` (bias optional)."""
     return _biased(_tanh_gelu)
 
 
 @KERNELS.register("QuickGelu", 1, domain=MS)
-def quick_gelu(node: NodeSpec):  # type: ignore[no-untyped-def]
+def quick_gelu(node: NodeSpec):
     """``x * sigmoid(alpha * x)`` (alpha defaults to 1.702)."""
     alpha = float(node.attr("alpha", 1.702))
     return float_unary(lambda x: x * sigmoid(x * x.dtype.type(alpha)))
 
 
 @KERNELS.register("BiasAdd", 1, domain=MS)
-def bias_add(node: NodeSpec):  # type: ignore[no-untyped-def]
+def bias_add(node: NodeSpec):
     """``X + bias + skip`` (X, skip: [N, S, C]; bias: [C])."""
 
     def run(x: np.ndarray, bias: np.ndarray, skip: np.ndarray) -> np.ndarray:
@@ -75,7 +76,7 @@ def bias_add(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("BiasSplitGelu", 1, domain=MS)
-def bias_split_gelu(node: NodeSpec):  # type: ignore[no-untyped-def]
+def bias_split_gelu(node: NodeSpec):
     """``left * gelu(right)`` where ``[left, right]`` are the halves of ``X + bias`` along the
     last axis (X: [N, S, D]; bias: [D]; Y: [N, S, D/2])."""
 

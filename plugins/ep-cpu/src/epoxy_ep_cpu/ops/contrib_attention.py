@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
@@ -159,12 +160,12 @@ class PackedAttention:
 
 
 @KERNELS.register("Attention", 1, domain=MS)
-def attention(node: NodeSpec):  # type: ignore[no-untyped-def]
+def attention(node: NodeSpec):
     """BERT/GPT-2 self-attention with the QKV projection inside; past/present as
     [2, B, N, T, H]; ``mask_index`` in any of onnxruntime's forms."""
     cfg = PackedAttention.of(node)
 
-    def run(input, weights, bias=None, mask_index=None, past=None, attention_bias=None,  # type: ignore[no-untyped-def]
+    def run(input, weights, bias=None, mask_index=None, past=None, attention_bias=None,
             past_sequence_length=None):
         dt = input.dtype
         cd = compute_dtype(dt)
@@ -182,7 +183,7 @@ def attention(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("MultiHeadAttention", 1, domain=MS)
-def multi_head_attention(node: NodeSpec):  # type: ignore[no-untyped-def]
+def multi_head_attention(node: NodeSpec):
     """Attention over already projected inputs; past_key/past_value [B, N, P, H] are
     prepended to the new keys/values and returned as present_key/present_value."""
     heads = int(node.attr("num_heads", 0) or 0)
@@ -194,7 +195,7 @@ def multi_head_attention(node: NodeSpec):  # type: ignore[no-untyped-def]
     if len(node.outputs) > 3 and node.outputs[3]:
         raise Unsupported("MultiHeadAttention qk output")
 
-    def run(query, key=None, value=None, bias=None, key_padding_mask=None, attention_bias=None,  # type: ignore[no-untyped-def]
+    def run(query, key=None, value=None, bias=None, key_padding_mask=None, attention_bias=None,
             past_key=None, past_value=None, past_sequence_length=None, cache_indirection=None):
         if cache_indirection is not None:
             raise Unsupported("MultiHeadAttention with cache_indirection (beam search)")
@@ -255,7 +256,7 @@ def multi_head_attention(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("GroupQueryAttention", 1, domain=MS)
-def group_query_attention(node: NodeSpec):  # type: ignore[no-untyped-def]
+def group_query_attention(node: NodeSpec):
     """Causal attention with ``kv_num_heads`` shared KV heads. Batch b holds
     ``seqlens_k[b] + 1`` tokens in total; its new tokens sit at positions
     ``[total_b - S, total_b)`` (``[0, S)`` on the first prompt, when the past is empty), where
@@ -273,7 +274,7 @@ def group_query_attention(node: NodeSpec):  # type: ignore[no-untyped-def]
     if len(node.outputs) > 3 and node.outputs[3]:
         raise Unsupported("GroupQueryAttention output_qk")
 
-    def run(query, key=None, value=None, past_key=None, past_value=None, seqlens_k=None,  # type: ignore[no-untyped-def]
+    def run(query, key=None, value=None, past_key=None, past_value=None, seqlens_k=None,
             total_sequence_length=None, cos_cache=None, sin_cache=None, position_ids=None,
             attention_bias=None, head_sink=None):
         dt = query.dtype
@@ -332,7 +333,7 @@ def group_query_attention(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("RotaryEmbedding", 1, domain=MS)
-def rotary_embedding(node: NodeSpec):  # type: ignore[no-untyped-def]
+def rotary_embedding(node: NodeSpec):
     """Rotary position embedding of [B, S, hidden] or [B, N, S, H] input. ``position_ids``
     [B, S] indexes the caches; a one-element ``position_ids`` is the first position."""
     interleaved = bool(node.attr("interleaved", 0))
@@ -341,7 +342,7 @@ def rotary_embedding(node: NodeSpec):  # type: ignore[no-untyped-def]
     if int(node.attr("is_packed_batching", 0) or 0):
         raise Unsupported("RotaryEmbedding with is_packed_batching")
 
-    def run(input, position_ids, cos_cache, sin_cache):  # type: ignore[no-untyped-def]
+    def run(input, position_ids, cos_cache, sin_cache):
         dt = input.dtype
         cd = compute_dtype(dt)
         if input.ndim == 4:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+
 from epoxy.contract import NodeSpec
 
 from ..registry import KERNELS
@@ -44,7 +45,7 @@ def _activation_name(node: NodeSpec, allowed: Sequence[str], default: str | None
 
 
 @KERNELS.register("FusedConv", 1, domain=MS)
-def fused_conv(node: NodeSpec):  # type: ignore[no-untyped-def]
+def fused_conv(node: NodeSpec):
     name = _activation_name(node, tuple(_CONV_ACTIVATIONS), default="")  # none: plain Conv (+ Z)
     params = tuple(float(p) for p in (node.attr("activation_params") or ()))
     if len(params) != _CONV_ACTIVATIONS[name]:
@@ -84,7 +85,7 @@ def _gemm_activation(node: NodeSpec) -> Callable[[np.ndarray], np.ndarray]:
 
 
 @KERNELS.register("FusedGemm", 1, domain=MS)
-def fused_gemm(node: NodeSpec):  # type: ignore[no-untyped-def]
+def fused_gemm(node: NodeSpec):
     act = _gemm_activation(node)
     gemm_attrs = {k: node.attributes[k] for k in ("alpha", "beta", "transA", "transB") if k in node.attributes}
     gemm = delegate(node, "Gemm", 13, n_inputs=3, attributes=gemm_attrs)
@@ -96,5 +97,5 @@ def fused_gemm(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("LayerNormalization", 1)
-def layer_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
+def layer_normalization(node: NodeSpec):
     return delegate(node, "LayerNormalization", 17)

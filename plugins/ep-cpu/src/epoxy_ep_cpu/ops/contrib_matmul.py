@@ -15,12 +15,14 @@ to int8 (``scale = max|a| / 127``) before its integer dot products, which moves 
 about 1% of their magnitude. We reproduce that rounding of A (then one float GEMM on the
 dequantized weight, equal to its per-block integer sums scaled) in exactly the cases where
 onnxruntime (1.32, x86) takes its int8 path: float32 A, constant weights, no or uint8 zero
-points, no g_idx, and for 2 bits a block_size of at least 32. Other levels (0 unset, 1 fp32, 2 fp16, 3 bf16) run in full float32.
+points, no g_idx, and for 2 bits a block_size of at least 32. Other levels (0 unset, 1 fp32,
+2 fp16, 3 bf16) run in full float32.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
 from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
@@ -89,7 +91,7 @@ def _rows(shape: tuple[int, ...]) -> int:
 
 
 @KERNELS.register("MatMulNBits", 1, domain=DOMAIN)
-def matmul_nbits(node: NodeSpec):  # type: ignore[no-untyped-def]
+def matmul_nbits(node: NodeSpec):
     k = int(node.attr("K", 0))
     n = int(node.attr("N", 0))
     bits = int(node.attr("bits", 4))
@@ -115,7 +117,7 @@ def matmul_nbits(node: NodeSpec):  # type: ignore[no-untyped-def]
         w = dequantize_nbits(consts[1], consts[2], consts[3], consts[4], dtype=cdt, **shape)
         cached[cdt] = np.ascontiguousarray(w.T)
 
-    def run(a, b, scales, zero_points=None, g_idx=None, bias=None):  # type: ignore[no-untyped-def]
+    def run(a, b, scales, zero_points=None, g_idx=None, bias=None):
         if a.shape[-1] != k:
             raise ValueError(f"MatMulNBits: A's last dim {a.shape[-1]} != K={k}")
         cdt = _compute_dtype(a.dtype)
@@ -145,7 +147,7 @@ def _batch_transposed(x: np.ndarray, trans: bool, trans_batch: bool) -> np.ndarr
 
 
 @KERNELS.register("FusedMatMul", 1, domain=DOMAIN)
-def fused_matmul(node: NodeSpec):  # type: ignore[no-untyped-def]
+def fused_matmul(node: NodeSpec):
     alpha = float(node.attr("alpha", 1.0))
     trans_a = bool(node.attr("transA", 0))
     trans_b = bool(node.attr("transB", 0))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
 from epoxy.contract import NodeSpec
 
 from ..registry import KERNELS
@@ -33,11 +34,11 @@ def _outputs(node: NodeSpec, values: list[Any]) -> Any:
     return outs[0] if n == 1 else tuple(outs)
 
 
-def _skip_norm(node: NodeSpec, *, simplified: bool):  # type: ignore[no-untyped-def]
+def _skip_norm(node: NodeSpec, *, simplified: bool):
     eps = float(node.attr("epsilon", 1e-12))
     stats = [_stat_dtype(node, 1), _stat_dtype(node, 2)]
 
-    def finish(x, s, gamma, beta, bias):  # type: ignore[no-untyped-def]
+    def finish(x, s, gamma, beta, bias):
         cd = compute_dtype(x.dtype)
         total = x.astype(cd) + s.astype(cd, copy=False)
         if bias is not None:
@@ -51,35 +52,35 @@ def _skip_norm(node: NodeSpec, *, simplified: bool):  # type: ignore[no-untyped-
             inv.astype(stats[1], copy=False), total.astype(x.dtype, copy=False)])
 
     if simplified:
-        def run(input, skip, gamma, bias=None):  # type: ignore[no-untyped-def]
+        def run(input, skip, gamma, bias=None):
             return finish(input, skip, gamma, None, bias)
     else:
-        def run(input, skip, gamma, beta=None, bias=None):  # type: ignore[no-untyped-def]
+        def run(input, skip, gamma, beta=None, bias=None):
             return finish(input, skip, gamma, beta, bias)
     return run
 
 
 @KERNELS.register("SkipLayerNormalization", 1, domain=MS)
-def skip_layer_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
+def skip_layer_normalization(node: NodeSpec):
     """LayerNorm(input + skip + bias) * gamma + beta; outputs mean, inv_std_var and the sum."""
     return _skip_norm(node, simplified=False)
 
 
 @KERNELS.register("SkipSimplifiedLayerNormalization", 1, domain=MS)
-def skip_simplified_layer_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
+def skip_simplified_layer_normalization(node: NodeSpec):
     """RMSNorm(input + skip + bias) * gamma; the mean output is zeros."""
     return _skip_norm(node, simplified=True)
 
 
 @KERNELS.register("SimplifiedLayerNormalization", 1)
-def simplified_layer_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
+def simplified_layer_normalization(node: NodeSpec):
     """RMS normalization over axes ``axis..``: Y = X / sqrt(mean(X^2) + eps) * scale, in
     scale's dtype; second output inv_std_var."""
     eps = float(node.attr("epsilon", 1e-5))
     axis = int(node.attr("axis", -1))
     stat = _stat_dtype(node, 1)
 
-    def run(x, scale):  # type: ignore[no-untyped-def]
+    def run(x, scale):
         ax = axis + x.ndim if axis < 0 else axis
         cd = compute_dtype(x.dtype)
         d, _, inv = standardize(x.astype(cd, copy=False), ax, eps, center=False)
@@ -90,14 +91,14 @@ def simplified_layer_normalization(node: NodeSpec):  # type: ignore[no-untyped-d
 
 
 @KERNELS.register("EmbedLayerNormalization", 1, domain=MS)
-def embed_layer_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
+def embed_layer_normalization(node: NodeSpec):
     """LayerNorm(word[ids] + position[pos] + segment[segment_ids]) * gamma + beta.
 
     Outputs: the normalized embedding [B, S, H], mask_index [B] (int32: per-row sum of the
     mask, zeros without one) and the embedding sum before normalization."""
     eps = float(node.attr("epsilon", 1e-12))
 
-    def run(input_ids, segment_ids, word_embedding, position_embedding, segment_embedding=None,  # type: ignore[no-untyped-def]
+    def run(input_ids, segment_ids, word_embedding, position_embedding, segment_embedding=None,
             gamma=None, beta=None, mask=None, position_ids=None):
         ids = np.asarray(input_ids, dtype=np.int64)
         batch, seq = ids.shape

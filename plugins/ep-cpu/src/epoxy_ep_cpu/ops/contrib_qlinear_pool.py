@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
@@ -40,7 +41,7 @@ def requantize_f32(y: np.ndarray, y_scale: np.ndarray, y_zero_point: np.ndarray 
 
 
 @KERNELS.register("QLinearAveragePool", 1, domain=DOMAIN)
-def qlinear_average_pool(node: NodeSpec):  # type: ignore[no-untyped-def]
+def qlinear_average_pool(node: NodeSpec):
     a = _PoolAttrs(node)
     channels_last = int(node.attr("channels_last", 0))
     if channels_last not in (0, 1):
@@ -53,7 +54,7 @@ def qlinear_average_pool(node: NodeSpec):  # type: ignore[no-untyped-def]
     if any(k <= 0 for k in a.kernel) or any(s <= 0 for s in a.strides):
         raise bad_attribute(node, "kernel_shape/strides", (a.kernel, a.strides), "positive values")
 
-    def run(x, x_scale, x_zero_point, y_scale, y_zero_point=None):  # type: ignore[no-untyped-def]
+    def run(x, x_scale, x_zero_point, y_scale, y_zero_point=None):
         if x.dtype not in (np.uint8, np.int8):
             raise Unsupported(f"QLinearAveragePool on {x.dtype}")
         xc = np.moveaxis(x, -1, 1) if channels_last else x

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
@@ -56,14 +57,14 @@ def _softmax_rows(x2: np.ndarray, x_scale: float, y_scale: float, y_zp: int, dty
 
 
 @KERNELS.register("QLinearSoftmax", 1, domain=DOMAIN)
-def qlinear_softmax(node: NodeSpec):  # type: ignore[no-untyped-def]
+def qlinear_softmax(node: NodeSpec):
     opset = node.attr("opset")
     if opset is None or int(opset) <= 0:
         raise bad_attribute(node, "opset", opset, "the Softmax opset the node replaces (a positive int)")
     coerced = int(opset) < 13
     axis_attr = int(node.attr("axis", -1))
 
-    def run(x, x_scale, x_zero_point, y_scale, y_zero_point=None):  # type: ignore[no-untyped-def]
+    def run(x, x_scale, x_zero_point, y_scale, y_zero_point=None):
         if x.dtype not in (np.uint8, np.int8):
             raise Unsupported(f"QLinearSoftmax on {x.dtype}")
         if x.size == 0:

@@ -23,6 +23,7 @@ equal lengths match to float rounding.
 from __future__ import annotations
 
 import numpy as np
+
 from epoxy.contract import NodeSpec
 
 from ..registry import KERNELS
@@ -50,7 +51,7 @@ def _qgemm(a: np.ndarray, w: np.ndarray, w_scale: np.ndarray, w_zp: np.ndarray |
 
 
 @KERNELS.register("DynamicQuantizeLSTM", 1, domain=MS)
-def dynamic_quantize_lstm(node: NodeSpec):  # type: ignore[no-untyped-def]
+def dynamic_quantize_lstm(node: NodeSpec):
     cfg = _Config(node, ("Sigmoid", "Tanh", "Tanh"))
     hidden_attr = node.attr("hidden_size")
     if hidden_attr is not None and int(hidden_attr) <= 0:
@@ -59,7 +60,7 @@ def dynamic_quantize_lstm(node: NodeSpec):  # type: ignore[no-untyped-def]
     if input_forget not in (0, 1):
         raise bad_attribute(node, "input_forget", input_forget, "0 or 1")
 
-    def run(X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None,  # type: ignore[no-untyped-def]
+    def run(X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None,
             W_scale=None, W_zero_point=None, R_scale=None, R_zero_point=None):
         xt = X.astype(np.float32)
         seq_len, batch, _ = xt.shape
@@ -75,7 +76,7 @@ def dynamic_quantize_lstm(node: NodeSpec):  # type: ignore[no-untyped-def]
             if np.all(lens >= seq_len):
                 lens = None
 
-        def dir_fn(d: int):  # type: ignore[no-untyped-def]
+        def dir_fn(d: int):
             wd, rd = W[d], R[d]
             ws, wz = _per_direction(W_scale, d), _per_direction(W_zero_point, d)
             rs, rz = _per_direction(R_scale, d), _per_direction(R_zero_point, d)
@@ -84,7 +85,7 @@ def dynamic_quantize_lstm(node: NodeSpec):  # type: ignore[no-untyped-def]
             pi, po, pf = peep[d, :hidden], peep[d, hidden:2 * hidden], peep[d, 2 * hidden:]
             f, g, hf = cfg.acts[d]
 
-            def step(t: int, states: list) -> list:  # type: ignore[type-arg]
+            def step(t: int, states: list) -> list:
                 h, cell = states
                 gates = xw[t] + _qgemm(h, rd, rs, rz) + b
                 i = f(cfg.clipped(gates[:, :hidden] + pi * cell))

@@ -1,7 +1,8 @@
 """The com.microsoft transformer ops onnxruntime's ``quantize_dynamic`` writes for a graph
 its transformer optimizer fused: QAttention and QEmbedLayerNormalization.
 
-QAttention is Attention whose packed QKV projection is an integer GEMM. Inputs: ``input`` (uint8/int8), ``weight`` (uint8/int8, [D, 3 * hidden]), ``bias``
+QAttention is Attention whose packed QKV projection is an integer GEMM. Inputs: ``input``
+(uint8/int8), ``weight`` (uint8/int8, [D, 3 * hidden]), ``bias``
 (float, [3 * hidden]), ``input_scale`` (scalar), ``weight_scale`` (scalar or per column),
 ``mask_index``?, ``input_zero_point``?, ``weight_zero_point``? (scalar or per column),
 ``past``?. The projection is ``float32(acc) * (input_scale * weight_scale) + bias``, as
@@ -16,6 +17,7 @@ beta (each with its scale and zero point, inputs 8-17), dequantized in float32
 from __future__ import annotations
 
 import numpy as np
+
 from epoxy.contract import NodeSpec
 
 from ..registry import KERNELS
@@ -25,10 +27,10 @@ from .contrib_quantized import int_matmul, per_column
 
 
 @KERNELS.register("QAttention", 1, domain=MS)
-def qattention(node: NodeSpec):  # type: ignore[no-untyped-def]
+def qattention(node: NodeSpec):
     cfg = PackedAttention.of(node)
 
-    def run(input, weight, bias, input_scale, weight_scale, mask_index=None,  # type: ignore[no-untyped-def]
+    def run(input, weight, bias, input_scale, weight_scale, mask_index=None,
             input_zero_point=None, weight_zero_point=None, past=None):
         dt = np.asarray(bias).dtype
         acc = int_matmul(input, weight, input_zero_point, weight_zero_point)
@@ -47,11 +49,11 @@ def _dequantize(q: np.ndarray | None, scale: np.ndarray, zero_point: np.ndarray 
 
 
 @KERNELS.register("QEmbedLayerNormalization", 1, domain=MS)
-def qembed_layer_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
+def qembed_layer_normalization(node: NodeSpec):
     embed = delegate(node, "EmbedLayerNormalization", 1, domain=MS, n_inputs=8,
                      attributes={"epsilon": node.attr("epsilon", 1e-12)})
 
-    def run(input_ids, segment_ids, word_q, position_q, segment_q, gamma_q, beta_q, mask,  # type: ignore[no-untyped-def]
+    def run(input_ids, segment_ids, word_q, position_q, segment_q, gamma_q, beta_q, mask,
             word_scale, position_scale, segment_scale, gamma_scale, beta_scale,
             word_zp, position_zp, segment_zp, gamma_zp, beta_zp):
         return embed(input_ids, segment_ids, _dequantize(word_q, word_scale, word_zp),

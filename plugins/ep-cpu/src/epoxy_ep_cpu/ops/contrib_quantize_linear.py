@@ -10,6 +10,7 @@ or per axis with ``axis``, default 1; round half to even, saturate; a missing ze
 from __future__ import annotations
 
 import numpy as np
+
 from epoxy.contract import NodeSpec
 
 from ..registry import KERNELS
@@ -20,7 +21,7 @@ _STANDARD_OPSET = 21
 _ATTRIBUTES = ("axis",)
 
 
-def _standard(node: NodeSpec):  # type: ignore[no-untyped-def]
+def _standard(node: NodeSpec):
     extra = sorted(set(node.attributes) - set(_ATTRIBUTES))
     if extra:
         raise bad_attribute(node, extra[0], node.attr(extra[0]), f"only {', '.join(_ATTRIBUTES)}")
@@ -31,10 +32,10 @@ def _standard(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("QuantizeLinear", 1, domain=DOMAIN)
-def quantize_linear(node: NodeSpec):  # type: ignore[no-untyped-def]
+def quantize_linear(node: NodeSpec):
     return _standard(node)
 
 
 @KERNELS.register("DequantizeLinear", 1, domain=DOMAIN)
-def dequantize_linear(node: NodeSpec):  # type: ignore[no-untyped-def]
+def dequantize_linear(node: NodeSpec):
     return _standard(node)

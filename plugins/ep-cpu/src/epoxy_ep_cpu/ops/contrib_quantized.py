@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+
 from epoxy.contract import NodeSpec
 
 from ..registry import KERNELS
@@ -91,8 +92,8 @@ def dynamic_quantize_u8(x: np.ndarray) -> tuple[np.ndarray, np.float32, np.uint8
 
 
 @KERNELS.register("DynamicQuantizeMatMul", 1, domain=DOMAIN)
-def dynamic_quantize_matmul(node: NodeSpec):  # type: ignore[no-untyped-def]
-    def run(a, b, b_scale, b_zero_point=None, bias=None):  # type: ignore[no-untyped-def]
+def dynamic_quantize_matmul(node: NodeSpec):
+    def run(a, b, b_scale, b_zero_point=None, bias=None):
         qa, a_scale, a_zp = dynamic_quantize_u8(a)
         acc = int_matmul(qa, b, np.asarray(a_zp), b_zero_point)
         scale = _f32(a_scale) * per_column(b_scale).astype(np.float32)
@@ -105,8 +106,8 @@ def dynamic_quantize_matmul(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("MatMulIntegerToFloat", 1, domain=DOMAIN)
-def matmul_integer_to_float(node: NodeSpec):  # type: ignore[no-untyped-def]
-    def run(a, b, a_scale, b_scale, a_zero_point=None, b_zero_point=None, bias=None):  # type: ignore[no-untyped-def]
+def matmul_integer_to_float(node: NodeSpec):
+    def run(a, b, a_scale, b_scale, a_zero_point=None, b_zero_point=None, bias=None):
         out_dtype = np.asarray(a_scale).dtype
         acc = int_matmul(a, b, a_zero_point, b_zero_point)
         scale = per_column(a_scale).astype(np.float32) * per_column(b_scale).astype(np.float32)
@@ -119,12 +120,12 @@ def matmul_integer_to_float(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("QGemm", 1, domain=DOMAIN)
-def qgemm(node: NodeSpec):  # type: ignore[no-untyped-def]
+def qgemm(node: NodeSpec):
     alpha = float(node.attr("alpha", 1.0))
     trans_a = bool(node.attr("transA", 0))
     trans_b = bool(node.attr("transB", 0))
 
-    def run(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c=None, y_scale=None, y_zero_point=None):  # type: ignore[no-untyped-def]
+    def run(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c=None, y_scale=None, y_zero_point=None):
         af = a.astype(_F64) - np.asarray(a_zero_point).astype(_F64).reshape(())
         bzp = np.asarray(b_zero_point).astype(_F64)
         bf = b.astype(_F64)
@@ -152,8 +153,8 @@ def _dequantize(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None)
 
 
 @KERNELS.register("QLinearAdd", 1, domain=DOMAIN)
-def qlinear_add(node: NodeSpec):  # type: ignore[no-untyped-def]
-    def run(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None):  # type: ignore[no-untyped-def]
+def qlinear_add(node: NodeSpec):
+    def run(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None):
         cs = _f32(c_scale)
         ra = _f32(a_scale) / cs
         rb = _f32(b_scale) / cs
@@ -165,8 +166,8 @@ def qlinear_add(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("QLinearMul", 1, domain=DOMAIN)
-def qlinear_mul(node: NodeSpec):  # type: ignore[no-untyped-def]
-    def run(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None):  # type: ignore[no-untyped-def]
+def qlinear_mul(node: NodeSpec):
+    def run(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None):
         ratio = _f32(a_scale) * _f32(b_scale) / _f32(c_scale)
         va = a.astype(np.float32) - _zp(a_zero_point, a.dtype).astype(np.float32)
         vb = b.astype(np.float32) - _zp(b_zero_point, b.dtype).astype(np.float32)
@@ -175,10 +176,10 @@ def qlinear_mul(node: NodeSpec):  # type: ignore[no-untyped-def]
     return run
 
 
-def _table_op(f: Callable[[np.ndarray], np.ndarray]):  # type: ignore[no-untyped-def]
+def _table_op(f: Callable[[np.ndarray], np.ndarray]):
     """Kernel ``(x, x_scale, x_zp?, y_scale, y_zp?)`` applying ``f`` through a 256-entry table."""
 
-    def run(x, x_scale, x_zero_point, y_scale, y_zero_point=None):  # type: ignore[no-untyped-def]
+    def run(x, x_scale, x_zero_point, y_scale, y_zero_point=None):
         info = np.iinfo(x.dtype)
         codes = np.arange(info.min, info.max + 1).astype(x.dtype)
         with np.errstate(over="ignore"):
@@ -190,7 +191,7 @@ def _table_op(f: Callable[[np.ndarray], np.ndarray]):  # type: ignore[no-untyped
 
 
 @KERNELS.register("QLinearSigmoid", 1, domain=DOMAIN)
-def qlinear_sigmoid(node: NodeSpec):  # type: ignore[no-untyped-def]
+def qlinear_sigmoid(node: NodeSpec):
     def sigmoid(v: np.ndarray) -> np.ndarray:
         return (np.float32(1.0) / (np.float32(1.0) + np.exp(-v))).astype(np.float32)
 
@@ -198,7 +199,7 @@ def qlinear_sigmoid(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("QLinearLeakyRelu", 1, domain=DOMAIN)
-def qlinear_leaky_relu(node: NodeSpec):  # type: ignore[no-untyped-def]
+def qlinear_leaky_relu(node: NodeSpec):
     alpha = np.float32(node.attr("alpha", 0.01))
 
     def leaky(v: np.ndarray) -> np.ndarray:
@@ -208,10 +209,10 @@ def qlinear_leaky_relu(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("QLinearConcat", 1, domain=DOMAIN)
-def qlinear_concat(node: NodeSpec):  # type: ignore[no-untyped-def]
+def qlinear_concat(node: NodeSpec):
     axis_attr = int(node.attr("axis", 0))
 
-    def run(y_scale, y_zero_point, *tuples):  # type: ignore[no-untyped-def]
+    def run(y_scale, y_zero_point, *tuples):
         if len(tuples) % 3 or not tuples:
             raise ValueError("QLinearConcat takes (X, X_scale, X_zero_point) triples after Y_scale, Y_zero_point")
         out_dtype = np.asarray(y_zero_point).dtype
@@ -230,10 +231,10 @@ def qlinear_concat(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("QLinearGlobalAveragePool", 1, domain=DOMAIN)
-def qlinear_global_average_pool(node: NodeSpec):  # type: ignore[no-untyped-def]
+def qlinear_global_average_pool(node: NodeSpec):
     channels_last = bool(node.attr("channels_last", 0))
 
-    def run(x, x_scale, x_zero_point, y_scale, y_zero_point):  # type: ignore[no-untyped-def]
+    def run(x, x_scale, x_zero_point, y_scale, y_zero_point):
         spatial = tuple(range(1, x.ndim - 1)) if channels_last else tuple(range(2, x.ndim))
         count = int(np.prod([x.shape[a] for a in spatial], dtype=np.int64))
         acc = x.astype(np.int64).sum(axis=spatial, keepdims=True)
@@ -256,8 +257,8 @@ def _requantize_to(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, out
 
 
 @KERNELS.register("QLinearWhere", 1, domain=DOMAIN)
-def qlinear_where(node: NodeSpec):  # type: ignore[no-untyped-def]
-    def run(condition, x, x_scale, x_zero_point, y, y_scale, y_zero_point, z_scale, z_zero_point):  # type: ignore[no-untyped-def]
+def qlinear_where(node: NodeSpec):
+    def run(condition, x, x_scale, x_zero_point, y, y_scale, y_zero_point, z_scale, z_zero_point):
         zzp = np.asarray(z_zero_point).reshape(())
         xq = _requantize_to(x, x_scale, x_zero_point, z_scale, zzp)
         yq = _requantize_to(y, y_scale, y_zero_point, z_scale, zzp)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+
 from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
@@ -100,7 +101,7 @@ def _split(text: str, sep: re.Pattern[str]) -> list[str]:
 
 
 @KERNELS.register("Tokenizer", 1, domain=MS)
-def tokenizer(node: NodeSpec):  # type: ignore[no-untyped-def]
+def tokenizer(node: NodeSpec):
     """Split each string into tokens (by ``separators`` or as the matches of ``tokenexp``),
     drop tokens shorter than ``mincharnum`` characters, optionally wrap each row's tokens in
     the markers 0x02 / 0x03, and pad the rows to the longest with ``pad_value``:

@@ -21,9 +21,9 @@ from epoxy.kit import Unsupported
 
 from .. import settings
 from ..registry import KERNELS
+from ._conv_tuning import blas_key, fastest
 from ._conv_util import col2im_add, compute_dtype, pad_spatial, resolve_pads, windows
 from ._util import constant_input, output_guard
-from ._conv_tuning import blas_key, fastest
 from ._winograd_f43 import conv_f43, f43_weights
 
 _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
@@ -120,7 +120,7 @@ _TILE_ABOVE = 1 << 22
 _TILE = 1 << 20
 
 
-def _conv_tiled(x, w, strides, dilations, begin, end, out_sp, ck, row):  # type: ignore[no-untyped-def]
+def _conv_tiled(x, w, strides, dilations, begin, end, out_sp, ck, row):
     n, m = x.shape[0], w.shape[0]
     nsp = len(out_sp)
     kernel = tuple(w.shape[2:])
@@ -139,7 +139,7 @@ def _conv_tiled(x, w, strides, dilations, begin, end, out_sp, ck, row):  # type:
     return y.reshape((n, m) + tuple(out_sp))
 
 
-def _geometry_for(geo: _Geometry, x: np.ndarray, w: np.ndarray, group: int):  # type: ignore[no-untyped-def]
+def _geometry_for(geo: _Geometry, x: np.ndarray, w: np.ndarray, group: int):
     nsp = x.ndim - 2
     kernel = tuple(int(k) for k in w.shape[2:])
     if geo.kernel and tuple(geo.kernel) != kernel:
@@ -534,14 +534,14 @@ _WEIGHT_LAYOUTS = {
 }
 
 
-def _im2col(x: np.ndarray, pk: _ConvWeights, group: int, strides, dilations, begin, end, out_sp) -> np.ndarray:  # type: ignore[no-untyped-def]
+def _im2col(x: np.ndarray, pk: _ConvWeights, group: int, strides, dilations, begin, end, out_sp) -> np.ndarray:
     y = conv_nd(x, pk.w, group, strides, dilations, begin, end, out_sp)
     if pk.bias is not None:
         y += pk.bias.reshape(_bias_shape(pk.w.shape[0], len(out_sp)))
     return y
 
 
-def _flat_eligible(dtype: np.dtype, group: int, nsp: int, strides, dilations, begin, end) -> bool:  # type: ignore[no-untyped-def]
+def _flat_eligible(dtype: np.dtype, group: int, nsp: int, strides, dilations, begin, end) -> bool:
     """Group-1 stride-1 undilated 2-D float convolutions with pads >= 0: the layers that
     have several paths (``pick_path`` / ``flat_candidates``)."""
     return (
@@ -555,7 +555,7 @@ def _flat_eligible(dtype: np.dtype, group: int, nsp: int, strides, dilations, be
     )
 
 
-def _run_path(path: str, x: np.ndarray, pk: _ConvWeights, begin, end, out_sp) -> np.ndarray:  # type: ignore[no-untyped-def]
+def _run_path(path: str, x: np.ndarray, pk: _ConvWeights, begin, end, out_sp) -> np.ndarray:
     if path == "im2col":
         return _im2col(x, pk, 1, (1, 1), (1, 1), begin, end, out_sp)
     return _FLAT_PATHS[path](x, pk, begin, end, out_sp)
@@ -626,7 +626,12 @@ def _prepare_path(
     except Exception:  # noqa: BLE001 - odd attributes: decided at run time
         return
     dtype = pk.w.dtype
-    if shape[1] != pk.w.shape[1] or 0 in shape or 0 in out_sp or not _flat_eligible(dtype, 1, 2, strides, dilations, begin, end):
+    if (
+        shape[1] != pk.w.shape[1]
+        or 0 in shape
+        or 0 in out_sp
+        or not _flat_eligible(dtype, 1, 2, strides, dilations, begin, end)
+    ):
         return
     candidates = flat_candidates(pk.kernel, dtype, winograd)
     if measure and len(candidates) > 1:
@@ -641,7 +646,7 @@ def _prepare_path(
 
 
 @KERNELS.register("Conv", (1, 11, 22))
-def conv(node: NodeSpec):  # type: ignore[no-untyped-def]
+def conv(node: NodeSpec):
     geo = _Geometry(node)
     group = int(node.attr("group", 1))
     current = settings.current()
@@ -679,7 +684,7 @@ def _zp_per_channel(zp: np.ndarray | None, nsp: int) -> np.ndarray | float:
     return zp.reshape((-1,) + (1,) * (nsp + 1))
 
 
-def _integer_conv(geo: _Geometry, group: int, x, w, x_zp, w_zp) -> np.ndarray:  # type: ignore[no-untyped-def]
+def _integer_conv(geo: _Geometry, group: int, x, w, x_zp, w_zp) -> np.ndarray:
     # float64 keeps every 8-bit product and the sums of realistic sizes exact, and uses BLAS
     xf = x.astype(np.float64)
     if x_zp is not None:
@@ -693,11 +698,11 @@ def _integer_conv(geo: _Geometry, group: int, x, w, x_zp, w_zp) -> np.ndarray:  
 
 
 @KERNELS.register("ConvInteger", 10)
-def conv_integer(node: NodeSpec):  # type: ignore[no-untyped-def]
+def conv_integer(node: NodeSpec):
     geo = _Geometry(node)
     group = int(node.attr("group", 1))
 
-    def run(x, w, x_zero_point=None, w_zero_point=None):  # type: ignore[no-untyped-def]
+    def run(x, w, x_zero_point=None, w_zero_point=None):
         acc = _integer_conv(geo, group, x, w, x_zero_point, w_zero_point)
         return np.rint(acc).astype(np.int64).astype(np.int32)
 
@@ -710,11 +715,11 @@ def _saturate(y: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 @KERNELS.register("QLinearConv", 10)
-def qlinear_conv(node: NodeSpec):  # type: ignore[no-untyped-def]
+def qlinear_conv(node: NodeSpec):
     geo = _Geometry(node)
     group = int(node.attr("group", 1))
 
-    def run(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, b=None):  # type: ignore
+    def run(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, b=None):
         acc = _integer_conv(geo, group, x, w, x_zero_point, w_zero_point)
         nsp = x.ndim - 2
         if b is not None:
@@ -737,7 +742,7 @@ def qlinear_conv(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("ConvTranspose", (1, 11, 22))
-def conv_transpose(node: NodeSpec):  # type: ignore[no-untyped-def]
+def conv_transpose(node: NodeSpec):
     geo = _Geometry(node)
     group = int(node.attr("group", 1))
     output_padding_attr = node.attr("output_padding")
@@ -794,7 +799,7 @@ def conv_transpose(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Col2Im", 18)
-def col2im(node: NodeSpec):  # type: ignore[no-untyped-def]
+def col2im(node: NodeSpec):
     strides_attr = node.attr("strides")
     dilations_attr = node.attr("dilations")
     pads_attr = node.attr("pads")
@@ -824,12 +829,12 @@ def col2im(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("DeformConv", (19, 22))
-def deform_conv(node: NodeSpec):  # type: ignore[no-untyped-def]
+def deform_conv(node: NodeSpec):
     geo = _Geometry(node)
     group = int(node.attr("group", 1))
     offset_group = int(node.attr("offset_group", 1))
 
-    def run(x, w, offset, b=None, mask=None):  # type: ignore[no-untyped-def]
+    def run(x, w, offset, b=None, mask=None):
         dtype = x.dtype
         cdt = compute_dtype(dtype)
         x, w, offset = (v.astype(cdt, copy=False) for v in (x, w, offset))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import ml_dtypes
 import numpy as np
 from onnx import helper
@@ -11,9 +10,9 @@ from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
+from ._shape_util import norm_axis, schema_versions, to_ints
 from ._util import as_text as _as_str
 from ._util import output_guard
-from ._shape_util import norm_axis, schema_versions, to_ints
 
 
 def _fix_strings(a: np.ndarray) -> np.ndarray:
@@ -45,7 +44,7 @@ def constant_value(node: NodeSpec) -> np.ndarray:
 
 
 @KERNELS.register("Constant", schema_versions("Constant"))
-def constant(node: NodeSpec):  # type: ignore[no-untyped-def]
+def constant(node: NodeSpec):
     value = constant_value(node)
     value.setflags(write=False)
 
@@ -56,7 +55,7 @@ def constant(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("ConstantOfShape", schema_versions("ConstantOfShape"))
-def constant_of_shape(node: NodeSpec):  # type: ignore[no-untyped-def]
+def constant_of_shape(node: NodeSpec):
     v = node.attr("value", None)
     if v is None:
         fill = np.zeros((), dtype=np.float32)
@@ -79,7 +78,7 @@ _WIDE = np.dtype(np.float64)  # Range computes in 64 bits before casting (int64 
 
 
 @KERNELS.register("Range", schema_versions("Range"))
-def range_(node: NodeSpec):  # type: ignore[no-untyped-def]
+def range_(node: NodeSpec):
     stash_type = int(node.attr("stash_type", 1)) if node.opset >= 27 else 1
     guard = output_guard(node)
 
@@ -113,7 +112,7 @@ def range_(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("OneHot", schema_versions("OneHot"))
-def one_hot(node: NodeSpec):  # type: ignore[no-untyped-def]
+def one_hot(node: NodeSpec):
     axis = int(node.attr("axis", -1))
     guard = output_guard(node)
 
@@ -139,7 +138,7 @@ def one_hot(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("EyeLike", schema_versions("EyeLike"))
-def eye_like(node: NodeSpec):  # type: ignore[no-untyped-def]
+def eye_like(node: NodeSpec):
     k = int(node.attr("k", 0))
     dtype_attr = node.attr("dtype", None)
     target = None if dtype_attr is None else np.dtype(helper.tensor_dtype_to_np_dtype(int(dtype_attr)))

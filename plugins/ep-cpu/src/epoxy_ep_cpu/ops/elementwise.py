@@ -16,8 +16,8 @@ from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
-from ._out import accepts_out, binary_ufunc_into
 from ._elementwise_util import arr, binary_with_legacy, compute_dtype, erf, float_unary, is_narrow_float
+from ._out import accepts_out, binary_ufunc_into
 
 _ARITH_VERSIONS = (1, 6, 7, 13, 14)
 
@@ -59,8 +59,8 @@ _BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": _div}
 _INTO = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.true_divide}
 
 
-def _arith_factory(op: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]):  # type: ignore[no-untyped-def]
-    def factory(node: NodeSpec):  # type: ignore[no-untyped-def]
+def _arith_factory(op: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]):
+    def factory(node: NodeSpec):
         run = binary_with_legacy(node, _same_dtype(fn))
         if node.opset >= 7 and len(node.inputs) == 2:
             return accepts_out(run, binary_ufunc_into(_INTO[op]))
@@ -105,7 +105,7 @@ def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 @KERNELS.register("Pow", (1, 7, 12, 13, 15))
-def pow_(node: NodeSpec):  # type: ignore[no-untyped-def]
+def pow_(node: NodeSpec):
     return binary_with_legacy(node, _pow)
 
 
@@ -113,7 +113,7 @@ def pow_(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Mod", (10, 13, 28))
-def mod(node: NodeSpec):  # type: ignore[no-untyped-def]
+def mod(node: NodeSpec):
     fmod = int(node.attr("fmod", 0))
     if fmod not in (0, 1):
         raise Unsupported(f"Mod: fmod must be 0 or 1, got {fmod}")
@@ -145,8 +145,8 @@ def _exact_unary(ufunc: np.ufunc) -> Callable[[np.ndarray], np.ndarray]:
     return run
 
 
-def _unary(kernel: Callable[[np.ndarray], np.ndarray]):  # type: ignore[no-untyped-def]
-    def factory(node: NodeSpec):  # type: ignore[no-untyped-def]
+def _unary(kernel: Callable[[np.ndarray], np.ndarray]):
+    def factory(node: NodeSpec):
         return kernel
 
     return factory
@@ -209,8 +209,8 @@ for _op, (_versions, _kernel) in _UNARY.items():
 # ---------------------------------------------------------------------- variadic
 
 
-def _variadic(op: str):  # type: ignore[no-untyped-def]
-    def factory(node: NodeSpec):  # type: ignore[no-untyped-def]
+def _variadic(op: str):
+    def factory(node: NodeSpec):
         def run(*args: np.ndarray) -> np.ndarray:
             xs = [np.asarray(a) for a in args if a is not None]
             if not xs:
@@ -277,7 +277,7 @@ def _bound(value: object, dtype: np.dtype) -> object:
 
 
 @KERNELS.register("Clip", (1, 6))
-def clip_attr(node: NodeSpec):  # type: ignore[no-untyped-def]
+def clip_attr(node: NodeSpec):
     # the attributes default to numeric_limits<float>::lowest()/max() (so +-inf clip to them)
     flt_max = float(np.finfo(np.float32).max)
     lo_attr = float(node.attr("min", -flt_max))
@@ -290,7 +290,7 @@ def clip_attr(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Clip", (11, 12, 13))
-def clip(node: NodeSpec):  # type: ignore[no-untyped-def]
+def clip(node: NodeSpec):
     def run(x: np.ndarray, lo: np.ndarray | None = None, hi: np.ndarray | None = None) -> np.ndarray:
         return _clip(x, _bound(lo, x.dtype), _bound(hi, x.dtype))
 
@@ -305,7 +305,7 @@ def _as_float(x: np.ndarray) -> np.ndarray:
 
 
 @KERNELS.register("IsInf", (10, 20))
-def isinf(node: NodeSpec):  # type: ignore[no-untyped-def]
+def isinf(node: NodeSpec):
     neg = bool(node.attr("detect_negative", 1))
     pos = bool(node.attr("detect_positive", 1))
 
@@ -325,7 +325,7 @@ def isinf(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("IsNaN", (9, 13, 20))
-def isnan(node: NodeSpec):  # type: ignore[no-untyped-def]
+def isnan(node: NodeSpec):
     def run(x: np.ndarray) -> np.ndarray:
         xf = _as_float(x)
         if xf.dtype.kind in "iub":

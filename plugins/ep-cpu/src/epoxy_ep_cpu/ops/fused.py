@@ -27,10 +27,28 @@ import onnx_ir as ir
 
 from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
-from epoxy.kit.passes import (BatchNormAffineFoldPass, ConstantFoldingPass, ConvAffineFoldPass,
-                              ConvBatchNormFoldPass, DropoutEliminationPass, GeluFusionPass,
-                              LegacyInitializerInputsPass, RewritePass, attr, constant, copy_attributes, dtype_of,
-                              ensure_opset, graph_nodes, is_op, make_node, opset_of, replace, sole_consumer)
+from epoxy.kit.passes import (
+    BatchNormAffineFoldPass,
+    ConstantFoldingPass,
+    ConvAffineFoldPass,
+    ConvBatchNormFoldPass,
+    DropoutEliminationPass,
+    GeluFusionPass,
+    LegacyInitializerInputsPass,
+    Namer,
+    RewritePass,
+    attr,
+    constant,
+    copy_attributes,
+    dtype_of,
+    ensure_opset,
+    graph_nodes,
+    is_op,
+    make_node,
+    opset_of,
+    replace,
+    sole_consumer,
+)
 
 from ..registry import KERNELS
 from .activation import relu_into
@@ -43,7 +61,9 @@ _FAST = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 # ============================================================================ kernels
-def _inner(node: NodeSpec, op_type: str, opset: int, n_inputs: int, drop: tuple[str, ...] = _ACT_ATTRS) -> Callable[..., Any]:
+def _inner(
+    node: NodeSpec, op_type: str, opset: int, n_inputs: int, drop: tuple[str, ...] = _ACT_ATTRS
+) -> Callable[..., Any]:
     """The registered kernel of ``op_type`` for the first ``n_inputs`` inputs of ``node``."""
     inputs = tuple(node.inputs[:n_inputs])
     while inputs and not inputs[-1]:
@@ -165,7 +185,7 @@ def _add_then_activate(y: np.ndarray, add: np.ndarray | None, act: Any, *inputs:
 
 
 @KERNELS.register("FusedConv", DOMAIN_VERSION, domain=DOMAIN)
-def fused_conv(node: NodeSpec):  # type: ignore[no-untyped-def]
+def fused_conv(node: NodeSpec):
     n_conv = 3 if len(node.inputs) > 2 and node.inputs[2] else 2
     conv = _inner(node, "Conv", 22, n_conv)
     act = activation_fn(node)
@@ -180,7 +200,7 @@ def fused_conv(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("FusedMatMul", DOMAIN_VERSION, domain=DOMAIN)
-def fused_matmul(node: NodeSpec):  # type: ignore[no-untyped-def]
+def fused_matmul(node: NodeSpec):
     mm = _inner(node, "MatMul", 13, 2)
     act = activation_fn(node)
 
@@ -191,7 +211,7 @@ def fused_matmul(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("FusedGemm", DOMAIN_VERSION, domain=DOMAIN)
-def fused_gemm(node: NodeSpec):  # type: ignore[no-untyped-def]
+def fused_gemm(node: NodeSpec):
     gemm = _inner(node, "Gemm", 13, 3)
     act = activation_fn(node)
     n_in = 3 if len(node.inputs) > 2 and node.inputs[2] else 2
@@ -233,7 +253,10 @@ def _activation_of(model: ir.Model, node: ir.Node | None, x: ir.Value) -> dict[s
     if op == "LeakyRelu":
         return {"activation": op, "activation_params": [float(attr(node, "alpha", 0.01))]}
     if op == "HardSigmoid":
-        return {"activation": op, "activation_params": [float(attr(node, "alpha", 0.2)), float(attr(node, "beta", 0.5))]}
+        return {
+            "activation": op,
+            "activation_params": [float(attr(node, "alpha", 0.2)), float(attr(node, "beta", 0.5))],
+        }
     if op == "Gelu":
         return {"activation": op, "activation_approximate": str(attr(node, "approximate", "none"))}
     if op == "Clip":
@@ -260,9 +283,9 @@ def _activation_of(model: ir.Model, node: ir.Node | None, x: ir.Value) -> dict[s
 
 def _addend(node: ir.Node | None, value: ir.Value) -> ir.Value | None:
     """For ``Add(value, z)`` / ``Sum(value, z)``: z (same dtype), else None."""
-    if not is_op(node, ("Add", "Sum")) or len(node.inputs) != 2:  # type: ignore[union-attr]
+    if not is_op(node, ("Add", "Sum")) or len(node.inputs) != 2:
         return None
-    a, b = node.inputs  # type: ignore[union-attr]
+    a, b = node.inputs
     other = b if a is value else a if b is value else None
     if other is None or other is value or dtype_of(other) != dtype_of(value):
         return None
@@ -272,7 +295,7 @@ def _addend(node: ir.Node | None, value: ir.Value) -> ir.Value | None:
 class CpuConvFusionPass(RewritePass):
     """``Conv`` [+ ``Add``/``Sum`` residual] [+ activation] -> ``com.epoxy.cpu::FusedConv``."""
 
-    def rewrite(self, model, graph, namer) -> int:  # type: ignore[no-untyped-def]
+    def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
         for conv in graph_nodes(graph):
             if conv.graph is not graph or not is_op(conv, "Conv") or len(conv.inputs) < 2 or len(conv.outputs) != 1:
@@ -309,7 +332,7 @@ class CpuMatMulFusionPass(RewritePass):
     """``MatMul`` [+ ``Add`` bias] [+ activation] -> ``FusedMatMul``; ``Gemm`` + activation
     -> ``FusedGemm``."""
 
-    def rewrite(self, model, graph, namer) -> int:  # type: ignore[no-untyped-def]
+    def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
         for mm in graph_nodes(graph):
             if mm.graph is not graph or not is_op(mm, ("MatMul", "Gemm")) or len(mm.outputs) != 1:

@@ -32,8 +32,19 @@ import numpy as np
 import onnx_ir as ir
 
 from epoxy.contract import NodeSpec
-from epoxy.kit.passes import (RewritePass, attr, constant, ensure_opset, graph_nodes, is_op, make_node, opset_of,
-                              replace, sole_consumer)
+from epoxy.kit.passes import (
+    Namer,
+    RewritePass,
+    attr,
+    constant,
+    ensure_opset,
+    graph_nodes,
+    is_op,
+    make_node,
+    opset_of,
+    replace,
+    sole_consumer,
+)
 
 from ..registry import KERNELS
 from ._out import accepts_out
@@ -85,7 +96,7 @@ def _op_by_op(node: NodeSpec, shapes: list[np.ndarray], scale: float, has_mask: 
 
 
 @KERNELS.register("FusedAttention", DOMAIN_VERSION, domain=DOMAIN)
-def fused_attention(node: NodeSpec):  # type: ignore[no-untyped-def]
+def fused_attention(node: NodeSpec):
     q_shape = tuple(int(d) for d in node.attr("q_shape"))
     k_shape = tuple(int(d) for d in node.attr("k_shape"))
     v_shape = tuple(int(d) for d in node.attr("v_shape"))
@@ -171,7 +182,9 @@ def _only_reader(value: ir.Value, node: ir.Node) -> bool:
     return sole_consumer(value) is node
 
 
-def _head_view(value: ir.Value, reader: ir.Node, perm: tuple[int, ...]) -> tuple[ir.Value, list[int], list[ir.Node]] | None:
+def _head_view(
+    value: ir.Value, reader: ir.Node, perm: tuple[int, ...]
+) -> tuple[ir.Value, list[int], list[ir.Node]] | None:
     """``value = Transpose(Reshape(x, shape), perm)`` read only by ``reader``: (x, shape, nodes)."""
     t = _producer(value)
     if not is_op(t, "Transpose") or not _only_reader(value, reader) or len(t.outputs) != 1:
@@ -212,7 +225,7 @@ def _softmax_last_axis(model: ir.Model, node: ir.Node) -> bool:
 class CpuAttentionFusionPass(RewritePass):
     """The attention pattern above -> ``com.epoxy.cpu::FusedAttention``."""
 
-    def rewrite(self, model, graph, namer) -> int:  # type: ignore[no-untyped-def]
+    def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
         for sm in graph_nodes(graph):
             if sm.graph is not graph or not is_op(sm, "Softmax") or len(sm.outputs) != 1 or len(sm.inputs) != 1:
@@ -230,7 +243,7 @@ class CpuAttentionFusionPass(RewritePass):
         return count
 
     @staticmethod
-    def _match(sm: ir.Node):  # type: ignore[no-untyped-def]
+    def _match(sm: ir.Node):
         nodes: list[ir.Node] = [sm]
         x = sm.inputs[0]
         mask = None

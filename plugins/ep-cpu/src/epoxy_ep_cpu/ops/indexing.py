@@ -45,7 +45,7 @@ def _slice(x: np.ndarray, starts: list[int], ends: list[int], axes: list[int] | 
 
 
 @KERNELS.register("Slice", 1)
-def slice_v1(node: NodeSpec):  # type: ignore[no-untyped-def]
+def slice_v1(node: NodeSpec):
     starts = [int(v) for v in node.attr("starts", ())]
     ends = [int(v) for v in node.attr("ends", ())]
     axes = node.attr("axes", None)
@@ -58,7 +58,7 @@ def slice_v1(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Slice", versions_between("Slice", 10))
-def slice_(node: NodeSpec):  # type: ignore[no-untyped-def]
+def slice_(node: NodeSpec):
     def run(x: np.ndarray, starts: np.ndarray, ends: np.ndarray, axes: np.ndarray | None = None,
             steps: np.ndarray | None = None) -> np.ndarray:
         return _slice(x, to_ints(starts), to_ints(ends), None if axes is None else to_ints(axes),
@@ -77,7 +77,7 @@ def _check_range(idx: np.ndarray, dim: int, op: str) -> None:
 
 
 @KERNELS.register("Gather", schema_versions("Gather"))
-def gather(node: NodeSpec):  # type: ignore[no-untyped-def]
+def gather(node: NodeSpec):
     axis = int(node.attr("axis", 0))
 
     def run(x: np.ndarray, indices: np.ndarray) -> np.ndarray:
@@ -90,7 +90,7 @@ def gather(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("GatherElements", schema_versions("GatherElements"))
-def gather_elements(node: NodeSpec):  # type: ignore[no-untyped-def]
+def gather_elements(node: NodeSpec):
     axis = int(node.attr("axis", 0))
 
     def run(x: np.ndarray, indices: np.ndarray) -> np.ndarray:
@@ -105,7 +105,7 @@ def gather_elements(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("GatherND", schema_versions("GatherND"))
-def gather_nd(node: NodeSpec):  # type: ignore[no-untyped-def]
+def gather_nd(node: NodeSpec):
     batch_dims = int(node.attr("batch_dims", 0)) if node.opset >= 12 else 0
 
     def run(x: np.ndarray, indices: np.ndarray) -> np.ndarray:
@@ -161,7 +161,7 @@ def _scatter_elements(x: np.ndarray, indices: np.ndarray, updates: np.ndarray, a
 
 
 @KERNELS.register("Scatter", schema_versions("Scatter"))
-def scatter(node: NodeSpec):  # type: ignore[no-untyped-def]
+def scatter(node: NodeSpec):
     axis = int(node.attr("axis", 0))
 
     def run(x: np.ndarray, indices: np.ndarray, updates: np.ndarray) -> np.ndarray:
@@ -171,7 +171,7 @@ def scatter(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("ScatterElements", schema_versions("ScatterElements"))
-def scatter_elements(node: NodeSpec):  # type: ignore[no-untyped-def]
+def scatter_elements(node: NodeSpec):
     axis = int(node.attr("axis", 0))
     reduction = _reduction(node) if node.opset >= 16 else "none"
 
@@ -182,7 +182,7 @@ def scatter_elements(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("ScatterND", schema_versions("ScatterND"))
-def scatter_nd(node: NodeSpec):  # type: ignore[no-untyped-def]
+def scatter_nd(node: NodeSpec):
     reduction = _reduction(node) if node.opset >= 16 else "none"
 
     def run(x: np.ndarray, indices: np.ndarray, updates: np.ndarray) -> np.ndarray:
@@ -201,7 +201,7 @@ def scatter_nd(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Compress", schema_versions("Compress"))
-def compress(node: NodeSpec):  # type: ignore[no-untyped-def]
+def compress(node: NodeSpec):
     axis = node.attr("axis", None)
 
     def run(x: np.ndarray, condition: np.ndarray) -> np.ndarray:
@@ -214,7 +214,7 @@ def compress(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("NonZero", schema_versions("NonZero"))
-def nonzero(node: NodeSpec):  # type: ignore[no-untyped-def]
+def nonzero(node: NodeSpec):
     def run(x: np.ndarray) -> np.ndarray:
         x = np.asarray(x)
         if x.ndim == 0:
@@ -226,7 +226,7 @@ def nonzero(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Unique", schema_versions("Unique"))
-def unique(node: NodeSpec):  # type: ignore[no-untyped-def]
+def unique(node: NodeSpec):
     axis = node.attr("axis", None)
     is_sorted = bool(node.attr("sorted", 1))
     n_out = len(node.outputs)
@@ -276,7 +276,7 @@ def _topk(x: np.ndarray, k: int, axis: int, largest: bool) -> tuple[np.ndarray, 
 
 
 @KERNELS.register("TopK", 1)
-def topk_v1(node: NodeSpec):  # type: ignore[no-untyped-def]
+def topk_v1(node: NodeSpec):
     axis = int(node.attr("axis", -1))
     k = int(node.attr("k"))
 
@@ -287,7 +287,7 @@ def topk_v1(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("TopK", versions_between("TopK", 10))
-def topk(node: NodeSpec):  # type: ignore[no-untyped-def]
+def topk(node: NodeSpec):
     axis = int(node.attr("axis", -1))
     largest = bool(node.attr("largest", 1)) if node.opset >= 11 else True
 
@@ -302,7 +302,7 @@ def topk(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("ReverseSequence", schema_versions("ReverseSequence"))
-def reverse_sequence(node: NodeSpec):  # type: ignore[no-untyped-def]
+def reverse_sequence(node: NodeSpec):
     batch_axis = int(node.attr("batch_axis", 1))
     time_axis = int(node.attr("time_axis", 0))
 
@@ -326,7 +326,7 @@ def reverse_sequence(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Trilu", schema_versions("Trilu"))
-def trilu(node: NodeSpec):  # type: ignore[no-untyped-def]
+def trilu(node: NodeSpec):
     upper = bool(node.attr("upper", 1))
 
     def run(x: np.ndarray, k: np.ndarray | None = None) -> np.ndarray:

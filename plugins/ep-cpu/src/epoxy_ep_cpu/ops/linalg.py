@@ -36,7 +36,7 @@ def _matmul_2d_weight(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 @KERNELS.register("MatMul", (1, 9, 13))
-def matmul(node: NodeSpec):  # type: ignore[no-untyped-def]
+def matmul(node: NodeSpec):
     b_const = constant_input(node, 1)
     packed = None
     if b_const is not None and b_const.ndim == 2 and b_const.dtype.kind == "f":
@@ -74,7 +74,7 @@ def matmul(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Gemm", (1, 6, 7, 9, 11, 13))
-def gemm(node: NodeSpec):  # type: ignore[no-untyped-def]
+def gemm(node: NodeSpec):
     alpha = float(node.attr("alpha", 1.0))
     beta = float(node.attr("beta", 1.0))
     trans_a = bool(node.attr("transA", 0))
@@ -127,7 +127,7 @@ def _col_param(v: np.ndarray | None) -> np.ndarray | float:
     return v.reshape(()) if v.size == 1 else v
 
 
-def _int_matmul(a, b, a_zp, b_zp) -> np.ndarray:  # type: ignore[no-untyped-def]
+def _int_matmul(a, b, a_zp, b_zp) -> np.ndarray:
     # float64 BLAS: every 8-bit product and realistic sums are exact
     af = a.astype(_F64) - np.asarray(_row_param(a_zp, a.ndim), dtype=_F64)
     bf = b.astype(_F64) - np.asarray(_col_param(b_zp), dtype=_F64)
@@ -135,8 +135,8 @@ def _int_matmul(a, b, a_zp, b_zp) -> np.ndarray:  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("MatMulInteger", 10)
-def matmul_integer(node: NodeSpec):  # type: ignore[no-untyped-def]
-    def run(a, b, a_zero_point=None, b_zero_point=None):  # type: ignore[no-untyped-def]
+def matmul_integer(node: NodeSpec):
+    def run(a, b, a_zero_point=None, b_zero_point=None):
         acc = _int_matmul(a, b, a_zero_point, b_zero_point)
         return np.rint(acc).astype(np.int64).astype(np.int32)
 
@@ -148,8 +148,8 @@ def _is_int(dtype: np.dtype) -> bool:
 
 
 @KERNELS.register("QLinearMatMul", (10, 21))
-def qlinear_matmul(node: NodeSpec):  # type: ignore[no-untyped-def]
-    def run(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):  # type: ignore[no-untyped-def]
+def qlinear_matmul(node: NodeSpec):
+    def run(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
         acc = _int_matmul(a, b, a_zero_point, b_zero_point)
         sa = np.asarray(_row_param(a_scale, a.ndim), dtype=_F32).astype(_F64)
         sb = np.asarray(_col_param(b_scale), dtype=_F32).astype(_F64)
@@ -167,7 +167,7 @@ def qlinear_matmul(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Einsum", (12, 28))
-def einsum(node: NodeSpec):  # type: ignore[no-untyped-def]
+def einsum(node: NodeSpec):
     equation = node.attr("equation", "")
     if isinstance(equation, bytes):
         equation = equation.decode()

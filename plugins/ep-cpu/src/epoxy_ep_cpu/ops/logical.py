@@ -27,8 +27,8 @@ def _compare(ufunc: np.ufunc) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     return run
 
 
-def _binary_factory(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]):  # type: ignore[no-untyped-def]
-    def factory(node: NodeSpec):  # type: ignore[no-untyped-def]
+def _binary_factory(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]):
+    def factory(node: NodeSpec):
         return binary_with_legacy(node, fn)
 
     return factory
@@ -61,7 +61,7 @@ for _op, _ufunc in {"And": np.logical_and, "Or": np.logical_or, "Xor": np.logica
 
 
 @KERNELS.register("Not", 1)
-def not_(node: NodeSpec):  # type: ignore[no-untyped-def]
+def not_(node: NodeSpec):
     def run(x: np.ndarray) -> np.ndarray:
         return arr(np.logical_not(x))
 
@@ -84,7 +84,7 @@ for _op, _ufunc in {"BitwiseAnd": np.bitwise_and, "BitwiseOr": np.bitwise_or, "B
 
 
 @KERNELS.register("BitwiseNot", 18)
-def bitwise_not(node: NodeSpec):  # type: ignore[no-untyped-def]
+def bitwise_not(node: NodeSpec):
     def run(x: np.ndarray) -> np.ndarray:
         return arr(np.invert(x))
 
@@ -92,7 +92,7 @@ def bitwise_not(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("BitShift", (11, 28))
-def bitshift(node: NodeSpec):  # type: ignore[no-untyped-def]
+def bitshift(node: NodeSpec):
     direction = node.attr("direction", "")
     if isinstance(direction, bytes):
         direction = direction.decode()
@@ -130,7 +130,7 @@ def bitshift(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Where", (9, 16))
-def where(node: NodeSpec):  # type: ignore[no-untyped-def]
+def where(node: NodeSpec):
     def run(cond: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         x, y = np.asarray(x), np.asarray(y)
         if x.dtype.kind in "USO" or y.dtype.kind in "USO":

@@ -63,7 +63,7 @@ def _loss_attrs(node: NodeSpec) -> tuple[str, int | None]:
 
 
 @KERNELS.register("NegativeLogLikelihoodLoss", (12, 13, 22))
-def negative_log_likelihood_loss(node: NodeSpec):  # type: ignore[no-untyped-def]
+def negative_log_likelihood_loss(node: NodeSpec):
     reduction, ignore_index = _loss_attrs(node)
 
     def run(x: np.ndarray, target: np.ndarray, weight: np.ndarray | None = None) -> np.ndarray:
@@ -82,11 +82,11 @@ def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
 
 
 @KERNELS.register("SoftmaxCrossEntropyLoss", (12, 13))
-def softmax_cross_entropy_loss(node: NodeSpec):  # type: ignore[no-untyped-def]
+def softmax_cross_entropy_loss(node: NodeSpec):
     reduction, ignore_index = _loss_attrs(node)
     want_log_prob = len(node.outputs) > 1 and node.outputs[1] != ""
 
-    def run(scores: np.ndarray, labels: np.ndarray, weights: np.ndarray | None = None):  # type: ignore[no-untyped-def]
+    def run(scores: np.ndarray, labels: np.ndarray, weights: np.ndarray | None = None):
         scores = np.asarray(scores)
         sw = scores.astype(work_dtype(scores.dtype), copy=False)
         logp = _log_softmax(sw, 1)

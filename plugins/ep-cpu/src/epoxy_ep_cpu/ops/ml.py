@@ -20,7 +20,7 @@ ML = "ai.onnx.ml"
 
 
 @KERNELS.register("Binarizer", 1, domain=ML)
-def binarizer(node: NodeSpec):  # type: ignore[no-untyped-def]
+def binarizer(node: NodeSpec):
     threshold = float(node.attr("threshold", 0.0))
 
     def run(x: np.ndarray) -> np.ndarray:
@@ -33,7 +33,7 @@ def binarizer(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("ArrayFeatureExtractor", 1, domain=ML)
-def array_feature_extractor(node: NodeSpec):  # type: ignore[no-untyped-def]
+def array_feature_extractor(node: NodeSpec):
     def run(x: np.ndarray, indices: np.ndarray) -> np.ndarray:
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         last = x.shape[-1] if x.ndim else 0
@@ -130,7 +130,7 @@ def _default_for(node: NodeSpec, values: np.ndarray, allow_tensor: bool) -> obje
 
 
 @KERNELS.register("LabelEncoder", 1, domain=ML)
-def label_encoder_1(node: NodeSpec):  # type: ignore[no-untyped-def]
+def label_encoder_1(node: NodeSpec):
     classes = np.asarray([_s(s) for s in (node.attr("classes_strings") or ())], dtype=object)
     default_string = node.attr("default_string")
     default_int = node.attr("default_int64")
@@ -150,7 +150,7 @@ def label_encoder_1(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("LabelEncoder", (2, 4), domain=ML)
-def label_encoder_2(node: NodeSpec):  # type: ignore[no-untyped-def]
+def label_encoder_2(node: NodeSpec):
     tensors = node.opset >= 4
     kinds = ("strings", "int64s", "floats") + (("tensor",) if tensors else ())
     keys = _one(node, "keys", kinds)
@@ -168,7 +168,7 @@ def label_encoder_2(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("TreeEnsemble", 5, domain=ML)
-def tree_ensemble(node: NodeSpec):  # type: ignore[no-untyped-def]
+def tree_ensemble(node: NodeSpec):
     """Compiles into the shared evaluator (``_forest``): nodes first, then leaves, so a
     ``nodes_trueleafs``/``nodes_falseleafs`` flag turns a child id into ``n_nodes + id``."""
 
@@ -235,7 +235,9 @@ def tree_ensemble(node: NodeSpec):  # type: ignore[no-untyped-def]
         threshold=np.concatenate([splits, np.zeros(n_leaves)]),
         mode=np.concatenate([modes, np.full(n_leaves, LEAF, np.int64)]),
         true_child=np.concatenate([np.where(true_leaf, n_nodes + true_ids, true_ids), np.zeros(n_leaves, np.int64)]),
-        false_child=np.concatenate([np.where(false_leaf, n_nodes + false_ids, false_ids), np.zeros(n_leaves, np.int64)]),
+        false_child=np.concatenate(
+            [np.where(false_leaf, n_nodes + false_ids, false_ids), np.zeros(n_leaves, np.int64)]
+        ),
         missing_true=np.concatenate([missing_true, np.zeros(n_leaves, bool)]),
         leaf_node=n_nodes + np.arange(n_leaves),
         leaf_target=leaf_targets,

@@ -38,7 +38,7 @@ def _linear_scores(x: np.ndarray, coefficients: np.ndarray, intercepts: np.ndarr
 
 
 @KERNELS.register("LinearRegressor", 1, domain=mlc.ML)
-def linear_regressor(node: NodeSpec):  # type: ignore[no-untyped-def]
+def linear_regressor(node: NodeSpec):
     targets = int(node.attr("targets", 1))
     coefficients = mlc.floats(node, "coefficients")
     intercepts = mlc.floats(node, "intercepts")
@@ -54,7 +54,7 @@ def linear_regressor(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("LinearClassifier", 1, domain=mlc.ML)
-def linear_classifier(node: NodeSpec):  # type: ignore[no-untyped-def]
+def linear_classifier(node: NodeSpec):
     coefficients = mlc.floats(node, "coefficients")
     if coefficients.size == 0:
         raise Unsupported("LinearClassifier: coefficients must not be empty")

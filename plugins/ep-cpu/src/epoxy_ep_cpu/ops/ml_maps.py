@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
 from epoxy.contract import NodeSpec, ValueType
 from epoxy.kit import Unsupported
 
@@ -44,7 +45,7 @@ def _check_map(node: NodeSpec, value: Any) -> Mapping[Any, Any]:
 
 
 @KERNELS.register("ZipMap", 1, domain=ML)
-def zip_map(node: NodeSpec):  # type: ignore[no-untyped-def]
+def zip_map(node: NodeSpec):
     strings = node.attr("classlabels_strings") or ()
     ints = node.attr("classlabels_int64s") or ()
     if bool(strings) == bool(ints):
@@ -133,7 +134,7 @@ def _texts_to(node: NodeSpec, keys: Sequence[int], values: Sequence[Any], cast_t
 
 
 @KERNELS.register("CastMap", 1, domain=ML)
-def cast_map(node: NodeSpec):  # type: ignore[no-untyped-def]
+def cast_map(node: NodeSpec):
     cast_to = as_text(node.attr("cast_to", "TO_FLOAT"))
     map_form = as_text(node.attr("map_form", "DENSE"))
     max_map = int(node.attr("max_map", 1))
@@ -195,7 +196,7 @@ def _vocabulary(node: NodeSpec, key_dtype: np.dtype | None) -> tuple[list[Any], 
 
 
 @KERNELS.register("DictVectorizer", 1, domain=ML)
-def dict_vectorizer(node: NodeSpec):  # type: ignore[no-untyped-def]
+def dict_vectorizer(node: NodeSpec):
     declared = _map_type(node)
     key_dtype = declared.key_dtype if declared is not None else None
     vocabulary, attr = _vocabulary(node, key_dtype)

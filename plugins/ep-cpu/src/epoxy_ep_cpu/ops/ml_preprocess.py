@@ -43,7 +43,7 @@ def _rows_of(x: np.ndarray, c: int) -> np.ndarray:
 
 
 @KERNELS.register("Normalizer", 1, domain=ML)
-def normalizer(node: NodeSpec):  # type: ignore[no-untyped-def]
+def normalizer(node: NodeSpec):
     norm = as_text(node.attr("norm", "MAX")).upper()
     if norm not in ("MAX", "L1", "L2"):
         raise Unsupported(f"Normalizer: norm {norm!r} is not one of MAX, L1, L2")
@@ -74,7 +74,7 @@ def normalizer(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Scaler", 1, domain=ML)
-def scaler(node: NodeSpec):  # type: ignore[no-untyped-def]
+def scaler(node: NodeSpec):
     scale = np.asarray(node.attr("scale") or (1.0,), dtype=np.float32)
     offset = np.asarray(node.attr("offset") or (0.0,), dtype=np.float32)
     if scale.size != offset.size and 1 not in (scale.size, offset.size):
@@ -96,7 +96,7 @@ def scaler(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Imputer", 1, domain=ML)
-def imputer(node: NodeSpec):  # type: ignore[no-untyped-def]
+def imputer(node: NodeSpec):
     imputed_f = np.asarray(node.attr("imputed_value_floats") or (), dtype=np.float32)
     imputed_i = np.asarray(node.attr("imputed_value_int64s") or (), dtype=np.int64)
     replaced_f = float(np.float32(node.attr("replaced_value_float", 0.0)))
@@ -123,7 +123,7 @@ def imputer(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("OneHotEncoder", 1, domain=ML)
-def one_hot_encoder(node: NodeSpec):  # type: ignore[no-untyped-def]
+def one_hot_encoder(node: NodeSpec):
     cats_s = node.attr("cats_strings")
     cats_i = node.attr("cats_int64s")
     if bool(cats_s) == bool(cats_i):
@@ -162,7 +162,7 @@ def one_hot_encoder(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("CategoryMapper", 1, domain=ML)
-def category_mapper(node: NodeSpec):  # type: ignore[no-untyped-def]
+def category_mapper(node: NodeSpec):
     strings = np.asarray([as_text(s) for s in (node.attr("cats_strings") or ())], dtype=object)
     ints = np.asarray(node.attr("cats_int64s") or (), dtype=np.int64)
     if strings.size != ints.size:
@@ -185,7 +185,7 @@ def category_mapper(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("FeatureVectorizer", 1, domain=ML)
-def feature_vectorizer(node: NodeSpec):  # type: ignore[no-untyped-def]
+def feature_vectorizer(node: NodeSpec):
     dims_attr = node.attr("inputdimensions")
     dims = [int(d) for d in dims_attr] if dims_attr else None
     if dims is not None and len(dims) < len(node.inputs):

@@ -84,7 +84,7 @@ def _features(x: np.ndarray, n_features: int, op: str) -> np.ndarray:
 
 
 @KERNELS.register("SVMRegressor", 1, domain=mlc.ML)
-def svm_regressor(node: NodeSpec):  # type: ignore[no-untyped-def]
+def svm_regressor(node: NodeSpec):
     coefficients = mlc.floats(node, "coefficients")
     rho = mlc.floats(node, "rho", (0.0,))
     n_supports = int(node.attr("n_supports", 0))
@@ -158,7 +158,7 @@ def _couple(r: np.ndarray) -> np.ndarray:
 
 
 @KERNELS.register("SVMClassifier", 1, domain=mlc.ML)
-def svm_classifier(node: NodeSpec):  # type: ignore[no-untyped-def]
+def svm_classifier(node: NodeSpec):
     labels = mlc.class_labels(node, "classlabels_ints")
     if labels.size == 0:
         raise Unsupported("SVMClassifier: needs classlabels_ints or classlabels_strings")

@@ -128,7 +128,9 @@ def _base_values(node: NodeSpec, allowed: tuple[int, ...]) -> np.ndarray:
     base = mlc.floats_or_tensor(node, "base_values")
     base = np.zeros(0) if base is None else base
     if base.size not in allowed:
-        raise Unsupported(f"{node.op_type}: base_values has {base.size} entries, expected one of {sorted(set(allowed))}")
+        raise Unsupported(
+            f"{node.op_type}: base_values has {base.size} entries, expected one of {sorted(set(allowed))}"
+        )
     return base
 
 
@@ -136,7 +138,7 @@ def _base_values(node: NodeSpec, allowed: tuple[int, ...]) -> np.ndarray:
 
 
 @KERNELS.register("TreeEnsembleRegressor", (1, 3), domain=mlc.ML)
-def tree_ensemble_regressor(node: NodeSpec):  # type: ignore[no-untyped-def]
+def tree_ensemble_regressor(node: NodeSpec):
     n_targets = int(node.attr("n_targets", 1))
     aggregate = as_text(node.attr("aggregate_function", "SUM")).upper()
     if aggregate not in _AGGREGATES:
@@ -161,7 +163,7 @@ def tree_ensemble_regressor(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("TreeEnsembleClassifier", (1, 3), domain=mlc.ML)
-def tree_ensemble_classifier(node: NodeSpec):  # type: ignore[no-untyped-def]
+def tree_ensemble_classifier(node: NodeSpec):
     labels = mlc.class_labels(node, "classlabels_int64s")
     k = labels.size
     if k == 0:

@@ -42,7 +42,7 @@ def _stash_dtype(stash_type: int, x_dtype: np.dtype) -> np.dtype:
 
 
 @KERNELS.register("BatchNormalization", (1, 6, 7, 9, 14, 15))
-def batch_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
+def batch_normalization(node: NodeSpec):
     eps = float(node.attr("epsilon", 1e-5))
     momentum = float(node.attr("momentum", 0.9))
     n_out = len(node.outputs)
@@ -52,7 +52,7 @@ def batch_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
         is_test = int(node.attr("is_test", 0)) if node.opset < 7 else 0
         training = n_out > 1 and not is_test
 
-    def affine(cdt, sc, bc, mc, vc):  # type: ignore[no-untyped-def]
+    def affine(cdt, sc, bc, mc, vc):
         """Inference BatchNorm as y = x * a + shift."""
         sc, bc = sc.astype(cdt, copy=False), bc.astype(cdt, copy=False)
         mc, vc = mc.astype(cdt, copy=False), vc.astype(cdt, copy=False)
@@ -65,7 +65,7 @@ def batch_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
         cdt0 = compute_dtype(params[0].dtype)
         packed = (cdt0, affine(cdt0, *params))  # scale/shift computed once
 
-    def run(x, scale, b, mean, var, out=None):  # type: ignore[no-untyped-def]
+    def run(x, scale, b, mean, var, out=None):
         dtype = x.dtype
         cdt = compute_dtype(dtype)
         xc = x.astype(cdt, copy=False)
@@ -114,10 +114,10 @@ def _normalize(xc: np.ndarray, axes: tuple[int, ...], eps: float) -> np.ndarray:
 
 
 @KERNELS.register("InstanceNormalization", (1, 6, 22))
-def instance_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
+def instance_normalization(node: NodeSpec):
     eps = float(node.attr("epsilon", 1e-5))
 
-    def run(x, scale, b):  # type: ignore[no-untyped-def]
+    def run(x, scale, b):
         cdt = compute_dtype(x.dtype)
         y = _normalize(x.astype(cdt, copy=False), tuple(range(2, x.ndim)), eps)
         y *= _channel_shape(x, scale.astype(cdt, copy=False))
@@ -128,7 +128,7 @@ def instance_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("GroupNormalization", (18, 21))
-def group_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
+def group_normalization(node: NodeSpec):
     eps = float(node.attr("epsilon", 1e-5))
     groups = node.attr("num_groups")
     if groups is None:
@@ -137,7 +137,7 @@ def group_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
     per_channel = node.opset >= 21
     stash = int(node.attr("stash_type", 1))
 
-    def run(x, scale, b):  # type: ignore[no-untyped-def]
+    def run(x, scale, b):
         n, c = x.shape[:2]
         cdt = _stash_dtype(stash, x.dtype) if per_channel else compute_dtype(x.dtype)
         xg = x.astype(cdt, copy=False).reshape(n, groups, -1)
@@ -186,14 +186,14 @@ def standardize(
 
 
 @KERNELS.register("LayerNormalization", 17)
-def layer_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
+def layer_normalization(node: NodeSpec):
     eps = float(node.attr("epsilon", 1e-5))
     axis = int(node.attr("axis", -1))
     stash = int(node.attr("stash_type", 1))
     n_out = len(node.outputs)
     stat_dtype = _out_dtype(node, 1, _F32) if n_out > 1 else _F32
 
-    def run(x, scale, b=None):  # type: ignore[no-untyped-def]
+    def run(x, scale, b=None):
         ax = axis + x.ndim if axis < 0 else axis
         cdt = _stash_dtype(stash, x.dtype)
         d, mean, inv = standardize(x.astype(cdt, copy=False), ax, eps)
@@ -218,12 +218,12 @@ def layer_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("RMSNormalization", 23)
-def rms_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
+def rms_normalization(node: NodeSpec):
     eps = float(node.attr("epsilon", 1e-5))
     axis = int(node.attr("axis", -1))
     stash = int(node.attr("stash_type", 1))
 
-    def run(x, scale):  # type: ignore[no-untyped-def]
+    def run(x, scale):
         ax = axis + x.ndim if axis < 0 else axis
         axes = tuple(range(ax, x.ndim))
         cdt = _stash_dtype(stash, x.dtype)
@@ -239,7 +239,7 @@ def rms_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("LRN", (1, 13))
-def lrn(node: NodeSpec):  # type: ignore[no-untyped-def]
+def lrn(node: NodeSpec):
     size = node.attr("size")
     if size is None:
         raise Unsupported("LRN without size")
@@ -250,7 +250,7 @@ def lrn(node: NodeSpec):  # type: ignore[no-untyped-def]
     before = (size - 1) // 2
     after = size - 1 - before
 
-    def run(x):  # type: ignore[no-untyped-def]
+    def run(x):
         cdt = compute_dtype(x.dtype)
         xc = x.astype(cdt, copy=False)
         c = x.shape[1]
@@ -278,13 +278,13 @@ def lrn(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("LpNormalization", (1, 22))
-def lp_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
+def lp_normalization(node: NodeSpec):
     axis = int(node.attr("axis", -1))
     p = int(node.attr("p", 2))
     if p not in (1, 2):
         raise Unsupported(f"LpNormalization p={p}")
 
-    def run(x):  # type: ignore[no-untyped-def]
+    def run(x):
         cdt = compute_dtype(x.dtype)
         xc = x.astype(cdt, copy=False)
         if p == 2:
@@ -299,10 +299,10 @@ def lp_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("MeanVarianceNormalization", (9, 13))
-def mean_variance_normalization(node: NodeSpec):  # type: ignore[no-untyped-def]
+def mean_variance_normalization(node: NodeSpec):
     axes_attr = tuple(int(a) for a in node.attr("axes", (0, 2, 3)))
 
-    def run(x):  # type: ignore[no-untyped-def]
+    def run(x):
         cdt = compute_dtype(x.dtype)
         xc = x.astype(cdt, copy=False)
         axes = tuple(a + x.ndim if a < 0 else a for a in axes_attr)

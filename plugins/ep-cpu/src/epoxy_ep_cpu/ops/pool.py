@@ -6,9 +6,8 @@ the padded input, each a whole-tensor numpy op), never over pixels.
 
 from __future__ import annotations
 
-from typing import Any
-
 import math
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +39,7 @@ class _PoolAttrs:
         self.auto_pad = auto_pad
         self.ceil_mode = bool(node.attr("ceil_mode", 0)) if ceil else False
 
-    def geometry(self, x: np.ndarray):  # type: ignore[no-untyped-def]
+    def geometry(self, x: np.ndarray):
         if x.ndim != self.nsp + 2:
             raise ValueError(f"input rank {x.ndim} does not match kernel_shape {self.kernel}")
         return resolve_pads(
@@ -48,7 +47,7 @@ class _PoolAttrs:
         )
 
 
-def _lowest(dtype: np.dtype):  # type: ignore[no-untyped-def]
+def _lowest(dtype: np.dtype):
     if dtype.kind == "f":
         return -np.inf
     if dtype.kind in "iu":
@@ -56,7 +55,7 @@ def _lowest(dtype: np.dtype):  # type: ignore[no-untyped-def]
     return -np.inf
 
 
-def _max_pool(x: np.ndarray, a: _PoolAttrs, want_indices: bool, storage_order: int):  # type: ignore[no-untyped-def]
+def _max_pool(x: np.ndarray, a: _PoolAttrs, want_indices: bool, storage_order: int):
     out_sp, begin, end, extra = a.geometry(x)
     n, c = x.shape[:2]
     oshape = (n, c) + tuple(out_sp)
@@ -108,12 +107,12 @@ def _max_pool(x: np.ndarray, a: _PoolAttrs, want_indices: bool, storage_order: i
 
 
 @KERNELS.register("MaxPool", (1, 8, 10, 11, 12, 22))
-def max_pool(node: NodeSpec):  # type: ignore[no-untyped-def]
+def max_pool(node: NodeSpec):
     a = _PoolAttrs(node, ceil=node.opset >= 10, dil=node.opset >= 10)
     storage_order = int(node.attr("storage_order", 0))
     want = len(node.outputs) > 1 and node.outputs[1] != ""
 
-    def run(x: np.ndarray):  # type: ignore[no-untyped-def]
+    def run(x: np.ndarray):
         y, idx = _max_pool(x, a, want, storage_order)
         return (y, idx) if want else y
 
@@ -127,7 +126,7 @@ def _window_counts(size: int, o: int, k: int, s: int, d: int, begin: int, lo: in
     return ((pos >= lo) & (pos < hi)).sum(axis=1)
 
 
-def _separable(xp: np.ndarray, a: _PoolAttrs, out_sp: list[int], ufunc, dtype) -> np.ndarray:  # type: ignore
+def _separable(xp: np.ndarray, a: _PoolAttrs, out_sp: list[int], ufunc, dtype) -> np.ndarray:
     """Reduce the windows of ``xp`` with ``ufunc`` (add / maximum) one spatial axis at a
     time: a box window is separable, so this costs sum(kernel) ops instead of prod(kernel)."""
     cur = xp
@@ -142,16 +141,22 @@ def _separable(xp: np.ndarray, a: _PoolAttrs, out_sp: list[int], ufunc, dtype) -
             else:
                 ufunc(acc, v, out=acc)
         cur = acc
-    return cur  # type: ignore[return-value]
+    return cur
 
 
 def _flat_ok(xp: np.ndarray, a: _PoolAttrs) -> bool:
     """Stride-1 2-D windows (1.25-1.4x on 7x7 and 14x14 images; strided ones are faster
     with ``_separable``)."""
-    return xp.ndim == 4 and a.dilations == (1, 1) and a.strides == (1, 1) and xp.dtype in (np.float32, np.float64) and xp.size > 0
+    return (
+        xp.ndim == 4
+        and a.dilations == (1, 1)
+        and a.strides == (1, 1)
+        and xp.dtype in (np.float32, np.float64)
+        and xp.size > 0
+    )
 
 
-def _separable_flat(xp: np.ndarray, a: _PoolAttrs, out_sp: list[int], ufunc, fill) -> np.ndarray:  # type: ignore
+def _separable_flat(xp: np.ndarray, a: _PoolAttrs, out_sp: list[int], ufunc, fill) -> np.ndarray:
     """``_separable`` for 2-D undilated windows with every operand a long run: the row pass
     reads whole (strided) rows into ``r`` (N*C, oh, wr) whose width ``wr`` is a multiple of
     the column stride; the column pass then runs over ``r`` flattened, output t reading
@@ -190,7 +195,7 @@ def _separable_flat(xp: np.ndarray, a: _PoolAttrs, out_sp: list[int], ufunc, fil
     return np.ascontiguousarray(acc.reshape(n, c, oh, wr // sw)[:, :, :, :ow])
 
 
-def _sum_pool(xp: np.ndarray, a: _PoolAttrs, out_sp: list[int], dtype) -> np.ndarray:  # type: ignore
+def _sum_pool(xp: np.ndarray, a: _PoolAttrs, out_sp: list[int], dtype) -> np.ndarray:
     if xp.dtype == dtype and _flat_ok(xp, a):
         return _separable_flat(xp, a, out_sp, np.add, 0)
     return _separable(xp, a, out_sp, np.add, dtype)
@@ -211,7 +216,7 @@ def _window_sums(x: np.ndarray, a: _PoolAttrs, transform: Any = None) -> tuple[A
 
 
 @KERNELS.register("AveragePool", (1, 7, 10, 11, 19, 22))
-def average_pool(node: NodeSpec):  # type: ignore[no-untyped-def]
+def average_pool(node: NodeSpec):
     a = _PoolAttrs(node, ceil=node.opset >= 10, dil=node.opset >= 19)
     include_pad = bool(node.attr("count_include_pad", 0))
 
@@ -254,7 +259,7 @@ def _root(s: np.ndarray, p: float) -> np.ndarray:
 
 
 @KERNELS.register("LpPool", (1, 2, 11, 18, 22))
-def lp_pool(node: NodeSpec):  # type: ignore[no-untyped-def]
+def lp_pool(node: NodeSpec):
     a = _PoolAttrs(node, ceil=node.opset >= 18, dil=node.opset >= 18)
     p = float(node.attr("p", 2))
 
@@ -269,7 +274,7 @@ def lp_pool(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("GlobalAveragePool", (1, 22))
-def global_average_pool(node: NodeSpec):  # type: ignore[no-untyped-def]
+def global_average_pool(node: NodeSpec):
     def run(x: np.ndarray) -> np.ndarray:
         axes = tuple(range(2, x.ndim))
         cdt = compute_dtype(x.dtype)
@@ -280,7 +285,7 @@ def global_average_pool(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("GlobalMaxPool", (1, 22))
-def global_max_pool(node: NodeSpec):  # type: ignore[no-untyped-def]
+def global_max_pool(node: NodeSpec):
     def run(x: np.ndarray) -> np.ndarray:
         return np.asarray(np.max(x, axis=tuple(range(2, x.ndim)), keepdims=True))
 
@@ -288,7 +293,7 @@ def global_max_pool(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("GlobalLpPool", (1, 2, 22))
-def global_lp_pool(node: NodeSpec):  # type: ignore[no-untyped-def]
+def global_lp_pool(node: NodeSpec):
     p = float(node.attr("p", 2))
 
     def run(x: np.ndarray) -> np.ndarray:
@@ -300,7 +305,7 @@ def global_lp_pool(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("MaxUnpool", (9, 11, 22))
-def max_unpool(node: NodeSpec):  # type: ignore[no-untyped-def]
+def max_unpool(node: NodeSpec):
     a = _PoolAttrs(node, ceil=False, dil=False)
     guard = output_guard(node)
 

@@ -74,7 +74,7 @@ def _expand_param(param: np.ndarray, x_shape: tuple[int, ...], axis_attr: int, b
 
 
 @KERNELS.register("QuantizeLinear", _QUANT_VERSIONS)
-def quantize_linear(node: NodeSpec):  # type: ignore[no-untyped-def]
+def quantize_linear(node: NodeSpec):
     axis_attr = int(node.attr("axis", 1)) if node.opset >= 13 else 0
     block_size = int(node.attr("block_size", 0))
     saturate = bool(node.attr("saturate", 1))
@@ -125,7 +125,7 @@ def quantize_linear(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("DequantizeLinear", _QUANT_VERSIONS)
-def dequantize_linear(node: NodeSpec):  # type: ignore[no-untyped-def]
+def dequantize_linear(node: NodeSpec):
     axis_attr = int(node.attr("axis", 1)) if node.opset >= 13 else 0
     block_size = int(node.attr("block_size", 0))
     out_code = int(node.attr("output_dtype", 0)) if node.opset >= 23 else 0
@@ -154,8 +154,8 @@ def dequantize_linear(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("DynamicQuantizeLinear", 11)
-def dynamic_quantize_linear(node: NodeSpec):  # type: ignore[no-untyped-def]
-    def run(x: np.ndarray):  # type: ignore[no-untyped-def]
+def dynamic_quantize_linear(node: NodeSpec):
+    def run(x: np.ndarray):
         xf = x.astype(np.float32)
         lo = min(0.0, float(np.min(xf))) if xf.size else 0.0
         hi = max(0.0, float(np.max(xf))) if xf.size else 0.0

@@ -25,7 +25,7 @@ def _dtype(elem_type: int, op: str) -> np.dtype:
         raise Unsupported(f"{op}: unsupported dtype {elem_type}") from exc
 
 
-def _rng_factory(node: NodeSpec):  # type: ignore[no-untyped-def]
+def _rng_factory(node: NodeSpec):
     seed = node.attr("seed")
     if seed is None:
         return unseeded_generator
@@ -53,7 +53,7 @@ def _normal(rng: np.random.Generator, shape: tuple[int, ...], mean: float, scale
 
 
 @KERNELS.register("RandomUniform", (1, 22))
-def random_uniform(node: NodeSpec):  # type: ignore[no-untyped-def]
+def random_uniform(node: NodeSpec):
     dtype = _dtype(node.attr("dtype", 1), node.op_type)
     shape = _shape(node)
     low, high = float(node.attr("low", 0.0)), float(node.attr("high", 1.0))
@@ -66,7 +66,7 @@ def random_uniform(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("RandomNormal", (1, 22))
-def random_normal(node: NodeSpec):  # type: ignore[no-untyped-def]
+def random_normal(node: NodeSpec):
     dtype = _dtype(node.attr("dtype", 1), node.op_type)
     shape = _shape(node)
     mean, scale = float(node.attr("mean", 0.0)), float(node.attr("scale", 1.0))
@@ -84,7 +84,7 @@ def _like_dtype(node: NodeSpec) -> np.dtype | None:
 
 
 @KERNELS.register("RandomUniformLike", (1, 22))
-def random_uniform_like(node: NodeSpec):  # type: ignore[no-untyped-def]
+def random_uniform_like(node: NodeSpec):
     dtype = _like_dtype(node)
     low, high = float(node.attr("low", 0.0)), float(node.attr("high", 1.0))
     make_rng = _rng_factory(node)
@@ -96,7 +96,7 @@ def random_uniform_like(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("RandomNormalLike", (1, 22))
-def random_normal_like(node: NodeSpec):  # type: ignore[no-untyped-def]
+def random_normal_like(node: NodeSpec):
     dtype = _like_dtype(node)
     mean, scale = float(node.attr("mean", 0.0)), float(node.attr("scale", 1.0))
     make_rng = _rng_factory(node)
@@ -108,7 +108,7 @@ def random_normal_like(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Bernoulli", (15, 22))
-def bernoulli(node: NodeSpec):  # type: ignore[no-untyped-def]
+def bernoulli(node: NodeSpec):
     dtype = _like_dtype(node)
     make_rng = _rng_factory(node)
 
@@ -120,7 +120,7 @@ def bernoulli(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Multinomial", (7, 22))
-def multinomial(node: NodeSpec):  # type: ignore[no-untyped-def]
+def multinomial(node: NodeSpec):
     dtype = _dtype(node.attr("dtype", 6), node.op_type)
     if dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
         raise Unsupported(f"Multinomial: output dtype must be int32 or int64, not {dtype}")

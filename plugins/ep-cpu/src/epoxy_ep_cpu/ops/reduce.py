@@ -19,7 +19,7 @@ from ._reduce_util import as_array, float_work_dtype, is_float, resolve_axes, wo
 Reducer = Callable[[np.ndarray, tuple[int, ...], bool], np.ndarray]
 
 
-def _max_identity(dtype: np.dtype):  # type: ignore[no-untyped-def]
+def _max_identity(dtype: np.dtype):
     if dtype == np.bool_:
         return False
     if dtype.kind in "iu":
@@ -27,7 +27,7 @@ def _max_identity(dtype: np.dtype):  # type: ignore[no-untyped-def]
     return -np.inf
 
 
-def _min_identity(dtype: np.dtype):  # type: ignore[no-untyped-def]
+def _min_identity(dtype: np.dtype):
     if dtype == np.bool_:
         return True
     if dtype.kind in "iu":
@@ -107,8 +107,8 @@ _REDUCERS: dict[str, tuple[Reducer, tuple[int, ...]]] = {
 }
 
 
-def _reduce_factory(reducer: Reducer):  # type: ignore[no-untyped-def]
-    def factory(node: NodeSpec):  # type: ignore[no-untyped-def]
+def _reduce_factory(reducer: Reducer):
+    def factory(node: NodeSpec):
         keepdims = bool(node.attr("keepdims", 1))
         noop = bool(node.attr("noop_with_empty_axes", 0))
         attr_axes = node.attr("axes")
@@ -128,8 +128,8 @@ for _op, (_fn, _versions) in _REDUCERS.items():
     KERNELS.register(_op, _versions)(_reduce_factory(_fn))
 
 
-def _arg_factory(find: Callable[..., np.ndarray]):  # type: ignore[no-untyped-def]
-    def factory(node: NodeSpec):  # type: ignore[no-untyped-def]
+def _arg_factory(find: Callable[..., np.ndarray]):
+    def factory(node: NodeSpec):
         axis = int(node.attr("axis", 0))
         keepdims = bool(node.attr("keepdims", 1))
         last = bool(node.attr("select_last_index", 0))
@@ -161,7 +161,7 @@ KERNELS.register("ArgMin", (1, 11, 12, 13))(_arg_factory(np.argmin))
 
 
 @KERNELS.register("Det", (11, 22))
-def det(node: NodeSpec):  # type: ignore[no-untyped-def]
+def det(node: NodeSpec):
     """Determinant of the trailing [M, M] matrices (a reduction of the last two dims)."""
 
     def run(x: np.ndarray) -> np.ndarray:

@@ -319,7 +319,7 @@ def _legacy(node: NodeSpec) -> _Resizer:
 
 
 @KERNELS.register("Resize", 10)
-def resize_10(node: NodeSpec):  # type: ignore[no-untyped-def]
+def resize_10(node: NodeSpec):
     resizer = _legacy(node)
 
     def run(x: np.ndarray, scales: np.ndarray) -> np.ndarray:
@@ -329,27 +329,27 @@ def resize_10(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Resize", (11, 13))
-def resize_11(node: NodeSpec):  # type: ignore[no-untyped-def]
+def resize_11(node: NodeSpec):
     resizer = _common(node, v18=False)
 
-    def run(x, roi=None, scales=None, sizes=None):  # type: ignore[no-untyped-def]
+    def run(x, roi=None, scales=None, sizes=None):
         return resizer(x, roi, scales, sizes)
 
     return run
 
 
 @KERNELS.register("Resize", (18, 19))
-def resize_18(node: NodeSpec):  # type: ignore[no-untyped-def]
+def resize_18(node: NodeSpec):
     resizer = _common(node, v18=True)
 
-    def run(x, roi=None, scales=None, sizes=None):  # type: ignore[no-untyped-def]
+    def run(x, roi=None, scales=None, sizes=None):
         return resizer(x, roi, scales, sizes)
 
     return run
 
 
 @KERNELS.register("Upsample", 7)
-def upsample_7(node: NodeSpec):  # type: ignore[no-untyped-def]
+def upsample_7(node: NodeSpec):
     resizer = _legacy(node)
     scales = node.attr("scales")
     if scales is None:
@@ -363,7 +363,7 @@ def upsample_7(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Upsample", 9)
-def upsample_9(node: NodeSpec):  # type: ignore[no-untyped-def]
+def upsample_9(node: NodeSpec):
     resizer = _legacy(node)
 
     def run(x: np.ndarray, scales: np.ndarray) -> np.ndarray:

@@ -114,7 +114,7 @@ def _step_mask(seq_lens: np.ndarray | None, t: int) -> np.ndarray | None:
     return (t < seq_lens)[:, None]
 
 
-def _run_recurrence(  # type: ignore[no-untyped-def]
+def _run_recurrence(
     cfg: _Config, x: np.ndarray, hidden: int, seq_lens: np.ndarray | None, dir_fn
 ):
     """Drive ``dir_fn(d) -> (step, initial states)`` over time for every direction.
@@ -141,7 +141,7 @@ def _run_recurrence(  # type: ignore[no-untyped-def]
     return y, [np.stack([f[i] for f in finals]) for i in range(len(finals[0]))]
 
 
-def _common_inputs(cfg: _Config, X, W, R, B, sequence_lens, initial_h, nb: int):  # type: ignore[no-untyped-def]
+def _common_inputs(cfg: _Config, X, W, R, B, sequence_lens, initial_h, nb: int):
     """Time-major inputs in the compute dtype, zero defaults, and the effective lengths."""
     xt = cfg.to_time_major(X)
     cd = cfg.cdtype(X)
@@ -162,18 +162,18 @@ def _common_inputs(cfg: _Config, X, W, R, B, sequence_lens, initial_h, nb: int):
 
 
 @KERNELS.register("RNN", (1, 7, 14, 22))
-def rnn(node: NodeSpec):  # type: ignore[no-untyped-def]
+def rnn(node: NodeSpec):
     cfg = _Config(node, ("Tanh",))
 
-    def run(X, W, R, B=None, sequence_lens=None, initial_h=None):  # type: ignore[no-untyped-def]
+    def run(X, W, R, B=None, sequence_lens=None, initial_h=None):
         xt, W_, R_, B_, h0, lens, H, cd = _common_inputs(cfg, X, W, R, B, sequence_lens, initial_h, 2)
 
-        def dir_fn(d: int):  # type: ignore[no-untyped-def]
+        def dir_fn(d: int):
             xw = xt @ W_[d].T + (B_[d, :H] + B_[d, H:])
             rT = R_[d].T
             f = cfg.acts[d][0]
 
-            def step(t: int, states: list) -> list:  # type: ignore[type-arg]
+            def step(t: int, states: list) -> list:
                 return [f(cfg.clipped(xw[t] + states[0] @ rT))]
 
             return step, [h0[d]]
@@ -185,14 +185,14 @@ def rnn(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("GRU", (1, 3, 7, 14, 22))
-def gru(node: NodeSpec):  # type: ignore[no-untyped-def]
+def gru(node: NodeSpec):
     cfg = _Config(node, ("Sigmoid", "Tanh"))
     lbr = int(node.attr("linear_before_reset", 0)) if node.opset >= 3 else 0
 
-    def run(X, W, R, B=None, sequence_lens=None, initial_h=None):  # type: ignore[no-untyped-def]
+    def run(X, W, R, B=None, sequence_lens=None, initial_h=None):
         xt, W_, R_, B_, h0, lens, H, cd = _common_inputs(cfg, X, W, R, B, sequence_lens, initial_h, 6)
 
-        def dir_fn(d: int):  # type: ignore[no-untyped-def]
+        def dir_fn(d: int):
             wb, rb = B_[d, : 3 * H], B_[d, 3 * H:]
             xw = xt @ W_[d].T + wb  # [T, N, 3H] in z, r, h order
             r_zr_T = R_[d, : 2 * H].T
@@ -200,7 +200,7 @@ def gru(node: NodeSpec):  # type: ignore[no-untyped-def]
             rb_zr, rb_h = rb[: 2 * H], rb[2 * H:]
             f, g = cfg.acts[d]
 
-            def step(t: int, states: list) -> list:  # type: ignore[type-arg]
+            def step(t: int, states: list) -> list:
                 h = states[0]
                 zr = f(cfg.clipped(xw[t, :, : 2 * H] + h @ r_zr_T + rb_zr))
                 z, r = zr[:, :H], zr[:, H:]
@@ -219,11 +219,11 @@ def gru(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("LSTM", (1, 7, 14, 22))
-def lstm(node: NodeSpec):  # type: ignore[no-untyped-def]
+def lstm(node: NodeSpec):
     cfg = _Config(node, ("Sigmoid", "Tanh", "Tanh"))
     input_forget = bool(node.attr("input_forget", 0))
 
-    def run(  # type: ignore[no-untyped-def]
+    def run(
         X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None
     ):
         xt, W_, R_, B_, h0, lens, H, cd = _common_inputs(cfg, X, W, R, B, sequence_lens, initial_h, 8)
@@ -231,13 +231,13 @@ def lstm(node: NodeSpec):  # type: ignore[no-untyped-def]
         c0 = np.zeros_like(h0) if c0 is None else c0.astype(cd, copy=False)
         P_ = np.zeros((cfg.num_dirs, 3 * H), dtype=cd) if P is None else P.astype(cd, copy=False)
 
-        def dir_fn(d: int):  # type: ignore[no-untyped-def]
+        def dir_fn(d: int):
             xw = xt @ W_[d].T + (B_[d, : 4 * H] + B_[d, 4 * H:])  # [T, N, 4H] in i, o, f, c order
             rT = R_[d].T
             pi, po, pf = P_[d, :H], P_[d, H: 2 * H], P_[d, 2 * H:]
             f, g, hf = cfg.acts[d]
 
-            def step(t: int, states: list) -> list:  # type: ignore[type-arg]
+            def step(t: int, states: list) -> list:
                 h, cell = states
                 gates = xw[t] + h @ rT
                 i = f(cfg.clipped(gates[:, :H] + pi * cell))

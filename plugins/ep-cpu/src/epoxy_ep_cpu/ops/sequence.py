@@ -33,7 +33,7 @@ def _sequence(value: Any, what: str) -> list[Any]:
 
 
 @KERNELS.register("SequenceConstruct", since=11)
-def sequence_construct(node: NodeSpec):  # type: ignore[no-untyped-def]
+def sequence_construct(node: NodeSpec):
     def run(*tensors: np.ndarray) -> list[np.ndarray]:
         if tensors:
             first = np.asarray(tensors[0]).dtype
@@ -45,7 +45,7 @@ def sequence_construct(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("SequenceEmpty", since=11)
-def sequence_empty(node: NodeSpec):  # type: ignore[no-untyped-def]
+def sequence_empty(node: NodeSpec):
     def run() -> list[np.ndarray]:
         return []
 
@@ -53,7 +53,7 @@ def sequence_empty(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("SequenceAt", since=11)
-def sequence_at(node: NodeSpec):  # type: ignore[no-untyped-def]
+def sequence_at(node: NodeSpec):
     def run(seq: list[np.ndarray], position: np.ndarray) -> np.ndarray:
         seq = _sequence(seq, "SequenceAt")
         return seq[_position(position, len(seq), inclusive_end=False, what="SequenceAt")]
@@ -62,14 +62,17 @@ def sequence_at(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("SequenceInsert", since=11)
-def sequence_insert(node: NodeSpec):  # type: ignore[no-untyped-def]
+def sequence_insert(node: NodeSpec):
     def run(seq: list[np.ndarray], tensor: np.ndarray, position: np.ndarray | None = None) -> list[np.ndarray]:
         out = _sequence(seq, "SequenceInsert")
         if out and np.asarray(tensor).dtype != np.asarray(out[0]).dtype:
             raise TypeError(
-                f"SequenceInsert: tensor dtype {np.asarray(tensor).dtype} differs from the sequence's {np.asarray(out[0]).dtype}"
+                f"SequenceInsert: tensor dtype {np.asarray(tensor).dtype} differs from the sequence's "
+                f"{np.asarray(out[0]).dtype}"
             )
-        where = len(out) if position is None else _position(position, len(out), inclusive_end=True, what="SequenceInsert")
+        where = (
+            len(out) if position is None else _position(position, len(out), inclusive_end=True, what="SequenceInsert")
+        )
         out.insert(where, tensor)
         return out
 
@@ -77,12 +80,16 @@ def sequence_insert(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("SequenceErase", since=11)
-def sequence_erase(node: NodeSpec):  # type: ignore[no-untyped-def]
+def sequence_erase(node: NodeSpec):
     def run(seq: list[np.ndarray], position: np.ndarray | None = None) -> list[np.ndarray]:
         out = _sequence(seq, "SequenceErase")
         if not out:
             raise IndexError("SequenceErase: the sequence is empty")
-        where = len(out) - 1 if position is None else _position(position, len(out), inclusive_end=False, what="SequenceErase")
+        where = (
+            len(out) - 1
+            if position is None
+            else _position(position, len(out), inclusive_end=False, what="SequenceErase")
+        )
         del out[where]
         return out
 
@@ -90,7 +97,7 @@ def sequence_erase(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("SequenceLength", since=11)
-def sequence_length(node: NodeSpec):  # type: ignore[no-untyped-def]
+def sequence_length(node: NodeSpec):
     def run(seq: list[np.ndarray]) -> np.ndarray:
         return np.asarray(len(_sequence(seq, "SequenceLength")), dtype=np.int64)
 
@@ -98,7 +105,7 @@ def sequence_length(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("SplitToSequence", since=(11, 24))
-def split_to_sequence(node: NodeSpec):  # type: ignore[no-untyped-def]
+def split_to_sequence(node: NodeSpec):
     axis = int(node.attr("axis", 0))
     keepdims = bool(node.attr("keepdims", 1))
 
@@ -130,7 +137,7 @@ def split_to_sequence(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("ConcatFromSequence", since=11)
-def concat_from_sequence(node: NodeSpec):  # type: ignore[no-untyped-def]
+def concat_from_sequence(node: NodeSpec):
     axis = int(node.attr("axis"))
     new_axis = bool(node.attr("new_axis", 0))
 
@@ -148,7 +155,7 @@ def concat_from_sequence(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Optional", since=15)
-def optional(node: NodeSpec):  # type: ignore[no-untyped-def]
+def optional(node: NodeSpec):
     def run(value: Any = None) -> Any:
         return value  # a present value is the optional's element; None is the empty optional
 
@@ -156,7 +163,7 @@ def optional(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("OptionalHasElement", since=(15, 18))
-def optional_has_element(node: NodeSpec):  # type: ignore[no-untyped-def]
+def optional_has_element(node: NodeSpec):
     def run(value: Any = None) -> np.ndarray:
         return np.asarray(value is not None)
 
@@ -164,7 +171,7 @@ def optional_has_element(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("OptionalGetElement", since=(15, 18))
-def optional_get_element(node: NodeSpec):  # type: ignore[no-untyped-def]
+def optional_get_element(node: NodeSpec):
     def run(value: Any) -> Any:
         if value is None:
             raise ValueError("OptionalGetElement: the optional is empty")

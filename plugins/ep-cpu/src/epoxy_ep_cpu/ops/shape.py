@@ -14,7 +14,6 @@ from epoxy.kit import Unsupported
 from epoxy.kit.random import unseeded_generator
 
 from ..registry import KERNELS
-from ._util import output_guard
 from ._shape_util import (
     arr,
     contig,
@@ -26,13 +25,14 @@ from ._shape_util import (
     to_ints,
     versions_between,
 )
+from ._util import output_guard
 
 # --------------------------------------------------------------------------------------------
 # Identity
 
 
 @KERNELS.register("Identity", schema_versions("Identity"))
-def identity(node: NodeSpec):  # type: ignore[no-untyped-def]
+def identity(node: NodeSpec):
     def run(x: Any) -> Any:
         if isinstance(x, list):
             return list(x)
@@ -46,7 +46,7 @@ def identity(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Shape", schema_versions("Shape"))
-def shape(node: NodeSpec):  # type: ignore[no-untyped-def]
+def shape(node: NodeSpec):
     start = node.attr("start", 0) if node.opset >= 15 else 0
     end = node.attr("end", None) if node.opset >= 15 else None
 
@@ -63,7 +63,7 @@ def shape(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Size", schema_versions("Size"))
-def size(node: NodeSpec):  # type: ignore[no-untyped-def]
+def size(node: NodeSpec):
     def run(x: np.ndarray) -> np.ndarray:
         return np.array(np.asarray(x).size, dtype=np.int64)
 
@@ -101,7 +101,7 @@ def _reshape_target(in_shape: tuple[int, ...], target: list[int], allowzero: boo
 
 
 @KERNELS.register("Reshape", 1)
-def reshape_v1(node: NodeSpec):  # type: ignore[no-untyped-def]
+def reshape_v1(node: NodeSpec):
     target = [int(d) for d in node.attr("shape", ())]
 
     def run(x: np.ndarray) -> np.ndarray:
@@ -111,7 +111,7 @@ def reshape_v1(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Reshape", versions_between("Reshape", 5))
-def reshape(node: NodeSpec):  # type: ignore[no-untyped-def]
+def reshape(node: NodeSpec):
     allowzero = bool(node.attr("allowzero", 0)) if node.opset >= 14 else False
 
     def run(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
@@ -121,7 +121,7 @@ def reshape(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Flatten", schema_versions("Flatten"))
-def flatten(node: NodeSpec):  # type: ignore[no-untyped-def]
+def flatten(node: NodeSpec):
     axis = int(node.attr("axis", 1))
 
     def run(x: np.ndarray) -> np.ndarray:
@@ -144,7 +144,7 @@ def _squeeze(x: np.ndarray, axes: list[int] | None) -> np.ndarray:
 
 
 @KERNELS.register("Squeeze", versions_between("Squeeze", 1, 13))
-def squeeze_attr(node: NodeSpec):  # type: ignore[no-untyped-def]
+def squeeze_attr(node: NodeSpec):
     axes = node.attr("axes", None)
     axes = None if axes is None else [int(a) for a in axes]
 
@@ -155,7 +155,7 @@ def squeeze_attr(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Squeeze", versions_between("Squeeze", 13))
-def squeeze(node: NodeSpec):  # type: ignore[no-untyped-def]
+def squeeze(node: NodeSpec):
     def run(x: np.ndarray, axes: np.ndarray | None = None) -> np.ndarray:
         return _squeeze(x, None if axes is None else to_ints(axes))
 
@@ -174,7 +174,7 @@ def _unsqueeze(x: np.ndarray, axes: list[int]) -> np.ndarray:
 
 
 @KERNELS.register("Unsqueeze", versions_between("Unsqueeze", 1, 13))
-def unsqueeze_attr(node: NodeSpec):  # type: ignore[no-untyped-def]
+def unsqueeze_attr(node: NodeSpec):
     axes = [int(a) for a in node.attr("axes", ())]
 
     def run(x: np.ndarray) -> np.ndarray:
@@ -184,7 +184,7 @@ def unsqueeze_attr(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Unsqueeze", versions_between("Unsqueeze", 13))
-def unsqueeze(node: NodeSpec):  # type: ignore[no-untyped-def]
+def unsqueeze(node: NodeSpec):
     def run(x: np.ndarray, axes: np.ndarray) -> np.ndarray:
         return _unsqueeze(x, to_ints(axes))
 
@@ -192,7 +192,7 @@ def unsqueeze(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Transpose", schema_versions("Transpose"))
-def transpose(node: NodeSpec):  # type: ignore[no-untyped-def]
+def transpose(node: NodeSpec):
     perm = node.attr("perm", None)
     perm = None if perm is None else tuple(int(p) for p in perm)
 
@@ -208,7 +208,7 @@ def transpose(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Concat", schema_versions("Concat"))
-def concat(node: NodeSpec):  # type: ignore[no-untyped-def]
+def concat(node: NodeSpec):
     axis = int(node.attr("axis", 1))
 
     def run(*xs: np.ndarray) -> np.ndarray:
@@ -251,7 +251,7 @@ def _split_result(node: NodeSpec, outs: tuple[np.ndarray, ...]) -> Any:
 
 
 @KERNELS.register("Split", 1)
-def split_v1(node: NodeSpec):  # type: ignore[no-untyped-def]
+def split_v1(node: NodeSpec):
     axis = int(node.attr("axis", 0))
     split_attr = [int(s) for s in node.attr("split", ())]
     n_out = len(node.outputs)
@@ -265,7 +265,7 @@ def split_v1(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Split", versions_between("Split", 2, 13))
-def split_attr(node: NodeSpec):  # type: ignore[no-untyped-def]
+def split_attr(node: NodeSpec):
     axis = int(node.attr("axis", 0))
     split_attr = [int(s) for s in node.attr("split", ())]
     n_out = len(node.outputs)
@@ -278,7 +278,7 @@ def split_attr(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Split", versions_between("Split", 13))
-def split(node: NodeSpec):  # type: ignore[no-untyped-def]
+def split(node: NodeSpec):
     axis = int(node.attr("axis", 0))
     num_outputs = node.attr("num_outputs", None) if node.opset >= 18 else None
     n_out = len(node.outputs)
@@ -297,7 +297,7 @@ def split(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Expand", schema_versions("Expand"))
-def expand(node: NodeSpec):  # type: ignore[no-untyped-def]
+def expand(node: NodeSpec):
     guard = output_guard(node)
 
     def run(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
@@ -320,7 +320,7 @@ def _check_tiles(x: np.ndarray, reps: list[int], guard: Guard) -> None:
 
 
 @KERNELS.register("Tile", 1)
-def tile_v1(node: NodeSpec):  # type: ignore[no-untyped-def]
+def tile_v1(node: NodeSpec):
     guard = output_guard(node)
 
     def run(x: np.ndarray, tiles: np.ndarray, axis: np.ndarray) -> np.ndarray:
@@ -333,7 +333,7 @@ def tile_v1(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Tile", versions_between("Tile", 6))
-def tile(node: NodeSpec):  # type: ignore[no-untyped-def]
+def tile(node: NodeSpec):
     guard = output_guard(node)
 
     def run(x: np.ndarray, repeats: np.ndarray) -> np.ndarray:
@@ -412,7 +412,7 @@ def _pad_mode(node: NodeSpec) -> str:
 
 
 @KERNELS.register("Pad", (1, 2))
-def pad_attr(node: NodeSpec):  # type: ignore[no-untyped-def]
+def pad_attr(node: NodeSpec):
     mode = _pad_mode(node)
     pads = [int(p) for p in node.attr("pads" if node.opset >= 2 else "paddings", ())]
     value = float(node.attr("value", 0.0))
@@ -425,7 +425,7 @@ def pad_attr(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Pad", versions_between("Pad", 11))
-def pad(node: NodeSpec):  # type: ignore[no-untyped-def]
+def pad(node: NodeSpec):
     mode = _pad_mode(node)
     guard = output_guard(node)
 
@@ -444,7 +444,7 @@ def pad(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("DepthToSpace", schema_versions("DepthToSpace"))
-def depth_to_space(node: NodeSpec):  # type: ignore[no-untyped-def]
+def depth_to_space(node: NodeSpec):
     bs = int(node.attr("blocksize"))
     mode = node.attr("mode", "DCR") if node.opset >= 11 else "DCR"
     if mode not in ("DCR", "CRD"):
@@ -463,7 +463,7 @@ def depth_to_space(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("SpaceToDepth", schema_versions("SpaceToDepth"))
-def space_to_depth(node: NodeSpec):  # type: ignore[no-untyped-def]
+def space_to_depth(node: NodeSpec):
     bs = int(node.attr("blocksize"))
     mode = node.attr("mode", "DCR") if node.opset >= 28 else "DCR"
     if mode not in ("DCR", "CRD"):
@@ -479,7 +479,7 @@ def space_to_depth(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("CenterCropPad", schema_versions("CenterCropPad"))
-def center_crop_pad(node: NodeSpec):  # type: ignore[no-untyped-def]
+def center_crop_pad(node: NodeSpec):
     axes_attr = node.attr("axes", None)
     guard = output_guard(node)
 
@@ -512,8 +512,8 @@ def center_crop_pad(node: NodeSpec):  # type: ignore[no-untyped-def]
 # CumSum / CumProd
 
 
-def _cumulative(ufunc: np.ufunc, identity: int):  # type: ignore[no-untyped-def]
-    def factory(node: NodeSpec):  # type: ignore[no-untyped-def]
+def _cumulative(ufunc: np.ufunc, identity: int):
+    def factory(node: NodeSpec):
         exclusive = bool(node.attr("exclusive", 0))
         reverse = bool(node.attr("reverse", 0))
 
@@ -560,7 +560,7 @@ def _dropout_apply(x: np.ndarray, ratio: float, seed: Any, want_mask: bool, mask
 
 
 @KERNELS.register("Dropout", versions_between("Dropout", 1, 12))
-def dropout_legacy(node: NodeSpec):  # type: ignore[no-untyped-def]
+def dropout_legacy(node: NodeSpec):
     ratio = float(node.attr("ratio", 0.5))
     training = node.opset < 7 and not int(node.attr("is_test", 0))
     want_mask = has_output(node, 1)
@@ -578,7 +578,7 @@ def dropout_legacy(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Dropout", versions_between("Dropout", 12))
-def dropout(node: NodeSpec):  # type: ignore[no-untyped-def]
+def dropout(node: NodeSpec):
     seed = node.attr("seed", None)
     want_mask = has_output(node, 1)
 

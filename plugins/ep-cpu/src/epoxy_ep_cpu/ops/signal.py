@@ -46,7 +46,7 @@ def _pack_complex(c: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return np.stack([c.real, c.imag], axis=-1).astype(dtype)
 
 
-def _dft(x: np.ndarray, n: int | None, axis: int, inverse: bool, onesided: bool, guard) -> np.ndarray:  # type: ignore[no-untyped-def]
+def _dft(x: np.ndarray, n: int | None, axis: int, inverse: bool, onesided: bool, guard) -> np.ndarray:
     dtype = x.dtype
     rank = x.ndim
     ax = axis + rank if axis < 0 else axis
@@ -74,7 +74,7 @@ def _dft(x: np.ndarray, n: int | None, axis: int, inverse: bool, onesided: bool,
 
 
 @KERNELS.register("DFT", 17)
-def dft_17(node: NodeSpec):  # type: ignore[no-untyped-def]
+def dft_17(node: NodeSpec):
     inverse = bool(node.attr("inverse", 0))
     onesided = bool(node.attr("onesided", 0))
     axis = int(node.attr("axis", 1))
@@ -87,7 +87,7 @@ def dft_17(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("DFT", 20)
-def dft_20(node: NodeSpec):  # type: ignore[no-untyped-def]
+def dft_20(node: NodeSpec):
     inverse = bool(node.attr("inverse", 0))
     onesided = bool(node.attr("onesided", 0))
     guard = output_guard(node)
@@ -100,7 +100,7 @@ def dft_20(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("STFT", 17)
-def stft(node: NodeSpec):  # type: ignore[no-untyped-def]
+def stft(node: NodeSpec):
     onesided = bool(node.attr("onesided", 1))
     guard = output_guard(node)
 
@@ -149,10 +149,10 @@ def _output_dtype(node: NodeSpec) -> np.dtype:
         raise Unsupported(f"output_datatype {elem} is not supported") from exc
 
 
-def _cosine_window(coeffs: tuple[float, ...]):  # type: ignore[no-untyped-def]
+def _cosine_window(coeffs: tuple[float, ...]):
     """Factory for windows sum_k (-1)^k a_k cos(2 pi k n / D)."""
 
-    def factory(node: NodeSpec):  # type: ignore[no-untyped-def]
+    def factory(node: NodeSpec):
         periodic = bool(node.attr("periodic", 1))
         dtype = _output_dtype(node)
         guard = output_guard(node)
@@ -190,7 +190,7 @@ def _mel_to_hz(mel: np.ndarray) -> np.ndarray:
 
 
 @KERNELS.register("MelWeightMatrix", 17)
-def mel_weight_matrix(node: NodeSpec):  # type: ignore[no-untyped-def]
+def mel_weight_matrix(node: NodeSpec):
     dtype = _output_dtype(node)
     guard = output_guard(node)
 

@@ -40,8 +40,8 @@ def _hardmax(x: np.ndarray, axis: int) -> np.ndarray:
     return y
 
 
-def _family(kind: str):  # type: ignore[no-untyped-def]
-    def factory(node: NodeSpec):  # type: ignore[no-untyped-def]
+def _family(kind: str):
+    def factory(node: NodeSpec):
         legacy = node.opset < 13
         axis_attr = int(node.attr("axis", 1 if legacy else -1))
 

@@ -13,7 +13,6 @@ from epoxy.kit import Unsupported
 from ..registry import KERNELS
 from ._util import text_or as _str
 
-
 # --------------------------------------------------------------------------- GridSample
 
 
@@ -134,7 +133,7 @@ class _GridSampler:
 
 
 @KERNELS.register("GridSample", 16)
-def grid_sample_16(node: NodeSpec):  # type: ignore[no-untyped-def]
+def grid_sample_16(node: NodeSpec):
     return _GridSampler(
         _str(node.attr("mode"), "bilinear"),
         _str(node.attr("padding_mode"), "zeros"),
@@ -143,7 +142,7 @@ def grid_sample_16(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("GridSample", (20, 22))
-def grid_sample_20(node: NodeSpec):  # type: ignore[no-untyped-def]
+def grid_sample_20(node: NodeSpec):
     return _GridSampler(
         _str(node.attr("mode"), "linear"),
         _str(node.attr("padding_mode"), "zeros"),
@@ -163,7 +162,7 @@ def _base_positions(n: int, align_corners: bool) -> np.ndarray:
 
 
 @KERNELS.register("AffineGrid", 20)
-def affine_grid(node: NodeSpec):  # type: ignore[no-untyped-def]
+def affine_grid(node: NodeSpec):
     align_corners = bool(node.attr("align_corners", 0))
 
     def run(theta: np.ndarray, size: np.ndarray) -> np.ndarray:
@@ -215,7 +214,7 @@ def _roi_axis_interp(pos: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray
 
 
 @KERNELS.register("RoiAlign", (10, 16, 22))
-def roi_align(node: NodeSpec):  # type: ignore[no-untyped-def]
+def roi_align(node: NodeSpec):
     mode = _str(node.attr("mode"), "avg")
     if mode not in ("avg", "max"):
         raise Unsupported(f"RoiAlign mode {mode!r} is not supported")
@@ -265,7 +264,7 @@ def roi_align(node: NodeSpec):  # type: ignore[no-untyped-def]
 
         if mode == "avg":
             # separable: out = Wy @ X[b] @ Wx^T with weight matrices summed over samples
-            def weight_matrix(lo, hi, wlo, whi, valid, mask, size, out):  # type: ignore[no-untyped-def]
+            def weight_matrix(lo, hi, wlo, whi, valid, mask, size, out):
                 keep = (valid & mask).astype(np.float64)
                 m = np.zeros((n_rois, out, size), dtype=np.float64)
                 ri = np.broadcast_to(np.arange(n_rois)[:, None, None], lo.shape)
@@ -335,10 +334,10 @@ def _scalar(v: np.ndarray | None, default: float) -> float:
 
 
 @KERNELS.register("NonMaxSuppression", (10, 11))
-def non_max_suppression(node: NodeSpec):  # type: ignore[no-untyped-def]
+def non_max_suppression(node: NodeSpec):
     center = bool(node.attr("center_point_box", 0))
 
-    def run(boxes, scores, max_output=None, iou_threshold=None, score_threshold=None):  # type: ignore[no-untyped-def]
+    def run(boxes, scores, max_output=None, iou_threshold=None, score_threshold=None):
         limit = int(_scalar(max_output, 0))
         iou_thr = _scalar(iou_threshold, 0.0)
         has_score_thr = score_threshold is not None and np.asarray(score_threshold).size > 0
@@ -379,7 +378,7 @@ def non_max_suppression(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("ImageDecoder", 20)
-def image_decoder(node: NodeSpec):  # type: ignore[no-untyped-def]
+def image_decoder(node: NodeSpec):
     try:
         from PIL import Image  # noqa: F401
     except ImportError as exc:

@@ -29,7 +29,7 @@ def _as_str_array(x: np.ndarray) -> np.ndarray:
 
 
 @KERNELS.register("StringConcat", 20)
-def string_concat(node: NodeSpec):  # type: ignore[no-untyped-def]
+def string_concat(node: NodeSpec):
     def run(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         out = np.add(_as_str_array(x), _as_str_array(y), dtype=object)
         return np.asarray(out, dtype=object)
@@ -44,7 +44,7 @@ _upper = np.frompyfunc(str.upper, 1, 1)
 
 
 @KERNELS.register("StringNormalizer", 10)
-def string_normalizer(node: NodeSpec):  # type: ignore[no-untyped-def]
+def string_normalizer(node: NodeSpec):
     action = _s(node.attr("case_change_action", "NONE")).upper()
     if action not in ("NONE", "LOWER", "UPPER"):
         raise Unsupported(f"StringNormalizer case_change_action {action!r} is not supported")
@@ -86,7 +86,7 @@ def string_normalizer(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("StringSplit", 20)
-def string_split(node: NodeSpec):  # type: ignore[no-untyped-def]
+def string_split(node: NodeSpec):
     delimiter = node.attr("delimiter")
     delimiter = _s(delimiter) if delimiter is not None else ""
     sep = delimiter if delimiter != "" else None
@@ -118,7 +118,7 @@ def string_split(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("RegexFullMatch", 20)
-def regex_full_match(node: NodeSpec):  # type: ignore[no-untyped-def]
+def regex_full_match(node: NodeSpec):
     pattern = node.attr("pattern")
     if pattern is None:
         raise Unsupported("RegexFullMatch needs the pattern attribute")
@@ -141,7 +141,7 @@ def regex_full_match(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("TfIdfVectorizer", 9)
-def tfidf_vectorizer(node: NodeSpec):  # type: ignore[no-untyped-def]
+def tfidf_vectorizer(node: NodeSpec):
     mode = _s(node.attr("mode", "TF")).upper()
     if mode not in ("TF", "IDF", "TFIDF"):
         raise Unsupported(f"TfIdfVectorizer mode {mode!r} is not supported")

@@ -18,7 +18,7 @@ from ._util import as_text as _s
 TRAINING = "ai.onnx.preview.training"
 
 
-def _groups(node: NodeSpec, args: tuple, roles: int) -> list[list[np.ndarray]]:  # type: ignore[type-arg]
+def _groups(node: NodeSpec, args: tuple, roles: int) -> list[list[np.ndarray]]:
     if len(args) % roles:
         raise ValueError(f"{node.op_type}: {len(args)} tensors do not split into {roles} groups")
     n = len(args) // roles
@@ -38,13 +38,13 @@ def _check(node: NodeSpec, roles: int) -> None:
 
 
 @KERNELS.register("Adagrad", 1, domain=TRAINING)
-def adagrad(node: NodeSpec):  # type: ignore[no-untyped-def]
+def adagrad(node: NodeSpec):
     _check(node, 3)
     norm = float(node.attr("norm_coefficient", 0.0))
     decay = float(node.attr("decay_factor", 0.0))
     eps = float(node.attr("epsilon", 1e-6))
 
-    def run(r, t, *tensors):  # type: ignore[no-untyped-def]
+    def run(r, t, *tensors):
         xs, gs, hs = _groups(node, tensors, 3)
         rate = _scalar(r) / (1.0 + _scalar(t) * decay)
         new_x, new_h = [], []
@@ -61,7 +61,7 @@ def adagrad(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Adam", 1, domain=TRAINING)
-def adam(node: NodeSpec):  # type: ignore[no-untyped-def]
+def adam(node: NodeSpec):
     _check(node, 4)
     alpha = float(node.attr("alpha", 0.9))
     beta = float(node.attr("beta", 0.999))
@@ -69,7 +69,7 @@ def adam(node: NodeSpec):  # type: ignore[no-untyped-def]
     norm = float(node.attr("norm_coefficient", 0.0))
     norm_post = float(node.attr("norm_coefficient_post", 0.0))
 
-    def run(r, t, *tensors):  # type: ignore[no-untyped-def]
+    def run(r, t, *tensors):
         xs, gs, vs, hs = _groups(node, tensors, 4)
         rate, step = _scalar(r), _scalar(t)
         if step > 0:
@@ -91,7 +91,7 @@ def adam(node: NodeSpec):  # type: ignore[no-untyped-def]
 
 
 @KERNELS.register("Momentum", 1, domain=TRAINING)
-def momentum(node: NodeSpec):  # type: ignore[no-untyped-def]
+def momentum(node: NodeSpec):
     _check(node, 3)
     for required in ("alpha", "beta", "mode"):
         if node.attr(required) is None:
@@ -104,7 +104,7 @@ def momentum(node: NodeSpec):  # type: ignore[no-untyped-def]
         raise Unsupported(f"Momentum mode {mode!r} is not supported")
     nesterov = mode == "nesterov"
 
-    def run(r, t, *tensors):  # type: ignore[no-untyped-def]
+    def run(r, t, *tensors):
         xs, gs, vs = _groups(node, tensors, 3)
         rate = _scalar(r)
         beta_adj = beta if _scalar(t) > 0 else 1.0

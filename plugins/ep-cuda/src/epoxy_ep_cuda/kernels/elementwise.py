@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
 from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 

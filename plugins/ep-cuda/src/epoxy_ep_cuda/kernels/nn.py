@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 import numpy as np
+
 from epoxy.contract import NodeSpec
 
 from .. import codegen
@@ -203,7 +204,9 @@ def global_pool(node: NodeSpec, ctx: Ctx) -> Any:
 _MULADD = codegen.single_op_program("MulAdd", 3)
 
 
-def bn_scale_shift(scale: np.ndarray, bias: np.ndarray, mean: np.ndarray, var: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
+def bn_scale_shift(
+    scale: np.ndarray, bias: np.ndarray, mean: np.ndarray, var: np.ndarray, eps: float
+) -> tuple[np.ndarray, np.ndarray]:
     s = scale.astype(np.float32) / np.sqrt(var.astype(np.float32) + np.float32(eps))
     return s, bias.astype(np.float32) - mean.astype(np.float32) * s
 
@@ -257,7 +260,11 @@ def layernorm(node: NodeSpec, ctx: Ctx) -> Any:
         cols = int(np.prod(x.shape[ax:], dtype=np.int64))
         rows = x.size // cols if cols else 0
         g = scale.reshape(-1) if scale.size == cols else ctx.xp.broadcast_to(scale, x.shape[ax:]).reshape(-1)
-        b = None if bias is None else (bias.reshape(-1) if bias.size == cols else ctx.xp.broadcast_to(bias, x.shape[ax:]).reshape(-1))
+        b = (
+            None
+            if bias is None
+            else (bias.reshape(-1) if bias.size == cols else ctx.xp.broadcast_to(bias, x.shape[ax:]).reshape(-1))
+        )
         return be.layernorm_rows(x.reshape(rows, cols), g, b, eps).reshape(x.shape)
 
     return run
