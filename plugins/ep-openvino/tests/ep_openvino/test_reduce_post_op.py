@@ -50,4 +50,4 @@ def test_the_gate_is_needed(rng: np.random.Generator, ov_all: list, monkeypatch:
     monkeypatch.setattr(support, "KNOWN_WRONG", kept)
     sess, err = _run(_gaussian_nb_like(rng, axis=2), rng, ov_all)
     assert sess.partition_report().summary() == {"openvino": 3}
-    assert err > 1e-3
+    assert not err <= 1e-3, err  # wrong values: far off, or NaN (OpenVINO reads garbage there)
