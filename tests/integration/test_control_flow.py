@@ -8,11 +8,11 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import epoxy
-from epoxy.contract import SDK_API_VERSION, Device
+from epoxy.contract import Device
 from epoxy.errors import UnsupportedOpError
-from epoxy.hookspecs import hookimpl
 from epoxy.kit import KernelProvider
 from epoxy.plugins import ProviderRegistry
+from epoxy.testing import registry_with
 
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 
@@ -53,7 +53,7 @@ class _OnlyAdd(KernelProvider):
 
 
 class _LiteFactory:
-    name, vendor, version, sdk_api, priority = "lite", "tests", "0", SDK_API_VERSION, 5
+    name, vendor, version, sdk_api, priority = "lite", "tests", "0", "1.0", 5
 
     def devices(self):  # type: ignore[no-untyped-def]
         return [Device("lite", "cpu", 0)]
@@ -64,17 +64,9 @@ class _LiteFactory:
         return _OnlyAdd("lite", device, load_kernels(), options)
 
 
-class _LitePlugin:
-    @hookimpl
-    def epoxy_register_providers(self, register):  # type: ignore[no-untyped-def]
-        register(_LiteFactory())
-
-
 @pytest.fixture(scope="module")
 def lite_registry() -> ProviderRegistry:
-    registry = ProviderRegistry()
-    registry.add_plugin(_LitePlugin(), name="lite-tests")
-    return registry
+    return registry_with(_LiteFactory(), installed=True, plugin_name="lite-tests")
 
 
 # -- If -------------------------------------------------------------------------------------

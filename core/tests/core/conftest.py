@@ -1,4 +1,4 @@
-"""Fixtures for core tests: registries built from test plugins only (no entry points)."""
+"""Fixtures for core tests: registries built from test factories only (no entry points)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from epoxy.testing import RandomStarts
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fakes import FactoryPlugin, mini_factory  # noqa: E402
+from fakes import mini_factory  # noqa: E402
 
 from epoxy.plugins import ProviderRegistry  # noqa: E402
+from epoxy.testing import registry_with  # noqa: E402
 
 
 @pytest.fixture
@@ -23,10 +24,7 @@ def make_registry() -> Callable[..., ProviderRegistry]:
     """Build a registry holding the given factories (plus the mini cpu unless told not to)."""
 
     def build(*factories: Any, with_cpu: bool = True) -> ProviderRegistry:
-        registry = ProviderRegistry(autoload=False)
-        all_factories = list(factories) + ([mini_factory()] if with_cpu else [])
-        registry.add_plugin(FactoryPlugin(*all_factories), name="test-plugins")
-        return registry
+        return registry_with(*factories, *([mini_factory()] if with_cpu else []), plugin_name="test-plugins")
 
     return build
 

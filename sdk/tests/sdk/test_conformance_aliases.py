@@ -10,9 +10,9 @@ pytest_plugins = ["pytester"]
 CONFTEST = '''
 import numpy as np
 from epoxy.contract import SDK_API_VERSION, Capability, Device
-from epoxy.hookspecs import hookimpl
 from epoxy.kit import KernelProvider, KernelRegistry
-from epoxy.plugins import ProviderRegistry, reset_default_registry
+from epoxy.plugins import reset_default_registry
+from epoxy.testing import registry_with
 
 KERNELS = KernelRegistry()
 for op, fn in {"Add": np.add, "Mul": np.multiply, "MatMul": np.matmul}.items():
@@ -38,22 +38,19 @@ class ReluOnly(Factory):
     """Right too: claims only Relu (the kit then runs a Relu model), no cpu installed."""
     kernels = RELU_ONLY
 
-class Plugin:
-    @hookimpl
-    def epoxy_register_providers(self, register):
-        register(Factory("good", ("GoodExecutionProvider",)))
-        register(ReluOnly("relu_only", ("ReluExecutionProvider",)))
-        register(Factory("plain"))
-        register(Factory("as_list", ["ListExecutionProvider"]))
-        register(Factory("as_str", "StrExecutionProvider"))
-        register(Factory("empty", ("",)))
-        register(Factory("repeated", ("RepeatedEP", "RepeatedEP")))
-        register(Factory("own_name", ("own_name",)))
-        register(Factory("reserved", ("copy",)))
-        register(Factory("taken", ("GoodExecutionProvider",)))
-
-registry = ProviderRegistry(autoload=False)
-registry.add_plugin(Plugin(), name="kit-test")
+registry = registry_with(
+    Factory("good", ("GoodExecutionProvider",)),
+    ReluOnly("relu_only", ("ReluExecutionProvider",)),
+    Factory("plain"),
+    Factory("as_list", ["ListExecutionProvider"]),
+    Factory("as_str", "StrExecutionProvider"),
+    Factory("empty", ("",)),
+    Factory("repeated", ("RepeatedEP", "RepeatedEP")),
+    Factory("own_name", ("own_name",)),
+    Factory("reserved", ("copy",)),
+    Factory("taken", ("GoodExecutionProvider",)),
+    plugin_name="kit-test",
+)
 reset_default_registry(registry)
 '''
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from epoxy.contract import Device
-from epoxy.hookspecs import hookimpl
 from epoxy.kit import KernelProvider, KernelRegistry
-from epoxy.plugins import ProviderRegistry, reset_default_registry
+from epoxy.plugins import reset_default_registry
+from epoxy.testing import registry_with
 from epoxy_sdk.conformance.cli import main
 
 KERNELS = KernelRegistry()
@@ -25,16 +25,8 @@ class Factory:
         return KernelProvider(self.name, device, KERNELS, options)
 
 
-class Plugin:
-    @hookimpl
-    def epoxy_register_providers(self, register):
-        register(Factory())
-
-
 def test_no_fallback_counts_unclaimed_cases_apart(capsys):
-    registry = ProviderRegistry(autoload=False)
-    registry.add_plugin(Plugin(), name="relu_only")
-    reset_default_registry(registry)
+    reset_default_registry(registry_with(Factory(), plugin_name="relu_only"))
     assert main(["--providers", "relu_only", "--no-fallback", "--by-op", "--kind", "node", "--op", "Relu"]) == 0
     out = capsys.readouterr().out
     assert "FAIL" not in out, out
@@ -48,9 +40,7 @@ def test_json_report_follows_its_schema(tmp_path, capsys):
 
     from epoxy_sdk.conformance.report import SCHEMA, validate
 
-    registry = ProviderRegistry(autoload=False)
-    registry.add_plugin(Plugin(), name="relu_only")
-    reset_default_registry(registry)
+    reset_default_registry(registry_with(Factory(), plugin_name="relu_only"))
     path = tmp_path / "report.json"
     assert main(["--providers", "relu_only", "--no-fallback", "--kind", "node", "--op", "Relu", "--op", "Neg",
                  "--provider-option", "speed=fast", "--json", str(path)]) == 0
@@ -81,14 +71,7 @@ def test_a_wrong_dtype_is_a_fail_and_a_crash_an_error_in_the_report(tmp_path):
         def create(self, device, options):
             return KernelProvider(self.name, device, kernels, options)
 
-    class BadPlugin:
-        @hookimpl
-        def epoxy_register_providers(self, register):
-            register(Bad())
-
-    registry = ProviderRegistry(autoload=False)
-    registry.add_plugin(BadPlugin(), name="bad")
-    reset_default_registry(registry)
+    reset_default_registry(registry_with(Bad(), plugin_name="bad"))
     path = tmp_path / "r.json"
     main(["--providers", "bad", "--no-fallback", "--kind", "node", "--match", "test_relu", "--match", "test_neg",
           "--json", str(path)])

@@ -9,9 +9,9 @@ pytest_plugins = ["pytester"]
 CONFTEST = '''
 import numpy as np
 from epoxy.contract import SDK_API_VERSION, Capability, Device
-from epoxy.hookspecs import hookimpl
 from epoxy.kit import KernelProvider, KernelRegistry
-from epoxy.plugins import ProviderRegistry, reset_default_registry
+from epoxy.plugins import reset_default_registry
+from epoxy.testing import registry_with
 
 KERNELS = KernelRegistry()
 for op, fn in {"Add": np.add, "Mul": np.multiply, "MatMul": np.matmul}.items():
@@ -31,14 +31,11 @@ class Factory:
     def create(self, device, options):
         return self.cls(self.name, device, KERNELS, options)
 
-class Plugin:
-    @hookimpl
-    def epoxy_register_providers(self, register):
-        register(Factory("good", KernelProvider))
-        register(Factory("broken", Broken))
-
-registry = ProviderRegistry(autoload=False)
-registry.add_plugin(Plugin(), name="kit-test")
+registry = registry_with(
+    Factory("good", KernelProvider),
+    Factory("broken", Broken),
+    plugin_name="kit-test",
+)
 reset_default_registry(registry)
 '''
 

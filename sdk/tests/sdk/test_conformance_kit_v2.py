@@ -11,9 +11,9 @@ CONFTEST = '''
 import numpy as np
 from epoxy.contract import Capability, Device, FusedGroup
 from epoxy.errors import InvalidArgumentError
-from epoxy.hookspecs import hookimpl
 from epoxy.kit import HostAllocator, KernelProvider, KernelRegistry, convex_groups
-from epoxy.plugins import ProviderRegistry, reset_default_registry
+from epoxy.plugins import reset_default_registry
+from epoxy.testing import registry_with
 
 KERNELS = KernelRegistry()
 for op, fn in {"Add": np.add, "Mul": np.multiply, "MatMul": np.matmul, "Sub": np.subtract}.items():
@@ -87,18 +87,15 @@ class BrokenDevices(Factory):
         raise OSError("driver not loaded")
 
 
-class Plugin:
-    @hookimpl
-    def epoxy_register_providers(self, register):
-        register(Factory("cpu", lambda n, d, o: KernelProvider(n, d, KERNELS, o)))
-        register(Factory("fuser", Fuser))
-        register(Factory("fuser_f64", Float64Fuser))
-        register(Factory("compile_raises", RaisingFuser))
-        register(Factory("needs_mode", lambda n, d, o: NeedsMode(n, d, KERNELS, o)))
-        register(BrokenDevices("devices_raise", Fuser))
-
-registry = ProviderRegistry(autoload=False)
-registry.add_plugin(Plugin(), name="kit-test")
+registry = registry_with(
+    Factory("cpu", lambda n, d, o: KernelProvider(n, d, KERNELS, o)),
+    Factory("fuser", Fuser),
+    Factory("fuser_f64", Float64Fuser),
+    Factory("compile_raises", RaisingFuser),
+    Factory("needs_mode", lambda n, d, o: NeedsMode(n, d, KERNELS, o)),
+    BrokenDevices("devices_raise", Fuser),
+    plugin_name="kit-test",
+)
 reset_default_registry(registry)
 '''
 

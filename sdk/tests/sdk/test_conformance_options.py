@@ -15,9 +15,9 @@ CONFTEST = '''
 import numpy as np
 from epoxy.contract import SDK_API_VERSION, Device
 from epoxy.errors import InvalidArgumentError
-from epoxy.hookspecs import hookimpl
 from epoxy.kit import KernelProvider, KernelRegistry
-from epoxy.plugins import ProviderRegistry, reset_default_registry
+from epoxy.plugins import reset_default_registry
+from epoxy.testing import registry_with
 
 KERNELS = KernelRegistry()
 for op, fn in {"Add": np.add, "Mul": np.multiply, "MatMul": np.matmul}.items():
@@ -62,16 +62,9 @@ class NotStr(Described):
 class CoreNamed(Described):
     table = {"device_index": "which device"}
 
-class Plugin:
-    @hookimpl
-    def epoxy_register_providers(self, register):
-        for name, cls in [("described", Described), ("lax", Lax), ("vague", Vague), ("wrong_error", WrongError),
-                          ("not_str", NotStr), ("core_named", CoreNamed)]:
-            register(cls(name))
-
-registry = ProviderRegistry(autoload=False)
-registry.add_plugin(Plugin(), name="kit-test")
-reset_default_registry(registry)
+KINDS = [("described", Described), ("lax", Lax), ("vague", Vague), ("wrong_error", WrongError),
+         ("not_str", NotStr), ("core_named", CoreNamed)]
+reset_default_registry(registry_with(*(cls(name) for name, cls in KINDS), plugin_name="kit-test"))
 '''
 
 
@@ -114,11 +107,10 @@ def test_template_passes_the_api_scope(pytester):
 import sys
 sys.path.insert(0, {str(TEMPLATE_SRC)!r})
 from epoxy_ep_example import plugin
-from epoxy.plugins import ProviderRegistry, reset_default_registry
+from epoxy.plugins import reset_default_registry
+from epoxy.testing import registry_with
 
-registry = ProviderRegistry(autoload=False)
-registry.add_plugin(plugin, name="example")
-reset_default_registry(registry)
+reset_default_registry(registry_with(plugin))
 ''')
     result = pytester.runpytest_inprocess(
         "--pyargs", "epoxy_sdk.conformance.test_api_scope", "--epoxy-provider", "example", "-p", "no:cacheprovider",
