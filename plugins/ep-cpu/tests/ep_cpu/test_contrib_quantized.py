@@ -8,43 +8,15 @@ import warnings
 import numpy as np
 import onnx
 import pytest
-from onnx import helper, numpy_helper
+from _contrib_oracle import feeds_of, single_node
 
 import epoxy
 
 ort = pytest.importorskip("onnxruntime")
 
-MS = "com.microsoft"
-
-
-def _model(op: str, inputs: list[np.ndarray | None], attrs: dict | None = None, consts: tuple[int, ...] = (),
-           n_out: int = 1) -> onnx.ModelProto:
-    names, infos, inits = [], [], []
-    for i, x in enumerate(inputs):
-        if x is None:
-            names.append("")
-            continue
-        names.append(f"x{i}")
-        if i in consts:
-            inits.append(numpy_helper.from_array(x, f"x{i}"))
-        else:
-            infos.append(helper.make_tensor_value_info(f"x{i}", helper.np_dtype_to_tensor_dtype(x.dtype), x.shape))
-    while names and not names[-1]:
-        names.pop()
-    outs = []
-    for i in range(n_out):
-        vi = onnx.ValueInfoProto()
-        vi.name = f"y{i}"
-        outs.append(vi)
-    node = helper.make_node(op, names, [o.name for o in outs], domain=MS, **(attrs or {}))
-    graph = helper.make_graph([node], "g", infos, outs, initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
-    model.ir_version = 8
-    return model
-
-
-def _feeds(inputs: list[np.ndarray | None], consts: tuple[int, ...]) -> dict[str, np.ndarray]:
-    return {f"x{i}": x for i, x in enumerate(inputs) if x is not None and i not in consts}
+# one-node models and their feeds: the helpers the other contrib tests use
+_model = single_node
+_feeds = feeds_of
 
 
 def run_both(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
