@@ -135,13 +135,22 @@ def assert_documented(case: Case, built: Built) -> None:
         f"{TABLE.name} row {case.id!r} says {rows[case.id]}, the test finds {want}: run tests/models/zoo_table.py")
 
 
-def assert_openvino_documented(case: Case, ran: int, total: int) -> None:
+def assert_openvino_documented(case: Case, ran: int, total: int, report: str = "") -> None:
+    """The row's openvino+cpu cell names ``ran`` of ``total`` nodes (``report``, the partition
+    report, goes in the failure message: it says why openvino declined each node)."""
     rows = documented_rows()
     assert case.id in rows, f"{TABLE.name} has no row for {case.id!r}: run tests/models/zoo_table.py"
     want = openvino_text(case, ran, total)
     assert rows[case.id][OPENVINO_COLUMN:] == [want], (
         f"{TABLE.name} row {case.id!r} says {rows[case.id][OPENVINO_COLUMN:]} for openvino+cpu, the test finds "
-        f"{want!r}: run tests/models/zoo_table.py")
+        f"{want!r}: run tests/models/zoo_table.py\n{report}")
+
+
+def assert_openvino_not_skipped(report: Any) -> None:
+    """openvino took part: a provider that failed to start or whose capability() raised is
+    skipped with a note, and would make every count here a silent zero."""
+    skipped = [note for note in report.notes if "'openvino'" in note and "skipped" in note]
+    assert not skipped, "openvino was skipped for this session: " + "; ".join(skipped)
 
 
 # --------------------------------------------------------------------------- data
@@ -316,6 +325,7 @@ def check_openvino_case(case: Case, tmp_path: Path) -> None:
     built = case.build()
     reference, session = sessions(built, tmp_path, OPENVINO_PROVIDERS)
     report = session.partition_report()
+    assert_openvino_not_skipped(report)
     assert {d.provider for d in report.nodes} <= {"openvino", "cpu", "core"}, report.format()
     compare(reference, session, built)
-    assert_openvino_documented(case, *_placement(report))
+    assert_openvino_documented(case, *_placement(report), report=report.format())
