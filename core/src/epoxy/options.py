@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .errors import InvalidArgumentError
+from .run.run_bound import TIMEOUT_KEY, timeout_seconds
 
 
 class GraphOptimizationLevel(enum.IntEnum):
@@ -192,6 +193,7 @@ _FIELDS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "memory_limit_bytes": (None, _positive_or_none),
     "max_loop_iterations": (None, _positive_or_none),
     "check_outputs": (False, _flag),
+    "run_timeout_s": (None, timeout_seconds),
 }
 
 #: ``add_session_config_entry`` keys that take effect: key -> (attribute, value parser)
@@ -203,6 +205,7 @@ _CONFIG_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "epoxy.memory_limit_bytes": ("memory_limit_bytes", lambda v: int(v) if v.strip() else None),
     "epoxy.max_loop_iterations": ("max_loop_iterations", lambda v: int(v) if v.strip() else None),
     "epoxy.check_outputs": ("check_outputs", lambda v: v.strip().lower() in ("1", "true")),
+    TIMEOUT_KEY: ("run_timeout_s", lambda v: timeout_seconds(TIMEOUT_KEY, v)),
 }
 #: keys with a fixed meaning epoxy can only honour at one value (else an error says why)
 _CONFIG_FIXED: dict[str, tuple[str, str]] = {
@@ -233,7 +236,11 @@ class SessionOptions:
     ``off``), ``infer_shapes``, ``memory_limit_bytes`` (cap on any one value and on the planned
     peak: :class:`~epoxy.errors.ResourceLimitError`), ``max_loop_iterations``, ``check_outputs``
     (every kernel's and compiled group's outputs are checked against the inferred dtype, rank
-    and known dims: :class:`~epoxy.errors.OutputTypeError`; also ``EPOXY_CHECK_OUTPUTS=1``).
+    and known dims: :class:`~epoxy.errors.OutputTypeError`; also ``EPOXY_CHECK_OUTPUTS=1``),
+    ``run_timeout_s`` (config entry ``epoxy.run_timeout_s``: every run stops with
+    :class:`~epoxy.errors.RunTerminatedError` once it has run that many seconds, checked
+    between steps and at every control-flow iteration; a run's own ``epoxy.run_timeout_s``
+    run config entry replaces it; default None, no time bound, as in onnxruntime).
     """
 
     # The attributes' types, for type checkers only (no class attributes): ``__init__`` sets
@@ -260,6 +267,7 @@ class SessionOptions:
     memory_limit_bytes: int | None
     max_loop_iterations: int | None
     check_outputs: bool
+    run_timeout_s: float | None
     _config: dict[str, str]
     _dim_overrides: dict[str, dict[str, int]]
     _initializers: dict[str, Any]
@@ -394,7 +402,11 @@ class RunOptions:
     False to reuse the options. ``log_severity_level``, ``log_verbosity_level``, ``logid``,
     ``run_tag`` label the run in epoxy's log. ``add_run_config_entry`` keys epoxy knows:
     ``epoxy.output_device`` (where outputs are returned, as the dict option
-    ``{"output_device": ...}``); other keys are kept and warned about at ``run``.
+    ``{"output_device": ...}``) and ``epoxy.run_timeout_s`` (a positive number of seconds,
+    also the attribute ``run_timeout_s``: the run stops with
+    :class:`~epoxy.errors.RunTerminatedError` once it has run that long, checked between
+    steps and at every control-flow iteration; it replaces the session's
+    ``SessionOptions.run_timeout_s``); other keys are kept and warned about at ``run``.
     """
 
     # The attributes' types, for type checkers only (no class attributes): ``__init__`` sets
@@ -408,7 +420,7 @@ class RunOptions:
     _stop: threading.Event
     _output_device: dict[str, str] | None
 
-    _KNOWN_CONFIG = frozenset({"epoxy.output_device"})
+    _KNOWN_CONFIG = frozenset({"epoxy.output_device", TIMEOUT_KEY})
     _ATTRS = ("terminate", "log_severity_level", "log_verbosity_level", "logid", "run_tag",
               "only_execute_path_to_fetches")
 
@@ -433,15 +445,30 @@ class RunOptions:
         else:
             self._stop.clear()
 
+    @property
+    def run_timeout_s(self) -> float | None:
+        """This run's time bound in seconds (the run config entry ``epoxy.run_timeout_s``);
+        ``None``: the session's ``run_timeout_s`` applies."""
+        return timeout_seconds(TIMEOUT_KEY, self._config.get(TIMEOUT_KEY))
+
+    @run_timeout_s.setter
+    def run_timeout_s(self, value: float | None) -> None:
+        seconds = timeout_seconds("run_timeout_s", value)
+        if seconds is None:
+            self._config.pop(TIMEOUT_KEY, None)
+        else:
+            self._config[TIMEOUT_KEY] = repr(seconds)
+
     def __setattr__(self, name: str, value: Any) -> None:
-        if name == "terminate":
-            object.__setattr__(self, name, value)  # the property
+        if name in ("terminate", "run_timeout_s"):
+            object.__setattr__(self, name, value)  # the properties
             return
         checks = {"log_severity_level": _severity, "log_verbosity_level": _count, "logid": _text,
                   "run_tag": _text, "only_execute_path_to_fetches": _flag}
         check = checks.get(name)
         if check is None:
-            raise AttributeError(f"RunOptions has no attribute {name!r}; known attributes: {sorted(self._ATTRS)}")
+            raise AttributeError(f"RunOptions has no attribute {name!r}; known attributes: "
+                                 f"{sorted([*self._ATTRS, 'run_timeout_s'])}")
         value = check(name, value)
         if name == "only_execute_path_to_fetches" and value:
             warnings.warn("RunOptions.only_execute_path_to_fetches has no effect in epoxy: every planned step runs "
@@ -450,8 +477,11 @@ class RunOptions:
         object.__setattr__(self, name, value)
 
     def add_run_config_entry(self, key: str, value: str) -> None:
+        """Set a string run config entry; ``epoxy.run_timeout_s`` is checked now."""
         if not isinstance(key, str) or not isinstance(value, str):
             raise InvalidArgumentError("run config entries are str key -> str value")
+        if key == TIMEOUT_KEY:
+            timeout_seconds(f"run config entry {TIMEOUT_KEY}", value)
         self._config[key] = value
 
     def get_run_config_entry(self, key: str) -> str:

@@ -37,6 +37,7 @@ from .run.output_checks import checks_requested, with_output_checks
 from .run.output_safety import detach_aliases, owners_of
 from .run.parallel_executor import ParallelExecutor
 from .run.profiling import Profiler, ProfilingExecutor
+from .run.run_bound import run_stop
 from .run.threads import set_blas_threads
 
 FALLBACK_PROVIDER = "cpu"
@@ -538,22 +539,26 @@ class InferenceSession:
             warnings.warn(note, RuntimeWarning, stacklevel=3)
 
     def _run_controls(self, run_options: Any) -> tuple[Any, Mapping[str, Any] | None]:
-        """(stop flag, dict run options) from a RunOptions object, a dict or None."""
-        if run_options is None:
-            return None, None
-        if isinstance(run_options, RunOptions):
-            unused = run_options.unused_config_keys()
-            if unused:
-                warnings.warn(f"run config entries epoxy does not use (no effect): {unused}", RuntimeWarning,
-                              stacklevel=3)
-            if run_options.log_severity_level != -1 or run_options.run_tag:
-                session_logger(run_options.logid or self._options.logid,
-                               run_options.log_severity_level).debug("run %r", run_options.run_tag)
-            if run_options.terminate:
-                raise RunTerminatedError("run terminated before it started: RunOptions.terminate is set "
-                                         "(set it to False to reuse these options)")
-            return run_options._stop, run_options.as_dict()
-        return None, run_options
+        """(stop condition, dict run options) from a RunOptions object, a dict or None. The
+        stop condition is the terminate flag, bounded in time by the run's
+        ``epoxy.run_timeout_s``, else the session's ``run_timeout_s`` (``epoxy.run.run_bound``)."""
+        default = self._options.run_timeout_s
+        if not isinstance(run_options, RunOptions):  # None or a dict
+            return run_stop(None, default, "SessionOptions.run_timeout_s"), run_options
+        unused = run_options.unused_config_keys()
+        if unused:
+            warnings.warn(f"run config entries epoxy does not use (no effect): {unused}", RuntimeWarning,
+                          stacklevel=3)
+        if run_options.log_severity_level != -1 or run_options.run_tag:
+            session_logger(run_options.logid or self._options.logid,
+                           run_options.log_severity_level).debug("run %r", run_options.run_tag)
+        if run_options.terminate:
+            raise RunTerminatedError("run terminated before it started: RunOptions.terminate is set "
+                                     "(set it to False to reuse these options)")
+        own = run_options.run_timeout_s
+        stop = (run_stop(run_options._stop, default, "SessionOptions.run_timeout_s") if own is None
+                else run_stop(run_options._stop, own, "the run config entry"))
+        return stop, run_options.as_dict()
 
     def run_async(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
                   callback: Callable[[Any, Any, str], None], user_data: Any = None,

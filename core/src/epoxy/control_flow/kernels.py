@@ -1,7 +1,11 @@
 """Kernels for If, Loop, Scan (opset 8 and 9+) and SequenceMap.
 
 Each factory compiles the node's subgraphs once (``ctx.compile``) and returns a callable
-taking the node's explicit inputs followed by its implicit (outer-scope) inputs.
+taking the node's explicit inputs followed by its implicit (outer-scope) inputs. What the
+spec requires of the node and its bodies was checked before (``spec_checks``).
+
+Every iteration checks the run's stop condition (``RunOptions.terminate``, the run's time
+bound), and a body stopped inside says which iteration it was in.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..contract import KernelFn, NodeSpec, ValueType
-from ..kit.registry import Unsupported
+from ..errors import RunTerminatedError
 from ..run.executor import check_terminated
 from ..run.limits import ITEM_OVERHEAD, check_loop, value_nbytes
 from .subplan import CompileContext, SubPlan
@@ -20,9 +24,19 @@ from .subplan import CompileContext, SubPlan
 
 def _truth(value: Any, what: str) -> bool:
     arr = np.asarray(value)
+    if arr.dtype != np.bool_:  # a float condition would loop for ever on 1.0 (its type was unknown at creation)
+        raise TypeError(f"{what} must be a bool tensor (the spec's tensor(bool)), got {arr.dtype}")
     if arr.size != 1:
         raise ValueError(f"{what} must hold exactly one element, got shape {list(arr.shape)}")
     return bool(arr.reshape(-1)[0])
+
+
+def _run_body(body: SubPlan, feeds: list[Any], where: str) -> list[Any]:
+    """``body.run(feeds)``; a stop inside the body says in which node and iteration it was."""
+    try:
+        return body.run(feeds)
+    except RunTerminatedError as exc:
+        raise RunTerminatedError(f"{exc} (in {where})") from None
 
 
 def _outer_values(args: Sequence[Any], n_explicit: int, positions: Sequence[int]) -> list[Any]:
@@ -57,20 +71,18 @@ def _stack(values: list[Any], vt: ValueType, axis: int = 0, reverse: bool = Fals
 def if_factory(node: NodeSpec, ctx: CompileContext) -> KernelFn:
     then_sub = ctx.compile("then_branch")
     else_sub = ctx.compile("else_branch")
-    n_outputs = len(node.outputs)
-    for attr, sub in (("then_branch", then_sub), ("else_branch", else_sub)):
-        if sub.n_outputs != n_outputs:
-            raise Unsupported(f"If: {attr} has {sub.n_outputs} outputs, the node has {n_outputs}")
+    n_outputs = len(node.outputs)  # each branch has as many outputs (spec_checks)
     n_explicit = len(node.inputs)
     then_pos, else_pos = ctx.outer_positions(then_sub), ctx.outer_positions(else_sub)
+    then_where, else_where = f"the then_branch of If {node.name!r}", f"the else_branch of If {node.name!r}"
 
     def run(cond: Any, *rest: Any) -> Any:
         args = (cond, *rest)
         if _truth(cond, "If condition"):
-            sub, pos = then_sub, then_pos
+            sub, pos, where = then_sub, then_pos, then_where
         else:
-            sub, pos = else_sub, else_pos
-        return _result(sub.run(_outer_values(args, n_explicit, pos)), n_outputs)
+            sub, pos, where = else_sub, else_pos, else_where
+        return _result(_run_body(sub, _outer_values(args, n_explicit, pos), where), n_outputs)
 
     return run
 
@@ -79,14 +91,8 @@ def if_factory(node: NodeSpec, ctx: CompileContext) -> KernelFn:
 def loop_factory(node: NodeSpec, ctx: CompileContext) -> KernelFn:
     body = ctx.compile("body")
     n_explicit = len(node.inputs)
-    n_carried = n_explicit - 2
-    if n_carried < 0:
-        raise Unsupported("Loop: needs the M and cond inputs (possibly empty)")
-    if len(body.formal) != n_carried + 2:
-        raise Unsupported(f"Loop: body takes {len(body.formal)} inputs, expected {n_carried + 2}")
+    n_carried = n_explicit - 2  # the body's inputs and outputs fit these counts (spec_checks)
     n_scan = body.n_outputs - 1 - n_carried
-    if n_scan < 0:
-        raise Unsupported(f"Loop: body has {body.n_outputs} outputs, expected at least {n_carried + 1}")
     scan_types = body.output_types[1 + n_carried:]
     positions = ctx.outer_positions(body)
     n_outputs = len(node.outputs)
@@ -103,7 +109,8 @@ def loop_factory(node: NodeSpec, ctx: CompileContext) -> KernelFn:
         i = scan_bytes = 0
         while going and (limit is None or i < limit):
             check_terminated(f"Loop {node.name!r} iteration {i}")
-            outs = body.run([np.array(i, dtype=np.int64), np.array(going, dtype=np.bool_), *carried, *outer])
+            outs = _run_body(body, [np.array(i, dtype=np.int64), np.array(going, dtype=np.bool_), *carried, *outer],
+                             f"Loop {node.name!r} iteration {i}")
             carried = outs[1:1 + n_carried]
             for k in range(n_scan):
                 scans[k].append(outs[1 + n_carried + k])
@@ -121,22 +128,14 @@ def loop_factory(node: NodeSpec, ctx: CompileContext) -> KernelFn:
 
 
 # -- Scan -------------------------------------------------------------------------------------
-def _scan_common(node: NodeSpec, body: SubPlan, n_state: int, n_scan_in: int) -> tuple[int, list[ValueType]]:
-    if len(body.formal) != n_state + n_scan_in:
-        raise Unsupported(f"Scan: body takes {len(body.formal)} inputs, expected {n_state + n_scan_in}")
-    n_scan_out = body.n_outputs - n_state
-    if n_scan_out < 0:
-        raise Unsupported(f"Scan: body has {body.n_outputs} outputs, expected at least {n_state}")
-    return n_scan_out, body.output_types[n_state:]
+def _scan_common(body: SubPlan, n_state: int) -> tuple[int, list[ValueType]]:
+    """Scan outputs: how many and their types (the counts fit the node: spec_checks)."""
+    return body.n_outputs - n_state, body.output_types[n_state:]
 
 
 def _ints(value: Any, count: int, default: int = 0) -> list[int]:
-    if value is None:
-        return [default] * count
-    values = [int(v) for v in value]
-    if len(values) != count:
-        raise Unsupported(f"Scan: expected {count} values, attribute has {len(values)}")
-    return values
+    """A per-input attribute (its length was checked: spec_checks), or its default."""
+    return [default] * count if value is None else [int(v) for v in value]
 
 
 def scan9_factory(node: NodeSpec, ctx: CompileContext) -> KernelFn:
@@ -144,9 +143,7 @@ def scan9_factory(node: NodeSpec, ctx: CompileContext) -> KernelFn:
     n_explicit = len(node.inputs)
     n_scan_in = int(node.attr("num_scan_inputs", 0))
     n_state = n_explicit - n_scan_in
-    if n_scan_in < 1 or n_state < 0:
-        raise Unsupported(f"Scan: num_scan_inputs={n_scan_in} does not fit {n_explicit} inputs")
-    n_scan_out, scan_types = _scan_common(node, body, n_state, n_scan_in)
+    n_scan_out, scan_types = _scan_common(body, n_state)
     in_axes = _ints(node.attr("scan_input_axes"), n_scan_in)
     in_dirs = _ints(node.attr("scan_input_directions"), n_scan_in)
     out_axes = _ints(node.attr("scan_output_axes"), n_scan_out)
@@ -168,7 +165,7 @@ def scan9_factory(node: NodeSpec, ctx: CompileContext) -> KernelFn:
         collected: list[list[Any]] = [[] for _ in range(n_scan_out)]
         for t in range(length):
             check_terminated(f"Scan {node.name!r} step {t}")
-            outs = body.run([*states, *(s[t] for s in seqs), *outer])
+            outs = _run_body(body, [*states, *(s[t] for s in seqs), *outer], f"Scan {node.name!r} step {t}")
             states = outs[:n_state]
             for k in range(n_scan_out):
                 collected[k].append(outs[n_state + k])
@@ -186,9 +183,7 @@ def scan8_factory(node: NodeSpec, ctx: CompileContext) -> KernelFn:
     n_explicit = len(node.inputs)
     n_scan_in = int(node.attr("num_scan_inputs", 0))
     n_state = n_explicit - 1 - n_scan_in
-    if n_scan_in < 1 or n_state < 0:
-        raise Unsupported(f"Scan: num_scan_inputs={n_scan_in} does not fit {n_explicit} inputs")
-    n_scan_out, scan_types = _scan_common(node, body, n_state, n_scan_in)
+    n_scan_out, scan_types = _scan_common(body, n_state)
     dirs = _ints(node.attr("directions"), n_scan_in)
     positions = ctx.outer_positions(body)
     n_outputs = len(node.outputs)
@@ -207,8 +202,9 @@ def scan8_factory(node: NodeSpec, ctx: CompileContext) -> KernelFn:
             per_step: list[list[Any]] = [[] for _ in range(n_scan_out)]
             n = lens[b]
             for t in range(n):
+                check_terminated(f"Scan {node.name!r} batch {b} step {t}")
                 slices = [x[b, n - 1 - t] if d else x[b, t] for x, d in zip(xs, dirs)]
-                outs = body.run([*states, *slices, *outer])
+                outs = _run_body(body, [*states, *slices, *outer], f"Scan {node.name!r} batch {b} step {t}")
                 states = outs[:n_state]
                 for k in range(n_scan_out):
                     per_step[k].append(outs[n_state + k])
@@ -234,12 +230,8 @@ def scan_factory(node: NodeSpec, ctx: CompileContext) -> KernelFn:
 # -- SequenceMap ----------------------------------------------------------------------------
 def sequence_map_factory(node: NodeSpec, ctx: CompileContext) -> KernelFn:
     body = ctx.compile("body")
-    n_explicit = len(node.inputs)
-    if len(body.formal) != n_explicit:
-        raise Unsupported(f"SequenceMap: body takes {len(body.formal)} inputs, the node has {n_explicit}")
+    n_explicit = len(node.inputs)  # the body takes and gives as many values (spec_checks)
     n_outputs = len(node.outputs)
-    if body.n_outputs != n_outputs:
-        raise Unsupported(f"SequenceMap: body has {body.n_outputs} outputs, the node has {n_outputs}")
     positions = ctx.outer_positions(body)
 
     def run(*args: Any) -> Any:
@@ -254,8 +246,9 @@ def sequence_map_factory(node: NodeSpec, ctx: CompileContext) -> KernelFn:
                 raise ValueError(f"SequenceMap: input {k + 1} has {len(extra)} elements, input 0 has {count}")
         results: list[list[Any]] = [[] for _ in range(n_outputs)]
         for i in range(count):
+            check_terminated(f"SequenceMap {node.name!r} element {i}")
             feeds = [sequence[i], *(e[i] if isinstance(e, (list, tuple)) else e for e in extras), *outer]
-            for k, value in enumerate(body.run(feeds)):
+            for k, value in enumerate(_run_body(body, feeds, f"SequenceMap {node.name!r} element {i}")):
                 results[k].append(value)
         return _result(results, n_outputs)
 

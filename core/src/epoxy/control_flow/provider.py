@@ -7,6 +7,9 @@ subgraphs once into a :class:`SubPlan`: the subgraph is partitioned over the ses
 own providers (plus a nested core provider for nested control flow), function-expanded
 like the main graph and planned; a kernel then runs that plan per branch / iteration.
 
+A node the spec does not allow (a Loop whose condition is not bool, a body whose inputs or
+outputs do not match the node: ``spec_checks``) is an ``InvalidGraphError``, not a decline.
+
 Values a subgraph reads from enclosing scopes arrive as the node's trailing arguments
 (``CoreGraph.implicit_inputs``) and are fed to the sub-plan as extra inputs.
 
@@ -26,6 +29,7 @@ from ..graph.graph_spec import CoreGraph
 from ..kit.host import HostAllocator
 from ..kit.registry import Unsupported
 from .kernels import FACTORIES
+from .spec_checks import check_node
 from .subplan import CompileContext
 
 PROVIDER_NAME = "core"
@@ -64,6 +68,7 @@ class ControlFlowProvider:
         for node in graph.nodes:
             if not self.handles(node):
                 continue
+            check_node(node, graph)  # a node the spec does not allow is the model's error, not a decline
             ctx = CompileContext(self, graph, node)
             try:
                 fn = FACTORIES[(node.domain, node.op_type)](node, ctx)

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any, cast
 import onnx_ir as ir
 
 from ..contract import NodeSpec, ValueType
-from ..errors import ProviderError
+from ..errors import InvalidGraphError, ProviderError
 from ..graph.graph_spec import CoreGraph, outer_scope_names, value_name
 from ..kit.registry import Unsupported
 from ..plan.compile_graph import partition_and_plan
-from ..run.executor import SequentialExecutor
+from ..run.executor import RUN_STOP, SequentialExecutor
 
 if TYPE_CHECKING:  # the provider imports this module
     from .provider import ControlFlowProvider
@@ -65,8 +65,9 @@ class SubPlan:
         return plan.slot_names.index(name)  # an input shadowed by an initializer
 
     def run(self, values: Sequence[Any]) -> list[Any]:
-        """Run once with formal inputs followed by outer values (in ``self.outer`` order)."""
-        return self._executor.run(list(zip(self.in_slots, values)), self.out_slots)
+        """Run once with formal inputs followed by outer values (in ``self.outer`` order);
+        the body's steps check the enclosing run's stop condition, as the main graph's do."""
+        return self._executor.run(list(zip(self.in_slots, values)), self.out_slots, RUN_STOP.get())
 
     def placement(self) -> dict[str, int]:
         """Node count per provider in this subgraph (its control-flow nodes count as core)."""
@@ -99,6 +100,9 @@ class CompileContext:
             raise Unsupported(f"{self.node.op_type}: attribute {attr!r} is missing or not a graph")
         try:
             sub = SubPlan(body, self.owner, self.graph)
+        except InvalidGraphError as exc:  # the body's own nodes break the spec: say where the body is
+            raise InvalidGraphError(f"in {attr} of {self.node.op_type} node {self.node.name!r}: {exc}",
+                                    node=exc.node) from exc
         except (Unsupported, ProviderError):
             raise  # a provider failure SubPlan could not skip is an error, as on the main graph
         except Exception as exc:  # the subgraph cannot run here: decline, saying why

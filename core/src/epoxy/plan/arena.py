@@ -11,10 +11,16 @@ Safety rules (why a value may or may not live in the arena):
 - Graph outputs, and whatever they may alias, are never arena memory: the caller keeps
   them after the run and the next run would overwrite the buffer.
 - Each concurrent run takes its own arena from a pool, so runs never share buffers.
+
+A plan is only as good as the shapes it was sized from. A buffer the process cannot allocate
+is left out (its slots get ``None``: those kernels allocate), and a slot whose kernel turned
+out not to fit its planned view (``ArenaPool.drop``, called by the executor) is not offered
+again, so a wrong declared shape costs one fallback allocation, never a failed run.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -49,20 +55,38 @@ class ArenaPool:
         self.n_slots = n_slots
         self._free: list[list[np.ndarray | None]] = []
         self._lock = threading.Lock()
+        #: slots whose planned view did not fit what their kernel produced: never offered again
+        self.dropped: set[int] = set()
 
     def _new(self) -> list[np.ndarray | None]:
-        buffers = [np.empty(max(1, size), dtype=np.uint8) for size in self.layout.buffer_sizes]
+        buffers: list[np.ndarray | None] = []
+        for size in self.layout.buffer_sizes:
+            try:
+                buffers.append(np.empty(max(1, size), dtype=np.uint8))
+            except (MemoryError, ValueError):  # more than the process can get: those kernels allocate
+                buffers.append(None)
         views: list[np.ndarray | None] = [None] * self.n_slots
         for slot, buf, dtype, shape in self.layout.views:
-            count = int(np.prod(shape, dtype=np.int64))
-            views[slot] = buffers[buf][: count * dtype.itemsize].view(dtype).reshape(shape)
+            buffer = buffers[buf]
+            count = math.prod(shape)
+            if buffer is None or slot in self.dropped or count * dtype.itemsize > buffer.size:
+                continue
+            views[slot] = buffer[: count * dtype.itemsize].view(dtype).reshape(shape)
         return views
 
     def acquire(self) -> list[np.ndarray | None]:
         with self._lock:
             if self._free:
-                return self._free.pop()
+                views = self._free.pop()
+                for slot in self.dropped:
+                    views[slot] = None
+                return views
         return self._new()
+
+    def drop(self, slot: int) -> None:
+        """Stop offering ``slot``'s planned view (its kernel produced another shape)."""
+        with self._lock:
+            self.dropped.add(slot)
 
     def release(self, views: list[np.ndarray | None]) -> None:
         with self._lock:

@@ -5,7 +5,8 @@ the same way.
 A provider whose ``capability()``, ``kernel()`` or ``compile()`` raises is dropped and the
 graph partitioned again without it, the reason handed to ``on_skip``; that is an error
 instead when the provider is the fallback, the last one left, unknown, or when strict mode
-(``EPOXY_STRICT_PLUGINS=1``) is on.
+(``EPOXY_STRICT_PLUGINS=1``) is on. The core's own provider refusing a control-flow node the
+spec does not allow is the model's error: its ``InvalidGraphError`` is raised as it is.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 import onnx_ir as ir
 
 from ..contract import Provider, ValueType
-from ..errors import ProviderError
+from ..errors import InvalidGraphError, ProviderError
 from ..graph.graph_spec import CoreGraph
 from ..partition.expand import partition_graph
 from ..partition.partitioner import Partition
@@ -77,6 +78,8 @@ def partition_and_plan(
                 on_partitioned()
             built = build_plan(graph, parts, dict(everyone), fold_constants=fold_constants)
         except ProviderError as exc:
+            if control is not None and exc.provider == control[0] and isinstance(exc.__cause__, InvalidGraphError):
+                raise exc.__cause__ from None  # the core refused the model (spec checks), not a provider failure
             chosen = without_failed(exc, chosen, fallback)
             if on_skip is not None:
                 on_skip(exc)

@@ -20,7 +20,7 @@ from ..partition.partitioner import Partition, Unit
 from ..run.executor import ExecutionPlan, Step
 from .arena import ArenaLayout, alias_extended_last_use, aliases_of_outputs, layout_from_plan
 from .placement import HOST, IOPlacement, describe_io, device_key
-from .planner import MemoryPlan, PlannedValue, last_uses, plan_memory, release_points
+from .planner import MemoryPlan, PlannedValue, credible_nbytes, last_uses, plan_memory, plannable_cap, release_points
 
 
 @dataclass
@@ -224,15 +224,16 @@ def _finish(graph, slots, steps, initial, input_slots, output_slots, producer_st
         frees=frees,
     )
     planned = []
+    cap = plannable_cap()
     for slot, name in enumerate(slots.names):
         if slot in initial:
             continue
         first = producer_step.get(slot, -1)
         base = name.split("@", 1)[0]
-        planned.append(PlannedValue(slot, slots.device[slot], graph.value_type(base).nbytes(), first,
+        planned.append(PlannedValue(slot, slots.device[slot], credible_nbytes(graph.value_type(base), cap), first,
                                     last.get(slot, first)))
     constant_bytes = sum(int(getattr(v, "nbytes", 0) or 0) for v in initial.values())
-    plan.arena = _arena_layout(graph, slots, steps, last, set(output_slots.values()))
+    plan.arena = _arena_layout(graph, slots, steps, last, set(output_slots.values()), cap)
     return BuiltPlan(plan, plan_memory(planned, constant_bytes))
 
 
@@ -252,8 +253,9 @@ def derive_plan(plan: ExecutionPlan, drop: set[int], output_slots: Mapping[str, 
 
 
 def _arena_layout(graph: CoreGraph, slots: _Slots, steps: list[Step], last: dict[int, int],
-                  outputs: set[int]) -> ArenaLayout | None:
-    """Which host outputs of ``out=``-capable kernels share reused buffers (see arena.py)."""
+                  outputs: set[int], cap: int) -> ArenaLayout | None:
+    """Which host outputs of ``out=``-capable kernels share reused buffers (see arena.py);
+    only values whose declared size is credible (``planner.credible_nbytes``) are planned."""
     capable = [bool(getattr(s.fn, "supports_out", False)) and len(s.outputs) == 1
                and s.outputs[0] < len(slots.names) and slots.device[s.outputs[0]] == HOST for s in steps]
     if not any(capable):
@@ -270,7 +272,7 @@ def _arena_layout(graph: CoreGraph, slots: _Slots, steps: list[Step], last: dict
         if not capable[index] or slot in protected:
             continue
         vt = graph.value_type(slots.names[slot])
-        nbytes = vt.nbytes()
+        nbytes = credible_nbytes(vt, cap)
         if nbytes is None or nbytes == 0:
             continue
         specs[slot] = (vt.dtype, tuple(vt.shape))  # type: ignore[arg-type]

@@ -4,14 +4,53 @@ Values are planned per device. A value is live from the step that produces it to
 step that reads it (graph outputs live to the end). Buffers are reused best-fit once their
 last reader ran. Constants (weights) are not planned; they are reported separately.
 Values whose size is not static are counted in ``dynamic_values`` and not in the peak.
+
+Sizes come from declared and inferred shapes, which a hostile or sloppy model can get wrong
+(a value_info on an intermediate value that inference cannot contradict): they are computed
+in Python ints (an int64 product wraps around to a small or negative size), a negative dim
+makes a value dynamic, and a value larger than the process could ever allocate
+(:func:`credible_nbytes`) is not planned at all. Kernels given a planned buffer that does not
+fit what they compute allocate instead (see ``epoxy.run.executor``).
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
+
+from ..contract import ValueType
+from ..run.limits import MAX_OUTPUT_BYTES, available_memory
+
+
+def static_nbytes(vt: ValueType) -> int | None:
+    """Bytes of a static tensor of fixed-width dtype, exact (Python ints, no int64
+    wrap-around); ``None`` when the shape is not static, a dim is negative or the dtype has
+    no fixed width (strings)."""
+    if not vt.is_static or vt.dtype is None or vt.dtype == np.dtype(object):
+        return None
+    dims = [int(d) for d in vt.shape]  # type: ignore[union-attr, arg-type]  # static: int dims
+    if any(d < 0 for d in dims):
+        return None
+    return math.prod(dims) * vt.dtype.itemsize
+
+
+def plannable_cap() -> int:
+    """The largest value a plan may size a buffer for: what this process can still get
+    (read once per plan), and never above :data:`~epoxy.run.limits.MAX_OUTPUT_BYTES`."""
+    free = available_memory()
+    return MAX_OUTPUT_BYTES if free is None else min(free, MAX_OUTPUT_BYTES)
+
+
+def credible_nbytes(vt: ValueType, cap: int) -> int | None:
+    """:func:`static_nbytes`, or ``None`` (plan it as dynamic) when above ``cap``: a declared
+    shape that no run could allocate is not believed, and must not size buffers."""
+    nbytes = static_nbytes(vt)
+    return None if nbytes is None or nbytes > cap else nbytes
 
 
 @dataclass(frozen=True)

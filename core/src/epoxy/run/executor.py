@@ -14,20 +14,39 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..contract import KernelFn
-from ..errors import EpoxyError, KernelError, RunTerminatedError
+from ..errors import EpoxyError, KernelError, ResourceLimitError
 from ..plan.arena import ArenaPool
 from ..plan.placement import IOPlacement
+from .run_bound import stop_error
 
-#: the stop flag (a ``threading.Event``) of the run in progress in this context, if any:
-#: loops inside kernels (Loop, Scan) read it through :func:`check_terminated`
+#: the stop condition of the run in progress in this context, if any (the terminate flag, a
+#: ``threading.Event``, or a :class:`~epoxy.run.run_bound.RunBound` with a deadline): loops
+#: inside kernels (Loop, Scan, SequenceMap) read it through :func:`check_terminated`, and
+#: control-flow bodies run their steps under it
 RUN_STOP: ContextVar[Any] = ContextVar("epoxy_run_stop", default=None)
 
 
 def check_terminated(where: str) -> None:
-    """Raise :class:`RunTerminatedError` when the current run was asked to stop."""
+    """Raise :class:`~epoxy.errors.RunTerminatedError` when the current run was asked to
+    stop or ran past its time bound; ``where`` names the node and iteration."""
     stop = RUN_STOP.get()
     if stop is not None and stop.is_set():
-        raise RunTerminatedError(f"run terminated (RunOptions.terminate was set) in {where}")
+        raise stop_error(stop, f"in {where}")
+
+
+def step_error(step: Step, exc: Exception, slot_names: Sequence[str]) -> EpoxyError:
+    """What a step's non-epoxy exception becomes, naming the node, provider and outputs: a
+    :class:`ResourceLimitError` when it ran out of memory, else a :class:`KernelError`."""
+    outputs = [slot_names[s].split("@", 1)[0] for s in step.outputs
+               if 0 <= s < len(slot_names) and not slot_names[s].startswith("<")]
+    computing = ", ".join(repr(n) for n in outputs) or "no named output"
+    if isinstance(exc, MemoryError):
+        return ResourceLimitError(
+            f"node {step.label!r} ({step.op_type}) on provider {step.provider!r} ran out of memory computing "
+            f"{computing}: {exc or 'MemoryError'}", value=outputs[0] if outputs else step.label)
+    return KernelError(
+        f"node {step.label!r} ({step.op_type}) failed on provider {step.provider!r}: {type(exc).__name__}: {exc} "
+        f"(computing {computing})", node=step.label, op_type=step.op_type, provider=step.provider)
 
 
 def output_count_error(result: Any, expected: int) -> TypeError | None:
@@ -85,8 +104,9 @@ class SequentialExecutor:
     def run(self, feeds: Sequence[tuple[int, Any]], fetch: Sequence[int], stop: Any = None) -> list[Any]:
         """Run with ``feeds`` as (slot, value) pairs; return the values of ``fetch`` slots.
 
-        ``stop``: a ``threading.Event``; once set (from any thread) the run ends before its
-        next step with :class:`RunTerminatedError`."""
+        ``stop``: a ``threading.Event`` or a :class:`~epoxy.run.run_bound.RunBound`; once set
+        (from any thread, or at its deadline) the run ends before its next step, or at the next
+        iteration of a control-flow node, with :class:`~epoxy.errors.RunTerminatedError`."""
         token = RUN_STOP.set(stop) if stop is not None else None
         try:
             if self._pool is None:
@@ -110,10 +130,10 @@ class SequentialExecutor:
             for index, (fn, ins, single, outs, frees, use_out) in enumerate(self._program):
                 if stop is not None and stop.is_set():
                     step = self.plan.steps[index]
-                    raise RunTerminatedError(
-                        f"run terminated (RunOptions.terminate was set) before node {step.label!r} ({step.op_type})")
-                if use_out:
-                    result = fn(*[values[i] for i in ins], out=arena[single])  # type: ignore[index]
+                    raise stop_error(stop, f"before node {step.label!r} ({step.op_type})")
+                view = arena[single] if use_out else None  # type: ignore[index]
+                if view is not None:
+                    result = self._into(fn, [values[i] for i in ins], view, single)  # type: ignore[arg-type]
                 else:
                     result = fn(*[values[i] for i in ins])
                 if single is not None:
@@ -130,10 +150,21 @@ class SequentialExecutor:
         except EpoxyError:
             raise
         except Exception as exc:
-            step = self.plan.steps[index]
-            raise KernelError(
-                f"node {step.label!r} ({step.op_type}) failed on provider {step.provider!r}: "
-                f"{type(exc).__name__}: {exc}",
-                node=step.label, op_type=step.op_type, provider=step.provider,
-            ) from exc
+            raise step_error(self.plan.steps[index], exc, self.plan.slot_names) from exc
         return [values[s] for s in fetch]
+
+    def _into(self, fn: KernelFn, args: list[Any], view: Any, slot: int) -> Any:
+        """Call an ``out=`` kernel with its planned view. The view was sized from the declared
+        shape, which may be wrong: a kernel that refuses it (raises) is called again without
+        it, and a slot whose kernel produced another shape is not offered a view again."""
+        try:
+            result = fn(*args, out=view)
+        except EpoxyError:
+            raise
+        except Exception:  # noqa: BLE001 - retried without the view; a real failure raises again there
+            result = fn(*args)
+            self._pool.drop(slot)  # type: ignore[union-attr]  # a view implies a pool
+            return result
+        if result is not view and getattr(result, "shape", None) != view.shape:
+            self._pool.drop(slot)  # type: ignore[union-attr]
+        return result

@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..errors import EpoxyError, KernelError, RunTerminatedError
-from .executor import RUN_STOP, ExecutionPlan, output_count_error
+from ..errors import EpoxyError
+from .executor import RUN_STOP, ExecutionPlan, output_count_error, step_error
+from .run_bound import stop_error
 
 
 class ParallelExecutor:
@@ -84,8 +85,7 @@ class ParallelExecutor:
             step = plan.steps[index]
             try:
                 if stop is not None and stop.is_set():
-                    raise RunTerminatedError(
-                        f"run terminated (RunOptions.terminate was set) before node {step.label!r} ({step.op_type})")
+                    raise stop_error(stop, f"before node {step.label!r} ({step.op_type})")
                 result = step.fn(*[values[i] for i in step.inputs])
                 if len(step.outputs) == 1:
                     values[step.outputs[0]] = result
@@ -96,9 +96,8 @@ class ParallelExecutor:
                     for slot, value in zip(step.outputs, result):
                         values[slot] = value
             except BaseException as exc:  # noqa: BLE001 - handed to the caller below
-                failure.append(exc if isinstance(exc, EpoxyError) else KernelError(
-                    f"node {step.label!r} ({step.op_type}) failed on provider {step.provider!r}: "
-                    f"{type(exc).__name__}: {exc}", node=step.label, op_type=step.op_type, provider=step.provider))
+                failure.append(exc if isinstance(exc, EpoxyError) or not isinstance(exc, Exception)
+                               else step_error(step, exc, plan.slot_names))
                 failure[-1].__cause__ = exc if failure[-1] is not exc else None
                 done.set()
                 return
