@@ -341,10 +341,25 @@ def inline_local_functions(model: ir.Model) -> int:
     return total
 
 
+def _safe_to_infer(model: ir.Model) -> bool:
+    """Whether onnx's inference can be trusted with every node (what the loader hides or
+    refuses: :mod:`.inference_guard`, :mod:`.attribute_checks`); expansions add nodes the
+    loader never saw."""
+    from .attribute_checks import ir_node_problem
+    from .inference_guard import ir_node_safe
+
+    nodes = [node for _, node in _walk(model.graph)]
+    nodes += [node for function in model.functions.values() for _, node in _walk(function.graph)]
+    return all(ir_node_safe(node) and ir_node_problem(node) is None for node in nodes)
+
+
 def reinfer_shapes(model: ir.Model) -> None:
-    """Run ONNX shape inference again so values created by expansions get types."""
+    """Run ONNX shape inference again so values created by expansions get types (not when a
+    node could crash it: those values then stay untyped, as kernels see real values)."""
     from onnx_ir.passes.common import ShapeInferencePass
 
+    if not _safe_to_infer(model):
+        return
     logger = logging.getLogger("onnx_ir.passes.common.shape_inference")
     level = logger.level
     logger.setLevel(logging.ERROR)

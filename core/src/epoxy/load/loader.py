@@ -19,8 +19,11 @@ from google.protobuf.message import DecodeError
 
 from ..errors import InvalidGraphError, InvalidProtobufError, ModelFileNotFoundError, ModelLoadError
 from ..options import CHECK_MODES, check_mode  # noqa: F401 - CHECK_MODES: what load_model(check=...) takes
+from .attribute_checks import check_attributes
 from .graph_checks import settle_declared_types, vet_model, vet_nodes
+from .inference_guard import has_shape_trusting_nodes, hide, restore, reveal_safe
 from .map_types import attach_map_types, model_has_maps, restore_map_types, strip_map_types
+from .proto_tensors import dense_parts, model_graphs, model_tensors
 from .wire import load_mapped
 
 #: model files at least this large are memory mapped (weights are not copied)
@@ -61,7 +64,11 @@ def _read_proto(source: ModelSource) -> tuple[onnx.ModelProto, str, Path | None,
         return proto, "<bytes>", None, {}
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
-        if not path.is_file():
+        try:
+            found = path.is_file()
+        except OSError as exc:  # a name longer than the file system allows, a loop of links...
+            raise ModelLoadError(f"cannot open the model file {_short(str(path))}: {exc.strerror or exc}") from exc
+        if not found:
             raise ModelFileNotFoundError(f"model file not found: {path}")
         try:
             if path.stat().st_size >= MAPPED_FILE_MIN_BYTES:
@@ -98,15 +105,20 @@ def _first_bad_text(message: Any, path: str) -> str | None:
     return None
 
 
+def _short(text: str, keep: int = 80) -> str:
+    """``text`` cut for a message (a hostile location can be thousands of characters)."""
+    return repr(text) if len(text) <= keep else f"{text[:keep]!r}... ({len(text):,} characters)"
+
+
 def _external_entries(tensor: onnx.TensorProto) -> dict[str, str]:
     return {e.key: e.value for e in tensor.external_data}
 
 
-def _checked_external_path(tensor: onnx.TensorProto, base_dir: Path, source: str) -> None:
+def _checked_external_path(tensor: onnx.TensorProto, what: str, base_dir: Path, source: str) -> None:
     """Refuse locations outside the model's folder and ranges outside the data file."""
     info = _external_entries(tensor)
     location = info.get("location", "")
-    where = f"{source}: initializer {tensor.name!r} external data {location!r}"
+    where = f"{source}: {what} external data {_short(location)}"
     if not location:
         raise ModelLoadError(f"{where}: no location given")
     if "\x00" in location:
@@ -114,13 +126,16 @@ def _checked_external_path(tensor: onnx.TensorProto, base_dir: Path, source: str
     parts = Path(location).parts
     if Path(location).is_absolute() or location.startswith(("/", "\\")) or (parts and ":" in parts[0]):
         raise ModelLoadError(f"{where}: absolute locations are refused; data must sit beside the model")
-    base = base_dir.resolve()
-    path = (base / location).resolve()
-    if base != path and base not in path.parents:
-        raise ModelLoadError(f"{where}: resolves to {path}, outside the model's folder {base}; refused")
-    if not path.is_file():
-        raise ModelLoadError(f"{where}: file not found at {path}")
-    size = path.stat().st_size
+    try:
+        base = base_dir.resolve()
+        path = (base / location).resolve()
+        if base != path and base not in path.parents:
+            raise ModelLoadError(f"{where}: resolves to {path}, outside the model's folder {base}; refused")
+        if not path.is_file():
+            raise ModelLoadError(f"{where}: file not found at {path}")
+        size = path.stat().st_size
+    except OSError as exc:  # a name too long for the file system, a loop of links...
+        raise ModelLoadError(f"{where}: cannot be opened: {exc.strerror or exc}") from exc
     try:
         offset = int(info.get("offset", 0))
         length = int(info["length"]) if "length" in info else size - offset
@@ -131,9 +146,12 @@ def _checked_external_path(tensor: onnx.TensorProto, base_dir: Path, source: str
 
 
 def _load_external_data(proto: onnx.ModelProto, base_dir: Path | None, source: str) -> None:
-    from onnx.external_data_helper import _get_all_tensors, load_external_data_for_model, uses_external_data
+    """Read every tensor's external data (sparse tensors' values and indices, function
+    bodies and subgraphs too), each location confined to the model's folder first."""
+    from onnx.external_data_helper import load_external_data_for_tensor, uses_external_data
 
-    external = [t for t in _get_all_tensors(proto) if uses_external_data(t)]
+    external = [(what, tensor) for found in model_tensors(proto) for what, tensor in dense_parts(found)
+                if uses_external_data(tensor)]
     if not external:
         return
     if base_dir is None:
@@ -141,12 +159,16 @@ def _load_external_data(proto: onnx.ModelProto, base_dir: Path | None, source: s
             f"{source}: model uses external data but was not loaded from a path; "
             "pass the model's file path so its data files can be found"
         )
-    for tensor in external:
-        _checked_external_path(tensor, base_dir, source)
-    try:
-        load_external_data_for_model(proto, str(base_dir))
-    except (OSError, ValueError, onnx.checker.ValidationError) as exc:
-        raise ModelLoadError(f"{source}: cannot load external data: {exc}") from exc
+    for what, tensor in external:
+        _checked_external_path(tensor, what, base_dir, source)
+    for what, tensor in external:
+        location = _external_entries(tensor).get("location", "")
+        try:
+            load_external_data_for_tensor(tensor, str(base_dir))
+        except (OSError, ValueError, onnx.checker.ValidationError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise ModelLoadError(f"{source}: {what} external data {_short(location)}: "
+                                 f"cannot be read: {reason}") from exc
 
 
 def _checker_complaint(proto: onnx.ModelProto, source: str, strict: bool) -> str | None:
@@ -197,28 +219,50 @@ def _long_1d_value(proto: onnx.ModelProto) -> str | None:
 
 def _infer_shapes(view: onnx.ModelProto, source: str, notes: list[str], editable: bool) -> onnx.ModelProto:
     """Shape inference over ``view``; ``editable``: whether ``view`` may be changed (it is
-    copied first when it is the caller's proto)."""
-    infer = onnx.shape_inference.infer_shapes
+    copied first when it is the caller's proto). Nodes whose inference trusts their input
+    dims are hidden from the passes until those dims are seen (:mod:`.inference_guard`), and
+    the inferred ranks are checked against the attributes (:mod:`.attribute_checks`)."""
+    guarded = has_shape_trusting_nodes(view)
+    if guarded and not editable:
+        view, editable = _copy(view), True
+    if guarded:
+        hide(view)
     try:
-        # a first pass without data propagation finds long 1-D values data propagation
-        # would crawl through; only when there is none is the full inference run. It is
-        # strict so that declarations inference disagrees with are found
-        try:
-            inferred = infer(view, check_type=False, strict_mode=True, data_prop=False)
-        except Exception:  # noqa: BLE001 - a declaration inference disagrees with, or an op it cannot infer
-            view = _settle_declarations(view, source, notes, editable)
-            inferred = infer(view, check_type=False, strict_mode=False, data_prop=False)
-        long_value = _long_1d_value(inferred)
-        if long_value is not None:
-            notes.append(f"{source}: 1-D value {long_value!r} is longer than {DATA_PROP_MAX_1D}; "
-                         "shape inference ran without data propagation")
-            return inferred
-        return infer(view, check_type=False, strict_mode=False, data_prop=True)
+        return restore(_run_inference(view, source, notes, editable, guarded))
     except InvalidGraphError:
         raise
     except Exception as exc:  # inference gaps are not fatal: kernels still see real shapes
         notes.append(f"{source}: shape inference failed, continuing without inferred shapes: {exc}")
         return view
+    finally:
+        restore(view)
+
+
+def _run_inference(view: onnx.ModelProto, source: str, notes: list[str], editable: bool,
+                   guarded: bool) -> onnx.ModelProto:
+    infer = onnx.shape_inference.infer_shapes
+    # a first pass without data propagation finds long 1-D values data propagation
+    # would crawl through; only when there is none is the full inference run. It is
+    # strict so that declarations inference disagrees with are found
+    try:
+        inferred = infer(view, check_type=False, strict_mode=True, data_prop=False)
+    except Exception:  # noqa: BLE001 - a declaration inference disagrees with, or an op it cannot infer
+        view = _settle_declarations(view, source, notes, editable)
+        inferred = infer(view, check_type=False, strict_mode=False, data_prop=False)
+    long_value = _long_1d_value(inferred)
+    if long_value is not None:
+        notes.append(f"{source}: 1-D value {long_value!r} is longer than {DATA_PROP_MAX_1D}; "
+                     "shape inference ran without data propagation")
+    else:
+        if guarded:  # the hidden nodes' inputs as the full inference sees them, then theirs
+            hidden = reveal_safe(view, infer(view, check_type=False, strict_mode=False, data_prop=True))
+            if hidden:
+                notes.append(f"{source}: shape inference skipped node(s) {', '.join(map(repr, hidden))}: their "
+                             "input shapes are unknown or have a negative dim, which onnx's inference would "
+                             "index with (their outputs' shapes are learned when they run)")
+        inferred = infer(view, check_type=False, strict_mode=False, data_prop=True)
+    check_attributes(inferred, source, inferred=True)  # the spec's ranges, now that ranks are known
+    return inferred
 
 
 def _settle_declarations(view: onnx.ModelProto, source: str, notes: list[str], editable: bool) -> onnx.ModelProto:
@@ -242,52 +286,64 @@ def _settle_declarations(view: onnx.ModelProto, source: str, notes: list[str], e
 
 
 def _has_sparse(proto: onnx.ModelProto) -> bool:
-    """Whether any graph (subgraphs too) holds a sparse initializer or sparse attribute."""
-    graphs = [proto.graph]
-    while graphs:
-        graph = graphs.pop()
-        if graph.sparse_initializer:
-            return True
-        for node in graph.node:
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.SPARSE_TENSOR:
-                    return True
-                graphs.extend([attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs)
-    return False
+    """Whether any graph (subgraphs and function bodies too) holds a sparse tensor."""
+    return any(isinstance(found.tensor, onnx.SparseTensorProto) for found in model_tensors(proto))
 
 
-def _densify_sparse(proto: onnx.ModelProto) -> None:
-    """onnx_ir cannot hold sparse tensors: turn sparse initializers and Constant
-    ``sparse_value`` attributes into dense tensors before building the IR."""
+def _dense(sparse: onnx.SparseTensorProto, what: str) -> onnx.TensorProto:
+    """The dense tensor a sparse one stands for; its layout checked first (sizes were
+    checked against the memory limit before: :func:`~epoxy.run.limits.check_proto_sizes`)."""
     from onnx import numpy_helper
 
-    def dense(sparse: onnx.SparseTensorProto) -> onnx.TensorProto:
+    shape = tuple(sparse.dims)
+    try:
         values = numpy_helper.to_array(sparse.values)
         indices = numpy_helper.to_array(sparse.indices).astype(np.int64)
-        shape = tuple(sparse.dims)
-        flat = np.zeros(int(np.prod(shape, dtype=np.int64)), dtype=values.dtype)
-        if indices.ndim == 2:
-            indices = np.ravel_multi_index(tuple(indices.T), shape)
-        flat[indices] = values
-        return numpy_helper.from_array(flat.reshape(shape), sparse.values.name)
+    except Exception as exc:  # noqa: BLE001 - unknown dtype, data that does not fit its dims
+        raise InvalidGraphError(f"{what}: values or indices cannot be read: {type(exc).__name__}: {exc}") from exc
+    size = int(np.prod(shape, dtype=np.int64))
+    problem = None
+    if any(d < 0 for d in shape):
+        problem = f"negative dims {list(shape)}"
+    elif values.ndim != 1:
+        problem = f"values must be 1-D, got shape {list(values.shape)}"
+    elif indices.ndim == 1 and len(indices) != len(values):
+        problem = f"{len(indices)} indices for {len(values)} values"
+    elif indices.ndim == 2 and indices.shape != (len(values), len(shape)):
+        problem = f"indices of shape {list(indices.shape)} for {len(values)} values of rank {len(shape)}"
+    elif indices.ndim not in (1, 2):
+        problem = f"indices must be 1-D or 2-D, got shape {list(indices.shape)}"
+    elif indices.ndim == 1 and len(indices) and not (0 <= indices.min() and indices.max() < size):
+        problem = f"an index lies outside [0, {size})"
+    elif indices.ndim == 2 and len(indices) and not ((indices >= 0) & (indices < np.array(shape))).all():
+        problem = f"an index lies outside the dims {list(shape)}"
+    if problem is not None:
+        raise InvalidGraphError(f"{what}: {problem}")
+    if indices.ndim == 2:
+        indices = np.ravel_multi_index(tuple(indices.T), shape) if len(indices) else indices.reshape(0)
+    flat = np.zeros(size, dtype=values.dtype)
+    flat[indices] = values
+    return numpy_helper.from_array(flat.reshape(shape), sparse.values.name)
 
-    graphs = [proto.graph]
-    while graphs:
-        graph = graphs.pop()
+
+def _densify_sparse(proto: onnx.ModelProto, source: str) -> None:
+    """onnx_ir cannot hold sparse tensors: turn sparse initializers and Constant
+    ``sparse_value`` attributes into dense tensors before building the IR."""
+    for graph in model_graphs(proto):
         for sparse in list(graph.sparse_initializer):
-            graph.initializer.append(dense(sparse))
+            graph.initializer.append(_dense(sparse, f"{source}: sparse initializer {sparse.values.name!r}"))
         del graph.sparse_initializer[:]
-        for node in graph.node:
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.SPARSE_TENSOR:
-                    tensor = dense(attr.sparse_tensor)
-                    attr.ClearField("sparse_tensor")
-                    attr.type = onnx.AttributeProto.TENSOR
-                    attr.t.CopyFrom(tensor)
-                    if node.op_type == "Constant" and attr.name == "sparse_value":
-                        attr.name = "value"
-                graphs.extend(attr.g for _ in [0] if attr.type == onnx.AttributeProto.GRAPH)
-                graphs.extend(attr.graphs)
+    nodes = [n for g in model_graphs(proto) for n in g.node] + [n for f in proto.functions for n in f.node]
+    for node in nodes:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.SPARSE_TENSOR:
+                tensor = _dense(attr.sparse_tensor, f"{source}: node {node.name or node.op_type!r} "
+                                                    f"attribute {attr.name!r}")
+                attr.ClearField("sparse_tensor")
+                attr.type = onnx.AttributeProto.TENSOR
+                attr.t.CopyFrom(tensor)
+                if node.op_type == "Constant" and attr.name == "sparse_value":
+                    attr.name = "value"
 
 
 def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes: bool = True,
@@ -310,11 +366,14 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
     bad_text = _first_bad_text(proto, "model")
     if bad_text is not None:
         raise ModelLoadError(f"{name}: a name or string field is not valid UTF-8: {bad_text}")
-    if memory_limit is not None:
-        from ..run.limits import check_proto_sizes
+    from ..run.limits import check_declared_ranks, check_proto_data, check_proto_sizes
 
-        check_proto_sizes(proto, memory_limit, name)
+    # declared sizes before any data is read or densified; then, with all data in, tensors
+    # that hold less than their dims say (sized from dims, they would allocate blindly)
+    check_declared_ranks(proto, name)
+    check_proto_sizes(proto, memory_limit, name)
     _load_external_data(proto, base_dir, name)
+    check_proto_data(proto, name, frozenset(mapped))
     if prepare is not None:  # the session options' edits (free dimensions, initializers)
         if not owned:
             proto, owned = _copy(proto), True  # never edit the caller's proto
@@ -322,10 +381,7 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
     notes: list[str] = []
     if not owned and _has_sparse(proto):
         proto, owned = _copy(proto), True  # densifying edits the proto: never the caller's
-    try:
-        _densify_sparse(proto)
-    except Exception as exc:  # noqa: BLE001 - indices out of range, bad dims, unknown dtype
-        raise ModelLoadError(f"{name}: a sparse tensor cannot be densified: {type(exc).__name__}: {exc}") from exc
+    _densify_sparse(proto, name)
     # the checker and shape inference serialize the whole model (several copies of every
     # weight at once); they get a skeleton whose large initializers are typed inputs instead
     skeleton = _skeleton(proto) if (mode != "off" or infer_shapes) else None
@@ -354,6 +410,7 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
             notes.append(f"{name}: onnx.checker: {later} (loaded anyway, as onnxruntime loads such models; "
                          "check_model='strict' refuses them)")
         notes.extend(vet_nodes(proto, name, known=f"{complaint} {later or ''}"))
+    check_attributes(proto, name)  # values onnx's inference would crash on, before it runs
     if infer_shapes:
         inferred = _infer_shapes(skeleton or proto, name, notes, editable=skeleton is not None or owned)
         if skeleton is not None:

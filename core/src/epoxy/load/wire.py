@@ -11,6 +11,7 @@ once while loading instead of three times.
 
 from __future__ import annotations
 
+import math
 import mmap
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 
 #: raw_data fields at least this long are left in the file instead of the protobuf
 MIN_MAPPED_BYTES = 1 << 16
@@ -105,16 +107,33 @@ def _strip_tensor(buf: mmap.mmap, start: int, end: int, index: int, spans: list[
     return out
 
 
-def _strip_graph(buf: mmap.mmap, start: int, end: int, spans: list[MappedSpan]) -> bytearray:
+def _strip_graph(buf: mmap.mmap, start: int, end: int, spans: list[MappedSpan], index: int) -> tuple[bytearray, int]:
+    """The graph without its large raw data, and the index of the next initializer (a
+    graph field repeated in the file is merged by protobuf: its initializers follow on)."""
     out = bytearray()
-    index = 0
     for field, wire, fs, vs, ve, fe in _fields(buf, start, end):
         if field == _GRAPH_INITIALIZER and wire == _LENGTH_DELIMITED:
             out += _length_delimited(field, _strip_tensor(buf, vs, ve, index, spans))
             index += 1
         else:
             out += buf[fs:fe]
-    return out
+    return out, index
+
+
+#: data types whose raw data is one fixed-width little-endian item per element, as numpy
+#: reads it (sub-byte types are packed, strings have no raw form: those stay in the proto)
+_MAPPABLE = {t.value: t.numpy() for t in ir.DataType
+             if t not in (ir.DataType.UNDEFINED, ir.DataType.STRING) and t.bitwidth % 8 == 0}
+
+
+def _mappable_dtype(tensor: onnx.TensorProto, length: int) -> np.dtype | None:
+    """The dtype to view ``length`` bytes of ``tensor``'s raw data as, when they are exactly
+    its elements (else the bytes go back into the proto: the loader checks them there and
+    names the tensor, as for a model read from bytes)."""
+    dtype = _MAPPABLE.get(tensor.data_type)
+    if dtype is None or any(d < 0 for d in tensor.dims):
+        return None
+    return dtype if dtype.itemsize * math.prod(tensor.dims) == length else None
 
 
 def load_mapped(path: Path) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
@@ -127,22 +146,27 @@ def load_mapped(path: Path) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
         mapping = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     spans: list[MappedSpan] = []
     skeleton = bytearray()
+    index = 0
     for field, wire, fs, vs, ve, fe in _fields(mapping, 0, len(mapping)):
         if field == _MODEL_GRAPH and wire == _LENGTH_DELIMITED:
-            skeleton += _length_delimited(field, _strip_graph(mapping, vs, ve, spans))
+            graph, index = _strip_graph(mapping, vs, ve, spans, index)
+            skeleton += _length_delimited(field, graph)
         else:
             skeleton += mapping[fs:fe]
     proto = onnx.ModelProto()
     proto.ParseFromString(bytes(skeleton))
     arrays: dict[str, np.ndarray] = {}
     for span in spans:
+        if span.index >= len(proto.graph.initializer):
+            raise WireFormatError(f"initializer number {span.index} is not in the parsed graph")
         tensor = proto.graph.initializer[span.index]
-        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
-        count = int(np.prod(tensor.dims, dtype=np.int64))
-        if dtype.itemsize * count != span.length:
-            raise WireFormatError(
-                f"initializer {tensor.name!r}: {span.length} bytes of data for dims {list(tensor.dims)} of {dtype}")
-        view = np.frombuffer(mapping, dtype=dtype.newbyteorder("<"), count=count, offset=span.offset)
+        dtype = _mappable_dtype(tensor, span.length)
+        if dtype is None:
+            tensor.raw_data = mapping[span.offset:span.offset + span.length]
+            arrays.pop(tensor.name, None)
+            continue
+        view = np.frombuffer(mapping, dtype=dtype.newbyteorder("<"), count=span.length // dtype.itemsize,
+                             offset=span.offset)
         # an anonymous copy (numpy asks for huge pages: GEMMs over file-backed 4 KiB pages
         # ran ~20% slower), then the mapped pages are dropped so peak memory stays ~1 copy
         array = view.astype(dtype, copy=True).reshape(tuple(tensor.dims))

@@ -1,8 +1,11 @@
 """Resource limits (``SessionOptions.memory_limit_bytes`` / ``max_loop_iterations``).
 
 Checked before anything is allocated where sizes are known: initializer dims in the proto
-(before external data is read or sparse tensors densified), declared and inferred value
-shapes (before optimization and planning), the planned peak, and every feed before a run.
+(before external data is read or sparse tensors densified; sparse tensors are measured
+even without a limit, against the memory the process can get), tensors holding less data
+than their dims say (before anything is sized from those dims), declared ranks, declared and
+inferred value shapes (before optimization and planning), the planned peak, and every feed
+before a run.
 Control-flow kernels check what they accumulate (Loop scan outputs and carried
 sequences) as they go, and refuse a trip count whose projected size is over the limit.
 Kernels of ops whose output shape comes from tensor values (ConstantOfShape, Expand,
@@ -25,8 +28,9 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from ..errors import ResourceLimitError
+from ..errors import InvalidGraphError, ResourceLimitError
 from ..graph.graph_spec import value_type_of
+from ..load.proto_tensors import dense_parts, model_graphs, model_tensors
 
 #: bytes counted per stored item on top of its data (array object overhead)
 ITEM_OVERHEAD = 128
@@ -57,34 +61,118 @@ def tensor_proto_nbytes(tensor: onnx.TensorProto | onnx.SparseTensorProto) -> fl
     return float(np.prod([float(d) for d in dims])) * itemsize
 
 
-def _graphs(graph: onnx.GraphProto) -> Iterable[onnx.GraphProto]:
-    stack = [graph]
-    while stack:
-        g = stack.pop()
-        yield g
-        for node in g.node:
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.GRAPH:
-                    stack.append(attr.g)
-                stack.extend(attr.graphs)
+def allocation_cap(limit: int | None) -> int:
+    """The most one allocation sized by the model's declarations (not by data it holds) may
+    take: ``memory_limit_bytes`` when set, else the memory this process can still get, never
+    above :data:`MAX_OUTPUT_BYTES`. Without a limit a session still gets this bound, so a
+    hostile size is a clear error instead of a ``MemoryError`` or the OOM killer."""
+    if limit is not None:
+        return limit
+    free = available_memory()
+    return MAX_OUTPUT_BYTES if free is None else min(free, MAX_OUTPUT_BYTES)
 
 
-def check_proto_sizes(proto: onnx.ModelProto, limit: int, source: str) -> None:
-    """Initializers (dense, sparse, external) and Constant tensors above the limit."""
-    for graph in _graphs(proto.graph):
-        tensors: list[tuple[str, Any]] = [(f"initializer {t.name!r}", t) for t in graph.initializer]
-        tensors += [(f"sparse initializer {t.values.name!r}", t) for t in graph.sparse_initializer]
-        for node in graph.node:
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.TENSOR:
-                    tensors.append((f"node {node.name or node.op_type!r} attribute {attr.name!r}", attr.t))
-                elif attr.type == onnx.AttributeProto.SPARSE_TENSOR:
-                    tensors.append((f"node {node.name or node.op_type!r} attribute {attr.name!r}", attr.sparse_tensor))
-        for what, tensor in tensors:
+def check_proto_sizes(proto: onnx.ModelProto, limit: int | None, source: str) -> None:
+    """Tensors whose declared size is over the limit, before any is read or densified:
+    initializers (dense, sparse, external) and tensor attributes, in every graph, subgraph
+    and function body. Without a limit only sparse tensors are measured (densifying them
+    allocates their declared size), against :func:`allocation_cap`."""
+    cap: int | None = limit
+    for found in model_tensors(proto):
+        tensor, sparse = found.tensor, isinstance(found.tensor, onnx.SparseTensorProto)
+        if limit is None and not sparse:
+            continue
+        nbytes = tensor_proto_nbytes(tensor)
+        if nbytes is None:
+            continue
+        if cap is None:  # read once, and only for a model with sparse tensors
+            cap = allocation_cap(None)
+        if nbytes > cap:
+            what = f"{source}: {found.what} (dims {list(tensor.dims)})"
+            value = getattr(tensor, "name", None) or (tensor.values.name if sparse else None) or found.what
+            if limit is not None:
+                raise _refuse(what, nbytes, limit, value=value)
+            raise ResourceLimitError(f"{what} needs {_fmt(nbytes)} once densified, more than the {_fmt(cap)} "
+                                     "this process can get (set SessionOptions.memory_limit_bytes for a fixed cap); "
+                                     "refused before allocation", value=value, nbytes=int(nbytes), limit=cap)
+
+
+#: declared ranks above this are refused: no array library holds that many dims (numpy: 64),
+#: and reading a shape costs time per dim (a 100,000-dim input took 4 s to load)
+MAX_DECLARED_RANK = 1024
+
+
+def check_declared_ranks(proto: onnx.ModelProto, source: str) -> None:
+    """Refuse, naming the value, a declared shape or initializer above :data:`MAX_DECLARED_RANK`
+    dims, before shape inference and the IR walk them dim by dim."""
+    def rank(vi: onnx.ValueInfoProto) -> int:
+        return len(vi.type.tensor_type.shape.dim) if vi.type.HasField("tensor_type") else 0
+
+    declared: list[tuple[str, int]] = []
+    for graph in model_graphs(proto):
+        declared += [(f"value {vi.name!r}", rank(vi)) for vi in (*graph.input, *graph.output, *graph.value_info)]
+        declared += [(f"initializer {t.name!r}", len(t.dims)) for t in graph.initializer]
+    declared += [(f"value {vi.name!r} of function {f.name!r}", rank(vi))
+                 for f in proto.functions for vi in f.value_info]
+    for what, dims in declared:
+        if dims > MAX_DECLARED_RANK:
+            raise InvalidGraphError(f"{source}: {what} is declared with {dims:,} dims; ranks above "
+                                    f"{MAX_DECLARED_RANK} are refused (no array library holds them)")
+
+
+#: tensors declaring at most this many bytes are not compared with the data they hold here
+#: (reading them allocates little; a mismatch is still found when they are read)
+UNCHECKED_TENSOR_BYTES = 1 << 20
+
+_BITS = {t.value: t.bitwidth for t in ir.DataType if t not in (ir.DataType.UNDEFINED, ir.DataType.STRING)}
+_COMPLEX = {onnx.TensorProto.COMPLEX64, onnx.TensorProto.COMPLEX128}
+_KNOWN_TYPES = {t.value for t in ir.DataType if t != ir.DataType.UNDEFINED}
+
+
+def tensor_data_elements(tensor: onnx.TensorProto) -> int | None:
+    """How many elements the data a tensor proto holds can stand for (raw bytes or typed
+    fields; sub-byte types packed as the spec packs them); ``None`` for unknown types."""
+    if tensor.data_type == onnx.TensorProto.STRING:
+        return len(tensor.string_data)
+    bits = _BITS.get(tensor.data_type)
+    if bits is None:
+        return None
+    if tensor.HasField("raw_data"):
+        return len(tensor.raw_data) * 8 // bits
+    per_int32 = 8 // bits if bits < 8 else 1  # int32_data holds one byte of packed 2/4-bit values
+    halves = 2 if tensor.data_type in _COMPLEX else 1  # complex: two floats per element
+    return max(len(tensor.int32_data) * per_int32, len(tensor.int64_data), len(tensor.uint64_data),
+               len(tensor.float_data) // halves, len(tensor.double_data) // halves)
+
+
+def check_proto_data(proto: onnx.ModelProto, source: str, held_elsewhere: frozenset[str] = frozenset()) -> None:
+    """Tensors that declare more elements than their data holds are refused before anything
+    is sized from their dims (unpacking 4-bit data, or a tensor without data read as zeros,
+    allocates the declared size): an :class:`~epoxy.errors.InvalidGraphError` naming the
+    tensor, its dims and type; so are negative dims and unknown data types. Call it once
+    external data is read; ``held_elsewhere``: names of initializers whose data was kept out
+    of the proto (memory-mapped, checked there)."""
+    for found in model_tensors(proto):
+        for what, tensor in dense_parts(found):
+            if any(d < 0 for d in tensor.dims):
+                raise InvalidGraphError(f"{source}: {what} has a negative dim in {list(tensor.dims)}")
+            if tensor.data_type not in _KNOWN_TYPES:
+                raise InvalidGraphError(f"{source}: {what} has data type {tensor.data_type}, which is "
+                                        f"{'UNDEFINED' if tensor.data_type == 0 else 'not an ONNX type'}")
+            if tensor.name in held_elsewhere or tensor.data_location == onnx.TensorProto.EXTERNAL:
+                continue
             nbytes = tensor_proto_nbytes(tensor)
-            if nbytes is not None and nbytes > limit:
-                raise _refuse(f"{source}: {what} (dims {list(tensor.dims)})", nbytes, limit,
-                              value=getattr(tensor, "name", None) or what)
+            if nbytes is None or nbytes <= UNCHECKED_TENSOR_BYTES:
+                continue
+            if tensor.HasField("raw_data") and _BITS.get(tensor.data_type, 8) % 8 == 0:
+                continue  # whole-byte raw data is only viewed, never sized from dims (and reading it copies)
+            held = tensor_data_elements(tensor)
+            declared = math.prod(tensor.dims)
+            if held is not None and held < declared:
+                dtype = onnx.TensorProto.DataType.Name(tensor.data_type)
+                raise InvalidGraphError(
+                    f"{source}: {what} declares dims {list(tensor.dims)} ({declared:,} elements of {dtype}) "
+                    f"but holds data for {held:,}; refused before allocation")
 
 
 def _ir_graphs(graph: ir.Graph) -> Iterable[ir.Graph]:

@@ -1,0 +1,148 @@
+"""Nodes whose onnx shape inference trusts their input dims, hidden from it until those are
+known to be safe.
+
+GatherND's inference indexes the data shape at (last dim of ``indices`` + ``batch_dims``):
+a negative dim there, declared or inferred by onnx itself (Expand to a constant shape
+``[2, -10]``), makes the index negative and segfaults the process. Attribute checks cannot
+see it before inference, since the dims come out of inference. So such nodes are moved to a
+private domain while onnx infers the rest (it then skips them, leaving their outputs
+untyped); their inputs' inferred shapes are checked, and only the nodes found safe take
+part in the final inference. The others keep untyped outputs: kernels see real shapes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+
+import onnx
+import onnx_ir as ir
+from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
+
+_A = onnx.AttributeProto
+
+#: where a hidden node's domain goes, by its real domain (both spell the ONNX domain)
+HIDDEN_DOMAINS = {"": "ai.epoxy.hidden_from_inference", "ai.onnx": "ai.epoxy.hidden_from_inference.ai.onnx"}
+_REAL_DOMAIN = {hidden: real for real, hidden in HIDDEN_DOMAINS.items()}
+
+#: a dim as inference knows it: its value, or None (symbolic or unknown)
+Shape = Sequence[int | None]
+
+
+def _gathernd_safe(shapes: Sequence[Shape | None]) -> bool | None:
+    """GatherND reads ``indices``' last dim as an index offset: it must be known not negative."""
+    indices = shapes[1] if len(shapes) > 1 else None
+    if indices is None or not indices:
+        return None
+    return all(d is None or d >= 0 for d in indices)
+
+
+#: op type (ONNX domain) -> whether its input shapes are safe for onnx's inference of it
+#: (``None``: not known, as when they are not inferred)
+SHAPE_TRUSTING: dict[str, Callable[[Sequence[Shape | None]], bool | None]] = {"GatherND": _gathernd_safe}
+
+
+def _shape(vi: onnx.ValueInfoProto) -> Shape | None:
+    if not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
+        return None
+    return [d.dim_value if d.HasField("dim_value") else None for d in vi.type.tensor_type.shape.dim]
+
+
+def _shapes(graph: onnx.GraphProto, outer: Mapping[str, Shape]) -> dict[str, Shape]:
+    shapes = dict(outer)
+    for vi in (*graph.input, *graph.value_info, *graph.output):
+        shape = _shape(vi)
+        if shape is not None:
+            shapes[vi.name] = shape
+    shapes.update((t.name, list(t.dims)) for t in graph.initializer)
+    return shapes
+
+
+def _walk(nodes: Iterable[onnx.NodeProto], shapes: Mapping[str, Shape] | None
+          ) -> Iterator[tuple[onnx.NodeProto, Mapping[str, Shape] | None]]:
+    """Every node below ``nodes`` (subgraphs too), with the shapes in its scope (when given)."""
+    for node in nodes:
+        yield node, shapes
+        for attr in node.attribute:
+            for sub in ([attr.g] if attr.type == _A.GRAPH else list(attr.graphs)):
+                yield from _walk(sub.node, None if shapes is None else _shapes(sub, shapes))
+
+
+def _all_nodes(proto: onnx.ModelProto, with_shapes: bool = False
+               ) -> Iterator[tuple[onnx.NodeProto, Mapping[str, Shape] | None]]:
+    """Main graph and subgraphs (with shapes when asked), then function bodies (no shapes:
+    onnx infers them per call and keeps no types in them)."""
+    yield from _walk(proto.graph.node, _shapes(proto.graph, {}) if with_shapes else None)
+    for function in proto.functions:
+        yield from _walk(function.node, None)
+
+
+def _trusting(node: onnx.NodeProto) -> bool:
+    domain = _REAL_DOMAIN.get(node.domain, node.domain)
+    return domain in HIDDEN_DOMAINS and node.op_type in SHAPE_TRUSTING
+
+
+def has_shape_trusting_nodes(proto: onnx.ModelProto) -> bool:
+    """Whether any node of the model needs hiding from inference (see the module docstring)."""
+    return any(_trusting(node) for node, _ in _all_nodes(proto))
+
+
+def _imports(proto: onnx.ModelProto) -> Iterator[RepeatedCompositeFieldContainer[onnx.OperatorSetIdProto]]:
+    yield proto.opset_import
+    for function in proto.functions:
+        yield function.opset_import
+
+
+def hide(proto: onnx.ModelProto) -> None:
+    """Move every shape-trusting node of ``proto`` (edited in place) to a hidden domain."""
+    for node, _ in _all_nodes(proto):
+        if _trusting(node) and node.domain in HIDDEN_DOMAINS:
+            node.domain = HIDDEN_DOMAINS[node.domain]
+    for imports in _imports(proto):
+        known = {i.domain for i in imports}
+        for hidden in HIDDEN_DOMAINS.values():
+            if hidden not in known:
+                imports.add(domain=hidden, version=1)
+
+
+def reveal_safe(view: onnx.ModelProto, inferred: onnx.ModelProto) -> list[str]:
+    """Give back their domain to the hidden nodes of ``view`` whose inputs ``inferred`` (the
+    result of inferring ``view``: same nodes in the same order) shows to be safe; names of
+    the nodes left hidden because their input shapes are unsafe (those whose shapes are not
+    known stay hidden too: onnx would infer nothing for them, but a revealed node upstream
+    could give them shapes nobody checked)."""
+    left: list[str] = []
+    pairs = zip(_all_nodes(view), _all_nodes(inferred, with_shapes=True), strict=True)
+    for (node, _), (seen, shapes) in pairs:
+        if node.domain not in _REAL_DOMAIN:
+            continue
+        inputs = [shapes.get(name) if shapes is not None and name else None for name in seen.input]
+        safe = SHAPE_TRUSTING[node.op_type](inputs)
+        if safe:
+            node.domain = _REAL_DOMAIN[node.domain]
+        elif safe is not None:
+            left.append(node.name or node.op_type)
+    return left
+
+
+def restore(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """Every hidden node of ``proto`` back in its domain, the hidden domains' imports gone
+    (``proto`` edited in place and returned)."""
+    for node, _ in _all_nodes(proto):
+        if node.domain in _REAL_DOMAIN:
+            node.domain = _REAL_DOMAIN[node.domain]
+    for imports in _imports(proto):
+        kept = [i for i in imports if i.domain not in _REAL_DOMAIN]
+        if len(kept) != len(imports):
+            del imports[:]
+            imports.extend(kept)
+    return proto
+
+
+def ir_node_safe(node: ir.Node) -> bool:
+    """Whether onnx may infer an IR node: not a shape-trusting op, or one whose inputs'
+    shapes are known safe (for passes that run onnx's inference again after loading)."""
+    if node.domain not in HIDDEN_DOMAINS or node.op_type not in SHAPE_TRUSTING:
+        return True
+    shapes = [None if v is None or v.shape is None else [d if isinstance(d, int) else None for d in v.shape]
+              for v in node.inputs]
+    return bool(SHAPE_TRUSTING[node.op_type](shapes))
