@@ -65,6 +65,15 @@ def resolve_pads(
     return out, begin, end, extra
 
 
+def padded_shape(shape: Sequence[int], begin: Sequence[int], end: Sequence[int]) -> tuple[int, ...]:
+    """Shape of ``shape`` after :func:`pad_spatial` pads its trailing axes (negative pads,
+    which crop, count as 0: an upper bound to check before allocating)."""
+    lead = len(shape) - len(begin)
+    return tuple(int(d) for d in shape[:lead]) + tuple(
+        int(shape[lead + i]) + max(0, int(b)) + max(0, int(e)) for i, (b, e) in enumerate(zip(begin, end))
+    )
+
+
 def pad_spatial(x: np.ndarray, begin: Sequence[int], end: Sequence[int], value=0) -> np.ndarray:
     """Pad the trailing ``len(begin)`` axes (returns ``x`` itself when nothing to pad).
 

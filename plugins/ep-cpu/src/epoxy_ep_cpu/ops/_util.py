@@ -34,6 +34,18 @@ def output_guard(node: NodeSpec) -> Callable[[Sequence[int], np.dtype], None]:
     return output_size_check(f"node {node.name!r} ({node.op_type})", node.outputs[0] if node.outputs else None)
 
 
+def buffer_guard(node: NodeSpec, label: str) -> Callable[[Sequence[int], np.dtype], None]:
+    """:func:`output_guard` for a temporary buffer a kernel sizes from attributes (a padded
+    input, an accumulation buffer): the error names the node and ``label``."""
+    return output_size_check(f"node {node.name!r} ({node.op_type}) {label}", node.outputs[0] if node.outputs else None)
+
+
+def work_bytes_dtype(dtype: np.dtype) -> np.dtype:
+    """A dtype as wide as the buffers float kernels compute ``dtype`` in (float32, or
+    float64 for 8-byte inputs), for sizing them before they exist."""
+    return np.dtype(np.float64) if np.dtype(dtype).itemsize > 4 else np.dtype(np.float32)
+
+
 def constant_input(node: NodeSpec, index: int) -> np.ndarray | None:
     """Value of input ``index`` when it is a constant no feed can override (for prepacking
     weights in a factory), else ``None``. The kernel still receives the value at run time."""

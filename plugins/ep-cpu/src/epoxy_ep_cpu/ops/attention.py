@@ -28,6 +28,7 @@ from ._attention_util import (
     sigmoid,
     split_heads,
 )
+from ._flags import flag
 from ._util import normalize_axis
 
 # ---------------------------------------------------------------------------------------
@@ -80,7 +81,7 @@ def attention(node: NodeSpec):
     q_heads_attr = node.attr("q_num_heads")
     kv_heads_attr = node.attr("kv_num_heads")
     scale_attr = node.attr("scale")
-    causal = bool(node.attr("is_causal", 0))
+    causal = flag(node, "is_causal", 0)
     softcap = float(node.attr("softcap", 0.0))
     mode = int(node.attr("qk_matmul_output_mode", 0))
     sm_dtype = precision_dtype(node.attr("softmax_precision"))
@@ -170,7 +171,7 @@ def attention(node: NodeSpec):
 def rotary_embedding(node: NodeSpec):
     num_heads = int(node.attr("num_heads", 0) or 0)
     rot_dim_attr = int(node.attr("rotary_embedding_dim", 0) or 0)
-    interleaved = bool(node.attr("interleaved", 0))
+    interleaved = flag(node, "interleaved", 0)
 
     def run(X, cos_cache, sin_cache, position_ids=None):
         if X.ndim == 4:

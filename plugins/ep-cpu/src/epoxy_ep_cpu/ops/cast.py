@@ -12,6 +12,7 @@ from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
+from ._flags import flag
 from ._shape_util import contig, schema_versions
 
 _F8 = {
@@ -132,7 +133,7 @@ def cast(node: NodeSpec):
 
         to = getattr(TensorProto, name.upper())
     target = _onnx_dtype(int(to))
-    saturate = bool(node.attr("saturate", 1))
+    saturate = flag(node, "saturate", 1)
     round_mode = _round_mode(node)
 
     def run(x: np.ndarray) -> np.ndarray:
@@ -143,7 +144,7 @@ def cast(node: NodeSpec):
 
 @KERNELS.register("CastLike", schema_versions("CastLike"))
 def cast_like(node: NodeSpec):
-    saturate = bool(node.attr("saturate", 1))
+    saturate = flag(node, "saturate", 1)
     round_mode = _round_mode(node)
 
     def run(x: np.ndarray, like: np.ndarray) -> np.ndarray:

@@ -13,6 +13,7 @@ are cast, laid out and Winograd-transformed once, in the factory.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -21,9 +22,10 @@ from epoxy.kit import Unsupported
 
 from .. import settings
 from ..registry import KERNELS
+from ._attr_checks import check_at_least
 from ._conv_tuning import blas_key, fastest
-from ._conv_util import col2im_add, compute_dtype, pad_spatial, resolve_pads, windows
-from ._util import constant_input, output_guard
+from ._conv_util import col2im_add, compute_dtype, pad_spatial, padded_shape, resolve_pads, windows
+from ._util import buffer_guard, constant_input, output_guard, work_bytes_dtype
 from ._winograd_f43 import conv_f43, f43_weights
 
 _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
@@ -47,6 +49,36 @@ class _Geometry:
         self._strides = node.attr("strides")
         self._dilations = node.attr("dilations")
         self._pads = node.attr("pads")
+        # a 0 stride divides by zero, a 0 dilation or kernel reads one pixel forever
+        for name, values in (("kernel_shape", self.kernel), ("strides", self._strides),
+                             ("dilations", self._dilations)):
+            check_at_least(node, name, tuple(values or ()), 1)
+        check_at_least(node, "group", (int(node.attr("group", 1)),), 1)
+        # buffers sized from pads, strides and output_shape (attributes) are refused before
+        # they are allocated: at session creation where the input shape is static
+        self._padded_guard = buffer_guard(node, "padded input")
+        self._span_guard = buffer_guard(node, "accumulation buffer")
+        self._out_guard = output_guard(node)
+        xt = node.input_types[0] if node.input_types else None
+        if xt is not None and xt.is_static and self._pads and self.auto_pad == "NOTSET":
+            nsp = len(xt.shape) - 2  # type: ignore[arg-type]
+            pads = tuple(int(p) for p in self._pads)
+            if nsp > 0 and len(pads) == 2 * nsp:
+                self.check_sizes(xt.shape, pads[:nsp], pads[nsp:], None, xt.dtype or np.dtype(np.float32))  # type: ignore[arg-type]
+
+    def check_sizes(self, x_shape: Sequence[int], begin: Sequence[int], end: Sequence[int],
+                    out_shape: Sequence[int] | None, dtype: np.dtype) -> None:
+        """Refuse the padded input or the output when too large to allocate."""
+        wide = work_bytes_dtype(dtype)
+        self._padded_guard(padded_shape(x_shape, begin, end), wide)
+        if out_shape is not None:
+            self._out_guard(out_shape, wide)
+
+    def check_span(self, span_shape: Sequence[int], out_shape: Sequence[int], dtype: np.dtype) -> None:
+        """ConvTranspose's accumulation buffer and output, refused when too large."""
+        wide = work_bytes_dtype(dtype)
+        self._span_guard(span_shape, wide)
+        self._out_guard(out_shape, wide)
 
     def get(self, nsp: int, kernel: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
         strides = tuple(self._strides) if self._strides else (1,) * nsp
@@ -148,6 +180,7 @@ def _geometry_for(geo: _Geometry, x: np.ndarray, w: np.ndarray, group: int):
         raise ValueError(f"input channels {x.shape[1]} != weight channels {w.shape[1]} x group {group}")
     strides, dilations, pads = geo.get(nsp, kernel)
     out_sp, begin, end, _ = resolve_pads(x.shape[2:], kernel, strides, dilations, pads, geo.auto_pad)
+    geo.check_sizes(x.shape, begin, end, (x.shape[0], w.shape[0], *out_sp), x.dtype)
     return kernel, strides, dilations, begin, end, out_sp
 
 
@@ -747,17 +780,15 @@ def conv_transpose(node: NodeSpec):
     group = int(node.attr("group", 1))
     output_padding_attr = node.attr("output_padding")
     output_shape_attr = node.attr("output_shape")
+    check_at_least(node, "output_padding", tuple(output_padding_attr or ()), 0)
 
-    def run(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
-        dtype = x.dtype
-        cdt = compute_dtype(dtype)
-        x, w = x.astype(cdt, copy=False), w.astype(cdt, copy=False)
-        nsp = x.ndim - 2
-        n, c = x.shape[:2]
-        in_sp = x.shape[2:]
-        kernel = tuple(int(k) for k in w.shape[2:])
-        mg = w.shape[1]
-        m = mg * group
+    def layout(x_shape: Sequence[int], w_shape: Sequence[int], dtype: np.dtype):
+        """(kernel, strides, dilations, begin, out_sp, m) for these input shapes; the
+        accumulation buffer and the output are refused first when too large."""
+        nsp = len(x_shape) - 2
+        n, in_sp = x_shape[0], tuple(x_shape[2:])
+        kernel = tuple(int(k) for k in w_shape[2:])
+        m = w_shape[1] * group
         strides, dilations, pads = geo.get(nsp, kernel)
         opad = tuple(output_padding_attr) if output_padding_attr else (0,) * nsp
         full = [s * (i - 1) + op + (k - 1) * d + 1 for s, i, op, k, d in zip(strides, in_sp, opad, kernel, dilations)]
@@ -777,6 +808,24 @@ def conv_transpose(node: NodeSpec):
             begin = list(pads[:nsp])
             out_sp = [f - pads[i] - pads[i + nsp] for i, f in enumerate(full)]
         out_sp = [max(0, o) for o in out_sp]
+        # col2im accumulates over the full span (and the output), both sized from attributes
+        span = [max(f, b + o) - min(0, b) for f, b, o in zip(full, begin, out_sp)]
+        geo.check_span((n, m, *span), (n, m, *out_sp), dtype)
+        return kernel, strides, dilations, begin, out_sp, m
+
+    xt, wt = (node.input_types[i] if len(node.input_types) > i else None for i in (0, 1))
+    if xt is not None and wt is not None and xt.is_static and wt.is_static and len(xt.shape) == len(wt.shape) > 2:  # type: ignore[arg-type]
+        layout(xt.shape, wt.shape, compute_dtype(xt.dtype or np.dtype(np.float32)))  # type: ignore[arg-type]
+
+    def run(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
+        dtype = x.dtype
+        cdt = compute_dtype(dtype)
+        x, w = x.astype(cdt, copy=False), w.astype(cdt, copy=False)
+        nsp = x.ndim - 2
+        n, c = x.shape[:2]
+        in_sp = x.shape[2:]
+        mg = w.shape[1]
+        kernel, strides, dilations, begin, out_sp, m = layout(x.shape, w.shape, cdt)
         itot = math.prod(in_sp)
         ktot = math.prod(kernel)
         cg = c // group
@@ -843,8 +892,10 @@ def deform_conv(node: NodeSpec):
         sp = x.shape[2:]
         kernel = tuple(int(k) for k in w.shape[2:])
         strides, dilations, pads = geo.get(nsp, kernel)
-        out_sp, begin, _, _ = resolve_pads(sp, kernel, strides, dilations, pads, geo.auto_pad)
+        out_sp, begin, end, _ = resolve_pads(sp, kernel, strides, dilations, pads, geo.auto_pad)
         m = w.shape[0]
+        # the sampled columns hold every kernel position of every output position
+        geo.check_sizes(x.shape, begin, end, (n, c * math.prod(kernel), *out_sp), cdt)
         ktot, otot, stot = math.prod(kernel), math.prod(out_sp), math.prod(sp)
         og = offset_group
         if n == 0 or m == 0 or otot == 0 or c == 0:

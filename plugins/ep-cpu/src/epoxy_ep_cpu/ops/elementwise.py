@@ -13,10 +13,10 @@ from functools import reduce
 import numpy as np
 
 from epoxy.contract import NodeSpec
-from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
 from ._elementwise_util import arr, binary_with_legacy, compute_dtype, erf, float_unary, is_narrow_float
+from ._flags import flag
 from ._out import accepts_out, binary_ufunc_into
 
 _ARITH_VERSIONS = (1, 6, 7, 13, 14)
@@ -114,9 +114,7 @@ def pow_(node: NodeSpec):
 
 @KERNELS.register("Mod", (10, 13, 28))
 def mod(node: NodeSpec):
-    fmod = int(node.attr("fmod", 0))
-    if fmod not in (0, 1):
-        raise Unsupported(f"Mod: fmod must be 0 or 1, got {fmod}")
+    fmod = flag(node, "fmod", 0)
     ufunc = np.fmod if fmod else np.remainder
 
     def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -306,8 +304,8 @@ def _as_float(x: np.ndarray) -> np.ndarray:
 
 @KERNELS.register("IsInf", (10, 20))
 def isinf(node: NodeSpec):
-    neg = bool(node.attr("detect_negative", 1))
-    pos = bool(node.attr("detect_positive", 1))
+    neg = flag(node, "detect_negative", 1)
+    pos = flag(node, "detect_positive", 1)
 
     def run(x: np.ndarray) -> np.ndarray:
         xf = _as_float(x)

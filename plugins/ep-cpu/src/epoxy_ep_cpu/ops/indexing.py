@@ -10,6 +10,7 @@ from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
+from ._flags import flag
 from ._shape_util import contig, norm_axis, normalize_indices, schema_versions, to_int, to_ints, versions_between
 
 # --------------------------------------------------------------------------------------------
@@ -228,7 +229,7 @@ def nonzero(node: NodeSpec):
 @KERNELS.register("Unique", schema_versions("Unique"))
 def unique(node: NodeSpec):
     axis = node.attr("axis", None)
-    is_sorted = bool(node.attr("sorted", 1))
+    is_sorted = flag(node, "sorted", 1)
     n_out = len(node.outputs)
 
     def run(x: np.ndarray) -> Any:
@@ -289,7 +290,7 @@ def topk_v1(node: NodeSpec):
 @KERNELS.register("TopK", versions_between("TopK", 10))
 def topk(node: NodeSpec):
     axis = int(node.attr("axis", -1))
-    largest = bool(node.attr("largest", 1)) if node.opset >= 11 else True
+    largest = flag(node, "largest", 1) if node.opset >= 11 else True
 
     def run(x: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return _topk(x, to_int(k), axis, largest)
@@ -327,7 +328,7 @@ def reverse_sequence(node: NodeSpec):
 
 @KERNELS.register("Trilu", schema_versions("Trilu"))
 def trilu(node: NodeSpec):
-    upper = bool(node.attr("upper", 1))
+    upper = flag(node, "upper", 1)
 
     def run(x: np.ndarray, k: np.ndarray | None = None) -> np.ndarray:
         kk = 0 if k is None else to_int(k)

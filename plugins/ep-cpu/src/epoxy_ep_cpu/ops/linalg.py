@@ -7,6 +7,7 @@ import numpy as np
 from epoxy.contract import NodeSpec
 
 from ..registry import KERNELS
+from ._flags import flag
 from ._out import FAST_FLOATS, accepts_out
 from ._util import constant_input
 
@@ -77,8 +78,8 @@ def matmul(node: NodeSpec):
 def gemm(node: NodeSpec):
     alpha = float(node.attr("alpha", 1.0))
     beta = float(node.attr("beta", 1.0))
-    trans_a = bool(node.attr("transA", 0))
-    trans_b = bool(node.attr("transB", 0))
+    trans_a = flag(node, "transA", 0)
+    trans_b = flag(node, "transB", 0)
 
     def run(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
         dtype = a.dtype

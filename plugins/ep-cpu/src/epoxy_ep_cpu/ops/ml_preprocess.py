@@ -16,8 +16,9 @@ from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
+from ._attr_checks import check_at_least
 from ._ml_common import ML
-from ._util import as_text
+from ._util import as_text, output_guard
 from .ml import _Lookup
 
 
@@ -190,10 +191,16 @@ def feature_vectorizer(node: NodeSpec):
     dims = [int(d) for d in dims_attr] if dims_attr else None
     if dims is not None and len(dims) < len(node.inputs):
         raise Unsupported(f"FeatureVectorizer: {len(node.inputs)} inputs but {len(dims)} inputdimensions")
+    if dims is not None:
+        check_at_least(node, "inputdimensions", dims, 0)
+    guard = output_guard(node)  # the width is the sum of inputdimensions (an attribute)
 
     def run(*xs: np.ndarray) -> np.ndarray:
         parts = []
         rows: int | None = None
+        if dims is not None and xs:
+            first = np.asarray(xs[0])
+            guard((first.shape[0] if first.ndim >= 2 else 1, sum(dims[: len(xs)])), np.dtype(np.float32))
         for i, x in enumerate(xs):
             a = np.asarray(x)
             n = a.shape[0] if a.ndim >= 2 else 1

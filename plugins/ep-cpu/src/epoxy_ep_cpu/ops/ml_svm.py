@@ -30,6 +30,7 @@ from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
 from . import _ml_common as mlc
+from ._flags import flag
 from ._util import as_text
 
 _KERNELS = ("LINEAR", "POLY", "RBF", "SIGMOID")
@@ -88,7 +89,7 @@ def svm_regressor(node: NodeSpec):
     coefficients = mlc.floats(node, "coefficients")
     rho = mlc.floats(node, "rho", (0.0,))
     n_supports = int(node.attr("n_supports", 0))
-    one_class = bool(node.attr("one_class", 0))
+    one_class = flag(node, "one_class", 0)
     mlc.post_transform(node)  # validated; see run()
     if n_supports > 0:
         kernel = _Kernel(node)

@@ -9,7 +9,9 @@ from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
+from ._attr_checks import check_axis, check_static_axis, invalid, static_dim
 from ._conv_util import compute_dtype
+from ._flags import flag
 from ._util import constant_input
 
 _F32 = np.dtype(np.float32)
@@ -47,7 +49,7 @@ def batch_normalization(node: NodeSpec):
     momentum = float(node.attr("momentum", 0.9))
     n_out = len(node.outputs)
     if node.opset >= 14:
-        training = bool(node.attr("training_mode", 0))
+        training = flag(node, "training_mode", 0)
     else:
         is_test = int(node.attr("is_test", 0)) if node.opset < 7 else 0
         training = n_out > 1 and not is_test
@@ -136,9 +138,11 @@ def group_normalization(node: NodeSpec):
     groups = int(groups)
     per_channel = node.opset >= 21
     stash = int(node.attr("stash_type", 1))
+    _check_groups(node, groups, static_dim(node, 0, 1))
 
     def run(x, scale, b):
         n, c = x.shape[:2]
+        _check_groups(node, groups, c)
         cdt = _stash_dtype(stash, x.dtype) if per_channel else compute_dtype(x.dtype)
         xg = x.astype(cdt, copy=False).reshape(n, groups, -1)
         y = _normalize(xg, (2,), eps).reshape(x.shape)
@@ -153,6 +157,15 @@ def group_normalization(node: NodeSpec):
         return y.astype(x.dtype, copy=False)
 
     return run
+
+
+def _check_groups(node: NodeSpec, groups: int, channels: int | None) -> None:
+    """``num_groups`` must split the channels evenly (else the reshape to groups fails, or
+    a huge value asks numpy for an absurd shape)."""
+    if groups < 1:
+        raise invalid(node, f"attribute 'num_groups' = {groups} must be >= 1")
+    if channels is not None and channels % groups:
+        raise invalid(node, f"attribute 'num_groups' = {groups} does not divide the {channels} channels")
 
 
 # --------------------------------------------------------------------------- Layer / RMS
@@ -192,9 +205,10 @@ def layer_normalization(node: NodeSpec):
     stash = int(node.attr("stash_type", 1))
     n_out = len(node.outputs)
     stat_dtype = _out_dtype(node, 1, _F32) if n_out > 1 else _F32
+    check_static_axis(node, "axis", axis)
 
     def run(x, scale, b=None):
-        ax = axis + x.ndim if axis < 0 else axis
+        ax = check_axis(node, "axis", axis, x.ndim)
         cdt = _stash_dtype(stash, x.dtype)
         d, mean, inv = standardize(x.astype(cdt, copy=False), ax, eps)
         if d.dtype == x.dtype and scale.dtype == x.dtype and np.broadcast_shapes(d.shape, scale.shape) == d.shape:
@@ -222,9 +236,10 @@ def rms_normalization(node: NodeSpec):
     eps = float(node.attr("epsilon", 1e-5))
     axis = int(node.attr("axis", -1))
     stash = int(node.attr("stash_type", 1))
+    check_static_axis(node, "axis", axis)
 
     def run(x, scale):
-        ax = axis + x.ndim if axis < 0 else axis
+        ax = check_axis(node, "axis", axis, x.ndim)
         axes = tuple(range(ax, x.ndim))
         cdt = _stash_dtype(stash, x.dtype)
         xc = x.astype(cdt, copy=False)
@@ -244,6 +259,8 @@ def lrn(node: NodeSpec):
     if size is None:
         raise Unsupported("LRN without size")
     size = int(size)
+    if size < 1:
+        raise invalid(node, f"attribute 'size' = {size} must be >= 1")
     alpha = float(node.attr("alpha", 1e-4))
     beta = float(node.attr("beta", 0.75))
     bias = float(node.attr("bias", 1.0))
@@ -257,8 +274,9 @@ def lrn(node: NodeSpec):
         sq = np.square(xc)
         # window sums over channels [i - before, i + after], clipped at the edges (no padding copy)
         ss = sq.copy()
-        for off in range(-before, after + 1):
-            if off == 0 or abs(off) >= c:
+        # only offsets inside the channel axis add anything: a huge size costs no more than c
+        for off in range(-min(before, c - 1), min(after, c - 1) + 1):
+            if off == 0:
                 continue
             if off > 0:
                 ss[:, : c - off] += sq[:, off:]

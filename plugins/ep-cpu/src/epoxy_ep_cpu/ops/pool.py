@@ -15,8 +15,10 @@ from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
-from ._conv_util import compute_dtype, kernel_offsets, pad_spatial, resolve_pads
-from ._util import output_guard
+from ._attr_checks import check_at_least, invalid
+from ._conv_util import compute_dtype, kernel_offsets, pad_spatial, padded_shape, resolve_pads
+from ._flags import flag
+from ._util import buffer_guard, output_guard, work_bytes_dtype
 
 _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
@@ -37,22 +39,48 @@ class _PoolAttrs:
         if auto_pad not in _AUTO_PADS:
             raise Unsupported(f"auto_pad {auto_pad!r}")
         self.auto_pad = auto_pad
-        self.ceil_mode = bool(node.attr("ceil_mode", 0)) if ceil else False
+        self.ceil_mode = flag(node, "ceil_mode", 0) if ceil else False
+        self.node = node
+        for name, values in (("kernel_shape", self.kernel), ("strides", self.strides), ("dilations", self.dilations)):
+            check_at_least(node, name, values, 1)
+            if len(values) != nsp:
+                raise invalid(node, f"attribute {name!r} = {list(values)} has {len(values)} entries, "
+                                    f"kernel_shape has {nsp}")
+        if len(self.pads) != 2 * nsp:
+            raise invalid(node, f"attribute 'pads' = {list(self.pads)} needs {2 * nsp} entries (begin and end "
+                                f"of {nsp} spatial axes)")
+        self._padded_guard = buffer_guard(node, "padded input")
+        self._out_guard = output_guard(node)
+        xt = node.input_types[0] if node.input_types else None
+        if xt is not None and xt.is_static:
+            self._sized(tuple(xt.shape), np.dtype(xt.dtype or np.float32))  # type: ignore[arg-type]
+
+    def _sized(self, shape: tuple[int, ...], dtype: np.dtype):
+        """Geometry for an input of ``shape``, refusing first a window that does not fit
+        the rank and a padded input or an output too large to allocate (pads and strides
+        are attributes: at session creation when the input shape is static)."""
+        if len(shape) != self.nsp + 2:
+            raise invalid(self.node, f"input rank {len(shape)} does not match kernel_shape {list(self.kernel)} "
+                                     f"(rank {self.nsp + 2} expected)")
+        geo = resolve_pads(shape[2:], self.kernel, self.strides, self.dilations, self.pads, self.auto_pad,
+                           self.ceil_mode)
+        out_sp, begin, end, extra = geo
+        self._padded_guard(padded_shape(shape, begin, [e + ex for e, ex in zip(end, extra)]),
+                           work_bytes_dtype(dtype))
+        self._out_guard(tuple(shape[:2]) + tuple(out_sp), dtype)
+        return geo
 
     def geometry(self, x: np.ndarray):
-        if x.ndim != self.nsp + 2:
-            raise ValueError(f"input rank {x.ndim} does not match kernel_shape {self.kernel}")
-        return resolve_pads(
-            x.shape[2:], self.kernel, self.strides, self.dilations, self.pads, self.auto_pad, self.ceil_mode
-        )
+        return self._sized(x.shape, x.dtype)
 
 
-def _lowest(dtype: np.dtype):
-    if dtype.kind == "f":
-        return -np.inf
+def _max_fill_and_ufunc(dtype: np.dtype) -> tuple[Any, np.ufunc]:
+    """Padding value and window reduction of MaxPool. Floats pad with NaN and reduce with
+    ``fmax``, which skips NaN: a window's maximum ignores NaN inputs and is NaN only when it
+    holds nothing else, as the ONNX reference reads MaxPool (it drops NaN from each window)."""
     if dtype.kind in "iu":
-        return np.iinfo(dtype).min
-    return -np.inf
+        return np.iinfo(dtype).min, np.maximum
+    return np.nan, np.fmax
 
 
 def _max_pool(x: np.ndarray, a: _PoolAttrs, want_indices: bool, storage_order: int):
@@ -64,13 +92,15 @@ def _max_pool(x: np.ndarray, a: _PoolAttrs, want_indices: bool, storage_order: i
     work = x
     if x.dtype.kind == "f" and x.dtype not in (np.float32, np.float64):
         work = x.astype(np.float32)
-    xp = pad_spatial(work, begin, [e + ex for e, ex in zip(end, extra)], _lowest(work.dtype))
+    fill, ufunc = _max_fill_and_ufunc(work.dtype)
+    xp = pad_spatial(work, begin, [e + ex for e, ex in zip(end, extra)], fill)
     if not want_indices:
         if _flat_ok(xp, a):
-            y = _separable_flat(xp, a, out_sp, np.maximum, -np.inf)
+            y = _separable_flat(xp, a, out_sp, ufunc, fill)
         else:
-            y = _separable(xp, a, out_sp, np.maximum, xp.dtype)
+            y = _separable(xp, a, out_sp, ufunc, xp.dtype)
         return (y if y.dtype == x.dtype else y.astype(x.dtype)), None
+    nan_aware = xp.dtype.kind == "f"
     lead = (slice(None), slice(None))
     best = None
     arg = None
@@ -82,6 +112,8 @@ def _max_pool(x: np.ndarray, a: _PoolAttrs, want_indices: bool, storage_order: i
                 arg = np.zeros(best.shape, dtype=np.int64)
         elif want_indices:
             better = v > best
+            if nan_aware:  # a number beats a NaN (fmax's rule, as in the no-indices path)
+                better |= np.isnan(best) & ~np.isnan(v)
             np.copyto(best, v, where=better)
             arg[better] = kidx
         else:
@@ -218,7 +250,7 @@ def _window_sums(x: np.ndarray, a: _PoolAttrs, transform: Any = None) -> tuple[A
 @KERNELS.register("AveragePool", (1, 7, 10, 11, 19, 22))
 def average_pool(node: NodeSpec):
     a = _PoolAttrs(node, ceil=node.opset >= 10, dil=node.opset >= 19)
-    include_pad = bool(node.attr("count_include_pad", 0))
+    include_pad = flag(node, "count_include_pad", 0)
 
     def run(x: np.ndarray) -> np.ndarray:
         acc, out_sp, begin, end = _window_sums(x, a)

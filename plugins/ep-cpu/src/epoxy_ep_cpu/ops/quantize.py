@@ -17,6 +17,7 @@ from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
+from ._flags import flag
 from ._util import normalize_axis
 
 _QUANT_VERSIONS = (10, 13, 19, 21, 23, 24, 25, 28)
@@ -63,7 +64,9 @@ def _expand_param(param: np.ndarray, x_shape: tuple[int, ...], axis_attr: int, b
         dim = x_shape[axis]
         if param.shape[axis] != -(-dim // block_size):
             raise ValueError(f"scale dim {param.shape[axis]} does not match ceil({dim}/{block_size}) on axis {axis}")
-        return np.repeat(param, block_size, axis=axis)[(slice(None),) * axis + (slice(0, dim),)]
+        # block of each position along the axis (never repeats a block past the axis: a
+        # block_size far beyond it would ask for that many copies)
+        return np.take(param, np.arange(dim) // block_size, axis=axis)
     if param.ndim == 1 and rank > 0 and param.shape[0] == x_shape[axis]:
         shape = [1] * rank
         shape[axis] = param.shape[0]
@@ -77,7 +80,7 @@ def _expand_param(param: np.ndarray, x_shape: tuple[int, ...], axis_attr: int, b
 def quantize_linear(node: NodeSpec):
     axis_attr = int(node.attr("axis", 1)) if node.opset >= 13 else 0
     block_size = int(node.attr("block_size", 0))
-    saturate = bool(node.attr("saturate", 1))
+    saturate = flag(node, "saturate", 1)
     out_code = int(node.attr("output_dtype", 0))
     fixed_out = _onnx_dtype(out_code) if out_code else None
     precision_code = int(node.attr("precision", 0)) if node.opset >= 23 else 0
@@ -155,17 +158,21 @@ def dequantize_linear(node: NodeSpec):
 
 @KERNELS.register("DynamicQuantizeLinear", 11)
 def dynamic_quantize_linear(node: NodeSpec):
+    """The spec's formulas in float32, read as the ONNX reference reads them where they stop
+    being finite: the range is ``[min(0, min x), max(0, max x)]`` (NaN when x holds a NaN),
+    an empty range takes scale 1/255, a zero point that comes out NaN (scale 0, NaN or inf)
+    saturates to 255, and a NaN quotient quantizes to 0."""
+
     def run(x: np.ndarray):
-        xf = x.astype(np.float32)
-        lo = min(0.0, float(np.min(xf))) if xf.size else 0.0
-        hi = max(0.0, float(np.max(xf))) if xf.size else 0.0
-        scale = np.float32((np.float32(hi) - np.float32(lo)) / np.float32(255.0))
-        if scale == 0 or not np.isfinite(scale):
-            zp = np.uint8(0)
-            y = np.zeros(x.shape, dtype=np.uint8)
-            return y, np.asarray(scale, dtype=np.float32), np.asarray(zp, dtype=np.uint8)
-        zp_f = np.clip(np.rint(np.float32(0.0) - np.float32(lo) / scale), 0, 255)
-        y = np.clip(np.rint(xf / scale) + zp_f, 0, 255).astype(np.uint8)
-        return y, np.asarray(scale, dtype=np.float32), np.asarray(zp_f, dtype=np.uint8)
+        xf = x.astype(np.float32, copy=False)
+        hi = np.maximum(np.float32(0), np.max(xf)) if xf.size else np.float32(0)
+        lo = np.minimum(np.float32(0), np.min(xf)) if xf.size else np.float32(0)
+        with np.errstate(all="ignore"):
+            scale = np.float32(np.float32(1) if hi == lo else hi - lo) / np.float32(255)
+            zp_f = np.float32(0) - lo / scale
+            zp = np.float32(255) if np.isnan(zp_f) else np.rint(np.clip(zp_f, 0, 255))
+            q = np.clip(np.rint(xf / scale) + zp, 0, 255)
+        y = np.where(np.isnan(q), 0, q).astype(np.uint8)
+        return y, np.asarray(scale, dtype=np.float32), np.asarray(zp, dtype=np.uint8)
 
     return run

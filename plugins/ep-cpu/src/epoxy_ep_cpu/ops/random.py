@@ -16,6 +16,8 @@ from epoxy.kit import Unsupported
 from epoxy.kit.random import unseeded_generator
 
 from ..registry import KERNELS
+from ._attr_checks import check_at_least, static_dim
+from ._util import output_guard
 
 
 def _dtype(elem_type: int, op: str) -> np.dtype:
@@ -35,12 +37,14 @@ def _rng_factory(node: NodeSpec):
 
 
 def _shape(node: NodeSpec) -> tuple[int, ...]:
+    """The ``shape`` attribute; its output (drawn in float64) is refused now when too large."""
     shape = node.attr("shape")
     if shape is None:
         raise Unsupported(f"{node.op_type} needs the shape attribute")
     dims = tuple(int(d) for d in shape)
     if any(d < 0 for d in dims):
         raise Unsupported(f"{node.op_type}: negative dimension in shape {dims}")
+    output_guard(node)(dims, np.dtype(np.float64))
     return dims
 
 
@@ -125,12 +129,18 @@ def multinomial(node: NodeSpec):
     if dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
         raise Unsupported(f"Multinomial: output dtype must be int32 or int64, not {dtype}")
     samples = int(node.attr("sample_size", 1))
+    check_at_least(node, "sample_size", (samples,), 0)
     make_rng = _rng_factory(node)
+    guard = output_guard(node)  # the draws are float64, batch x sample_size
+    batch_dim = static_dim(node, 0, 0)
+    if batch_dim is not None:
+        guard((batch_dim, samples), np.dtype(np.float64))
 
     def run(logits: np.ndarray) -> np.ndarray:
         if logits.ndim != 2:
             raise ValueError(f"Multinomial expects [batch, classes] input, got {logits.shape}")
         batch, classes = logits.shape
+        guard((batch, samples), np.dtype(np.float64))
         if batch == 0 or samples == 0 or classes == 0:
             return np.zeros((batch, samples), dtype=dtype)
         lg = logits.astype(np.float64)

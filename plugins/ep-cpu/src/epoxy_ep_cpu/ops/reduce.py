@@ -14,6 +14,7 @@ import numpy as np
 from epoxy.contract import NodeSpec
 
 from ..registry import KERNELS
+from ._flags import flag
 from ._reduce_util import as_array, float_work_dtype, is_float, resolve_axes, work_dtype
 
 Reducer = Callable[[np.ndarray, tuple[int, ...], bool], np.ndarray]
@@ -109,8 +110,8 @@ _REDUCERS: dict[str, tuple[Reducer, tuple[int, ...]]] = {
 
 def _reduce_factory(reducer: Reducer):
     def factory(node: NodeSpec):
-        keepdims = bool(node.attr("keepdims", 1))
-        noop = bool(node.attr("noop_with_empty_axes", 0))
+        keepdims = flag(node, "keepdims", 1)
+        noop = flag(node, "noop_with_empty_axes", 0)
         attr_axes = node.attr("axes")
 
         def run(data: np.ndarray, axes: np.ndarray | None = None) -> np.ndarray:
@@ -131,8 +132,8 @@ for _op, (_fn, _versions) in _REDUCERS.items():
 def _arg_factory(find: Callable[..., np.ndarray]):
     def factory(node: NodeSpec):
         axis = int(node.attr("axis", 0))
-        keepdims = bool(node.attr("keepdims", 1))
-        last = bool(node.attr("select_last_index", 0))
+        keepdims = flag(node, "keepdims", 1)
+        last = flag(node, "select_last_index", 0)
 
         def run(data: np.ndarray) -> np.ndarray:
             x = np.asarray(data)

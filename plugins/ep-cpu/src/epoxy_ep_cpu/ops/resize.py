@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import ml_dtypes
 import numpy as np
 
 from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
-from ._util import output_guard
+from ._attr_checks import invalid
+from ._flags import flag
+from ._util import constant_input, output_guard
 from ._util import text_or as _str
 
 _CTMS = {
@@ -152,6 +155,7 @@ class _Resizer:
         keep_aspect: str,
         legacy: bool = False,
         *,
+        node: NodeSpec,
         guard: Callable[[Sequence[int], np.dtype], None],
     ) -> None:
         if mode not in ("nearest", "linear", "cubic"):
@@ -172,7 +176,26 @@ class _Resizer:
         self.axes = axes
         self.keep_aspect = keep_aspect
         self.legacy = legacy
+        self.node = node
         self.guard = guard  # output size from scales/sizes values: checked before allocating
+
+    def check_values(self, scales: np.ndarray | None, sizes: np.ndarray | None) -> None:
+        """Scales must be finite and positive, sizes non-negative: anything else is refused
+        naming the input (called at session creation for constant inputs, else per run)."""
+        if scales is not None and scales.size > 0:
+            sc = np.asarray(scales, dtype=np.float64).reshape(-1)
+            if not np.all(np.isfinite(sc) & (sc > 0)):
+                raise invalid(self.node, f"input 'scales' = {sc.tolist()} must hold finite values > 0")
+        if sizes is not None and sizes.size > 0:
+            sz = np.asarray(sizes).reshape(-1)
+            if np.any(sz < 0):
+                raise invalid(self.node, f"input 'sizes' = {sz.tolist()} must hold values >= 0")
+
+    def check_constants(self, scales_index: int, sizes_index: int | None) -> _Resizer:
+        """:meth:`check_values` on the scales / sizes inputs that are constants."""
+        sizes = constant_input(self.node, sizes_index) if sizes_index is not None else None
+        self.check_values(constant_input(self.node, scales_index), sizes)
+        return self
 
     def __call__(
         self,
@@ -190,6 +213,7 @@ class _Resizer:
         in_shape = [int(d) for d in x.shape]
         out_shape = list(in_shape)
         axis_scale = [1.0] * rank
+        self.check_values(scales, sizes)
         if scales is not None and scales.size > 0:
             if sizes is not None and sizes.size > 0:
                 raise ValueError("Resize: only one of scales and sizes may be given")
@@ -197,8 +221,6 @@ class _Resizer:
             if sc.size != n:
                 raise ValueError(f"Resize: {sc.size} scales for {n} axes")
             for a, s in zip(axes, sc):
-                if s <= 0:
-                    raise ValueError("Resize: scales must be positive")
                 axis_scale[a] = float(s)
                 out_shape[a] = int(np.floor(in_shape[a] * float(s)))
         elif sizes is not None and sizes.size > 0:
@@ -276,18 +298,20 @@ class _Resizer:
                     mask = m if mask is None else (mask | m)
         if mask is not None:
             work = np.where(mask, np.asarray(self.extrapolation_value).astype(work.dtype), work)
-        return _cast(work, x.dtype)
+        return _saturate(work, x.dtype) if interp else work
 
 
-def _cast(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    if values.dtype == dtype:
-        return values
+def _saturate(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Interpolated values (float64) in the input's dtype, clamped to its range as the ONNX
+    reference casts them: integers round half to even; floats clamp to the largest finite
+    value, so an overflowing interpolation (and an inf input) ends at +-max, NaN stays NaN."""
     if np.issubdtype(dtype, np.integer):
         info = np.iinfo(dtype)
         return np.clip(np.rint(values), info.min, info.max).astype(dtype)
     if dtype == np.bool_:
         return values != 0
-    return values.astype(dtype)
+    top = float(ml_dtypes.finfo(dtype).max)
+    return np.clip(values, -top, top).astype(dtype, copy=False)
 
 
 def _common(node: NodeSpec, *, v18: bool) -> _Resizer:
@@ -297,11 +321,12 @@ def _common(node: NodeSpec, *, v18: bool) -> _Resizer:
         ctm=_str(node.attr("coordinate_transformation_mode"), "half_pixel"),
         nearest_mode=_str(node.attr("nearest_mode"), "round_prefer_floor"),
         cubic_a=float(node.attr("cubic_coeff_a", -0.75)),
-        exclude_outside=bool(node.attr("exclude_outside", 0)),
+        exclude_outside=flag(node, "exclude_outside", 0),
         extrapolation_value=float(node.attr("extrapolation_value", 0.0)),
-        antialias=bool(node.attr("antialias", 0)) if v18 else False,
+        antialias=flag(node, "antialias", 0) if v18 else False,
         axes=tuple(int(a) for a in axes) if axes is not None else None,
         keep_aspect=_str(node.attr("keep_aspect_ratio_policy"), "stretch") if v18 else "stretch",
+        node=node,
         guard=output_guard(node),
     )
 
@@ -315,12 +340,12 @@ def _legacy(node: NodeSpec) -> _Resizer:
     if mode not in ("nearest", "linear"):
         raise Unsupported(f"mode {mode!r} is not supported (nearest or linear)")
     return _Resizer(mode, "asymmetric", "floor", -0.75, False, 0.0, False, None, "stretch", legacy=True,
-                    guard=output_guard(node))
+                    node=node, guard=output_guard(node))
 
 
 @KERNELS.register("Resize", 10)
 def resize_10(node: NodeSpec):
-    resizer = _legacy(node)
+    resizer = _legacy(node).check_constants(1, None)
 
     def run(x: np.ndarray, scales: np.ndarray) -> np.ndarray:
         return resizer(x, None, scales, None)
@@ -330,7 +355,7 @@ def resize_10(node: NodeSpec):
 
 @KERNELS.register("Resize", (11, 13))
 def resize_11(node: NodeSpec):
-    resizer = _common(node, v18=False)
+    resizer = _common(node, v18=False).check_constants(2, 3)
 
     def run(x, roi=None, scales=None, sizes=None):
         return resizer(x, roi, scales, sizes)
@@ -340,7 +365,7 @@ def resize_11(node: NodeSpec):
 
 @KERNELS.register("Resize", (18, 19))
 def resize_18(node: NodeSpec):
-    resizer = _common(node, v18=True)
+    resizer = _common(node, v18=True).check_constants(2, 3)
 
     def run(x, roi=None, scales=None, sizes=None):
         return resizer(x, roi, scales, sizes)
@@ -355,6 +380,7 @@ def upsample_7(node: NodeSpec):
     if scales is None:
         raise Unsupported("Upsample-7 needs the scales attribute")
     scales_arr = np.asarray(scales, dtype=np.float32)
+    resizer.check_values(scales_arr, None)
 
     def run(x: np.ndarray) -> np.ndarray:
         return resizer(x, None, scales_arr, None)
@@ -364,7 +390,7 @@ def upsample_7(node: NodeSpec):
 
 @KERNELS.register("Upsample", 9)
 def upsample_9(node: NodeSpec):
-    resizer = _legacy(node)
+    resizer = _legacy(node).check_constants(1, None)
 
     def run(x: np.ndarray, scales: np.ndarray) -> np.ndarray:
         return resizer(x, None, scales, None)

@@ -16,6 +16,8 @@ from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
+from ._attr_checks import invalid, static_dim
+from ._flags import flag
 
 Act = Callable[[np.ndarray], np.ndarray]
 
@@ -71,7 +73,9 @@ def _parse_activations(node: NodeSpec, defaults: tuple[str, ...], num_dirs: int)
 
 
 class _Config:
-    def __init__(self, node: NodeSpec, default_acts: tuple[str, ...]) -> None:
+    def __init__(self, node: NodeSpec, default_acts: tuple[str, ...], gates: int | None = None) -> None:
+        self.node = node
+        self.gates = gates
         direction = node.attr("direction", "forward")
         direction = direction.decode() if isinstance(direction, bytes) else str(direction)
         if direction not in ("forward", "reverse", "bidirectional"):
@@ -80,10 +84,27 @@ class _Config:
         self.reverse = [direction == "reverse"] if self.num_dirs == 1 else [False, True]
         self.hidden_size = node.attr("hidden_size")
         self.layout = int(node.attr("layout", 0)) if node.opset >= 14 else 0
+        if self.layout not in (0, 1):
+            raise invalid(node, f"attribute 'layout' = {self.layout} must be 0 or 1")
+        if self.hidden_size is not None and gates is not None:
+            self.check_hidden(static_dim(node, 1, 1), static_dim(node, 2, 1), static_dim(node, 2, 2))
         clip = node.attr("clip")
         self.clip = None if clip is None else float(clip)
         self.acts = _parse_activations(node, default_acts, self.num_dirs)
         self.n_out = len(node.outputs)
+
+    def check_hidden(self, w_rows: int | None, r_rows: int | None, r_cols: int | None) -> None:
+        """``hidden_size`` must be what W and R are shaped for (W [D, gates*H, I], R [D,
+        gates*H, H]): the outputs are allocated from it, so a hostile value is refused
+        here, with the static shapes at session creation and the real ones before a run."""
+        h, gates = int(self.hidden_size), int(self.gates or 1)  # type: ignore[arg-type]
+        if h < 1:
+            raise invalid(self.node, f"attribute 'hidden_size' = {h} must be >= 1")
+        for what, got, want in (("R's last dim", r_cols, h), ("R's dim 1", r_rows, gates * h),
+                                ("W's dim 1", w_rows, gates * h)):
+            if got is not None and got != want:
+                raise invalid(self.node, f"attribute 'hidden_size' = {h} does not match the weights: "
+                                         f"{what} is {got}, expected {want} ({gates} gates)")
 
     def cdtype(self, x: np.ndarray) -> np.dtype:
         return np.dtype(np.float64) if x.dtype == np.float64 else np.dtype(np.float32)
@@ -147,6 +168,8 @@ def _common_inputs(cfg: _Config, X, W, R, B, sequence_lens, initial_h, nb: int):
     cd = cfg.cdtype(X)
     xt = xt.astype(cd, copy=False)
     seq_len, batch = xt.shape[0], xt.shape[1]
+    if cfg.hidden_size is not None and cfg.gates is not None:
+        cfg.check_hidden(W.shape[1] if W.ndim == 3 else None, R.shape[1] if R.ndim == 3 else None, R.shape[-1])
     H = int(cfg.hidden_size) if cfg.hidden_size is not None else R.shape[-1]
     W = W.astype(cd, copy=False)
     R = R.astype(cd, copy=False)
@@ -163,7 +186,7 @@ def _common_inputs(cfg: _Config, X, W, R, B, sequence_lens, initial_h, nb: int):
 
 @KERNELS.register("RNN", (1, 7, 14, 22))
 def rnn(node: NodeSpec):
-    cfg = _Config(node, ("Tanh",))
+    cfg = _Config(node, ("Tanh",), 1)
 
     def run(X, W, R, B=None, sequence_lens=None, initial_h=None):
         xt, W_, R_, B_, h0, lens, H, cd = _common_inputs(cfg, X, W, R, B, sequence_lens, initial_h, 2)
@@ -186,7 +209,7 @@ def rnn(node: NodeSpec):
 
 @KERNELS.register("GRU", (1, 3, 7, 14, 22))
 def gru(node: NodeSpec):
-    cfg = _Config(node, ("Sigmoid", "Tanh"))
+    cfg = _Config(node, ("Sigmoid", "Tanh"), 3)
     lbr = int(node.attr("linear_before_reset", 0)) if node.opset >= 3 else 0
 
     def run(X, W, R, B=None, sequence_lens=None, initial_h=None):
@@ -220,8 +243,8 @@ def gru(node: NodeSpec):
 
 @KERNELS.register("LSTM", (1, 7, 14, 22))
 def lstm(node: NodeSpec):
-    cfg = _Config(node, ("Sigmoid", "Tanh", "Tanh"))
-    input_forget = bool(node.attr("input_forget", 0))
+    cfg = _Config(node, ("Sigmoid", "Tanh", "Tanh"), 4)
+    input_forget = flag(node, "input_forget", 0)
 
     def run(
         X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None

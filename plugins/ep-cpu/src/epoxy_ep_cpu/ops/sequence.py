@@ -12,6 +12,7 @@ import numpy as np
 from epoxy.contract import NodeSpec
 
 from ..registry import KERNELS
+from ._flags import flag
 
 
 def _position(value: Any, length: int, *, inclusive_end: bool, what: str) -> int:
@@ -107,7 +108,7 @@ def sequence_length(node: NodeSpec):
 @KERNELS.register("SplitToSequence", since=(11, 24))
 def split_to_sequence(node: NodeSpec):
     axis = int(node.attr("axis", 0))
-    keepdims = bool(node.attr("keepdims", 1))
+    keepdims = flag(node, "keepdims", 1)
 
     def run(x: np.ndarray, split: np.ndarray | None = None) -> list[np.ndarray]:
         x = np.asarray(x)
@@ -139,7 +140,7 @@ def split_to_sequence(node: NodeSpec):
 @KERNELS.register("ConcatFromSequence", since=11)
 def concat_from_sequence(node: NodeSpec):
     axis = int(node.attr("axis"))
-    new_axis = bool(node.attr("new_axis", 0))
+    new_axis = flag(node, "new_axis", 0)
 
     def run(seq: list[np.ndarray]) -> np.ndarray:
         items = [np.asarray(t) for t in _sequence(seq, "ConcatFromSequence")]

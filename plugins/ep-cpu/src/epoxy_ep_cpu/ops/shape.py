@@ -14,6 +14,8 @@ from epoxy.kit import Unsupported
 from epoxy.kit.random import unseeded_generator
 
 from ..registry import KERNELS
+from ._attr_checks import check_at_least, invalid, static_rank
+from ._flags import flag
 from ._shape_util import (
     arr,
     contig,
@@ -112,7 +114,7 @@ def reshape_v1(node: NodeSpec):
 
 @KERNELS.register("Reshape", versions_between("Reshape", 5))
 def reshape(node: NodeSpec):
-    allowzero = bool(node.attr("allowzero", 0)) if node.opset >= 14 else False
+    allowzero = flag(node, "allowzero", 0) if node.opset >= 14 else False
 
     def run(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
         return x.reshape(_reshape_target(x.shape, to_ints(shape), allowzero))
@@ -120,12 +122,22 @@ def reshape(node: NodeSpec):
     return run
 
 
+def _flatten_axis(node: NodeSpec, axis: int, rank: int) -> int:
+    """Flatten's axis, in ``[-rank, rank]`` (the rank itself: everything outer)."""
+    if not -rank <= axis <= rank:
+        raise invalid(node, f"attribute 'axis' = {axis} is outside [{-rank}, {rank}] (input rank {rank})")
+    return norm_axis(axis, rank)
+
+
 @KERNELS.register("Flatten", schema_versions("Flatten"))
 def flatten(node: NodeSpec):
     axis = int(node.attr("axis", 1))
+    rank = static_rank(node, 0)
+    if rank is not None:
+        _flatten_axis(node, axis, rank)
 
     def run(x: np.ndarray) -> np.ndarray:
-        a = norm_axis(axis, x.ndim)
+        a = _flatten_axis(node, axis, x.ndim)
         outer = int(np.prod(x.shape[:a], dtype=np.int64))
         inner = int(np.prod(x.shape[a:], dtype=np.int64))
         return x.reshape(outer, inner)
@@ -446,6 +458,7 @@ def pad(node: NodeSpec):
 @KERNELS.register("DepthToSpace", schema_versions("DepthToSpace"))
 def depth_to_space(node: NodeSpec):
     bs = int(node.attr("blocksize"))
+    check_at_least(node, "blocksize", (bs,), 1)
     mode = node.attr("mode", "DCR") if node.opset >= 11 else "DCR"
     if mode not in ("DCR", "CRD"):
         raise Unsupported(f"DepthToSpace mode {mode!r}")
@@ -465,6 +478,7 @@ def depth_to_space(node: NodeSpec):
 @KERNELS.register("SpaceToDepth", schema_versions("SpaceToDepth"))
 def space_to_depth(node: NodeSpec):
     bs = int(node.attr("blocksize"))
+    check_at_least(node, "blocksize", (bs,), 1)
     mode = node.attr("mode", "DCR") if node.opset >= 28 else "DCR"
     if mode not in ("DCR", "CRD"):
         raise Unsupported(f"SpaceToDepth mode {mode!r}")
@@ -514,8 +528,8 @@ def center_crop_pad(node: NodeSpec):
 
 def _cumulative(ufunc: np.ufunc, identity: int):
     def factory(node: NodeSpec):
-        exclusive = bool(node.attr("exclusive", 0))
-        reverse = bool(node.attr("reverse", 0))
+        exclusive = flag(node, "exclusive", 0)
+        reverse = flag(node, "reverse", 0)
 
         def run(x: np.ndarray, axis: np.ndarray) -> np.ndarray:
             a = norm_axis(to_int(axis), x.ndim)

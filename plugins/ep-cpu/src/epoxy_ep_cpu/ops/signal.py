@@ -15,6 +15,7 @@ from epoxy.graph.dtypes import onnx_to_numpy
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
+from ._flags import flag
 from ._util import output_guard
 
 
@@ -75,8 +76,8 @@ def _dft(x: np.ndarray, n: int | None, axis: int, inverse: bool, onesided: bool,
 
 @KERNELS.register("DFT", 17)
 def dft_17(node: NodeSpec):
-    inverse = bool(node.attr("inverse", 0))
-    onesided = bool(node.attr("onesided", 0))
+    inverse = flag(node, "inverse", 0)
+    onesided = flag(node, "onesided", 0)
     axis = int(node.attr("axis", 1))
     guard = output_guard(node)
 
@@ -88,8 +89,8 @@ def dft_17(node: NodeSpec):
 
 @KERNELS.register("DFT", 20)
 def dft_20(node: NodeSpec):
-    inverse = bool(node.attr("inverse", 0))
-    onesided = bool(node.attr("onesided", 0))
+    inverse = flag(node, "inverse", 0)
+    onesided = flag(node, "onesided", 0)
     guard = output_guard(node)
 
     def run(x: np.ndarray, dft_length: np.ndarray | None = None, axis: np.ndarray | None = None) -> np.ndarray:
@@ -101,7 +102,7 @@ def dft_20(node: NodeSpec):
 
 @KERNELS.register("STFT", 17)
 def stft(node: NodeSpec):
-    onesided = bool(node.attr("onesided", 1))
+    onesided = flag(node, "onesided", 1)
     guard = output_guard(node)
 
     def run(
@@ -153,7 +154,7 @@ def _cosine_window(coeffs: tuple[float, ...]):
     """Factory for windows sum_k (-1)^k a_k cos(2 pi k n / D)."""
 
     def factory(node: NodeSpec):
-        periodic = bool(node.attr("periodic", 1))
+        periodic = flag(node, "periodic", 1)
         dtype = _output_dtype(node)
         guard = output_guard(node)
 

@@ -13,21 +13,23 @@ import numpy as np
 from epoxy.contract import NodeSpec
 
 from ..registry import KERNELS
+from ._attr_checks import check_axis, check_static_axis
 from ._conv_util import compute_dtype
 
 
 def _softmax(x: np.ndarray, axis: int, log: bool) -> np.ndarray:
+    """The row maximum is subtracted as it is, even when not finite: a row holding +inf
+    (inf - inf), NaN or only -inf ((-inf) - (-inf)) comes out all NaN, as the ONNX reference
+    and onnxruntime give it."""
     if x.size == 0:
         return x.copy()
     m = np.max(x, axis=axis, keepdims=True)
-    if not np.all(np.isfinite(m)):
-        m = np.where(np.isfinite(m), m, 0)
-    e = x - m
-    if log:
-        with np.errstate(divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"):
+        e = x - m
+        if log:
             return e - np.log(np.sum(np.exp(e), axis=axis, keepdims=True))
-    np.exp(e, out=e)
-    e /= np.sum(e, axis=axis, keepdims=True)
+        np.exp(e, out=e)
+        e /= np.sum(e, axis=axis, keepdims=True)
     return e
 
 
@@ -44,6 +46,7 @@ def _family(kind: str):
     def factory(node: NodeSpec):
         legacy = node.opset < 13
         axis_attr = int(node.attr("axis", 1 if legacy else -1))
+        check_static_axis(node, "axis", axis_attr)
 
         def apply(x: np.ndarray, axis: int) -> np.ndarray:
             if kind == "Hardmax":
@@ -55,9 +58,9 @@ def _family(kind: str):
 
         def run(x: np.ndarray) -> np.ndarray:
             rank = x.ndim
-            axis = axis_attr + rank if axis_attr < 0 else axis_attr
             if rank == 0:
                 return apply(x.reshape(1), 0).reshape(())
+            axis = check_axis(node, "axis", axis_attr, rank)
             if legacy:
                 outer = math.prod(x.shape[:axis])
                 inner = math.prod(x.shape[axis:])

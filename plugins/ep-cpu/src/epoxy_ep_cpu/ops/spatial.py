@@ -11,6 +11,9 @@ from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
+from ._attr_checks import check_at_least, invalid
+from ._flags import flag
+from ._util import constant_input, output_guard
 from ._util import text_or as _str
 
 # --------------------------------------------------------------------------- GridSample
@@ -137,7 +140,7 @@ def grid_sample_16(node: NodeSpec):
     return _GridSampler(
         _str(node.attr("mode"), "bilinear"),
         _str(node.attr("padding_mode"), "zeros"),
-        bool(node.attr("align_corners", 0)),
+        flag(node, "align_corners", 0),
     )
 
 
@@ -146,7 +149,7 @@ def grid_sample_20(node: NodeSpec):
     return _GridSampler(
         _str(node.attr("mode"), "linear"),
         _str(node.attr("padding_mode"), "zeros"),
-        bool(node.attr("align_corners", 0)),
+        flag(node, "align_corners", 0),
     )
 
 
@@ -163,10 +166,24 @@ def _base_positions(n: int, align_corners: bool) -> np.ndarray:
 
 @KERNELS.register("AffineGrid", 20)
 def affine_grid(node: NodeSpec):
-    align_corners = bool(node.attr("align_corners", 0))
+    align_corners = flag(node, "align_corners", 0)
+    guard = output_guard(node)
+
+    def check_size(dims: list[int]) -> None:
+        """The grid is sized from the ``size`` input: refused when negative or too large
+        (in float64, as it is computed), at session creation when ``size`` is a constant."""
+        if any(d < 0 for d in dims):
+            raise invalid(node, f"input 'size' = {dims} must hold values >= 0")
+        if len(dims) in (4, 5):
+            guard((dims[0], *dims[2:], len(dims) - 2), np.dtype(np.float64))
+
+    size_const = constant_input(node, 1)
+    if size_const is not None:
+        check_size([int(v) for v in size_const.reshape(-1)])
 
     def run(theta: np.ndarray, size: np.ndarray) -> np.ndarray:
         dims = [int(v) for v in np.asarray(size).reshape(-1)]
+        check_size(dims)
         n = dims[0]
         spatial = dims[2:]
         r = len(spatial)
@@ -227,10 +244,17 @@ def roi_align(node: NodeSpec):
     if ctm not in ("half_pixel", "output_half_pixel"):
         raise Unsupported(f"RoiAlign coordinate_transformation_mode {ctm!r} is not supported")
     half_pixel = ctm == "half_pixel"
+    check_at_least(node, "output_height", (out_h,), 1)
+    check_at_least(node, "output_width", (out_w,), 1)
+    check_at_least(node, "sampling_ratio", (sampling_ratio,), 0)
+    guard = output_guard(node)
 
     def run(x: np.ndarray, rois: np.ndarray, batch_indices: np.ndarray) -> np.ndarray:
         n_rois = rois.shape[0]
         _, c, h, w = x.shape
+        # the output and the per-roi weight matrices are sized from the output_* attributes
+        guard((n_rois, c, out_h, out_w), np.dtype(np.float64))
+        guard((n_rois, max(out_h, out_w), max(h, w)), np.dtype(np.float64))
         if n_rois == 0:
             return np.zeros((0, c, out_h, out_w), dtype=x.dtype)
         r = rois.astype(np.float64)
@@ -253,6 +277,13 @@ def roi_align(node: NodeSpec):
         count = np.maximum(grid_h * grid_w, 1).astype(np.float64)
         gh_max = max(int(grid_h.max()), 1)
         gw_max = max(int(grid_w.max()), 1)
+        # samples per bin come from sampling_ratio or the roi sizes (values): bounded first
+        # (avg keeps them per axis, max all at once)
+        if mode == "max":
+            guard((n_rois, out_h, gh_max, out_w, gw_max, c), np.dtype(np.float64))
+        else:
+            guard((n_rois, out_h, gh_max), np.dtype(np.float64))
+            guard((n_rois, out_w, gw_max), np.dtype(np.float64))
         ys, ymask = _roi_axis_samples(start_h, bin_h, np.maximum(grid_h, 1), out_h, gh_max)
         xs, xmask = _roi_axis_samples(start_w, bin_w, np.maximum(grid_w, 1), out_w, gw_max)
         ymask = ymask & (grid_h[:, None, None] > 0)
@@ -335,7 +366,7 @@ def _scalar(v: np.ndarray | None, default: float) -> float:
 
 @KERNELS.register("NonMaxSuppression", (10, 11))
 def non_max_suppression(node: NodeSpec):
-    center = bool(node.attr("center_point_box", 0))
+    center = flag(node, "center_point_box", 0)
 
     def run(boxes, scores, max_output=None, iou_threshold=None, score_threshold=None):
         limit = int(_scalar(max_output, 0))

@@ -15,7 +15,10 @@ from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
+from ._attr_checks import invalid
+from ._flags import flag
 from ._util import as_text as _s
+from ._util import output_guard
 
 
 def _as_str_array(x: np.ndarray) -> np.ndarray:
@@ -48,7 +51,7 @@ def string_normalizer(node: NodeSpec):
     action = _s(node.attr("case_change_action", "NONE")).upper()
     if action not in ("NONE", "LOWER", "UPPER"):
         raise Unsupported(f"StringNormalizer case_change_action {action!r} is not supported")
-    case_sensitive = bool(node.attr("is_case_sensitive", 0))
+    case_sensitive = flag(node, "is_case_sensitive", 0)
     stopwords = [_s(w) for w in (node.attr("stopwords") or ())]
     # `locale` only selects the casing rules; Python's Unicode default casing
     # (str.lower / str.upper) is used for every locale.
@@ -161,7 +164,10 @@ def tfidf_vectorizer(node: NodeSpec):
         if is_str
         else np.asarray(pool_i, dtype=np.int64)
     )
+    if indexes.size and int(indexes.min()) < 0:
+        raise invalid(node, f"attribute 'ngram_indexes' holds {int(indexes.min())}; indexes must be >= 0")
     out_len = int(indexes.max()) + 1 if indexes.size else 0
+    guard = output_guard(node)  # out_len comes from an attribute: checked per batch before allocating
     weights = (
         np.asarray(weights_attr, dtype=np.float32)
         if weights_attr is not None and len(weights_attr)
@@ -207,12 +213,14 @@ def tfidf_vectorizer(node: NodeSpec):
         tokens = rows.astype(str) if is_str else rows.astype(np.int64)
         ids = token_ids(tokens)
         b, c = ids.shape
+        guard((b, out_len), np.dtype(np.float64))
         out = np.zeros((b, out_len), dtype=np.float64)
-        for n in range(max(min_n, 1), max_n + 1):
-            if n not in by_len:
-                continue
+        # only the pool's lengths, and only skips whose n-gram fits in a row, can match:
+        # huge max_gram_length / max_skip_count values cost nothing
+        for n in sorted(k for k in by_len if max(min_n, 1) <= k <= max_n):
             keys_pool, gram_idx = by_len[n]
-            skips = range(max_skip + 1) if n > 1 else range(1)
+            fitting = (c - 1) // (n - 1) if n > 1 else 1  # skip + 1 < this for a span inside c
+            skips = range(max(0, min(max_skip + 1, fitting))) if n > 1 else range(1)
             for skip in skips:
                 step = skip + 1
                 span = (n - 1) * step
