@@ -61,6 +61,18 @@ def split(num_outputs: int) -> onnx.ModelProto:
     return _model([node], [_vi("x", [4, 6])], [_vi("a", None), _vi("b", None)], opset=18)
 
 
+def split_num_outputs_mistyped() -> onnx.ModelProto:
+    """Split-18 whose ``num_outputs`` says TYPE_PROTO but holds ``i = 3`` (the fuzzer's
+    crash-split-num-outputs-mistyped): onnx's inference reads ``i`` and aborts on 4 outputs."""
+    model = split(3)
+    node = model.graph.node[0]
+    node.output.extend(["c", "d"])
+    model.graph.output.extend([_vi("c", None), _vi("d", None)])
+    attr = next(a for a in node.attribute if a.name == "num_outputs")
+    attr.type = onnx.AttributeProto.TYPE_PROTO
+    return model
+
+
 def layer_norm_in_function(axis: int) -> onnx.ModelProto:
     """A local function whose LayerNormalization takes ``axis`` from the call's attribute."""
     body = helper.make_node("LayerNormalization", ["x", "s"], ["y", "mean"], name="inner_norm")  # 2 outputs: crashed
@@ -100,10 +112,15 @@ CRASHERS: dict[str, tuple[Callable[[], onnx.ModelProto], str]] = {
     "gather_nd_inferred_negative_dim": (gather_nd_after_expand, "loaded"),
     # onnx's Split inference sizes a vector of num_outputs entries (minutes, then OOM)
     "split_num_outputs_2**31": (lambda: split(2**31), "InvalidGraphError"),
+    # onnx's Split inference reads num_outputs' int field whatever its declared type (SIGABRT)
+    "split_num_outputs_mistyped": (split_num_outputs_mistyped, "InvalidGraphError"),
 }
 
 #: loaded, then inferred again as after an expansion (functions.reinfer_shapes): the
 #: loaded model's own types bring the negative dim back to GatherND
+#: crashers loaded with ``check="off"``: the checker would refuse them first, and a user may turn it off
+UNCHECKED = {"split_num_outputs_mistyped"}
+
 REINFER_CRASHERS: dict[str, tuple[Callable[[], onnx.ModelProto], str]] = {
     "reinfer_gather_nd_inferred_negative_dim": (gather_nd_after_expand, "loaded"),
 }

@@ -27,13 +27,13 @@ _RUNNER = """
 import json, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))  # a regression fails, never swaps
 sys.path.insert(0, sys.argv[1])
-from hostile_models import CRASHERS, REINFER_CRASHERS
+from hostile_models import CRASHERS, REINFER_CRASHERS, UNCHECKED
 from epoxy.load.functions import reinfer_shapes
 from epoxy.load.loader import load_model
 for name, (build, _) in [*CRASHERS.items(), *REINFER_CRASHERS.items()]:
     print("START", name, flush=True)
     try:
-        loaded = load_model(build())
+        loaded = load_model(build(), check="off" if name in UNCHECKED else "warn")
         if name in REINFER_CRASHERS:
             reinfer_shapes(loaded.model)
         result = ["loaded", " ".join(loaded.warnings)]

@@ -152,6 +152,47 @@ def _function_contexts(proto: onnx.ModelProto) -> Iterator[tuple[onnx.FunctionPr
             yield function, {**defaults, **{a.name: a for a in site.attribute}}
 
 
+#: the domains whose nodes onnx's own inference functions read
+_ONNX_DOMAINS = {"": "", "ai.onnx": "", "ai.onnx.ml": "ai.onnx.ml"}
+
+
+def _schema_attribute_types(node: onnx.NodeProto, opsets: Mapping[str, int]) -> dict[str, int] | None:
+    """The attribute types the spec declares for ``node`` at the model's opset (``None``: not
+    an ONNX op onnx knows at that version)."""
+    domain = _ONNX_DOMAINS.get(node.domain)
+    version = opsets.get(domain) if domain is not None else None
+    if version is None:
+        return None
+    try:
+        schema = onnx.defs.get_schema(node.op_type, version, domain)
+    except onnx.defs.SchemaError:
+        return None
+    return {name: int(attr.type.value) for name, attr in schema.attributes.items()}
+
+
+def _mistyped(nodes: Iterable[onnx.NodeProto], opsets: Mapping[str, int]) -> Iterator[tuple[onnx.NodeProto, str]]:
+    """(node, what is wrong) for attributes whose type is not the one the spec declares:
+    onnx's inference reads the declared field whatever the type says (a Split ``num_outputs``
+    typed TYPE_PROTO but holding ``i`` aborts the process), and the checker that would refuse
+    it may be off (``check_model="off"``)."""
+    for node in nodes:
+        declared = _schema_attribute_types(node, opsets)
+        for attr in node.attribute:
+            if declared is not None and not attr.ref_attr_name and attr.name in declared \
+                    and attr.type != declared[attr.name]:
+                want = _A.AttributeType.Name(declared[attr.name])
+                got = _A.AttributeType.Name(attr.type) if attr.type in _A.AttributeType.values() else str(attr.type)
+                yield node, f"attribute {attr.name!r} has type {got}; the spec declares {want}"
+            for sub in ([attr.g] if attr.type == _A.GRAPH else list(attr.graphs)):
+                yield from _mistyped(sub.node, opsets)
+
+
+def _opsets(imports: Iterable[onnx.OperatorSetIdProto], outer: Mapping[str, int] | None = None) -> dict[str, int]:
+    found = dict(outer or {})
+    found.update((_ONNX_DOMAINS.get(o.domain, o.domain), o.version) for o in imports)
+    return found
+
+
 def check_attributes(proto: onnx.ModelProto, source: str, *, inferred: bool = False) -> None:
     """Refuse, with an :class:`InvalidGraphError` naming the node, the attribute, its value
     and the allowed range, what :data:`ATTRIBUTE_CHECKS` finds wrong anywhere in the model
@@ -162,7 +203,11 @@ def check_attributes(proto: onnx.ModelProto, source: str, *, inferred: bool = Fa
     in_functions = ((node, problem, f" in function {function.name!r}")
                     for function, refs in _function_contexts(proto)
                     for node, problem in _problems(function.node, {}, refs, inferred))
-    first = next(chain(in_graph, in_functions), None)
+    model_opsets = _opsets(proto.opset_import)
+    mistyped = chain(((node, problem, "") for node, problem in _mistyped(proto.graph.node, model_opsets)),
+                     ((node, problem, f" in function {function.name!r}") for function in proto.functions
+                      for node, problem in _mistyped(function.node, _opsets(function.opset_import, model_opsets))))
+    first = next(chain(mistyped, in_graph, in_functions), None)
     if first is not None:
         node, problem, where = first
         name = node.name or node.op_type
