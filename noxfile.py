@@ -12,7 +12,7 @@ import nox
 
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.sessions = ["core", "sdk", "ep_cpu", "ep_openvino", "template", "integration", "conformance", "ep_coreml",
-                        "ep_cuda", "reliability", "models_ml", "models_torch", "examples", "lint", "typecheck"]
+                        "ep_cuda", "reliability", "fuzz", "models_ml", "models_torch", "examples", "lint", "typecheck"]
 nox.options.reuse_existing_virtualenvs = False
 
 ONNX_PIN = "onnx==1.23.*"  # conformance counts are comparable only on one onnx release
@@ -120,10 +120,20 @@ def ep_cuda(session: nox.Session) -> None:
 
 @nox.session
 def reliability(session: nox.Session) -> None:
-    """Fuzzed models (bounded, fixed seed) + corpus, limits, feeds, threads, broken providers.
-    Long-running fuzzing and the soak are scripts: tests/reliability/fuzz.py, soak.py."""
+    """Limits, feeds, external data, threads, broken providers (the fuzzer is ``nox -s fuzz``).
+    The soak is a script: tests/reliability/soak.py."""
     session.install("./core", "./sdk", "./plugins/ep-cpu[image]", ONNX_PIN, "hypothesis", *PYTEST)
     _pytest(session, "tests/reliability")
+
+
+@nox.session
+def fuzz(session: nox.Session) -> None:
+    """Hostile models and feeds (tests/fuzz): the harness's own tests, the corpus replayed, and a
+    short budget on a fixed seed through epoxy (two workers; EPOXY_FUZZ_CASES / _SEED / _WORKERS
+    change it). The long budget, next to onnxruntime, is a script: tests/fuzz/fuzz.py run
+    (docs/FUZZING.md)."""
+    session.install("./core", "./plugins/ep-cpu[image]", ONNX_PIN, "onnxruntime", *PYTEST)
+    _pytest(session, "tests/fuzz")
 
 
 @nox.session

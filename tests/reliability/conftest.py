@@ -1,4 +1,5 @@
-"""Reliability tests: fuzzing, resource limits, feeds, concurrency, broken providers."""
+"""Reliability tests: resource limits, feeds, concurrency, broken providers (the fuzzer is
+tests/fuzz, whose seed models some of these tests reuse)."""
 
 from __future__ import annotations
 
@@ -6,3 +7,4 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))  # seeds.py

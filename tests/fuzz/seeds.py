@@ -1,6 +1,7 @@
-"""Small valid models the fuzzer mutates: each exercises a different part of the core
+"""Hand-written seed models: small valid models, each exercising a different part of the core
 (initializers, conv/matmul kernels, symbolic dims, control flow, sequences, functions,
-shape-computing ops, sparse constants)."""
+shape-computing ops, sparse constants). The fuzzer mutates them next to the ONNX backend
+node cases (``seedbank.py``); tests/reliability builds its sessions from them too."""
 
 from __future__ import annotations
 
@@ -141,13 +142,13 @@ def indexing() -> onnx.ModelProto:
         [helper.make_node("Gather", ["table", "idx"], ["g"], name="gather", axis=0),
          helper.make_node("Transpose", ["g"], ["t"], name="transpose", perm=[1, 0]),
          helper.make_node("Cast", ["t"], ["c"], name="cast", to=TensorProto.DOUBLE),
-         helper.make_node("ReduceMean", ["c", "axes"], ["m"], name="mean", keepdims=1),
+         helper.make_node("ReduceMean", ["c"], ["m"], name="mean", axes=[1], keepdims=1),
          helper.make_node("Where", ["mask", "c", "m"], ["y"], name="where"),
          helper.make_node("Concat", ["y", "y"], ["z"], name="concat", axis=0),
          helper.make_node("Split", ["z"], ["z1", "z2"], name="split", axis=0)],
         [_vi("idx", TensorProto.INT64, ["n"]), _vi("mask", TensorProto.BOOL, [3, 1])],
         [_vi("z1"), _vi("z2")],
-        [_init("table", np.arange(12, dtype=np.float32).reshape(4, 3)), _init("axes", np.array([1], np.int64))],
+        [_init("table", np.arange(12, dtype=np.float32).reshape(4, 3))],
     )
 
 

@@ -1,0 +1,1 @@
+"""Mutation families of the fuzzer, one module each; ``families.py`` registers them."""
