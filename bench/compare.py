@@ -16,6 +16,13 @@ the ``*_NUM_THREADS`` variables are set before numpy loads), and epoxy's own
 
 A model epoxy (or any runtime) cannot load or run is reported in the table with the error's
 first line; the run goes on.
+
+``--set exporter`` (or ``--models exporter``) runs the exporter-made models of
+``exporter_models.py`` instead (the torch zoo's families through both torch.onnx exporters,
+at batch 1 and a larger size; issue #17) with five runtimes: epoxy cpu, epoxy cpu on the
+same model with its dims fixed (``epoxy-fixed``), epoxy openvino+cpu (``epoxy-ov``),
+onnxruntime and native OpenVINO; it adds the symbolic/fixed ratio, a "max" row, session
+creation cold and warm (``--creations``) and, with ``--profile N``, epoxy's top N op types.
 """
 
 from __future__ import annotations
@@ -29,13 +36,28 @@ _THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BL
                "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
 
 RUNTIMES = ("epoxy", "onnxruntime", "openvino")
-SHORT = {"epoxy": "epoxy", "onnxruntime": "ort", "openvino": "ov"}
+#: every runtime name --runtimes takes: ``epoxy-ov`` is epoxy with providers=["openvino", "cpu"]
+#: (f32), ``epoxy-fixed`` epoxy cpu on the model's fixed-dims twin (exporter set only)
+KNOWN_RUNTIMES = RUNTIMES + ("epoxy-ov", "epoxy-fixed")
+EXPORTER_RUNTIMES = ("epoxy", "epoxy-fixed", "epoxy-ov", "onnxruntime", "openvino")
+SHORT = {"epoxy": "epoxy", "onnxruntime": "ort", "openvino": "ov", "epoxy-ov": "epoxy-ov",
+         "epoxy-fixed": "fixed"}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default=None,
-                    help="comma-separated filter, e.g. resnet50,bert or light (default: all 10)")
+                    help="comma-separated filter, e.g. resnet50,bert or light (default: all 10); "
+                         "'exporter' alone selects the exporter-made set")
+    ap.add_argument("--set", choices=("light", "exporter"), default=None,
+                    help="light: the 9 light models + bert (default); exporter: exporter_models.py's "
+                         "set, --models then filters it (e.g. ts-bert,llama-b1)")
+    ap.add_argument("--creations", type=int, default=None,
+                    help="extra session creations per runtime and model, timed as 'warm' (default 2 "
+                         "for the exporter set, 0 for light)")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="after timing, profile epoxy cpu per op (bench/profile_ops.py) at the first "
+                         "thread count and list its N costliest op types per model (default 0: off)")
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     ap.add_argument("--runs", type=int, default=10, help="timed runs per runtime (default 10)")
     ap.add_argument("--block", type=int, default=4, help="timed calls per block; +1 dropped (default 4)")
@@ -44,8 +66,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="seconds of timed calls per runtime, model and thread count; fewer runs "
                          "(at least --min-runs) when one call is slow (default 5)")
     ap.add_argument("--min-runs", type=int, default=3)
-    ap.add_argument("--runtimes", default=",".join(RUNTIMES),
-                    help="comma-separated subset of epoxy,onnxruntime,openvino")
+    ap.add_argument("--runtimes", default=None,
+                    help="comma-separated subset of epoxy,onnxruntime,openvino (default: those three; "
+                         "the exporter set adds epoxy-fixed and epoxy-ov)")
     ap.add_argument("--stat", choices=("median", "min"), default="median",
                     help="statistic shown in the tables (both are in --json; default median)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
@@ -57,11 +80,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.thread_list = sorted({int(t) for t in args.threads.split(",") if t.strip()})
     if not args.thread_list or min(args.thread_list) < 1:
         ap.error("--threads needs positive integers")
+    if args.set is None:
+        args.set = "exporter" if (args.models or "").strip().lower() == "exporter" else "light"
+    if args.runtimes is None:
+        args.runtimes = ",".join(EXPORTER_RUNTIMES if args.set == "exporter" else RUNTIMES)
+    if args.creations is None:
+        args.creations = 2 if args.set == "exporter" else 0
     args.runtime_list = [r.strip() for r in args.runtimes.split(",") if r.strip()]
-    bad = [r for r in args.runtime_list if base_runtime(r) not in RUNTIMES or (":" in r and base_runtime(r) != "epoxy")]
+    bad = [r for r in args.runtime_list
+           if base_runtime(r) not in KNOWN_RUNTIMES or (":" in r and base_runtime(r) != "epoxy")]
     if bad:
-        ap.error(f"unknown runtime(s) {bad}; choose from {RUNTIMES} (cpu provider options as "
+        ap.error(f"unknown runtime(s) {bad}; choose from {KNOWN_RUNTIMES} (cpu provider options as "
                  "epoxy:NAME=VALUE+NAME=VALUE)")
+    if "epoxy-fixed" in args.runtime_list and args.set != "exporter":
+        ap.error("epoxy-fixed needs --set exporter (only those models have fixed-dims twins)")
     if args.runs < 1 or args.block < 1:
         ap.error("--runs and --block must be >= 1")
     return args
@@ -105,6 +137,22 @@ def load_epoxy(path, threads, options=None):
     def run(feeds):
         return sess.run(None, feeds)
 
+    return run
+
+
+def load_epoxy_openvino(path, threads):
+    """epoxy with providers=["openvino", "cpu"], OpenVINO at f32 with native OpenVINO's properties."""
+    import epoxy
+
+    options = {"num_threads": threads, "performance_hint": "LATENCY", "num_streams": 1, "precision": "f32"}
+    opts = epoxy.SessionOptions(intra_op_num_threads=threads)
+    sess = epoxy.InferenceSession(str(path), providers=[("openvino", options), "cpu"], sess_options=opts)
+    nodes = sess.partition_report().nodes
+
+    def run(feeds):
+        return sess.run(None, feeds)
+
+    run.info = {"openvino_nodes": sum(d.provider == "openvino" for d in nodes), "nodes": len(nodes)}
     return run
 
 
@@ -167,7 +215,44 @@ def load_openvino(path, threads):
     return run
 
 
-LOADERS = {"epoxy": load_epoxy, "onnxruntime": load_onnxruntime, "openvino": load_openvino}
+LOADERS = {"epoxy": load_epoxy, "onnxruntime": load_onnxruntime, "openvino": load_openvino,
+           "epoxy-ov": load_epoxy_openvino, "epoxy-fixed": load_epoxy}
+
+
+def model_path(model, rt):
+    """The file a runtime loads: ``epoxy-fixed`` takes the model's fixed-dims twin."""
+    return model.fixed_path if rt == "epoxy-fixed" else model.path
+
+
+def load_runtime(rt, path, threads):
+    base = base_runtime(rt)
+    return LOADERS[base](path, threads, cpu_options(rt)) if base == "epoxy" else LOADERS[base](path, threads)
+
+
+def prewarm(runtimes, threads) -> None:
+    """Create each runtime once on a one-node model, so imports, plugin discovery and
+    OpenVINO's core are paid before the first creation that is timed as cold."""
+    import tempfile
+
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "prewarm",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "prewarm.onnx")
+        onnx.save(model, path)
+        for rt in runtimes:
+            try:
+                load_runtime(rt, path, threads)({"x": np.ones((1, 4), np.float32)})
+            except Exception as exc:  # noqa: BLE001 - the real model reports its own failure
+                log(f"prewarm {rt}: {first_line(exc)}")
+
+
+_CREATED: set[tuple[str, str]] = set()  # (runtime, file) already created once in this process
 
 
 # -- measuring ------------------------------------------------------------------------------------
@@ -279,12 +364,23 @@ def bench_model(model, threads, runtimes, args):
     with threadpool_limits(limits=threads):
         for rt in runtimes:
             rec = result[rt]
+            path = model_path(model, rt)
             try:
                 t0 = time.perf_counter()
-                base = base_runtime(rt)
-                fn = (LOADERS[base](model.path, threads, cpu_options(rt)) if base == "epoxy"
-                      else LOADERS[base](model.path, threads))
+                fn = load_runtime(rt, path, threads)
                 rec["load_s"] = time.perf_counter() - t0
+                if (rt, str(path)) not in _CREATED:
+                    rec["load_cold_s"] = rec["load_s"]  # first creation of this file here
+                    _CREATED.add((rt, str(path)))
+                warm = []
+                for _ in range(args.creations):
+                    t0 = time.perf_counter()
+                    load_runtime(rt, path, threads)
+                    warm.append(time.perf_counter() - t0)
+                    gc.collect()
+                if warm:
+                    rec["load_warm_s"] = min(warm)
+                rec.update(getattr(fn, "info", {}))
             except Exception as exc:
                 rec["error"] = "load: " + first_line(exc)
                 continue
@@ -329,6 +425,8 @@ def fmt_ms(rec):
     ms = rec.get(STAT_KEY)
     if ms is None:
         return "-"
+    if ms < 1:  # the exporter set's tiny models
+        return f"{ms:.3f}"
     return f"{ms:.1f}" if ms < 1000 else f"{ms:.0f}"
 
 
@@ -354,41 +452,59 @@ def geomean(values):
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
-def print_table(results, threads, runtimes, out=sys.stdout):
+def ratio_pairs(runtimes):
+    """(numerator, denominator, column) of each ratio column: every runtime over onnxruntime,
+    except the fixed twin, which is the denominator of epoxy's symbolic/fixed ratio."""
+    pairs = []
+    if "onnxruntime" in runtimes:
+        pairs += [(r, "onnxruntime", f"{short(r)}/ort") for r in runtimes if r not in ("onnxruntime", "epoxy-fixed")]
+    if "epoxy" in runtimes and "epoxy-fixed" in runtimes:
+        pairs.append(("epoxy", "epoxy-fixed", "sym/fixed"))
+    return pairs
+
+
+def print_table(results, threads, runtimes, out=sys.stdout, title=None, worst=False):
+    """One thread count: time per runtime, the ratios, max|Δ| against onnxruntime, the
+    geomean of each ratio (and with ``worst`` its largest)."""
     others = [r for r in runtimes if r != "onnxruntime"]
     has_ort = "onnxruntime" in runtimes
-    head = ["model"] + [f"{r} ms" for r in runtimes]
+    pairs = ratio_pairs(runtimes)
+    head = ["model"] + [f"{r} ms" for r in runtimes] + [p[2] for p in pairs]
     if has_ort:
-        head += [f"{short(r)}/ort" for r in others] + [f"{short(r)} max|Δ|" for r in others]
+        head += [f"{short(r)} max|Δ|" for r in others]
     rows = []
-    ratios = {r: [] for r in others}
+    ratios = {p: [] for p in pairs}
     notes = []
     for name, per_rt in results.items():
         recs = per_rt.get(threads)
         if recs is None:
             continue
         row = [name] + [fmt_ms(recs.get(r)) for r in runtimes]
+        for p in pairs:
+            q = ratio(recs.get(p[0]), recs.get(p[1]))
+            ratios[p].append(q)
+            row.append("-" if q is None else f"{q:.2f}")
         if has_ort:
-            for r in others:
-                q = ratio(recs.get(r), recs.get("onnxruntime"))
-                ratios[r].append(q)
-                row.append("-" if q is None else f"{q:.2f}")
             row += [fmt_diff(recs.get(r)) for r in others]
         rows.append(row)
         for r in runtimes:
             rec = recs.get(r)
             if rec and "error" in rec:
                 notes.append(f"{name} [{r}]: {rec['error']}")
-    if has_ort and others:
+    tail = [""] * (len(others) if has_ort else 0)
+    if pairs:
         gm_row = ["geomean"] + [""] * len(runtimes)
-        for r in others:
-            g = geomean(ratios[r])
-            ok = sum(1 for q in ratios[r] if q)
+        for p in pairs:
+            g = geomean(ratios[p])
+            ok = sum(1 for q in ratios[p] if q)
             gm_row.append("-" if g is None else f"{g:.2f} ({ok})")
-        gm_row += [""] * len(others)
-        rows.append(gm_row)
+        rows.append(gm_row + tail)
+        if worst:
+            rows.append(["max"] + [""] * len(runtimes) + [
+                "-" if not any(ratios[p]) else f"{max(q for q in ratios[p] if q):.2f}" for p in pairs] + tail)
     stat = STAT_KEY.split("_")[0]
-    print(f"\n### {threads} thread{'s' if threads > 1 else ''} — batch 1, {stat} ms", file=out)
+    title = title or "batch 1"
+    print(f"\n### {threads} thread{'s' if threads > 1 else ''} — {title}, {stat} ms", file=out)
     print("| " + " | ".join(head) + " |", file=out)
     print("|" + "|".join("---" for _ in head) + "|", file=out)
     for row in rows:
@@ -397,6 +513,137 @@ def print_table(results, threads, runtimes, out=sys.stdout):
         print("\nfailures:", file=out)
         for n in notes:
             print(f"- {n}", file=out)
+    out.flush()
+
+
+def print_summary(results, threads_list, runtimes, profiled, out=sys.stdout):
+    """One row per model: each runtime's time and each ratio at every thread count ("1t / 2t"),
+    and epoxy's costliest op types from ``--profile``: the README's table of the exporter set."""
+    pairs = ratio_pairs(runtimes)
+    shown = [r for r in runtimes if r != "epoxy-fixed"]
+    tag = "/".join(f"{t}t" for t in threads_list)
+    head = (["model"] + [f"{short(r)} ms {tag}" for r in shown] + [f"{p[2]} {tag}" for p in pairs] +
+            (["epoxy's top op types (share)"] if profiled else []))
+    print(f"\n### summary ({STAT_KEY.split('_')[0]} ms; ratios per thread count)", file=out)
+    print("| " + " | ".join(head) + " |", file=out)
+    print("|" + "|".join("---" for _ in head) + "|", file=out)
+    ratios = {(p, t): [] for p in pairs for t in threads_list}
+    for name, per_t in results.items():
+        cells = [name]
+        for r in shown:
+            cells.append(" / ".join(fmt_ms(per_t.get(t, {}).get(r)) for t in threads_list))
+        for p in pairs:
+            qs = []
+            for t in threads_list:
+                recs = per_t.get(t, {})
+                q = ratio(recs.get(p[0]), recs.get(p[1]))
+                ratios[(p, t)].append(q)
+                qs.append("-" if q is None else f"{q:.2f}")
+            cells.append(" / ".join(qs))
+        if profiled:
+            info = profiled.get(name, {})
+            tops = ", ".join(f"{op} {share:.0%}" for op, _, share in info.get("top", []))
+            cells.append(info.get("error", "") or tops)
+        print("| " + " | ".join(cells) + " |", file=out)
+    for label, agg in (("geomean", geomean), ("max", lambda v: max((q for q in v if q), default=None))):
+        cells = [label] + [""] * len(shown)
+        for p in pairs:
+            vals = [agg(ratios[(p, t)]) for t in threads_list]
+            cells.append(" / ".join("-" if v is None else f"{v:.2f}" for v in vals))
+        print("| " + " | ".join(cells + ([""] if profiled else [])) + " |", file=out)
+    out.flush()
+
+
+def creation_key(model) -> str:
+    """Creation is per file: the exporter set's two sizes of one model share theirs."""
+    return f"{model.exporter}-{model.family}" if getattr(model, "family", "") else model.name
+
+
+def print_creation(results, models, threads, runtimes, out=sys.stdout):
+    """Session creation per model file and runtime: cold (its first creation in this process,
+    runtimes already imported) and warm (fastest of the ``--creations`` that followed), ms;
+    epoxy's ratios to onnxruntime and their geomean."""
+    rows = {}
+    for model in models:
+        recs = results.get(model.name, {}).get(threads, {})
+        row = rows.setdefault(creation_key(model), {})
+        for rt in runtimes:
+            rec = recs.get(rt) or {}
+            for kind in ("cold", "warm"):
+                value = rec.get(f"load_{kind}_s")
+                if value is not None:
+                    old = row.get((rt, kind))
+                    row[(rt, kind)] = value if old is None else min(old, value)
+    if not rows:
+        return
+    epoxies = [r for r in runtimes if base_runtime(r) in ("epoxy", "epoxy-ov", "epoxy-fixed")]
+    has_ort = "onnxruntime" in runtimes
+    head = ["model file"] + [f"{short(r)} cold/warm ms" for r in runtimes]
+    if has_ort:
+        head += [f"{short(r)}/ort {kind}" for r in epoxies for kind in ("cold", "warm")]
+    ratios = {(r, kind): [] for r in epoxies for kind in ("cold", "warm")}
+    print(f"\n### session creation ({threads} thread{'s' if threads > 1 else ''}), ms", file=out)
+    print("| " + " | ".join(head) + " |", file=out)
+    print("|" + "|".join("---" for _ in head) + "|", file=out)
+
+    def ms(v):
+        return "-" if v is None else f"{v * 1e3:.0f}" if v >= 0.1 else f"{v * 1e3:.1f}"
+
+    for name, row in rows.items():
+        cells = [name] + [f"{ms(row.get((r, 'cold')))} / {ms(row.get((r, 'warm')))}" for r in runtimes]
+        if has_ort:
+            for r in epoxies:
+                for kind in ("cold", "warm"):
+                    a, b = row.get((r, kind)), row.get(("onnxruntime", kind))
+                    q = a / b if a and b else None
+                    ratios[(r, kind)].append(q)
+                    cells.append("-" if q is None else f"{q:.2f}")
+        print("| " + " | ".join(cells) + " |", file=out)
+    if has_ort:
+        gm = [geomean(ratios[k]) for k in ratios]
+        print("| geomean | " + " | ".join("" for _ in runtimes) + " | " +
+              " | ".join("-" if g is None else f"{g:.2f}" for g in gm) + " |", file=out)
+    out.flush()
+
+
+def profile_models(models, threads, top, runs=10):
+    """epoxy cpu's costliest op types per model (bench/profile_ops.py's timers): {name: info}."""
+    import collections
+
+    import numpy as np
+    import profile_ops
+    from threadpoolctl import threadpool_limits
+
+    found = {}
+    for model in models:
+        feeds = model.make_feeds(np.random.default_rng(0))
+        try:
+            with threadpool_limits(limits=threads):
+                per_node, wall = profile_ops.profile_epoxy(model.path, dict(feeds), threads, runs, 2)
+        except Exception as exc:  # noqa: BLE001 - a report line
+            found[model.name] = {"error": first_line(exc)}
+            continue
+        by_op = collections.defaultdict(float)
+        for t, op, _ in per_node:
+            by_op[op] += t
+        total = sum(by_op.values())
+        ops = sorted(by_op.items(), key=lambda kv: -kv[1])[:top]
+        found[model.name] = {"run_ms": wall * 1e3, "kernels_ms": total * 1e3, "steps": len(per_node),
+                             "top": [(op, t * 1e3, t / max(total, 1e-12)) for op, t in ops]}
+    return found
+
+
+def print_profile(found, threads, out=sys.stdout):
+    print(f"\n### where epoxy cpu's time goes ({threads} thread{'s' if threads > 1 else ''}; "
+          "bench/profile_ops.py timers around each step)", file=out)
+    print("| model | run ms (median) | in kernels ms (mean) | steps | costliest op types (ms, share) |", file=out)
+    print("|---|---|---|---|---|", file=out)
+    for name, info in found.items():
+        if "error" in info:
+            print(f"| {name} | FAIL | | | {info['error']} |", file=out)
+            continue
+        tops = ", ".join(f"{op} {ms:.2f} ({share:.0%})" for op, ms, share in info["top"])
+        print(f"| {name} | {info['run_ms']:.2f} | {info['kernels_ms']:.2f} | {info['steps']} | {tops} |", file=out)
     out.flush()
 
 
@@ -456,11 +703,11 @@ def main(argv: list[str] | None = None) -> int:
     from models import select_models
 
     runtimes = list(args.runtime_list)
-    if "openvino" in runtimes:
+    if "openvino" in runtimes or "epoxy-ov" in runtimes:
         why = openvino_available()
         if why:
             print(f"note: OpenVINO not importable ({why}); skipped. `pip install openvino` to include it.")
-            runtimes.remove("openvino")
+            runtimes = [r for r in runtimes if r not in ("openvino", "epoxy-ov")]
 
     started = time.time()
     info = machine_note()
@@ -472,7 +719,14 @@ def main(argv: list[str] | None = None) -> int:
           f"(budget {args.budget:g} s, blocks of {args.block} + 1 dropped); runtimes {runtimes}")
 
     print(f"load average at start: {loadavg()}")
-    models = select_models(args.models)
+    if args.set == "exporter":
+        from exporter_models import exporter_models
+
+        models = exporter_models(args.models)
+    else:
+        models = select_models(args.models)
+    if args.creations:
+        prewarm(runtimes, args.thread_list[0])
     results: dict[str, dict[int, dict]] = {}
     records = []
     for model in models:
@@ -488,8 +742,19 @@ def main(argv: list[str] | None = None) -> int:
             )
             log(f"  {model.name} @{threads}t: {summary}  [{time.perf_counter() - t0:.1f}s]")
 
+    exporter_set = args.set == "exporter"
     for threads in args.thread_list:
-        print_table(results, threads, runtimes)
+        print_table(results, threads, runtimes, title="exporter-made models" if exporter_set else None,
+                    worst=exporter_set)
+    if args.creations:
+        print_creation(results, models, args.thread_list[0], runtimes)
+    profiled = {}
+    if args.profile and any(base_runtime(r) == "epoxy" for r in runtimes):
+        log("profiling epoxy cpu per op ...")
+        profiled = profile_models(models, args.thread_list[0], args.profile)
+        print_profile(profiled, args.thread_list[0])
+    if exporter_set:
+        print_summary(results, args.thread_list, runtimes, profiled)
     elapsed = time.time() - started
     print(f"\n(total {elapsed:.0f} s; load average at end: {loadavg()})")
 
@@ -501,6 +766,7 @@ def main(argv: list[str] | None = None) -> int:
             "runtimes": runtimes,
             "threads": args.thread_list,
             "results": records,
+            "profile": profiled,
             "elapsed_s": elapsed,
         }
         with open(args.json, "w") as fh:
