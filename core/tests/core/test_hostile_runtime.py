@@ -26,7 +26,14 @@ from fakes import Factory
 from onnx import TensorProto, helper, numpy_helper
 
 from epoxy import InferenceSession, RunOptions, SessionOptions
-from epoxy.errors import InvalidArgumentError, InvalidGraphError, KernelError, ResourceLimitError, RunTerminatedError
+from epoxy.errors import (
+    InvalidArgumentError,
+    InvalidGraphError,
+    KernelError,
+    ProviderError,
+    ResourceLimitError,
+    RunTerminatedError,
+)
 from epoxy.kit import KernelProvider, KernelRegistry
 from epoxy.plan.arena import ArenaLayout, ArenaPool
 
@@ -517,3 +524,57 @@ def test_a_kernels_bare_exception_is_a_kernel_error_naming_node_and_output(make_
                                           r"\(computing 't'\)") as info:
         sess.run(None, {"x": np.ones(2, np.float32)})
     assert info.value.node == "flip"
+
+
+# -- a provider refusing the model itself at kernel creation ---------------------------------
+REFUSING = KernelRegistry()
+
+
+@REFUSING.register("Relu", (6, 13, 14))
+def _refusing_relu(node: Any) -> Any:
+    raise InvalidGraphError(f"node {node.name!r} (Relu): attribute 'alpha' = 7 is outside [0, 1]")
+
+
+@REFUSING.register("Neg", (6, 13))
+def _too_big_neg(node: Any) -> Any:
+    raise ResourceLimitError(f"node {node.name!r} (Neg): output would need 4.0 TiB, more than the memory limit")
+
+
+@pytest.mark.parametrize(("op", "error"), [("Relu", InvalidGraphError), ("Neg", ResourceLimitError)])
+def test_the_fallback_refusing_the_model_raises_the_models_error_unwrapped(make_registry, op, error):
+    """The fallback's kernel factory says the model is wrong: the user gets that error, not a
+    ProviderError about the provider (the provider did not fail, the model did)."""
+    proto = model([helper.make_node(op, ["x"], ["y"], name="n0")], [vi("x", shape=[2])], [vi("y", shape=[2])])
+    refusing_cpu = Factory("cpu", lambda d, o: KernelProvider("cpu", d, REFUSING, o))
+    with pytest.raises(error, match=r"node 'n0'") as info:
+        InferenceSession(proto.SerializeToString(), providers=["cpu"],
+                         registry=make_registry(refusing_cpu, with_cpu=False))
+    assert not isinstance(info.value, ProviderError)
+
+
+def test_another_provider_refusing_the_model_is_skipped_and_the_fallback_decides(make_registry):
+    """A non-fallback provider's refusal drops that provider only (a plugin never takes the
+    session down): the fallback runs the node."""
+    proto = model([helper.make_node("Relu", ["x"], ["y"], name="n0")], [vi("x", shape=[2])], [vi("y", shape=[2])])
+    refusing = Factory("refusing", lambda d, o: KernelProvider("refusing", d, REFUSING, o), 10)
+    with pytest.warns(RuntimeWarning, match="'refusing' skipped"):
+        sess = InferenceSession(proto.SerializeToString(), providers=["refusing", "cpu"],
+                                registry=make_registry(refusing))
+    assert {d.provider for d in sess.partition_report().nodes} == {"cpu"}
+    np.testing.assert_array_equal(sess.run(None, {"x": np.array([-1, 2], np.float32)})[0], [0, 2])
+
+
+def test_a_python_list_feed_too_big_to_convert_is_a_resource_limit_error(make_registry, monkeypatch):
+    """A huge nested list fed as an input: numpy's MemoryError converting it (seen by the
+    fuzzer under a 1 GiB cap) reaches the user as a ResourceLimitError naming the input."""
+    from epoxy.run import feeds
+
+    def out_of_memory(name: str, value: Any, vt: Any) -> Any:
+        raise MemoryError("Unable to allocate 512. MiB for an array with shape (134217728,)")
+
+    monkeypatch.setattr(feeds, "_from_python", out_of_memory)
+    proto = model([helper.make_node("Relu", ["x"], ["y"], name="n0")], [vi("x", shape=["n"])], [vi("y", shape=["n"])])
+    sess = session(make_registry, proto)
+    with pytest.raises(ResourceLimitError, match=r"input 'x'.*too large") as info:
+        sess.run(None, {"x": [1.0, 2.0]})
+    assert isinstance(info.value.__cause__, MemoryError)

@@ -161,13 +161,13 @@ def _schema_attribute_types(node: onnx.NodeProto, opsets: Mapping[str, int]) -> 
     an ONNX op onnx knows at that version)."""
     domain = _ONNX_DOMAINS.get(node.domain)
     version = opsets.get(domain) if domain is not None else None
-    if version is None:
+    if domain is None or version is None:
         return None
     try:
         schema = onnx.defs.get_schema(node.op_type, version, domain)
     except onnx.defs.SchemaError:
         return None
-    return {name: int(attr.type.value) for name, attr in schema.attributes.items()}
+    return {name: int(attr.type) for name, attr in schema.attributes.items()}  # type: ignore[call-overload]  # AttrType is an int enum the stubs do not say
 
 
 def _mistyped(nodes: Iterable[onnx.NodeProto], opsets: Mapping[str, int]) -> Iterator[tuple[onnx.NodeProto, str]]:

@@ -5,8 +5,10 @@ the same way.
 A provider whose ``capability()``, ``kernel()`` or ``compile()`` raises is dropped and the
 graph partitioned again without it, the reason handed to ``on_skip``; that is an error
 instead when the provider is the fallback, the last one left, unknown, or when strict mode
-(``EPOXY_STRICT_PLUGINS=1``) is on. The core's own provider refusing a control-flow node the
-spec does not allow is the model's error: its ``InvalidGraphError`` is raised as it is.
+(``EPOXY_STRICT_PLUGINS=1``) is on. The core's own provider or the fallback refusing the
+model itself (a control-flow node the spec does not allow, an attribute out of range, a size
+past the memory limit) is the model's error: its ``InvalidGraphError`` or
+``ResourceLimitError`` is raised as it is.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 import onnx_ir as ir
 
 from ..contract import Provider, ValueType
-from ..errors import InvalidGraphError, ProviderError
+from ..errors import InvalidGraphError, ProviderError, ResourceLimitError
 from ..graph.graph_spec import CoreGraph
 from ..partition.expand import partition_graph
 from ..partition.partitioner import Partition
@@ -37,6 +39,11 @@ class Planned:
     built: BuiltPlan
     providers: list[tuple[str, Provider]]
     core: Provider | None
+
+
+#: what a provider raises when the model itself is at fault; from the fallback (or the core)
+#: it reaches the user as it is, from any other provider it only drops that provider
+MODEL_ERRORS = (InvalidGraphError, ResourceLimitError)
 
 
 def without_failed(exc: ProviderError, providers: list[tuple[str, Provider]],
@@ -78,8 +85,12 @@ def partition_and_plan(
                 on_partitioned()
             built = build_plan(graph, parts, dict(everyone), fold_constants=fold_constants)
         except ProviderError as exc:
-            if control is not None and exc.provider == control[0] and isinstance(exc.__cause__, InvalidGraphError):
-                raise exc.__cause__ from None  # the core refused the model (spec checks), not a provider failure
+            refused = exc.__cause__ if isinstance(exc.__cause__, MODEL_ERRORS) else None
+            judges = {fallback, control[0] if control is not None else None} - {None}
+            if refused is not None and exc.provider in judges:
+                # the core (spec checks) or the fallback refused the model itself (an invalid
+                # attribute, a size past the limit): the model's error, not a provider failure
+                raise refused from None
             chosen = without_failed(exc, chosen, fallback)
             if on_skip is not None:
                 on_skip(exc)

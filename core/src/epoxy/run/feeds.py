@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..contract import ValueType
-from ..errors import InvalidFeedError
+from ..errors import InvalidFeedError, ResourceLimitError
 from ..graph.dtypes import describe_dtype
 from ..graph.type_strings import type_string
 
@@ -91,7 +91,12 @@ def check_tensor(name: str, value: Any, vt: ValueType, symbols: dict[str, int]) 
         if isinstance(value, np.generic):
             value = np.asarray(value)
         elif isinstance(value, _PYTHON_VALUES):
-            value = _from_python(name, value, vt)
+            try:
+                value = _from_python(name, value, vt)
+            except MemoryError as exc:  # a huge nested list: numpy could not hold its array
+                raise ResourceLimitError(
+                    f"input {name!r}: the {type(value).__name__} given is too large to convert to an array "
+                    f"({_describe(vt)} expected): out of memory; pass a numpy array", value=name) from exc
         else:
             raise InvalidFeedError(
                 f"input {name!r}: expected a numpy.ndarray ({_describe(vt)}), got {type(value).__name__}",
