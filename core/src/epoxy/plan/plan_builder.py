@@ -18,9 +18,10 @@ from ..graph.graph_spec import CoreGraph
 from ..kit.groups import boundary
 from ..partition.partitioner import Partition, Unit
 from ..run.executor import ExecutionPlan, Step
+from ..run.limits import allocation_cap
 from .arena import ArenaLayout, alias_extended_last_use, aliases_of_outputs, layout_from_plan
 from .placement import HOST, IOPlacement, describe_io, device_key
-from .planner import MemoryPlan, PlannedValue, credible_nbytes, last_uses, plan_memory, plannable_cap, release_points
+from .planner import MemoryPlan, PlannedValue, credible_nbytes, last_uses, plan_memory, release_points
 
 
 @dataclass
@@ -224,7 +225,7 @@ def _finish(graph, slots, steps, initial, input_slots, output_slots, producer_st
         frees=frees,
     )
     planned = []
-    cap = plannable_cap()
+    cap = allocation_cap(None)  # what this process can still get, read once per plan
     for slot, name in enumerate(slots.names):
         if slot in initial:
             continue

@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 
 from ..contract import ValueType
-from ..run.limits import MAX_OUTPUT_BYTES, available_memory
 
 
 def static_nbytes(vt: ValueType) -> int | None:
@@ -37,13 +36,6 @@ def static_nbytes(vt: ValueType) -> int | None:
     if any(d < 0 for d in dims):
         return None
     return math.prod(dims) * vt.dtype.itemsize
-
-
-def plannable_cap() -> int:
-    """The largest value a plan may size a buffer for: what this process can still get
-    (read once per plan), and never above :data:`~epoxy.run.limits.MAX_OUTPUT_BYTES`."""
-    free = available_memory()
-    return MAX_OUTPUT_BYTES if free is None else min(free, MAX_OUTPUT_BYTES)
 
 
 def credible_nbytes(vt: ValueType, cap: int) -> int | None:
