@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from ..contract import KernelFn
@@ -88,6 +89,17 @@ class ExecutionPlan:
     io: IOPlacement = field(default_factory=IOPlacement)
 
 
+def _reader(inputs: tuple[int, ...]) -> Any:
+    """How a step reads its arguments from the slot table: one C call (``itemgetter``)
+    returning a tuple, instead of a Python list comprehension per step and run."""
+    if not inputs:
+        return lambda values: ()
+    if len(inputs) == 1:
+        only = itemgetter(inputs[0])
+        return lambda values: (only(values),)
+    return itemgetter(*inputs)
+
+
 class SequentialExecutor:
     """Runs a plan's steps one after another, releasing values after their last use."""
 
@@ -95,8 +107,12 @@ class SequentialExecutor:
         self.plan = plan
         self._pool = ArenaPool(plan.arena, len(plan.initial)) if plan.arena is not None else None
         planned = {slot for slot, *_ in plan.arena.views} if plan.arena is not None else set()
+        # per step: (fn, first input slot or -1 when the step has not exactly one input, the
+        # argument reader, single output slot or None, outputs, frees, planned out= view):
+        # the one-input case (most shape ops) is read inline, without a call
         self._program = [
-            (s.fn, s.inputs, s.outputs[0] if len(s.outputs) == 1 else None, s.outputs, frees,
+            (s.fn, s.inputs[0] if len(s.inputs) == 1 else -1, _reader(s.inputs),
+             s.outputs[0] if len(s.outputs) == 1 else None, s.outputs, frees,
              len(s.outputs) == 1 and s.outputs[0] in planned)
             for s, frees in zip(plan.steps, plan.frees)
         ]
@@ -127,15 +143,24 @@ class SequentialExecutor:
             values[slot] = value
         index = 0
         try:
-            for index, (fn, ins, single, outs, frees, use_out) in enumerate(self._program):
+            for index, (fn, first, read, single, outs, frees, use_out) in enumerate(self._program):
                 if stop is not None and stop.is_set():
                     step = self.plan.steps[index]
                     raise stop_error(stop, f"before node {step.label!r} ({step.op_type})")
-                view = arena[single] if use_out else None  # type: ignore[index]
-                if view is not None:
-                    result = self._into(fn, [values[i] for i in ins], view, single)  # type: ignore[arg-type]
+                if use_out and (view := arena[single]) is not None:  # type: ignore[index]
+                    try:  # the planned view, sized from the declared shape (which may be wrong)
+                        result = fn(*read(values), out=view)
+                    except EpoxyError:
+                        raise
+                    except Exception:  # noqa: BLE001 - retried without the view; a real failure raises there
+                        result = self._retry_without_view(fn, read(values), single)  # type: ignore[arg-type]
+                    else:
+                        if result is not view and getattr(result, "shape", None) != view.shape:
+                            self._pool.drop(single)  # type: ignore[union-attr,arg-type]
+                elif first >= 0:
+                    result = fn(values[first])
                 else:
-                    result = fn(*[values[i] for i in ins])
+                    result = fn(*read(values))
                 if single is not None:
                     values[single] = result
                 else:
@@ -153,18 +178,9 @@ class SequentialExecutor:
             raise step_error(self.plan.steps[index], exc, self.plan.slot_names) from exc
         return [values[s] for s in fetch]
 
-    def _into(self, fn: KernelFn, args: list[Any], view: Any, slot: int) -> Any:
-        """Call an ``out=`` kernel with its planned view. The view was sized from the declared
-        shape, which may be wrong: a kernel that refuses it (raises) is called again without
-        it, and a slot whose kernel produced another shape is not offered a view again."""
-        try:
-            result = fn(*args, out=view)
-        except EpoxyError:
-            raise
-        except Exception:  # noqa: BLE001 - retried without the view; a real failure raises again there
-            result = fn(*args)
-            self._pool.drop(slot)  # type: ignore[union-attr]  # a view implies a pool
-            return result
-        if result is not view and getattr(result, "shape", None) != view.shape:
-            self._pool.drop(slot)  # type: ignore[union-attr]
+    def _retry_without_view(self, fn: KernelFn, args: Sequence[Any], slot: int) -> Any:
+        """A kernel refused its planned view (it was sized from a wrong declared shape): run it
+        without, and do not offer that slot a view again; a real failure raises here."""
+        result = fn(*args)
+        self._pool.drop(slot)  # type: ignore[union-attr]  # a view implies a pool
         return result

@@ -34,15 +34,36 @@ def binary_ufunc_into(ufunc: np.ufunc) -> Callable[..., Any]:
     """In-place path for a float binary ufunc with ONNX (numpy) broadcasting."""
 
     def fast(out: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
-        if not (a.dtype == b.dtype == out.dtype and out.dtype in FAST_FLOATS):
+        dtype = out.dtype
+        if not (dtype in FAST_FLOATS and a.dtype == dtype and b.dtype == dtype):
             return None
-        same = a.shape == out.shape and b.shape == out.shape
-        if not same:
+        shape = out.shape
+        if a.shape != shape or b.shape != shape:
             try:
-                if np.broadcast_shapes(a.shape, b.shape) != out.shape:
+                if np.broadcast_shapes(a.shape, b.shape) != shape:
                     return None
             except ValueError:  # incompatible: let the plain kernel raise its error
                 return None
-        return ufunc(a, b, out=out)
+        return ufunc(a, b, out)  # positional ``out``: cheaper than the keyword on tiny tensors
 
     return fast
+
+
+def binary_ufunc_kernel(run: Callable[..., Any], ufunc: np.ufunc) -> Callable[..., Any]:
+    """``accepts_out(run, binary_ufunc_into(ufunc))`` as one function: a float binary op on
+    tiny tensors (a chain of Adds) pays one Python call per step, not three."""
+    fast = binary_ufunc_into(ufunc)
+
+    def call(a: Any, b: Any, out: np.ndarray | None = None) -> Any:
+        if out is not None:
+            dtype = out.dtype
+            if (dtype in FAST_FLOATS and a.dtype == dtype and b.dtype == dtype
+                    and a.shape == out.shape and b.shape == out.shape):
+                return ufunc(a, b, out)
+            result = fast(out, a, b)  # broadcasting, or not for this buffer
+            if result is not None:
+                return result
+        return run(a, b)
+
+    call.supports_out = True  # type: ignore[attr-defined]
+    return call

@@ -76,8 +76,21 @@ def to_ints(value: Any) -> list[int]:
     """A 1-D (or scalar) integer tensor / sequence as a Python list of ints."""
     if value is None:
         return []
+    if type(value) is np.ndarray and value.dtype.kind in "iu":  # the usual int64 shape tensor: one C call
+        return value.reshape(-1).tolist()
     arr = np.asarray(value)
     return [int(v) for v in arr.reshape(-1)]
+
+
+def const_ints(node: NodeSpec, index: int) -> tuple[int, ...] | None:
+    """Input ``index`` as Python ints when it is an integer constant of the graph: known when
+    the kernel is built, so its run does not convert the same small tensor every time."""
+    if index >= len(node.inputs) or not node.inputs[index]:
+        return None
+    value = node.constants.get(node.inputs[index])
+    if value is None or np.asarray(value).dtype.kind not in "iu":
+        return None
+    return tuple(to_ints(value))
 
 
 def to_int(value: Any) -> int:
@@ -100,6 +113,19 @@ def has_output(node: NodeSpec, index: int) -> bool:
 def arr(x: Any) -> np.ndarray:
     """Make sure a kernel result is an ndarray (not a numpy scalar)."""
     return x if isinstance(x, np.ndarray) else np.asarray(x)
+
+
+def scalar_index(indices: Any, dim: int) -> int | None:
+    """A 0-d integer index as a Python int counted from the start, or None when ``indices``
+    is not a 0-d integer array; raises IndexError outside ``[-dim, dim)`` (Gather's check)."""
+    if type(indices) is not np.ndarray or indices.ndim or indices.dtype.kind not in "iu":
+        return None
+    i = int(indices)
+    if i < 0:
+        i += dim
+    if not 0 <= i < dim:
+        raise IndexError(f"Gather: index out of range for dimension of size {dim}")
+    return i
 
 
 def normalize_indices(indices: np.ndarray, dim: int | np.ndarray) -> np.ndarray:

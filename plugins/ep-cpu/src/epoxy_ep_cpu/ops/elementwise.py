@@ -17,15 +17,24 @@ from epoxy.contract import NodeSpec
 from ..registry import KERNELS
 from ._elementwise_util import arr, binary_with_legacy, compute_dtype, erf, float_unary, is_narrow_float
 from ._flags import flag
-from ._out import accepts_out, binary_ufunc_into
+from ._out import binary_ufunc_kernel
 
 _ARITH_VERSIONS = (1, 6, 7, 13, 14)
 
 
+#: ufuncs whose integer array loops wrap without a floating-point error to silence
+_QUIET_ON_INT_ARRAYS = (np.add, np.subtract, np.multiply)
+
+
 def _same_dtype(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """Binary op whose output has the dtype of its first input."""
+    """Binary op whose output has the dtype of its first input. Integer arrays of one dtype
+    (shape arithmetic) skip ``np.errstate``, which costs more than the op on tiny tensors."""
+    quiet = fn in _QUIET_ON_INT_ARRAYS
 
     def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if quiet and type(a) is np.ndarray and type(b) is np.ndarray and a.dtype is b.dtype and a.dtype.kind in "iu":
+            out = fn(a, b)
+            return out if type(out) is np.ndarray else np.asarray(out)
         with np.errstate(all="ignore"):
             out = arr(fn(a, b))
         return out if out.dtype == a.dtype else out.astype(a.dtype)
@@ -63,7 +72,7 @@ def _arith_factory(op: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]):
     def factory(node: NodeSpec):
         run = binary_with_legacy(node, _same_dtype(fn))
         if node.opset >= 7 and len(node.inputs) == 2:
-            return accepts_out(run, binary_ufunc_into(_INTO[op]))
+            return binary_ufunc_kernel(run, _INTO[op])
         return run
 
     return factory

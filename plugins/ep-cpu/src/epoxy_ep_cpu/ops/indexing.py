@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,17 @@ from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
 from ._flags import flag
-from ._shape_util import contig, norm_axis, normalize_indices, schema_versions, to_int, to_ints, versions_between
+from ._shape_util import (
+    const_ints,
+    contig,
+    norm_axis,
+    normalize_indices,
+    scalar_index,
+    schema_versions,
+    to_int,
+    to_ints,
+    versions_between,
+)
 
 # --------------------------------------------------------------------------------------------
 # Slice
@@ -19,11 +30,20 @@ from ._shape_util import contig, norm_axis, normalize_indices, schema_versions, 
 
 def _slice(x: np.ndarray, starts: list[int], ends: list[int], axes: list[int] | None,
            steps: list[int] | None) -> np.ndarray:
-    rank = x.ndim
+    index = _slice_index(x.shape, tuple(starts), tuple(ends), None if axes is None else tuple(axes),
+                         None if steps is None else tuple(steps))
+    return contig(x[index])
+
+
+@lru_cache(maxsize=4096)
+def _slice_index(shape: tuple[int, ...], starts: tuple[int, ...], ends: tuple[int, ...],
+                 axes: tuple[int, ...] | None, steps: tuple[int, ...] | None) -> tuple[slice, ...]:
+    """Slice's clamped index tuple, once per distinct (input shape, starts, ends, axes, steps)."""
+    rank = len(shape)
     if axes is None:
-        axes = list(range(len(starts)))
+        axes = tuple(range(len(starts)))
     if steps is None:
-        steps = [1] * len(starts)
+        steps = (1,) * len(starts)
     if not len(starts) == len(ends) == len(axes) == len(steps):
         raise ValueError("Slice: starts/ends/axes/steps lengths differ")
     index: list[slice] = [slice(None)] * rank
@@ -31,7 +51,7 @@ def _slice(x: np.ndarray, starts: list[int], ends: list[int], axes: list[int] | 
         a = norm_axis(a, rank)
         if st == 0:
             raise ValueError("Slice: step 0")
-        d = x.shape[a]
+        d = shape[a]
         s = s + d if s < 0 else s
         e = e + d if e < 0 else e
         if st > 0:
@@ -42,7 +62,7 @@ def _slice(x: np.ndarray, starts: list[int], ends: list[int], axes: list[int] | 
             s = min(max(s, 0), d - 1)
             e = min(max(e, -1), d - 1)
             index[a] = slice(s, e if e >= 0 else None, st) if d > 0 else slice(0, 0)
-    return contig(x[tuple(index)])
+    return tuple(index)
 
 
 @KERNELS.register("Slice", 1)
@@ -60,6 +80,16 @@ def slice_v1(node: NodeSpec):
 
 @KERNELS.register("Slice", versions_between("Slice", 10))
 def slice_(node: NodeSpec):
+    given = [i < len(node.inputs) and bool(node.inputs[i]) for i in range(1, 5)]
+    starts, ends, axes, steps = (const_ints(node, i + 1) if g else None for i, g in enumerate(given))
+    static = all(p is not None for p, g in zip((starts, ends, axes, steps), given) if g) and given[0] and given[1]
+    if static:  # every parameter a constant: the run only looks up the clamped index per input shape
+
+        def run_static(x: np.ndarray, *_params: np.ndarray | None) -> np.ndarray:
+            return contig(x[_slice_index(x.shape, starts, ends, axes, steps)])
+
+        return run_static
+
     def run(x: np.ndarray, starts: np.ndarray, ends: np.ndarray, axes: np.ndarray | None = None,
             steps: np.ndarray | None = None) -> np.ndarray:
         return _slice(x, to_ints(starts), to_ints(ends), None if axes is None else to_ints(axes),
@@ -83,6 +113,10 @@ def gather(node: NodeSpec):
 
     def run(x: np.ndarray, indices: np.ndarray) -> np.ndarray:
         a = norm_axis(axis, x.ndim)
+        if type(x) is np.ndarray:  # a 0-d index (shape arithmetic): no index array is built
+            i = scalar_index(indices, x.shape[a])
+            if i is not None:
+                return x.take(i, axis=a)
         idx = normalize_indices(indices, x.shape[a])
         _check_range(idx, x.shape[a], "Gather")
         return np.take(x, idx, axis=a)

@@ -5,6 +5,7 @@ Dropout (inference and seeded training)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ from ._attr_checks import check_at_least, invalid, static_rank
 from ._flags import flag
 from ._shape_util import (
     arr,
+    const_ints,
     contig,
     has_output,
     norm_axis,
@@ -52,6 +54,13 @@ def shape(node: NodeSpec):
     start = node.attr("start", 0) if node.opset >= 15 else 0
     end = node.attr("end", None) if node.opset >= 15 else None
 
+    if start == 0 and end is None:  # the whole shape (exporters' usual Shape): no clamping
+
+        def whole(x: np.ndarray) -> np.ndarray:
+            return np.array(x.shape if type(x) is np.ndarray else np.asarray(x).shape, dtype=np.int64)
+
+        return whole
+
     def run(x: np.ndarray) -> np.ndarray:
         dims = np.asarray(x).shape
         r = len(dims)
@@ -76,7 +85,14 @@ def size(node: NodeSpec):
 # Reshape / Flatten / Squeeze / Unsqueeze / Transpose
 
 
-def _reshape_target(in_shape: tuple[int, ...], target: list[int], allowzero: bool) -> tuple[int, ...]:
+def _reshape_target(in_shape: tuple[int, ...], target: Sequence[int], allowzero: bool) -> tuple[int, ...]:
+    """Reshape's output shape (0 copies the input dim unless ``allowzero``, -1 is inferred),
+    computed once per distinct (input shape, target): the run pays a dict lookup."""
+    return _reshape_cached(in_shape, tuple(target), bool(allowzero))
+
+
+@lru_cache(maxsize=4096)
+def _reshape_cached(in_shape: tuple[int, ...], target: tuple[int, ...], allowzero: bool) -> tuple[int, ...]:
     out = []
     for i, d in enumerate(target):
         if d == 0 and not allowzero:
@@ -92,11 +108,11 @@ def _reshape_target(in_shape: tuple[int, ...], target: list[int], allowzero: boo
         total = int(np.prod(in_shape, dtype=np.int64))
         if known == 0:
             if total != 0:
-                raise ValueError(f"Reshape: cannot infer -1 for {in_shape} -> {target}")
+                raise ValueError(f"Reshape: cannot infer -1 for {in_shape} -> {list(target)}")
             inferred = 0
         else:
             if total % known:
-                raise ValueError(f"Reshape: cannot reshape {in_shape} to {target}")
+                raise ValueError(f"Reshape: cannot reshape {in_shape} to {list(target)}")
             inferred = total // known
         out[out.index(-1)] = inferred
     return tuple(out)
@@ -114,7 +130,15 @@ def reshape_v1(node: NodeSpec):
 
 @KERNELS.register("Reshape", versions_between("Reshape", 5))
 def reshape(node: NodeSpec):
-    allowzero = flag(node, "allowzero", 0) if node.opset >= 14 else False
+    allowzero = bool(flag(node, "allowzero", 0)) if node.opset >= 14 else False
+
+    static = const_ints(node, 1)
+    if static is not None:
+
+        def run_static(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
+            return x.reshape(_reshape_cached(x.shape, static, allowzero))
+
+        return run_static
 
     def run(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
         return x.reshape(_reshape_target(x.shape, to_ints(shape), allowzero))
@@ -145,14 +169,20 @@ def flatten(node: NodeSpec):
     return run
 
 
-def _squeeze(x: np.ndarray, axes: list[int] | None) -> np.ndarray:
+def _squeeze(x: np.ndarray, axes: Sequence[int] | None) -> np.ndarray:
+    return x.reshape(_squeezed_shape(x.shape, None if axes is None else tuple(axes)))
+
+
+@lru_cache(maxsize=4096)
+def _squeezed_shape(shape: tuple[int, ...], axes: tuple[int, ...] | None) -> tuple[int, ...]:
+    """Squeeze's output shape, once per distinct (input shape, axes)."""
     if axes is None or len(axes) == 0:
-        return x.reshape(tuple(d for d in x.shape if d != 1))
-    ax = sorted({norm_axis(a, x.ndim) for a in axes})
+        return tuple(d for d in shape if d != 1)
+    ax = sorted({norm_axis(a, len(shape)) for a in axes})
     for a in ax:
-        if x.shape[a] != 1:
-            raise ValueError(f"Squeeze: dimension {a} of shape {x.shape} is not 1")
-    return x.reshape(tuple(d for i, d in enumerate(x.shape) if i not in ax))
+        if shape[a] != 1:
+            raise ValueError(f"Squeeze: dimension {a} of shape {shape} is not 1")
+    return tuple(d for i, d in enumerate(shape) if i not in ax)
 
 
 @KERNELS.register("Squeeze", versions_between("Squeeze", 1, 13))
@@ -168,21 +198,35 @@ def squeeze_attr(node: NodeSpec):
 
 @KERNELS.register("Squeeze", versions_between("Squeeze", 13))
 def squeeze(node: NodeSpec):
+    static = const_ints(node, 1)
+    if static is not None:
+
+        def run_static(x: np.ndarray, axes: np.ndarray | None = None) -> np.ndarray:
+            return x.reshape(_squeezed_shape(x.shape, static))
+
+        return run_static
+
     def run(x: np.ndarray, axes: np.ndarray | None = None) -> np.ndarray:
         return _squeeze(x, None if axes is None else to_ints(axes))
 
     return run
 
 
-def _unsqueeze(x: np.ndarray, axes: list[int]) -> np.ndarray:
-    rank = x.ndim + len(axes)
+def _unsqueeze(x: np.ndarray, axes: Sequence[int]) -> np.ndarray:
+    return x.reshape(_unsqueezed_shape(x.shape, tuple(axes)))
+
+
+@lru_cache(maxsize=4096)
+def _unsqueezed_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
+    """Unsqueeze's output shape, once per distinct (input shape, axes)."""
+    rank = len(shape) + len(axes)
     ax = sorted(norm_axis(a, rank) for a in axes)
     if len(set(ax)) != len(ax) or any(not 0 <= a < rank for a in ax):
-        raise ValueError(f"Unsqueeze: invalid axes {axes} for input rank {x.ndim}")
-    shape = list(x.shape)
+        raise ValueError(f"Unsqueeze: invalid axes {list(axes)} for input rank {len(shape)}")
+    out = list(shape)
     for a in ax:
-        shape.insert(a, 1)
-    return x.reshape(shape)
+        out.insert(a, 1)
+    return tuple(out)
 
 
 @KERNELS.register("Unsqueeze", versions_between("Unsqueeze", 1, 13))
@@ -197,6 +241,14 @@ def unsqueeze_attr(node: NodeSpec):
 
 @KERNELS.register("Unsqueeze", versions_between("Unsqueeze", 13))
 def unsqueeze(node: NodeSpec):
+    static = const_ints(node, 1)
+    if static is not None:
+
+        def run_static(x: np.ndarray, axes: np.ndarray) -> np.ndarray:
+            return x.reshape(_unsqueezed_shape(x.shape, static))
+
+        return run_static
+
     def run(x: np.ndarray, axes: np.ndarray) -> np.ndarray:
         return _unsqueeze(x, to_ints(axes))
 
@@ -224,12 +276,13 @@ def concat(node: NodeSpec):
     axis = int(node.attr("axis", 1))
 
     def run(*xs: np.ndarray) -> np.ndarray:
-        xs = tuple(np.asarray(x) for x in xs if x is not None)
-        rank = max(x.ndim for x in xs)
-        a = norm_axis(axis, rank)
-        if xs[0].dtype == object:
-            return np.concatenate(xs, axis=a)
-        return np.concatenate(xs, axis=a, dtype=xs[0].dtype)
+        arrays = [x if type(x) is np.ndarray else np.asarray(x) for x in xs if x is not None]
+        rank = max([x.ndim for x in arrays])
+        a = axis + rank if axis < 0 else axis
+        dtype = arrays[0].dtype
+        if dtype.kind == "O":
+            return np.concatenate(arrays, axis=a)
+        return np.concatenate(arrays, axis=a, dtype=dtype)
 
     return run
 
