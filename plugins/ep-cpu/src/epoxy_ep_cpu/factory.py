@@ -37,10 +37,14 @@ class CpuProviderFactory:
         return CpuProvider(self.name, device, load_kernels(), options, settings)
 
     def options(self) -> Mapping[str, str]:
-        """What ``create`` accepts, from the table it validates against (``epoxy providers``)."""
+        """What ``create`` accepts, from the table it validates against (``epoxy providers``);
+        the ``jit`` line also says whether the jit tier can run here, and why not."""
+        from .jit import availability
         from .settings import TABLE
 
-        return TABLE.describe()
+        described = TABLE.describe()
+        described["jit"] = f"{described['jit']} [here: {availability().describe()}]"
+        return described
 
     def supported_ops(self) -> list[OpSupport]:
         from .registry import load_kernels

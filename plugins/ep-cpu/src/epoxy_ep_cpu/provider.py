@@ -8,6 +8,7 @@ from typing import Any
 from epoxy.contract import Device, KernelFn, NodeSpec
 from epoxy.kit import KernelProvider, KernelRegistry
 
+from . import jit
 from .settings import CpuSettings, building_with
 
 
@@ -19,11 +20,13 @@ class CpuProvider(KernelProvider):
     ) -> None:
         super().__init__(name, device, registry, options)
         self.settings = settings
+        #: this provider's resolved jit thread count, filled by the first jit kernel it builds
+        self._jit_memo: dict[str, int] = {}
 
     def claims(self, node: NodeSpec) -> str | None:
         with building_with(self.settings):
             return super().claims(node)
 
     def kernel(self, node: NodeSpec) -> KernelFn:
-        with building_with(self.settings):
+        with building_with(self.settings), jit.remembering(self._jit_memo):
             return super().kernel(node)

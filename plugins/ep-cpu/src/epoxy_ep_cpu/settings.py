@@ -47,6 +47,11 @@ class CpuSettings:
 
     conv_winograd: str = "auto"
     conv_algo_search: str = "heuristic"
+    #: run the compiled (numba) kernels where one handles the case; off, or numba missing: numpy
+    jit: bool = True
+    #: numba threads for this provider's jit kernels; 0: follow the BLAS pool (resolved by the
+    #: provider at its first kernel build, see ``jit/threads.py``)
+    jit_threads: int = 0
 
     @property
     def winograd_paths(self) -> tuple[str, ...]:
@@ -72,6 +77,14 @@ TABLE: OptionTable[CpuSettings] = OptionTable("cpu", [
                  "creation for static shapes (cached per process; the choice, and so the outputs' last bits, "
                  "can differ between processes); heuristic: fixed shape thresholds, the same choice in every "
                  "process"),
+    Option("jit", "bool", DEFAULT.jit, "compiled numba kernels for the ops that have one",
+           aliases={"on": True, "off": False}, env="EPOXY_CPU_JIT",
+           notes="LayerNormalization, Softmax/LogSoftmax, GlobalAveragePool on float32/float64; "
+                 "off, or numba not importable: the numpy kernels (the reference path) run"),
+    Option("jit_threads", "int", DEFAULT.jit_threads, "numba threads for the jit kernels", minimum=0,
+           default_text="0: as many as the BLAS pool, i.e. intra_op_num_threads when set",
+           notes="capped at NUMBA_NUM_THREADS; numba's pool is separate from OpenBLAS's, one count keeps them "
+                 "from fighting over the cores"),
 ], CpuSettings)
 #: option name -> one-line help (what ``CpuProviderFactory.options()`` returns)
 OPTIONS: Mapping[str, str] = TABLE.describe()

@@ -8,6 +8,7 @@ import numpy as np
 from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
+from .. import jit
 from ..registry import KERNELS
 from ._attr_checks import check_axis, check_static_axis, invalid, static_dim
 from ._conv_util import compute_dtype
@@ -206,10 +207,19 @@ def layer_normalization(node: NodeSpec):
     n_out = len(node.outputs)
     stat_dtype = _out_dtype(node, 1, _F32) if n_out > 1 else _F32
     check_static_axis(node, "axis", axis)
+    compiled = jit.kernels("normalization")
+    nthreads = jit.thread_count() if compiled is not None else 0
 
     def run(x, scale, b=None):
         ax = check_axis(node, "axis", axis, x.ndim)
         cdt = _stash_dtype(stash, x.dtype)
+        if compiled is not None and cdt == x.dtype:
+            done = compiled.run_layer_norm(x, scale, b, ax, eps, nthreads)
+            if done is not None:
+                y, mean, inv = done
+                if n_out == 1:
+                    return y
+                return (y, mean.astype(stat_dtype, copy=False), inv.astype(stat_dtype, copy=False))[:n_out]
         d, mean, inv = standardize(x.astype(cdt, copy=False), ax, eps)
         if d.dtype == x.dtype and scale.dtype == x.dtype and np.broadcast_shapes(d.shape, scale.shape) == d.shape:
             d *= scale  # d is our own temporary: finish in place

@@ -14,6 +14,7 @@ import numpy as np
 from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
+from .. import jit
 from ..registry import KERNELS
 from ._attr_checks import check_at_least, invalid
 from ._conv_util import compute_dtype, kernel_offsets, pad_spatial, padded_shape, resolve_pads
@@ -307,7 +308,14 @@ def lp_pool(node: NodeSpec):
 
 @KERNELS.register("GlobalAveragePool", (1, 22))
 def global_average_pool(node: NodeSpec):
+    compiled = jit.kernels("pool")
+    nthreads = jit.thread_count() if compiled is not None else 0
+
     def run(x: np.ndarray) -> np.ndarray:
+        if compiled is not None:
+            y = compiled.run_global_avg(x, nthreads)
+            if y is not None:
+                return y
         axes = tuple(range(2, x.ndim))
         cdt = compute_dtype(x.dtype)
         y = np.mean(x, axis=axes, keepdims=True, dtype=cdt)

@@ -12,6 +12,7 @@ import numpy as np
 
 from epoxy.contract import NodeSpec
 
+from .. import jit
 from ..registry import KERNELS
 from ._attr_checks import check_axis, check_static_axis
 from ._conv_util import compute_dtype
@@ -47,10 +48,16 @@ def _family(kind: str):
         legacy = node.opset < 13
         axis_attr = int(node.attr("axis", 1 if legacy else -1))
         check_static_axis(node, "axis", axis_attr)
+        compiled = jit.kernels("softmax") if kind != "Hardmax" else None
+        nthreads = jit.thread_count() if compiled is not None else 0
 
         def apply(x: np.ndarray, axis: int) -> np.ndarray:
             if kind == "Hardmax":
                 return _hardmax(x, axis)
+            if compiled is not None:
+                y = compiled.run_softmax(x, axis, kind == "LogSoftmax", nthreads)
+                if y is not None:
+                    return y
             # float16 stays float16 (as the ONNX reference computes); exotic floats -> float32
             cdt = x.dtype if x.dtype == np.float16 else compute_dtype(x.dtype)
             y = _softmax(x.astype(cdt, copy=False), axis, kind == "LogSoftmax")

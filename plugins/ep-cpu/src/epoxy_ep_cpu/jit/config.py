@@ -1,0 +1,44 @@
+"""numba's process-wide settings that the jit tier chooses: cache directory, threading layer.
+
+Why environment variables: numba reads them once, when it is imported; a user's own
+``NUMBA_CACHE_DIR`` / ``NUMBA_THREADING_LAYER`` always wins.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+#: where compiled kernels are cached unless NUMBA_CACHE_DIR is set
+CACHE_ENV = "EPOXY_CPU_JIT_CACHE_DIR"
+
+
+def default_cache_dir() -> Path:
+    """``$EPOXY_CPU_JIT_CACHE_DIR``, else ``<user cache dir>/epoxy/numba``."""
+    explicit = os.environ.get(CACHE_ENV, "").strip()
+    if explicit:
+        return Path(explicit).expanduser()
+    if sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Caches"
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "epoxy" / "numba"
+
+
+def configure() -> None:
+    """Point numba at our cache directory and a thread-safe threading layer, unless the user
+    chose; numba writes cache files to a temporary name and renames them, so two processes
+    compiling the same kernel at once both end with a valid cache entry."""
+    if not os.environ.get("NUMBA_CACHE_DIR"):
+        os.environ["NUMBA_CACHE_DIR"] = str(default_cache_dir())
+    if not os.environ.get("NUMBA_THREADING_LAYER"):
+        os.environ["NUMBA_THREADING_LAYER"] = "threadsafe"
+    numba_config: Any = sys.modules.get("numba.core.config")
+    if numba_config is not None:  # numba was imported before us: its config read the env already
+        numba_config.CACHE_DIR = os.environ["NUMBA_CACHE_DIR"]
+        if numba_config.THREADING_LAYER == "default":
+            numba_config.THREADING_LAYER = "threadsafe"

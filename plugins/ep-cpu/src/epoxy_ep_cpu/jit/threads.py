@@ -1,0 +1,51 @@
+"""The jit tier's thread policy: numba's threads follow the BLAS pool, one count for both.
+
+Why: the session's ``intra_op_num_threads`` sets numpy's BLAS pool (process-wide) before
+kernels are built; numba kernels launched with a different count would leave OpenBLAS
+threads spinning on the cores numba wants (or the reverse). So a provider resolves its
+count once, at its first jit kernel build, to the BLAS pool's count then (the session's
+``intra_op_num_threads`` when set, else the BLAS default, which like numba's is the core
+count), capped at numba's pool size. The ``jit_threads`` option overrides it.
+"""
+
+from __future__ import annotations
+
+import threading
+
+
+def blas_count() -> int | None:
+    """The largest thread count of the BLAS libraries numpy loaded (None: none reported)."""
+    from threadpoolctl import threadpool_info
+
+    counts = [int(i["num_threads"]) for i in threadpool_info() if i.get("user_api") == "blas" and i.get("num_threads")]
+    return max(counts) if counts else None
+
+
+def resolve(requested: int) -> int:
+    """Threads for this provider's jit kernels: ``requested`` when > 0, else the BLAS pool's,
+    never more than numba's pool (``NUMBA_NUM_THREADS``)."""
+    import numba
+
+    ceiling = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
+    count = requested if requested > 0 else (blas_count() or ceiling)
+    return max(1, min(count, ceiling))
+
+
+#: elements of work per thread below which a kernel runs on fewer threads: waking a worker
+#: can cost more than a small kernel's whole run, far more on a loaded machine (the
+#: exporter-made models' tensors are mostly far below this)
+GRAIN = 1 << 15
+
+_local = threading.local()
+
+
+def use(nthreads: int, work: int) -> None:
+    """Launch this thread's next parallel kernel on ``nthreads`` threads, or fewer when
+    ``work`` (elements read) gives each less than :data:`GRAIN`. numba's count is per calling
+    thread and setting it is a Python call of microseconds, so it is set only when it changes."""
+    count = max(1, min(nthreads, work // GRAIN))
+    if getattr(_local, "count", 0) != count:
+        import numba
+
+        numba.set_num_threads(count)
+        _local.count = count

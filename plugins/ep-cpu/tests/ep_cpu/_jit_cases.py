@@ -1,0 +1,38 @@
+"""Shared by the jit tests: run one-node models on the cpu provider with ``jit`` on and off."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+from _hostile import Case, options, run_reference
+
+import epoxy
+
+
+def run_cpu(case: Case, jit: bool, **provider_options: Any) -> list[np.ndarray]:
+    """``case`` on the cpu provider with ``jit`` (and any other provider options)."""
+    opts = {"jit": jit, **provider_options}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the numpy path's NaN warnings
+        sess = epoxy.InferenceSession(case.model.SerializeToString(), options(None), providers=[("cpu", opts)])
+        return [np.asarray(v) for v in sess.run(None, case.feeds)]
+
+
+def three_ways(case: Case, reference_case: Case | None = None
+               ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    """jit on, jit off (the numpy path), the ONNX reference (on ``reference_case`` if given)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        reference = run_reference(reference_case or case)
+    return run_cpu(case, True), run_cpu(case, False), reference
+
+
+def close(got: list[np.ndarray], want: list[np.ndarray], rtol: float, atol: float) -> None:
+    """Same count, shapes and dtypes; values equal within tolerance, NaN where NaN."""
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        w = np.asarray(w)
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, equal_nan=True)

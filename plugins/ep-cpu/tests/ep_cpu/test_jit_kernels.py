@@ -1,0 +1,156 @@
+"""The compiled kernels against their oracles: the numpy path (jit off) and the ONNX
+reference (onnxruntime for legacy Softmax), on random shapes (one row, one element, empty,
+NaN/Inf rows), both dtypes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _hostile import one_node, run_onnxruntime
+from _jit_cases import close, run_cpu, three_ways
+
+pytest.importorskip("numba")
+
+_TOL = {np.float32: (2e-5, 2e-6), np.float64: (1e-12, 1e-13)}
+INF, NAN = np.inf, np.nan
+
+
+def _rng(seed: int) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def _check(case, dtype, ref_rtol=None, ref_case=None, oracle=None):
+    """jit on == jit off (tight) == the reference, or ``oracle`` (looser: a different order)."""
+    if oracle is not None:
+        on, off, ref = run_cpu(case, True), run_cpu(case, False), oracle(case)
+    else:
+        on, off, ref = three_ways(case, ref_case)
+    rtol, atol = _TOL[dtype]
+    close(on, off, rtol, atol)
+    close(on, ref, ref_rtol or max(rtol, 1e-5), max(atol, 1e-6))
+
+
+# -- LayerNormalization -----------------------------------------------------------------------
+LN_SHAPES = [((1, 1, 32), -1), ((2, 5, 16), -1), ((4, 3, 8), 1), ((1, 7), -1), ((3, 1), -1), ((6,), 0),
+             ((2, 3, 4, 5), 2), ((1, 1), -1)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("shape", "axis"), LN_SHAPES)
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("n_out", [1, 3])
+def test_layer_norm(shape, axis, dtype, bias, n_out):
+    rng = _rng(len(shape) * 10 + axis + 5)
+    x = (rng.standard_normal(shape) * 3 + 1).astype(dtype)
+    tail = shape[axis:]
+    inputs = [x, rng.standard_normal(tail).astype(dtype)] + ([rng.standard_normal(tail).astype(dtype)] if bias else [])
+    attrs = {"axis": axis, "epsilon": 1e-3}
+    # float64 with stash_type 1 computes in float32 (the numpy path's reading); 11 computes in
+    # float64, which the reference does not implement: its oracle is the stash_type 1 twin
+    stash = 11 if dtype == np.float64 else 1
+    case = one_node("LayerNormalization", inputs, {**attrs, "stash_type": stash}, 17, n_out)
+    _check(case, dtype, ref_rtol=1e-4, ref_case=one_node("LayerNormalization", inputs, attrs, 17, n_out))
+
+
+def test_layer_norm_nan_and_inf_rows():
+    x = np.array([[1, 2, NAN, 4], [1, INF, 2, 3], [1, 2, 3, 4], [-INF, 0, 0, 0]], np.float32)
+    scale = np.ones(4, np.float32)
+    case = one_node("LayerNormalization", [x, scale], {"axis": -1}, 17, 3)
+    on, off, _ = three_ways(case)
+    close(on, off, 1e-5, 1e-6)
+    assert np.isnan(on[0][:2]).all() and np.isfinite(on[0][2]).all()
+
+
+def test_layer_norm_empty_and_broadcast_scale_take_the_numpy_path():
+    empty = one_node("LayerNormalization", [np.zeros((0, 4), np.float32), np.ones(4, np.float32)], {}, 17)
+    close(run_cpu(empty, True), run_cpu(empty, False), 0, 0)
+    x = _rng(1).standard_normal((2, 3, 4)).astype(np.float32)
+    broadcast = one_node("LayerNormalization", [x, np.ones((1, 4), np.float32)], {"axis": 1}, 17)
+    close(run_cpu(broadcast, True), run_cpu(broadcast, False), 0, 0)
+
+
+# -- Softmax / LogSoftmax ---------------------------------------------------------------------
+SM_SHAPES = [((1, 1, 32), -1), ((3, 7), 1), ((2, 3, 4), 1), ((2, 3, 4), 0), ((5,), 0), ((1, 12, 1, 9), -1),
+             ((4, 1), -1), ((2, 0, 3), -1)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("shape", "axis"), SM_SHAPES)
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("opset", [11, 13])
+def test_softmax(op, shape, axis, dtype, opset):
+    x = (_rng(len(shape) + axis + 7).standard_normal(shape) * 4).astype(dtype)
+    # before opset 13 the input is coerced to 2-D at axis; onnx.reference reads it as opset 13
+    _check(one_node(op, [x], {"axis": axis}, opset), dtype, oracle=run_onnxruntime if opset < 13 else None)
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+def test_softmax_nan_inf_rows_on_both_paths(op):
+    """A row holding +inf or NaN, or only -inf, is all NaN; -inf elsewhere gives 0 (or -inf)."""
+    rows = np.array([[1, INF, 2, 3], [1, 2, NAN, 3], [-INF, 1, 2, 3], [INF, INF, 1, 1],
+                     [-INF, -INF, -INF, -INF], [NAN, 1, 2, 3], [1, 2, 3, 4]], np.float32)
+    on, off, ref = three_ways(one_node(op, [rows], {"axis": 1}, 13))
+    close(on, off, 1e-6, 1e-7)
+    close(on, ref, 1e-5, 1e-6)
+    assert np.isnan(on[0][[0, 1, 3, 4, 5]]).all() and not np.isnan(on[0][[2, 6]]).any()
+
+
+# -- pools ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1, 8, 16, 16), (2, 3, 1, 1), (1, 1, 7), (2, 2, 3, 4, 5)])
+def test_global_average_pool(shape, dtype):
+    x = _rng(len(shape)).standard_normal(shape).astype(dtype)
+    _check(one_node("GlobalAveragePool", [x], {}, 22), dtype)
+
+
+def test_global_average_pool_of_an_empty_batch():
+    """The reference divides by zero here; both paths give an empty (0, 3, 1, 1)."""
+    case = one_node("GlobalAveragePool", [np.zeros((0, 3, 4, 4), np.float32)], {}, 22)
+    on, off = run_cpu(case, True), run_cpu(case, False)
+    close(on, off, 0, 0)
+    assert on[0].shape == (0, 3, 1, 1)
+
+
+def test_non_float_cases_keep_the_numpy_path():
+    x = np.arange(2 * 3 * 5 * 5, dtype=np.int8).reshape(2, 3, 5, 5)
+    case = one_node("GlobalAveragePool", [x.astype(np.float16)], {}, 22)
+    close(run_cpu(case, True), run_cpu(case, False), 0, 0)
+    half = one_node("Softmax", [_rng(3).standard_normal((2, 5)).astype(np.float16)], {}, 13)
+    close(run_cpu(half, True), run_cpu(half, False), 0, 0)
+
+
+DISPATCH = [
+    ("normalization", "run_layer_norm", "LayerNormalization", [np.ones((2, 4), np.float32), np.ones(4, np.float32)],
+     {}, 17),
+    ("softmax", "run_softmax", "LogSoftmax", [np.ones((2, 4), np.float32)], {}, 13),
+    ("pool", "run_global_avg", "GlobalAveragePool", [np.ones((1, 2, 4, 4), np.float32)], {}, 22),
+]
+
+
+@pytest.mark.parametrize(("module", "name", "op", "inputs", "attrs", "opset"), DISPATCH, ids=[d[2] for d in DISPATCH])
+def test_jit_on_dispatches_to_the_compiled_kernel(monkeypatch, module, name, op, inputs, attrs, opset):
+    """The comparisons above would pass vacuously if jit=on quietly ran the numpy path."""
+    import importlib
+
+    mod = importlib.import_module(f"epoxy_ep_cpu.jit.kernels_{module}")
+    real, results = getattr(mod, name), []
+
+    def spy(*args):
+        results.append(real(*args))
+        return results[-1]
+
+    monkeypatch.setattr(mod, name, spy)
+    case = one_node(op, inputs, attrs, opset)
+    run_cpu(case, False)
+    assert results == []
+    run_cpu(case, True)
+    assert len(results) == 1 and results[0] is not None
+
+
+def test_large_softmax_keeps_the_numpy_path_and_agrees():
+    from epoxy_ep_cpu.jit import kernels_softmax
+
+    x = _rng(9).standard_normal((4, kernels_softmax.SMALL)).astype(np.float32)
+    assert kernels_softmax.run_softmax(x, 1, False, 1) is None
+    assert kernels_softmax.run_softmax(x[:1, :kernels_softmax.SMALL], 1, False, 1) is not None
+    close(*three_ways(one_node("Softmax", [x], {}, 13))[:2], 0, 0)

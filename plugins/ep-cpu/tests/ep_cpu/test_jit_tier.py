@@ -1,0 +1,216 @@
+"""The jit tier's switch: option and environment variable, a machine without numba, what
+``epoxy providers`` says, and the thread policy. Kernels' values: test_jit_kernels.py."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from _hostile import one_node
+from _jit_cases import run_cpu
+
+import epoxy_ep_cpu.jit as jit_pkg
+from epoxy.errors import InvalidArgumentError
+from epoxy_ep_cpu import jit
+from epoxy_ep_cpu.factory import CpuProviderFactory
+from epoxy_ep_cpu.jit import probe
+from epoxy_ep_cpu.jit.probe import Availability
+from epoxy_ep_cpu.settings import TABLE, building_with
+
+numba = pytest.importorskip("numba")
+
+_MISSING = Availability(False, reason="numba cannot be imported: ModuleNotFoundError: No module named 'numba'")
+
+
+def _calls(monkeypatch: pytest.MonkeyPatch, module: str, name: str) -> list[object]:
+    """Record the calls of the compiled wrapper ``module.name`` (still running it)."""
+    mod = __import__(f"epoxy_ep_cpu.jit.kernels_{module}", fromlist=[name])
+    real = getattr(mod, name)
+    seen: list[object] = []
+
+    def spy(*args, **kwargs):
+        seen.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mod, name, spy)
+    return seen
+
+
+def _softmax_case():
+    return one_node("Softmax", [np.random.default_rng(0).standard_normal((3, 7)).astype(np.float32)], {}, 13)
+
+
+def test_option_parses_on_off_and_bools():
+    assert TABLE.parse({"jit": "on"}).jit is True
+    assert TABLE.parse({"jit": "OFF"}).jit is False
+    assert TABLE.parse({"jit": "0"}).jit is False
+    assert TABLE.parse({"jit": True}).jit is True
+    with pytest.raises(InvalidArgumentError):
+        TABLE.parse({"jit": "maybe"})
+    with pytest.raises(InvalidArgumentError):
+        TABLE.parse({"jit_threads": -1})
+
+
+def test_environment_variable_sets_the_default_and_an_option_overrides_it(monkeypatch):
+    monkeypatch.setenv("EPOXY_CPU_JIT", "0")
+    assert TABLE.parse({}).jit is False
+    assert TABLE.parse({"jit": "on"}).jit is True
+    monkeypatch.setenv("EPOXY_CPU_JIT", "1")
+    assert TABLE.parse({}).jit is True
+
+
+def test_jit_on_runs_the_compiled_kernel_and_off_does_not(monkeypatch):
+    seen = _calls(monkeypatch, "softmax", "run_softmax")
+    case = _softmax_case()
+    on = run_cpu(case, True)
+    assert len(seen) == 1
+    off = run_cpu(case, False)
+    assert len(seen) == 1  # the numpy path ran
+    np.testing.assert_allclose(on[0], off[0], rtol=1e-6)
+
+
+def test_missing_numba_runs_the_numpy_path_and_says_why(monkeypatch):
+    seen = _calls(monkeypatch, "softmax", "run_softmax")
+    monkeypatch.setattr(jit_pkg, "availability", lambda: _MISSING)
+    monkeypatch.setattr(probe, "availability", lambda: _MISSING)
+    import epoxy_ep_cpu.provider  # noqa: F401 - the provider resolves threads through the package too
+
+    out = run_cpu(_softmax_case(), True)
+    assert not seen and out[0].shape == (3, 7)
+    assert jit.kernels("softmax") is None
+    line = CpuProviderFactory().options()["jit"]
+    assert "unavailable" in line and "No module named 'numba'" in line and "numpy kernels run" in line
+
+
+def test_providers_listing_says_jit_is_available_here():
+    from epoxy.cli.providers_cmd import collect
+
+    cpu = next(p for p in collect("cpu")["providers"] if p["name"] == "cpu")
+    assert f"numba {numba.__version__} available" in cpu["options"]["jit"]
+    assert "jit_threads" in cpu["options"]
+
+
+def test_nothing_is_compiled_or_imported_when_building_with_jit_off():
+    with building_with(TABLE.parse({"jit": "off"})):
+        assert jit.kernels("softmax") is None
+
+
+def test_thread_count_follows_the_option_and_is_capped_by_numbas_pool():
+    ceiling = numba.config.NUMBA_NUM_THREADS
+    with building_with(TABLE.parse({"jit_threads": 1})):
+        assert jit.thread_count() == 1
+    with building_with(TABLE.parse({"jit_threads": 10_000})):
+        assert jit.thread_count() == ceiling
+
+
+def test_thread_count_follows_intra_op_num_threads(monkeypatch):
+    """0 (the default) follows the BLAS pool, which the session set from intra_op_num_threads."""
+    import epoxy
+    from epoxy.run.threads import set_blas_threads
+    from epoxy_ep_cpu.jit import threads
+
+    before = threads.blas_count() or 1
+    set_blas_threads(1)
+    try:
+        assert threads.resolve(0) == 1
+        used: list[int] = []
+        monkeypatch.setattr(numba, "set_num_threads", used.append)
+        monkeypatch.setattr(threads, "_local", threading.local())
+        opts = epoxy.SessionOptions(intra_op_num_threads=1)
+        case = _softmax_case()
+        sess = epoxy.InferenceSession(case.model.SerializeToString(), opts, providers=[("cpu", {"jit": True})])
+        sess.run(None, case.feeds)
+        assert used == [1]
+    finally:
+        set_blas_threads(before)
+
+
+def test_small_work_runs_on_one_thread_and_a_count_is_set_only_when_it_changes(monkeypatch):
+    from epoxy_ep_cpu.jit import threads
+
+    used: list[int] = []
+    monkeypatch.setattr(numba, "set_num_threads", used.append)
+    monkeypatch.setattr(threads, "_local", threading.local())
+    threads.use(2, 10)
+    threads.use(2, threads.GRAIN - 1)
+    threads.use(2, 2 * threads.GRAIN)
+    threads.use(2, 100 * threads.GRAIN)
+    threads.use(4, 3 * threads.GRAIN)
+    assert used == [1, 2, 3]
+
+
+def test_cache_dir_defaults_under_the_user_cache_and_a_users_numba_setting_wins(monkeypatch, tmp_path):
+    from numba.core import config as numba_config
+
+    from epoxy_ep_cpu.jit import config
+
+    monkeypatch.setattr(numba_config, "CACHE_DIR", numba_config.CACHE_DIR)
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.delenv(config.CACHE_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert config.default_cache_dir() == tmp_path / "epoxy" / "numba"
+    monkeypatch.setenv(config.CACHE_ENV, str(tmp_path / "mine"))
+    config.configure()
+    assert numba_config.CACHE_DIR == str(tmp_path / "mine")
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "users"))
+    config.configure()
+    assert numba_config.CACHE_DIR == str(tmp_path / "users")
+
+
+def test_concurrent_runs_from_many_threads_match_serial_runs():
+    """Parallel kernels launched from 8 threads at once (the thread-safe layer): bit-identical
+    to serial runs, with work large enough to use every numba thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from onnx import TensorProto, helper
+
+    import epoxy
+
+    nodes = [helper.make_node("LayerNormalization", ["x", "s", "b"], ["n"], axis=-1),
+             helper.make_node("Softmax", ["n"], ["p"], axis=-1),
+             helper.make_node("GlobalAveragePool", ["x4"], ["g"])]
+    rng = np.random.default_rng(4)
+    feeds = {"x": rng.standard_normal((256, 512)).astype(np.float32),
+             "s": rng.standard_normal(512).astype(np.float32), "b": rng.standard_normal(512).astype(np.float32),
+             "x4": rng.standard_normal((2, 64, 32, 32)).astype(np.float32)}
+    f32 = TensorProto.FLOAT
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(k, f32, v.shape) for k, v in feeds.items()],
+                              [helper.make_tensor_value_info("p", f32, None),
+                               helper.make_tensor_value_info("g", f32, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    sess = epoxy.InferenceSession(model.SerializeToString(), providers=[("cpu", {"jit": True, "jit_threads": 2})])
+    serial = sess.run(None, feeds)
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda _: sess.run(None, feeds), range(64)))
+    for got in results:
+        assert all(np.array_equal(a, b) for a, b in zip(got, serial))
+
+
+_NO_NUMBA_UNTIL_NEEDED = """
+import sys
+import numpy as np
+from onnx import TensorProto, helper
+import epoxy
+def model(op):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    graph = helper.make_graph([helper.make_node(op, ["x"], ["y"])], "g", [x], [y])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+feeds = {"x": np.ones((2, 3), np.float32)}
+epoxy.InferenceSession(model("Relu"), providers=["cpu"]).run(None, feeds)
+epoxy.InferenceSession(model("Softmax"), providers=[("cpu", {"jit": "off"})]).run(None, feeds)
+print("numba" in sys.modules)
+epoxy.InferenceSession(model("Softmax"), providers=["cpu"]).run(None, feeds)
+print("numba" in sys.modules)
+"""
+
+
+def test_numba_is_imported_only_by_a_jit_kernel_being_built():
+    """Importing epoxy, and sessions whose kernels have no compiled twin or jit off, leave
+    numba unimported (a fresh process: this one imported it already)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _NO_NUMBA_UNTIL_NEEDED], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]
