@@ -46,9 +46,13 @@ def sdk(session: nox.Session) -> None:
 
 @nox.session
 def ep_cpu(session: nox.Session) -> None:
-    """epoxy-ep-cpu kernels (onnx.reference and onnxruntime as oracles)."""
+    """epoxy-ep-cpu kernels (onnx.reference and onnxruntime as oracles), with the numba tier on
+    (the default); then the tests of the ops that have a compiled kernel again with it off, so
+    both paths run in CI."""
     session.install("./core", "./plugins/ep-cpu[image]", ONNX_PIN, "onnxruntime", "hypothesis", *PYTEST)
     _pytest(session, "plugins/ep-cpu/tests", parallel=True)
+    session.run("pytest", "-n", "auto", "-q", "-p", "no:cacheprovider", "plugins/ep-cpu/tests",
+                "-k", "norm or softmax or pool or jit", env={"EPOXY_CPU_JIT": "0"})
 
 
 @nox.session
