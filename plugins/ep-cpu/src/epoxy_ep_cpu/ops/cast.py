@@ -23,6 +23,9 @@ _F8 = {
 }
 _E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu)
 _OBJ = np.dtype(object)
+_PLAIN_SOURCE = frozenset(np.dtype(t) for t in (
+    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64))
+_PLAIN = _PLAIN_SOURCE | {np.dtype(np.float32), np.dtype(np.float64)}
 
 
 def _onnx_dtype(elem_type: int) -> np.dtype:
@@ -136,10 +139,20 @@ def cast(node: NodeSpec):
     saturate = flag(node, "saturate", 1)
     round_mode = _round_mode(node)
 
-    def run(x: np.ndarray) -> np.ndarray:
+    if target not in _PLAIN:
+        def run(x: np.ndarray) -> np.ndarray:
+            return cast_array(x, target, saturate, round_mode)
+
+        return run
+
+    def run_plain(x: np.ndarray) -> np.ndarray:
+        # bool/integer to bool/integer/float32/float64 (shape arithmetic, masks): a plain astype
+        # cannot warn or fail there, so cast_array's checks and errstate are skipped
+        if type(x) is np.ndarray and x.dtype in _PLAIN_SOURCE:
+            return x.astype(target)
         return cast_array(x, target, saturate, round_mode)
 
-    return run
+    return run_plain
 
 
 @KERNELS.register("CastLike", schema_versions("CastLike"))

@@ -116,7 +116,9 @@ def gather(node: NodeSpec):
         if type(x) is np.ndarray:  # a 0-d index (shape arithmetic): no index array is built
             i = scalar_index(indices, x.shape[a])
             if i is not None:
-                return x.take(i, axis=a)
+                # 1-d data: a 0-d array copy (an ndarray, as onnxruntime returns; take() gives a
+                # numpy scalar that the next Unsqueeze/Concat must convert back)
+                return x[i, ...].copy() if x.ndim == 1 else x.take(i, axis=a)
         idx = normalize_indices(indices, x.shape[a])
         _check_range(idx, x.shape[a], "Gather")
         return np.take(x, idx, axis=a)

@@ -19,6 +19,9 @@ def _strings(x: np.ndarray) -> np.ndarray:
 
 def _compare(ufunc: np.ufunc) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if type(a) is np.ndarray and type(b) is np.ndarray and a.dtype.kind in "biu" and b.dtype.kind in "biu":
+            # integer/bool operands (shape tensors, masks): cannot warn, always a bool result
+            return arr(ufunc(a, b))
         a, b = _strings(np.asarray(a)), _strings(np.asarray(b))
         with np.errstate(all="ignore"):
             out = arr(ufunc(a, b))
@@ -132,6 +135,9 @@ def bitshift(node: NodeSpec):
 @KERNELS.register("Where", (9, 16))
 def where(node: NodeSpec):
     def run(cond: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        if (type(cond) is np.ndarray and type(x) is np.ndarray and type(y) is np.ndarray
+                and cond.dtype == np.bool_ and x.dtype == y.dtype and x.dtype.kind not in "USO"):
+            return np.where(cond, x, y)  # the usual call: nothing to convert, an ndarray of x's dtype
         x, y = np.asarray(x), np.asarray(y)
         if x.dtype.kind in "USO" or y.dtype.kind in "USO":
             x, y = x.astype(object), y.astype(object)

@@ -49,6 +49,12 @@ def identity(node: NodeSpec):
 # Shape / Size
 
 
+@lru_cache(maxsize=4096)
+def _shape_array(dims: tuple[int, ...]) -> np.ndarray:
+    """Shape's int64 array for one input shape (callers copy it: outputs may be written to)."""
+    return np.array(dims, dtype=np.int64)
+
+
 @KERNELS.register("Shape", schema_versions("Shape"))
 def shape(node: NodeSpec):
     start = node.attr("start", 0) if node.opset >= 15 else 0
@@ -57,7 +63,8 @@ def shape(node: NodeSpec):
     if start == 0 and end is None:  # the whole shape (exporters' usual Shape): no clamping
 
         def whole(x: np.ndarray) -> np.ndarray:
-            return np.array(x.shape if type(x) is np.ndarray else np.asarray(x).shape, dtype=np.int64)
+            # the int64 array is built once per distinct shape; each run gets its own copy
+            return _shape_array(x.shape if type(x) is np.ndarray else np.asarray(x).shape).copy()
 
         return whole
 
@@ -274,8 +281,13 @@ def transpose(node: NodeSpec):
 @KERNELS.register("Concat", schema_versions("Concat"))
 def concat(node: NodeSpec):
     axis = int(node.attr("axis", 1))
+    lists = axis in (0, -1)  # the only axes 1-d vectors have
 
     def run(*xs: np.ndarray) -> np.ndarray:
+        if lists:  # shape arithmetic: Python lists, no np.concatenate
+            small = _small_int_vectors(xs)
+            if small is not None:
+                return small
         arrays = [x if type(x) is np.ndarray else np.asarray(x) for x in xs if x is not None]
         rank = max([x.ndim for x in arrays])
         a = axis + rank if axis < 0 else axis
@@ -285,6 +297,24 @@ def concat(node: NodeSpec):
         return np.concatenate(arrays, axis=a, dtype=dtype)
 
     return run
+
+
+_SMALL_CONCAT = 16  # elements per input under which a list concatenation beats np.concatenate
+
+
+def _small_int_vectors(xs: tuple[Any, ...]) -> np.ndarray | None:
+    """Concat of short 1-d integer arrays of one dtype (exporters' shape vectors) through Python
+    lists, cheaper than ``np.concatenate`` there; None when any input is not such a vector."""
+    first = xs[0]
+    if type(first) is not np.ndarray or first.dtype.kind not in "iu":
+        return None
+    dtype = first.dtype
+    values: list[int] = []
+    for x in xs:  # ``is``: an equal but distinct dtype object only costs the general path
+        if type(x) is not np.ndarray or x.dtype is not dtype or x.ndim != 1 or x.size > _SMALL_CONCAT:
+            return None
+        values += x.tolist()
+    return np.array(values, dtype=dtype)
 
 
 def _split_sizes(dim: int, n_out: int, split: list[int] | None, num_outputs: int | None) -> list[int]:
