@@ -57,6 +57,12 @@ def any_graph(rng: random.Random, model: onnx.ModelProto) -> onnx.GraphProto:
     return every[0] if rng.random() < 0.6 else rng.choice(every)
 
 
+def any_initializer(rng: random.Random, model: onnx.ModelProto) -> onnx.TensorProto | None:
+    """An initializer of a graph :func:`any_graph` picks (``None``: that graph has none)."""
+    graph = any_graph(rng, model)
+    return rng.choice(graph.initializer) if graph.initializer else None
+
+
 def all_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
     """Nodes of the graph, its subgraphs and the model-local functions."""
     nodes = [n for g in graphs(model.graph) for n in g.node]

@@ -10,7 +10,17 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from .common import ABSURD_DIMS, ABSURD_INTS, TENSOR_TYPES, Draft, any_graph, any_node, type_name, value_names
+from .common import (
+    ABSURD_DIMS,
+    ABSURD_INTS,
+    TENSOR_TYPES,
+    Draft,
+    any_graph,
+    any_initializer,
+    any_node,
+    type_name,
+    value_names,
+)
 
 OTHER_OPS = ["Add", "Relu", "MatMul", "Conv", "Reshape", "Loop", "If", "Scan", "Concat", "Gather", "Cast", "Split",
              "Slice", "Resize", "TopK", "NonZero", "Pad", "SequenceAt", "Identity", "Softmax", "NotAnOp", "Einsum",
@@ -72,10 +82,9 @@ def missing_initializer(rng: random.Random, draft: Draft) -> str | None:
 
 
 def corrupt_initializer(rng: random.Random, draft: Draft) -> str | None:
-    graph = any_graph(rng, draft.model)
-    if not graph.initializer:
+    init = any_initializer(rng, draft.model)
+    if init is None:
         return None
-    init = rng.choice(graph.initializer)
     choice = rng.randrange(4)
     if choice == 0:
         init.data_type = rng.choice(TENSOR_TYPES)

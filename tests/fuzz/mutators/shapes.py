@@ -8,7 +8,7 @@ import random
 import onnx
 from onnx import TensorProto
 
-from .common import ABSURD_DIMS, TENSOR_TYPES, Draft, any_graph, type_name
+from .common import ABSURD_DIMS, TENSOR_TYPES, Draft, any_graph, any_initializer, type_name
 
 
 def _tensor_values(graph: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
@@ -53,10 +53,9 @@ def wrong_value_info(rng: random.Random, draft: Draft) -> str | None:
 
 
 def initializer_dims(rng: random.Random, draft: Draft) -> str | None:
-    graph = any_graph(rng, draft.model)
-    if not graph.initializer:
+    init = any_initializer(rng, draft.model)
+    if init is None:
         return None
-    init = rng.choice(graph.initializer)
     choice = rng.randrange(3)
     if choice == 0:
         del init.dims[:]

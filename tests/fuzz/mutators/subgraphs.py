@@ -18,6 +18,12 @@ def _nodes(draft: Draft, *ops: str) -> list[onnx.NodeProto]:
     return [n for g in graphs(draft.model.graph) for n in g.node if n.op_type in ops]
 
 
+def _any_node(rng: random.Random, draft: Draft, *ops: str) -> onnx.NodeProto | None:
+    """One node of these op types anywhere in the model (``None``: there is none)."""
+    found = _nodes(draft, *ops)
+    return rng.choice(found) if found else None
+
+
 def _body(node: onnx.NodeProto, name: str = "body") -> onnx.GraphProto | None:
     return next((a.g for a in node.attribute if a.name == name and a.type == AttributeProto.GRAPH), None)
 
@@ -30,10 +36,9 @@ def _constant(draft: Draft, name: str, array: np.ndarray) -> str:
 
 
 def loop_condition_type(rng: random.Random, draft: Draft) -> str | None:
-    loops = _nodes(draft, "Loop")
-    if not loops:
+    loop = _any_node(rng, draft, "Loop")
+    if loop is None:
         return None
-    loop = rng.choice(loops)
     body = _body(loop)
     if rng.random() < 0.6 or body is None or len(body.input) < 2 or not body.output:
         dtype = rng.choice([np.float32, np.float64, np.int64, np.uint8])
@@ -48,10 +53,9 @@ def loop_condition_type(rng: random.Random, draft: Draft) -> str | None:
 
 
 def loop_trip_count(rng: random.Random, draft: Draft) -> str | None:
-    loops = _nodes(draft, "Loop")
-    if not loops:
+    loop = _any_node(rng, draft, "Loop")
+    if loop is None:
         return None
-    loop = rng.choice(loops)
     while len(loop.input) < 2:
         loop.input.append("")
     choice = rng.randrange(3)
@@ -75,10 +79,9 @@ def loop_trip_count(rng: random.Random, draft: Draft) -> str | None:
 
 
 def body_io(rng: random.Random, draft: Draft) -> str | None:
-    owners = _nodes(draft, "Loop", "Scan", "If", "SequenceMap")
-    if not owners:
+    owner = _any_node(rng, draft, "Loop", "Scan", "If", "SequenceMap")
+    if owner is None:
         return None
-    owner = rng.choice(owners)
     bodies = [a.g for a in owner.attribute if a.type == AttributeProto.GRAPH]
     if not bodies:
         return None
@@ -108,10 +111,9 @@ def body_io(rng: random.Random, draft: Draft) -> str | None:
 
 
 def branches_disagree(rng: random.Random, draft: Draft) -> str | None:
-    ifs = _nodes(draft, "If")
-    if not ifs:
+    node = _any_node(rng, draft, "If")
+    if node is None:
         return None
-    node = rng.choice(ifs)
     then_g, else_g = _body(node, "then_branch"), _body(node, "else_branch")
     if then_g is None or else_g is None:
         return None
@@ -125,10 +127,9 @@ def branches_disagree(rng: random.Random, draft: Draft) -> str | None:
 
 
 def condition_value(rng: random.Random, draft: Draft) -> str | None:
-    ifs = _nodes(draft, "If")
-    if not ifs:
+    node = _any_node(rng, draft, "If")
+    if node is None:
         return None
-    node = rng.choice(ifs)
     array = rng.choice([np.array([True, False]), np.array([], bool), np.array(2.5, np.float32),
                         np.zeros((2, 2), np.int64)])
     node.input[0] = _constant(draft, "cond", array)
@@ -136,10 +137,9 @@ def condition_value(rng: random.Random, draft: Draft) -> str | None:
 
 
 def scan_counts(rng: random.Random, draft: Draft) -> str | None:
-    scans = _nodes(draft, "Scan")
-    if not scans:
+    node = _any_node(rng, draft, "Scan")
+    if node is None:
         return None
-    node = rng.choice(scans)
     ints = [a for a in node.attribute if a.type in (AttributeProto.INT, AttributeProto.INTS)]
     if ints and rng.random() < 0.6:
         attr = rng.choice(ints)
