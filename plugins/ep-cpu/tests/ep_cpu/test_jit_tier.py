@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -156,6 +157,19 @@ def test_cache_dir_defaults_under_the_user_cache_and_a_users_numba_setting_wins(
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "users"))
     config.configure()
     assert numba_config.CACHE_DIR == str(tmp_path / "users")
+
+
+def test_openmp_workers_sleep_unless_the_user_chose_a_wait_policy(monkeypatch):
+    """Spinning OpenMP workers fight OpenBLAS's spinning workers for the cores (docs/THREADING.md):
+    the tier asks for sleeping workers, and a user's own OMP_WAIT_POLICY wins."""
+    from epoxy_ep_cpu.jit import config
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    config.configure()
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "active")
+    config.configure()
+    assert os.environ["OMP_WAIT_POLICY"] == "active"
 
 
 def test_concurrent_runs_from_many_threads_match_serial_runs():

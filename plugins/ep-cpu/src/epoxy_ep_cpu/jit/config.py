@@ -1,7 +1,8 @@
-"""numba's process-wide settings that the jit tier chooses: cache directory, threading layer.
+"""numba's process-wide settings that the jit tier chooses: cache directory, threading layer,
+how its OpenMP workers wait.
 
 Why environment variables: numba reads them once, when it is imported; a user's own
-``NUMBA_CACHE_DIR`` / ``NUMBA_THREADING_LAYER`` always wins.
+``NUMBA_CACHE_DIR`` / ``NUMBA_THREADING_LAYER`` / ``OMP_WAIT_POLICY`` always wins.
 """
 
 from __future__ import annotations
@@ -37,6 +38,12 @@ def configure() -> None:
         os.environ["NUMBA_CACHE_DIR"] = str(default_cache_dir())
     if not os.environ.get("NUMBA_THREADING_LAYER"):
         os.environ["NUMBA_THREADING_LAYER"] = "threadsafe"
+    # OpenMP workers that spin after a parallel kernel fight OpenBLAS's spinning workers for
+    # the cores: measured on 2 cores, a 2-thread kernel launched right after a BLAS call took
+    # 3.7-7 ms instead of 0.02 ms (docs/THREADING.md). Sleeping workers cost ~30 us to wake,
+    # which the GRAIN in threads.py accounts for. Read by libgomp when it loads (numba's first
+    # parallel launch), so it only applies when nothing loaded libgomp before.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     numba_config: Any = sys.modules.get("numba.core.config")
     if numba_config is not None:  # numba was imported before us: its config read the env already
         numba_config.CACHE_DIR = os.environ["NUMBA_CACHE_DIR"]
