@@ -194,6 +194,7 @@ _FIELDS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "max_loop_iterations": (None, _positive_or_none),
     "check_outputs": (False, _flag),
     "run_timeout_s": (None, timeout_seconds),
+    "shape_cache": (True, _flag),
 }
 
 #: ``add_session_config_entry`` keys that take effect: key -> (attribute, value parser)
@@ -205,6 +206,7 @@ _CONFIG_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "epoxy.memory_limit_bytes": ("memory_limit_bytes", lambda v: int(v) if v.strip() else None),
     "epoxy.max_loop_iterations": ("max_loop_iterations", lambda v: int(v) if v.strip() else None),
     "epoxy.check_outputs": ("check_outputs", lambda v: v.strip().lower() in ("1", "true")),
+    "epoxy.shape_cache": ("shape_cache", lambda v: v.strip().lower() in ("1", "true")),
     TIMEOUT_KEY: ("run_timeout_s", lambda v: timeout_seconds(TIMEOUT_KEY, v)),
 }
 #: keys with a fixed meaning epoxy can only honour at one value (else an error says why)
@@ -240,7 +242,11 @@ class SessionOptions:
     ``run_timeout_s`` (config entry ``epoxy.run_timeout_s``: every run stops with
     :class:`~epoxy.errors.RunTerminatedError` once it has run that many seconds, checked
     between steps and at every control-flow iteration; a run's own ``epoxy.run_timeout_s``
-    run config entry replaces it; default None, no time bound, as in onnxruntime).
+    run config entry replaces it; default None, no time bound, as in onnxruntime),
+    ``shape_cache`` (config entry ``epoxy.shape_cache``; default True: in sequential mode, the
+    steps whose results follow from the input shapes alone, such as exporters' Shape/Gather/
+    Concat chains, are skipped on input shapes seen twice before, their earlier results reused;
+    see ``epoxy.run.shape_cache``).
     """
 
     # The attributes' types, for type checkers only (no class attributes): ``__init__`` sets
@@ -268,6 +274,7 @@ class SessionOptions:
     max_loop_iterations: int | None
     check_outputs: bool
     run_timeout_s: float | None
+    shape_cache: bool
     _config: dict[str, str]
     _dim_overrides: dict[str, dict[str, int]]
     _initializers: dict[str, Any]

@@ -38,6 +38,7 @@ from .run.output_safety import detach_aliases, owners_of
 from .run.parallel_executor import ParallelExecutor
 from .run.profiling import Profiler, ProfilingExecutor
 from .run.run_bound import run_stop
+from .run.shape_cache_setup import shape_caching_executor
 from .run.threads import set_blas_threads
 
 FALLBACK_PROVIDER = "cpu"
@@ -276,8 +277,12 @@ class InferenceSession:
         checks and profiling wrap its steps, so they hold under either execution mode."""
         if self._check_outputs:
             plan = with_output_checks(plan, self._graph.value_type)
-        if self._profiler is not None:
+        if self._profiler is not None:  # every step is timed on every run: no shape cache
             return ProfilingExecutor(plan, self._profiler, self._plain_executor)
+        if self._options.shape_cache and not self._options.parallel:
+            cached = shape_caching_executor(plan, self._graph)
+            if cached is not None:
+                return cached
         return self._plain_executor(plan)
 
     def _plain_executor(self, plan: Any) -> Any:

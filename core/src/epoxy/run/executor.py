@@ -103,9 +103,13 @@ def _reader(inputs: tuple[int, ...]) -> Any:
 class SequentialExecutor:
     """Runs a plan's steps one after another, releasing values after their last use."""
 
-    def __init__(self, plan: ExecutionPlan) -> None:
+    def __init__(self, plan: ExecutionPlan, pool: ArenaPool | None = None) -> None:
+        """``pool``: share another executor's planned buffers (a variant of the same plan
+        with steps left out, never run at the same time as it on one arena)."""
         self.plan = plan
-        self._pool = ArenaPool(plan.arena, len(plan.initial)) if plan.arena is not None else None
+        if pool is None and plan.arena is not None:
+            pool = ArenaPool(plan.arena, len(plan.initial))
+        self._pool = pool if plan.arena is not None else None
         planned = {slot for slot, *_ in plan.arena.views} if plan.arena is not None else set()
         # per step: (fn, first input slot or -1 when the step has not exactly one input, the
         # argument reader, single output slot or None, outputs, frees, planned out= view):
@@ -116,6 +120,11 @@ class SequentialExecutor:
              len(s.outputs) == 1 and s.outputs[0] in planned)
             for s, frees in zip(plan.steps, plan.frees)
         ]
+
+    @property
+    def pool(self) -> ArenaPool | None:
+        """The planned buffers' pool (None: nothing planned)."""
+        return self._pool
 
     def run(self, feeds: Sequence[tuple[int, Any]], fetch: Sequence[int], stop: Any = None) -> list[Any]:
         """Run with ``feeds`` as (slot, value) pairs; return the values of ``fetch`` slots.
