@@ -129,10 +129,17 @@ def cpu_options(spec: str) -> dict[str, str]:
 
 
 def load_epoxy(path, threads, options=None):
+    """``options``: cpu provider options; ``session.NAME`` keys are SessionOptions fields
+    (``epoxy:session.shape_cache=0``)."""
     import epoxy
 
+    options = dict(options or {})
+    session_fields = {k.split(".", 1)[1]: v for k, v in options.items() if k.startswith("session.")}
     opts = epoxy.SessionOptions(intra_op_num_threads=threads)
-    sess = epoxy.InferenceSession(str(path), providers=[("cpu", options or {})], sess_options=opts)
+    for name, value in session_fields.items():
+        setattr(opts, name, int(value) if value.lstrip("-").isdigit() else value)
+    provider_options = {k: v for k, v in options.items() if not k.startswith("session.")}
+    sess = epoxy.InferenceSession(str(path), providers=[("cpu", provider_options)], sess_options=opts)
 
     def run(feeds):
         return sess.run(None, feeds)

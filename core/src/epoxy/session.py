@@ -30,7 +30,7 @@ from .plan.compile_graph import partition_and_plan
 from .plan.placement import HOST, IOPlacement, device_key
 from .plugins import ProviderRegistry, default_registry, strict_mode
 from .run.executor import SequentialExecutor
-from .run.feeds import check_feeds
+from .run.feeds import ExactFeeds, check_feeds
 from .run.limits import check_feeds as check_feed_sizes
 from .run.limits import check_planned_peak, check_static_values, memory_limit_scope
 from .run.output_checks import checks_requested, with_output_checks
@@ -224,6 +224,7 @@ class InferenceSession:
         self._inputs = [n for n in graph.inputs if n not in constants]
         self._overridable = [n for n in graph.inputs if n in constants]
         self._input_types = {n: graph.value_type(n) for n in graph.inputs}
+        self._exact_feeds = ExactFeeds(self._input_types, set(self._inputs))
         # where each feed goes: graph inputs, or the host slot of an overridden initializer
         self._feed_slots = {**{n: built.plan.slot_names.index(n) for n in self._overridable
                                if n in built.plan.slot_names}, **built.plan.input_slots}
@@ -496,12 +497,15 @@ class InferenceSession:
              run_options: Mapping[str, Any] | None) -> list[Any]:
         """``run`` after the run options are split into the stop flag and the dict options
         (IOBinding adds per-output devices to the latter)."""
-        if isinstance(input_feed, Mapping) and any(isinstance(v, OrtValue) for v in input_feed.values()):
-            devices = session_devices(self)
-            input_feed = {name: feed_value(value, devices) for name, value in input_feed.items()}
         io = self._device_io
-        on_device = io.device_feeds(input_feed) if io.accepting else None
-        feeds = check_feeds(input_feed, self._input_types, set(self._inputs), on_device)
+        on_device = None
+        feeds = None if io.accepting else self._exact_feeds.check(input_feed)
+        if feeds is None:  # anything but plain arrays of the declared dtypes and ranks
+            if isinstance(input_feed, Mapping) and any(isinstance(v, OrtValue) for v in input_feed.values()):
+                devices = session_devices(self)
+                input_feed = {name: feed_value(value, devices) for name, value in input_feed.items()}
+            on_device = io.device_feeds(input_feed) if io.accepting else None
+            feeds = check_feeds(input_feed, self._input_types, set(self._inputs), on_device)
         if self._options.memory_limit_bytes is not None:
             check_feed_sizes(feeds, self._options.memory_limit_bytes)
         outputs = self._plan.output_slots

@@ -33,6 +33,9 @@ def owners_of(values: Iterable[Any]) -> set[int]:
 def detach_aliases(results: Sequence[Any], feeds: Iterable[Any], constant_owners: set[int]) -> list[Any]:
     """``results`` with every array that shares an owner with a feed or a constant copied."""
     feeds = list(feeds)
+    if all(type(v) is np.ndarray and v.base is None and id(v) not in constant_owners
+           and not any(v is f for f in feeds) for v in results):
+        return list(results)  # each owns its memory and is no feed or constant: nothing shared
     feed_owners = owners_of(feeds)
     feed_owners |= {id(memory_owner(v)) for seq in feeds if isinstance(seq, list) for v in seq
                     if isinstance(v, np.ndarray)}

@@ -1,0 +1,74 @@
+"""FusedMatMul's dense-layer path (constant 2-D weight, constant bias): same results as
+MatMul + Add (+ activation) run node by node and as onnxruntime, and the general path
+whenever its conditions do not hold (a fed weight, a non-contiguous input, other dtypes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import epoxy
+
+ort = pytest.importorskip("onnxruntime")
+
+
+def _dense_model(dtype: Any, with_bias: bool, relu: bool, rank: int, weight_input: bool = False) -> onnx.ModelProto:
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((8, 5)).astype(dtype)
+    b = rng.standard_normal(5).astype(dtype)
+    elem = TensorProto.FLOAT if dtype == np.float32 else TensorProto.DOUBLE
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["m"])]
+    last = "m"
+    if with_bias:
+        nodes.append(helper.make_node("Add", [last, "B"], ["a"]))
+        last = "a"
+    if relu:
+        nodes.append(helper.make_node("Relu", [last], ["r"]))
+        last = "r"
+    nodes.append(helper.make_node("Identity", [last], ["y"]))
+    dims = ["d0", "d1", "d2"][: rank - 1] + [8]
+    inputs = [helper.make_tensor_value_info("x", elem, dims)]
+    if weight_input:
+        inputs.append(helper.make_tensor_value_info("W", elem, [8, 5]))
+    inits = [numpy_helper.from_array(w, "W")] + ([numpy_helper.from_array(b, "B")] if with_bias else [])
+    graph = helper.make_graph(nodes, "dense", inputs, [helper.make_tensor_value_info("y", elem, None)],
+                              initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _run_both(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, Any]:
+    data = model.SerializeToString()
+    sess = epoxy.InferenceSession(data, providers=["cpu"])
+    reference = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)[0], reference.run(None, feeds)[0], sess
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("with_bias", [True, False])
+@pytest.mark.parametrize("relu", [True, False])
+@pytest.mark.parametrize("rank", [2, 3, 4])
+def test_dense_layers_match_onnxruntime(dtype: Any, with_bias: bool, relu: bool, rank: int) -> None:
+    model = _dense_model(dtype, with_bias, relu, rank)
+    shape = (3, 2, 4, 8)[-rank:]
+    x = np.random.default_rng(rank).standard_normal(shape).astype(dtype)
+    got, want, sess = _run_both(model, {"x": x})
+    if rank > 2 and (with_bias or relu):  # rank 2 becomes a Gemm, a bare MatMul stays one
+        assert [s.op_type for s in sess._plan.steps] == ["FusedMatMul"]
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    got[...] = 0  # a fresh array: a second run is unchanged
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_fed_weight_and_a_strided_input_take_the_general_path() -> None:
+    model = _dense_model(np.float32, True, True, 3, weight_input=True)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 4, 16)).astype(np.float32)[:, :, ::2]  # not contiguous
+    w = rng.standard_normal((8, 5)).astype(np.float32)
+    for feeds in ({"x": x}, {"x": np.ascontiguousarray(x), "W": w}, {"x": x, "W": w}):
+        got, want, _ = _run_both(model, feeds)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
