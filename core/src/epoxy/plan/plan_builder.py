@@ -15,6 +15,7 @@ from typing import Any
 from ..contract import Allocator, NodeSpec, Provider, SubgraphSpec
 from ..errors import ProviderError
 from ..graph.graph_spec import CoreGraph
+from ..kit.float_errors import quiet_floats
 from ..kit.groups import boundary
 from ..partition.partitioner import Partition, Unit
 from ..run.executor import ExecutionPlan, Step
@@ -183,7 +184,8 @@ def _fold(fn: Any, node: NodeSpec, in_slots: tuple[int, ...], out_slots: tuple[i
     if any(n in overridable for n in node.inputs if n):  # a feed may override that initializer
         return False
     try:
-        result = fn(*[None if s < 0 else initial[s] for s in in_slots])
+        with quiet_floats():
+            result = fn(*[None if s < 0 else initial[s] for s in in_slots])
     except Exception:  # noqa: BLE001 - leave it to run (and report) at run time
         return False
     values = (result,) if len(out_slots) == 1 else tuple(result)

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..contract import KernelFn
 from ..errors import EpoxyError, KernelError, ResourceLimitError
+from ..kit.float_errors import quiet_floats
 from ..plan.arena import ArenaPool
 from ..plan.placement import IOPlacement
 from .run_bound import stop_error
@@ -152,35 +153,36 @@ class SequentialExecutor:
             values[slot] = value
         index = 0
         try:
-            for index, (fn, first, read, single, outs, frees, use_out) in enumerate(self._program):
-                if stop is not None and stop.is_set():
-                    step = self.plan.steps[index]
-                    raise stop_error(stop, f"before node {step.label!r} ({step.op_type})")
-                if use_out and (view := arena[single]) is not None:  # type: ignore[index]
-                    try:  # the planned view, sized from the declared shape (which may be wrong)
-                        result = fn(*read(values), out=view)
-                    except EpoxyError:
-                        raise
-                    except Exception:  # noqa: BLE001 - retried without the view; a real failure raises there
-                        result = self._retry_without_view(fn, read(values), single)  # type: ignore[arg-type]
+            with quiet_floats():  # one errstate for the run, not one per step
+                for index, (fn, first, read, single, outs, frees, use_out) in enumerate(self._program):
+                    if stop is not None and stop.is_set():
+                        step = self.plan.steps[index]
+                        raise stop_error(stop, f"before node {step.label!r} ({step.op_type})")
+                    if use_out and (view := arena[single]) is not None:  # type: ignore[index]
+                        try:  # the planned view, sized from the declared shape (which may be wrong)
+                            result = fn(*read(values), out=view)
+                        except EpoxyError:
+                            raise
+                        except Exception:  # noqa: BLE001 - retried without the view; a real failure raises there
+                            result = self._retry_without_view(fn, read(values), single)  # type: ignore[arg-type]
+                        else:
+                            if result is not view and getattr(result, "shape", None) != view.shape:
+                                self._pool.drop(single)  # type: ignore[union-attr,arg-type]
+                    elif first >= 0:
+                        result = fn(values[first])
                     else:
-                        if result is not view and getattr(result, "shape", None) != view.shape:
-                            self._pool.drop(single)  # type: ignore[union-attr,arg-type]
-                elif first >= 0:
-                    result = fn(values[first])
-                else:
-                    result = fn(*read(values))
-                if single is not None:
-                    values[single] = result
-                else:
-                    wrong = output_count_error(result, len(outs))
-                    if wrong is not None:
-                        raise wrong
-                    for slot, value in zip(outs, result):
-                        if slot >= 0:
-                            values[slot] = value
-                for slot in frees:
-                    values[slot] = None
+                        result = fn(*read(values))
+                    if single is not None:
+                        values[single] = result
+                    else:
+                        wrong = output_count_error(result, len(outs))
+                        if wrong is not None:
+                            raise wrong
+                        for slot, value in zip(outs, result):
+                            if slot >= 0:
+                                values[slot] = value
+                    for slot in frees:
+                        values[slot] = None
         except EpoxyError:
             raise
         except Exception as exc:

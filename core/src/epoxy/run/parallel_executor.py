@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..errors import EpoxyError
+from ..kit.float_errors import quiet_floats
 from .executor import RUN_STOP, ExecutionPlan, output_count_error, step_error
 from .run_bound import stop_error
 
@@ -86,7 +87,8 @@ class ParallelExecutor:
             try:
                 if stop is not None and stop.is_set():
                     raise stop_error(stop, f"before node {step.label!r} ({step.op_type})")
-                result = step.fn(*[values[i] for i in step.inputs])
+                with quiet_floats():
+                    result = step.fn(*[values[i] for i in step.inputs])
                 if len(step.outputs) == 1:
                     values[step.outputs[0]] = result
                 else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .threads import use
+from .threads import pick, serial_twin
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -37,6 +37,9 @@ def layer_norm(x, scale, bias, has_bias, eps, y, mean, inv_std):  # pragma: no c
         inv_std[r] = inv
 
 
+layer_norm_serial = serial_twin(layer_norm)
+
+
 def run_layer_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, axis: int, eps: float,
                    nthreads: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """``(y, mean, inv_std)`` (statistics with kept dims, in ``x``'s dtype), or ``None`` for a
@@ -53,6 +56,6 @@ def run_layer_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, ax
     inv = np.empty(stats, x.dtype)
     flat_scale = np.ascontiguousarray(scale).reshape(-1)
     flat_bias = flat_scale if bias is None else np.ascontiguousarray(bias).reshape(-1)
-    use(nthreads, x.size)
-    layer_norm(x2, flat_scale, flat_bias, bias is not None, eps, y, mean.reshape(-1), inv.reshape(-1))
+    kernel = pick(layer_norm, layer_norm_serial, nthreads, x.size)
+    kernel(x2, flat_scale, flat_bias, bias is not None, eps, y, mean.reshape(-1), inv.reshape(-1))
     return y.reshape(x.shape), mean, inv

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .threads import use
+from .threads import pick, serial_twin
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 #: the most elements the compiled kernel takes: without SVML numba calls a scalar exp per
@@ -46,6 +46,9 @@ def softmax(x, log, y):  # pragma: no cover - compiled
                 y[o, k, i] = y[o, k, i] / s
 
 
+softmax_serial = serial_twin(softmax)
+
+
 def run_softmax(x: np.ndarray, axis: int, log: bool, nthreads: int) -> np.ndarray | None:
     """Softmax (or LogSoftmax) of ``x`` over ``axis``, or ``None`` for a case the numpy path
     keeps (dtypes other than float32/float64, empty tensors, more than :data:`SMALL` elements)."""
@@ -55,8 +58,7 @@ def run_softmax(x: np.ndarray, axis: int, log: bool, nthreads: int) -> np.ndarra
     outer = x.size // (n * _prod(x.shape[axis + 1:]))
     x3 = x.reshape(outer, n, -1)
     y = np.empty(x3.shape, x.dtype)
-    use(nthreads, x.size)
-    softmax(x3, log, y)
+    pick(softmax, softmax_serial, nthreads, x.size)(x3, log, y)
     return y.reshape(x.shape)
 
 

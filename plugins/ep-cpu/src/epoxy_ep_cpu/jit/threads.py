@@ -11,6 +11,8 @@ count), capped at numba's pool size. The ``jit_threads`` option overrides it.
 from __future__ import annotations
 
 import threading
+import types
+from typing import Any
 
 
 def blas_count() -> int | None:
@@ -50,3 +52,28 @@ def use(nthreads: int, work: int) -> None:
 
         numba.set_num_threads(count)
         _local.count = count
+
+
+def serial_twin(kernel: Any) -> Any:
+    """``kernel`` (a ``parallel=True`` numba function) compiled once more without threads:
+    a parallel launch costs ~1.5-2 us even on one thread, more than a small tensor's whole
+    kernel. The twin is a copy of the Python function under its own name, so numba's
+    on-disk cache (keyed by qualified name, not by the ``parallel`` flag) keeps both."""
+    from numba import njit
+
+    fn = kernel.py_func
+    twin = types.FunctionType(fn.__code__, fn.__globals__, f"{fn.__name__}_serial", fn.__defaults__,
+                              fn.__closure__)
+    twin.__qualname__ = f"{fn.__qualname__}_serial"
+    twin.__module__ = fn.__module__
+    options = {k: v for k, v in kernel.targetoptions.items() if k not in ("parallel", "nopython")}
+    return njit(**options)(twin)
+
+
+def pick(parallel: Any, serial: Any, nthreads: int, work: int) -> Any:
+    """The kernel to launch for ``work`` elements: the serial twin when one thread will do
+    (see :func:`use`), else the parallel kernel with numba's count set."""
+    if max(1, min(nthreads, work // GRAIN)) == 1:
+        return serial
+    use(nthreads, work)
+    return parallel

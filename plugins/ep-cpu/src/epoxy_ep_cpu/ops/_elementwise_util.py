@@ -18,6 +18,8 @@ import numpy as np
 
 from epoxy.contract import NodeSpec
 
+from .. import jit
+
 #: Float dtypes numpy computes natively and accurately (wider ones are kept as they are).
 _NATIVE_WIDE = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.longdouble))
 
@@ -73,6 +75,26 @@ def float_unary(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray]
         return out if out.dtype == dtype else out.astype(dtype)
 
     return run
+
+
+def with_small_jit(name: str, kernel: Callable[[np.ndarray], np.ndarray]) -> Callable[[NodeSpec], Any]:
+    """A kernel factory: ``kernel``, with the jit tier's compiled loop ``name`` (see
+    ``jit/kernels_special.py``) taking the small float32/float64 arrays when the provider
+    building the kernel runs that tier."""
+
+    def factory(node: NodeSpec) -> Callable[[np.ndarray], np.ndarray]:
+        compiled = jit.kernels("special")
+        if compiled is None:
+            return kernel
+        small = compiled.small(name)
+
+        def run(x: np.ndarray) -> np.ndarray:
+            y = small(x)
+            return y if y is not None else kernel(x)
+
+        return run
+
+    return factory
 
 
 def scalar(value: float, dtype: np.dtype) -> Any:
@@ -237,6 +259,8 @@ def erf(x: np.ndarray) -> np.ndarray:
     returned as float32.
     """
     x = np.asarray(x)
+    if x.ndim == 0:  # numpy's arithmetic on 0-d arrays returns scalars, which ``out=`` refuses
+        return erf(x.reshape(1)).reshape(())
     if x.dtype.kind == "f" and x.dtype.itemsize <= 4 or is_narrow_float(x.dtype):
         return erf_f32(x)
     tol = 1e-17

@@ -15,7 +15,7 @@ from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
 from ..registry import KERNELS
-from ._elementwise_util import arr, compute_dtype, erf, float_unary, is_narrow_float
+from ._elementwise_util import arr, compute_dtype, erf, float_unary, is_narrow_float, with_small_jit
 from ._out import accepts_out
 
 
@@ -112,9 +112,7 @@ def celu(node: NodeSpec):
     return float_unary(lambda x: np.maximum(x, 0) + np.minimum(0, alpha * np.expm1(np.minimum(x, 0) / alpha)))
 
 
-@KERNELS.register("Sigmoid", (1, 6, 13))
-def sigmoid(node: NodeSpec):
-    return float_unary(_sigmoid)
+KERNELS.register("Sigmoid", (1, 6, 13))(with_small_jit("sigmoid", float_unary(_sigmoid)))
 
 
 @KERNELS.register("HardSigmoid", (1, 6, 22))
@@ -195,7 +193,7 @@ def gelu(node: NodeSpec):
     if isinstance(approximate, bytes):
         approximate = approximate.decode()
     if approximate == "none":
-        return float_unary(_gelu_erf)
+        return with_small_jit("gelu", float_unary(_gelu_erf))(node)
     if approximate == "tanh":
         return float_unary(lambda x: 0.5 * x * (1 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))))
     raise Unsupported(f"Gelu: unknown approximate={approximate!r}")

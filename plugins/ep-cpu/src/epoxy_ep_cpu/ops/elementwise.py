@@ -15,7 +15,15 @@ import numpy as np
 from epoxy.contract import NodeSpec
 
 from ..registry import KERNELS
-from ._elementwise_util import arr, binary_with_legacy, compute_dtype, erf, float_unary, is_narrow_float
+from ._elementwise_util import (
+    arr,
+    binary_with_legacy,
+    compute_dtype,
+    erf,
+    float_unary,
+    is_narrow_float,
+    with_small_jit,
+)
 from ._flags import flag
 from ._out import binary_ufunc_kernel
 
@@ -24,15 +32,20 @@ _ARITH_VERSIONS = (1, 6, 7, 13, 14)
 
 #: ufuncs whose integer array loops wrap without a floating-point error to silence
 _QUIET_ON_INT_ARRAYS = (np.add, np.subtract, np.multiply)
+#: float dtypes whose array ops run without their own errstate (the run's one applies)
+_QUIET_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _same_dtype(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """Binary op whose output has the dtype of its first input. Integer arrays of one dtype
-    (shape arithmetic) skip ``np.errstate``, which costs more than the op on tiny tensors."""
+    """Binary op whose output has the dtype of its first input. Arrays of one dtype skip
+    ``np.errstate``, which costs more than the op on tiny tensors: integer add/sub/mul wrap
+    without a floating-point error, and float ops run inside the run's one errstate
+    (``epoxy.kit.float_errors``)."""
     quiet = fn in _QUIET_ON_INT_ARRAYS
 
     def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        if quiet and type(a) is np.ndarray and type(b) is np.ndarray and a.dtype is b.dtype and a.dtype.kind in "iu":
+        if (type(a) is np.ndarray and type(b) is np.ndarray and a.dtype is b.dtype
+                and (a.dtype in _QUIET_FLOATS or quiet and a.dtype.kind in "iu")):
             out = fn(a, b)
             return out if type(out) is np.ndarray else np.asarray(out)
         with np.errstate(all="ignore"):
@@ -210,7 +223,7 @@ _UNARY: dict[str, tuple[tuple[int, ...], Callable[[np.ndarray], np.ndarray]]] = 
 }
 
 for _op, (_versions, _kernel) in _UNARY.items():
-    KERNELS.register(_op, _versions)(_unary(_kernel))
+    KERNELS.register(_op, _versions)(_unary(_kernel) if _op != "Erf" else with_small_jit("erf", _kernel))
 
 
 # ---------------------------------------------------------------------- variadic

@@ -1,0 +1,83 @@
+"""The jit tier's compiled Erf, Gelu (erf form) and Sigmoid loops for small tensors, and the
+serial twins of its parallel kernels: same answers as the numpy path and the ONNX reference."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from _hostile import one_node
+from _jit_cases import close, three_ways
+
+import epoxy
+from epoxy_ep_cpu.jit import kernels_normalization, kernels_softmax, kernels_special
+
+numba = pytest.importorskip("numba")
+
+_SPECIAL = [0.0, -0.0, 1e-30, -1e-30, 0.5, -0.5, 3.0, -3.0, 6.0, -6.0, 30.0, -30.0, 800.0, -800.0,
+            np.inf, -np.inf, np.nan]
+
+
+def _values(n: int, dtype: type, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(n) * 3).astype(dtype)
+    x[: len(_SPECIAL)] = np.array(_SPECIAL, dtype=dtype)[: n]
+    return x
+
+
+@pytest.mark.parametrize("op,attrs,opset", [("Erf", {}, 13), ("Gelu", {}, 20), ("Sigmoid", {}, 13)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(), (17,), (2, 16, 32), (4, 512)])
+def test_small_tensors_match_the_numpy_path_and_the_reference(op, attrs, opset, dtype, shape) -> None:
+    size = int(np.prod(shape))
+    x = _values(max(size, 1), dtype, size)[:size].reshape(shape) if size else np.zeros(shape, dtype)
+    if shape == ():
+        x = np.asarray(dtype(0.75))
+    jit_on, jit_off, reference = three_ways(one_node(op, [x], attrs, opset=opset))
+    rtol = 2e-7 if dtype == np.float32 else 1e-14
+    close(jit_on, jit_off, rtol=rtol * 4, atol=rtol)
+    # the ONNX reference computes erf in float32 precision even for float64 input
+    # (its erf(0.5) is 0.52049988508..., the true value 0.52049987781...)
+    close(jit_on, reference, rtol=8e-7, atol=2e-7)
+
+
+@pytest.mark.parametrize("name", sorted(kernels_special.LOOPS))
+def test_the_loops_take_exactly_the_small_contiguous_float_arrays(name: str) -> None:
+    run = kernels_special.small(name)
+    limit = kernels_special.SMALL[name]
+    assert run(np.zeros(limit, np.float32)) is not None
+    assert run(np.zeros(limit + 1, np.float32)) is None          # numpy's passes win there
+    assert run(np.zeros((4, 8), np.float32)[:, ::2]) is None      # strided
+    assert run(np.zeros(8, np.float16)) is None                  # other dtypes
+    assert run(np.zeros(0, np.float64)).shape == (0,)
+
+
+def test_serial_twins_compute_what_the_parallel_kernels_compute() -> None:
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((6, 33, 5)).astype(np.float32)
+    a, b = np.empty_like(x), np.empty_like(x)
+    kernels_softmax.softmax(x, False, a)
+    kernels_softmax.softmax_serial(x, False, b)
+    np.testing.assert_array_equal(a, b)
+    assert kernels_softmax.softmax_serial.targetoptions.get("parallel") in (None, False)
+    x2 = rng.standard_normal((7, 40))
+    scale, bias = rng.standard_normal(40), rng.standard_normal(40)
+    outs = []
+    for kernel in (kernels_normalization.layer_norm, kernels_normalization.layer_norm_serial):
+        y, mean, inv = np.empty_like(x2), np.empty(7), np.empty(7)
+        kernel(x2, scale, bias, True, 1e-5, y, mean, inv)
+        outs.append((y, mean, inv))
+    for p, s in zip(*outs):
+        np.testing.assert_allclose(p, s, rtol=1e-12)
+
+
+def test_a_run_with_float_overflow_returns_inf_without_numpy_warnings() -> None:
+    """Kernels' fast paths skip np.errstate: the executor runs every step under one."""
+    big = np.full((2, 3), np.finfo(np.float32).max, np.float32)
+    case = one_node("Add", [big, big], opset=14)
+    sess = epoxy.InferenceSession(case.model.SerializeToString(), providers=["cpu"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (y,) = sess.run(None, case.feeds)
+    assert np.isposinf(y).all()
