@@ -60,18 +60,16 @@ def compute_dtype(dtype: np.dtype) -> np.dtype:
 def float_unary(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
     """Run ``fn`` (float math on an array) with narrow floats widened to float32.
 
-    The result is cast back to the input dtype; numpy scalars are wrapped as arrays.
+    The result is cast back to the input dtype; numpy scalars are wrapped as arrays. No
+    ``np.errstate`` here: steps run under the run's one (``epoxy.kit.float_errors``).
     """
 
     def run(x: np.ndarray) -> np.ndarray:
         x = np.asarray(x)
         dtype = x.dtype
         if is_narrow_float(dtype):
-            with np.errstate(all="ignore"):
-                return arr(np.asarray(fn(x.astype(np.float32))).astype(dtype))
-        with np.errstate(all="ignore"):
-            out = fn(x)
-        out = arr(out)
+            return arr(np.asarray(fn(x.astype(np.float32))).astype(dtype))
+        out = arr(fn(x))
         return out if out.dtype == dtype else out.astype(dtype)
 
     return run

@@ -7,6 +7,7 @@ the identity of the operation (0, 1, -inf, +inf, the dtype's min/max for integer
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -16,6 +17,7 @@ from epoxy.contract import NodeSpec
 from ..registry import KERNELS
 from ._flags import flag
 from ._reduce_util import as_array, float_work_dtype, is_float, resolve_axes, work_dtype
+from ._util import constant_input
 
 Reducer = Callable[[np.ndarray, tuple[int, ...], bool], np.ndarray]
 
@@ -46,10 +48,14 @@ def _prod(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
 
 def _mean(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
     wd = float_work_dtype(x.dtype)
-    count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
-    total = np.sum(x, axis=axes, dtype=wd, keepdims=keepdims)
+    count = 1
+    for a in axes:
+        count *= x.shape[a]
+    total = np.add.reduce(x, axis=axes, dtype=wd, keepdims=keepdims)  # np.sum without its wrappers
     if count == 0:
         return np.full(np.shape(total), np.nan, dtype=wd)
+    if type(total) is np.ndarray:
+        return np.true_divide(total, wd.type(count), out=total)
     return np.asarray(total) / wd.type(count)
 
 
@@ -113,16 +119,31 @@ def _reduce_factory(reducer: Reducer):
         keepdims = flag(node, "keepdims", 1)
         noop = flag(node, "noop_with_empty_axes", 0)
         attr_axes = node.attr("axes")
+        has_axes_input = len(node.inputs) > 1 and bool(node.inputs[1])
+        const_axes = constant_input(node, 1) if has_axes_input else None
+        # axes known now (the attribute, or an input no feed can replace): resolved once per rank
+        by_rank = None
+        if not has_axes_input or const_axes is not None:
+            fixed = const_axes if has_axes_input else attr_axes
+            listed = None if fixed is None else tuple(int(a) for a in np.asarray(fixed).reshape(-1).tolist())
+            by_rank = functools.lru_cache(maxsize=8)(functools.partial(_resolve_fixed, listed, noop))
 
         def run(data: np.ndarray, axes: np.ndarray | None = None) -> np.ndarray:
             data = np.asarray(data)
-            given = attr_axes if axes is None else axes
-            ax = resolve_axes(given, data.ndim, noop)
-            return as_array(reducer(data, ax, keepdims), data.dtype)
+            if by_rank is not None and (axes is None or axes is const_axes):
+                ax = by_rank(data.ndim)
+            else:
+                ax = resolve_axes(attr_axes if axes is None else axes, data.ndim, noop)
+            out = reducer(data, ax, keepdims)
+            return out if type(out) is np.ndarray and out.dtype == data.dtype else as_array(out, data.dtype)
 
         return run
 
     return factory
+
+
+def _resolve_fixed(axes: tuple[int, ...] | None, noop: bool, rank: int) -> tuple[int, ...]:
+    return resolve_axes(axes, rank, noop)
 
 
 for _op, (_fn, _versions) in _REDUCERS.items():

@@ -395,10 +395,16 @@ def split(node: NodeSpec):
 def expand(node: NodeSpec):
     guard = output_guard(node)
 
+    @lru_cache(maxsize=32)
+    def target_of(x_shape: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(np.broadcast_shapes(x_shape, shape))
+
     def run(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
-        target = np.broadcast_shapes(x.shape, tuple(to_ints(shape)))
+        target = target_of(x.shape, tuple(to_ints(shape)))  # per distinct shape pair, not per run
         guard(target, x.dtype)
-        return np.array(np.broadcast_to(x, target))
+        out = np.empty(target, x.dtype)
+        np.copyto(out, x)  # broadcasts in C (np.broadcast_to builds a view in Python first)
+        return out
 
     return run
 
