@@ -109,7 +109,7 @@ def test_thread_count_follows_intra_op_num_threads(monkeypatch):
     """0 (the default) follows the BLAS pool, which the session set from intra_op_num_threads."""
     import epoxy
     from epoxy.run.threads import set_blas_threads
-    from epoxy_ep_cpu.jit import threads
+    from epoxy_ep_cpu.jit import kernels_softmax, threads
 
     before = threads.blas_count() or 1
     set_blas_threads(1)
@@ -121,8 +121,12 @@ def test_thread_count_follows_intra_op_num_threads(monkeypatch):
         opts = epoxy.SessionOptions(intra_op_num_threads=1)
         case = _softmax_case()
         sess = epoxy.InferenceSession(case.model.SerializeToString(), opts, providers=[("cpu", {"jit": True})])
+        counts: list[int] = []
+        real_pick = threads.pick
+        monkeypatch.setattr(kernels_softmax, "pick", lambda p, s, n, w: counts.append(n) or real_pick(p, s, n, w))
         sess.run(None, case.feeds)
-        assert used == [1]
+        assert counts == [1]
+        assert used == []  # one thread: the serial twin runs, numba's count is never set
     finally:
         set_blas_threads(before)
 

@@ -14,12 +14,20 @@ import threading
 import types
 from typing import Any
 
+_controller: Any = None
+
 
 def blas_count() -> int | None:
-    """The largest thread count of the BLAS libraries numpy loaded (None: none reported)."""
-    from threadpoolctl import threadpool_info
+    """The largest thread count of the BLAS libraries numpy loaded (None: none reported).
 
-    counts = [int(i["num_threads"]) for i in threadpool_info() if i.get("user_api") == "blas" and i.get("num_threads")]
+    The libraries are found once per process (threadpoolctl scans every loaded library,
+    ~1.6 ms, which kernel builds paid per node); their counts are read live each call."""
+    global _controller
+    if _controller is None:
+        from threadpoolctl import ThreadpoolController
+
+        _controller = ThreadpoolController()
+    counts = [int(c.num_threads) for c in _controller.lib_controllers if c.user_api == "blas" and c.num_threads]
     return max(counts) if counts else None
 
 
