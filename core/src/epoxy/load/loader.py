@@ -86,23 +86,56 @@ def _read_proto(source: ModelSource) -> tuple[onnx.ModelProto, str, Path | None,
 def _first_bad_text(message: Any, path: str) -> str | None:
     """Path of the first string field that is not valid UTF-8 (protobuf hands those back
     as ``bytes``, which every name lookup downstream would trip over)."""
+    trail: list[str] = [path]
+    bad = _find_bad_text(message, trail)
+    return None if bad is None else f"{''.join(trail)} = {bad[:60]!r}"
+
+
+def _find_bad_text(message: Any, trail: list[str]) -> bytes | None:
+    """The first non-UTF-8 string under ``message``; ``trail`` then holds its path. Field
+    kinds are looked up once per field descriptor and paths built only for the bad field:
+    this walks every node and attribute of the model at each load."""
+    for field_desc, value in message.ListFields():
+        kind = _field_kind(field_desc)
+        if kind is None:
+            continue
+        is_string, repeated = kind
+        items = value if repeated else (value,)
+        for k, item in enumerate(items):
+            if is_string:
+                if not isinstance(item, str):
+                    trail.append(f".{field_desc.name}")
+                    return item
+                continue
+            trail.append(f".{field_desc.name}[{k}]" if repeated else f".{field_desc.name}")
+            bad = _find_bad_text(item, trail)
+            if bad is not None:
+                return bad
+            trail.pop()
+    return None
+
+
+_KINDS: dict[Any, tuple[bool, bool] | None] = {}
+
+
+def _field_kind(field_desc: Any) -> tuple[bool, bool] | None:
+    """(is a string, is repeated) for string and message fields, None for the others."""
+    kind = _KINDS.get(field_desc, _KINDS)
+    if kind is not _KINDS:
+        return kind  # type: ignore[return-value]
     from google.protobuf.descriptor import FieldDescriptor
 
-    for field_desc, value in message.ListFields():
-        where = f"{path}.{field_desc.name}"
-        repeated = getattr(field_desc, "is_repeated", None)
-        if repeated is None:  # protobuf < 5.27
-            repeated = field_desc.label == FieldDescriptor.LABEL_REPEATED
-        if field_desc.type == FieldDescriptor.TYPE_STRING:
-            for item in (value if repeated else (value,)):
-                if not isinstance(item, str):
-                    return f"{where} = {item[:60]!r}"
-        elif field_desc.type == FieldDescriptor.TYPE_MESSAGE:
-            for k, item in enumerate(value if repeated else (value,)):
-                bad = _first_bad_text(item, f"{where}[{k}]" if repeated else where)
-                if bad is not None:
-                    return bad
-    return None
+    repeated = getattr(field_desc, "is_repeated", None)
+    if repeated is None:  # protobuf < 5.27
+        repeated = field_desc.label == FieldDescriptor.LABEL_REPEATED
+    if field_desc.type == FieldDescriptor.TYPE_STRING:
+        found: tuple[bool, bool] | None = (True, bool(repeated))
+    elif field_desc.type == FieldDescriptor.TYPE_MESSAGE:
+        found = (False, bool(repeated))
+    else:
+        found = None
+    _KINDS[field_desc] = found
+    return found
 
 
 def _short(text: str, keep: int = 80) -> str:
