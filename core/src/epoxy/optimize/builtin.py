@@ -20,11 +20,7 @@ class BuiltinPasses:
     @hookimpl
     def epoxy_register_passes(self, register: Any) -> None:
         # imported here: the registry (``epoxy providers`` too) is built without onnx_ir
-        from onnx_ir.passes.common import (
-            IdentityEliminationPass,
-            LiftConstantsToInitializersPass,
-            RemoveUnusedNodesPass,
-        )
+        from onnx_ir.passes.common import IdentityEliminationPass, RemoveUnusedNodesPass
 
         from .passes import (
             BatchNormAffineFoldPass,
@@ -35,12 +31,13 @@ class BuiltinPasses:
             GeluFusionPass,
             LayerNormFusionPass,
             LegacyInitializerInputsPass,
+            LiftConstantsPass,
             MatMulAddToGemmPass,
             ReshapeTransposeSimplifyPass,
         )
 
         # Constant nodes become initializers so kernels see their values (NodeSpec.constants)
-        register(LiftConstantsToInitializersPass(lift_all_constants=False, size_limit=0), level="basic",
+        register(LiftConstantsPass(lift_all_constants=False, size_limit=0), level="basic",
                  gradient_safe=True)
         register(LegacyInitializerInputsPass(), level="basic", gradient_safe=True)
         register(IdentityEliminationPass(), level="basic")

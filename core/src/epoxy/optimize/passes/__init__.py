@@ -12,6 +12,7 @@ from .dropout import DropoutEliminationPass
 from .gelu import GeluFusionPass
 from .layer_norm import LayerNormFusionPass
 from .legacy_initializers import LegacyInitializerInputsPass
+from .lift_constants import LiftConstantsPass
 from .matmul_add import MatMulAddToGemmPass
 from .reshape_transpose import ReshapeTransposeSimplifyPass
 
@@ -24,6 +25,7 @@ __all__ = [
     "GeluFusionPass",
     "LayerNormFusionPass",
     "LegacyInitializerInputsPass",
+    "LiftConstantsPass",
     "MatMulAddToGemmPass",
     "ReshapeTransposeSimplifyPass",
 ]
