@@ -360,7 +360,7 @@ def fused_version(model: ir.Model, since: int) -> int | None:
 CORE_PASSES = (
     "BatchNormAffineFoldPass", "ConstantFoldingPass", "ConvAffineFoldPass", "ConvBatchNormFoldPass",
     "DropoutEliminationPass", "GeluFusionPass", "LayerNormFusionPass", "LegacyInitializerInputsPass",
-    "MatMulAddToGemmPass", "ReshapeTransposeSimplifyPass",
+    "LiftConstantsPass", "MatMulAddToGemmPass", "ReshapeTransposeSimplifyPass",
 )
 
 
