@@ -15,6 +15,7 @@ from what the model cannot get wrong (initializers and the main graph's inputs; 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import chain
@@ -163,8 +164,14 @@ def _schema_attribute_types(node: onnx.NodeProto, opsets: Mapping[str, int]) -> 
     version = opsets.get(domain) if domain is not None else None
     if domain is None or version is None:
         return None
+    return _declared_types(node.op_type, version, domain)
+
+
+@functools.lru_cache(maxsize=1024)
+def _declared_types(op_type: str, version: int, domain: str) -> dict[str, int] | None:
+    """Looked up once per (op, opset, domain): a model has thousands of nodes of a few ops."""
     try:
-        schema = onnx.defs.get_schema(node.op_type, version, domain)
+        schema = onnx.defs.get_schema(op_type, version, domain)
     except onnx.defs.SchemaError:
         return None
     return {name: int(attr.type) for name, attr in schema.attributes.items()}  # type: ignore[call-overload]  # AttrType is an int enum the stubs do not say
@@ -204,9 +211,11 @@ def check_attributes(proto: onnx.ModelProto, source: str, *, inferred: bool = Fa
                     for function, refs in _function_contexts(proto)
                     for node, problem in _problems(function.node, {}, refs, inferred))
     model_opsets = _opsets(proto.opset_import)
-    mistyped = chain(((node, problem, "") for node, problem in _mistyped(proto.graph.node, model_opsets)),
-                     ((node, problem, f" in function {function.name!r}") for function in proto.functions
-                      for node, problem in _mistyped(function.node, _opsets(function.opset_import, model_opsets))))
+    # attribute types do not change with inference: checked on the first call only
+    mistyped = iter(()) if inferred else chain(
+        ((node, problem, "") for node, problem in _mistyped(proto.graph.node, model_opsets)),
+        ((node, problem, f" in function {function.name!r}") for function in proto.functions
+         for node, problem in _mistyped(function.node, _opsets(function.opset_import, model_opsets))))
     first = next(chain(mistyped, in_graph, in_functions), None)
     if first is not None:
         node, problem, where = first
