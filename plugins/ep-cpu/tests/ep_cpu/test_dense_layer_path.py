@@ -72,3 +72,23 @@ def test_a_fed_weight_and_a_strided_input_take_the_general_path() -> None:
     for feeds in ({"x": x}, {"x": np.ascontiguousarray(x), "W": w}, {"x": x, "W": w}):
         got, want, _ = _run_both(model, feeds)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("residual_shape", [(2, 4, 5), (4, 5), (5,)])
+def test_a_fed_residual_is_added_whatever_its_broadcast(residual_shape: tuple[int, ...]) -> None:
+    """A residual of exactly the output's shape takes the dense path; others the general one."""
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((8, 5)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["m"]), helper.make_node("Add", ["m", "r"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "residual",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["a", "b", 8]),
+         helper.make_tensor_value_info("r", TensorProto.FLOAT, list(residual_shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[numpy_helper.from_array(w, "W")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    feeds = {"x": rng.standard_normal((2, 4, 8)).astype(np.float32),
+             "r": rng.standard_normal(residual_shape).astype(np.float32)}
+    got, want, sess = _run_both(model, feeds)
+    assert [s.op_type for s in sess._plan.steps] == ["FusedMatMul"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert not np.shares_memory(got, feeds["r"])

@@ -207,33 +207,35 @@ def fused_matmul(node: NodeSpec):
 
     def run(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
         if dense is not None and a.dtype == dense[0].dtype and a.ndim >= 2 and a.flags.c_contiguous:
-            w, bias, b_planned, c_planned = dense
-            if a.shape[-1] == w.shape[0] and b is b_planned and c is c_planned:
-                y = np.matmul(a.reshape(-1, w.shape[0]), w)  # a fresh array: the tail may overwrite it
-                if bias is not None:
-                    np.add(y, bias, out=y)
-                y = y.reshape(a.shape[:-1] + (w.shape[1],))
-                return act(y) if act is not None else y
+            w, b_planned, bias = dense
+            if a.shape[-1] == w.shape[0] and b is b_planned:
+                shape = a.shape[:-1] + (w.shape[1],)
+                # the added term: the constant bias, or a residual of exactly the output's shape
+                if c is None or c is bias or (type(c) is np.ndarray and c.dtype == w.dtype and c.shape == shape):
+                    y = np.matmul(a.reshape(-1, w.shape[0]), w).reshape(shape)  # fresh: the tail may overwrite it
+                    if c is not None:
+                        np.add(y, c, out=y)
+                    return act(y) if act is not None else y
         return _add_then_activate(mm(a, b), c, act, a, b)
 
     return run
 
 
-def _dense_layer(node: NodeSpec) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray | None] | None:
-    """(weight, bias, the weight and bias objects the plan passes) when ``node`` is a dense
-    layer: a constant float32/64 2-D weight and no bias or a constant 1-D bias of its width.
-    Then a run is one GEMM over the flattened rows plus an in-place add, without the general
-    path's dtype, aliasing and broadcast checks (~8 us a call on the exporter models' small
-    tensors); the passed objects are checked by identity, so a fed override takes the general path."""
+def _dense_layer(node: NodeSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
+    """(weight, the weight object the plan passes, constant 1-D bias or None) when ``node``
+    is a dense layer: a constant float32/64 2-D weight. Then a run is one GEMM over the
+    flattened rows plus an in-place add of the bias or of a residual of the output's shape,
+    without the general path's dtype, aliasing and broadcast checks (~8 us a call on the
+    exporter models' small tensors); the weight is checked by identity, so a fed override
+    takes the general path."""
     names = list(node.inputs) + [""] * 3
     w = node.constants.get(names[1]) if names[1] else None
     c = node.constants.get(names[2]) if names[2] else None
     if w is None or w.ndim != 2 or 0 in w.shape or w.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
         return None
-    if names[2] and (c is None or c.ndim != 1 or c.shape[0] != w.shape[1] or c.dtype != w.dtype):
-        return None
+    bias = c if c is not None and c.ndim == 1 and c.shape[0] == w.shape[1] and c.dtype == w.dtype else None
     weight = w if w.flags.c_contiguous else np.ascontiguousarray(w)
-    return weight, c, w, c
+    return weight, w, bias
 
 
 @KERNELS.register("FusedGemm", DOMAIN_VERSION, domain=DOMAIN)
