@@ -22,10 +22,13 @@ def openvino_provider(session: Any) -> Any:
 
 
 def stats(session: Any) -> dict[str, Any]:
-    """Per group compile time, whether it was loaded from the cache, and the time saved."""
+    """Per group compile time, whether it was loaded from the cache, and the time saved; per
+    group with dynamic input dims, its static shape specializations (compiled, failed, evicted,
+    runs on them and on the dynamic compilation)."""
     provider = openvino_provider(session)
     if provider is None:
-        return {"groups": [], "summary": "no openvino provider in this session"}
+        return {"groups": [], "specializations": [], "summary": "no openvino provider in this session"}
     from dataclasses import asdict
 
-    return {"groups": [asdict(s) for s in provider.stats], "summary": provider.cache_summary()}
+    return {"groups": [asdict(s) for s in provider.stats], "specializations": provider.specialization_stats(),
+            "summary": provider.cache_summary()}

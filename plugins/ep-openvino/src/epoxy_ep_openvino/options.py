@@ -30,6 +30,8 @@ class OpenVINOOptions:
     cache_dir: str | None = None
     min_group_cost: float = DEFAULT_MIN_GROUP_COST
     float16: bool = False
+    specialize_shapes: bool = True
+    max_shape_specializations: int = 8
     config: Mapping[str, Any] = field(default_factory=dict)
 
     def compile_config(self) -> dict[str, Any]:
@@ -103,6 +105,21 @@ TABLE: OptionTable[OpenVINOOptions] = OptionTable(
             _D.float16,
             "also run float16 tensors, computed in float32 and rounded once "
             "(may differ from ONNX's float16 steps by 1 ulp)",
+        ),
+        Option(
+            "specialize_shapes",
+            "bool",
+            _D.specialize_shapes,
+            "a group with dynamic input dims also compiles a static specialization, in the background, "
+            "for input shapes it has run twice; later runs of those shapes use it",
+        ),
+        Option(
+            "max_shape_specializations",
+            "int",
+            _D.max_shape_specializations,
+            "static specializations kept per group (least recently used evicted)",
+            minimum=0,
+            notes="0 turns specializing off",
         ),
         Option(
             "config",

@@ -12,9 +12,11 @@ import io
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -26,6 +28,7 @@ from epoxy.kit import HostAllocator, boundary, convex_groups
 from .options import OpenVINOOptions
 from .rewrites import apply_rewrites
 from .runtime import PROVIDER_NAME, import_openvino, shared_core
+from .specialize import ShapeKey, ShapeSpecializer, SpecializationStats
 from .support import gate
 
 log = logging.getLogger("epoxy_ep_openvino")
@@ -166,6 +169,9 @@ class OpenVINOProvider:
         self.config = options.compile_config()
         self._exact_matmul = _keep_matmuls_exact(self.core, self.ov_device, self.config, options)
         self.stats: list[GroupStats] = []
+        self.specializations: list[SpecializationStats] = []
+        self._background: ThreadPoolExecutor | None = None
+        self._background_lock = threading.Lock()
         self._compiled: dict[str, _Compiled] = {}
         self._failed: dict[str, str] = {}
         self._groups = 0
@@ -294,6 +300,15 @@ class OpenVINOProvider:
         stats = GroupStats(label, len(nodes), seconds, from_cache)
         if self.options.cache_dir:
             stats.saved_s = self._record_compile_time(key, seconds, from_cache)
+        entry = self._entry(compiled, graph, stats)
+        self._compiled[key] = entry
+        self.stats.append(stats)
+        log.info("openvino: compiled %s (%d nodes) on %s in %.3f s%s", label, len(nodes), self.ov_device, seconds,
+                 " (loaded from cache)" if from_cache else "")
+        return entry
+
+    def _entry(self, compiled: Any, graph: GraphSpec, stats: GroupStats) -> _Compiled:
+        """A compiled model's ports (names, dtypes) and its first infer request."""
         in_names = [set(p.get_names()) for p in compiled.inputs]
         out_names = [set(p.get_names()) for p in compiled.outputs]
         in_dtypes = []
@@ -306,10 +321,6 @@ class OpenVINOProvider:
         entry = _Compiled(compiled, in_names, out_names,
                           [_ov_dtype(p.get_element_type()) for p in compiled.outputs], in_dtypes, stats)
         entry.requests.append(compiled.create_infer_request())
-        self._compiled[key] = entry
-        self.stats.append(stats)
-        log.info("openvino: compiled %s (%d nodes) on %s in %.3f s%s", label, len(nodes), self.ov_device, seconds,
-                 " (loaded from cache)" if from_cache else "")
         return entry
 
     def _record_compile_time(self, key: str, seconds: float, from_cache: bool) -> float | None:
@@ -361,6 +372,28 @@ class OpenVINOProvider:
             entry = self._compile_nodes(graph, nodes, label, overridable)
         except Exception as exc:
             raise self._error(graph, nodes, label, "compile", exc) from exc
+        feeds, fetch = self._bind(entry, subgraph, label)
+        run = self._runner(entry, feeds, fetch, graph, nodes, label)
+        dynamic = [pos for _, pos, _, shape, _ in feeds if shape is None]
+        if not (self.options.specialize_shapes and self.options.max_shape_specializations and dynamic):
+            return run  # all inputs static already (or specializing is off)
+
+        def build(key: ShapeKey) -> KernelFn:
+            special = self._compile_static(graph, nodes, label, overridable, entry, feeds, key)
+            return self._runner(special, *self._bind(special, subgraph, label), graph, nodes, label)
+
+        stats = SpecializationStats(label)
+        self.specializations.append(stats)
+        return ShapeSpecializer(run, dynamic, build, self._submit, self.options.max_shape_specializations,
+                                stats).runner()
+
+    def _bind(
+        self, entry: _Compiled, subgraph: SubgraphSpec, label: str
+    ) -> tuple[list[tuple[int, int, np.dtype, tuple[int, ...] | None, int]], list[tuple[int, np.dtype | None]]]:
+        """(feeds, fetch): for each model input port, the group argument it takes (its dtype,
+        static shape and size); for each group output, the model output port and a cast."""
+        graph = subgraph.graph
+        nodes = subgraph.group.nodes
         positions = {name: k for k, name in enumerate(subgraph.inputs)}
         feeds = []
         for port, names in enumerate(entry.in_names):
@@ -387,7 +420,50 @@ class OpenVINOProvider:
             want = graph.value_type(name).dtype
             have = entry.out_dtypes[port]
             fetch.append((port, want if (want is not None and have is not None and want != have) else None))
-        return self._runner(entry, feeds, fetch, graph, nodes, label)
+        return feeds, fetch
+
+    def _compile_static(
+        self,
+        graph: GraphSpec,
+        nodes: Sequence[int],
+        label: str,
+        overridable: bool,
+        entry: _Compiled,
+        feeds: list[tuple[int, int, np.dtype, tuple[int, ...] | None, int]],
+        key: ShapeKey,
+    ) -> _Compiled:
+        """The group compiled again, reshaped to the static input shapes ``key`` (one per
+        dynamic port of ``entry``, in port order). Runs in the background thread; the model
+        bytes are made again rather than kept (they hold the weights)."""
+        data, _ = self._model_bytes(graph, nodes, overridable)
+        t0 = time.perf_counter()
+        model = self.core.read_model(model=data, weights=self._empty_weights)
+        shapes = iter(key)
+        wanted = {port: next(shapes) for port, _, _, shape, _ in feeds if shape is None}
+        new_shapes = {}
+        for i, port in enumerate(model.inputs):
+            names = set(port.get_names())
+            match = [p for p in wanted if entry.in_names[p] & names]
+            if match:
+                new_shapes[i] = self.ov.PartialShape(list(wanted[match[0]]))
+        model.reshape(new_shapes)
+        compiled = self.core.compile_model(model, self.ov_device, self.config)
+        stats = GroupStats(f"{label}{list(key)}", len(nodes), time.perf_counter() - t0, False)
+        return self._entry(compiled, graph, stats)
+
+    def _submit(self, job: Any) -> Any:
+        """Run ``job`` on the provider's background compile thread (one: compiles queue)."""
+        with self._background_lock:
+            if self._background is None:
+                self._background = ThreadPoolExecutor(1, thread_name_prefix="epoxy-openvino-specialize")
+            return self._background.submit(job)
+
+    def wait_for_specializations(self, timeout: float | None = None) -> None:
+        """Block until the specializations queued so far are compiled (tests, benchmarks)."""
+        with self._background_lock:
+            background = self._background
+        if background is not None:
+            background.submit(lambda: None).result(timeout)
 
     def _runner(
         self,
@@ -458,4 +534,26 @@ class OpenVINOProvider:
         text = f"openvino: {len(self.stats)} group(s) compiled in {total:.3f} s on {self.ov_device}"
         if self.options.cache_dir:
             text += f"; {len(hits)} loaded from cache {self.options.cache_dir!r}, saving {saved:.3f} s"
-        return text
+        return text + self.specialization_summary()
+
+    def specialization_stats(self) -> list[dict[str, Any]]:
+        """Per group label, its specializations' counters summed (a group may have several runners)."""
+        merged: dict[str, SpecializationStats] = {}
+        for s in self.specializations:
+            m = merged.setdefault(s.label, SpecializationStats(s.label))
+            for f in fields(SpecializationStats):
+                if f.name != "label":
+                    setattr(m, f.name, getattr(m, f.name) + getattr(s, f.name))
+        return [asdict(m) for m in merged.values()]
+
+    def specialization_summary(self) -> str:
+        """``; N shape specialization(s) ...`` when any group was specialized (else empty)."""
+        specs = self.specializations
+        compiled = sum(s.compiled for s in specs)
+        failed = sum(s.failed for s in specs)
+        if not (compiled or failed):
+            return ""
+        return (f"; {compiled} shape specialization(s) compiled in {sum(s.compile_s for s in specs):.3f} s "
+                f"({sum(s.specialized_runs for s in specs)} runs on them, "
+                f"{sum(s.dynamic_runs for s in specs)} on dynamic dims, {failed} shape(s) left dynamic, "
+                f"{sum(s.evicted for s in specs)} evicted)")

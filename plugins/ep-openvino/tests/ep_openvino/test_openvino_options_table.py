@@ -4,6 +4,7 @@ table: every described option is accepted and takes effect, any other name is re
 from __future__ import annotations
 
 from dataclasses import fields
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +16,9 @@ from epoxy_ep_openvino.options import HINTS, OPTIONS, OpenVINOOptions
 SAMPLES = {
     "device": "CPU", "performance_hint": "THROUGHPUT", "num_threads": 2, "num_streams": 2, "precision": "f16",
     "cache_dir": "CACHE", "min_group_cost": 5.0, "float16": True, "config": {"ENABLE_CPU_PINNING": False},
+    "specialize_shapes": False, "max_shape_specializations": 3,
 }
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 @pytest.fixture
@@ -47,7 +50,15 @@ def test_unknown_option_names_the_known_ones(factory):
 def test_help_names_the_values_and_the_defaults():
     defaults = OpenVINOOptions()
     assert all(hint in OPTIONS["performance_hint"] for hint in HINTS)
-    for name in ("performance_hint", "num_threads", "precision", "min_group_cost", "float16"):
+    for name in ("performance_hint", "num_threads", "precision", "min_group_cost", "float16", "specialize_shapes",
+                 "max_shape_specializations"):
         value = getattr(defaults, name)
         shown = f"{value:g}" if isinstance(value, float) else str(value)
         assert f"default {shown}" in OPTIONS[name], name
+
+
+def test_readme_option_table_lists_every_option():
+    """The README's option table (a row per option) says what the table does."""
+    rows = [line for line in README.read_text().splitlines() if line.startswith("| `")]
+    listed = {line.split("`")[1] for line in rows}
+    assert listed == set(OPTIONS)
