@@ -4,6 +4,7 @@ Dropout (inference and seeded training)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
@@ -169,9 +170,7 @@ def flatten(node: NodeSpec):
 
     def run(x: np.ndarray) -> np.ndarray:
         a = _flatten_axis(node, axis, x.ndim)
-        outer = int(np.prod(x.shape[:a], dtype=np.int64))
-        inner = int(np.prod(x.shape[a:], dtype=np.int64))
-        return x.reshape(outer, inner)
+        return x.reshape(math.prod(x.shape[:a]), math.prod(x.shape[a:]))  # Python ints: np.prod is ~5 us
 
     return run
 
