@@ -52,7 +52,7 @@ def ep_cpu(session: nox.Session) -> None:
     session.install("./core", "./plugins/ep-cpu[image]", ONNX_PIN, "onnxruntime", "hypothesis", *PYTEST)
     _pytest(session, "plugins/ep-cpu/tests", parallel=True)
     session.run("pytest", "-n", "auto", "-q", "-p", "no:cacheprovider", "plugins/ep-cpu/tests",
-                "-k", "norm or softmax or pool or jit", env={"EPOXY_CPU_JIT": "0"})
+                "-k", "norm or softmax or pool or jit or conv", env={"EPOXY_CPU_JIT": "0"})
 
 
 @nox.session

@@ -428,6 +428,9 @@ def test_layer_norm_in_place_path(xs, axis, scale_shape):
 
 
 def _counting(monkeypatch, name):
+    """Calls of the numpy conv path ``name``, with the jit tier off (it takes small and
+    depthwise layers, see ``conv.use_jit``)."""
+    monkeypatch.setattr(conv_ops.jit, "kernels", lambda name: None)
     return counting(monkeypatch, conv_ops, name)
 
 

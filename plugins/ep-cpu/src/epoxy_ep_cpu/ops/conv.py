@@ -7,20 +7,25 @@ convolutions skip im2col and are a plain GEMM on the input viewed as a matrix. F
 stride-1 layers, row-shift GEMMs for layers with few output channels, and flat or
 channels-last depthwise kernels; ``pick_path`` chooses per layer shape, within what the
 provider's ``conv_winograd`` option allows. Constant weights (from ``NodeSpec.constants``)
-are cast, laid out and Winograd-transformed once, in the factory.
+are cast, laid out and Winograd-transformed once, in the factory. With the jit tier on,
+``use_jit`` sends depthwise and small layers to the compiled direct kernel
+(``jit/kernels_conv.py``), which also applies FusedConv's residual and activation in its pass
+(``conv_kernel`` with an ``Epilogue``); these paths stay the reference and the fallback.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 
 from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
-from .. import settings
+from .. import jit, settings
 from ..registry import KERNELS
 from ._attr_checks import check_at_least
 from ._conv_tuning import blas_key, fastest
@@ -506,11 +511,46 @@ def use_f43(c: int, m: int, out_sp: list[int], prepacked: bool = True) -> bool:
     return tiles >= _F43_NARROW_MIN_TILES or c * m >= _F43_SMALL_IMAGE_CM
 
 
+#: multiply-adds below which a non-depthwise layer runs on the compiled direct kernel: there
+#: im2col + GEMM is mostly numpy's fixed per-call cost (bench/conv_paths.py --jit, 1 thread:
+#: 3x3 8->8 channels on 8x8 0.59x the numpy time, the exporter stems 3->8 3x3 stride 2 on
+#: 32x32 0.51x and 3->16 4x4 stride 4 0.74x, 8->16 3x3 stride 2 0.52x); above, BLAS's GEMM
+#: wins (16->64 3x3 on 55x55: 2.9x slower direct; 3->24 3x3 stride 2 on 224x224: 1.6x)
+_JIT_MAX_MACS = 1 << 16
+#: ... and for 1x1 layers, whose numpy path is already a single GEMM: 0.72-0.83x below this
+#: (8->8 channels on 16x16, 2->32, 32->2 on 1x1, 8->16 stride 2), 0.98-1.2x above
+_JIT_MAX_MACS_1X1 = 1 << 14
+
+
+def use_jit(c: int, m: int, group: int, kernel: tuple[int, ...], strides: tuple[int, ...], begin, end,
+            out_sp: list[int], dtype: np.dtype) -> bool:
+    """Whether the compiled direct kernel runs this layer (jit tier on): 2-D float layers
+    with pads >= 0 of the classes where it measured faster than the numpy paths
+    (``bench/conv_paths.py --jit``, every conv of the light models and of the exporter CNNs,
+    1 thread):
+
+    - depthwise (one input channel per group), any stride and dilation: 0.36-0.65x the numpy
+      time on the exporter CNNs (3x3 to 7x7, 8 to 48 channels, stride 1 and 2), 0.45-0.8x on
+      shufflenet's (136-544 channels, 7x7 to 56x56);
+    - other layers with few multiply-adds (``_JIT_MAX_MACS``, ``_JIT_MAX_MACS_1X1``), any
+      stride: the tiny exporter CNNs' convolutions and stems. Larger ones keep the BLAS paths,
+      and so do grouped convs with many channels per group (shufflenet's 1x1 groups of 6-136
+      channels: 1.4-7x slower direct).
+    """
+    if len(kernel) != 2 or dtype not in (np.float32, np.float64) or min(begin) < 0 or min(end) < 0:
+        return False
+    cg = c // group
+    if cg == 1 and m == group:
+        return True
+    macs = cg * m * math.prod(kernel) * math.prod(out_sp)
+    return macs <= (_JIT_MAX_MACS_1X1 if kernel == (1, 1) else _JIT_MAX_MACS)
+
+
 class _ConvWeights:
     """A Conv's weight (and bias) in the layouts the paths multiply with: built once in the
     factory when the weight is a constant, else per call."""
 
-    __slots__ = ("_rows", "_wino", "_wino43", "bias", "chosen", "depthwise_cl", "kernel", "w")
+    __slots__ = ("_rows", "_wino", "_wino43", "_zero_bias", "bias", "chosen", "depthwise_cl", "kernel", "w")
 
     def __init__(self, w: np.ndarray, b: np.ndarray | None, cdt: np.dtype, group: int = 1) -> None:
         self.w = np.ascontiguousarray(w, dtype=cdt)
@@ -519,6 +559,7 @@ class _ConvWeights:
         self._wino: np.ndarray | None = None
         self._wino43: np.ndarray | None = None
         self._rows: np.ndarray | None = None
+        self._zero_bias: np.ndarray | None = None
         self.chosen: dict[tuple[int, ...], str] = {}  # input shape -> path timed for it
         m = w.shape[0]
         self.depthwise_cl = None  # (kh * kw, C) for the channels-last depthwise path
@@ -542,6 +583,15 @@ class _ConvWeights:
         if r is None:
             r = self._rows = row_shift_weights(self.w)
         return r
+
+    def bias_or_zeros(self) -> np.ndarray:
+        """The bias, or zeros (M,): the jit kernel always starts a plane from its bias."""
+        if self.bias is not None:
+            return self.bias
+        zb = self._zero_bias
+        if zb is None:
+            zb = self._zero_bias = np.zeros(self.w.shape[0], dtype=self.w.dtype)
+        return zb
 
     def keep_layouts(self, paths: set[str]) -> None:
         """Drop the weight layouts no path in ``paths`` multiplies with (after timing)."""
@@ -595,8 +645,11 @@ def _run_path(path: str, x: np.ndarray, pk: _ConvWeights, begin, end, out_sp) ->
 
 
 def _conv_forward(
-    x: np.ndarray, pk: _ConvWeights, group: int, geo: _Geometry, prepacked: bool, winograd: tuple[str, ...]
-) -> np.ndarray:
+    x: np.ndarray, pk: _ConvWeights, group: int, geo: _Geometry, prepacked: bool, winograd: tuple[str, ...],
+    fast: _Jit | None = None, z: np.ndarray | None = None, epi: Epilogue | None = None,
+) -> tuple[np.ndarray, bool]:
+    """``(y, done)``: ``done`` when the jit kernel already applied ``epi`` (FusedConv's
+    residual and activation) in its pass; else the caller applies it."""
     w = pk.w
     _, strides, dilations, begin, end, out_sp = _geometry_for(geo, x, w, group)
     n, m = x.shape[0], w.shape[0]
@@ -605,7 +658,20 @@ def _conv_forward(
         y = np.zeros((n, m) + tuple(out_sp), dtype=x.dtype)
         if pk.bias is not None and y.size:  # no input channels: a sum over nothing, plus the bias
             y += pk.bias.reshape(_bias_shape(m, nsp)).astype(y.dtype, copy=False)
-        return y
+        return y, False
+    if fast is not None and use_jit(x.shape[1], m, group, pk.kernel, strides, begin, end, out_sp, x.dtype):
+        return fast.run(x, pk, group, strides, dilations, begin, out_sp, z, epi)
+    return _numpy_forward(x, pk, group, strides, dilations, begin, end, out_sp, prepacked, winograd), False
+
+
+def _numpy_forward(
+    x: np.ndarray, pk: _ConvWeights, group: int, strides, dilations, begin, end, out_sp, prepacked: bool,
+    winograd: tuple[str, ...],
+) -> np.ndarray:
+    """The numpy paths (the reference, and the fallback of the jit tier)."""
+    w = pk.w
+    m = w.shape[0]
+    nsp = len(out_sp)
     if (
         group == m
         and x.shape[1] == m
@@ -680,10 +746,18 @@ def _prepare_path(
 
 @KERNELS.register("Conv", (1, 11, 22))
 def conv(node: NodeSpec):
+    return conv_kernel(node)
+
+
+def conv_kernel(node: NodeSpec, epi: Epilogue | None = None) -> Callable[..., np.ndarray]:
+    """Conv's kernel; with ``epi`` (FusedConv) it takes a residual ``z`` after the bias and
+    returns ``epi``'s tail applied, in the jit kernel's own pass when it runs the layer."""
     geo = _Geometry(node)
     group = int(node.attr("group", 1))
     current = settings.current()
     winograd = current.winograd_paths
+    compiled = jit.kernels("conv")
+    fast = _Jit(compiled, jit.thread_count()) if compiled is not None else None
     w_const, b_const = constant_input(node, 1), constant_input(node, 2)
     prepacked = None
     has_b = len(node.inputs) > 2 and bool(node.inputs[2])
@@ -692,17 +766,66 @@ def conv(node: NodeSpec):
         prepacked = (cdt, _ConvWeights(w_const, b_const, cdt, group))
         _prepare_path(node, geo, group, prepacked[1], winograd, current.measure_conv_paths)
 
-    def run(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
+    def run(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, z: np.ndarray | None = None) -> np.ndarray:
         dtype = x.dtype
         cdt = compute_dtype(dtype)
         if prepacked is not None and prepacked[0] == cdt:
             pk, packed = prepacked[1], True
         else:
             pk, packed = _ConvWeights(w, b, cdt, group), False
-        y = _conv_forward(x if dtype == cdt else x.astype(cdt), pk, group, geo, packed, winograd)
-        return y if y.dtype == dtype else y.astype(dtype)
+        y, done = _conv_forward(x if dtype == cdt else x.astype(cdt), pk, group, geo, packed, winograd,
+                                fast if dtype == cdt else None, z, epi)
+        y = y if y.dtype == dtype else y.astype(dtype)
+        if epi is not None and not done:
+            y = epi.tail(y, z, x, w, b)
+        return y
 
     return run
+
+
+# --------------------------------------------------------------------------- jit tier
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """FusedConv's ``act(y + z)``: ``code`` (with ``alpha``, ``beta``) is the activation as the
+    jit kernel applies it in its pass (``kernels_conv.ACT_*``; None: one it does not have,
+    then ``after`` runs on its output); ``tail(y, z, x, w, b)`` is the numpy path's whole tail."""
+
+    code: int | None
+    alpha: float
+    beta: float
+    after: Callable[[np.ndarray], np.ndarray] | None
+    tail: Callable[..., np.ndarray]
+
+
+#: FusedConv activations the jit kernel applies in its pass -> (code, parameter defaults):
+#: exact elementwise ops, so they agree with the standalone kernels bit for bit
+JIT_ACTIVATIONS: dict[str, tuple[int, tuple[float, float]]] = {
+    "": (0, (0.0, 0.0)),
+    "Relu": (1, (0.0, 0.0)),
+    "LeakyRelu": (2, (0.01, 0.0)),
+    "Clip": (3, (-math.inf, math.inf)),
+}
+
+
+class _Jit:
+    """The compiled direct kernel (``jit/kernels_conv.py``) of a provider running the jit tier."""
+
+    __slots__ = ("module", "nthreads")
+
+    def __init__(self, module: ModuleType, nthreads: int) -> None:
+        self.module, self.nthreads = module, nthreads
+
+    def run(self, x, pk: _ConvWeights, group, strides, dilations, begin, out_sp, z, epi) -> tuple[np.ndarray, bool]:
+        fuse = epi is not None and (z is None or (z.shape == (x.shape[0], pk.w.shape[0], *out_sp)
+                                                  and z.dtype == x.dtype))
+        code, alpha, beta = (epi.code, epi.alpha, epi.beta) if fuse and epi is not None else (0, 0.0, 0.0)
+        y = self.module.run_conv2d(x, pk.w, pk.bias_or_zeros(), z if fuse else None, strides, dilations, begin,
+                                   out_sp, group, code or 0, alpha, beta, self.nthreads)
+        if fuse and epi is not None and code is None and epi.after is not None:
+            y = epi.after(y)
+        return y, fuse
 
 
 # --------------------------------------------------------------------------- ConvInteger

@@ -50,8 +50,10 @@ from epoxy.kit.passes import (
     sole_consumer,
 )
 
+from .. import jit
 from ..registry import KERNELS
 from .activation import relu_into
+from .conv import JIT_ACTIVATIONS, Epilogue, conv_kernel
 
 DOMAIN = "com.epoxy.cpu"
 DOMAIN_VERSION = 1
@@ -65,10 +67,21 @@ def _inner(
     node: NodeSpec, op_type: str, opset: int, n_inputs: int, drop: tuple[str, ...] = _ACT_ATTRS
 ) -> Callable[..., Any]:
     """The registered kernel of ``op_type`` for the first ``n_inputs`` inputs of ``node``."""
+    spec = _inner_spec(node, op_type, opset, n_inputs, drop)
+    factory, reason = KERNELS.lookup(spec)
+    if factory is None:
+        raise Unsupported(reason or f"no {op_type} kernel")
+    return factory(spec)
+
+
+def _inner_spec(
+    node: NodeSpec, op_type: str, opset: int, n_inputs: int, drop: tuple[str, ...] = _ACT_ATTRS
+) -> NodeSpec:
+    """``node`` as an ``op_type`` node of its first ``n_inputs`` inputs."""
     inputs = tuple(node.inputs[:n_inputs])
     while inputs and not inputs[-1]:
         inputs = inputs[:-1]
-    spec = dataclasses.replace(
+    return dataclasses.replace(
         node,
         op_type=op_type,
         domain="",
@@ -78,10 +91,6 @@ def _inner(
         attributes={k: v for k, v in node.attributes.items() if k not in drop},
         constants={k: v for k, v in node.constants.items() if k in inputs},
     )
-    factory, reason = KERNELS.lookup(spec)
-    if factory is None:
-        raise Unsupported(reason or f"no {op_type} kernel")
-    return factory(spec)
 
 
 def _act_spec(node: NodeSpec, op_type: str, opset: int, attributes: dict[str, Any], n_inputs: int = 1) -> NodeSpec:
@@ -187,8 +196,14 @@ def _add_then_activate(y: np.ndarray, add: np.ndarray | None, act: Any, *inputs:
 @KERNELS.register("FusedConv", DOMAIN_VERSION, domain=DOMAIN)
 def fused_conv(node: NodeSpec):
     n_conv = 3 if len(node.inputs) > 2 and node.inputs[2] else 2
-    conv = _inner(node, "Conv", 22, n_conv)
     act = activation_fn(node)
+    spec = _inner_spec(node, "Conv", 22, n_conv)
+    factory, reason = KERNELS.lookup(spec)
+    if factory is None:
+        raise Unsupported(reason or "no Conv kernel")
+    if jit.kernels("conv") is not None:  # the compiled conv applies the tail in its own pass
+        return conv_kernel(spec, _conv_epilogue(node, act))
+    conv = factory(spec)
 
     def run(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, z: np.ndarray | None = None) -> np.ndarray:
         y = conv(x, w, b) if n_conv == 3 else conv(x, w)
@@ -197,6 +212,29 @@ def fused_conv(node: NodeSpec):
         return _add_then_activate(y, z, act, x, w, b)
 
     return run
+
+
+def _conv_epilogue(node: NodeSpec, act: Any) -> Epilogue:
+    """FusedConv's tail for the compiled conv: its activation by code when the kernel has it
+    (parameters as ``activation_fn`` reads them), else run after the kernel."""
+    name = node.attr("activation", "")
+    if isinstance(name, bytes):
+        name = name.decode()
+    params = [float(p) for p in (node.attr("activation_params") or ())]
+    found = JIT_ACTIVATIONS.get(name)
+    if found is None:
+        code, alpha, beta = None, 0.0, 0.0
+    else:
+        code, defaults = found
+        alpha = params[0] if params else defaults[0]
+        beta = params[1] if len(params) > 1 else defaults[1]
+
+    def tail(y: np.ndarray, z: np.ndarray | None, *inputs: np.ndarray | None) -> np.ndarray:
+        if z is None and act is None:
+            return y
+        return _add_then_activate(y, z, act, *inputs)
+
+    return Epilogue(code, alpha, beta, act if code is None else None, tail)
 
 
 @KERNELS.register("FusedMatMul", DOMAIN_VERSION, domain=DOMAIN)

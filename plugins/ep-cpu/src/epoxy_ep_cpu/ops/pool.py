@@ -84,12 +84,16 @@ def _max_fill_and_ufunc(dtype: np.dtype) -> tuple[Any, np.ufunc]:
     return np.nan, np.fmax
 
 
-def _max_pool(x: np.ndarray, a: _PoolAttrs, want_indices: bool, storage_order: int):
+def _max_pool(x: np.ndarray, a: _PoolAttrs, want_indices: bool, storage_order: int, fast: _JitPool | None = None):
     out_sp, begin, end, extra = a.geometry(x)
     n, c = x.shape[:2]
     oshape = (n, c) + tuple(out_sp)
     if any(o == 0 for o in out_sp) or n == 0 or c == 0:
         return np.empty(oshape, x.dtype), np.empty(oshape, np.int64)
+    if fast is not None and not want_indices and use_jit_pool(x, a, begin, end):
+        y = fast.module.run_pool2d(x, a.kernel, a.strides, a.dilations, begin, out_sp, None, fast.nthreads)
+        if y is not None:
+            return y, None
     work = x
     if x.dtype.kind == "f" and x.dtype not in (np.float32, np.float64):
         work = x.astype(np.float32)
@@ -144,12 +148,48 @@ def max_pool(node: NodeSpec):
     a = _PoolAttrs(node, ceil=node.opset >= 10, dil=node.opset >= 10)
     storage_order = int(node.attr("storage_order", 0))
     want = len(node.outputs) > 1 and node.outputs[1] != ""
+    fast = _JitPool.build()
 
     def run(x: np.ndarray):
-        y, idx = _max_pool(x, a, want, storage_order)
+        y, idx = _max_pool(x, a, want, storage_order, fast)
         return (y, idx) if want else y
 
     return run
+
+
+class _JitPool:
+    """The compiled windowed pools (``jit/kernels_pool.py``) of a provider running the jit tier."""
+
+    __slots__ = ("module", "nthreads")
+
+    def __init__(self, module: Any, nthreads: int) -> None:
+        self.module, self.nthreads = module, nthreads
+
+    @staticmethod
+    def build() -> _JitPool | None:
+        compiled = jit.kernels("pool")
+        return _JitPool(compiled, jit.thread_count()) if compiled is not None else None
+
+
+#: stride-1 pools run compiled only on inputs of at most this many elements
+_JIT_POOL_STRIDE1_MAX = 1 << 13
+
+
+def use_jit_pool(x: np.ndarray, a: _PoolAttrs, begin: list[int], end: list[int]) -> bool:
+    """Whether the compiled kernel runs this 2-D float MaxPool / AveragePool (pads >= 0).
+    Measured against the numpy passes, 1 thread, 3x3 windows: strided pools 0.37-0.9x the
+    numpy time ([8, 32, 32] s2 0.39x, [64, 112, 112] s2 0.69x (max) / 0.55x (average), [256,
+    14, 14] s2 ceil 0.86x); stride-1 ones only on small inputs, where numpy's fixed cost
+    dominates ([16, 16, 16] 0.63x; [64, 14, 14] 1.35x, [480, 14, 14] 2x: numpy's flat passes
+    over whole short rows beat a loop per row)."""
+    return (
+        x.ndim == 4
+        and a.nsp == 2
+        and x.dtype in (np.float32, np.float64)
+        and min(begin) >= 0
+        and min(end) >= 0
+        and (a.strides != (1, 1) or x.size <= _JIT_POOL_STRIDE1_MAX)
+    )
 
 
 def _window_counts(size: int, o: int, k: int, s: int, d: int, begin: int, lo: int, hi: int) -> np.ndarray:
@@ -252,8 +292,31 @@ def _window_sums(x: np.ndarray, a: _PoolAttrs, transform: Any = None) -> tuple[A
 def average_pool(node: NodeSpec):
     a = _PoolAttrs(node, ceil=node.opset >= 10, dil=node.opset >= 19)
     include_pad = flag(node, "count_include_pad", 0)
+    fast = _JitPool.build()
+    #: input spatial shape -> divisor factors per axis (the jit kernel's, computed once a shape)
+    factors: dict[tuple[int, ...], list[np.ndarray]] = {}
+
+    def axis_counts(sp: tuple[int, ...], out_sp: list[int], begin: list[int], end: list[int]) -> list[np.ndarray]:
+        found = factors.get(sp)
+        if found is None:
+            found = []
+            for i in range(len(sp)):
+                lo, hi = (-begin[i], sp[i] + end[i]) if include_pad else (0, sp[i])
+                found.append(_window_counts(sp[i], out_sp[i], a.kernel[i], a.strides[i], a.dilations[i], begin[i],
+                                            lo, hi))
+            if len(factors) < 64:
+                factors[sp] = found
+        return found
 
     def run(x: np.ndarray) -> np.ndarray:
+        if fast is not None and x.ndim == 4 and x.size:
+            out_sp, begin, end, _ = a.geometry(x)
+            if min(out_sp) > 0 and use_jit_pool(x, a, begin, end):
+                ch, cw = axis_counts(x.shape[2:], out_sp, begin, end)
+                y = fast.module.run_pool2d(x, a.kernel, a.strides, a.dilations, begin, out_sp, (ch, cw),
+                                           fast.nthreads)
+                if y is not None:
+                    return y
         acc, out_sp, begin, end = _window_sums(x, a)
         if acc is None:
             return np.empty(x.shape[:2] + tuple(out_sp), x.dtype)
@@ -261,12 +324,7 @@ def average_pool(node: NodeSpec):
         sp = x.shape[2:]
         nsp = len(sp)
         count = None
-        for i in range(nsp):
-            if include_pad:
-                lo, hi = -begin[i], sp[i] + end[i]
-            else:
-                lo, hi = 0, sp[i]
-            ci = _window_counts(sp[i], out_sp[i], a.kernel[i], a.strides[i], a.dilations[i], begin[i], lo, hi)
+        for i, ci in enumerate(axis_counts(sp, out_sp, begin, end)):
             ci = ci.reshape((-1,) + (1,) * (nsp - 1 - i))
             count = ci if count is None else count * ci
         acc /= np.maximum(count, 1).astype(cdt)

@@ -1,0 +1,200 @@
+"""Compiled direct 2-D convolution, NCHW, any group, with FusedConv's epilogue in the same pass.
+
+Why direct: on few channels per group (depthwise, grouped, the tiny exporter CNNs' 8-16
+channel layers) im2col + GEMM is mostly copies and per-call overhead. Here the input is
+zero-padded and split by stride phase once per call (for stride 2, the even and odd rows and
+columns as four grids), so that each kernel position reads one contiguous run of its phase
+for a whole output plane: every output plane is accumulated in place, one (input channel,
+kernel position) at a time, by one long unit-stride loop that LLVM vectorizes, its operands
+in L1 on small maps. Indices are unsigned: numba then skips its negative-index wraparound,
+which otherwise keeps LLVM from vectorizing (10x on a 256-element loop). Bias, an optional
+residual Z of the output's shape and the activations that are exact elementwise ops (Relu,
+LeakyRelu, Clip) are applied to the plane while it is still in cache. One compiled
+specialization per dtype (float32/float64), none per shape. ``use_jit`` in ops/conv.py
+decides which layers come here (measured rule).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange, uint64
+
+from .threads import GRAIN, use
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+#: activation codes the kernel applies itself (others run after it, in numpy)
+ACT_NONE, ACT_RELU, ACT_LEAKY, ACT_CLIP = 0, 1, 2, 3
+
+#: multiply-adds per thread below which a layer runs on fewer threads: measured on 2 cores
+#: right after a BLAS call (depthwise 3x3; bench/conv_paths.py --jit-grain):
+#: 1.8 M multiply-adds 0.28 ms on 1 thread, 0.31 on 2; 3.6 M 0.37 / 0.38; 10.8 M 2.1 / 1.3
+#: (load ~1.3; at load ~2, with the second core busy, two threads never won up to 10.8 M)
+MAC_GRAIN = 1 << 22
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _pad_plane(x, xp, dims, p):  # pragma: no cover - compiled
+    """Input plane ``p`` (= batch * C + channel), zero-padded and split by stride phase into
+    ``xp``: phase (pr, pc) is the (hq, wq) grid of padded elements [i * sh + pr, j * sw + pc]
+    (``dims``: H, W, hq, wq, sh, sw, pad top, pad left)."""
+    h, wd, hq, wq, sh, sw, pt, pl = dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], dims[7]
+    xb = p * h * wd
+    pb = p * sh * sw * hq * wq
+    for pr in range(sh):
+        for pc in range(sw):
+            # phase columns j whose input column j * sw + pc - pl lies in [0, W): [j0, j1)
+            j0 = min(wq, max(0, (pl - pc + sw - 1) // sw))
+            j1 = min(wq, max(j0, (wd + pl - pc + sw - 1) // sw))
+            for i in range(hq):
+                rb = uint64(pb + ((pr * sw + pc) * hq + i) * wq)
+                iy = i * sh + pr - pt
+                if iy < 0 or iy >= h:
+                    for j in range(uint64(wq)):
+                        xp[rb + j] = 0.0
+                    continue
+                for j in range(uint64(j0)):
+                    xp[rb + j] = 0.0
+                sb = uint64(xb + iy * wd + j0 * sw + pc - pl)
+                xr = rb + uint64(j0)
+                if sw == 1:
+                    for j in range(uint64(j1 - j0)):
+                        xp[xr + j] = x[sb + j]
+                else:
+                    swu = uint64(sw)
+                    for j in range(uint64(j1 - j0)):
+                        xp[xr + j] = x[sb + j * swu]
+                for j in range(uint64(j1), uint64(wq)):
+                    xp[rb + j] = 0.0
+
+
+@njit(cache=True, nogil=True)
+def _offsets(dims):  # pragma: no cover - compiled
+    """Per kernel position, its offset into an input plane's phase grids: computed once per
+    call (integer divisions cost ~30 cycles, too much per plane on 7x7 maps)."""
+    hq, wq, kh, kw, sh, sw, dh, dw = dims[2], dims[3], dims[6], dims[7], dims[10], dims[11], dims[12], dims[13]
+    offs = np.empty(kh * kw, dtype=np.int64)
+    for ki in range(kh):
+        ri = ki * dh
+        for kj in range(kw):
+            cj = kj * dw
+            offs[ki * kw + kj] = (((ri % sh) * sw + cj % sw) * hq + ri // sh) * wq + cj // sw
+    return offs
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"}, boundscheck=False)
+def _flat_block(xp, w, bias, z, y, dims, offs, acc, t, act, alpha, beta):  # pragma: no cover - compiled
+    """Output planes of block ``t`` (``mb`` consecutive output channels of one batch item)
+    on the phase grid of width wq: every kernel position is one offset into its stride phase
+    of the padded plane, so each (input channel, kernel position) is a single long unit-stride
+    loop (vectorized) updating ``mb`` planes from one load of the input; the grid's wq - ow
+    extra columns per row are dropped when the epilogue stores the planes (``dims``: C, plane
+    size, hq, wq, M, C/G, kh, kw, oh, ow, sh, sw, dh, dw, G, mb; ``offs``: :func:`_offsets`)."""
+    c, psize, wq, m, cg, kh, kw, oh, ow, group, mb = (
+        dims[0], dims[1], dims[3], dims[4], dims[5], dims[6], dims[7], dims[8], dims[9], dims[14], dims[15])
+    blocks = m // mb
+    b = t // blocks
+    oc0 = (t - b * blocks) * mb
+    g = oc0 // (m // group)
+    span = (oh - 1) * wq + ow  # grid positions up to the last kept one
+    gl = uint64(span)
+    # this block's accumulators: mb rows of ``span`` in the call's buffer (one allocation a
+    # call, not one a plane: ~0.1 us each, as much as a 7x7 depthwise plane's arithmetic)
+    a0 = uint64(t * mb * span)
+    a1, a2, a3 = a0 + gl, a0 + 2 * gl, a0 + 3 * gl
+    for j in range(mb):
+        bv = bias[oc0 + j]
+        aj = a0 + uint64(j) * gl
+        for q in range(gl):
+            acc[aj + q] = bv
+    ks = kh * kw
+    for ci in range(cg):
+        xb = (b * c + g * cg + ci) * psize
+        for k in range(ks):
+            xo = uint64(xb + offs[k])
+            if mb == 4:
+                w0 = w[((oc0 + 0) * cg + ci) * ks + k]
+                w1 = w[((oc0 + 1) * cg + ci) * ks + k]
+                w2 = w[((oc0 + 2) * cg + ci) * ks + k]
+                w3 = w[((oc0 + 3) * cg + ci) * ks + k]
+                for q in range(gl):
+                    xv = xp[xo + q]
+                    acc[a0 + q] += w0 * xv
+                    acc[a1 + q] += w1 * xv
+                    acc[a2 + q] += w2 * xv
+                    acc[a3 + q] += w3 * xv
+            else:
+                for j in range(mb):
+                    wv = w[((oc0 + j) * cg + ci) * ks + k]
+                    aj = a0 + uint64(j) * gl
+                    for q in range(gl):
+                        acc[aj + q] += wv * xp[xo + q]
+    plane = oh * ow
+    for j in range(mb):
+        yb = (b * m + oc0 + j) * plane
+        for oy in range(oh):
+            rb = uint64(yb + oy * ow)
+            ab = a0 + uint64(j) * gl + uint64(oy * wq)
+            for ox in range(uint64(ow)):
+                v = acc[ab + ox]
+                if z.shape[0] > 0:
+                    v += z[rb + ox]
+                if act == 1:
+                    v = 0.0 if v < 0 else v  # NaN stays NaN
+                elif act == 2:
+                    v = v if v >= 0 else v * alpha
+                elif act == 3:
+                    v = beta if v > beta else (alpha if v < alpha else v)
+                y[rb + ox] = v
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def flat_parallel(x, xp, w, bias, z, y, pdims, dims, acc, planes, blocks, act, alpha, beta):  # pragma: no cover
+    offs = _offsets(dims)
+    for p in prange(planes):
+        _pad_plane(x, xp, pdims, p)
+    for t in prange(blocks):
+        _flat_block(xp, w, bias, z, y, dims, offs, acc, t, act, alpha, beta)
+
+
+@njit(cache=True, nogil=True)
+def flat_serial(x, xp, w, bias, z, y, pdims, dims, acc, planes, blocks, act, alpha, beta):  # pragma: no cover
+    offs = _offsets(dims)
+    for p in range(planes):
+        _pad_plane(x, xp, pdims, p)
+    for t in range(blocks):
+        _flat_block(xp, w, bias, z, y, dims, offs, acc, t, act, alpha, beta)
+
+
+_NO_Z = {dt: np.empty(0, dtype=dt) for dt in _FLOATS}
+
+
+def run_conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray, z: np.ndarray | None,
+               strides: tuple[int, ...], dilations: tuple[int, ...], begin: list[int], out_sp: list[int],
+               group: int, act: int, alpha: float, beta: float, nthreads: int) -> np.ndarray:
+    """``act(conv(x, w) + bias + z)`` for a float32/float64 4-D ``x`` whose dtype ``w``
+    and ``bias`` (M,) share; ``z`` (the output's shape and dtype) or None; pads >= 0 (the
+    end pads are implied by ``out_sp``). The caller checked the shape class."""
+    n, c, h, wd = x.shape
+    m, cg, kh, kw = w.shape
+    oh, ow = out_sp
+    sh, sw = strides
+    y = np.empty((n, m, oh, ow), dtype=x.dtype)
+    zz = _NO_Z[x.dtype] if z is None else np.ascontiguousarray(z).reshape(-1)
+    hq, wq = oh + (kh - 1) * dilations[0] // sh, ow + (kw - 1) * dilations[1] // sw
+    mb = 4 if (m // group) % 4 == 0 else 1
+    xp = np.empty(n * c * sh * sw * hq * wq, dtype=x.dtype)
+    pdims = np.array((h, wd, hq, wq, sh, sw, begin[0], begin[1]), dtype=np.int64)
+    dims = np.array((c, sh * sw * hq * wq, hq, wq, m, cg, kh, kw, oh, ow, sh, sw, dilations[0], dilations[1], group,
+                     mb), dtype=np.int64)
+    blocks = n * m // mb
+    acc = np.empty(n * m * ((oh - 1) * wq + ow), dtype=x.dtype)
+    args = (np.ascontiguousarray(x).reshape(-1), xp, w.reshape(-1), bias, zz, y.reshape(-1), pdims, dims, acc,
+            n * c, blocks, act, x.dtype.type(alpha), x.dtype.type(beta))
+    count = max(1, min(nthreads, blocks, y.size * w[0].size // MAC_GRAIN))
+    if count == 1:
+        flat_serial(*args)
+    else:
+        use(count, count * GRAIN)
+        flat_parallel(*args)
+    return y

@@ -1,0 +1,246 @@
+"""The compiled direct convolution (jit/kernels_conv.py) against its oracles: the numpy path
+(jit off), the ONNX reference (Conv) and onnxruntime (com.microsoft FusedConv), on a grid of
+groups, strides, dilations, pads, batch sizes and activations with a residual.
+
+Tolerance: the direct kernel sums the ``K = C/G * kh * kw`` products of an output in another
+order than im2col's GEMM, so the two differ by at most about ``K`` roundings of the largest
+partial sum: ``atol = K * eps * max|x| * max|w|`` (plus the bias and residual, of order 1),
+relative 1e-5 (float32) / 1e-12 (float64)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _hostile import In, one_node, run_onnxruntime, run_reference
+from _jit_cases import close, run_cpu
+
+pytest.importorskip("numba")
+
+from epoxy_ep_cpu.ops import conv as conv_ops  # noqa: E402
+
+
+def _tol(x: np.ndarray, w: np.ndarray) -> tuple[float, float]:
+    k = w[0].size
+    eps = float(np.finfo(x.dtype).eps)
+    scale = float(np.abs(x).max(initial=1.0) * np.abs(w).max(initial=1.0))
+    return (1e-5 if x.dtype == np.float32 else 1e-12), 4 * k * eps * max(scale, 1.0) * 4
+
+
+def _data(seed: int, x_shape, w_shape, dtype, bias: bool):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(x_shape).astype(dtype)
+    w = rng.standard_normal(w_shape).astype(dtype)
+    b = rng.standard_normal(w_shape[0]).astype(dtype) if bias else None
+    return x, w, b
+
+
+# (x shape, w shape, attributes): every case is one the routing sends to the jit kernel
+# (checked below), so the comparisons exercise it
+CASES = [
+    ((1, 4, 9, 9), (4, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]}),  # depthwise
+    ((2, 6, 11, 10), (6, 1, 3, 3), {"group": 6, "strides": [2, 2], "pads": [1, 1, 1, 1]}),  # depthwise s2, batch 2
+    ((1, 5, 12, 12), (5, 1, 7, 7), {"group": 5, "pads": [3, 3, 3, 3]}),  # convnext's 7x7
+    ((1, 4, 10, 13), (4, 1, 3, 3), {"group": 4, "pads": [0, 1, 2, 1]}),  # asymmetric pads
+    ((1, 4, 10, 10), (4, 1, 3, 3), {"group": 4, "dilations": [2, 1], "pads": [2, 1, 2, 1]}),  # dilated
+    ((1, 3, 9, 11), (3, 1, 3, 3), {"group": 3, "strides": [1, 2], "pads": [1, 0, 1, 0]}),  # strided in W only
+    ((1, 4, 9, 9), (4, 1, 3, 3), {"group": 4, "auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+    ((1, 4, 8, 8), (4, 1, 4, 4), {"group": 4, "auto_pad": "SAME_LOWER"}),
+    ((1, 4, 8, 8), (4, 1, 3, 3), {"group": 4, "auto_pad": "VALID"}),
+    ((1, 1, 7, 7), (1, 1, 3, 3), {"pads": [1, 1, 1, 1]}),  # one channel
+    ((1, 8, 8, 8), (8, 8, 3, 3), {"pads": [1, 1, 1, 1]}),  # a tiny plain conv (exporter resnet)
+    ((2, 6, 6, 6), (4, 3, 3, 3), {"group": 2, "pads": [1, 0, 1, 1]}),  # grouped, batch 2
+    ((1, 3, 6, 6), (6, 1, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}),  # depth multiplier 2
+    ((1, 8, 6, 6), (8, 8, 1, 1), {}),  # 1x1
+    ((1, 3, 16, 16), (8, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),  # an exporter stem
+    ((2, 3, 17, 15), (4, 3, 4, 4), {"strides": [4, 4]}),  # patchify, batch 2, a remainder
+    ((1, 4, 9, 11), (6, 2, 3, 2), {"group": 2, "strides": [3, 2], "dilations": [1, 2], "pads": [1, 0, 2, 1]}),
+    ((1, 4, 5, 5), (4, 1, 3, 3), {"group": 4, "pads": [3, 3, 3, 3]}),  # pads past the kernel: zero rows
+]
+
+
+def _ids(cases):
+    return [f"{c[0]}-{c[1]}-{sorted(c[2].items())}" for c in cases]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES, ids=_ids(CASES))
+def test_conv_matches_numpy_path_and_reference(x_shape, w_shape, attrs, dtype):
+    x, w, b = _data(sum(x_shape) + len(attrs), x_shape, w_shape, dtype, True)
+    case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], attrs, 22)
+    on, off, ref = run_cpu(case, True), run_cpu(case, False), run_reference(case)
+    rtol, atol = _tol(x, w)
+    close(on, off, rtol, atol)
+    close(on, ref, max(rtol, 1e-5), atol)
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES, ids=_ids(CASES))
+def test_every_case_routes_to_the_jit_kernel(x_shape, w_shape, attrs):
+    """The comparisons above would pass vacuously if these layers took the numpy path."""
+    from epoxy_ep_cpu.ops._conv_util import resolve_pads
+
+    nsp = 2
+    strides = tuple(attrs.get("strides", (1, 1)))
+    dil = tuple(attrs.get("dilations", (1, 1)))
+    out_sp, begin, end, _ = resolve_pads(x_shape[2:], w_shape[2:], strides, dil, attrs.get("pads", (0,) * 2 * nsp),
+                                         attrs.get("auto_pad", "NOTSET"))
+    assert conv_ops.use_jit(x_shape[1], w_shape[0], attrs.get("group", 1), w_shape[2:], strides, begin, end, out_sp,
+                            np.dtype(np.float32))
+
+
+def test_jit_on_dispatches_to_the_compiled_conv(monkeypatch):
+    from epoxy_ep_cpu.jit import kernels_conv
+
+    real, calls = kernels_conv.run_conv2d, []
+
+    def spy(*args):
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(kernels_conv, "run_conv2d", spy)
+    x, w, b = _data(1, (1, 4, 6, 6), (4, 1, 3, 3), np.float32, True)
+    case = one_node("Conv", [x, w, b], {"group": 4}, 22)  # weights fed at run time: packed per call
+    run_cpu(case, False)
+    assert calls == []
+    run_cpu(case, True)
+    assert calls == [1]
+
+
+def test_large_plain_conv_keeps_the_numpy_path(monkeypatch):
+    from epoxy_ep_cpu.jit import kernels_conv
+
+    monkeypatch.setattr(kernels_conv, "run_conv2d", lambda *a: pytest.fail("routed to jit"))
+    x, w, b = _data(2, (1, 16, 20, 20), (32, 16, 3, 3), np.float32, True)
+    case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], {"pads": [1, 1, 1, 1]}, 22)
+    close(run_cpu(case, True), run_reference(case), *_tol(x, w))
+
+
+def test_negative_pads_keep_the_numpy_path():
+    x, w, b = _data(3, (1, 3, 8, 8), (3, 1, 3, 3), np.float32, True)
+    case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], {"group": 3, "pads": [-1, 0, 1, 1]}, 22)
+    close(run_cpu(case, True), run_cpu(case, False), 0, 0)
+
+
+def test_non_finite_inputs_follow_the_numpy_path():
+    x, w, b = _data(4, (1, 4, 7, 7), (4, 1, 3, 3), np.float32, True)
+    x[0, 1, 3, 3] = np.nan
+    x[0, 2, 0, 0] = np.inf
+    case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], {"group": 4, "pads": [1, 1, 1, 1]}, 22)
+    on, off = run_cpu(case, True), run_cpu(case, False)
+    close(on, off, *_tol(np.nan_to_num(x, posinf=0), w))
+
+
+# -- FusedConv: the epilogue in the kernel's pass -----------------------------------------------
+ACTS = [("Relu", ()), ("LeakyRelu", (0.2,)), ("LeakyRelu", (1.5,)), ("Clip", (-0.5, 0.7)), ("Sigmoid", ()),
+        ("Tanh", ()), ("HardSigmoid", (0.3, 0.4)), ("", ())]
+FUSED_SHAPES = [((2, 4, 7, 7), (4, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]}),
+                ((1, 6, 9, 9), (6, 1, 3, 3), {"group": 6, "strides": [2, 2], "pads": [0, 1, 1, 0]}),
+                ((1, 8, 6, 6), (8, 8, 3, 3), {"pads": [1, 1, 1, 1]})]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("act", "params"), ACTS, ids=[f"{a or 'none'}{p}" for a, p in ACTS])
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), FUSED_SHAPES, ids=_ids(FUSED_SHAPES))
+@pytest.mark.parametrize("residual", ["none", "full", "broadcast"])
+def test_fused_conv_epilogue(x_shape, w_shape, attrs, act, params, residual, dtype):
+    x, w, b = _data(len(act) + sum(x_shape), x_shape, w_shape, dtype, True)
+    out_sp = [((x_shape[2 + i] + attrs["pads"][i] + attrs["pads"][i + 2] - w_shape[2 + i])
+               // attrs.get("strides", (1, 1))[i] + 1) for i in range(2)]
+    rng = np.random.default_rng(7)
+    z = {"none": None,
+         "full": rng.standard_normal((x_shape[0], w_shape[0], *out_sp)).astype(dtype),
+         "broadcast": rng.standard_normal((1, w_shape[0], 1, 1)).astype(dtype)}[residual]
+    full = dict(attrs, **({"activation": act} if act else {}),
+                **({"activation_params": list(params)} if params else {}))
+    case = one_node("FusedConv", [x, In(w, const=True), In(b, const=True), z], full, 1, domain="com.microsoft")
+    on, off = run_cpu(case, True), run_cpu(case, False)
+    rtol, atol = _tol(x, w)
+    close(on, off, rtol, atol)
+    if dtype == np.float32 and residual != "broadcast":  # onnxruntime's Z is the output's shape
+        close(on, run_onnxruntime(case), 1e-4, max(atol, 1e-5))
+
+
+def test_fused_conv_nan_through_the_activations():
+    """NaN stays NaN through the fused Relu / LeakyRelu / Clip, as in the standalone kernels."""
+    x, w, b = _data(5, (1, 3, 5, 5), (3, 1, 3, 3), np.float32, True)
+    x[0, 0, 2, 2] = np.nan
+    for act, params in (("Relu", ()), ("LeakyRelu", (0.1,)), ("Clip", (-1.0, 1.0))):
+        full = {"group": 3, "pads": [1, 1, 1, 1], "activation": act, **({"activation_params": list(params)} if params
+                                                                         else {})}
+        case = one_node("FusedConv", [x, In(w, const=True), In(b, const=True)], full, 1, domain="com.microsoft")
+        on, off = run_cpu(case, True), run_cpu(case, False)
+        assert np.isnan(on[0]).sum() == np.isnan(off[0]).sum() == 9
+        close(on, off, 1e-5, 1e-5)
+
+
+def test_fused_conv_applies_residual_and_activation_in_the_kernel(monkeypatch):
+    """With Z of the output's shape and a Relu, the numpy tail never runs under jit."""
+    from epoxy_ep_cpu.ops import fused
+
+    x, w, b = _data(6, (1, 4, 6, 6), (4, 1, 3, 3), np.float32, True)
+    z = np.random.default_rng(6).standard_normal((1, 4, 6, 6)).astype(np.float32)
+    case = one_node("FusedConv", [x, In(w, const=True), In(b, const=True), z],
+                    {"group": 4, "pads": [1, 1, 1, 1], "activation": "Relu"}, 1, domain="com.microsoft")
+    off = run_cpu(case, False)
+    monkeypatch.setattr(fused, "_add_then_activate", lambda *a: pytest.fail("numpy tail ran"))
+    close(run_cpu(case, True), off, *_tol(x, w))
+
+
+def test_activation_codes_agree_with_the_kernel():
+    from epoxy_ep_cpu.jit import kernels_conv
+
+    codes = {name: code for name, (code, _) in conv_ops.JIT_ACTIVATIONS.items()}
+    assert codes == {"": kernels_conv.ACT_NONE, "Relu": kernels_conv.ACT_RELU, "LeakyRelu": kernels_conv.ACT_LEAKY,
+                     "Clip": kernels_conv.ACT_CLIP}
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES[:4] + CASES[10:12], ids=_ids(CASES[:4] + CASES[10:12]))
+def test_parallel_variant_matches_the_serial_one(monkeypatch, x_shape, w_shape, attrs):
+    """Layers big enough for two threads run the ``prange`` variants: forced here on small
+    ones (grain 1), they must give the serial kernels' values exactly (same order per output)."""
+    from epoxy_ep_cpu.jit import kernels_conv
+
+    x, w, b = _data(8, x_shape, w_shape, np.float32, True)
+    case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], attrs, 22)
+    serial = run_cpu(case, True, jit_threads=1)
+    monkeypatch.setattr(kernels_conv, "MAC_GRAIN", 1)
+    calls = []
+    for name in ("flat_parallel",):
+        real = getattr(kernels_conv, name)
+        monkeypatch.setattr(kernels_conv, name, lambda *a, _real=real: calls.append(1) or _real(*a))
+    close(run_cpu(case, True, jit_threads=2), serial, 0, 0)
+    assert calls == [1]
+
+
+def test_without_numba_conv_and_fused_conv_run_the_numpy_path(monkeypatch):
+    import epoxy_ep_cpu.jit as jit_pkg
+    from epoxy_ep_cpu.jit import kernels_conv
+    from epoxy_ep_cpu.jit.probe import Availability
+
+    monkeypatch.setattr(jit_pkg, "availability", lambda: Availability(False, reason="test"))
+    monkeypatch.setattr(kernels_conv, "run_conv2d", lambda *a: pytest.fail("jit ran without numba"))
+    x, w, b = _data(9, (1, 4, 6, 6), (4, 1, 3, 3), np.float32, True)
+    conv = one_node("Conv", [x, In(w, const=True), In(b, const=True)], {"group": 4, "pads": [1, 1, 1, 1]}, 22)
+    close(run_cpu(conv, True), run_cpu(conv, False), 0, 0)
+    fused = one_node("FusedConv", [x, In(w, const=True), In(b, const=True)],
+                     {"group": 4, "pads": [1, 1, 1, 1], "activation": "Relu"}, 1, domain="com.microsoft")
+    close(run_cpu(fused, True), run_cpu(fused, False), 0, 0)
+
+
+def test_concurrent_runs_of_one_session_agree():
+    """The compiled conv is re-entrant: 4 threads running one session give the serial outputs."""
+    import warnings
+    from concurrent.futures import ThreadPoolExecutor
+
+    import epoxy
+
+    x, w, b = _data(10, (2, 8, 10, 10), (8, 1, 3, 3), np.float32, True)
+    case = one_node("Conv", [In(x), In(w, const=True), In(b, const=True)], {"group": 8, "pads": [1, 1, 1, 1]}, 22)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the one-node model's untyped output
+        sess = epoxy.InferenceSession(case.model.SerializeToString(), providers=[("cpu", {"jit": True})])
+    feeds = [{"x0": np.random.default_rng(i).standard_normal(x.shape).astype(np.float32)} for i in range(16)]
+    want = [sess.run(None, f)[0] for f in feeds]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda f: sess.run(None, f)[0], feeds * 4))
+    for i, g in enumerate(got):
+        np.testing.assert_array_equal(g, want[i % 16])

@@ -1,0 +1,162 @@
+"""The compiled windowed MaxPool / AveragePool (jit/kernels_pool.py) against the numpy path
+(jit off) and the ONNX reference, on a grid of windows, strides, dilations, pads (asymmetric,
+auto_pad), ceil_mode, count_include_pad, batch sizes, NaN inputs and both dtypes.
+
+Tolerance: the compiled kernel reduces in the numpy path's order (rows of the window, then
+columns) and skips the padding instead of adding zeros / taking fmax with NaN, so MaxPool is
+exact and AveragePool agrees to the last bit but for the sign of a zero sum (checked at
+rtol 1e-6 / 1e-13); the reference sums in another order (rtol 1e-5)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _hostile import one_node, run_reference
+from _jit_cases import close, run_cpu
+
+pytest.importorskip("numba")
+
+from epoxy_ep_cpu.ops import pool as pool_ops  # noqa: E402
+
+_TIGHT = {np.float32: 1e-6, np.float64: 1e-13}
+
+# (x shape, attributes): every case routes to the compiled kernel (checked below)
+CASES = [
+    ((1, 3, 16, 16), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),  # exporter resnet
+    ((2, 4, 11, 13), {"kernel_shape": [3, 3], "strides": [2, 2]}),  # batch 2, no pads
+    ((1, 2, 13, 13), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+    ((1, 2, 12, 12), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [0, 1, 2, 1], "ceil_mode": 1}),
+    ((1, 3, 10, 9), {"kernel_shape": [2, 3], "strides": [2, 1], "pads": [1, 0, 0, 2]}),  # asymmetric
+    ((1, 2, 12, 12), {"kernel_shape": [3, 3], "strides": [2, 2], "dilations": [2, 1], "pads": [1, 1, 1, 1]}),
+    ((1, 2, 9, 9), {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+    ((1, 2, 10, 10), {"kernel_shape": [4, 4], "strides": [2, 2], "auto_pad": "SAME_LOWER"}),
+    ((1, 2, 9, 9), {"kernel_shape": [2, 2], "strides": [2, 2], "auto_pad": "VALID"}),
+    ((1, 1, 7, 7), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # stride 1 on a small input, 1 channel
+    ((1, 4, 8, 8), {"kernel_shape": [5, 5], "strides": [1, 1], "pads": [2, 2, 2, 2]}),
+    ((1, 2, 6, 6), {"kernel_shape": [2, 2], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1}),
+]
+
+
+def _ids(cases):
+    return [f"{c[0]}-{sorted(c[1].items())}" for c in cases]
+
+
+def _x(seed: int, shape, dtype) -> np.ndarray:
+    return (np.random.default_rng(seed).standard_normal(shape) * 2).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("shape", "attrs"), CASES, ids=_ids(CASES))
+def test_max_pool(shape, attrs, dtype):
+    x = _x(sum(shape), shape, dtype)
+    case = one_node("MaxPool", [x], attrs, 22)
+    on, off, ref = run_cpu(case, True), run_cpu(case, False), run_reference(case)
+    close(on, off, 0, 0)
+    close(on, ref, 0, 0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("shape", "attrs"), CASES, ids=_ids(CASES))
+@pytest.mark.parametrize("include_pad", [0, 1])
+def test_average_pool(shape, attrs, dtype, include_pad):
+    x = _x(sum(shape) + 1, shape, dtype)
+    case = one_node("AveragePool", [x], {**attrs, "count_include_pad": include_pad}, 22)
+    on, off, ref = run_cpu(case, True), run_cpu(case, False), run_reference(case)
+    close(on, off, _TIGHT[dtype], 0)
+    close(on, ref, 1e-5, 1e-6)
+
+
+@pytest.mark.parametrize(("shape", "attrs"), CASES, ids=_ids(CASES))
+def test_every_case_routes_to_the_jit_kernel(shape, attrs):
+    """The comparisons above would pass vacuously if these pools took the numpy path."""
+    case = one_node("MaxPool", [_x(0, shape, np.float32)], attrs, 22)
+    a = pool_ops._PoolAttrs(_spec(case))
+    _, begin, end, _ = a.geometry(np.empty(shape, np.float32))
+    assert pool_ops.use_jit_pool(np.empty(shape, np.float32), a, begin, end)
+
+
+def _spec(case):
+    from onnx import helper
+
+    from epoxy.contract import NodeSpec
+
+    node = case.model.graph.node[0]
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    return NodeSpec(index=0, name="n0", op_type=node.op_type, domain="", opset=22, inputs=tuple(node.input),
+                    outputs=tuple(node.output), attributes=attrs, input_types=(), output_types=())
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_jit_on_dispatches_to_the_compiled_pool(monkeypatch, op):
+    from epoxy_ep_cpu.jit import kernels_pool
+
+    real, calls = kernels_pool.run_pool2d, []
+
+    def spy(*args):
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(kernels_pool, "run_pool2d", spy)
+    case = one_node(op, [_x(1, (1, 2, 8, 8), np.float32)], {"kernel_shape": [3, 3], "strides": [2, 2]}, 22)
+    run_cpu(case, False)
+    assert calls == []
+    run_cpu(case, True)
+    assert calls == [1]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_pool_nan_inputs_follow_the_numpy_path(dtype):
+    """NaN inputs are skipped (fmax), a window of NaN and padding only gives NaN."""
+    x = _x(3, (1, 2, 9, 9), dtype)
+    x[0, 0, 2, 2] = np.nan
+    x[0, 1, :3, :3] = np.nan  # a whole window (with the padding) of NaN
+    x[0, 1, 5, :] = np.inf
+    x[0, 1, 7, :] = -np.inf
+    for attrs in ({"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},
+                  {"kernel_shape": [2, 2], "strides": [2, 2], "pads": [1, 1, 0, 0]},
+                  {"kernel_shape": [3, 3], "strides": [1, 1]}):
+        case = one_node("MaxPool", [x], attrs, 22)
+        on, off = run_cpu(case, True), run_cpu(case, False)
+        close(on, off, 0, 0)
+    assert np.isnan(on[0]).any()
+
+
+def test_average_pool_nan_propagates_as_in_the_numpy_path():
+    x = _x(4, (1, 2, 9, 9), np.float32)
+    x[0, 0, 4, 4] = np.nan
+    case = one_node("AveragePool", [x], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, 22)
+    close(run_cpu(case, True), run_cpu(case, False), 1e-6, 0)
+
+
+def test_max_pool_indices_stay_on_the_numpy_path(monkeypatch):
+    from epoxy_ep_cpu.jit import kernels_pool
+
+    monkeypatch.setattr(kernels_pool, "run_pool2d", lambda *a: pytest.fail("indices went to jit"))
+    x = _x(5, (1, 2, 8, 8), np.float32)
+    case = one_node("MaxPool", [x], {"kernel_shape": [3, 3], "strides": [2, 2]}, 22, n_out=2)
+    close(run_cpu(case, True), run_reference(case), 0, 0)
+
+
+def test_large_stride_one_pool_keeps_the_numpy_path(monkeypatch):
+    from epoxy_ep_cpu.jit import kernels_pool
+
+    monkeypatch.setattr(kernels_pool, "run_pool2d", lambda *a: pytest.fail("routed to jit"))
+    x = _x(6, (1, 64, 14, 14), np.float32)
+    case = one_node("MaxPool", [x], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, 22)
+    close(run_cpu(case, True), run_reference(case), 0, 0)
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+@pytest.mark.parametrize(("shape", "attrs"), CASES[:3], ids=_ids(CASES[:3]))
+def test_parallel_variant_matches_the_serial_one(monkeypatch, op, shape, attrs):
+    """Inputs big enough for two threads run the ``prange`` variant: forced here (grain 1),
+    it must give the serial kernel's values exactly."""
+    from epoxy_ep_cpu.jit import kernels_pool
+
+    case = one_node(op, [_x(11, shape, np.float32)], attrs, 22)
+    serial = run_cpu(case, True, jit_threads=1)
+    monkeypatch.setattr(kernels_pool, "GRAIN", 1)
+    real, calls = kernels_pool.pool2d_parallel, []
+    monkeypatch.setattr(kernels_pool, "pool2d_parallel", lambda *a: calls.append(1) or real(*a))
+    close(run_cpu(case, True, jit_threads=2), serial, 0, 0)
+    assert calls == [1]
