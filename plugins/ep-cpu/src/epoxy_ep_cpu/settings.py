@@ -52,6 +52,9 @@ class CpuSettings:
     #: numba threads for this provider's jit kernels; 0: follow the BLAS pool (resolved by the
     #: provider at its first kernel build, see ``jit/threads.py``)
     jit_threads: int = 0
+    #: fused elementwise groups compiled as one numba loop (jit on): off until a quiet machine
+    #: shows a model-level gain (bench/README, Session 7)
+    fuse_elementwise: bool = False
 
     @property
     def winograd_paths(self) -> tuple[str, ...]:
@@ -79,12 +82,17 @@ TABLE: OptionTable[CpuSettings] = OptionTable("cpu", [
                  "process"),
     Option("jit", "bool", DEFAULT.jit, "compiled numba kernels for the ops that have one",
            aliases={"on": True, "off": False}, env="EPOXY_CPU_JIT",
-           notes="LayerNormalization, Softmax/LogSoftmax, GlobalAveragePool on float32/float64; "
-                 "off, or numba not importable: the numpy kernels (the reference path) run"),
+           notes="LayerNormalization, Softmax/LogSoftmax, GlobalAveragePool, Erf/Gelu/Sigmoid on small "
+                 "tensors, depthwise and small Conv, MaxPool/AveragePool, on float32/float64; off, or numba "
+                 "not importable: the numpy kernels (the reference path) run"),
     Option("jit_threads", "int", DEFAULT.jit_threads, "numba threads for the jit kernels", minimum=0,
            default_text="0: as many as the BLAS pool, i.e. intra_op_num_threads when set",
            notes="capped at NUMBA_NUM_THREADS; numba's pool is separate from OpenBLAS's, one count keeps them "
                  "from fighting over the cores"),
+    Option("fuse_elementwise", "bool", DEFAULT.fuse_elementwise, "fuse elementwise chains into one compiled loop",
+           aliases={"on": True, "off": False}, env="EPOXY_CPU_FUSE_ELEMENTWISE",
+           notes="float32/float64 chains with one output (epoxy.kit.elementwise programs), shown as cpu_ew_* "
+                 "groups in the partition report; needs jit; off by default: no model-level gain measured yet"),
 ], CpuSettings)
 #: option name -> one-line help (what ``CpuProviderFactory.options()`` returns)
 OPTIONS: Mapping[str, str] = TABLE.describe()

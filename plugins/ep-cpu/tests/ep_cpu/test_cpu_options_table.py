@@ -13,7 +13,8 @@ from epoxy_ep_cpu.factory import CpuProviderFactory
 from epoxy_ep_cpu.settings import CHOICES, OPTIONS, CpuSettings
 
 #: a valid value, other than the default, for every option (a new option needs one here)
-SAMPLES = {"conv_winograd": "f23", "conv_algo_search": "measure", "jit": False, "jit_threads": 1}
+SAMPLES = {"conv_winograd": "f23", "conv_algo_search": "measure", "jit": False, "jit_threads": 1,
+           "fuse_elementwise": True}
 
 
 def _is_the_table(described: dict[str, str]) -> bool:
@@ -41,8 +42,8 @@ def test_every_described_option_is_accepted(name):
 def test_unknown_option_names_the_known_ones():
     factory = CpuProviderFactory()
     with pytest.raises(InvalidArgumentError, match=r"cpu provider: unknown options \['threads'\]; "
-                                                   r"known options: \['conv_algo_search', 'conv_winograd', 'jit', "
-                                                   r"'jit_threads'\]"):
+                                                   r"known options: \['conv_algo_search', 'conv_winograd', "
+                                                   r"'fuse_elementwise', 'jit', 'jit_threads'\]"):
         factory.create(factory.devices()[0], {"threads": 2})
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from epoxy.contract import GraphSpec, NodeSpec
+from epoxy.kit.elementwise import elementwise_groups
 
 from .kernels.elementwise import fusable
 from .ops_table import B, I, OpDef, decline_reason, dtype_name, load
@@ -46,7 +47,7 @@ class Analysis:
 def constants_of(graph: GraphSpec, node: NodeSpec) -> dict[int, np.ndarray]:
     out = {}
     for i, name in enumerate(node.inputs):
-        if name:
+        if name and name not in graph.inputs:  # an initializer a feed may replace is no constant
             value = graph.constant(name)
             if value is not None:
                 out[i] = value
@@ -162,30 +163,11 @@ def find_groups(
         if len(members) > 1:
             groups.append(("conv", tuple(members)))
             taken.update(members)
-    # elementwise: grow from the last node backwards through producers read only inside
+    # elementwise: the kit's single-output groups among the claimed device nodes
     ew = {i for i, p in device.items() if i not in taken and fusable(p.node, p.consts)}
-    for root in sorted(ew, reverse=True):
-        if root in taken:
-            continue
-        members = {root}
-        grew = True
-        while grew:
-            grew = False
-            for m in sorted(members):
-                for name in analysis.claimed[m].node.inputs:
-                    p = graph.producer(name) if name else None
-                    if p is None or p in members or p not in ew or p in taken:
-                        continue
-                    pnode = analysis.claimed[p].node
-                    outs = [o for o in pnode.outputs if o]
-                    if any(o in outputs for o in outs):
-                        continue
-                    if all(all(c in members for c in graph.consumers(o)) for o in outs):
-                        members.add(p)
-                        grew = True
-        if len(members) > 1:
-            groups.append(("ew", tuple(sorted(members))))
-            taken.update(members)
+    for ew_group in elementwise_groups(graph, lambda n: n.index in ew, taken):
+        groups.append(("ew", ew_group))
+        taken.update(ew_group)
     return groups
 
 

@@ -1,15 +1,13 @@
-"""Fused elementwise kernels: a small program of ops -> CUDA C source (and a numpy twin).
+"""Fused elementwise kernels: a :class:`~epoxy.kit.elementwise.Program` -> CUDA C source.
 
-A :class:`Program` is built from one elementwise node or a chain of them (a fused group).
+The program itself (ops, builder, broadcasting classes, numpy twin) is the backend-neutral
+description in :mod:`epoxy.kit.elementwise`, shared with ep-cpu's numba emitter; this module
+keeps what is CUDA's: the spelling of each op, storage types, the PTX prelude, the kernel.
 Every value is computed in ``float`` registers whatever the storage dtype: float16 is
 loaded/stored with ``cvt`` PTX instructions, so the generated source needs no headers
 (``cuda_fp16.h`` is not available to NVRTC everywhere) and compiles with NVRTC on a
-machine without a GPU (the tests do exactly that).
-
-Broadcasting: at run time every input is classified as ``c`` (same shape as the output and
-C-contiguous: read at the flat index), ``s`` (one element: read at 0) or ``b`` (anything
-else: read through per-dimension element strides, zero on broadcast dims). A compiled
-variant is cached per (program, dtypes, classes, rank).
+machine without a GPU (the tests do exactly that). A compiled variant is cached per
+(program, dtypes, classes, rank).
 """
 
 from __future__ import annotations
@@ -18,10 +16,23 @@ import hashlib
 import math
 import struct
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from epoxy.kit.elementwise import (
+    OPS,
+    VARIADIC,
+    Instr,
+    Program,
+    ProgramBuilder,
+    classify,
+    evaluate_numpy,
+    single_op_program,
+)
+
+__all__ = ["CUDA", "EW_OPS", "LOADABLE", "PRELUDE", "STORABLE", "VARIADIC", "Instr", "Program", "ProgramBuilder",
+           "classify", "cuda_source", "evaluate_numpy", "kernel_name", "single_op_program"]
 
 # storage dtype name -> (C type, load expression format, store expression format)
 _STORAGE = {
@@ -53,179 +64,65 @@ def _f(attrs: Mapping[str, Any], name: str) -> str:
     return _lit(attrs[name])
 
 
-# op -> (arity or None for variadic-folded binary, CUDA template, numpy function)
-# templates receive argument expressions a, b, c and the attribute mapping
 def _gelu_cuda(a: str, attrs: Mapping[str, Any]) -> str:
     if attrs.get("approximate", "none") == "tanh":
         return f"(0.5f*({a})*(1.f+tanhf(0.7978845608028654f*(({a})+0.044715f*({a})*({a})*({a})))))"
     return f"(0.5f*({a})*(1.f+erff(({a})*0.7071067811865476f)))"
 
 
-def _np_erf(x: np.ndarray) -> np.ndarray:
-    return np.vectorize(math.erf, otypes=[np.float64])(x.astype(np.float64)).astype(np.float32)
-
-
-def _np_gelu(a: np.ndarray, attrs: Mapping[str, Any]) -> np.ndarray:
-    if attrs.get("approximate", "none") == "tanh":
-        return (
-            0.5 * a * (1 + np.tanh(np.float32(0.7978845608028654) * (a + np.float32(0.044715) * a * a * a)))
-        ).astype(np.float32)
-    return (0.5 * a * (1 + _np_erf(a * np.float32(0.7071067811865476)))).astype(np.float32)
-
-
-def _hsig(a, alpha, beta, xp=np):
-    return xp.clip(a * np.float32(alpha) + np.float32(beta), 0, 1).astype(np.float32)
-
-
-_ONE = np.float32(1)
-EW_OPS: dict[str, tuple[int, Any, Any]] = {
-    "Identity": (1, lambda a, t: a, lambda a, t: a),
-    "Neg": (1, lambda a, t: f"(-{a})", lambda a, t: -a),
-    "Abs": (1, lambda a, t: f"fabsf({a})", lambda a, t: np.abs(a)),
-    "Relu": (1, lambda a, t: f"(({a}) < 0.f ? 0.f : ({a}))", lambda a, t: np.where(a < 0, np.float32(0), a)),
-    "Sigmoid": (1, lambda a, t: f"(1.f/(1.f+expf(-({a}))))", lambda a, t: _ONE / (_ONE + np.exp(-a))),
-    "Tanh": (1, lambda a, t: f"tanhf({a})", lambda a, t: np.tanh(a)),
-    "Exp": (1, lambda a, t: f"expf({a})", lambda a, t: np.exp(a)),
-    "Log": (1, lambda a, t: f"logf({a})", lambda a, t: np.log(a)),
-    "Sqrt": (1, lambda a, t: f"sqrtf({a})", lambda a, t: np.sqrt(a)),
-    "Reciprocal": (1, lambda a, t: f"(1.f/({a}))", lambda a, t: _ONE / a),
-    "Erf": (1, lambda a, t: f"erff({a})", lambda a, t: _np_erf(a)),
-    "Floor": (1, lambda a, t: f"floorf({a})", lambda a, t: np.floor(a)),
-    "Ceil": (1, lambda a, t: f"ceilf({a})", lambda a, t: np.ceil(a)),
-    "Round": (1, lambda a, t: f"rintf({a})", lambda a, t: np.rint(a)),
-    "Sign": (1, lambda a, t: f"(float)((({a}) > 0.f) - (({a}) < 0.f))", lambda a, t: np.sign(a)),
-    "Sin": (1, lambda a, t: f"sinf({a})", lambda a, t: np.sin(a)),
-    "Cos": (1, lambda a, t: f"cosf({a})", lambda a, t: np.cos(a)),
-    "Softplus": (1, lambda a, t: f"log1pf(expf({a}))", lambda a, t: np.log1p(np.exp(a))),
-    "Softsign": (1, lambda a, t: f"(({a})/(1.f+fabsf({a})))", lambda a, t: a / (_ONE + np.abs(a))),
-    "LeakyRelu": (
-        1,
-        lambda a, t: f"(({a}) < 0.f ? ({a})*{_f(t, 'alpha')} : ({a}))",
-        lambda a, t: np.where(a < 0, a * np.float32(t["alpha"]), a),
-    ),
-    "Elu": (
-        1,
-        lambda a, t: f"(({a}) < 0.f ? {_f(t, 'alpha')}*(expf({a})-1.f) : ({a}))",
-        lambda a, t: np.where(a < 0, np.float32(t["alpha"]) * (np.exp(a) - _ONE), a),
-    ),
-    "Selu": (
-        1,
-        lambda a, t: f"(({a}) <= 0.f ? {_f(t, 'gamma')}*{_f(t, 'alpha')}*(expf({a})-1.f) : {_f(t, 'gamma')}*({a}))",
-        lambda a, t: np.where(
-            a <= 0, np.float32(t["gamma"]) * np.float32(t["alpha"]) * (np.exp(a) - _ONE), np.float32(t["gamma"]) * a
-        ),
-    ),
-    "HardSigmoid": (
-        1,
-        lambda a, t: f"fminf(fmaxf(({a})*{_f(t, 'alpha')}+{_f(t, 'beta')}, 0.f), 1.f)",
-        lambda a, t: _hsig(a, t["alpha"], t["beta"]),
-    ),
-    "HardSwish": (
-        1,
-        lambda a, t: f"(({a})*fminf(fmaxf(({a})*{_lit(1 / 6)}+0.5f, 0.f), 1.f))",
-        lambda a, t: a * _hsig(a, 1 / 6, 0.5),
-    ),
-    "Gelu": (1, _gelu_cuda, _np_gelu),
-    "Clip": (
-        1,
-        lambda a, t: f"fminf(fmaxf({a}, {_f(t, 'min')}), {_f(t, 'max')})",
-        lambda a, t: np.minimum(np.maximum(a, np.float32(t["min"])), np.float32(t["max"])),
-    ),
-    "Not": (1, lambda a, t: f"(({a}) == 0.f ? 1.f : 0.f)", lambda a, t: (a == 0).astype(np.float32)),
-    "Add": (2, lambda a, b, t: f"(({a}) + ({b}))", lambda a, b, t: a + b),
-    "Sub": (2, lambda a, b, t: f"(({a}) - ({b}))", lambda a, b, t: a - b),
-    "Mul": (2, lambda a, b, t: f"(({a}) * ({b}))", lambda a, b, t: a * b),
-    "Div": (2, lambda a, b, t: f"(({a}) / ({b}))", lambda a, b, t: a / b),
-    "Pow": (2, lambda a, b, t: f"powf({a}, {b})", lambda a, b, t: np.power(a, b)),
-    "Max": (2, lambda a, b, t: f"fmaxf({a}, {b})", lambda a, b, t: np.maximum(a, b)),
-    "Min": (2, lambda a, b, t: f"fminf({a}, {b})", lambda a, b, t: np.minimum(a, b)),
-    "PRelu": (2, lambda a, b, t: f"(({a}) < 0.f ? ({a})*({b}) : ({a}))", lambda a, b, t: np.where(a < 0, a * b, a)),
-    "Equal": (2, lambda a, b, t: f"(({a}) == ({b}) ? 1.f : 0.f)", lambda a, b, t: (a == b).astype(np.float32)),
-    "Less": (2, lambda a, b, t: f"(({a}) < ({b}) ? 1.f : 0.f)", lambda a, b, t: (a < b).astype(np.float32)),
-    "Greater": (2, lambda a, b, t: f"(({a}) > ({b}) ? 1.f : 0.f)", lambda a, b, t: (a > b).astype(np.float32)),
-    "LessOrEqual": (2, lambda a, b, t: f"(({a}) <= ({b}) ? 1.f : 0.f)", lambda a, b, t: (a <= b).astype(np.float32)),
-    "GreaterOrEqual": (2, lambda a, b, t: f"(({a}) >= ({b}) ? 1.f : 0.f)", lambda a, b, t: (a >= b).astype(np.float32)),
-    "And": (
-        2,
-        lambda a, b, t: f"((({a}) != 0.f && ({b}) != 0.f) ? 1.f : 0.f)",
-        lambda a, b, t: ((a != 0) & (b != 0)).astype(np.float32),
-    ),
-    "Or": (
-        2,
-        lambda a, b, t: f"((({a}) != 0.f || ({b}) != 0.f) ? 1.f : 0.f)",
-        lambda a, b, t: ((a != 0) | (b != 0)).astype(np.float32),
-    ),
-    "Xor": (
-        2,
-        lambda a, b, t: f"((({a}) != 0.f) != (({b}) != 0.f) ? 1.f : 0.f)",
-        lambda a, b, t: ((a != 0) ^ (b != 0)).astype(np.float32),
-    ),
-    "Where": (3, lambda c, a, b, t: f"(({c}) != 0.f ? ({a}) : ({b}))", lambda c, a, b, t: np.where(c != 0, a, b)),
-    "MulAdd": (3, lambda a, b, c, t: f"fmaf({a}, {b}, {c})", lambda a, b, c, t: a * b + c),
+#: op -> CUDA expression template over argument expressions (a, b, c) and the attributes;
+#: what each op is (arity, attributes, numpy reference) lives in :mod:`epoxy.kit.elementwise`
+CUDA: dict[str, Any] = {
+    "Identity": lambda a, t: a,
+    "Neg": lambda a, t: f"(-{a})",
+    "Abs": lambda a, t: f"fabsf({a})",
+    "Relu": lambda a, t: f"(({a}) < 0.f ? 0.f : ({a}))",
+    "Sigmoid": lambda a, t: f"(1.f/(1.f+expf(-({a}))))",
+    "Tanh": lambda a, t: f"tanhf({a})",
+    "Exp": lambda a, t: f"expf({a})",
+    "Log": lambda a, t: f"logf({a})",
+    "Sqrt": lambda a, t: f"sqrtf({a})",
+    "Reciprocal": lambda a, t: f"(1.f/({a}))",
+    "Erf": lambda a, t: f"erff({a})",
+    "Floor": lambda a, t: f"floorf({a})",
+    "Ceil": lambda a, t: f"ceilf({a})",
+    "Round": lambda a, t: f"rintf({a})",
+    "Sign": lambda a, t: f"(float)((({a}) > 0.f) - (({a}) < 0.f))",
+    "Sin": lambda a, t: f"sinf({a})",
+    "Cos": lambda a, t: f"cosf({a})",
+    "Softplus": lambda a, t: f"log1pf(expf({a}))",
+    "Softsign": lambda a, t: f"(({a})/(1.f+fabsf({a})))",
+    "LeakyRelu": lambda a, t: f"(({a}) < 0.f ? ({a})*{_f(t, 'alpha')} : ({a}))",
+    "Elu": lambda a, t: f"(({a}) < 0.f ? {_f(t, 'alpha')}*(expf({a})-1.f) : ({a}))",
+    "Selu": lambda a, t: f"(({a}) <= 0.f ? {_f(t, 'gamma')}*{_f(t, 'alpha')}*(expf({a})-1.f) : {_f(t, 'gamma')}*({a}))",
+    "HardSigmoid": lambda a, t: f"fminf(fmaxf(({a})*{_f(t, 'alpha')}+{_f(t, 'beta')}, 0.f), 1.f)",
+    "HardSwish": lambda a, t: f"(({a})*fminf(fmaxf(({a})*{_lit(1 / 6)}+0.5f, 0.f), 1.f))",
+    "Gelu": _gelu_cuda,
+    "Clip": lambda a, t: f"fminf(fmaxf({a}, {_f(t, 'min')}), {_f(t, 'max')})",
+    "Not": lambda a, t: f"(({a}) == 0.f ? 1.f : 0.f)",
+    "Add": lambda a, b, t: f"(({a}) + ({b}))",
+    "Sub": lambda a, b, t: f"(({a}) - ({b}))",
+    "Mul": lambda a, b, t: f"(({a}) * ({b}))",
+    "Div": lambda a, b, t: f"(({a}) / ({b}))",
+    "Pow": lambda a, b, t: f"powf({a}, {b})",
+    "Max": lambda a, b, t: f"fmaxf({a}, {b})",
+    "Min": lambda a, b, t: f"fminf({a}, {b})",
+    "PRelu": lambda a, b, t: f"(({a}) < 0.f ? ({a})*({b}) : ({a}))",
+    "Equal": lambda a, b, t: f"(({a}) == ({b}) ? 1.f : 0.f)",
+    "Less": lambda a, b, t: f"(({a}) < ({b}) ? 1.f : 0.f)",
+    "Greater": lambda a, b, t: f"(({a}) > ({b}) ? 1.f : 0.f)",
+    "LessOrEqual": lambda a, b, t: f"(({a}) <= ({b}) ? 1.f : 0.f)",
+    "GreaterOrEqual": lambda a, b, t: f"(({a}) >= ({b}) ? 1.f : 0.f)",
+    "And": lambda a, b, t: f"((({a}) != 0.f && ({b}) != 0.f) ? 1.f : 0.f)",
+    "Or": lambda a, b, t: f"((({a}) != 0.f || ({b}) != 0.f) ? 1.f : 0.f)",
+    "Xor": lambda a, b, t: f"((({a}) != 0.f) != (({b}) != 0.f) ? 1.f : 0.f)",
+    "Where": lambda c, a, b, t: f"(({c}) != 0.f ? ({a}) : ({b}))",
+    "MulAdd": lambda a, b, c, t: f"fmaf({a}, {b}, {c})",
 }
-#: ops with any number of inputs, folded left into binary instructions
-VARIADIC = {"Sum": "Add", "Max": "Max", "Min": "Min", "Mean": "Add"}
-
-
-@dataclass(frozen=True)
-class Instr:
-    op: str
-    args: tuple[tuple[str, Any], ...]  # ("in", k) | ("t", j) | ("lit", float)
-    attrs: tuple[tuple[str, Any], ...] = ()
-
-
-@dataclass(frozen=True)
-class Program:
-    """Straight-line float program: ``n_inputs`` loads, instructions, output temps."""
-
-    n_inputs: int
-    instrs: tuple[Instr, ...]
-    outputs: tuple[int, ...]
-
-    @property
-    def key(self) -> str:
-        return hashlib.sha1(repr((self.n_inputs, self.instrs, self.outputs)).encode()).hexdigest()[:12]
-
-    def describe(self) -> str:
-        return "+".join(i.op for i in self.instrs)
-
-
-class ProgramBuilder:
-    """Appends ops; refs are ("in", k), ("t", j) or ("lit", value)."""
-
-    def __init__(self, n_inputs: int) -> None:
-        self.n_inputs = n_inputs
-        self.instrs: list[Instr] = []
-
-    def add(self, op: str, args: Sequence[tuple[str, Any]], attrs: Mapping[str, Any] | None = None) -> tuple[str, int]:
-        if op in VARIADIC and op not in EW_OPS or (op in VARIADIC and len(args) != 2):
-            base = VARIADIC[op]
-            acc = args[0]
-            if len(args) == 1:
-                acc = self.add("Identity", [acc])
-            for other in args[1:]:
-                acc = self.add(base, [acc, other])
-            if op == "Mean":
-                acc = self.add("Div", [acc, ("lit", float(len(args)))])
-            return acc
-        arity = EW_OPS[op][0]
-        if len(args) != arity:
-            raise ValueError(f"{op} takes {arity} inputs, got {len(args)}")
-        self.instrs.append(Instr(op, tuple(args), tuple(sorted((attrs or {}).items()))))
-        return ("t", len(self.instrs) - 1)
-
-    def build(self, outputs: Sequence[tuple[str, Any]]) -> Program:
-        outs = []
-        for ref in outputs:
-            if ref[0] != "t":
-                ref = self.add("Identity", [ref])
-            outs.append(ref[1])
-        return Program(self.n_inputs, tuple(self.instrs), tuple(outs))
-
-
-def single_op_program(op: str, n_inputs: int, attrs: Mapping[str, Any] | None = None) -> Program:
-    b = ProgramBuilder(n_inputs)
-    return b.build([b.add(op, [("in", k) for k in range(n_inputs)], attrs)])
+#: op -> (arity, CUDA template, numpy reference): the ops this backend generates code for
+EW_OPS: dict[str, tuple[int, Any, Any]] = {name: (OPS[name].arity, CUDA[name], OPS[name].numpy) for name in CUDA}
+if set(EW_OPS) != set(OPS):  # a kit op without a CUDA spelling would be fused and fail to compile
+    raise ImportError(f"ep-cuda codegen: no CUDA template for {sorted(set(OPS) - set(EW_OPS))}")
 
 
 # ------------------------------------------------------------------------------- CUDA source
@@ -295,41 +192,3 @@ def cuda_source(
         + f"        {inner}\n    }}\n}}\n"
     )
     return name, src
-
-
-# ------------------------------------------------------------------------------- numpy twin
-def evaluate_numpy(program: Program, inputs: Sequence[np.ndarray], out_dtypes: Sequence[str]) -> list[np.ndarray]:
-    """Run the program with numpy in float32, exactly as the kernel would (for CPU tests)."""
-    vals = [np.asarray(x).astype(np.float32) for x in inputs]
-    temps: list[np.ndarray] = []
-
-    def ref(r: tuple[str, Any]) -> Any:
-        kind, val = r
-        return vals[val] if kind == "in" else temps[val] if kind == "t" else np.float32(val)
-
-    with np.errstate(all="ignore"):
-        for ins in program.instrs:
-            fn = EW_OPS[ins.op][2]
-            temps.append(np.asarray(fn(*[ref(a) for a in ins.args], dict(ins.attrs)), dtype=np.float32))
-    shape = np.broadcast_shapes(*[v.shape for v in vals]) if vals else ()
-    outs = []
-    for t, dt in zip(program.outputs, out_dtypes):
-        value = np.broadcast_to(temps[t], shape)
-        outs.append((value != 0) if dt == "bool" else value.astype(dt))
-    return outs
-
-
-def classify(
-    shape: tuple[int, ...], arrays_shapes_strides: Sequence[tuple[tuple[int, ...], tuple[int, ...], bool]]
-) -> str:
-    """Input classes for an output ``shape``: see the module docstring."""
-    out = []
-    for in_shape, _strides, contiguous in arrays_shapes_strides:
-        size = int(np.prod(in_shape, dtype=np.int64))
-        if size == 1:
-            out.append("s")
-        elif tuple(in_shape) == tuple(shape) and contiguous:
-            out.append("c")
-        else:
-            out.append("b")
-    return "".join(out)

@@ -9,10 +9,9 @@ import numpy as np
 
 from epoxy.contract import Capability, Device, FusedGroup, GraphSpec, KernelFn, NodeSpec, SubgraphSpec
 from epoxy.kit import Unsupported
+from epoxy.kit.elementwise import lower_group
 
-from . import codegen
 from .capability import Analysis, NodePlan, StaticView, analyze, describe, find_groups, find_regions
-from .kernels.elementwise import bakeable, node_attrs
 from .kernels.nn import bn_scale_shift, make_conv
 from .ops_table import Ctx, dtype_name
 from .options import CudaOptions
@@ -170,31 +169,7 @@ class CudaProvider:
 
     def _compile_ew(self, sub: SubgraphSpec) -> KernelFn:
         graph = sub.graph
-        nodes = [graph.nodes[i] for i in sorted(sub.group.nodes)]
-        out_vt = graph.value_type(sub.outputs[0])
-        out_rank = None if out_vt.shape is None else len(out_vt.shape)
-        refs: dict[str, tuple[str, Any]] = {}
-        used: list[int] = []
-        in_ranks = {}
-        for name in sub.inputs:
-            vt = graph.value_type(name)
-            in_ranks[name] = None if vt.shape is None else len(vt.shape)
-        for k, name in enumerate(sub.inputs):
-            c = graph.constant(name)
-            others = [r for n, r in in_ranks.items() if n != name and graph.constant(n) is None]
-            if bakeable(c, out_rank, others):
-                refs[name] = ("lit", float(np.asarray(c, dtype=np.float64).reshape(-1)[0]))
-            else:
-                refs[name] = ("in", len(used))
-                used.append(k)
-        b = codegen.ProgramBuilder(len(used))
-        for node in nodes:
-            plan = self.analysis.claimed[node.index]  # type: ignore[union-attr]
-            skip = (1, 2) if node.op_type == "Clip" else ()
-            args = [refs[n] for i, n in enumerate(node.inputs) if n and i not in skip]
-            op = "Identity" if node.op_type == "Cast" else node.op_type
-            refs[node.outputs[0]] = b.add(op, args, node_attrs(node, plan.consts))
-        program = b.build([refs[o] for o in sub.outputs])
+        program, used = lower_group(graph, sub.group.nodes, sub.inputs, sub.outputs)
         out_dts = [dtype_name(graph.value_type(o).dtype) for o in sub.outputs]
         be = self.backend
 
