@@ -342,7 +342,8 @@ def test_an_initializer_a_feed_may_replace_is_never_baked_into_a_program() -> No
                      helper.make_tensor_value_info("scale", TensorProto.FLOAT, [1])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])], initializer=[scale])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    sess = epoxy.InferenceSession(model.SerializeToString(), providers=[("cpu", {"fuse_elementwise": True})])
+    sess = epoxy.InferenceSession(model.SerializeToString(),
+                                  providers=[("cpu", {"jit": True, "fuse_elementwise": True})])
     assert any(label.startswith("cpu_ew") for label in sess.partition_report().groups)
     x = np.array([1.0, -2.0, 3.0], np.float32)
     np.testing.assert_array_equal(sess.run(None, {"x": x})[0], [2.0, 0.0, 6.0])
