@@ -3,13 +3,14 @@ host-mode ones use the array module's ufuncs (shape arithmetic on int64)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
+from epoxy.kit.elementwise import bakeable
 
 from .. import codegen
 from ..ops_table import FIB, B, Ctx, F, I, dtype_name, register
@@ -73,15 +74,6 @@ def node_attrs(node: NodeSpec, consts: Mapping[int, np.ndarray]) -> dict[str, An
 
 def _rank(vt: Any) -> int | None:
     return None if vt is None or vt.shape is None else len(vt.shape)
-
-
-def bakeable(value: np.ndarray | None, out_rank: int | None, other_ranks: Sequence[int | None]) -> bool:
-    """A size-1 constant becomes a literal when dropping it cannot change the output shape."""
-    if value is None or value.size != 1 or value.dtype.kind not in "fbiu":
-        return False
-    if value.ndim == 0:
-        return True
-    return out_rank is not None and value.ndim <= out_rank and any(r == out_rank for r in other_ranks)
 
 
 def program_for_node(node: NodeSpec, consts: Mapping[int, np.ndarray]) -> tuple[codegen.Program, list[int]]:
