@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange, uint64
 
-from .threads import GRAIN, use
+from .threads import GRAIN, serial_twin, use
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -157,13 +157,7 @@ def flat_parallel(x, xp, w, bias, z, y, pdims, dims, acc, planes, blocks, act, a
         _flat_block(xp, w, bias, z, y, dims, offs, acc, t, act, alpha, beta)
 
 
-@njit(cache=True, nogil=True)
-def flat_serial(x, xp, w, bias, z, y, pdims, dims, acc, planes, blocks, act, alpha, beta):  # pragma: no cover
-    offs = _offsets(dims)
-    for p in range(planes):
-        _pad_plane(x, xp, pdims, p)
-    for t in range(blocks):
-        _flat_block(xp, w, bias, z, y, dims, offs, acc, t, act, alpha, beta)
+flat_serial = serial_twin(flat_parallel)  # the same loops without a parallel launch
 
 
 _NO_Z = {dt: np.empty(0, dtype=dt) for dt in _FLOATS}

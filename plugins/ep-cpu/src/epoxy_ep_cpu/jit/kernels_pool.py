@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange, uint64
 
-from .threads import GRAIN, use
+from .threads import GRAIN, serial_twin, use
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -112,10 +112,7 @@ def pool2d_parallel(x, y, dims, cnt_h, cnt_w, empty, planes, is_max):  # pragma:
         _pool_plane(x, y, dims, cnt_h, cnt_w, empty, p, is_max)
 
 
-@njit(cache=True, nogil=True)
-def pool2d_serial(x, y, dims, cnt_h, cnt_w, empty, planes, is_max):  # pragma: no cover - compiled
-    for p in range(planes):
-        _pool_plane(x, y, dims, cnt_h, cnt_w, empty, p, is_max)
+pool2d_serial = serial_twin(pool2d_parallel)  # the same loop without a parallel launch
 
 
 _NO_COUNT = np.ones(1, dtype=np.int64)
