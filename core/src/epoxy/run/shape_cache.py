@@ -19,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -48,13 +49,18 @@ class ShapeCachingExecutor:
         pool = self.full.pool
         self.reduced_plan = derive(plan, skip)
         self.reduced = SequentialExecutor(self.reduced_plan, pool=pool)
-        self._capturing = SequentialExecutor(_capturing_plan(plan, set(needed)), pool=pool)
         self.needed = needed
         self.skipped = len(skip)
         #: key -> (snapshots as (slot, value) pairs, ids of their memory owners); None: not reducible
         self._cache: OrderedDict[tuple, tuple[list[tuple[int, Any]], set[int]] | None] = OrderedDict()
         self._seen: OrderedDict[tuple, None] = OrderedDict()
         self._lock = threading.Lock()
+
+    @cached_property
+    def _capturing(self) -> SequentialExecutor:
+        """The plan with snapshotting steps, built at the first second sighting of a shape, not
+        at session creation (a session whose shapes never repeat never needs it)."""
+        return SequentialExecutor(_capturing_plan(self.plan, set(self.needed)), pool=self.full.pool)
 
     def run(self, feeds: Sequence[tuple[int, Any]], fetch: Sequence[int], stop: Any = None) -> list[Any]:
         try:
