@@ -42,6 +42,10 @@ class EpoxyRuntime:
     name = "epoxy"
 
     def load(self) -> None:
+        # ep-cpu's jit tier compiles a kernel at its first call (seconds, cold cache), which the
+        # run bound (run_timeout_s) would count as a hang; the numpy kernels, the reference
+        # path, are what is fuzzed here unless the caller asks for the jit (EPOXY_CPU_JIT=1)
+        os.environ.setdefault("EPOXY_CPU_JIT", "0")
         import epoxy
 
         self.epoxy = epoxy
