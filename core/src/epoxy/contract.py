@@ -191,6 +191,28 @@ class SubgraphSpec:
     outputs: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class CompiledArtifact:
+    """A compiled group serialized by the provider that compiled it (SDK API 1.2).
+
+    ``format``: the provider's name for the blob's layout, with a version
+    (``"openvino.compiled_model/1"``). ``blob``: the bytes. ``target``: what the blob was built
+    for (a device name, a GPU architecture, a deployment target). ``options``: the provider
+    options that shaped the blob, as strings; ``import_compiled`` compares them with its own.
+    ``trusted`` is set by the core when it reads a compiled model, never by a provider: True
+    when the blob's signature verified with this user's key (this user's epoxy wrote it,
+    ``epoxy.aot.signing``). A provider whose blob holds machine code must refuse an untrusted
+    one; a provider whose blob is data parsed by its vendor library may accept it (say which
+    in its README).
+    """
+
+    format: str
+    blob: bytes
+    target: str = ""
+    options: Mapping[str, str] = field(default_factory=dict)
+    trusted: bool = False
+
+
 @runtime_checkable
 class Allocator(Protocol):
     """Owns a device's memory; moves values between host (numpy) and the device.
@@ -256,6 +278,31 @@ class Provider(Protocol):
 
 
 @runtime_checkable
+class CompilingProvider(Provider, Protocol):
+    """A :class:`Provider` whose compiled groups can be saved and loaded back (SDK API 1.2).
+
+    Both methods are optional on a provider (the core looks them up with ``getattr``;
+    providers without them keep working, their groups are compiled in every session).
+    ``epoxy compile`` calls ``export_compiled`` once per group the provider compiled; a
+    session reading the compiled model calls ``import_compiled`` instead of ``compile``
+    when the provider's name and version match the ones recorded. The conformance kit's
+    ``aot`` tests check the round trip (identical outputs) and the refusals.
+    """
+
+    def export_compiled(self, kernel: KernelFn, subgraph: SubgraphSpec) -> CompiledArtifact | None:
+        """The blob of ``kernel`` (what ``compile(subgraph)`` returned in this session);
+        ``None`` when this group has nothing worth keeping (it is compiled again on load)."""
+        ...
+
+    def import_compiled(self, subgraph: SubgraphSpec, artifact: CompiledArtifact) -> KernelFn:
+        """A kernel for ``subgraph`` from a blob ``export_compiled`` wrote, without compiling.
+        Raises :class:`epoxy.errors.ArtifactRefused` with the reason when the blob does not
+        fit (format, target, options, corrupted, untrusted machine code); must never crash
+        or run code the provider did not produce."""
+        ...
+
+
+@runtime_checkable
 class ProviderFactory(Protocol):
     """Registered by plugins: identity, device discovery, provider creation.
 
@@ -277,6 +324,10 @@ class ProviderFactory(Protocol):
       removed before ``create`` and are not listed here. Typed by
       :class:`ProviderFactoryWithOptions`.
     - ``supported_ops() -> list[epoxy.kit.OpSupport]``: ops with opset ranges, for ``epoxy ops``.
+    - ``compile_devices() -> Sequence[Device]`` (SDK API 1.2): targets this factory can compile
+      for on this host without running there (Core ML's converter on Linux). ``epoxy compile``
+      uses them when ``devices()`` has none; a provider created on one must compile and
+      ``export_compiled`` but need not run.
     - ``group_ops() -> list[epoxy.kit.OpSupport | str]``: ops run only inside the fused groups
       the provider compiles (a compiling provider's list; plain names ``"Op"`` or
       ``"domain::Op"`` when it does not track opsets), shown by ``epoxy ops`` as "in groups only".

@@ -137,6 +137,13 @@ class PluginLoadError(ProviderError):
     """A plugin failed to import or register (raised only in strict mode)."""
 
 
+class ArtifactRefused(ProviderError):
+    """A provider's ``import_compiled`` refuses a compiled blob (SDK API 1.2): another format,
+    target, provider version or options, a truncated or corrupted blob, or (for blobs that
+    are machine code) one this user's epoxy did not sign. The session then compiles the
+    group again from its kept nodes and says why; the message is that reason."""
+
+
 class PartitionError(Fail):
     """Nodes could not be assigned to providers (e.g. fallback disabled)."""
 

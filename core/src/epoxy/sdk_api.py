@@ -10,7 +10,9 @@ a PJRT plugin built for another API.
 
 History: ``1.0`` the first wave's contract (the int ``1`` still means ``1.0``); ``1.1`` adds
 ``GraphSpec.node_inputs`` to the Protocol, output checks, and the shared helpers of
-``epoxy.kit`` (``convex_groups``, ``boundary``, ``OptionTable``, ``passes``).
+``epoxy.kit`` (``convex_groups``, ``boundary``, ``OptionTable``, ``passes``); ``1.2`` adds
+ahead-of-time compiled groups (``CompiledArtifact``, the optional ``Provider.export_compiled`` /
+``import_compiled`` and ``ProviderFactory.compile_devices``, ``errors.ArtifactRefused``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import re
 from typing import Any
 
 #: the contract this core implements
-SDK_API = "1.1"
+SDK_API = "1.2"
 
 _FORM = re.compile(r"^\s*(\d+)\.(\d+)\s*$")
 
