@@ -30,8 +30,8 @@ def _pytest(session: nox.Session, *paths: str, parallel: bool = False) -> None:
 
 @nox.session
 def core(session: nox.Session) -> None:
-    """epoxy-core alone (test-only providers, no ep-cpu)."""
-    session.install("./core", *PYTEST)
+    """epoxy-core alone (test-only providers, no ep-cpu; onnxruntime only as an oracle)."""
+    session.install("./core", "onnxruntime", *PYTEST)
     _pytest(session, "core/tests")
 
 

@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from .api.io_binding import IOBinding
     from .api.ort_value import OrtValue
     from .load.model_meta import ModelMetadata
+    from .aot.inspect import inspect_model
+    from .aot.writer import compile_model
     from .session import InferenceSession, NodeArg
 
 #: loaded on first use: the session brings in onnx / onnx_ir (and sympy through it), ~0.2 s
@@ -48,6 +50,8 @@ _LAZY = {
     "OrtValue": "api.ort_value",
     "IOBinding": "api.io_binding",
     "ModelMetadata": "load.model_meta",
+    "compile_model": "aot.writer",
+    "inspect_model": "aot.inspect",
 }
 #: onnxruntime's module attribute for the version
 version = __version__
@@ -126,6 +130,8 @@ __all__ = [
     "SessionOptions",
     "UnsupportedOpError",
     "__version__",
+    "compile_model",
     "get_all_providers",
     "get_available_providers",
+    "inspect_model",
 ]

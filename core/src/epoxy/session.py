@@ -10,6 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, cast
 
+from .aot.capture import active as active_capture
+from .aot.providers import AotProvider, ArtifactLedger, wrap
+from .aot.reader import CompiledModelReader
 from .api.device_io import DeviceIO
 from .api.ort_value import OrtValue, feed_value
 from .api.runtime_info import session_logger
@@ -122,6 +125,17 @@ def _select_device(entry: Any, options: dict[str, Any]) -> Any:
     return devices[index]
 
 
+def _compile_devices(entry: Any) -> list[Any]:
+    """The factory's optional ``compile_devices()`` (SDK API 1.2), ``[]`` when absent or failing."""
+    method = getattr(entry.factory, "compile_devices", None)
+    if method is None:
+        return []
+    try:
+        return list(method())
+    except Exception:  # noqa: BLE001 - a broken optional hook means "none"
+        return []
+
+
 class InferenceSession:
     """Run an ONNX model, each node on the best provider that claims it.
 
@@ -171,8 +185,10 @@ class InferenceSession:
             notes.append(note)
         t0 = time.perf_counter()
         limit = self._options.memory_limit_bytes
+        reader = CompiledModelReader()
         loaded = load_model(model, check=self._options.check_model, infer_shapes=self._options.infer_shapes,
-                            memory_limit=limit, prepare=model_edits(self._options))
+                            memory_limit=limit, prepare=model_edits(self._options), compiled=reader)
+        notes.extend(reader.notes)
         if limit is not None:
             check_static_values(loaded.model.graph, limit)
         for note in loaded.warnings:
@@ -180,14 +196,25 @@ class InferenceSession:
         notes.extend(loaded.warnings)
         self._metadata = ModelMetadata.of(loaded.model)
         t1 = time.perf_counter()
-        chosen = self._create_providers(providers, provider_options, notes)
+        capture = active_capture()  # epoxy compile's session: export what providers compile
+        chosen = self._create_providers(providers, provider_options, notes, compile_only=capture is not None)
+        ledger = ArtifactLedger()
+        if reader.groups or capture is not None:
+            versions = {name: str(getattr(getattr(self._registry.get(name), "factory", None), "version", ""))
+                        for name, _ in chosen}
+            chosen = wrap(chosen, reader.groups, versions, ledger, capture)
         t_providers = time.perf_counter()  # provider creation is timed apart from the optimizer
         names = [name for name, _ in chosen]
         inlined = inline_local_functions(loaded.model)
         if inlined:
             notes.append(f"inlined {inlined} call(s) of model-local functions")
         level = self._options.optimization_level
-        self.applied_passes = optimize(loaded.model, self._registry.passes(), level, names, notes)
+        if reader.compiled:  # optimized (and typed) when it was compiled: the groups' nodes must stay as they are
+            self.applied_passes = []
+            notes.append("an epoxy compiled model: optimized when compiled, so the optimizer and shape inference "
+                         "were skipped")
+        else:
+            self.applied_passes = optimize(loaded.model, self._registry.passes(), level, names, notes)
         if self._options.optimized_model_filepath:
             save_optimized(loaded.model, self._options.optimized_model_filepath)
             notes.append(f"optimized model ({level}) written to {self._options.optimized_model_filepath}")
@@ -207,7 +234,13 @@ class InferenceSession:
                         "partition": t3 - t2, "plan": t4 - t3}
         self._graph = graph
         self._model = loaded.model
+        self._partition = parts
         self._providers = chosen
+        for name, provider in chosen:
+            if isinstance(provider, AotProvider):
+                for label in provider.unplaced():
+                    ledger.not_used(label, "not used: its nodes went to a provider listed before "
+                                           f"{name!r}, or are not in the loaded graph")
         self._plan = built.plan
         self._memory = built.memory
         self._check_outputs = checks_requested(self._options.check_outputs)
@@ -219,6 +252,7 @@ class InferenceSession:
             nodes=parts.decisions,
             groups={u.label: [graph.nodes[i].name for i in u.nodes] for u in parts.units if u.fused},
             notes=notes,
+            artifacts=dict(ledger.status),
         )
         constants = graph.constants()
         self._inputs = [n for n in graph.inputs if n not in constants]
@@ -291,7 +325,10 @@ class InferenceSession:
             return ParallelExecutor(plan, self._options.inter_op_num_threads or 2)
         return SequentialExecutor(plan)
 
-    def _create_providers(self, providers: Any, provider_options: Any, notes: list[str]) -> list[tuple[str, Provider]]:
+    def _create_providers(self, providers: Any, provider_options: Any, notes: list[str],
+                          compile_only: bool = False) -> list[tuple[str, Provider]]:
+        """The providers asked for, created on their devices; with ``compile_only`` (``epoxy
+        compile``) a provider with no device here may use a compile device of its factory."""
         pairs = _normalize_providers(providers, provider_options, self._registry)
         if providers is None:  # say why installed providers are not in the default list
             notes.extend(f"provider {e.name!r} unavailable: {e.unavailable_reason}"
@@ -328,12 +365,16 @@ class InferenceSession:
                 )
             spelled[entry.name] = name
             self._spelled[entry.name] = name
-            if not entry.available:
+            compile_devices = _compile_devices(entry) if compile_only and not entry.available else []
+            if not entry.available and not compile_devices:
                 note = f"provider {name!r} skipped: {entry.unavailable_reason}"
                 warnings.warn(note, RuntimeWarning, stacklevel=3)
                 notes.append(note)
                 continue
-            device = _select_device(entry, options)
+            if compile_devices:
+                notes.append(f"provider {name!r} compiles for {compile_devices[0].label} (it cannot run here: "
+                             f"{entry.unavailable_reason})")
+            device = compile_devices[0] if compile_devices else _select_device(entry, options)
             try:
                 provider = entry.factory.create(device, options)
             except InvalidArgumentError:

@@ -381,7 +381,8 @@ def _densify_sparse(proto: onnx.ModelProto, source: str) -> None:
 
 def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes: bool = True,
                memory_limit: int | None = None,
-               prepare: Callable[[onnx.ModelProto], None] | None = None) -> LoadedModel:
+               prepare: Callable[[onnx.ModelProto], None] | None = None,
+               compiled: Any = None) -> LoadedModel:
     """Read, validate and shape-infer a model, returning it as an ``onnx_ir`` model.
 
     ``check``: ``"warn"`` (default): onnx.checker complaints about a model that is safe to
@@ -392,7 +393,10 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
     ``memory_limit``: tensors whose declared size is above it are refused before their
     data is read or densified (:class:`~epoxy.errors.ResourceLimitError`).
     ``prepare``: edits the session options ask for, applied to the protobuf first (a
-    ``ModelProto`` passed in is copied before ``prepare`` or a repair edits it)."""
+    ``ModelProto`` passed in is copied before ``prepare`` or a repair edits it).
+    ``compiled``: an :class:`epoxy.aot.reader.CompiledModelReader`; an epoxy compiled model's
+    context nodes are expanded back into their groups' nodes before the checks, and shape
+    inference is skipped when it says the graph is typed already."""
     mode = check_mode(check)
     proto, name, base_dir, mapped = _read_proto(source)
     owned = not isinstance(source, onnx.ModelProto)  # whether `proto` may be edited in place
@@ -411,6 +415,11 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
         if not owned:
             proto, owned = _copy(proto), True  # never edit the caller's proto
         prepare(proto)
+    if compiled is not None and compiled.is_compiled(proto):
+        if not owned:
+            proto, owned = _copy(proto), True
+        if compiled.expand(proto, base_dir, name):
+            infer_shapes = False  # typed and optimized when it was compiled
     notes: list[str] = []
     if not owned and _has_sparse(proto):
         proto, owned = _copy(proto), True  # densifying edits the proto: never the caller's

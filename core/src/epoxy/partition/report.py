@@ -21,6 +21,8 @@ class PartitionReport:
     nodes: list[NodeDecision]
     groups: dict[str, list[str]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: compiled group label -> what became of its blob, for a compiled model (``epoxy compile``)
+    artifacts: dict[str, str] = field(default_factory=dict)
 
     def summary(self) -> dict[str, int]:
         """Node count per provider."""
@@ -32,6 +34,7 @@ class PartitionReport:
             "summary": self.summary(),
             "groups": self.groups,
             "notes": self.notes,
+            "artifacts": self.artifacts,
             "nodes": [asdict(d) for d in self.nodes],
         }
 
@@ -46,6 +49,8 @@ class PartitionReport:
             lines.append(f"  {provider:<{name_width}} {count:>5} / {total} nodes")
         for label, members in self.groups.items():
             lines.append(f"  fused group {label}: {len(members)} nodes")
+        for label, status in self.artifacts.items():
+            lines.append(f"  compiled group {label}: {status}")
         for note in self.notes:
             lines.append(f"  note: {note}")
         if per_node:

@@ -1,0 +1,204 @@
+"""``epoxy compile``: an ordinary session, then its optimized graph with context nodes.
+
+The session is built inside :func:`~epoxy.aot.capture.capturing`, so every group a provider
+compiles is exported (``export_compiled``). The output is the session's optimized graph in
+its planned order, each exported group replaced by a context node that calls a model-local
+function holding the group's nodes (:mod:`epoxy.aot.format`), and a metadata entry recording
+the partition. Groups without a blob stay plain nodes; the summary says why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from ..errors import EpoxyError, InvalidArgumentError
+from ..sdk_api import SDK_API
+from ..version import __version__
+from .blobs import side_file_name
+from .capture import CapturedGroup, Progress, capturing
+from .format import (
+    ATTRIBUTES,
+    CONTEXT_DOMAIN,
+    FORMAT_VERSION,
+    METADATA_KEY,
+    ContextRecord,
+    group_digest,
+    sha256,
+    to_attributes,
+)
+from .signing import sign
+
+#: functions and context nodes need IR version 8 (model-local functions)
+MIN_IR_VERSION = 8
+
+
+@dataclass
+class CompileSummary:
+    """What ``compile_model`` wrote: ``groups`` (one dict per context node), ``kept`` (compiled
+    groups left as plain nodes, with the reason), the partition report, the files, the time."""
+
+    output: Path
+    groups: list[dict[str, Any]]
+    kept: list[dict[str, Any]]
+    report: Any
+    files: list[Path] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def format(self) -> str:
+        lines = [f"wrote {self.output} in {self.seconds:.2f} s: {len(self.groups)} compiled group(s)"]
+        for g in self.groups:
+            lines.append(f"  {g['label']}: {g['provider']} {g['provider_version']}, {g['nodes']} nodes, "
+                         f"{g['blob_bytes']} bytes {g['where']} ({g['format']}, target {g['target'] or '-'})")
+        for g in self.kept:
+            lines.append(f"  {g['label']}: {g['provider']}, {g['nodes']} nodes kept as plain nodes: {g['reason']}")
+        counts = ", ".join(f"{p} {n}" for p, n in sorted(self.report.summary().items(), key=lambda kv: -kv[1]))
+        lines.append(f"  nodes per provider: {counts}")
+        return "\n".join(lines)
+
+
+def compile_model(model: Any, output: str | Path, *, providers: Sequence[Any] | None = None,
+                  provider_options: Any = None, sess_options: Any = None, embed: bool = True,
+                  progress: Progress | None = None, registry: Any = None) -> CompileSummary:
+    """Compile ``model`` for ``providers`` and write the compiled model to ``output``
+    (``embed``: blobs inside the model; else one side file per group beside it)."""
+    from ..session import InferenceSession  # the session imports this package's reader
+
+    out = Path(output)
+    if isinstance(model, (str, Path)) and Path(model).resolve() == out.resolve():
+        raise InvalidArgumentError(f"compile: the output {str(out)!r} would overwrite the model it compiles")
+    started = time.perf_counter()
+    with capturing(progress) as capture:
+        session = InferenceSession(model, sess_options, providers, provider_options, registry=registry)
+    proto = _serialized(session)
+    graph = session._graph
+    if len(proto.graph.node) != len(graph.nodes):
+        raise EpoxyError(f"compile: the optimized graph has {len(proto.graph.node)} nodes, the plan "
+                         f"{len(graph.nodes)} (internal error)")
+    _name_nodes(proto.graph, [n.name for n in graph.nodes])
+    captured = [g for g in capture.groups if g.graph is graph]
+    exported = {g.label: g for g in captured if g.artifact is not None}
+    versions = {name: _factory(session, name) for name, _ in session._providers}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    groups: list[dict[str, Any]] = []
+    files: list[Path] = []
+    calls: dict[str, onnx.NodeProto] = {}
+    for label, group in exported.items():
+        node, function, record, blob = _context(proto, group, versions[group.provider])
+        where = "embedded"
+        if not embed:
+            name = side_file_name(out, label)
+            (out.parent / name).write_bytes(blob)
+            files.append(out.parent / name)
+            record = dataclasses.replace(record, blob_path=name)
+            where = f"in {name}"
+        record = dataclasses.replace(record, signature=sign(record.signed_fields()))
+        node.attribute.extend(to_attributes(record, blob if embed else None))
+        proto.functions.append(function)
+        calls[label] = node
+        groups.append({"label": label, "provider": group.provider, "provider_version": record.provider_version,
+                       "nodes": len(group.nodes), "blob_bytes": len(blob), "where": where, "format": record.format,
+                       "target": record.target, "compile_seconds": round(group.compile_seconds, 3)})
+    _reorder(proto.graph, session._partition.units, calls)
+    kept = [{"label": g.label, "provider": g.provider, "nodes": len(g.nodes), "reason": g.reason}
+            for g in captured if g.artifact is None]
+    _finish(proto, session, groups, kept)
+    _save(proto, out)
+    return CompileSummary(out, groups, kept, session.partition_report(), files, time.perf_counter() - started)
+
+
+def _serialized(session: Any) -> onnx.ModelProto:
+    import onnx_ir as ir
+
+    from ..load.map_types import restore_map_types
+
+    proto = ir.serde.serialize_model(session._model)
+    restore_map_types(proto, session._model)
+    return proto
+
+
+def _factory(session: Any, name: str) -> tuple[str, str]:
+    entry = session._registry.get(name)
+    factory = getattr(entry, "factory", None)
+    return str(getattr(factory, "version", "")), str(getattr(factory, "sdk_api", SDK_API))
+
+
+def _name_nodes(graph: onnx.GraphProto, names: list[str]) -> None:
+    """Every node named, uniquely: context nodes find their group's nodes by name on load."""
+    seen: set[str] = set()
+    for node, name in zip(graph.node, names):
+        unique, k = name or node.op_type, 1
+        while unique in seen:
+            unique, k = f"{name}__{k}", k + 1
+        seen.add(unique)
+        node.name = unique
+
+
+def _context(proto: onnx.ModelProto, group: CapturedGroup,
+             version: tuple[str, str]) -> tuple[onnx.NodeProto, onnx.FunctionProto, ContextRecord, bytes]:
+    """The context node (attributes added by the caller), its function, record and blob."""
+    assert group.artifact is not None
+    function = onnx.FunctionProto(name=group.label, domain=CONTEXT_DOMAIN)
+    function.input.extend(group.inputs)
+    function.output.extend(group.outputs)
+    function.node.extend(proto.graph.node[i] for i in sorted(group.nodes))
+    function.opset_import.extend(op for op in proto.opset_import if op.domain != CONTEXT_DOMAIN)
+    function.attribute.extend(ATTRIBUTES)
+    function.doc_string = f"nodes of the group {group.label!r} compiled by {group.provider}; run when the blob is not"
+    blob = group.artifact.blob
+    record = ContextRecord(provider=group.provider, provider_version=version[0], sdk_api=version[1],
+                           format=group.artifact.format, label=group.label, blob_size=len(blob),
+                           blob_sha256=sha256(blob), group_sha256=group_digest(function),
+                           target=group.artifact.target, options=dict(group.artifact.options))
+    node = onnx.NodeProto(op_type=group.label, domain=CONTEXT_DOMAIN, name=f"epoxy_context/{group.label}")
+    node.input.extend(group.inputs)
+    node.output.extend(group.outputs)
+    return node, function, record, blob
+
+
+def _reorder(graph: onnx.GraphProto, units: Sequence[Any], calls: dict[str, onnx.NodeProto]) -> None:
+    """The graph's nodes in the plan's unit order (topological), each exported group as its call."""
+    nodes = list(graph.node)
+    ordered: list[onnx.NodeProto] = []
+    for unit in units:
+        call = calls.get(unit.label) if unit.fused else None
+        if call is not None:
+            ordered.append(call)
+        else:
+            ordered.extend(nodes[i] for i in unit.nodes)
+    del graph.node[:]
+    graph.node.extend(ordered)
+
+
+def _finish(proto: onnx.ModelProto, session: Any, groups: list[dict[str, Any]], kept: list[dict[str, Any]]) -> None:
+    """Opset, IR version and the metadata record (partition plan included)."""
+    if groups and not any(op.domain == CONTEXT_DOMAIN for op in proto.opset_import):
+        proto.opset_import.append(onnx.helper.make_opsetid(CONTEXT_DOMAIN, 1))
+    proto.ir_version = max(proto.ir_version, MIN_IR_VERSION)
+    report = session.partition_report()
+    record = {"format_version": FORMAT_VERSION, "epoxy_version": __version__, "sdk_api": SDK_API,
+              "optimization_level": str(session.get_session_options().optimization_level),
+              "providers": [name for name, _ in session._providers],
+              "groups": [{k: g[k] for k in ("label", "provider", "provider_version", "nodes", "blob_bytes", "format",
+                                            "target")} for g in groups],
+              "kept": kept,
+              "partition": {d.node: d.provider for d in report.nodes}}
+    entries = [p for p in proto.metadata_props if p.key != METADATA_KEY]
+    del proto.metadata_props[:]
+    proto.metadata_props.extend(entries)
+    proto.metadata_props.append(onnx.StringStringEntryProto(key=METADATA_KEY, value=json.dumps(record)))
+
+
+def _save(proto: onnx.ModelProto, out: Path) -> None:
+    try:
+        onnx.save(proto, str(out))
+    except ValueError:  # over protobuf's 2 GiB: weights in a side file
+        onnx.save(proto, str(out), save_as_external_data=True, location=out.name + ".data")
+

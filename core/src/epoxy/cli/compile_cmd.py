@@ -1,0 +1,70 @@
+"""``epoxy compile MODEL -o OUT.onnx``: a model that starts without compiling its groups again."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+
+from ._format import providers_arg
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", help="path to an .onnx model")
+    parser.add_argument("-o", "--output", required=True, help="path of the compiled .onnx model to write")
+    parser.add_argument("--providers", help="comma-separated, priority order (default: all available)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--embed", dest="embed", action="store_true", default=True,
+                       help="blobs inside the model (default)")
+    where.add_argument("--external", dest="embed", action="store_false",
+                       help="one side file per compiled group, beside the model")
+    parser.add_argument("--device", type=int, default=None, help="device index for every provider (default 0)")
+    parser.add_argument("--option", action="append", default=[], metavar="PROVIDER.KEY=VALUE",
+                        help="a provider option, e.g. openvino.precision=f32 (repeatable)")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def _provider_options(names: list[str] | None, args: argparse.Namespace) -> dict[str, dict[str, object]] | None:
+    from ..errors import InvalidArgumentError
+
+    options: dict[str, dict[str, object]] = {}
+    for item in args.option:
+        key, eq, value = item.partition("=")
+        provider, dot, option = key.partition(".")
+        if not (eq and dot and provider and option):
+            raise InvalidArgumentError(f"--option {item!r}: expected PROVIDER.KEY=VALUE, e.g. openvino.precision=f32")
+        options.setdefault(provider, {})[option] = value
+    if args.device is not None:
+        for name in names or []:
+            options.setdefault(name, {})["device_index"] = args.device
+    return options or None
+
+
+def _progress(event: str, provider: str, label: str, nodes: int, seconds: float | None) -> None:
+    if event == "compile":
+        print(f"compiling {label} on {provider} ({nodes} nodes)...", file=sys.stderr, flush=True)
+    elif seconds is not None:
+        print(f"  {label}: done in {seconds:.2f} s", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..aot.writer import compile_model
+
+    names = providers_arg(args.providers)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        summary = compile_model(args.model, args.output, providers=names,
+                                provider_options=_provider_options(names, args), embed=args.embed,
+                                progress=None if args.quiet or args.json else _progress)
+    if args.json:
+        print(json.dumps({"output": str(summary.output), "seconds": round(summary.seconds, 3),
+                          "groups": summary.groups, "kept": summary.kept,
+                          "nodes": summary.report.summary(), "files": [str(f) for f in summary.files],
+                          "warnings": [str(w.message) for w in caught]}, indent=1))
+    else:
+        for w in caught:
+            print(f"warning: {w.message}", file=sys.stderr)
+        print(summary.format())
+    return 0

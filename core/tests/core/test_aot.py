@@ -1,0 +1,259 @@
+"""Ahead-of-time compiled models (#18): write, read back, and every way a blob is not used."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from aot_fakes import aot_factory
+from fakes import Factory
+from onnx import TensorProto, helper
+
+import epoxy
+from epoxy.aot.format import CONTEXT_DOMAIN, METADATA_KEY
+from epoxy.errors import ModelLoadError
+
+GROUP = ["add", "relu"]
+
+
+@pytest.fixture(autouse=True)
+def _own_key(tmp_path_factory, monkeypatch):
+    """Signatures with a key of this test session, never the user's."""
+    monkeypatch.setenv("EPOXY_COMPILE_KEY", str(tmp_path_factory.getbasetemp() / "compile.key"))
+
+
+def _model(path: Path) -> Path:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])
+    w = helper.make_tensor("w", TensorProto.FLOAT, [4], [0.5, -1.0, 2.0, -0.25])
+    nodes = [helper.make_node("Add", ["x", "w"], ["a"], name="add"),
+             helper.make_node("Relu", ["a"], ["r"], name="relu"),
+             helper.make_node("Neg", ["r"], ["n"], name="neg"),
+             helper.make_node("Mul", ["n", "x"], ["y"], name="mul")]
+    graph = helper.make_graph(nodes, "g", [x], [y], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+FEED = {"x": np.arange(-6, 6, dtype=np.float32).reshape(3, 4)}
+
+
+def _compile(tmp_path, make_registry, embed=True, **kw):
+    factory = aot_factory([GROUP])
+    registry = make_registry(factory)
+    out = tmp_path / "out" / "m.compiled.onnx"
+    summary = epoxy.compile_model(_model(tmp_path / "m.onnx"), out, providers=["fuser", "cpu"], embed=embed,
+                                  registry=registry, **kw)
+    return out, summary, factory
+
+
+def _load(out, make_registry, **behaviour):
+    factory = aot_factory([GROUP], **behaviour)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        session = epoxy.InferenceSession(str(out), providers=["fuser", "cpu"], registry=make_registry(factory))
+    return session, factory.made[0], [str(w.message) for w in caught]
+
+
+def _expected(tmp_path, make_registry):
+    fresh = epoxy.InferenceSession(str(_model(tmp_path / "fresh.onnx")), providers=["fuser", "cpu"],
+                                   registry=make_registry(aot_factory([GROUP])))
+    return fresh.run(None, FEED)[0]
+
+
+def test_compiled_model_is_valid_onnx_with_one_context_node(tmp_path, make_registry):
+    out, summary, factory = _compile(tmp_path, make_registry)
+    proto = onnx.load(out)
+    onnx.checker.check_model(proto)
+    calls = [n for n in proto.graph.node if n.domain == CONTEXT_DOMAIN]
+    assert len(calls) == 1 and [g["label"] for g in summary.groups] == ["fused0"]
+    (function,) = proto.functions
+    assert [n.name for n in function.node] == GROUP  # the kept nodes
+    assert {n.name for n in proto.graph.node} == {"epoxy_context/fused0", "neg", "mul"}
+    record = json.loads(next(p.value for p in proto.metadata_props if p.key == METADATA_KEY))
+    assert record["partition"] == {"add": "fuser", "relu": "fuser", "neg": "cpu", "mul": "cpu"}
+    assert factory.made[0].compiled == [tuple(GROUP)]
+
+
+def test_loading_uses_the_blob_instead_of_compiling(tmp_path, make_registry):
+    out, _, _ = _compile(tmp_path, make_registry)
+    session, provider, caught = _load(out, make_registry)
+    assert provider.compiled == [] and provider.imported == [tuple(GROUP)]
+    assert provider.seen_trust == [True]  # signed with this test session's key
+    status = session.partition_report().artifacts["fused0"]
+    assert status.startswith("loaded from the compiled blob"), status
+    assert session.applied_passes == [] and not caught
+    np.testing.assert_array_equal(session.run(None, FEED)[0], _expected(tmp_path, make_registry))
+    assert "compiled group fused0: loaded" in session.partition_report().format()
+
+
+def test_onnxruntime_runs_the_kept_nodes(tmp_path, make_registry):
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the oracle here (installed in CI's core session)")
+    out, _, _ = _compile(tmp_path, make_registry)
+    got = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, FEED)[0]
+    np.testing.assert_allclose(got, _expected(tmp_path, make_registry), rtol=0, atol=0)
+
+
+def test_side_file_blob_round_trip_and_inspect(tmp_path, make_registry):
+    out, summary, _ = _compile(tmp_path, make_registry, embed=False)
+    (side,) = summary.files
+    assert side.parent == out.parent and side.name == "m.compiled.fused0.blob"
+    info = epoxy.inspect_model(out)
+    (group,) = info["groups"]
+    assert group["status"] == "ok" and group["blob"] == side.name and group["signed_by_this_user"]
+    session, provider, _ = _load(out, make_registry)
+    assert provider.imported and not provider.compiled
+
+
+@pytest.mark.parametrize(("damage", "reason"), [
+    (lambda side: side.write_bytes(side.read_bytes()[:-3]), "the record says"),  # cut short
+    (lambda side: side.write_bytes(b"X" + side.read_bytes()[1:]), "sha256 differs"),
+    (lambda side: side.unlink(), "is missing"),
+])
+def test_damaged_side_file_is_compiled_again(tmp_path, make_registry, damage, reason):
+    out, summary, _ = _compile(tmp_path, make_registry, embed=False)
+    damage(summary.files[0])
+    session, provider, caught = _load(out, make_registry)
+    assert provider.compiled == [tuple(GROUP)] and provider.imported == []
+    status = session.partition_report().artifacts["fused0"]
+    assert status.startswith("compiled again") and reason in status, status
+    assert any("fused0" in w for w in caught)
+    np.testing.assert_array_equal(session.run(None, FEED)[0], _expected(tmp_path, make_registry))
+
+
+def _edit(out: Path, edit) -> None:
+    proto = onnx.load(out)
+    edit(proto)
+    onnx.save(proto, out)
+
+
+def _call(proto):
+    return next(n for n in proto.graph.node if n.domain == CONTEXT_DOMAIN)
+
+
+def _set_attr(node, name, value):
+    for attr in node.attribute:
+        if attr.name == name:
+            node.attribute.remove(attr)
+            break
+    node.attribute.append(helper.make_attribute(name, value))
+
+
+@pytest.mark.parametrize("path", ["../escape.blob", "/etc/passwd", "sub/../../x.blob"])
+def test_blob_path_leaving_the_folder_is_refused(tmp_path, make_registry, path):
+    out, _, _ = _compile(tmp_path, make_registry, embed=False)
+    _edit(out, lambda p: _set_attr(_call(p), "blob_path", path))
+    with pytest.raises(ModelLoadError, match="blob path"):
+        _load(out, make_registry)
+
+
+def test_edited_kept_nodes_are_not_matched_with_the_blob(tmp_path, make_registry):
+    out, _, _ = _compile(tmp_path, make_registry)
+
+    def edit(proto):
+        proto.functions[0].node[1].op_type = "Neg"  # the body now differs from what was compiled
+
+    _edit(out, edit)
+    session, provider, _ = _load(out, make_registry)
+    assert provider.imported == [] and "kept nodes differ" in session.partition_report().artifacts["fused0"]
+    x = FEED["x"]
+    twice_negated = (x + np.float32([0.5, -1.0, 2.0, -0.25])) * x
+    np.testing.assert_array_equal(session.run(None, FEED)[0], twice_negated)
+
+
+def test_edited_record_loses_trust_but_not_integrity(tmp_path, make_registry):
+    out, _, _ = _compile(tmp_path, make_registry)
+    _edit(out, lambda p: _set_attr(_call(p), "target", "elsewhere"))
+    session, provider, _ = _load(out, make_registry)
+    assert provider.seen_trust == [False]  # the signature no longer covers the record
+    assert "built for 'elsewhere'" in session.partition_report().artifacts["fused0"]
+
+
+def test_another_users_key_means_untrusted(tmp_path, make_registry, monkeypatch):
+    out, _, _ = _compile(tmp_path, make_registry)
+    monkeypatch.setenv("EPOXY_COMPILE_KEY", str(tmp_path / "other.key"))
+    _, provider, _ = _load(out, make_registry)
+    assert provider.seen_trust == [False] and provider.imported  # this provider accepts data blobs
+
+
+@pytest.mark.parametrize(("behaviour", "says"), [
+    ({"refuse": "stale options"}, "refused the blob: stale options"),
+    ({"crash": True}, "import_compiled raised RuntimeError: import exploded"),
+    ({"target": "gpu"}, "built for 'host'"),
+])
+def test_refused_or_failing_import_compiles_again(tmp_path, make_registry, behaviour, says):
+    out, _, _ = _compile(tmp_path, make_registry)
+    session, provider, caught = _load(out, make_registry, **behaviour)
+    assert provider.compiled == [tuple(GROUP)]
+    assert says in session.partition_report().artifacts["fused0"]
+    assert any(says in w for w in caught)
+    np.testing.assert_array_equal(session.run(None, FEED)[0], _expected(tmp_path, make_registry))
+
+
+def test_other_provider_version_compiles_again(tmp_path, make_registry):
+    out, _, _ = _compile(tmp_path, make_registry)
+    factory = aot_factory([GROUP], version="0.0.2")
+    with pytest.warns(RuntimeWarning, match="compiled by fuser 0.0.1, this is 0.0.2"):
+        epoxy.InferenceSession(str(out), providers=["fuser", "cpu"], registry=make_registry(factory))
+    assert factory.made[0].compiled == [tuple(GROUP)] and factory.made[0].imported == []
+
+
+def test_session_without_the_provider_runs_the_kept_nodes(tmp_path, make_registry):
+    out, _, _ = _compile(tmp_path, make_registry)
+    with pytest.warns(RuntimeWarning, match="does not use"):
+        session = epoxy.InferenceSession(str(out), providers=["cpu"], registry=make_registry())
+    assert set(session.partition_report().summary()) == {"cpu"}
+    np.testing.assert_array_equal(session.run(None, FEED)[0], _expected(tmp_path, make_registry))
+
+
+def test_provider_without_export_keeps_plain_nodes(tmp_path, make_registry):
+    from fakes import fuser_factory
+
+    out = tmp_path / "plain.onnx"
+    summary = epoxy.compile_model(_model(tmp_path / "m.onnx"), out, providers=["fuser", "cpu"],
+                                  registry=make_registry(fuser_factory([GROUP])))
+    assert summary.groups == [] and "cannot export" in summary.kept[0]["reason"]
+    proto = onnx.load(out)
+    assert not any(n.domain == CONTEXT_DOMAIN for n in proto.graph.node) and not proto.functions
+    session = epoxy.InferenceSession(str(out), providers=["cpu"], registry=make_registry())
+    np.testing.assert_array_equal(session.run(None, FEED)[0], _expected(tmp_path, make_registry))
+
+
+def test_compile_device_lets_a_provider_without_devices_compile(tmp_path, make_registry):
+    from aot_fakes import AotFuser
+
+    from epoxy.contract import Device, ProviderUnavailable
+
+    class ConverterOnly(Factory):
+        def devices(self):
+            raise ProviderUnavailable("runs on another OS only")
+
+        def compile_devices(self):
+            return [Device(self.name, "converter", 0, "converter")]
+
+    factory = ConverterOnly("fuser", lambda d, o: AotFuser(d, [GROUP]), 80)
+    out = tmp_path / "c.onnx"
+    summary = epoxy.compile_model(_model(tmp_path / "m.onnx"), out, providers=["fuser", "cpu"],
+                                  registry=make_registry(factory))
+    assert [g["label"] for g in summary.groups] == ["fused0"]
+    with pytest.warns(RuntimeWarning, match="runs on another OS only"):  # a plain session cannot use it
+        epoxy.InferenceSession(str(out), providers=["fuser", "cpu"], registry=make_registry(factory))
+
+
+def test_output_must_not_overwrite_the_model(tmp_path, make_registry):
+    path = _model(tmp_path / "m.onnx")
+    with pytest.raises(epoxy.InvalidArgumentError, match="overwrite"):
+        epoxy.compile_model(path, path, providers=["cpu"], registry=make_registry())
+
+
+def test_missing_function_is_a_load_error(tmp_path, make_registry):
+    out, _, _ = _compile(tmp_path, make_registry)
+    _edit(out, lambda p: p.functions.pop())
+    with pytest.raises(ModelLoadError, match="does not define"):
+        _load(out, make_registry)
