@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from .aot.capture import active as active_capture
-from .aot.providers import AotProvider, ArtifactLedger, wrap
+from .aot.providers import AotProvider, ArtifactLedger, RecordedPartition, wrap
 from .aot.reader import CompiledModelReader
 from .api.device_io import DeviceIO
 from .api.ort_value import OrtValue, feed_value
@@ -202,7 +202,7 @@ class InferenceSession:
         if reader.groups or capture is not None:
             versions = {name: str(getattr(getattr(self._registry.get(name), "factory", None), "version", ""))
                         for name, _ in chosen}
-            chosen = wrap(chosen, reader.groups, versions, ledger, capture)
+            chosen = wrap(chosen, reader.groups, versions, ledger, capture, RecordedPartition.of(reader.metadata))
         t_providers = time.perf_counter()  # provider creation is timed apart from the optimizer
         names = [name for name, _ in chosen]
         inlined = inline_local_functions(loaded.model)

@@ -31,6 +31,11 @@ class AotFuser(FuserProvider):
     refuse: str = ""
     crash: bool = False
     target: str = "host"
+    capability_calls: int = 0
+
+    def capability(self, graph: Any) -> Any:
+        self.capability_calls += 1
+        return super().capability(graph)
 
     def export_compiled(self, kernel: Any, subgraph: SubgraphSpec) -> CompiledArtifact:
         graph = subgraph.graph

@@ -85,6 +85,7 @@ def test_loading_uses_the_blob_instead_of_compiling(tmp_path, make_registry):
     out, _, _ = _compile(tmp_path, make_registry)
     session, provider, caught = _load(out, make_registry)
     assert provider.compiled == [] and provider.imported == [tuple(GROUP)]
+    assert provider.capability_calls == 0  # the partition recorded at compile time is used
     assert provider.seen_trust == [True]  # signed with this test session's key
     status = session.partition_report().artifacts["fused0"]
     assert status.startswith("loaded from the compiled blob"), status
@@ -121,6 +122,7 @@ def test_damaged_side_file_is_compiled_again(tmp_path, make_registry, damage, re
     damage(summary.files[0])
     session, provider, caught = _load(out, make_registry)
     assert provider.compiled == [tuple(GROUP)] and provider.imported == []
+    assert provider.capability_calls == 1  # a blob that cannot be used: the provider is asked again
     status = session.partition_report().artifacts["fused0"]
     assert status.startswith("compiled again") and reason in status, status
     assert any("fused0" in w for w in caught)
@@ -257,3 +259,11 @@ def test_missing_function_is_a_load_error(tmp_path, make_registry):
     _edit(out, lambda p: p.functions.pop())
     with pytest.raises(ModelLoadError, match="does not define"):
         _load(out, make_registry)
+
+
+def test_recorded_partition_is_not_trusted_for_another_graph(tmp_path, make_registry):
+    out, _, _ = _compile(tmp_path, make_registry)
+    _edit(out, lambda p: p.graph.node.append(helper.make_node("Neg", ["y"], ["unused"], name="extra")))
+    session, provider, _ = _load(out, make_registry)
+    assert provider.capability_calls == 1 and provider.imported == [tuple(GROUP)]
+    np.testing.assert_array_equal(session.run(None, FEED)[0], _expected(tmp_path, make_registry))

@@ -21,6 +21,30 @@ from .capture import Capture, CapturedGroup
 from .reader import PinnedGroup
 
 
+@dataclass(frozen=True)
+class RecordedPartition:
+    """The compiled model's partition: node name -> provider, and the declines per node."""
+
+    owner: Mapping[str, str]
+    declined: Mapping[str, Sequence[tuple[str, str]]]
+
+    @classmethod
+    def of(cls, metadata: Mapping[str, Any] | None) -> RecordedPartition | None:
+        """From the model's ``epoxy.compiled`` record; ``None`` when absent or malformed."""
+        owner = (metadata or {}).get("partition")
+        declined = (metadata or {}).get("declined") or {}
+        if not isinstance(owner, dict) or not isinstance(declined, dict):
+            return None
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in owner.items()):
+            return None
+        pairs: dict[str, list[tuple[str, str]]] = {}
+        for node, items in declined.items():
+            if not isinstance(items, list):
+                return None
+            pairs[node] = [(str(p[0]), str(p[1])) for p in items if isinstance(p, list) and len(p) == 2]
+        return cls(owner, pairs)
+
+
 @dataclass
 class ArtifactLedger:
     """Per compiled group of the model: what became of its blob (the partition report's
@@ -40,9 +64,10 @@ class AotProvider:
     """Wraps one provider (see the module docstring)."""
 
     def __init__(self, inner: Provider, pinned: Sequence[PinnedGroup], ledger: ArtifactLedger,
-                 capture: Capture | None) -> None:
+                 capture: Capture | None, recorded: RecordedPartition | None = None) -> None:
         self._inner = inner
         self._pinned = {group.label: group for group in pinned if group.artifact is not None}
+        self._recorded = recorded
         self._ledger = ledger
         self._capture = capture
         self._claimed: dict[str, tuple[int, ...]] = {}
@@ -59,10 +84,13 @@ class AotProvider:
         """The provider's answer, with its pinned groups claimed first (their nodes found by
         name: a control-flow body, which lacks them, is answered as usual); the provider's
         own groups that overlap them are left out."""
+        index = {node.name: node.index for node in graph.nodes}
+        answer = self._recorded_answer(graph, index)
+        if answer is not None:
+            return answer
         answer = self._inner.capability(graph)
         if not self._pinned:
             return answer
-        index = {node.name: node.index for node in graph.nodes}
         pinned_groups: list[FusedGroup] = []
         taken: set[int] = set()
         for label, group in self._pinned.items():
@@ -79,6 +107,28 @@ class AotProvider:
                     for g in answer.groups if not taken.intersection(g.nodes))
         singles = tuple(i for i in answer.nodes if i not in taken)
         return Capability(nodes=singles, groups=tuple(pinned_groups) + own, declined=answer.declined)
+
+    def _recorded_answer(self, graph: GraphSpec, index: Mapping[str, int]) -> Capability | None:
+        """The partition recorded when the model was compiled, for the graph it was recorded
+        on (same node names, every pinned group found): the provider's own ``capability`` is
+        what the blobs save (openvino converts the whole graph there), and the provider is
+        the version that answered it then. ``None`` to ask the provider."""
+        recorded = self._recorded
+        if recorded is None or not self._pinned or set(index) != set(recorded.owner):
+            return None
+        groups = []
+        for label, group in self._pinned.items():
+            if not all(name in index for name in group.nodes):
+                return None
+            nodes = tuple(sorted(index[name] for name in group.nodes))
+            self._claimed[label] = nodes
+            groups.append(FusedGroup(nodes, label))
+        in_groups = {i for g in groups for i in g.nodes}
+        mine = self.name
+        singles = tuple(index[n] for n, owner in recorded.owner.items() if owner == mine and index[n] not in in_groups)
+        declined = {index[n]: reason for n, owner in recorded.owner.items() if owner != mine
+                    for provider, reason in recorded.declined.get(n, ()) if provider == mine}
+        return Capability(nodes=singles, groups=tuple(groups), declined=declined)
 
     def unplaced(self) -> list[str]:
         """Labels of pinned groups never handed to ``compile`` (nodes missing from the graph,
@@ -148,7 +198,8 @@ def _fresh_label(label: str, pinned: Mapping[str, Any]) -> str:
 
 
 def wrap(providers: list[tuple[str, Provider]], pinned: Sequence[PinnedGroup], versions: Mapping[str, str],
-         ledger: ArtifactLedger, capture: Capture | None) -> list[tuple[str, Provider]]:
+         ledger: ArtifactLedger, capture: Capture | None,
+         recorded: RecordedPartition | None = None) -> list[tuple[str, Provider]]:
     """The session's providers, wrapped where a compiled model or a capture needs it; the
     groups pinned to providers the session lacks, or to another version, go in ``ledger``."""
     names = {name for name, _ in providers}
@@ -165,5 +216,7 @@ def wrap(providers: list[tuple[str, Provider]], pinned: Sequence[PinnedGroup], v
               and versions.get(g.provider) == g.provider_version]
     if not usable and capture is None:
         return providers
-    return [(name, AotProvider(provider, [g for g in usable if g.provider == name], ledger, capture))
+    every_blob_usable = len(usable) == len(pinned)  # else the recorded partition is not trusted
+    return [(name, AotProvider(provider, [g for g in usable if g.provider == name], ledger, capture,
+                               recorded if every_blob_usable else None))
             for name, provider in providers]

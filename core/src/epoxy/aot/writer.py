@@ -189,7 +189,8 @@ def _finish(proto: onnx.ModelProto, session: Any, groups: list[dict[str, Any]], 
               "groups": [{k: g[k] for k in ("label", "provider", "provider_version", "nodes", "blob_bytes", "format",
                                             "target")} for g in groups],
               "kept": kept,
-              "partition": {d.node: d.provider for d in report.nodes}}
+              "partition": {d.node: d.provider for d in report.nodes},
+              "declined": {d.node: [list(pair) for pair in d.declined] for d in report.nodes if d.declined}}
     entries = [p for p in proto.metadata_props if p.key != METADATA_KEY]
     del proto.metadata_props[:]
     proto.metadata_props.extend(entries)
