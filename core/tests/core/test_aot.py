@@ -270,3 +270,43 @@ def test_recorded_partition_is_not_trusted_for_another_graph(tmp_path, make_regi
     session, provider, _ = _load(out, make_registry)
     assert provider.capability_calls == 1 and provider.imported == [tuple(GROUP)]
     np.testing.assert_array_equal(session.run(None, FEED)[0], _expected(tmp_path, make_registry))
+
+
+# -- the CLI ------------------------------------------------------------------------------------
+@pytest.fixture
+def default_with_fuser(make_registry, monkeypatch):
+    from epoxy import plugins
+
+    monkeypatch.setattr(plugins, "_default_registry", make_registry(aot_factory([GROUP])))
+
+
+def test_cli_compile_then_inspect(tmp_path, default_with_fuser, capsys):
+    from epoxy.cli.main import main
+
+    model, out = _model(tmp_path / "m.onnx"), tmp_path / "c.onnx"
+    assert main(["compile", str(model), "-o", str(out), "--providers", "fuser,cpu", "--external"]) == 0
+    captured = capsys.readouterr()
+    assert "compiling fused0 on fuser (2 nodes)" in captured.err  # progress
+    assert "1 compiled group(s)" in captured.out and "in c.fused0.blob" in captured.out
+    assert main(["inspect", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "fused0: fuser 0.0.1, 2 nodes" in text and "signed by this user" in text and text.rstrip().endswith("ok")
+    (tmp_path / "c.fused0.blob").write_bytes(b"tampered")
+    assert main(["inspect", str(out), "--json"]) == 1  # a group that would be compiled again
+    info = json.loads(capsys.readouterr().out)
+    assert "the record says" in info["groups"][0]["status"]
+
+
+def test_cli_compile_refuses_a_bad_option(tmp_path, default_with_fuser, capsys):
+    from epoxy.cli.main import main
+
+    model = _model(tmp_path / "m.onnx")
+    assert main(["compile", str(model), "-o", str(tmp_path / "c.onnx"), "--option", "nodot=1"]) == 1
+    assert "expected PROVIDER.KEY=VALUE" in capsys.readouterr().err
+
+
+def test_inspect_a_plain_model(tmp_path, capsys):
+    from epoxy.cli.main import main
+
+    assert main(["inspect", str(_model(tmp_path / "m.onnx"))]) == 0
+    assert "not an epoxy compiled model" in capsys.readouterr().out
