@@ -22,6 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", type=int, default=None, help="device index for every provider (default 0)")
     parser.add_argument("--option", action="append", default=[], metavar="PROVIDER.KEY=VALUE",
                         help="a provider option, e.g. openvino.precision=f32 (repeatable)")
+    parser.add_argument("--optimization", choices=["disable", "basic", "extended", "all"], default="all",
+                        help="graph optimization level written into the model (default all; a session whose "
+                             "first provider is cpu fuses into ep-cpu's own ops, which onnxruntime cannot load)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
@@ -49,13 +52,20 @@ def _progress(event: str, provider: str, label: str, nodes: int, seconds: float 
         print(f"  {label}: done in {seconds:.2f} s", file=sys.stderr, flush=True)
 
 
+LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED",
+          "all": "ORT_ENABLE_ALL"}
+
+
 def run(args: argparse.Namespace) -> int:
     from ..aot.writer import compile_model
+    from ..options import GraphOptimizationLevel, SessionOptions
 
     names = providers_arg(args.providers)
+    options = SessionOptions()
+    options.graph_optimization_level = GraphOptimizationLevel[LEVELS[args.optimization]]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        summary = compile_model(args.model, args.output, providers=names,
+        summary = compile_model(args.model, args.output, providers=names, sess_options=options,
                                 provider_options=_provider_options(names, args), embed=args.embed,
                                 progress=None if args.quiet or args.json else _progress)
     if args.json:
