@@ -35,11 +35,11 @@ from .plugins import default_registry
 from .version import __version__
 
 if TYPE_CHECKING:
+    from .aot.compile import compile_model
+    from .aot.inspect import inspect_model
     from .api.io_binding import IOBinding
     from .api.ort_value import OrtValue
     from .load.model_meta import ModelMetadata
-    from .aot.inspect import inspect_model
-    from .aot.writer import compile_model
     from .session import InferenceSession, NodeArg
 
 #: loaded on first use: the session brings in onnx / onnx_ir (and sympy through it), ~0.2 s
@@ -50,7 +50,7 @@ _LAZY = {
     "OrtValue": "api.ort_value",
     "IOBinding": "api.io_binding",
     "ModelMetadata": "load.model_meta",
-    "compile_model": "aot.writer",
+    "compile_model": "aot.compile",
     "inspect_model": "aot.inspect",
 }
 #: onnxruntime's module attribute for the version

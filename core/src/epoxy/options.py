@@ -195,6 +195,10 @@ _FIELDS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "check_outputs": (False, _flag),
     "run_timeout_s": (None, timeout_seconds),
     "shape_cache": (True, _flag),
+    # onnxruntime's EPContext session config entries (the ep.context_* keys below)
+    "context_enable": (False, _flag),
+    "context_file_path": ("", _text),
+    "context_embed_mode": (True, _flag),
 }
 
 #: ``add_session_config_entry`` keys that take effect: key -> (attribute, value parser)
@@ -207,6 +211,9 @@ _CONFIG_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "epoxy.max_loop_iterations": ("max_loop_iterations", lambda v: int(v) if v.strip() else None),
     "epoxy.check_outputs": ("check_outputs", lambda v: v.strip().lower() in ("1", "true")),
     "epoxy.shape_cache": ("shape_cache", lambda v: v.strip().lower() in ("1", "true")),
+    "ep.context_enable": ("context_enable", lambda v: v.strip() == "1"),
+    "ep.context_file_path": ("context_file_path", str),
+    "ep.context_embed_mode": ("context_embed_mode", lambda v: v.strip() != "0"),
     TIMEOUT_KEY: ("run_timeout_s", lambda v: timeout_seconds(TIMEOUT_KEY, v)),
 }
 #: keys with a fixed meaning epoxy can only honour at one value (else an error says why)
@@ -246,7 +253,10 @@ class SessionOptions:
     ``shape_cache`` (config entry ``epoxy.shape_cache``; default True: in sequential mode, the
     steps whose results follow from the input shapes alone, such as exporters' Shape/Gather/
     Concat chains, are skipped on input shapes seen twice before, their earlier results reused;
-    see ``epoxy.run.shape_cache``).
+    see ``epoxy.run.shape_cache``). onnxruntime's EPContext entries: ``ep.context_enable`` =
+    ``1`` writes the session's compiled model (``epoxy compile``'s output, docs/AOT.md) to
+    ``ep.context_file_path`` (default: the model's path with ``_ctx.onnx``), blobs embedded unless
+    ``ep.context_embed_mode`` is ``0`` (then side files beside it).
     """
 
     # The attributes' types, for type checkers only (no class attributes): ``__init__`` sets
@@ -275,6 +285,9 @@ class SessionOptions:
     check_outputs: bool
     run_timeout_s: float | None
     shape_cache: bool
+    context_enable: bool
+    context_file_path: str
+    context_embed_mode: bool
     _config: dict[str, str]
     _dim_overrides: dict[str, dict[str, int]]
     _initializers: dict[str, Any]

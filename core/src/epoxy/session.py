@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
 from .aot.capture import active as active_capture
@@ -170,7 +172,30 @@ class InferenceSession:
         self._options = sess_options or SessionOptions()
         self._registry = registry or default_registry()
         self._fallback_on_failure = True  # onnxruntime's enable_fallback()/disable_fallback()
-        self._build(providers, provider_options)
+        if self._options.context_enable:  # onnxruntime's ep.context_enable: write the compiled model too
+            self._build_and_write_context(providers, provider_options)
+        else:
+            self._build(providers, provider_options)
+
+    def _build_and_write_context(self, providers: Sequence[Any] | None, provider_options: Any) -> None:
+        """``_build`` recording what providers compile, then the compiled model written where
+        ``ep.context_file_path`` says (default: beside the model, ``<name>_ctx.onnx``)."""
+        from .aot.capture import capturing
+        from .aot.writer import write_compiled
+
+        target = self._options.context_file_path
+        if not target:
+            if not isinstance(self._source, (str, os.PathLike)):
+                raise InvalidArgumentError("ep.context_enable=1 with a model given as bytes or a ModelProto: set "
+                                           "ep.context_file_path to say where the compiled model goes")
+            source = Path(self._source)
+            target = str(source.with_name(source.stem + "_ctx.onnx"))
+        if isinstance(self._source, (str, os.PathLike)) and Path(self._source).resolve() == Path(target).resolve():
+            raise InvalidArgumentError(f"ep.context_file_path {target!r} would overwrite the model itself")
+        with capturing() as capture:
+            self._build(providers, provider_options)
+        summary = write_compiled(self, capture.groups, target, embed=self._options.context_embed_mode)
+        self._report.notes.append(f"compiled model written to {target} ({len(summary.groups)} compiled group(s))")
 
     def _build(self, providers: Sequence[Any] | None, provider_options: Any) -> None:
         """Everything from the model source to a runnable plan (again on ``set_providers``)."""

@@ -310,3 +310,32 @@ def test_inspect_a_plain_model(tmp_path, capsys):
 
     assert main(["inspect", str(_model(tmp_path / "m.onnx"))]) == 0
     assert "not an epoxy compiled model" in capsys.readouterr().out
+
+
+# -- onnxruntime's EPContext session config entries ----------------------------------------------
+@pytest.mark.parametrize("embed", ["1", "0"])
+def test_ep_context_enable_writes_the_compiled_model(tmp_path, make_registry, embed):
+    options = epoxy.SessionOptions()
+    options.add_session_config_entry("ep.context_enable", "1")
+    options.add_session_config_entry("ep.context_embed_mode", embed)
+    model = _model(tmp_path / "m.onnx")
+    session = epoxy.InferenceSession(str(model), options, providers=["fuser", "cpu"],
+                                     registry=make_registry(aot_factory([GROUP])))
+    written = tmp_path / "m_ctx.onnx"  # onnxruntime's default name
+    assert written.exists() and f"compiled model written to {written} (1 compiled group(s))" in \
+        session.partition_report().notes
+    assert (tmp_path / "m_ctx.fused0.blob").exists() == (embed == "0")
+    np.testing.assert_array_equal(session.run(None, FEED)[0], _expected(tmp_path, make_registry))
+    _, provider, _ = _load(written, make_registry)
+    assert provider.imported == [tuple(GROUP)] and provider.compiled == []
+
+
+def test_ep_context_file_path_and_bytes(tmp_path, make_registry):
+    options = epoxy.SessionOptions()
+    options.add_session_config_entry("ep.context_enable", "1")
+    data = _model(tmp_path / "m.onnx").read_bytes()
+    with pytest.raises(epoxy.InvalidArgumentError, match="set ep.context_file_path"):
+        epoxy.InferenceSession(data, options, providers=["fuser", "cpu"], registry=make_registry(aot_factory([GROUP])))
+    options.add_session_config_entry("ep.context_file_path", str(tmp_path / "sub" / "ctx.onnx"))
+    epoxy.InferenceSession(data, options, providers=["fuser", "cpu"], registry=make_registry(aot_factory([GROUP])))
+    assert onnx.load(tmp_path / "sub" / "ctx.onnx").functions

@@ -10,8 +10,9 @@ the reader trusts. See docs/AOT.md.
 
 from __future__ import annotations
 
+from .compile import compile_model
 from .format import CONTEXT_DOMAIN
 from .inspect import inspect_model
-from .writer import CompileSummary, compile_model
+from .writer import CompileSummary
 
 __all__ = ["CONTEXT_DOMAIN", "CompileSummary", "compile_model", "inspect_model"]

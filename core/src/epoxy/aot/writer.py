@@ -1,7 +1,8 @@
-"""``epoxy compile``: an ordinary session, then its optimized graph with context nodes.
+"""Writing a compiled model: a session's optimized graph with context nodes.
 
-The session is built inside :func:`~epoxy.aot.capture.capturing`, so every group a provider
-compiles is exported (``export_compiled``). The output is the session's optimized graph in
+The session was built inside :func:`~epoxy.aot.capture.capturing` (``epoxy compile``, or
+onnxruntime's ``ep.context_enable``), so every group a provider compiled was exported
+(``export_compiled``). The output is the session's optimized graph in
 its planned order, each exported group replaced by a context node that calls a model-local
 function holding the group's nodes (:mod:`epoxy.aot.format`), and a metadata entry recording
 the partition. Groups without a blob stay plain nodes; the summary says why.
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,11 +19,11 @@ from typing import Any
 
 import onnx
 
-from ..errors import EpoxyError, InvalidArgumentError
+from ..errors import EpoxyError
 from ..sdk_api import SDK_API
 from ..version import __version__
 from .blobs import side_file_name
-from .capture import CapturedGroup, Progress, capturing
+from .capture import CapturedGroup
 from .format import (
     ATTRIBUTES,
     CONTEXT_DOMAIN,
@@ -64,26 +64,18 @@ class CompileSummary:
         return "\n".join(lines)
 
 
-def compile_model(model: Any, output: str | Path, *, providers: Sequence[Any] | None = None,
-                  provider_options: Any = None, sess_options: Any = None, embed: bool = True,
-                  progress: Progress | None = None, registry: Any = None) -> CompileSummary:
-    """Compile ``model`` for ``providers`` and write the compiled model to ``output``
-    (``embed``: blobs inside the model; else one side file per group beside it)."""
-    from ..session import InferenceSession  # the session imports this package's reader
-
+def write_compiled(session: Any, captured_groups: Sequence[CapturedGroup], output: str | Path, *,
+                   embed: bool = True) -> CompileSummary:
+    """Write ``session``'s optimized graph with the blobs of ``captured_groups`` (what its
+    providers compiled while it was built under :func:`~epoxy.aot.capture.capturing`)."""
     out = Path(output)
-    if isinstance(model, (str, Path)) and Path(model).resolve() == out.resolve():
-        raise InvalidArgumentError(f"compile: the output {str(out)!r} would overwrite the model it compiles")
-    started = time.perf_counter()
-    with capturing(progress) as capture:
-        session = InferenceSession(model, sess_options, providers, provider_options, registry=registry)
     proto = _serialized(session)
     graph = session._graph
     if len(proto.graph.node) != len(graph.nodes):
         raise EpoxyError(f"compile: the optimized graph has {len(proto.graph.node)} nodes, the plan "
                          f"{len(graph.nodes)} (internal error)")
     _name_nodes(proto.graph, [n.name for n in graph.nodes])
-    captured = [g for g in capture.groups if g.graph is graph]
+    captured = [g for g in captured_groups if g.graph is graph]
     exported = {g.label: g for g in captured if g.artifact is not None}
     versions = {name: _factory(session, name) for name, _ in session._providers}
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -111,7 +103,7 @@ def compile_model(model: Any, output: str | Path, *, providers: Sequence[Any] | 
             for g in captured if g.artifact is None]
     _finish(proto, session, groups, kept)
     _save(proto, out)
-    return CompileSummary(out, groups, kept, session.partition_report(), files, time.perf_counter() - started)
+    return CompileSummary(out, groups, kept, session.partition_report(), files)
 
 
 def _serialized(session: Any) -> onnx.ModelProto:

@@ -57,7 +57,7 @@ LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended":
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..aot.writer import compile_model
+    from ..aot.compile import compile_model
     from ..options import GraphOptimizationLevel, SessionOptions
 
     names = providers_arg(args.providers)
