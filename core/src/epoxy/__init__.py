@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from .aot.compile import compile_model
     from .aot.inspect import inspect_model
     from .api.io_binding import IOBinding
+    from .api.model_compiler import ModelCompiler, OrtCompileApiFlags
     from .api.ort_value import OrtValue
     from .load.model_meta import ModelMetadata
     from .session import InferenceSession, NodeArg
@@ -51,6 +52,8 @@ _LAZY = {
     "IOBinding": "api.io_binding",
     "ModelMetadata": "load.model_meta",
     "compile_model": "aot.compile",
+    "ModelCompiler": "api.model_compiler",
+    "OrtCompileApiFlags": "api.model_compiler",
     "inspect_model": "aot.inspect",
 }
 #: onnxruntime's module attribute for the version
@@ -106,7 +109,9 @@ __all__ = [
     "ExecutionOrder",
     "GraphOptimizationLevel",
     "IOBinding",
+    "ModelCompiler",
     "ModelMetadata",
+    "OrtCompileApiFlags",
     "OrtValue",
     "RunOptions",
     "get_build_info",

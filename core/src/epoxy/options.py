@@ -296,6 +296,7 @@ class SessionOptions:
         object.__setattr__(self, "_config", {})
         object.__setattr__(self, "_dim_overrides", {"name": {}, "denotation": {}})
         object.__setattr__(self, "_initializers", {})
+        object.__setattr__(self, "_providers", [])
         for name, (default, _) in _FIELDS.items():
             object.__setattr__(self, name, default)
         for name, value in fields.items():
@@ -355,6 +356,26 @@ class SessionOptions:
                 raise InvalidArgumentError(f"config entry {key}={value!r}: {exc}") from exc
             setattr(self, attribute, parsed)
         self._config[key] = value
+
+    def add_provider(self, provider_name: str, provider_options: dict[str, Any] | None = None) -> None:
+        """onnxruntime's ``add_provider``: a provider (epoxy name or onnxruntime alias) with its
+        options, used in this order when a session (or :class:`epoxy.ModelCompiler`) is given
+        no ``providers`` list; an explicit ``providers=[...]`` replaces them."""
+        if not isinstance(provider_name, str) or not provider_name:
+            raise InvalidArgumentError(f"add_provider: provider_name must be a non-empty str, got {provider_name!r}")
+        if provider_options is not None and not isinstance(provider_options, dict):
+            raise InvalidArgumentError("add_provider: provider_options must be a dict of option -> value")
+        if any(name == provider_name for name, _ in self._providers):
+            raise InvalidArgumentError(f"add_provider: {provider_name!r} was added already")
+        self._providers.append((provider_name, dict(provider_options or {})))
+
+    def has_providers(self) -> bool:
+        """True once :meth:`add_provider` was called."""
+        return bool(self._providers)
+
+    def added_providers(self) -> list[tuple[str, dict[str, Any]]]:
+        """The ``(name, options)`` pairs :meth:`add_provider` added, in order."""
+        return [(name, dict(options)) for name, options in self._providers]
 
     def get_session_config_entry(self, key: str) -> str:
         """The value set for ``key``; an unset key is an error, as in onnxruntime."""

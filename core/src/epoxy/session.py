@@ -170,6 +170,8 @@ class InferenceSession:
                 "by keyword")
         self._source = path_or_bytes
         self._options = sess_options or SessionOptions()
+        if providers is None and self._options.has_providers():  # onnxruntime's SessionOptions.add_provider
+            providers = self._options.added_providers()
         self._registry = registry or default_registry()
         self._fallback_on_failure = True  # onnxruntime's enable_fallback()/disable_fallback()
         if self._options.context_enable:  # onnxruntime's ep.context_enable: write the compiled model too

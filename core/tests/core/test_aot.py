@@ -339,3 +339,37 @@ def test_ep_context_file_path_and_bytes(tmp_path, make_registry):
     options.add_session_config_entry("ep.context_file_path", str(tmp_path / "sub" / "ctx.onnx"))
     epoxy.InferenceSession(data, options, providers=["fuser", "cpu"], registry=make_registry(aot_factory([GROUP])))
     assert onnx.load(tmp_path / "sub" / "ctx.onnx").functions
+
+
+# -- onnxruntime's compile API: ModelCompiler and SessionOptions.add_provider --------------------
+def test_model_compiler_with_add_provider(tmp_path, make_registry):
+    options = epoxy.SessionOptions()
+    options.add_provider("fuser", {})
+    assert options.has_providers()
+    registry = make_registry(aot_factory([GROUP]))
+    model = _model(tmp_path / "m.onnx")
+    compiler = epoxy.ModelCompiler(options, str(model), embed_compiled_data_into_model=True, registry=registry)
+    compiler.compile_to_file()
+    written = tmp_path / "m_ctx.onnx"
+    assert [n.op_type for n in onnx.load(written).graph.node if n.domain == CONTEXT_DOMAIN] == ["fused0"]
+    assert options.graph_optimization_level == epoxy.GraphOptimizationLevel.ORT_ENABLE_ALL  # put back
+    chunks: list[bytes] = []
+    compiler.compile_to_stream(chunks.append)
+    session = epoxy.InferenceSession(b"".join(chunks), options, registry=make_registry(aot_factory([GROUP])))
+    assert session.partition_report().artifacts["fused0"].startswith("loaded from the compiled blob")
+    with pytest.raises(epoxy.InvalidArgumentError, match="ERROR_IF_OUTPUT_FILE_EXISTS"):
+        epoxy.ModelCompiler(options, str(model), flags=epoxy.OrtCompileApiFlags.ERROR_IF_OUTPUT_FILE_EXISTS,
+                            registry=registry).compile_to_file(written)
+
+
+def test_model_compiler_error_if_nothing_compiled(tmp_path, make_registry):
+    options = epoxy.SessionOptions()
+    options.add_provider("cpu")
+    out = tmp_path / "none.onnx"
+    compiler = epoxy.ModelCompiler(options, str(_model(tmp_path / "m.onnx")), registry=make_registry(),
+                                   flags=epoxy.OrtCompileApiFlags.ERROR_IF_NO_NODES_COMPILED)
+    with pytest.raises(epoxy.InvalidArgumentError, match="no nodes were compiled"):
+        compiler.compile_to_file(out)
+    assert not out.exists()
+    with pytest.raises(epoxy.InvalidArgumentError, match="added already"):
+        options.add_provider("cpu")
