@@ -291,6 +291,7 @@ class SessionOptions:
     _config: dict[str, str]
     _dim_overrides: dict[str, dict[str, int]]
     _initializers: dict[str, Any]
+    _providers: list[tuple[str, dict[str, Any]]]
 
     def __init__(self, **fields: Any) -> None:
         object.__setattr__(self, "_config", {})
