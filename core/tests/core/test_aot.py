@@ -373,3 +373,17 @@ def test_model_compiler_error_if_nothing_compiled(tmp_path, make_registry):
     assert not out.exists()
     with pytest.raises(epoxy.InvalidArgumentError, match="added already"):
         options.add_provider("cpu")
+
+
+def test_context_function_calling_itself_is_a_clear_error(tmp_path, make_registry):
+    domain = CONTEXT_DOMAIN
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid(domain, 1)]
+    body = [helper.make_node("g0", ["x"], ["y"], domain=domain, name="inner")]
+    function = helper.make_function(domain, "g0", ["x"], ["y"], body, opsets, attributes=[])
+    call = helper.make_node("g0", ["x"], ["y"], domain=domain, name="outer")
+    model = helper.make_model(helper.make_graph([call], "g", [x], [y]), opset_imports=opsets, functions=[function])
+    model.ir_version = 9
+    with pytest.raises(epoxy.EpoxyError, match="recursive|does not define"):
+        epoxy.InferenceSession(model.SerializeToString(), providers=["cpu"], registry=make_registry())
