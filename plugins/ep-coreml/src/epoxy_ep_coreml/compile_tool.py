@@ -3,8 +3,9 @@
 ``compile_model`` runs epoxy's own pipeline (load, optimize, partition) with a converting
 coreml provider and a placeholder for everything else, so the groups are exactly the ones a
 macOS session would compile (same cache keys: point a Mac's ``cache_dir`` at the output to
-reuse them). The ``epoxy-coreml-compile`` console script wraps it; it is a separate script
-because the core CLI never imports plugins.
+reuse them). The ``epoxy-coreml-compile`` console script: with ``-o OUT.onnx`` it is
+``epoxy compile MODEL -o OUT.onnx --providers coreml`` (a compiled model, packages inside);
+with ``-o FOLDER`` it keeps writing the packages and ``summary.json`` into the folder.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from epoxy.contract import Capability, Device, GraphSpec, NodeSpec, SubgraphSpec
 from epoxy.errors import EpoxyError, InvalidArgumentError
 from epoxy.kit import HostAllocator
 
+from .factory import CONVERTER
 from .options import TABLE, CoreMLOptions
 from .program import CompiledPackage
 from .provider import CoreMLProvider
@@ -55,7 +57,7 @@ class _ConvertFactory:
         self.provider: CoreMLProvider | None = None
 
     def devices(self) -> Sequence[Device]:
-        return [Device(self.name, "converter", 0, "Core ML converter (no execution)")]
+        return [CONVERTER]
 
     def create(self, device: Device, options: Mapping[str, Any]) -> CoreMLProvider:
         self.provider = CoreMLProvider(device, self.options, convert_only=True)
@@ -153,12 +155,26 @@ def _declined_by_op(report: Any) -> dict[str, list[str]]:
     return found
 
 
+def _as_epoxy_compile(args: argparse.Namespace, options: Mapping[str, str]) -> int:
+    """``epoxy compile MODEL -o OUT.onnx --providers coreml`` with these options."""
+    from epoxy.cli.main import main as epoxy_main
+
+    argv = ["compile", args.model, "-o", args.output, "--providers", "coreml"]
+    for key, value in options.items():
+        argv += ["--option", f"coreml.{key}={value}"]
+    if args.json:
+        argv.append("--json")
+    return epoxy_main(argv)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="epoxy-coreml-compile",
-        description="Convert the Core ML-capable parts of an ONNX model to .mlpackage files (works on any OS).")
+        description="Convert the Core ML-capable parts of an ONNX model (works on any OS): -o OUT.onnx writes a "
+                    "compiled model (epoxy compile --providers coreml), -o FOLDER the .mlpackage files.")
     parser.add_argument("model", help="path of the .onnx model")
-    parser.add_argument("-o", "--output", required=True, help="output folder (also the package cache)")
+    parser.add_argument("-o", "--output", required=True,
+                        help="a compiled model (*.onnx), or an output folder (also the package cache)")
     parser.add_argument("--compute-precision", choices=["fp32", "fp16"], default=None)
     parser.add_argument("--minimum-deployment-target", default=None, help="iOS15 (default), iOS16, macOS13, ...")
     parser.add_argument("--report", action="store_true", help="print the per-node partition table")
@@ -169,6 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         options["compute_precision"] = args.compute_precision
     if args.minimum_deployment_target:
         options["minimum_deployment_target"] = args.minimum_deployment_target
+    if args.output.endswith(".onnx"):
+        return _as_epoxy_compile(args, options)
     try:
         result = compile_model(args.model, args.output, options)
     except EpoxyError as exc:

@@ -14,6 +14,8 @@ from .options import TABLE
 from .version import __version__
 
 UNAVAILABLE_OFF_MACOS = "Core ML runs on macOS only"
+#: the device that converts without running (``compile_devices``; compile_tool's provider)
+CONVERTER = Device("coreml", "converter", 0, "Core ML converter (no execution)")
 
 
 class CoreMLProviderFactory:
@@ -22,7 +24,7 @@ class CoreMLProviderFactory:
     name = "coreml"
     vendor = "Apple Core ML (via coremltools)"
     version = __version__
-    sdk_api = "1.1"  # the epoxy SDK API written against (a literal: the core checks it)
+    sdk_api = "1.2"  # the epoxy SDK API written against (a literal: the core checks it; 1.2: compiled groups)
     priority = 50
     #: onnxruntime's name for this provider: sessions and ``in get_available_providers()`` accept it
     aliases = ("CoreMLExecutionProvider",)
@@ -35,6 +37,13 @@ class CoreMLProviderFactory:
         machine = platform.machine()
         return [Device(self.name, "apple", 0, f"Core ML on {machine} ({platform.mac_ver()[0] or 'macOS'})",
                        properties={"machine": machine, "neural_engine": machine == "arm64"})]
+
+    def compile_devices(self) -> Sequence[Device]:
+        """The converter, on any OS with coremltools: ``epoxy compile --providers coreml``
+        writes Core ML packages into a compiled model on Linux too (they run on macOS)."""
+        if importlib.util.find_spec("coremltools") is None:
+            return []
+        return [CONVERTER]
 
     def options(self) -> Mapping[str, str]:
         """What ``create`` accepts, from the table it validates against (``epoxy providers``)."""
@@ -51,4 +60,5 @@ class CoreMLProviderFactory:
         parsed = TABLE.parse(options)
         from .provider import CoreMLProvider
 
-        return CoreMLProvider(device, parsed)
+        # on the converter device (compile_devices): convert and export, never predict
+        return CoreMLProvider(device, parsed, convert_only=device.kind == CONVERTER.kind)

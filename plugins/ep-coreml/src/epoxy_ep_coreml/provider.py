@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sys
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from epoxy.contract import Capability, Device, GraphSpec, KernelFn, NodeSpec, SubgraphSpec
+from epoxy.contract import Capability, CompiledArtifact, Device, GraphSpec, KernelFn, NodeSpec, SubgraphSpec
 from epoxy.errors import InvalidFeedError, ProviderError
 from epoxy.kit import HostAllocator
 
@@ -35,6 +36,8 @@ class CoreMLProvider:
         self.convert_only = convert_only
         self.compiled: list[tuple[str, CompiledPackage]] = []  # (group label, package), in compile order
         self._facts: tuple[Any, Facts] | None = None
+        #: kernel -> its converted package, for ``export_compiled``
+        self.exports: weakref.WeakKeyDictionary[Any, CompiledPackage] = weakref.WeakKeyDictionary()
 
     def _facts_for(self, graph: GraphSpec) -> Facts:
         if self._facts is None or self._facts[0] is not graph:
@@ -53,8 +56,24 @@ class CoreMLProvider:
         package = compile_group(subgraph, facts, self.options)
         self.compiled.append((subgraph.group.label, package))
         if self.convert_only or not can_predict():
-            return _refuse(subgraph.group.label, package)
-        return make_runner(subgraph, facts, package, self.options)
+            kernel = _refuse(subgraph.group.label, package)
+        else:
+            kernel = make_runner(subgraph, facts, package, self.options)
+        self.exports[kernel] = package
+        return kernel
+
+    # -- compiled models (SDK API 1.2, :mod:`.aot`) ------------------------------------------
+    def export_compiled(self, kernel: KernelFn, subgraph: SubgraphSpec) -> CompiledArtifact | None:
+        """The group's ``.mlpackage`` (and ``.mlmodelc`` on macOS) as one checked blob."""
+        from .aot import export_group
+
+        return export_group(self, kernel, subgraph)
+
+    def import_compiled(self, subgraph: SubgraphSpec, artifact: CompiledArtifact) -> KernelFn:
+        """The group's kernel from an exported package, without converting again."""
+        from .aot import import_group
+
+        return import_group(self, subgraph, artifact)
 
 
 def can_predict() -> bool:
@@ -69,11 +88,12 @@ def _refuse(label: str, package: CompiledPackage) -> KernelFn:
     return run
 
 
-def make_runner(subgraph: SubgraphSpec, facts: Facts, package: CompiledPackage, options: CoreMLOptions) -> KernelFn:
+def make_runner(subgraph: SubgraphSpec, facts: Facts, package: CompiledPackage, options: CoreMLOptions,
+                model: Any = None) -> KernelFn:
     """A callable predicting through coremltools (macOS): inputs in SubgraphSpec order,
-    returns a tuple in SubgraphSpec.outputs order."""
-    model = None
-    if package.path is not None:
+    returns a tuple in SubgraphSpec.outputs order. ``model``: already loaded (an imported
+    ``.mlmodelc``), else the package is loaded."""
+    if model is None and package.path is not None:
         model = _loader(package.path, options.compute_units)
     position = {name: i for i, name in enumerate(subgraph.inputs)}
     feeds = [(position[f.onnx_name], f.coreml_name, np.int32 if f.dtype in ("int64", "int32", "bool") else np.float32)
@@ -98,6 +118,7 @@ def make_runner(subgraph: SubgraphSpec, facts: Facts, package: CompiledPackage, 
                                                          for pos, cname, dt in feeds})
         return tuple(f(result) for f in fetch)
 
+    run.mlmodel = model  # type: ignore[attr-defined]  # its compiled form is exported on macOS
     return run
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from . import codegen, cuda_sources
+from . import codegen, cuda_sources, nvrtc
 
 
 class FakeDeviceArray(np.ndarray):
@@ -29,6 +29,20 @@ class FakeDeviceArray(np.ndarray):
 class Backend:
     xp: Any
     name: str
+    #: the architecture kernels are compiled for (``sm_90``); None: no machine code here
+    arch: str | None = None
+
+    # compiled kernels, by cache key (an ew variant tuple, or a hand-written kernel's name) ------
+    def ensure(self, key: Any, name: str, source: str) -> None:
+        """Compile ``source`` under ``key`` unless already there (export asks for it)."""
+
+    def binary(self, name: str) -> bytes | None:
+        """The cubin a kernel was built from here (None: none kept, or no machine code)."""
+        return None
+
+    def preload(self, key: Any, name: str, cubin: bytes) -> None:
+        """Take an exported cubin as the kernel for ``key`` (no NVRTC compile)."""
+        raise NotImplementedError(f"the {self.name} backend runs no machine code")
 
     def is_device(self, value: Any) -> bool:
         raise NotImplementedError
@@ -186,7 +200,14 @@ class CupyBackend(Backend):
                 cp.get_default_memory_pool().set_limit(size=limit)
             self.stream = cp.cuda.Stream(non_blocking=True)
             self.sms = int(device.properties.get("multiprocessors", 0) or 0) or 80
-        self._kernels: dict[str, Any] = {}
+        self.arch = nvrtc.arch_of(device.properties.get("compute_capability", "")) \
+            if device.properties.get("compute_capability") else None
+        #: NVRTC compiles this backend ran (imported cubins are loaded, not compiled)
+        self.nvrtc_compiles = 0
+        #: why kernels are built by ``cupy.RawKernel`` instead of through cubins (then none is exported)
+        self.cubin_fallback: str | None = None
+        self._kernels: dict[Any, Any] = {}
+        self._binaries: dict[str, bytes] = {}
         self._staging: dict[int, list[list[Any]]] = {}
 
     # -- placement -------------------------------------------------------------------
@@ -274,10 +295,38 @@ class CupyBackend(Backend):
         self.stream.synchronize()
 
     # -- kernels -------------------------------------------------------------------------
+    def _build(self, name: str, source: str) -> Any:
+        """NVRTC -> cubin -> kernel (:mod:`.nvrtc`), the cubin kept for export; if that path
+        fails once (an old NVRTC without cubin output...), ``cupy.RawKernel`` from then on."""
+        self.nvrtc_compiles += 1
+        if self.arch is not None and self.cubin_fallback is None:
+            try:
+                cubin = nvrtc.compile_cubin(name, source, self.arch)
+                kernel = nvrtc.load(self.cp, name, cubin)
+            except Exception as exc:  # noqa: BLE001 - the RawKernel path below still works
+                self.cubin_fallback = f"{type(exc).__name__}: {exc}"
+            else:
+                self._binaries[name] = cubin
+                return kernel
+        return self.cp.RawKernel(source, name)
+
+    def ensure(self, key: Any, name: str, source: str) -> None:
+        if key not in self._kernels:
+            with self.device:
+                self._kernels[key] = self._build(name, source)
+
+    def binary(self, name: str) -> bytes | None:
+        return self._binaries.get(name)
+
+    def preload(self, key: Any, name: str, cubin: bytes) -> None:
+        with self.device:
+            self._kernels[key] = nvrtc.load(self.cp, name, cubin)
+        self._binaries[name] = cubin
+
     def _kernel(self, name: str, source: str) -> Any:
         k = self._kernels.get(name)
         if k is None:
-            k = self._kernels[name] = self.cp.RawKernel(source, name)
+            k = self._kernels[name] = self._build(name, source)
         return k
 
     def _grid(self, n: int, block: int = 256) -> int:
@@ -294,8 +343,8 @@ class CupyBackend(Backend):
             if ((key := (program.key, tuple(in_dt), tuple(out_dtypes), classes, ndim)) not in self._kernels)
             else (None, None)
         )
-        if name is not None:
-            self._kernels[key] = self.cp.RawKernel(src, name)
+        if name is not None and src is not None:
+            self._kernels[key] = self._build(name, src)
         kern = self._kernels[key]
         outs = [cp.empty(shape, dtype=np.bool_ if d == "bool" else d) for d in out_dtypes]
         n = int(np.prod(shape, dtype=np.int64))

@@ -21,7 +21,7 @@ class CudaProviderFactory:
     name = "cuda"
     vendor = "epoxy"
     version = __version__
-    sdk_api = "1.1"  # the epoxy SDK API written against (a literal: the core checks it; 1.1: OptionTable)
+    sdk_api = "1.2"  # the epoxy SDK API written against (a literal: the core checks it; 1.2: compiled groups)
     priority = 100  # above cpu (0): claimed nodes run on the GPU, the rest falls back to cpu
     #: onnxruntime's name for this provider: sessions and ``in get_available_providers()`` accept it
     aliases = ("CUDAExecutionProvider",)

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from epoxy.contract import Capability, Device, FusedGroup, GraphSpec, KernelFn, NodeSpec, SubgraphSpec
+from epoxy.contract import (
+    Capability,
+    CompiledArtifact,
+    Device,
+    FusedGroup,
+    GraphSpec,
+    KernelFn,
+    NodeSpec,
+    SubgraphSpec,
+)
 from epoxy.kit import Unsupported
 from epoxy.kit.elementwise import lower_group
 
@@ -15,6 +25,7 @@ from .capability import Analysis, NodePlan, StaticView, analyze, describe, find_
 from .kernels.nn import bn_scale_shift, make_conv
 from .ops_table import Ctx, dtype_name
 from .options import CudaOptions
+from .plan import EwPlan, GroupPlan, Step
 
 
 class CudaAllocator:
@@ -80,8 +91,11 @@ class CudaProvider:
         self.analysis: Analysis | None = None
         self._kernels: dict[int, KernelFn] = {}
         self._group_kind: dict[str, str] = {}
+        self._kind_of_nodes: dict[tuple[int, ...], str] = {}
         self.graph_runners: list[Any] = []
         self._view: Any = None
+        #: compiled kernel -> what ``compile`` decided (:mod:`.plan`), for ``export_compiled``
+        self.plans: weakref.WeakKeyDictionary[Any, GroupPlan] = weakref.WeakKeyDictionary()
 
     # -- capability ------------------------------------------------------------------
     def capability(self, graph: GraphSpec) -> Capability:
@@ -99,6 +113,7 @@ class CudaProvider:
                 analysis.declined[index] = f"cuda: kernel factory failed: {type(exc).__name__}: {exc}"
         groups: list[FusedGroup] = []
         self._group_kind.clear()
+        self._kind_of_nodes.clear()
         if self.options.cuda_graph:
             for r, nodes in enumerate(find_regions(graph, sorted(analysis.claimed))):
                 label = f"cuda_graph_{r}"
@@ -112,6 +127,7 @@ class CudaProvider:
                 self._group_kind[label] = kind
                 analysis.groups.append((kind, nodes))
         self.analysis = analysis
+        self._kind_of_nodes.update((tuple(sorted(g.nodes)), self._group_kind[g.label]) for g in groups)
         in_groups = {i for g in groups for i in g.nodes}
         singles = tuple(i for i in sorted(analysis.claimed) if i not in in_groups)
         return Capability(nodes=singles, groups=tuple(groups), declined=dict(analysis.declined))
@@ -156,21 +172,52 @@ class CudaProvider:
 
     # -- fused groups --------------------------------------------------------------------
     def compile(self, subgraph: SubgraphSpec) -> KernelFn:
-        if self._view is not None:  # constants folded at capability time (ConstantOfShape)
-            subgraph = SubgraphSpec(subgraph.group, self._view, subgraph.inputs, subgraph.outputs)
-        kind = self._group_kind.get(subgraph.group.label)
+        subgraph = self.static_view(subgraph)
+        # by nodes first: a session reading a compiled model hands back groups under the
+        # labels they had when compiled, which may name other groups in this capability
+        nodes = tuple(sorted(subgraph.group.nodes))
+        kind = self._kind_of_nodes.get(nodes) or self._group_kind.get(subgraph.group.label)
         if kind == "ew":
-            return self._compile_ew(subgraph)
-        if kind == "conv":
-            return self._compile_conv(subgraph)
-        if kind == "region":
-            return self._compile_region(subgraph)
-        raise ValueError(f"cuda: unknown group {subgraph.group.label!r}")
+            kernel = self._compile_ew(subgraph)
+        elif kind == "conv":
+            kernel = self._compile_conv(subgraph)
+        elif kind == "region":
+            kernel = self._compile_region(subgraph)
+        else:
+            raise ValueError(f"cuda: unknown group {subgraph.group.label!r}")
+        if kind != "region":
+            self.plans[kernel] = GroupPlan(kind, ew=getattr(kernel, "ew_plan", None))
+        return kernel
+
+    def static_view(self, subgraph: SubgraphSpec) -> SubgraphSpec:
+        """``subgraph`` over the capability's view, where ConstantOfShape outputs are constants."""
+        if self._view is not None:
+            return SubgraphSpec(subgraph.group, self._view, subgraph.inputs, subgraph.outputs)
+        return subgraph
+
+    # -- compiled models (SDK API 1.2, :mod:`.aot`) ------------------------------------------
+    def export_compiled(self, kernel: KernelFn, subgraph: SubgraphSpec) -> CompiledArtifact | None:
+        """The group's plan and kernel sources, and on a GPU the cubin of each kernel."""
+        from .aot import export_group
+
+        return export_group(self, kernel, subgraph)
+
+    def import_compiled(self, subgraph: SubgraphSpec, artifact: CompiledArtifact) -> KernelFn:
+        """A kernel from an exported plan without lowering or generating code again; cubins
+        are loaded only from a blob this user signed whose sources regenerate identically."""
+        from .aot import import_group
+
+        return import_group(self, subgraph, artifact)
 
     def _compile_ew(self, sub: SubgraphSpec) -> KernelFn:
         graph = sub.graph
         program, used = lower_group(graph, sub.group.nodes, sub.inputs, sub.outputs)
-        out_dts = [dtype_name(graph.value_type(o).dtype) for o in sub.outputs]
+        out_dts = tuple(str(dtype_name(graph.value_type(o).dtype)) for o in sub.outputs)
+        return self.ew_kernel(EwPlan(program, tuple(used), out_dts))
+
+    def ew_kernel(self, ew: EwPlan) -> KernelFn:
+        """The kernel of a lowered elementwise group (``compile``, or a plan read back)."""
+        program, used, out_dts = ew.program, ew.used, list(ew.out_dtypes)
         be = self.backend
 
         def run(*args: Any) -> tuple[Any, ...]:
@@ -180,6 +227,7 @@ class CudaProvider:
             return tuple(be.wrap(o) for o in outs)
 
         run.program = program  # type: ignore[attr-defined]
+        run.ew_plan = ew  # type: ignore[attr-defined]
         return run
 
     def _compile_conv(self, sub: SubgraphSpec) -> KernelFn:
@@ -217,7 +265,6 @@ class CudaProvider:
         Conv+BN+Relu fused inside), captured as a CUDA graph once shapes settle."""
         graph = sub.graph
         region = set(sub.group.nodes)
-        steps: list[tuple[KernelFn, tuple[str, ...], tuple[str, ...]]] = []
         inner = Analysis(claimed={i: p for i, p in self.analysis.claimed.items() if i in region})  # type: ignore[union-attr]
         view = _RegionView(graph, region, set(sub.outputs))
         grouped: dict[int, tuple[str, tuple[int, ...]]] = {}
@@ -225,28 +272,46 @@ class CudaProvider:
             for kind, nodes in find_groups(view, inner):
                 for i in nodes:
                     grouped[i] = (kind, nodes)
+        steps: list[Step] = []
         done: set[int] = set()
         for i in sorted(region):
             if i in done:
                 continue
             if i in grouped:
                 kind, nodes = grouped[i]
-
                 ins, outs = _boundary(graph, nodes, region, set(sub.outputs))
-                spec = SubgraphSpec(FusedGroup(nodes, f"inner_{kind}_{i}"), graph, tuple(ins), tuple(outs))
-                fn = self._compile_ew(spec) if kind == "ew" else self._compile_conv(spec)
-                steps.append((fn, tuple(ins), tuple(outs)))
+                ew = None
+                if kind == "ew":
+                    program, used = lower_group(graph, nodes, ins, outs)
+                    ew = EwPlan(program, tuple(used), tuple(str(dtype_name(graph.value_type(o).dtype)) for o in outs))
+                steps.append(Step(kind, tuple(nodes), tuple(ins), tuple(outs), ew))
                 done.update(nodes)
             else:
                 node = graph.nodes[i]
-                fn = self._kernels[i]
-                steps.append((_single(fn, len([o for o in node.outputs])), node.inputs, node.outputs))
+                steps.append(Step("node", (i,), tuple(node.inputs), tuple(node.outputs)))
                 done.add(i)
+        return self.region_kernel(sub, tuple(steps))
+
+    def region_kernel(self, sub: SubgraphSpec, steps: Sequence[Step]) -> KernelFn:
+        """The runner of a region's steps (``compile``, or a plan read back)."""
+        graph = sub.graph
+        fns: list[tuple[KernelFn, tuple[str, ...], tuple[str, ...]]] = []
+        for k, step in enumerate(steps):
+            if step.kind == "ew":
+                assert step.ew is not None
+                fn = self.ew_kernel(step.ew)
+            elif step.kind == "conv":
+                spec = SubgraphSpec(FusedGroup(step.nodes, f"inner_conv_{k}"), graph, step.ins, step.outs)
+                fn = self._compile_conv(spec)
+            else:
+                (i,) = step.nodes
+                fn = _single(self._kernels[i], len(graph.nodes[i].outputs))
+            fns.append((fn, step.ins, step.outs))
         in_names, out_names = tuple(sub.inputs), tuple(sub.outputs)
 
         def interpret(*args: Any, keep: list[Any] | None = None) -> tuple[Any, ...]:
             env: dict[str, Any] = dict(zip(in_names, args))
-            for fn, ins, outs in steps:
+            for fn, ins, outs in fns:
                 res = fn(*[env.get(n) if n else None for n in ins])
                 for n, v in zip(outs, res):
                     if n:
@@ -259,6 +324,7 @@ class CudaProvider:
 
         runner = GraphRunner(self.backend, interpret, sub.group.label)
         self.graph_runners.append(runner)
+        self.plans[runner] = GroupPlan("region", steps=tuple(steps))
         return runner
 
 

@@ -28,7 +28,7 @@ class FakeCudaFactory:
     name = "cuda"
     vendor = "epoxy (simulated)"
     version = __version__
-    sdk_api = "1.1"  # the epoxy SDK API written against (a literal: the core checks it; 1.1: OptionTable)
+    sdk_api = "1.2"  # the epoxy SDK API written against (a literal: the core checks it; 1.2: compiled groups)
     priority = 100
     aliases = CudaProviderFactory.aliases  # code written for onnxruntime runs on the simulated GPU too
 

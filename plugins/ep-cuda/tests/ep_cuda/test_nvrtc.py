@@ -112,3 +112,17 @@ def test_fused_bert_groups_compile_for_hopper() -> None:
         assert f".entry {name}" in compile_ptx(name, src, "compute_90")
         seen += 1
     assert seen == len(p.backend.ew_variants) > 0
+
+
+def test_backend_compile_path_gives_cubins() -> None:
+    """The one path the GPU backend compiles through (and exports cubins from) gives ELF
+    images for this architecture (loading them needs a GPU: test_gpu)."""
+    from epoxy_ep_cuda import nvrtc as ep_nvrtc
+
+    _lib, reason = _nvrtc()
+    if _lib is None:
+        pytest.skip(reason)
+    name, source = cuda_sources.im2col_source("float32")
+    cubin = ep_nvrtc.compile_cubin(name, source, ep_nvrtc.arch_of("9.0"))
+    assert cubin[:4] == b"\x7fELF"
+    assert ep_nvrtc.version() != "missing"
