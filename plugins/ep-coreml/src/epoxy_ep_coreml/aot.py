@@ -132,8 +132,8 @@ def _check_header(provider: Any, artifact: CompiledArtifact, header: dict[str, A
 
 
 def import_group(provider: Any, subgraph: SubgraphSpec, artifact: CompiledArtifact) -> KernelFn:
-    from .provider import _refuse as refusing_kernel
-    from .provider import can_predict, make_runner
+    from .runner import _refuse as refusing_kernel
+    from .runner import can_predict, make_runner
 
     if artifact.format != FORMAT:
         raise _refuse(f"blob format {artifact.format!r}, this ep-coreml reads {FORMAT!r}")

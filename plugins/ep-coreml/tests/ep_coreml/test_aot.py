@@ -77,8 +77,11 @@ def _session(m: Any, factory: Any, cache: Any, **options: Any) -> Any:
 
 @pytest.fixture
 def simulated(monkeypatch):
-    monkeypatch.setattr(provider_module, "can_predict", lambda: True)
-    monkeypatch.setattr(provider_module, "_loader", _MLModel)
+    from epoxy_ep_coreml import runner
+
+    monkeypatch.setattr(provider_module, "can_predict", lambda: True)  # fresh conversions (provider)
+    monkeypatch.setattr(runner, "can_predict", lambda: True)  # imported packages (aot)
+    monkeypatch.setattr(runner, "_loader", _MLModel)
 
 
 def _no_conversion(monkeypatch) -> None:

@@ -45,8 +45,10 @@ class _Factory(CoreMLProviderFactory):
 
 @pytest.fixture
 def session(monkeypatch, tmp_path):
+    from epoxy_ep_coreml import runner
+
     monkeypatch.setattr(provider_module, "can_predict", lambda: True)
-    monkeypatch.setattr(provider_module, "_loader", _FakeMLModel)
+    monkeypatch.setattr(runner, "_loader", _FakeMLModel)  # how runner.make_runner loads a package
     from epoxy_ep_cpu.factory import CpuProviderFactory
 
     registry = registry_with(_Factory(), CpuProviderFactory(), plugin_name="simulated")
