@@ -20,7 +20,7 @@ class OpenVINOProviderFactory:
     name = PROVIDER_NAME
     vendor = "epoxy (OpenVINO by Intel)"
     version = __version__
-    sdk_api = "1.1"  # the epoxy SDK API written against (a literal: the core checks it)
+    sdk_api = "1.2"  # the epoxy SDK API written against (a literal: the core checks it)
     priority = 50  # above cpu: compiled groups are faster than per-node numpy kernels
     #: onnxruntime's name for this provider: sessions and ``in get_available_providers()`` accept it
     aliases = ("OpenVINOExecutionProvider",)

@@ -14,6 +14,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
@@ -21,13 +22,25 @@ from typing import Any
 
 import numpy as np
 
-from epoxy.contract import Capability, Device, FusedGroup, GraphSpec, KernelFn, NodeSpec, SubgraphSpec, ValueType
-from epoxy.errors import ProviderError
+from epoxy.contract import (
+    Capability,
+    CompiledArtifact,
+    Device,
+    FusedGroup,
+    GraphSpec,
+    KernelFn,
+    NodeSpec,
+    SubgraphSpec,
+    ValueType,
+)
+from epoxy.errors import ArtifactRefused, ProviderError
 from epoxy.kit import HostAllocator, boundary, convex_groups
 
+from . import aot
 from .options import OpenVINOOptions
 from .rewrites import apply_rewrites
 from .runtime import PROVIDER_NAME, import_openvino, shared_core
+from .runtime import first_line as _first_line
 from .specialize import ShapeKey, ShapeSpecializer, SpecializationStats
 from .support import gate
 
@@ -99,6 +112,7 @@ class GroupStats:
     compile_s: float
     loaded_from_cache: bool
     saved_s: float | None = None
+    imported: bool = False  # from a compiled model's blob (compile_s is then the import time)
 
 
 @dataclass
@@ -122,14 +136,6 @@ def _ov_dtype(ov_type: Any) -> np.dtype | None:
 def _shape_of(graph: GraphSpec, name: str) -> tuple[Any, ...] | None:
     vt = graph.value_type(name)
     return None if vt.kind != "tensor" or vt.shape is None else tuple(vt.shape)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    # OpenVINO messages start with a source location; keep the informative lines short
-    informative = [t.strip() for t in text if t.strip() and not t.strip().startswith(("Check ", "Exception from"))]
-    line = (informative or text or [""])[0]
-    return f"{type(exc).__name__}: {line}"[:400]
 
 
 _DYNAMIC_QUANTIZATION = "DYNAMIC_QUANTIZATION_GROUP_SIZE"
@@ -174,6 +180,8 @@ class OpenVINOProvider:
         self._background_lock = threading.Lock()
         self._compiled: dict[str, _Compiled] = {}
         self._failed: dict[str, str] = {}
+        #: kernel -> the compiled model it runs (``export_compiled`` is handed the kernel)
+        self._kernels: weakref.WeakKeyDictionary[KernelFn, _Compiled] = weakref.WeakKeyDictionary()
         self._groups = 0
         self._empty_weights = self.ov.Tensor(np.empty(0, np.uint8))
         if options.cache_dir:
@@ -345,7 +353,12 @@ class OpenVINOProvider:
         return None
 
     def compile(self, subgraph: SubgraphSpec) -> KernelFn:
-        main = self._make_runner(subgraph, overridable=False)
+        return self._kernel(subgraph, None)
+
+    def _kernel(self, subgraph: SubgraphSpec, entry: _Compiled | None) -> KernelFn:
+        """The group's kernel around ``entry`` (compiled now when None); an initializer-backed
+        input fed by the caller switches to a variant compiled on first use."""
+        main = self._make_runner(subgraph, overridable=False, entry=entry)
         graph = subgraph.graph
         graph_inputs = set(graph.inputs)
         baked = [(k, graph.constant(name)) for k, name in enumerate(subgraph.inputs)
@@ -362,18 +375,21 @@ class OpenVINOProvider:
                     return variant[0](*args)
             return main(*args)
 
+        self._kernels[run] = self._kernels[main]
         return run
 
-    def _make_runner(self, subgraph: SubgraphSpec, *, overridable: bool) -> KernelFn:
+    def _make_runner(self, subgraph: SubgraphSpec, *, overridable: bool, entry: _Compiled | None = None) -> KernelFn:
         graph = subgraph.graph
         nodes = subgraph.group.nodes
         label = subgraph.group.label or f"openvino_{self._groups}"
-        try:
-            entry = self._compile_nodes(graph, nodes, label, overridable)
-        except Exception as exc:
-            raise self._error(graph, nodes, label, "compile", exc) from exc
+        if entry is None:
+            try:
+                entry = self._compile_nodes(graph, nodes, label, overridable)
+            except Exception as exc:
+                raise self._error(graph, nodes, label, "compile", exc) from exc
         feeds, fetch = self._bind(entry, subgraph, label)
         run = self._runner(entry, feeds, fetch, graph, nodes, label)
+        self._kernels[run] = entry
         dynamic = [pos for _, pos, _, shape, _ in feeds if shape is None]
         if not (self.options.specialize_shapes and self.options.max_shape_specializations and dynamic):
             return run  # all inputs static already (or specializing is off)
@@ -384,8 +400,34 @@ class OpenVINOProvider:
 
         stats = SpecializationStats(label)
         self.specializations.append(stats)
-        return ShapeSpecializer(run, dynamic, build, self._submit, self.options.max_shape_specializations,
-                                stats).runner()
+        specialized = ShapeSpecializer(run, dynamic, build, self._submit, self.options.max_shape_specializations,
+                                       stats).runner()
+        self._kernels[specialized] = entry
+        return specialized
+
+    # -- ahead-of-time compile (SDK API 1.2; the blob layout is artifacts.py's) ----------------
+    def export_compiled(self, kernel: KernelFn, subgraph: SubgraphSpec) -> CompiledArtifact | None:
+        """OpenVINO's export of the model ``kernel`` runs (the dynamic one for a dynamic group:
+        specializations are compiled again after import, as in a fresh session)."""
+        entry = self._kernels.get(kernel)
+        if entry is None:
+            return None  # not a kernel this provider compiled in this session
+        return aot.export(self, entry.model, entry.in_names, entry.out_names, subgraph)
+
+    def import_compiled(self, subgraph: SubgraphSpec, artifact: CompiledArtifact) -> KernelFn:
+        """A kernel from a blob ``export_compiled`` wrote; ``ArtifactRefused`` says why not."""
+        compiled, seconds = aot.load(self, subgraph, artifact)
+        label = subgraph.group.label or f"openvino_{self._groups}"
+        stats = GroupStats(label, len(subgraph.group.nodes), seconds, False, imported=True)
+        try:
+            kernel = self._kernel(subgraph, self._entry(compiled, subgraph.graph, stats))
+        except ProviderError as exc:
+            raise ArtifactRefused(f"the imported model does not fit group {label!r}: {exc}",
+                                  provider=self.name) from exc
+        self.stats.append(stats)
+        log.info("openvino: imported %s (%d nodes) on %s in %.3f s", label, len(subgraph.group.nodes),
+                 self.ov_device, seconds)
+        return kernel
 
     def _bind(
         self, entry: _Compiled, subgraph: SubgraphSpec, label: str
@@ -532,6 +574,9 @@ class OpenVINOProvider:
         hits = [s for s in self.stats if s.loaded_from_cache]
         saved = sum(s.saved_s or 0.0 for s in hits)
         text = f"openvino: {len(self.stats)} group(s) compiled in {total:.3f} s on {self.ov_device}"
+        imported = sum(s.imported for s in self.stats)
+        if imported:
+            text += f" ({imported} imported from compiled blobs)"
         if self.options.cache_dir:
             text += f"; {len(hits)} loaded from cache {self.options.cache_dir!r}, saving {saved:.3f} s"
         return text + self.specialization_summary()

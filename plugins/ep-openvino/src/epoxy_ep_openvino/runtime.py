@@ -36,3 +36,11 @@ def shared_core() -> Any:
         ov = import_openvino()
         _CORE = ov.Core()
     return _CORE
+
+
+def first_line(exc: BaseException) -> str:
+    """``Type: message`` with OpenVINO's informative line (its messages start with source locations)."""
+    text = str(exc).strip().splitlines()
+    informative = [t.strip() for t in text if t.strip() and not t.strip().startswith(("Check ", "Exception from"))]
+    line = (informative or text or [""])[0]
+    return f"{type(exc).__name__}: {line}"[:400]
