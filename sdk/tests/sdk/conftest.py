@@ -7,7 +7,9 @@ import onnx  # noqa: F401  # see below
 import onnx_ir  # noqa: F401  # see below
 import pytest
 
+import epoxy.session  # noqa: F401  # see below
 from epoxy import plugins
+from epoxy.aot import capture  # noqa: F401  # see below
 from epoxy.optimize import passes  # noqa: F401  # see below
 
 # pytester's in-process runs drop the modules first imported inside them, and onnx's C
@@ -15,6 +17,8 @@ from epoxy.optimize import passes  # noqa: F401  # see below
 # file of kit tests run alone (the kit imports onnx) does not crash on its second run. The
 # same for onnx_ir and the optimizer's passes: imported anew after a pytester run, their
 # classes are new ones and the passes' isinstance checks fail on values made by the old.
+# The same for the session and epoxy.aot.capture: ``epoxy.InferenceSession`` stays the first
+# run's class, so a capture module imported anew records nothing from its sessions.
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,11 @@ from epoxy.errors import InvalidArgumentError
 from epoxy.options import CORE_PROVIDER_OPTIONS
 from epoxy.sdk_api import incompatibility
 
-from .kit_models import chains, claimed_chainable_ops, kit_input, kit_model, single_op_model
+from .kit_models import kit_input, kit_model, single_op_model
+from .kit_sessions import capability as _capability
+from .kit_sessions import chain_cases as _chain_cases
+from .kit_sessions import claimed as _claimed
+from .kit_sessions import kit_session as _kit_session
 
 #: an option name no provider takes
 UNKNOWN_OPTION = "epoxy_conformance_no_such_option"
@@ -22,15 +26,6 @@ UNKNOWN_OPTION = "epoxy_conformance_no_such_option"
 
 def _model() -> onnx.ModelProto:
     return kit_model()
-
-
-def _kit_session(model: Any, name: str, options: Mapping[str, str], **kwargs: Any) -> Any:
-    """A session with output checks on and the kit's provider options (cpu, if installed,
-    after the provider unless ``disable_fallback``)."""
-    import epoxy
-
-    return epoxy.InferenceSession(model, epoxy.SessionOptions(check_outputs=True, **kwargs), [name],
-                                  [dict(options)])
 
 
 def _assert_ran_on(session: Any, name: str, nodes: set[str] | None = None) -> None:
@@ -179,19 +174,6 @@ def test_create_returns_a_provider(provider, epoxy_device):
     assert provider.device == epoxy_device
 
 
-def _capability(provider: Any, model: onnx.ModelProto) -> tuple[Any, Any]:
-    from epoxy.graph.graph_spec import CoreGraph
-    from epoxy.load.loader import load_model
-
-    loaded = load_model(model)
-    graph = CoreGraph(loaded.model.graph, loaded.model.opset_imports)
-    return graph, provider.capability(graph)
-
-
-def _claimed(cap: Capability) -> set[int]:
-    return set(cap.nodes) | {i for g in cap.groups for i in g.nodes}
-
-
 def test_capability_answer_is_well_formed(provider):
     graph, cap = _capability(provider, _model())
     assert isinstance(cap, Capability)
@@ -244,10 +226,6 @@ def test_session_result_matches_reference(epoxy_provider_name, epoxy_provider, e
     report = session.partition_report()
     assert {d.node for d in report.nodes} == {"add", "relu", "mul", "matmul"}
     _assert_ran_on(session, epoxy_provider_name, claimed)
-
-
-def _chain_cases(provider: Any) -> list[Any]:
-    return chains(claimed_chainable_ops(lambda model: _claimed(_capability(provider, model)[1])))
 
 
 def test_fused_chains_run_on_the_provider(epoxy_provider_name, epoxy_provider, epoxy_provider_options):

@@ -48,6 +48,42 @@ class ExampleProvider(KernelProvider):
             return f"{node.op_type} is not in the 'ops' option"
         return super().claims(node)
 
+    # Optional (SDK API 1.2): a provider whose ``capability`` proposes FusedGroups and whose
+    # ``compile`` is slow can have ``epoxy compile`` save each compiled group in the model and
+    # sessions load it back, by adding these two methods (a kernel provider like this one has
+    # no groups, so it leaves them out). Contract and blob layout: docs/PROVIDER_GUIDE.md,
+    # "Ahead-of-time compiled groups"; ``--epoxy-scope aot`` of the conformance kit checks them.
+    #
+    # from epoxy.contract import CompiledArtifact
+    # from epoxy.errors import ArtifactRefused
+    # FORMAT = "example.compiled/1"            # your layout's name, with a version
+    #
+    # def export_compiled(self, kernel, subgraph):
+    #     """The blob of ``kernel`` (what ``compile(subgraph)`` returned in this session)."""
+    #     program = getattr(kernel, "program", None)  # compile() set run.program = ...
+    #     if program is None:
+    #         return None                        # nothing worth keeping: compiled again on load
+    #     header = json.dumps({"library": LIB_VERSION, "inputs": list(subgraph.inputs),
+    #                          "outputs": list(subgraph.outputs)}).encode()
+    #     body = header + program
+    #     blob = MAGIC + struct.pack("<IQ", len(header), len(program)) + hashlib.sha256(body).digest() + body
+    #     return CompiledArtifact(FORMAT, blob, target=self.device.label, options=self.shaping_options())
+    #
+    # def import_compiled(self, subgraph, artifact):
+    #     """A kernel from the blob, without compiling: every check before the bytes are used."""
+    #     if artifact.format != FORMAT:
+    #         raise ArtifactRefused(f"format {artifact.format!r}, this reads {FORMAT!r}", provider=self.name)
+    #     if artifact.target != self.device.label or dict(artifact.options) != self.shaping_options():
+    #         raise ArtifactRefused("compiled for another device or with other options", provider=self.name)
+    #     # if the program is machine code: refuse a blob this user's epoxy did not sign
+    #     # if not artifact.trusted: raise ArtifactRefused("unsigned machine code", provider=self.name)
+    #     header, program = unpack(artifact.blob)  # magic, lengths, sha256: ArtifactRefused if off
+    #     if header["library"] != LIB_VERSION or header["inputs"] != list(subgraph.inputs):
+    #         raise ArtifactRefused("another library build or another group", provider=self.name)
+    #     return load_program(program)           # must compute bit for bit what compile()'s does
+    #
+    # These methods are SDK API 1.2: keep the factory's ``sdk_api`` at "1.2" or later with them.
+
 
 class ExampleFactory:
     name = "example"
@@ -55,8 +91,9 @@ class ExampleFactory:
     version = "0.1.0"
     # the epoxy SDK API ("major.minor") this package was written and tested against, as a
     # literal (never the core's constant): a core of the same major and an equal or newer
-    # minor loads it; any other refuses it with the reason (see epoxy.sdk_api)
-    sdk_api = "1.1"
+    # minor loads it; any other refuses it with the reason (see epoxy.sdk_api). "1.2" adds
+    # the optional export_compiled/import_compiled above; "1.1" is enough without them.
+    sdk_api = "1.2"
     priority = 10
     # Optional: other names sessions accept for this provider, typically the name onnxruntime
     # users know it by, so ``providers=["ExampleExecutionProvider"]`` and
