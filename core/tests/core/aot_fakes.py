@@ -17,6 +17,7 @@ from fakes import MINI_KERNELS, Factory, FuserProvider
 
 from epoxy.contract import CompiledArtifact, SubgraphSpec
 from epoxy.errors import ArtifactRefused
+from epoxy.kit import KernelProvider
 
 MAGIC = b"FUSE1\n"
 FORMAT = "tests.fuser/1"
@@ -93,3 +94,17 @@ def aot_factory(groups: Sequence[Sequence[str]], version: str = "0.0.1", **behav
 
     factory = AotFactory("fuser", make, 80, version=version)
     return factory
+
+
+class CountingKernels(KernelProvider):
+    """The mini host kernels, counting ``capability`` calls."""
+
+    capability_calls = 0
+
+    def capability(self, graph: Any) -> Any:
+        CountingKernels.capability_calls += 1
+        return super().capability(graph)
+
+
+def counting_cpu_factory() -> Factory:
+    return Factory("cpu", lambda d, o: CountingKernels("cpu", d, MINI_KERNELS, o))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import mmap
 import warnings
 from pathlib import Path
 
@@ -387,3 +388,52 @@ def test_context_function_calling_itself_is_a_clear_error(tmp_path, make_registr
     model.ir_version = 9
     with pytest.raises(epoxy.EpoxyError, match="recursive|does not define"):
         epoxy.InferenceSession(model.SerializeToString(), providers=["cpu"], registry=make_registry())
+
+
+def test_recorded_partition_answers_for_every_provider_it_names(tmp_path, make_registry):
+    from aot_fakes import CountingKernels, counting_cpu_factory
+
+    out, _, _ = _compile(tmp_path, make_registry)
+    CountingKernels.capability_calls = 0
+    registry = make_registry(aot_factory([GROUP]), counting_cpu_factory(), with_cpu=False)
+    session = epoxy.InferenceSession(str(out), providers=["fuser", "cpu"], registry=registry)
+    assert CountingKernels.capability_calls == 0  # cpu answered at compile time, same version
+    assert session.partition_report().summary() == {"fuser": 2, "cpu": 2}
+    np.testing.assert_array_equal(session.run(None, FEED)[0], _expected(tmp_path, make_registry))
+    with pytest.warns(RuntimeWarning, match="does not use"):  # another provider set: asked again
+        epoxy.InferenceSession(str(out), providers=["cpu"], registry=registry)
+    assert CountingKernels.capability_calls == 1
+
+
+def test_small_blobs_are_embedded_large_ones_go_beside(tmp_path, make_registry, monkeypatch):
+    from epoxy.aot import writer
+
+    out, summary, _ = _compile(tmp_path, make_registry, embed=None)
+    assert summary.groups[0]["where"] == "embedded" and not summary.files
+    monkeypatch.setattr(writer, "EMBED_LIMIT_BYTES", 10)
+    out, summary, _ = _compile(tmp_path, make_registry, embed=None)
+    assert summary.groups[0]["where"].startswith("in ") and summary.files
+
+
+def test_weights_only_compiled_groups_read_stay_in_the_file(tmp_path):
+    from epoxy.aot.reader import CompiledModelReader
+    from epoxy.load.wire import load_mapped
+
+    big = np.arange(1 << 16, dtype=np.float32)
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid(CONTEXT_DOMAIN, 1)]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1 << 16])
+    nodes = [helper.make_node("g", ["x", "only_group"], ["a"], domain=CONTEXT_DOMAIN, name="ctx"),
+             helper.make_node("Add", ["a", "shared"], ["y"], name="add")]
+    inits = [onnx.numpy_helper.from_array(big, "only_group"), onnx.numpy_helper.from_array(big + 1, "shared")]
+    graph = helper.make_graph(nodes, "g", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=opsets)
+    assert CompiledModelReader.file_backed(model.graph) == {"only_group"}
+    onnx.save(model, tmp_path / "m.onnx")
+    _, arrays = load_mapped(tmp_path / "m.onnx", CompiledModelReader.file_backed)
+    def file_backed(array):
+        while array is not None and not isinstance(array, mmap.mmap):
+            array = array.obj if isinstance(array, memoryview) else getattr(array, "base", None)
+        return array is not None
+
+    assert file_backed(arrays["only_group"]) and not file_backed(arrays["shared"])  # a view vs a copy
+    np.testing.assert_array_equal(arrays["only_group"], big)

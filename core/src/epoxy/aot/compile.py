@@ -14,10 +14,11 @@ from .writer import CompileSummary, write_compiled
 
 
 def compile_model(model: Any, output: str | Path, *, providers: Sequence[Any] | None = None,
-                  provider_options: Any = None, sess_options: Any = None, embed: bool = True,
+                  provider_options: Any = None, sess_options: Any = None, embed: bool | None = None,
                   progress: Progress | None = None, registry: Any = None) -> CompileSummary:
     """Compile ``model`` for ``providers`` and write the compiled model to ``output``
-    (``embed``: blobs inside the model; else one side file per group beside it)."""
+    (``embed``: blobs inside the model; False: one side file per group beside it; None, the
+    default: embedded up to 16 MiB of blobs in all, side files past that)."""
     from ..session import InferenceSession  # the session imports this package's reader
 
     out = Path(output)

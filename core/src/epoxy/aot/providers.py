@@ -23,10 +23,18 @@ from .reader import PinnedGroup
 
 @dataclass(frozen=True)
 class RecordedPartition:
-    """The compiled model's partition: node name -> provider, and the declines per node."""
+    """The compiled model's partition: node name -> provider, the declines per node, and the
+    providers (in priority order, with their versions) that answered."""
 
     owner: Mapping[str, str]
     declined: Mapping[str, Sequence[tuple[str, str]]]
+    providers: Sequence[str] = ()
+    versions: Mapping[str, str] = field(default_factory=dict)
+
+    def answers_for(self, names: Sequence[str], versions: Mapping[str, str]) -> bool:
+        """True when these providers, in this order and at these versions, are the ones that
+        answered when the model was compiled: their answers would be the same again."""
+        return list(names) == list(self.providers) and all(versions.get(n) == self.versions.get(n) for n in names)
 
     @classmethod
     def of(cls, metadata: Mapping[str, Any] | None) -> RecordedPartition | None:
@@ -42,7 +50,11 @@ class RecordedPartition:
             if not isinstance(items, list):
                 return None
             pairs[node] = [(str(p[0]), str(p[1])) for p in items if isinstance(p, list) and len(p) == 2]
-        return cls(owner, pairs)
+        providers = (metadata or {}).get("providers") or []
+        versions = (metadata or {}).get("provider_versions") or {}
+        if not isinstance(providers, list) or not isinstance(versions, dict):
+            return None
+        return cls(owner, pairs, [str(p) for p in providers], {str(k): str(v) for k, v in versions.items()})
 
 
 @dataclass
@@ -114,7 +126,7 @@ class AotProvider:
         what the blobs save (openvino converts the whole graph there), and the provider is
         the version that answered it then. ``None`` to ask the provider."""
         recorded = self._recorded
-        if recorded is None or not self._pinned or set(index) != set(recorded.owner):
+        if recorded is None or set(index) != set(recorded.owner):
             return None
         groups = []
         for label, group in self._pinned.items():
@@ -214,9 +226,10 @@ def wrap(providers: list[tuple[str, Provider]], pinned: Sequence[PinnedGroup], v
                                          f"{group.provider_version}, this is {versions.get(group.provider)}")
     usable = [g for g in pinned if g.artifact is not None and g.provider in names
               and versions.get(g.provider) == g.provider_version]
-    if not usable and capture is None:
+    order = [name for name, _ in providers]
+    if recorded is not None and not (len(usable) == len(pinned) and recorded.answers_for(order, versions)):
+        recorded = None  # another provider set, version or a blob not used: every provider is asked
+    if not usable and capture is None and recorded is None:
         return providers
-    every_blob_usable = len(usable) == len(pinned)  # else the recorded partition is not trusted
-    return [(name, AotProvider(provider, [g for g in usable if g.provider == name], ledger, capture,
-                               recorded if every_blob_usable else None))
+    return [(name, AotProvider(provider, [g for g in usable if g.provider == name], ledger, capture, recorded))
             for name, provider in providers]

@@ -55,6 +55,17 @@ class CompiledModelReader:
     compiled: bool = False
 
     @staticmethod
+    def file_backed(graph: onnx.GraphProto) -> set[str]:
+        """Initializers only context nodes read: their groups' blobs replace them, so the
+        loader leaves them in the mapped file (copied only if a group is compiled again)."""
+        called = {name for node in graph.node if node.domain == CONTEXT_DOMAIN for name in node.input}
+        if not called:
+            return set()
+        elsewhere = {name for node in graph.node if node.domain != CONTEXT_DOMAIN for name in _reads(node)}
+        elsewhere.update(v.name for v in graph.output)
+        return (called - elsewhere) & {t.name for t in graph.initializer}
+
+    @staticmethod
     def is_compiled(proto: onnx.ModelProto) -> bool:
         """Whether ``proto`` has anything :meth:`expand` would read (cheap: metadata, domains)."""
         return read_metadata(proto) is not None or any(n.domain == CONTEXT_DOMAIN for n in proto.graph.node)
@@ -125,6 +136,16 @@ class CompiledModelReader:
                 trusted = verify(record.signed_fields(), record.signature)
                 pinned.artifact = CompiledArtifact(record.format, blob, record.target, dict(record.options), trusted)
         return pinned
+
+
+def _reads(node: onnx.NodeProto) -> list[str]:
+    """Every name a node reads, the names its subgraphs mention included (outer-scope reads)."""
+    names = list(node.input)
+    for attr in node.attribute:
+        for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs):
+            for inner in sub.node:
+                names.extend(_reads(inner))
+    return names
 
 
 def _all_typed(graph: onnx.GraphProto) -> bool:

@@ -15,8 +15,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", required=True, help="path of the compiled .onnx model to write")
     parser.add_argument("--providers", help="comma-separated, priority order (default: all available)")
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--embed", dest="embed", action="store_true", default=True,
-                       help="blobs inside the model (default)")
+    where.add_argument("--embed", dest="embed", action="store_true", default=None,
+                       help="blobs inside the model (default: up to 16 MiB of blobs in all, side files past that)")
     where.add_argument("--external", dest="embed", action="store_false",
                        help="one side file per compiled group, beside the model")
     parser.add_argument("--device", type=int, default=None, help="device index for every provider (default 0)")

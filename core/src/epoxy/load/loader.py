@@ -48,9 +48,11 @@ def _copy(proto: onnx.ModelProto) -> onnx.ModelProto:
     return copied
 
 
-def _read_proto(source: ModelSource) -> tuple[onnx.ModelProto, str, Path | None, dict[str, np.ndarray]]:
+def _read_proto(source: ModelSource, file_backed: Callable[[onnx.GraphProto], set[str]] | None = None,
+                ) -> tuple[onnx.ModelProto, str, Path | None, dict[str, np.ndarray]]:
     """The protobuf, a display name, the folder external data is relative to, and the
-    initializers kept as views of the memory-mapped file (large files only, see wire.py)."""
+    initializers kept as views of the memory-mapped file (large files only, see wire.py;
+    ``file_backed`` names those left uncopied)."""
     if isinstance(source, onnx.ModelProto):
         return source, "<ModelProto>", None, {}
     if isinstance(source, (bytes, bytearray, memoryview)):
@@ -72,7 +74,7 @@ def _read_proto(source: ModelSource) -> tuple[onnx.ModelProto, str, Path | None,
             raise ModelFileNotFoundError(f"model file not found: {path}")
         try:
             if path.stat().st_size >= MAPPED_FILE_MIN_BYTES:
-                proto, mapped = load_mapped(path)
+                proto, mapped = load_mapped(path, file_backed)
                 return proto, str(path), path.resolve().parent, mapped
             proto = onnx.load(str(path), load_external_data=False)
         except (DecodeError, RuntimeError, ValueError, OSError) as exc:
@@ -398,7 +400,7 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
     context nodes are expanded back into their groups' nodes before the checks, and shape
     inference is skipped when it says the graph is typed already."""
     mode = check_mode(check)
-    proto, name, base_dir, mapped = _read_proto(source)
+    proto, name, base_dir, mapped = _read_proto(source, None if compiled is None else compiled.file_backed)
     owned = not isinstance(source, onnx.ModelProto)  # whether `proto` may be edited in place
     bad_text = _first_bad_text(proto, "model")
     if bad_text is not None:

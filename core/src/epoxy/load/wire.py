@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import mmap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,11 +136,14 @@ def _mappable_dtype(tensor: onnx.TensorProto, length: int) -> np.dtype | None:
     return dtype if dtype.itemsize * math.prod(tensor.dims) == length else None
 
 
-def load_mapped(path: Path) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
-    """Parse ``path`` with its large initializers as numpy views of the mapped file.
+def load_mapped(path: Path, file_backed: Callable[[onnx.GraphProto], set[str]] | None = None,
+                ) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """Parse ``path`` with its large initializers as numpy arrays copied out of the mapped file.
 
     Returns the protobuf (those initializers keep dims and type but no data) and the
-    arrays by initializer name.
+    arrays by initializer name. ``file_backed(graph)`` names initializers left as views of
+    the mapping (no copy, pages read only if touched): an epoxy compiled model's weights that
+    only its compiled groups read, which their blobs replace (:mod:`epoxy.aot.reader`).
     """
     with open(path, "rb") as f:
         mapping = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -156,6 +159,7 @@ def load_mapped(path: Path) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     proto = onnx.ModelProto()
     proto.ParseFromString(bytes(skeleton))
     arrays: dict[str, np.ndarray] = {}
+    lazy = file_backed(proto.graph) if file_backed is not None else set()
     for span in spans:
         if span.index >= len(proto.graph.initializer):
             raise WireFormatError(f"initializer number {span.index} is not in the parsed graph")
@@ -167,6 +171,9 @@ def load_mapped(path: Path) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
             continue
         view = np.frombuffer(mapping, dtype=dtype.newbyteorder("<"), count=span.length // dtype.itemsize,
                              offset=span.offset)
+        if tensor.name in lazy and dtype.isnative:
+            arrays[tensor.name] = view.reshape(tuple(tensor.dims))  # read-only: the mapping is
+            continue
         # an anonymous copy (numpy asks for huge pages: GEMMs over file-backed 4 KiB pages
         # ran ~20% slower), then the mapped pages are dropped so peak memory stays ~1 copy
         array = view.astype(dtype, copy=True).reshape(tuple(tensor.dims))
@@ -174,7 +181,8 @@ def load_mapped(path: Path) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
         arrays[tensor.name] = array
         del view
         _drop_pages(mapping, span.offset, span.length)
-    mapping.close()
+    if not lazy.intersection(arrays):
+        mapping.close()  # else the views keep it open (closing it under them is refused)
     return proto, arrays
 
 
