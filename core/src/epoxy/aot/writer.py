@@ -34,6 +34,7 @@ from .format import (
     sha256,
     to_attributes,
 )
+from .opsets import uniform_opsets
 from .signing import sign
 
 #: functions and context nodes need IR version 8 (model-local functions)
@@ -55,6 +56,7 @@ class CompileSummary:
     report: Any
     files: list[Path] = field(default_factory=list)
     seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
 
     def format(self) -> str:
         lines = [f"wrote {self.output} in {self.seconds:.2f} s: {len(self.groups)} compiled group(s)"]
@@ -65,6 +67,7 @@ class CompileSummary:
             lines.append(f"  {g['label']}: {g['provider']}, {g['nodes']} nodes kept as plain nodes: {g['reason']}")
         counts = ", ".join(f"{p} {n}" for p, n in sorted(self.report.summary().items(), key=lambda kv: -kv[1]))
         lines.append(f"  nodes per provider: {counts}")
+        lines.extend(f"  note: {note}" for note in self.notes)
         return "\n".join(lines)
 
 
@@ -80,7 +83,8 @@ def write_compiled(session: Any, captured_groups: Sequence[CapturedGroup], outpu
     if len(proto.graph.node) != len(graph.nodes):
         raise EpoxyError(f"compile: the optimized graph has {len(proto.graph.node)} nodes, the plan "
                          f"{len(graph.nodes)} (internal error)")
-    _name_nodes(proto.graph, [n.name for n in graph.nodes])
+    per_node, opset_note = uniform_opsets(proto, graph)
+    _name_nodes(per_node, [n.name for n in graph.nodes])
     captured = [g for g in captured_groups if g.graph is graph]
     exported = {g.label: g for g in captured if g.artifact is not None}
     if embed is None:
@@ -91,7 +95,7 @@ def write_compiled(session: Any, captured_groups: Sequence[CapturedGroup], outpu
     files: list[Path] = []
     calls: dict[str, onnx.NodeProto] = {}
     for label, group in exported.items():
-        node, function, record, blob = _context(proto, group, versions[group.provider])
+        node, function, record, blob = _context(proto, per_node, group, versions[group.provider])
         where = "embedded"
         if not embed:
             name = side_file_name(out, label)
@@ -106,12 +110,13 @@ def write_compiled(session: Any, captured_groups: Sequence[CapturedGroup], outpu
         groups.append({"label": label, "provider": group.provider, "provider_version": record.provider_version,
                        "nodes": len(group.nodes), "blob_bytes": len(blob), "where": where, "format": record.format,
                        "target": record.target, "compile_seconds": round(group.compile_seconds, 3)})
-    _reorder(proto.graph, session._partition.units, calls)
+    _reorder(proto.graph, per_node, session._partition.units, calls)
     kept = [{"label": g.label, "provider": g.provider, "nodes": len(g.nodes), "reason": g.reason}
             for g in captured if g.artifact is None]
-    _finish(proto, session, groups, kept)
+    _finish(proto, session, per_node, groups, kept)
     _save(proto, out)
-    return CompileSummary(out, groups, kept, session.partition_report(), files)
+    notes = [opset_note] if opset_note else []
+    return CompileSummary(out, groups, kept, session.partition_report(), files, notes=notes)
 
 
 def _serialized(session: Any) -> onnx.ModelProto:
@@ -130,25 +135,33 @@ def _factory(session: Any, name: str) -> tuple[str, str]:
     return str(getattr(factory, "version", "")), str(getattr(factory, "sdk_api", SDK_API))
 
 
-def _name_nodes(graph: onnx.GraphProto, names: list[str]) -> None:
-    """Every node named, uniquely: context nodes find their group's nodes by name on load."""
+def _name_nodes(per_node: list[list[onnx.NodeProto]], names: list[str]) -> None:
+    """Every node named, uniquely: context nodes find their group's nodes by name on load.
+    Nodes the version converter added before a node are named after it."""
     seen: set[str] = set()
-    for node, name in zip(graph.node, names):
-        unique, k = name or node.op_type, 1
-        while unique in seen:
-            unique, k = f"{name}__{k}", k + 1
-        seen.add(unique)
-        node.name = unique
+
+    def unique(base: str) -> str:
+        name, k = base, 1
+        while name in seen:
+            name, k = f"{base}__{k}", k + 1
+        seen.add(name)
+        return name
+
+    for protos, name in zip(per_node, names):
+        *added, node = protos
+        node.name = unique(name or node.op_type)
+        for k, extra in enumerate(added):
+            extra.name = unique(f"{node.name}/opset_{extra.op_type}_{k}")
 
 
-def _context(proto: onnx.ModelProto, group: CapturedGroup,
+def _context(proto: onnx.ModelProto, per_node: list[list[onnx.NodeProto]], group: CapturedGroup,
              version: tuple[str, str]) -> tuple[onnx.NodeProto, onnx.FunctionProto, ContextRecord, bytes]:
     """The context node (attributes added by the caller), its function, record and blob."""
     assert group.artifact is not None
     function = onnx.FunctionProto(name=group.label, domain=CONTEXT_DOMAIN)
     function.input.extend(group.inputs)
     function.output.extend(group.outputs)
-    function.node.extend(proto.graph.node[i] for i in sorted(group.nodes))
+    function.node.extend(node for i in sorted(group.nodes) for node in per_node[i])
     function.opset_import.extend(op for op in proto.opset_import if op.domain != CONTEXT_DOMAIN)
     function.attribute.extend(ATTRIBUTES)
     function.doc_string = f"nodes of the group {group.label!r} compiled by {group.provider}; run when the blob is not"
@@ -163,21 +176,22 @@ def _context(proto: onnx.ModelProto, group: CapturedGroup,
     return node, function, record, blob
 
 
-def _reorder(graph: onnx.GraphProto, units: Sequence[Any], calls: dict[str, onnx.NodeProto]) -> None:
+def _reorder(graph: onnx.GraphProto, per_node: list[list[onnx.NodeProto]], units: Sequence[Any],
+             calls: dict[str, onnx.NodeProto]) -> None:
     """The graph's nodes in the plan's unit order (topological), each exported group as its call."""
-    nodes = list(graph.node)
     ordered: list[onnx.NodeProto] = []
     for unit in units:
         call = calls.get(unit.label) if unit.fused else None
         if call is not None:
             ordered.append(call)
         else:
-            ordered.extend(nodes[i] for i in unit.nodes)
+            ordered.extend(node for i in unit.nodes for node in per_node[i])
     del graph.node[:]
     graph.node.extend(ordered)
 
 
-def _finish(proto: onnx.ModelProto, session: Any, groups: list[dict[str, Any]], kept: list[dict[str, Any]]) -> None:
+def _finish(proto: onnx.ModelProto, session: Any, per_node: list[list[onnx.NodeProto]], groups: list[dict[str, Any]],
+            kept: list[dict[str, Any]]) -> None:
     """Opset, IR version and the metadata record (partition plan included)."""
     if groups and not any(op.domain == CONTEXT_DOMAIN for op in proto.opset_import):
         proto.opset_import.append(onnx.helper.make_opsetid(CONTEXT_DOMAIN, 1))
@@ -190,8 +204,9 @@ def _finish(proto: onnx.ModelProto, session: Any, groups: list[dict[str, Any]], 
               "groups": [{k: g[k] for k in ("label", "provider", "provider_version", "nodes", "blob_bytes", "format",
                                             "target")} for g in groups],
               "kept": kept,
-              "partition": {d.node: d.provider for d in report.nodes},
-              "declined": {d.node: [list(pair) for pair in d.declined] for d in report.nodes if d.declined}}
+              "partition": {node.name: d.provider for d, protos in zip(report.nodes, per_node) for node in protos},
+              "declined": {protos[-1].name: [list(pair) for pair in d.declined]
+                           for d, protos in zip(report.nodes, per_node) if d.declined}}
     entries = [p for p in proto.metadata_props if p.key != METADATA_KEY]
     del proto.metadata_props[:]
     proto.metadata_props.extend(entries)
