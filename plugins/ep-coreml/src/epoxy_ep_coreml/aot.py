@@ -1,19 +1,16 @@
 """Export and import of converted Core ML groups (SDK API 1.2, ``epoxy compile``).
 
-Blob layout::
-
-    b"EPXCOREM"  u32 layout  u32 header length  header (JSON, utf-8)  payload (zip)
-
-The header names this package's and coremltools' versions, the conversion options
-(``compute_precision``, ``minimum_deployment_target``; ``compute_units`` is recorded but
-chosen by the importing session, it only matters when loading), the group's cache key,
-the feature mapping (ONNX boundary names <-> Core ML ``input_N``/``output_N``), and the
-payload's length and sha256. The payload is :mod:`.archive`'s deterministic zip of
+The blob is framed by :class:`epoxy.kit.BlobFrame` (magic ``b"EPXCOREM"``, layout 2: the
+lengths and one sha256 over the prefix's fields, header and payload). The header names this
+package's and coremltools' versions, the conversion options (``compute_precision``,
+``minimum_deployment_target``; ``compute_units`` is recorded but chosen by the importing
+session, it only matters when loading), the group's cache key and the feature mapping (ONNX
+boundary names <-> Core ML ``input_N``/``output_N``). The payload is :mod:`.archive`'s deterministic zip of
 ``model.mlpackage/`` and, when exported on macOS, ``model.mlmodelc/`` (Core ML's compiled
 form, so a Mac skips compiling too).
 
-Importing checks the header, the digest and every archive entry before extracting (to
-``<cache_dir>/imported/<sha256>/``), then loads the package *without converting*; in
+Importing checks the frame, the header and every archive entry before extracting (to
+``<cache_dir>/imported/<sha256 of the payload>/``), then loads the package *without converting*; in
 convert-only mode (Linux) it only checks and extracts, the kernel refusing to run as a
 converted one does. The blob is data that coremltools and Core ML parse (protobuf, MIL,
 weights), not machine code, so a blob not signed by this user's key is accepted: what is
@@ -23,24 +20,21 @@ trusted is those parsers, on input whose size, digest and paths were checked her
 from __future__ import annotations
 
 import hashlib
-import json
-import struct
 import sys
 from pathlib import Path
 from typing import Any
 
 from epoxy.contract import CompiledArtifact, KernelFn, SubgraphSpec
 from epoxy.errors import ArtifactRefused
+from epoxy.kit import BlobFrame, BlobFrameError
 
 from . import archive
 from .program import CompiledPackage, _coremltools_version, group_key, plan_features
 from .version import __version__
 
 FORMAT = "coreml.mlpackage/1"
-MAGIC = b"EPXCOREM"
-LAYOUT = 1
-_PREFIX = struct.Struct("<8sII")
-MAX_HEADER = 1 << 20
+#: the blob's framing (layout 1 was this module's own framing, before epoxy.kit's)
+FRAME = BlobFrame(b"EPXCOREM", 2, "ep-coreml")
 PACKAGE, COMPILED = "model.mlpackage", "model.mlmodelc"
 NAME = "coreml"
 
@@ -69,11 +63,9 @@ def export_group(provider: Any, kernel: KernelFn, subgraph: SubgraphSpec) -> Com
         "format": FORMAT, "provider_version": __version__, "coremltools": _coremltools_version(),
         "options": _options(provider), "compute_units": provider.options.compute_units,
         "manifest": package.manifest(), "contents": [prefix for prefix, _ in folders],
-        "payload_bytes": len(payload), "payload_sha256": hashlib.sha256(payload).hexdigest(),
     }
-    text = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
-    blob = _PREFIX.pack(MAGIC, LAYOUT, len(text)) + text + payload
-    return CompiledArtifact(FORMAT, blob, provider.options.minimum_deployment_target, _options(provider))
+    return CompiledArtifact(FORMAT, FRAME.pack(header, payload), provider.options.minimum_deployment_target,
+                            _options(provider))
 
 
 def _compiled_path(model: Any) -> Path | None:
@@ -89,28 +81,13 @@ def _compiled_path(model: Any) -> Path | None:
 
 
 # ---------------------------------------------------------------------------- import
-def read_blob(data: bytes) -> tuple[dict[str, Any], bytes]:
-    """(header, payload), checked: magic, layout, lengths, payload digest."""
-    if len(data) < _PREFIX.size:
-        raise _refuse(f"blob is {len(data)} bytes, shorter than its {_PREFIX.size}-byte prefix (cut short)")
-    magic, layout, size = _PREFIX.unpack_from(data)
-    if magic != MAGIC:
-        raise _refuse("blob does not start with the ep-coreml magic (not an ep-coreml blob, or corrupted)")
-    if layout != LAYOUT:
-        raise _refuse(f"blob layout {layout}, this ep-coreml reads layout {LAYOUT}")
-    if size > MAX_HEADER or _PREFIX.size + size > len(data):
-        raise _refuse(f"blob header claims {size} bytes, the blob has {len(data) - _PREFIX.size} (cut short)")
+def read_blob(data: bytes, *, verify_digest: bool = True) -> tuple[dict[str, Any], memoryview]:
+    """(header, payload), checked by :data:`FRAME`: magic, layout, lengths, digest (skipped
+    only for a trusted blob, whose bytes the core checked against its signed record)."""
     try:
-        header = json.loads(data[_PREFIX.size:_PREFIX.size + size])
-        expected_bytes, expected_digest = int(header["payload_bytes"]), str(header["payload_sha256"])
-    except (ValueError, TypeError, KeyError) as exc:
-        raise _refuse(f"blob header is not valid ({type(exc).__name__}: {exc})") from None
-    payload = data[_PREFIX.size + size:]
-    if len(payload) != expected_bytes:
-        raise _refuse(f"blob payload is {len(payload)} bytes, its header says {expected_bytes} (cut short or extended)")
-    if hashlib.sha256(payload).hexdigest() != expected_digest:
-        raise _refuse("blob payload's sha256 differs from its header's (corrupted)")
-    return header, payload
+        return FRAME.unpack_payload(data, verify_digest=verify_digest)
+    except BlobFrameError as exc:
+        raise _refuse(str(exc)) from None
 
 
 def _check_header(provider: Any, artifact: CompiledArtifact, header: dict[str, Any]) -> None:
@@ -137,7 +114,7 @@ def import_group(provider: Any, subgraph: SubgraphSpec, artifact: CompiledArtifa
 
     if artifact.format != FORMAT:
         raise _refuse(f"blob format {artifact.format!r}, this ep-coreml reads {FORMAT!r}")
-    header, payload = read_blob(artifact.blob)
+    header, payload = read_blob(artifact.blob, verify_digest=not artifact.trusted)
     _check_header(provider, artifact, header)
     facts = provider._facts_for(subgraph.graph)
     key = group_key(subgraph, facts, provider.options)
@@ -156,7 +133,7 @@ def import_group(provider: Any, subgraph: SubgraphSpec, artifact: CompiledArtifa
     if needs_package != (PACKAGE in contents):
         raise _refuse("blob lacks the group's .mlpackage" if needs_package else "blob holds an unexpected package")
     if needs_package:
-        folder = _extracted(provider, payload, header["payload_sha256"], contents)
+        folder = _extracted(provider, payload, contents)
         package.path = folder / PACKAGE
     provider.compiled.append((subgraph.group.label, package))
     if provider.convert_only or not can_predict():
@@ -170,8 +147,10 @@ def import_group(provider: Any, subgraph: SubgraphSpec, artifact: CompiledArtifa
     return kernel
 
 
-def _extracted(provider: Any, payload: bytes, digest: str, contents: list[str]) -> Path:
-    """The payload unpacked under the cache, by digest (reused when already there)."""
+def _extracted(provider: Any, payload: memoryview | bytes, contents: list[str]) -> Path:
+    """The payload unpacked under the cache, by its own digest (reused when already there:
+    the folder's name is computed here, never taken from the blob)."""
+    payload = bytes(payload)  # one copy; zipfile's BytesIO then shares it
     try:
         entries = archive.names(payload)
     except archive.ArchiveError as exc:
@@ -180,9 +159,7 @@ def _extracted(provider: Any, payload: bytes, digest: str, contents: list[str]) 
     stray = [e for e in entries if not e.startswith(allowed)]
     if stray:
         raise _refuse(f"blob archive holds entries outside {list(allowed)}: {stray[:3]}")
-    if not all(len(digest) == 64 and c in "0123456789abcdef" for c in digest):
-        raise _refuse("blob digest is not a sha256")
-    folder = provider.options.resolved_cache_dir() / "imported" / digest
+    folder = provider.options.resolved_cache_dir() / "imported" / hashlib.sha256(payload).hexdigest()
     if not (folder / PACKAGE).is_dir():
         try:
             archive.extract(payload, folder)

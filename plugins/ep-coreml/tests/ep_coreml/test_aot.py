@@ -126,13 +126,7 @@ def test_round_trip_identical_outputs_without_converting(simulated, monkeypatch,
     for got, want in zip(imported(*args), kernel(*args)):
         assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
     extracted = list((tmp_path / "b" / "imported").iterdir())
-    assert [p.name for p in extracted] == [hashlib.sha256(art.blob[-json.loads(_header(art))["payload_bytes"]:])
-                                           .hexdigest()]
-
-
-def _header(art: Any) -> bytes:
-    size = int.from_bytes(art.blob[12:16], "little")
-    return art.blob[16:16 + size]
+    assert [p.name for p in extracted] == [hashlib.sha256(aot.FRAME.unpack_payload(art.blob)[1]).hexdigest()]
 
 
 def test_compiled_model_end_to_end_on_linux(simulated, monkeypatch, tmp_path):
@@ -185,23 +179,30 @@ def _refused(prov: Any, sub: Any, art: Any, match: str) -> None:
 
 
 def _with_payload(art: Any, payload: bytes) -> Any:
-    header = json.loads(_header(art))
-    header.update(payload_bytes=len(payload), payload_sha256=hashlib.sha256(payload).hexdigest())
-    text = json.dumps(header).encode()
-    return dataclasses.replace(art, blob=art.blob[:12] + len(text).to_bytes(4, "little") + text + payload)
+    """``art`` with another payload in a whole, valid frame (as a careful forger would)."""
+    header, _ = aot.FRAME.unpack_payload(art.blob)
+    return dataclasses.replace(art, blob=aot.FRAME.pack(header, payload))
 
 
 def test_refuses_cut_corrupted_and_foreign_blobs(exported):
     prov, sub, art, _m = exported
     data = art.blob
     for cut in range(0, len(data), max(1, len(data) // 61)):
-        _refused(prov, sub, dataclasses.replace(art, blob=data[:cut]), "cut short|shorter|not valid")
+        _refused(prov, sub, dataclasses.replace(art, blob=data[:cut]), "truncated \\(cut short\\)")
     flipped = bytearray(data)
     flipped[-100] ^= 0x55
     _refused(prov, sub, dataclasses.replace(art, blob=bytes(flipped)), "corrupted")
-    _refused(prov, sub, dataclasses.replace(art, blob=b"NOTCOREM" + data[8:]), "magic")
-    _refused(prov, sub, dataclasses.replace(art, blob=data[:8] + b"\x02" + data[9:]), "layout 2")
+    header_len = int.from_bytes(data[12:16], "little")
+    flipped = bytearray(data)
+    flipped[56 + header_len // 2] ^= 0x01  # a header byte: the frame's digest covers the header too
+    _refused(prov, sub, dataclasses.replace(art, blob=bytes(flipped)), "corrupted")
+    _refused(prov, sub, dataclasses.replace(art, blob=data + b"x"), "longer than its prefix says")
+    _refused(prov, sub, dataclasses.replace(art, blob=b"NOTCOREM" + data[8:]), "not an ep-coreml blob .magic")
+    _refused(prov, sub, dataclasses.replace(art, blob=data[:8] + b"\x01" + data[9:]), "layout 1.0, this ep-coreml")
     _refused(prov, sub, dataclasses.replace(art, format="coreml.mlpackage/9"), "format")
+    trusted = dataclasses.replace(art, trusted=True)  # the core checked its bytes: no digest, still the shape
+    _refused(prov, sub, dataclasses.replace(trusted, blob=data[:-1]), "truncated")
+    _refused(prov, sub, dataclasses.replace(trusted, blob=b"NOTCOREM" + data[8:]), "magic")
 
 
 def test_refuses_other_options_versions_and_groups(exported, monkeypatch, tmp_path):

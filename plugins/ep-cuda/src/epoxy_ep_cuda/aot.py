@@ -1,9 +1,12 @@
 """Export and import of compiled cuda groups (SDK API 1.2, ``epoxy compile``).
 
-A blob (:mod:`.blob` layout) holds a header (provider version, target architecture, the
-options that shape groups, the group's fingerprint, NVRTC version and options), the plan
-``compile`` made (:mod:`.plan`), the CUDA source of every kernel variant the group will
-launch at its static shapes and, when a GPU backend built them, each kernel's cubin.
+A blob (:class:`epoxy.kit.BlobFrame`, magic ``b"EPXCUDA\\0"``, layout 2: lengths and one
+sha256 over the prefix's fields, header and sections, all checked before anything is parsed;
+the digest is not hashed again for a trusted blob, whose bytes the core checked) holds a
+header (provider version, target architecture, the options that shape groups, the group's
+fingerprint, NVRTC version and options), the plan ``compile`` made (:mod:`.plan`), the CUDA
+source of every kernel variant the group will launch at its static shapes and, when a GPU
+backend built them, each kernel's cubin.
 
 Importing never runs lowering or code generation for a plan-only blob: the plan is read,
 checked field by field and turned into the kernel. Cubins are machine code: they are used
@@ -25,10 +28,10 @@ import numpy as np
 
 from epoxy.contract import CompiledArtifact, KernelFn, SubgraphSpec
 from epoxy.errors import ArtifactRefused
+from epoxy.kit import BlobFrame, BlobFrameError
 from epoxy.kit.elementwise import lower_group
 
 from . import codegen, cuda_sources, nvrtc
-from .blob import BlobError, pack, unpack
 from .kernels.nn import bias_relu_program
 from .ops_table import dtype_name
 from .plan import EwPlan, GroupPlan, PlanError, fingerprint, from_json, static_shape, to_json
@@ -36,6 +39,9 @@ from .version import __version__
 
 #: layout name and version of the blob (``CompiledArtifact.format``)
 FORMAT = "cuda.plan/1"
+#: the blob's framing: named sections "plan", "src:<kernel>", "bin:<kernel>" (layout 1 was
+#: this package's own framing, with a digest per section, before epoxy.kit's)
+FRAME = BlobFrame(b"EPXCUDA\0", 2, "ep-cuda")
 #: the provider options that change what ``compile`` builds (the others only affect runs)
 SHAPING_OPTIONS = ("fuse", "cuda_graph", "conv_algo")
 NAME = "cuda"
@@ -149,7 +155,7 @@ def export_group(provider: Any, kernel: KernelFn, subgraph: SubgraphSpec) -> Com
         "kernels": [ks.to_json() for ks in kernels],
         "nvrtc": nvrtc.version() if binaries else "", "nvrtc_options": list(nvrtc.OPTIONS) if binaries else [],
     }
-    return CompiledArtifact(FORMAT, pack(header, sections), target_of(provider), blob_options(provider))
+    return CompiledArtifact(FORMAT, FRAME.pack(header, sections), target_of(provider), blob_options(provider))
 
 
 # ---------------------------------------------------------------------------- import
@@ -203,7 +209,7 @@ def _regenerate(provider: Any, subgraph: SubgraphSpec, plan: GroupPlan, entry: d
 
 
 def _load_binaries(provider: Any, subgraph: SubgraphSpec, artifact: CompiledArtifact, plan: GroupPlan,
-                   header: dict[str, Any], sections: dict[str, bytes]) -> int:
+                   header: dict[str, Any], sections: dict[str, memoryview]) -> int:
     """Put the blob's cubins in the backend's kernel cache; how many were loaded."""
     backend = provider.backend
     if not any(name.startswith("bin:") for name in sections) or backend.arch is None:
@@ -225,7 +231,7 @@ def _load_binaries(provider: Any, subgraph: SubgraphSpec, artifact: CompiledArti
         key = entry.get("key")
         key = (key[0], tuple(key[1]), tuple(key[2]), key[3], key[4]) if isinstance(key, list) else key
         try:
-            backend.preload(key, name, cubin)
+            backend.preload(key, name, bytes(cubin))
         except Exception as exc:  # noqa: BLE001 - the driver refusing an image is a refusal, not a crash
             raise _refuse(f"kernel {name!r}: the driver did not load its cubin ({type(exc).__name__}: {exc})") from None
         loaded += 1
@@ -236,9 +242,9 @@ def import_group(provider: Any, subgraph: SubgraphSpec, artifact: CompiledArtifa
     if artifact.format != FORMAT:
         raise _refuse(f"blob format {artifact.format!r}, this ep-cuda reads {FORMAT!r}")
     try:
-        header, sections = unpack(artifact.blob)
-        plan = from_json(json.loads(sections["plan"]))
-    except (BlobError, PlanError) as exc:
+        header, sections = FRAME.unpack(artifact.blob, verify_digest=not artifact.trusted)
+        plan = from_json(json.loads(bytes(sections["plan"])))
+    except (BlobFrameError, PlanError) as exc:
         raise _refuse(str(exc)) from None
     except (KeyError, ValueError) as exc:
         raise _refuse(f"blob has no readable plan ({type(exc).__name__}: {exc})") from None

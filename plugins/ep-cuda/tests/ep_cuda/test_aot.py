@@ -21,7 +21,7 @@ from onnx import helper
 import epoxy
 from epoxy.contract import CompiledArtifact, Device
 from epoxy.errors import ArtifactRefused
-from epoxy_ep_cuda import aot, blob, codegen
+from epoxy_ep_cuda import aot, codegen
 from epoxy_ep_cuda import provider as provider_module
 from epoxy_ep_cuda.backend import FakeBackend
 from epoxy_ep_cuda.options import TABLE
@@ -120,7 +120,7 @@ def test_round_trip_identical_outputs_without_lowering_again(monkeypatch, option
     artifacts = [(sub, kernel, prov.export_compiled(kernel, sub)) for sub, kernel in rec.pairs]
     for _sub, _kernel, art in artifacts:
         assert art is not None and art.format == aot.FORMAT and art.target == "sm_90"
-        header, sections = blob.unpack(art.blob)
+        header, sections = aot.FRAME.unpack(art.blob)
         assert header["options"] == {"fuse": "True", "cuda_graph": str(bool(options)), "conv_algo": "auto"}
         assert any(name.startswith("src:") for name in sections), "the blob keeps the kernels' sources"
         assert not any(name.startswith("bin:") for name in sections), "no machine code on the simulated device"
@@ -162,11 +162,11 @@ def _refused(prov: CudaProvider, sub: Any, art: CompiledArtifact, match: str) ->
 
 
 def _repack(art: CompiledArtifact, edit: Any) -> CompiledArtifact:
-    header, sections = blob.unpack(art.blob)
-    for key in ("sections", "payload_sha256"):
-        header.pop(key)
+    """``art`` with its header or sections edited, in a whole, valid frame (a careful forger's)."""
+    header, views = aot.FRAME.unpack(art.blob)
+    sections = {name: bytes(view) for name, view in views.items()}
     edit(header, sections)
-    return dataclasses.replace(art, blob=blob.pack(header, sections))
+    return dataclasses.replace(art, blob=aot.FRAME.pack(header, sections))
 
 
 def test_refuses_cut_or_corrupted_blobs(exported):
@@ -174,12 +174,21 @@ def test_refuses_cut_or_corrupted_blobs(exported):
     sub, _k, art = by_kind["ew"]
     data = art.blob
     for cut in range(0, len(data), max(1, len(data) // 97)):
-        _refused(prov, sub, dataclasses.replace(art, blob=data[:cut]), "cut short|shorter|not valid")
+        _refused(prov, sub, dataclasses.replace(art, blob=data[:cut]), r"truncated \(cut short\)")
     flipped = bytearray(data)
     flipped[-3] ^= 0xFF
     _refused(prov, sub, dataclasses.replace(art, blob=bytes(flipped)), "corrupted")
-    _refused(prov, sub, dataclasses.replace(art, blob=b"NOTCUDA\0" + data[8:]), "magic")
-    _refused(prov, sub, dataclasses.replace(art, blob=data + b"x"), "extended")
+    header_len = int.from_bytes(data[12:16], "little")
+    for at in (24, 40, 56, 56 + header_len // 2, 56 + header_len - 1):  # digest, header: one digest covers all
+        flipped = bytearray(data)
+        flipped[at] ^= 0x01
+        _refused(prov, sub, dataclasses.replace(art, blob=bytes(flipped)), "corrupted")
+    _refused(prov, sub, dataclasses.replace(art, blob=b"NOTCUDA\0" + data[8:]), "not an ep-cuda blob .magic")
+    _refused(prov, sub, dataclasses.replace(art, blob=data[:8] + b"\x01" + data[9:]), "layout 1.0, this ep-cuda")
+    _refused(prov, sub, dataclasses.replace(art, blob=data + b"x"), "longer than its prefix says")
+    trusted = dataclasses.replace(art, trusted=True)  # the core checked its bytes: no digest, still the shape
+    _refused(prov, sub, dataclasses.replace(trusted, blob=data[:-1]), "truncated")
+    _refused(prov, sub, dataclasses.replace(trusted, blob=data[:8] + b"\x01" + data[9:]), "layout")
 
 
 def test_refuses_other_layout_version_target_options(exported, monkeypatch):
@@ -259,7 +268,7 @@ def with_cubins(monkeypatch):
 def test_cubins_need_a_signed_blob(with_cubins):
     prov, by_kind = with_cubins
     for sub, _k, art in by_kind.values():
-        assert any(n.startswith("bin:") for n in blob.unpack(art.blob)[1])
+        assert any(n.startswith("bin:") for n in aot.FRAME.unpack(art.blob)[1])
         _refused(prov, sub, art, "machine code .* not signed")
         assert prov.backend.preloaded == []
 
@@ -271,7 +280,7 @@ def test_signed_cubins_load_when_sources_regenerate_identically(with_cubins, mon
         imported = prov.import_compiled(sub, dataclasses.replace(art, trusted=True))
         args = _args(prov, sub)
         _same_bits(_host(imported(*args)), _host(kernel(*args)))
-    names = {ks["name"] for _s, _k, a in by_kind.values() for ks in blob.unpack(a.blob)[0]["kernels"]}
+    names = {ks["name"] for _s, _k, a in by_kind.values() for ks in aot.FRAME.unpack(a.blob)[0]["kernels"]}
     assert sorted(prov.backend.preloaded) == sorted(names) and any(n.startswith("epoxy_im2col") for n in names)
     assert counter.calls["cuda_source"] >= 1, "sources are generated again from the group's nodes to check digests"
 
@@ -303,7 +312,7 @@ def test_gpu_signed_cubins_load_without_nvrtc(monkeypatch):
     assert backend.cubin_fallback is None, backend.cubin_fallback
     artifacts = [(sub, k, prov.export_compiled(k, sub)) for sub, k in rec.pairs]
     for _sub, _k, art in artifacts:
-        assert any(n.startswith("bin:") for n in blob.unpack(art.blob)[1])
+        assert any(n.startswith("bin:") for n in aot.FRAME.unpack(art.blob)[1])
     for sub, kernel, art in artifacts:
         args = _args(prov, sub)
         want = [backend.to_host(v) for v in kernel(*args)]

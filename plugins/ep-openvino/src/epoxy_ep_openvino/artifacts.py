@@ -1,39 +1,32 @@
 """The blob of an ahead-of-time compiled group (``epoxy compile``, SDK API 1.2).
 
-Layout (``openvino.compiled_model/1``), little endian::
+Framed by :class:`epoxy.kit.BlobFrame` (magic ``b"EPXOVCM\\0"``, layout 2: prefix with the
+lengths and one sha256 over the prefix's fields, header and payload), holding:
 
-    magic  b"EPXOVCM\\0"   8 bytes
-    layout u16 (1), reserved u16 (0), header length u32, payload length u64
-    sha256 of header + payload, 32 bytes
-    header: JSON (utf-8): the OpenVINO version, device and its full name, the compile
-            properties that shape the compiled model, the group's boundary names and ports
+    header: the OpenVINO version, device and its full name, the compile properties that
+            shape the compiled model, the group's boundary names and ports
     payload: ``CompiledModel.export_model()``'s bytes
 
 Everything here is checked before a byte reaches OpenVINO: a cut, padded or flipped blob
-fails the lengths or the digest (not hashed again for a blob the core verified against its
-signed record: ``CompiledArtifact.trusted``), another build or device or other options fail the header
-comparison. Each failure is an :class:`ArtifactRefused` naming the reason.
+fails the frame's lengths or digest (not hashed again for a blob the core verified against
+its signed record: ``CompiledArtifact.trusted``), another build or device or other options
+fail the header comparison. Each failure is an :class:`ArtifactRefused` naming the reason.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from epoxy.errors import ArtifactRefused
+from epoxy.kit import BlobFrame, BlobFrameError
 
 from .runtime import PROVIDER_NAME
 
 FORMAT = "openvino.compiled_model/1"
-MAGIC = b"EPXOVCM\x00"
-LAYOUT = 1
-_PREFIX = struct.Struct("<8sHHIQ32s")
-#: a header longer than this is not one we wrote (guards the JSON parser against a huge read)
-_MAX_HEADER = 1 << 20
+#: the blob's framing (layout 1 was this module's own framing, before epoxy.kit's)
+FRAME = BlobFrame(b"EPXOVCM\x00", 2, "ep-openvino")
 
 #: compile properties that only steer how the compiled model runs (threads, caching, logging):
 #: ``import_model`` is given the current ones, so they need not match the blob's. Outputs do
@@ -79,12 +72,8 @@ def data_only(device: str) -> bool:
 
 
 def pack(identity: Identity, boundary: Mapping[str, Any], payload: bytes) -> bytes:
-    """The blob: prefix, header (``identity`` + ``boundary``), payload."""
-    header = json.dumps({**identity.as_dict(), **boundary}, sort_keys=True).encode()
-    digest = hashlib.sha256(header)
-    digest.update(payload)
-    prefix = _PREFIX.pack(MAGIC, LAYOUT, 0, len(header), len(payload), digest.digest())
-    return b"".join((prefix, header, payload))
+    """The blob: header (``identity`` + ``boundary``) and payload, in :data:`FRAME`."""
+    return FRAME.pack({**identity.as_dict(), **boundary}, payload)
 
 
 def _refuse(reason: str) -> ArtifactRefused:
@@ -97,28 +86,10 @@ def unpack(blob: bytes, *, verify_digest: bool = True) -> tuple[dict[str, Any], 
     ``verify_digest=False`` skips hashing the payload (0.1-0.5 s for 200 MB) for a blob whose
     bytes the core already proved whole: a trusted artifact's signed record holds the blob's
     sha256, which the core checks before handing it over. Lengths and magic are checked anyway."""
-    view = memoryview(blob)
-    if len(view) < _PREFIX.size:
-        raise _refuse(f"blob truncated: {len(view)} bytes, shorter than the {_PREFIX.size}-byte header")
-    magic, layout, reserved, header_len, payload_len, digest = _PREFIX.unpack_from(view)
-    if magic != MAGIC:
-        raise _refuse(f"not an epoxy openvino blob (magic {bytes(magic)!r}, expected {MAGIC!r})")
-    if layout != LAYOUT or reserved:  # the digest does not cover the prefix: every field is checked
-        raise _refuse(f"blob layout {layout}.{reserved}, this provider reads layout {LAYOUT}.0")
-    expected = _PREFIX.size + header_len + payload_len
-    if header_len > _MAX_HEADER or len(view) != expected:
-        what = "truncated" if len(view) < expected else "longer than its header says"
-        raise _refuse(f"blob {what}: {len(view)} bytes, header says {expected}")
-    body = view[_PREFIX.size:]
-    if verify_digest and hashlib.sha256(body).digest() != digest:
-        raise _refuse("blob corrupted: sha256 of header and payload does not match the one recorded")
     try:
-        header = json.loads(bytes(body[:header_len]))
-    except ValueError as exc:  # digest matched, so only a blob crafted with a valid digest gets here
-        raise _refuse(f"blob header is not valid JSON: {exc}") from exc
-    if not isinstance(header, dict):
-        raise _refuse("blob header is not a JSON object")
-    return header, body[header_len:]
+        return FRAME.unpack_payload(blob, verify_digest=verify_digest)
+    except BlobFrameError as exc:
+        raise _refuse(str(exc)) from None
 
 
 def check_identity(header: Mapping[str, Any], mine: Identity) -> None:

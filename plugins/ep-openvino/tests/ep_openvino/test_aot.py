@@ -16,6 +16,7 @@ import epoxy
 import epoxy_ep_openvino
 from epoxy.contract import CompiledArtifact
 from epoxy.errors import ArtifactRefused
+from epoxy.kit.blob_frame import PREFIX_SIZE
 from epoxy_ep_openvino import aot, artifacts
 from epoxy_ep_openvino.factory import OpenVINOProviderFactory
 from epoxy_ep_openvino.provider import OpenVINOProvider
@@ -138,6 +139,11 @@ def _refused(provider, subgraph, artifact, *words):
     return text
 
 
+def _header_len(blob: bytes) -> int:
+    """The header length field of the frame's prefix (bytes 12-15, epoxy.kit.blob_frame)."""
+    return int.from_bytes(blob[12:16], "little")
+
+
 def _repacked(artifact, **header_changes):
     """``artifact`` with header fields changed and a valid digest (as a careful forger would)."""
     header, payload = artifacts.unpack(artifact.blob)
@@ -249,8 +255,8 @@ def test_refuses_a_padded_blob(cnn_artifact):
                                    "payload", "last"])
 def test_refuses_one_flipped_byte(cnn_artifact, where):
     subgraph, artifact = cnn_artifact
-    prefix = artifacts._PREFIX.size
-    header_len = artifacts._PREFIX.unpack_from(artifact.blob)[3]
+    prefix = PREFIX_SIZE
+    header_len = _header_len(artifact.blob)
     at = {"magic": 0, "layout": 8, "reserved": 10, "header_len": 12, "payload_len": 16, "digest": 40,
           "header": prefix + 3, "payload": prefix + header_len + (len(artifact.blob) - prefix - header_len) // 2,
           "last": len(artifact.blob) - 1}[where]
@@ -261,15 +267,20 @@ def test_refuses_one_flipped_byte(cnn_artifact, where):
 
 
 def test_every_prefix_and_header_byte_is_checked(cnn_artifact):
-    """No byte before the payload can change unnoticed (the digest covers header and payload,
-    the prefix's fields are each checked)."""
+    """No byte before the payload can change unnoticed (the digest covers the prefix's fields,
+    header and payload; magic, layout and lengths are compared); without the digest (a
+    trusted blob) every prefix field before it is still checked."""
     subgraph, artifact = cnn_artifact
-    header_len = artifacts._PREFIX.unpack_from(artifact.blob)[3]
-    for at in range(artifacts._PREFIX.size + header_len):
+    header_len = _header_len(artifact.blob)
+    assert header_len > 100, "the header holds the identity and boundary"
+    for at in range(PREFIX_SIZE + header_len):
         blob = bytearray(artifact.blob)
         blob[at] ^= 0x80
         with pytest.raises(ArtifactRefused):
             artifacts.unpack(bytes(blob))
+        if at < PREFIX_SIZE - 32:
+            with pytest.raises(ArtifactRefused):
+                artifacts.unpack(bytes(blob), verify_digest=False)
 
 
 @pytest.mark.parametrize("blob", [b"", b"not a compiled model", bytes(range(256)) * 64], ids=["empty", "text", "noise"])
@@ -282,7 +293,7 @@ def test_refuses_openvinos_raw_export(cnn_artifact):
     """OpenVINO's own blob without our header: not ours, refused before OpenVINO parses it."""
     subgraph, artifact = cnn_artifact
     _, payload = artifacts.unpack(artifact.blob)
-    _refused(_provider(), subgraph, dataclasses.replace(artifact, blob=bytes(payload)), "not an epoxy openvino blob")
+    _refused(_provider(), subgraph, dataclasses.replace(artifact, blob=bytes(payload)), "not an ep-openvino blob")
 
 
 def test_a_valid_envelope_around_garbage_is_refused_by_openvino(cnn_artifact):

@@ -56,18 +56,18 @@ class ExampleProvider(KernelProvider):
     #
     # from epoxy.contract import CompiledArtifact
     # from epoxy.errors import ArtifactRefused
+    # from epoxy.kit import BlobFrame, BlobFrameError
     # FORMAT = "example.compiled/1"            # your layout's name, with a version
+    # FRAME = BlobFrame(b"EPXEXMP\0", 1, "ep-example")  # magic, sha256, lengths: checked by unpack
     #
     # def export_compiled(self, kernel, subgraph):
     #     """The blob of ``kernel`` (what ``compile(subgraph)`` returned in this session)."""
     #     program = getattr(kernel, "program", None)  # compile() set run.program = ...
     #     if program is None:
     #         return None                        # nothing worth keeping: compiled again on load
-    #     header = json.dumps({"library": LIB_VERSION, "inputs": list(subgraph.inputs),
-    #                          "outputs": list(subgraph.outputs)}).encode()
-    #     body = header + program
-    #     blob = MAGIC + struct.pack("<IQ", len(header), len(program)) + hashlib.sha256(body).digest() + body
-    #     return CompiledArtifact(FORMAT, blob, target=self.device.label, options=self.shaping_options())
+    #     header = {"library": LIB_VERSION, "inputs": list(subgraph.inputs), "outputs": list(subgraph.outputs)}
+    #     return CompiledArtifact(FORMAT, FRAME.pack(header, program), target=self.device.label,
+    #                             options=self.shaping_options())
     #
     # def import_compiled(self, subgraph, artifact):
     #     """A kernel from the blob, without compiling: every check before the bytes are used."""
@@ -77,7 +77,10 @@ class ExampleProvider(KernelProvider):
     #         raise ArtifactRefused("compiled for another device or with other options", provider=self.name)
     #     # if the program is machine code: refuse a blob this user's epoxy did not sign
     #     # if not artifact.trusted: raise ArtifactRefused("unsigned machine code", provider=self.name)
-    #     header, program = unpack(artifact.blob)  # magic, lengths, sha256: ArtifactRefused if off
+    #     try:  # cut, padded, flipped or foreign bytes; a trusted blob's digest the core checked already
+    #         header, program = FRAME.unpack_payload(artifact.blob, verify_digest=not artifact.trusted)
+    #     except BlobFrameError as exc:
+    #         raise ArtifactRefused(str(exc), provider=self.name) from None
     #     if header["library"] != LIB_VERSION or header["inputs"] != list(subgraph.inputs):
     #         raise ArtifactRefused("another library build or another group", provider=self.name)
     #     return load_program(program)           # must compute bit for bit what compile()'s does
