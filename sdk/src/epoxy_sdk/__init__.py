@@ -10,6 +10,8 @@ from epoxy.contract import (
     SDK_API_VERSION,
     Allocator,
     Capability,
+    CompiledArtifact,
+    CompilingProvider,
     Device,
     DeviceValueAllocator,
     FusedGroup,
@@ -23,8 +25,11 @@ from epoxy.contract import (
     SubgraphSpec,
     ValueType,
 )
+from epoxy.errors import ArtifactRefused
 from epoxy.hookspecs import hookimpl
 from epoxy.kit import (
+    BlobFrame,
+    BlobFrameError,
     HostAllocator,
     KernelProvider,
     KernelRegistry,
@@ -42,7 +47,12 @@ from .version import __version__
 __all__ = [
     "SDK_API_VERSION",
     "Allocator",
+    "ArtifactRefused",
+    "BlobFrame",
+    "BlobFrameError",
     "Capability",
+    "CompiledArtifact",
+    "CompilingProvider",
     "Device",
     "DeviceValueAllocator",
     "FusedGroup",
