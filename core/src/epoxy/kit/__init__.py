@@ -7,6 +7,7 @@ it runs; ``epoxy-sdk`` re-exports them next to the development-time conformance 
 """
 
 from .blob_frame import BlobFrame, BlobFrameError
+from .fingerprint import group_fingerprint
 from .groups import boundary, convex_groups, dependencies
 from .host import HostAllocator
 from .kernel_provider import KernelProvider
@@ -14,4 +15,4 @@ from .options import Kind, Option, OptionTable
 from .registry import KernelRegistry, OpSupport, Unsupported
 
 __all__ = ["BlobFrame", "BlobFrameError", "HostAllocator", "Kind", "KernelProvider", "KernelRegistry", "OpSupport",
-           "Option", "OptionTable", "Unsupported", "boundary", "convex_groups", "dependencies"]
+           "Option", "OptionTable", "Unsupported", "boundary", "convex_groups", "dependencies", "group_fingerprint"]

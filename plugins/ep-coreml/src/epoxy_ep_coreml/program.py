@@ -10,7 +10,6 @@ names to Core ML feature names (``input_0``..., ``output_0``...).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -24,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from epoxy.contract import GraphSpec, SubgraphSpec
+from epoxy.kit import group_fingerprint
 
 from . import _ct
 from .facts import Facts
@@ -75,41 +75,14 @@ def _coremltools_version() -> str:
         return "missing"
 
 
-def _hash_value(h: Any, value: Any) -> None:
-    if isinstance(value, np.ndarray):
-        h.update(f"nd{value.dtype.str}{value.shape}".encode())
-        h.update(np.ascontiguousarray(value).tobytes())
-    elif isinstance(value, (tuple, list)):
-        h.update(b"(")
-        for v in value:
-            _hash_value(h, v)
-        h.update(b")")
-    elif isinstance(value, (str, int, float, bool, bytes)) or value is None:
-        h.update(repr(value).encode())
-    else:
-        h.update(type(value).__name__.encode())
-
-
 def group_key(subgraph: SubgraphSpec, facts: Facts, options: CoreMLOptions) -> str:
-    graph = subgraph.graph
-    h = hashlib.sha256()
-    h.update(f"epoxy-ep-coreml {__version__} coremltools {_coremltools_version()}".encode())
-    h.update(json.dumps(options.conversion_key(), sort_keys=True).encode())
-    for i in sorted(subgraph.group.nodes):
-        node = graph.nodes[i]
-        h.update(f"|{node.domain}:{node.op_type}:{node.opset}:{node.inputs}:{node.outputs}".encode())
-        for name in sorted(node.attributes):
-            h.update(name.encode())
-            _hash_value(h, node.attributes[name])
-        for name in node.inputs:
-            if name and facts.is_known(name):
-                _hash_value(h, facts.value(name))
-    for name in (*subgraph.inputs, "->", *subgraph.outputs):
-        h.update(name.encode())
-        if name != "->":
-            vt = graph.value_type(name)
-            h.update(f"{vt.kind}{vt.dtype}{vt.shape}".encode())
-    return h.hexdigest()[:32]
+    """The package cache key: the group's fingerprint (``epoxy.kit.group_fingerprint``, the
+    values ``facts`` knows counted as constants), salted with the versions and options that
+    shape the conversion."""
+    salt = (f"epoxy-ep-coreml {__version__} coremltools {_coremltools_version()} "
+            + json.dumps(options.conversion_key(), sort_keys=True))
+    known = lambda name: facts.value(name) if facts.is_known(name) else None  # noqa: E731
+    return group_fingerprint(subgraph, known=known, salt=salt)[:32]
 
 
 def _dtype_name(facts: Facts, name: str) -> str:

@@ -10,14 +10,12 @@ the elementwise table, nor an operand that does not exist.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from epoxy.contract import SubgraphSpec
+from epoxy.kit import group_fingerprint
 from epoxy.kit.elementwise import OPS, Instr, Program
 
 
@@ -157,40 +155,10 @@ def from_json(d: Any) -> GroupPlan:
 
 
 # ---------------------------------------------------------------------------- the group's identity
-def _hash(h: Any, value: Any) -> None:
-    if isinstance(value, np.ndarray):
-        h.update(f"nd{value.dtype.str}{value.shape}".encode())
-        h.update(np.ascontiguousarray(value).tobytes())
-    elif isinstance(value, (tuple, list)):
-        h.update(b"(")
-        for v in value:
-            _hash(h, v)
-        h.update(b")")
-    else:
-        h.update(repr(value).encode())
-
-
 def fingerprint(subgraph: SubgraphSpec) -> str:
-    """Digest of the group a plan is for: its nodes (op, attributes, value names, in index
-    order), its boundary and the boundary's types, and the constants its nodes read."""
-    graph = subgraph.graph
-    h = hashlib.sha256()
-    for i in sorted(subgraph.group.nodes):
-        node = graph.nodes[i]
-        h.update(f"|{i}:{node.domain}:{node.op_type}:{node.opset}:{node.inputs}:{node.outputs}".encode())
-        for name in sorted(node.attributes):
-            h.update(name.encode())
-            _hash(h, node.attributes[name])
-        for name in node.inputs:
-            c = graph.constant(name) if name else None
-            if c is not None:
-                _hash(h, np.asarray(c))
-    for name in (*subgraph.inputs, "->", *subgraph.outputs):
-        h.update(name.encode())
-        if name != "->":
-            vt = graph.value_type(name)
-            h.update(f"{vt.kind}{vt.dtype}{vt.shape}".encode())
-    return h.hexdigest()
+    """Digest of the group a plan is for (``epoxy.kit.group_fingerprint``: its nodes, the
+    constants they read, its boundary and the boundary's types)."""
+    return group_fingerprint(subgraph)
 
 
 def static_shape(graph: Any, name: str) -> tuple[int, ...] | None:
