@@ -163,8 +163,41 @@ def sparse() -> onnx.ModelProto:
     return model
 
 
+def compiled() -> onnx.ModelProto:
+    """An epoxy compiled model (docs/AOT.md): a context node calling the function that keeps
+    its group's nodes, an embedded blob, the metadata record. Its provider is not the fuzzed
+    session's, so the kept nodes run; mutations reach the reader (attributes, function, record)."""
+    import hashlib
+    import json
+
+    from epoxy.aot.format import CONTEXT_DOMAIN, METADATA_KEY, group_digest
+
+    rng = np.random.default_rng(5)
+    opsets = [*OPSET, helper.make_opsetid(CONTEXT_DOMAIN, 1)]
+    body = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+            helper.make_node("Relu", ["h"], ["r"], name="relu")]
+    attrs = ["provider", "provider_version", "sdk_api", "format", "label", "blob", "blob_size", "blob_sha256",
+             "group_sha256", "target", "options", "blob_path", "signature"]
+    function = helper.make_function(CONTEXT_DOMAIN, "g0", ["x", "w"], ["r"], body, OPSET, attributes=attrs)
+    blob = b"fuzz blob: no provider reads this"
+    call = helper.make_node("g0", ["x", "w"], ["r"], domain=CONTEXT_DOMAIN, name="epoxy_context/g0",
+                            provider="absent", provider_version="0", sdk_api="1.2", format="fuzz/1", label="g0",
+                            blob=blob, blob_size=len(blob), blob_sha256=hashlib.sha256(blob).hexdigest(),
+                            group_sha256=group_digest(function), target="none", options="{}")
+    model = _model([call, helper.make_node("Add", ["r", "b"], ["y"], name="add")],
+                   [_vi("x", shape=["batch", 4])], [_vi("y", shape=["batch", 3])],
+                   [_init("w", rng.standard_normal((4, 3)).astype(np.float32)), _init("b", np.ones(3, np.float32))],
+                   opsets=opsets, value_info=[_vi("h", shape=["batch", 3]), _vi("r", shape=["batch", 3])])
+    model.ir_version = 9
+    model.functions.append(function)
+    record = {"format_version": 1, "providers": ["absent", "cpu"], "provider_versions": {"absent": "0"},
+              "partition": {"mm": "absent", "relu": "absent", "add": "cpu"}}
+    model.metadata_props.append(onnx.StringStringEntryProto(key=METADATA_KEY, value=json.dumps(record)))
+    return model
+
+
 SEEDS: dict[str, Callable[[], onnx.ModelProto]] = {
-    f.__name__: f for f in (mlp, conv, shapes, loop, branch, sequences, function, indexing, sparse)
+    f.__name__: f for f in (mlp, conv, shapes, loop, branch, sequences, function, indexing, sparse, compiled)
 }
 
 
