@@ -50,11 +50,17 @@ GRAIN = 1 << 20
 _local = threading.local()
 
 
+def thread_count_for(nthreads: int, work: int) -> int:
+    """Threads for ``work`` elements read: at most ``nthreads``, each given at least
+    :data:`GRAIN` of them (one thread below that)."""
+    return max(1, min(nthreads, work // GRAIN))
+
+
 def use(nthreads: int, work: int) -> None:
-    """Launch this thread's next parallel kernel on ``nthreads`` threads, or fewer when
-    ``work`` (elements read) gives each less than :data:`GRAIN`. numba's count is per calling
-    thread and setting it is a Python call of microseconds, so it is set only when it changes."""
-    count = max(1, min(nthreads, work // GRAIN))
+    """Launch this thread's next parallel kernel on :func:`thread_count_for` threads.
+    numba's count is per calling thread and setting it is a Python call of microseconds, so
+    it is set only when it changes."""
+    count = thread_count_for(nthreads, work)
     if getattr(_local, "count", 0) != count:
         import numba
 
@@ -81,7 +87,7 @@ def serial_twin(kernel: Any) -> Any:
 def pick(parallel: Any, serial: Any, nthreads: int, work: int) -> Any:
     """The kernel to launch for ``work`` elements: the serial twin when one thread will do
     (see :func:`use`), else the parallel kernel with numba's count set."""
-    if max(1, min(nthreads, work // GRAIN)) == 1:
+    if thread_count_for(nthreads, work) == 1:
         return serial
     use(nthreads, work)
     return parallel

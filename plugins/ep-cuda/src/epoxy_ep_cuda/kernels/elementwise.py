@@ -10,7 +10,7 @@ import numpy as np
 
 from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
-from epoxy.kit.elementwise import bakeable
+from epoxy.kit.elementwise import bakeable, node_attrs
 
 from .. import codegen
 from ..ops_table import FIB, B, Ctx, F, I, dtype_name, register
@@ -45,31 +45,6 @@ def fusable(node: NodeSpec, consts: Mapping[int, np.ndarray] | None = None) -> b
             if i < len(node.inputs) and node.inputs[i] and (consts is None or i not in consts):
                 return False
     return True
-
-
-def node_attrs(node: NodeSpec, consts: Mapping[int, np.ndarray]) -> dict[str, Any]:
-    op = node.op_type
-    a: dict[str, Any] = {}
-    if op == "LeakyRelu":
-        a["alpha"] = node.attr("alpha", 0.01)
-    elif op == "Elu":
-        a["alpha"] = node.attr("alpha", 1.0)
-    elif op == "Selu":
-        a["alpha"] = node.attr("alpha", 1.67326319217681884765625)
-        a["gamma"] = node.attr("gamma", 1.05070102214813232421875)
-    elif op == "HardSigmoid":
-        a["alpha"] = node.attr("alpha", 0.2)
-        a["beta"] = node.attr("beta", 0.5)
-    elif op == "Gelu":
-        a["approximate"] = node.attr("approximate", "none")
-    elif op == "Clip":
-        if node.opset < 11:
-            a["min"], a["max"] = node.attr("min", -np.inf), node.attr("max", np.inf)
-        else:
-            lo, hi = consts.get(1), consts.get(2)
-            a["min"] = float(lo.reshape(-1)[0]) if lo is not None else -np.inf
-            a["max"] = float(hi.reshape(-1)[0]) if hi is not None else np.inf
-    return a
 
 
 def _rank(vt: Any) -> int | None:
