@@ -160,3 +160,21 @@ def test_parallel_variant_matches_the_serial_one(monkeypatch, op, shape, attrs):
     monkeypatch.setattr(kernels_pool, "pool2d_parallel", lambda *a: calls.append(1) or real(*a))
     close(run_cpu(case, True, jit_threads=2), serial, 0, 0)
     assert calls == [1]
+
+
+def test_routing_keeps_unpadded_strided_pools_over_small_planes_on_numpy():
+    """Measured (use_jit_pool's docstring): numpy's strided slices win on many small planes
+    without padding (squeezenet's [256, 27, 27] s2 MaxPool); padded or large planes compile."""
+    from epoxy.contract import NodeSpec
+    from epoxy_ep_cpu.ops import pool
+
+    def routed(shape, ceil):
+        attrs = {"kernel_shape": (3, 3), "strides": (2, 2), "ceil_mode": ceil}
+        a = pool._PoolAttrs(NodeSpec(0, "p", "MaxPool", "", 17, ("x",), ("y",), attrs, (), ()))
+        x = np.zeros(shape, np.float32)
+        _, begin, end, extra = a.geometry(x)
+        return pool.use_jit_pool(x, a, begin, end, extra)
+
+    assert not routed((1, 256, 27, 27), 0) and not routed((1, 512, 13, 13), 0)
+    assert routed((1, 256, 26, 26), 1)  # ceil_mode pads: the compiled kernel
+    assert routed((1, 64, 111, 111), 0) and routed((1, 8, 32, 32), 0)  # large planes, small tensors

@@ -7,6 +7,7 @@ the padded input, each a whole-tensor numpy op), never over pixels.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -90,7 +91,7 @@ def _max_pool(x: np.ndarray, a: _PoolAttrs, want_indices: bool, storage_order: i
     oshape = (n, c) + tuple(out_sp)
     if any(o == 0 for o in out_sp) or n == 0 or c == 0:
         return np.empty(oshape, x.dtype), np.empty(oshape, np.int64)
-    if fast is not None and not want_indices and use_jit_pool(x, a, begin, end):
+    if fast is not None and not want_indices and use_jit_pool(x, a, begin, end, extra):
         y = fast.module.run_pool2d(x, a.kernel, a.strides, a.dilations, begin, out_sp, None, fast.nthreads)
         if y is not None:
             return y, None
@@ -173,22 +174,34 @@ class _JitPool:
 
 #: stride-1 pools run compiled only on inputs of at most this many elements
 _JIT_POOL_STRIDE1_MAX = 1 << 13
+#: an unpadded strided pool over planes smaller than this many pixels, on more than
+#: _JIT_POOL_SMALL_MAX elements, runs numpy's strided slices (see use_jit_pool)
+_JIT_POOL_MIN_PLANE = 2048
+_JIT_POOL_SMALL_MAX = 1 << 16
 
 
-def use_jit_pool(x: np.ndarray, a: _PoolAttrs, begin: list[int], end: list[int]) -> bool:
+def use_jit_pool(x: np.ndarray, a: _PoolAttrs, begin: list[int], end: list[int],
+                 extra: Sequence[int] = ()) -> bool:
     """Whether the compiled kernel runs this 2-D float MaxPool / AveragePool (pads >= 0).
     Measured against the numpy passes, 1 thread, 3x3 windows: strided pools 0.37-0.9x the
     numpy time ([8, 32, 32] s2 0.39x, [64, 112, 112] s2 0.69x (max) / 0.55x (average), [256,
-    14, 14] s2 ceil 0.86x); stride-1 ones only on small inputs, where numpy's fixed cost
-    dominates ([16, 16, 16] 0.63x; [64, 14, 14] 1.35x, [480, 14, 14] 2x: numpy's flat passes
-    over whole short rows beat a loop per row)."""
+    14, 14] s2 ceil 0.86x, [128, 55, 55] s2 0.83x, [256, 26, 26] s2 ceil 0.85x); stride-1 ones
+    only on small inputs, where numpy's fixed cost dominates ([16, 16, 16] 0.63x; [64, 14, 14]
+    1.35x, [480, 14, 14] 2x: numpy's flat passes over whole short rows beat a loop per row).
+    Strided pools that need no padding over many small planes stay on numpy too: its strided
+    slices win there ([256, 27, 27] s2 1.3x, [512, 13, 13] s2 1.5x; squeezenet's last MaxPool);
+    ``extra`` is ceil_mode's padding past ``end``."""
+    if x.ndim != 4 or a.nsp != 2:
+        return False
+    strided = a.strides != (1, 1)
+    unpadded_small_planes = (strided and max(begin) == 0 and max(end) == 0 and max(extra, default=0) == 0
+                             and x.shape[2] * x.shape[3] < _JIT_POOL_MIN_PLANE and x.size > _JIT_POOL_SMALL_MAX)
     return (
-        x.ndim == 4
-        and a.nsp == 2
-        and x.dtype in (np.float32, np.float64)
+        x.dtype in (np.float32, np.float64)
         and min(begin) >= 0
         and min(end) >= 0
-        and (a.strides != (1, 1) or x.size <= _JIT_POOL_STRIDE1_MAX)
+        and (strided or x.size <= _JIT_POOL_STRIDE1_MAX)
+        and not unpadded_small_planes
     )
 
 
@@ -310,8 +323,8 @@ def average_pool(node: NodeSpec):
 
     def run(x: np.ndarray) -> np.ndarray:
         if fast is not None and x.ndim == 4 and x.size:
-            out_sp, begin, end, _ = a.geometry(x)
-            if min(out_sp) > 0 and use_jit_pool(x, a, begin, end):
+            out_sp, begin, end, extra = a.geometry(x)
+            if min(out_sp) > 0 and use_jit_pool(x, a, begin, end, extra):
                 ch, cw = axis_counts(x.shape[2:], out_sp, begin, end)
                 y = fast.module.run_pool2d(x, a.kernel, a.strides, a.dilations, begin, out_sp, (ch, cw),
                                            fast.nthreads)
