@@ -14,10 +14,12 @@ from epoxy.quantization.feeds import CalibrationDataReader, folder_feeds, iter_f
 from epoxy.quantization.histogram import DEFAULT_BINS, Histogram
 from epoxy.quantization.methods import METHODS, entropy, minmax, mse, percentile
 from epoxy.quantization.params import QuantParams, Range, dequantize, qrange, quant_params, quantize
+from epoxy.quantization.qdq import QuantizationError, quantize_static
 from epoxy.quantization.stats import CalibrationStats
 
 __all__ = [
     "DEFAULT_BINS", "METHODS", "CalibrationDataError", "CalibrationDataReader", "CalibrationStats", "Histogram",
     "QuantParams", "Range", "activation_tensors", "collect", "dequantize", "entropy", "folder_feeds", "iter_feeds",
     "minmax", "mse", "percentile", "qrange", "quant_params", "quantize",
+    "QuantizationError", "quantize_static",
 ]
