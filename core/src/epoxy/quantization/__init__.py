@@ -1,9 +1,11 @@
-"""Post-training quantization. This first piece: calibration statistics.
+"""Post-training quantization (issue #19; the ``epoxy quantize`` tool is not built yet).
 
 ``collect(model, feeds)`` runs the model once over the calibration batches and keeps a
 histogram per activation; ``stats.ranges(method)`` reads a range per tensor from them with
 ``minmax``, ``percentile``, ``entropy`` or ``mse``; ``quant_params`` turns a range into
-QuantizeLinear's scale and zero point. docs/QUANTIZATION.md says when to use which.
+QuantizeLinear's scale and zero point; ``quantize_static`` writes a QDQ model from them;
+``convert_float`` converts a model to float16 or bfloat16. docs/QUANTIZATION.md says when to
+use which.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from epoxy.quantization.collect import activation_tensors, collect
 from epoxy.quantization.errors import CalibrationDataError
 from epoxy.quantization.feeds import CalibrationDataReader, folder_feeds, iter_feeds
+from epoxy.quantization.float16 import convert_float, convert_float_report
 from epoxy.quantization.histogram import DEFAULT_BINS, Histogram
 from epoxy.quantization.methods import METHODS, entropy, minmax, mse, percentile
 from epoxy.quantization.params import QuantParams, Range, dequantize, qrange, quant_params, quantize
@@ -21,5 +24,5 @@ __all__ = [
     "DEFAULT_BINS", "METHODS", "CalibrationDataError", "CalibrationDataReader", "CalibrationStats", "Histogram",
     "QuantParams", "Range", "activation_tensors", "collect", "dequantize", "entropy", "folder_feeds", "iter_feeds",
     "minmax", "mse", "percentile", "qrange", "quant_params", "quantize",
-    "QuantizationError", "quantize_static",
+    "QuantizationError", "quantize_static", "convert_float", "convert_float_report",
 ]
