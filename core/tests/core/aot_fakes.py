@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fakes import MINI_KERNELS, Factory, FuserProvider
+from fakes import MINI_KERNELS, Factory, FuserProvider, run_in_order
 
 from epoxy.contract import CompiledArtifact, SubgraphSpec
 from epoxy.errors import ArtifactRefused
@@ -64,17 +64,8 @@ class AotFuser(FuserProvider):
         names = json.loads(payload)["nodes"]
         graph = subgraph.graph
         by_name = {n.name: n for n in graph.nodes}
-        nodes = [by_name[name] for name in names]
-        kernels = [(n, MINI_KERNELS.lookup(n)[0](n)) for n in nodes]  # type: ignore[misc]
         self.imported.append(tuple(names))
-
-        def run(*inputs: Any) -> tuple[Any, ...]:
-            env = dict(zip(subgraph.inputs, inputs))
-            for n, fn in kernels:
-                env[n.outputs[0]] = fn(*[env[i] for i in n.inputs])
-            return tuple(env[o] for o in subgraph.outputs)
-
-        return run
+        return run_in_order(subgraph, [by_name[name] for name in names])
 
 
 @dataclass

@@ -155,15 +155,20 @@ class FuserProvider:
         graph = subgraph.graph
         nodes = [graph.nodes[i] for i in sorted(subgraph.group.nodes)]
         self.compiled.append(tuple(n.name for n in nodes))
-        kernels = [(n, MINI_KERNELS.lookup(n)[0](n)) for n in nodes]  # type: ignore[misc]
+        return run_in_order(subgraph, nodes)
 
-        def run(*inputs: Any) -> tuple[Any, ...]:
-            env = dict(zip(subgraph.inputs, inputs))
-            for n, fn in kernels:
-                env[n.outputs[0]] = fn(*[env[i] for i in n.inputs])
-            return tuple(env[o] for o in subgraph.outputs)
 
-        return run
+def run_in_order(subgraph: SubgraphSpec, nodes: Sequence[NodeSpec]) -> Any:
+    """A group kernel running ``nodes`` one after another with the mini kernels."""
+    kernels = [(n, MINI_KERNELS.lookup(n)[0](n)) for n in nodes]  # type: ignore[misc]
+
+    def run(*inputs: Any) -> tuple[Any, ...]:
+        env = dict(zip(subgraph.inputs, inputs))
+        for n, fn in kernels:
+            env[n.outputs[0]] = fn(*[env[i] for i in n.inputs])
+        return tuple(env[o] for o in subgraph.outputs)
+
+    return run
 
 
 def fuser_factory(groups: Sequence[Sequence[str]], priority: int = 80) -> Factory:
