@@ -141,7 +141,8 @@ def convert_float_report(model: ModelProto, *, dtype: str = "float16", keep_io_t
     _decide_graph(out.graph, state)
     _convert_graph(out.graph, state, io_type=FLOAT if keep_io_types else low, top=True, outer={}, cache={})
     _check(out, dtype)
-    kept = tuple((state.labels[key], why) for key, why in state.decisions.items() if why not in (None, _NOT_FLOAT))
+    kept = tuple((state.labels[key], why) for key, why in state.decisions.items()
+                 if why is not None and why != _NOT_FLOAT)
     done = tuple(state.labels[key] for key, why in state.decisions.items() if why is None)
     return out, FloatConversionReport(dtype, done, kept, state.casts, tuple(state.losses))
 
