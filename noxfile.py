@@ -92,8 +92,11 @@ def integration(session: nox.Session) -> None:
 
 @nox.session
 def conformance(session: nox.Session) -> None:
-    """The ONNX backend test suite (2033 cases) through epoxy with ep-cpu."""
+    """The ONNX backend test suite (2033 cases) through epoxy with ep-cpu, each plan run as
+    generated straight-line code from its first run (``EPOXY_STRAIGHT_LINE=always``; the other
+    sessions run each plan once, interpreted)."""
     session.install("./core", "./sdk", "./plugins/ep-cpu[image]", ONNX_PIN, *PYTEST)
+    session.env["EPOXY_STRAIGHT_LINE"] = "always"
     _pytest(session, "tests/conformance", parallel=True)
 
 

@@ -1,7 +1,8 @@
 """The sequential executor's per-step dispatch (issue #17): arguments read by arity (none, one
 inline, several through one ``itemgetter``), outputs stored and freed, the arena's ``out=``
 path, and errors/stops naming the step they happened at. Plans are built by hand, so every
-arity and output form is exercised against a plain Python evaluation of the same steps."""
+arity and output form is exercised against a plain Python evaluation of the same steps. Every
+test runs twice: on the interpreted plan and on the plan generated as straight-line code."""
 
 from __future__ import annotations
 
@@ -13,6 +14,13 @@ import pytest
 from epoxy.errors import KernelError, RunTerminatedError
 from epoxy.plan.arena import ArenaLayout
 from epoxy.run.executor import ExecutionPlan, SequentialExecutor, Step
+
+
+@pytest.fixture(autouse=True, params=["interpreted", "generated"])
+def executor_form(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Interpret every run, or generate the plan as code from the first run on."""
+    monkeypatch.setattr(SequentialExecutor, "interpreted_runs", 10**9 if request.param == "interpreted" else 0)
+    return str(request.param)
 
 
 def _step(fn, inputs, outputs, label="s"):  # type: ignore[no-untyped-def]
@@ -125,3 +133,24 @@ def test_a_kernel_that_ignores_its_view_for_another_shape_is_not_offered_it_agai
     for _ in range(3):
         assert ex.run([(0, x)], [1])[0].shape == (4,)
     assert offered == [True, False, False]
+
+
+def test_the_generated_plan_names_the_failing_step_and_its_line(executor_form: str) -> None:
+    def boom(a):  # type: ignore[no-untyped-def]
+        raise ValueError("bad")
+
+    steps = [_step(lambda a: (a, a), [0], [1, 2], "split"), _step(lambda a, b: a + b, [1, 2], [3], "add"),
+             _step(boom, [3], [4], "boom"), _step(lambda a: a, [4], [5], "tail")]
+    ex = SequentialExecutor(_plan(steps, 6, frees=[(), (1, 2), (3,), ()]))
+    for _ in range(2):  # the same answer on every run, before and after a failure
+        with pytest.raises(KernelError, match="node 'boom'.*ValueError: bad") as info:
+            ex.run([(0, 1)], [5])
+        assert info.value.node == "boom"
+    if executor_form == "generated":
+        assert ex._programs, "the plan was generated as code"
+
+
+def test_a_plan_with_no_steps_runs() -> None:
+    ex = SequentialExecutor(_plan([], 1))
+    assert ex.run([(0, 5)], [0]) == [5]
+    assert ex.run([(0, 6)], [0]) == [6]
