@@ -11,6 +11,7 @@ use which.
 from __future__ import annotations
 
 from epoxy.quantization.collect import activation_tensors, collect
+from epoxy.quantization.dynamic import quantize_dynamic, quantize_dynamic_report
 from epoxy.quantization.errors import CalibrationDataError
 from epoxy.quantization.feeds import CalibrationDataReader, folder_feeds, iter_feeds
 from epoxy.quantization.float16 import convert_float, convert_float_report
@@ -19,10 +20,12 @@ from epoxy.quantization.methods import METHODS, entropy, minmax, mse, percentile
 from epoxy.quantization.params import QuantParams, Range, dequantize, qrange, quant_params, quantize
 from epoxy.quantization.qdq import QuantizationError, quantize_static
 from epoxy.quantization.stats import CalibrationStats
+from epoxy.quantization.weight_only import quantize_weights, quantize_weights_report
 
 __all__ = [
     "DEFAULT_BINS", "METHODS", "CalibrationDataError", "CalibrationDataReader", "CalibrationStats", "Histogram",
     "QuantParams", "Range", "activation_tensors", "collect", "dequantize", "entropy", "folder_feeds", "iter_feeds",
     "minmax", "mse", "percentile", "qrange", "quant_params", "quantize",
     "QuantizationError", "quantize_static", "convert_float", "convert_float_report",
+    "quantize_dynamic", "quantize_dynamic_report", "quantize_weights", "quantize_weights_report",
 ]
