@@ -73,15 +73,27 @@ FAMILIES: tuple[Family, ...] = (
 )
 
 
-def store_dir() -> Path:
-    """Per torch version: another exporter writes other files."""
+def _torch_version() -> str:
+    """torch's version here, else that of the interpreter that builds the models (the timing
+    process usually has no torch), else ``none``."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        tag = version("torch")
+        return version("torch")
     except PackageNotFoundError:
-        tag = "none"
-    return CACHE_DIR / f"exporter-torch{tag.replace('+', '_')}"
+        pass
+    builder = os.environ.get("EPOXY_BENCH_TORCH_PYTHON")
+    if builder:
+        probe = subprocess.run([builder, "-c", "import importlib.metadata as m; print(m.version('torch'))"],
+                               capture_output=True, text=True)
+        if probe.returncode == 0 and probe.stdout.strip():
+            return probe.stdout.strip()
+    return "none"
+
+
+def store_dir() -> Path:
+    """Per torch version: another exporter writes other files."""
+    return CACHE_DIR / f"exporter-torch{_torch_version().replace('+', '_')}"
 
 
 def point_label(point: Mapping[str, int]) -> str:
