@@ -16,6 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ops": ("ops_cmd", "list the ops a provider supports, with opset ranges"),
     "partition": ("partition_cmd", "show which provider runs each node of a model, and why"),
     "compile": ("compile_cmd", "write a compiled model: provider blobs inside, so sessions start fast"),
+    "quantize": ("quantize_cmd", "quantize a model (static/dynamic int8, fp16, bf16, auto), checked, with a report"),
     "inspect": ("inspect_cmd", "show a model's opsets and nodes; a compiled model's groups and blobs"),
     "run": ("run_cmd", "run a model on .npy inputs and print or save the outputs"),
     "bench": ("bench_cmd", "time a model: percentiles, onnxruntime side by side, per-op profile"),

@@ -1,0 +1,71 @@
+"""``--mode auto``: which candidates to try for the target, and which one wins.
+
+The rule is the issue's: the fastest candidate whose relative error on the held-out data is
+within the budget and that is not slower than fp32; when none qualifies the float model is
+kept, and the report says so. Evaluating a candidate (quantize, check, time) is the tool's
+job; this module only lists and judges, so the rule is testable without running models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from epoxy.quantization.report import AutoTrial
+from epoxy.quantization.schemes import SchemeOptions, float_candidates
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A mode with its options, under a label for the table (``static per-channel``)."""
+
+    label: str
+    mode: str
+    options: SchemeOptions
+
+
+def candidates(base: SchemeOptions, providers: tuple[str, ...], features: frozenset[str],
+               available: set[str], has_calibration: bool) -> list[Candidate]:
+    """Static per-channel and per-tensor (with calibration data), dynamic when installed, and
+    the float modes the target computes natively."""
+    out: list[Candidate] = []
+    if has_calibration:
+        out.append(Candidate("static per-channel", "static", replace(base, per_channel=True)))
+        out.append(Candidate("static per-tensor", "static", replace(base, per_channel=False)))
+    if "dynamic" in available:
+        out.append(Candidate("dynamic", "dynamic", base))
+    out += [Candidate(mode, mode, base) for mode in float_candidates(providers, features) if mode in available]
+    return out
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A candidate's outcome: an error (it failed to quantize or check) or its numbers."""
+
+    label: str
+    rel_error: float | None
+    ms: float | None
+    error: str | None = None
+
+
+def choose(measured: list[Measured], fp32_ms: float, max_rel_error: float) -> tuple[str | None, list[AutoTrial]]:
+    """The winning label (None: keep fp32) and the table, each row with its verdict."""
+    fits = [m for m in measured if m.error is None and m.rel_error is not None and m.ms is not None
+            and m.rel_error <= max_rel_error and m.ms <= fp32_ms]
+    winner = min(fits, key=lambda m: m.ms or 0.0) if fits else None
+    rows = []
+    for m in measured:
+        if m.error is not None:
+            verdict = f"failed: {m.error}"
+        elif m is winner:
+            verdict = (f"chosen: fastest within the {max_rel_error:.1%} budget "
+                       f"({fp32_ms / (m.ms or fp32_ms):.2f}x fp32)")
+        elif m.rel_error is None or m.rel_error > max_rel_error:
+            verdict = f"rejected: error over the {max_rel_error:.1%} budget"
+        elif m.ms is not None and m.ms > fp32_ms:
+            verdict = f"rejected: slower than fp32 ({m.ms:.3f} > {fp32_ms:.3f} ms)"
+        else:
+            verdict = "within budget, but slower than the chosen one"
+        rows.append(AutoTrial(m.label, m.rel_error, m.ms, verdict))
+    rows.append(AutoTrial("fp32 (unchanged)", 0.0, fp32_ms,
+                          "kept: no candidate was within budget and not slower" if winner is None else "baseline"))
+    return (winner.label if winner else None), rows
