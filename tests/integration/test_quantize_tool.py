@@ -296,3 +296,40 @@ def test_count_nodes_tells_int8_from_float() -> None:
     counts = count_nodes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
     assert counts.int8 == ("relu_on_dq",) and counts.float32 == ("add_mixed",) and counts.int8_weights == ()
     assert counts.plumbing == {"DequantizeLinear": 1}
+
+
+def test_locate_bisects_to_the_first_failing_node() -> None:
+    """For errors that name no node: the first prefix of the graph that fails ends at it."""
+    from epoxy.quantization.checks import locate
+
+    model = mlp()
+    seen: list[int] = []
+
+    def fails(prefix: onnx.ModelProto) -> bool:
+        seen.append(len(prefix.graph.node))
+        return any(n.name == "relu1" for n in prefix.graph.node)
+
+    assert locate(model, fails) == "relu1"
+    assert len(seen) <= 3  # log2(4) + 1 prefixes, not one run per node
+    assert locate(model, lambda prefix: False) is None
+
+
+def test_onnxruntime_gate_names_the_node(files: dict[str, Path], capsys: pytest.CaptureFixture[str],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """With epoxy's gate passed (stubbed), the broken Gather is caught by onnxruntime's."""
+    from epoxy.quantization import checks
+
+    monkeypatch.setitem(schemes.SCHEMES, "static", schemes.SchemeInfo("static", _fails_at_run, True, "broken"))
+    monkeypatch.setattr(checks, "check_epoxy", lambda model, feed, providers: [])
+    out = files["root"] / "broken_ort.onnx"
+    code, _, err = _cli(capsys, files["mlp"], "-o", out, "--random-calibration", 3, "--quiet")
+    assert code == 1 and not out.exists()
+    assert "onnxruntime check at node 'pick' (Gather)" in err
+
+
+def test_auto_flag_is_mode_auto(files: dict[str, Path]) -> None:
+    from epoxy.cli.main import build_parser
+
+    parser, _ = build_parser()
+    args = parser.parse_args(["quantize", str(files["mlp"]), "-o", "x.onnx", "--auto"])
+    assert args.mode == "auto"

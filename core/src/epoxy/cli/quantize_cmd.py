@@ -41,6 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mode", choices=_MODES, default="static",
                         help="static (QDQ int8, needs calibration), dynamic, fp16, bf16, weight-int8, "
                              "weight-int4, or auto: the fastest within --max-rel-error (default static)")
+    parser.add_argument("--auto", dest="mode", action="store_const", const="auto", help="same as --mode auto")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--calibration", metavar="DIR_OR_NPZ", help="calibration feeds (see below)")
     source.add_argument("--random-calibration", type=_positive_int, metavar="N",

@@ -9,7 +9,7 @@ promise: every model the tool writes loads there). A failure raises
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -57,6 +57,54 @@ def _fail(gate: str, model: onnx.ModelProto, exc: BaseException, node: str | Non
                                     f"{first}", gate=gate, node=node, op_type=op_type)
 
 
+def _prefix(model: onnx.ModelProto, k: int, known: Mapping[str, onnx.ValueInfoProto]) -> onnx.ModelProto:
+    """The model cut after node ``k``, whose outputs become the graph's (typed where shape
+    inference knew them, else left to the runtime)."""
+    cut = onnx.ModelProto()
+    cut.CopyFrom(model)
+    kept = list(model.graph.node[:k + 1])
+    del cut.graph.node[:]
+    cut.graph.node.extend(kept)
+    del cut.graph.output[:]
+    cut.graph.output.extend(known[o] if o in known else onnx.helper.make_empty_tensor_value_info(o)
+                            for o in kept[-1].output if o)
+    return cut
+
+
+def locate(model: onnx.ModelProto, fails: Callable[[onnx.ModelProto], bool]) -> str | None:
+    """The first node whose prefix of the graph fails (``fails(prefix_model)``), by bisection
+    over the top-level nodes in order; None when even the whole graph passes. For errors that
+    name no node: a prefix failing means some node in it fails, so the first failing prefix
+    ends at the culprit."""
+    nodes = model.graph.node
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model).graph
+        known = {vi.name: vi for vi in (*inferred.value_info, *inferred.output) if vi.type.HasField("tensor_type")}
+    except Exception:  # a model shape inference rejects: outputs untyped
+        known = {}
+    lo, hi = 0, len(nodes) - 1
+    if hi < 0 or not fails(_prefix(model, hi, known)):
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fails(_prefix(model, mid, known)):
+            hi = mid
+        else:
+            lo = mid + 1
+    node = nodes[lo]
+    return node.name or f"{node.op_type} #{lo}"
+
+
+def _raises(run: Callable[[onnx.ModelProto], object]) -> Callable[[onnx.ModelProto], bool]:
+    def fails(model: onnx.ModelProto) -> bool:
+        try:
+            run(model)
+        except Exception:
+            return True
+        return False
+    return fails
+
+
 def check_onnx(model: onnx.ModelProto) -> None:
     """``onnx.checker`` with ``full_check``: structure, types and inferred shapes."""
     try:
@@ -69,10 +117,14 @@ def check_epoxy(model: onnx.ModelProto, feed: Feed, providers: Sequence[str]) ->
     """One session and one run on epoxy; a kernel error's own node is the one named."""
     from epoxy.session import InferenceSession
 
+    def run(m: onnx.ModelProto) -> list[np.ndarray]:
+        return [np.asarray(v) for v in InferenceSession(m, providers=list(providers)).run(None, dict(feed))]
+
     try:
-        return [np.asarray(v) for v in InferenceSession(model, providers=list(providers)).run(None, dict(feed))]
+        return run(model)
     except Exception as exc:
-        raise _fail("epoxy", model, exc, getattr(exc, "node", None)) from exc
+        node = getattr(exc, "node", None) or _node_in(str(exc), model) or locate(model, _raises(run))
+        raise _fail("epoxy", model, exc, node) from exc
 
 
 def check_onnxruntime(model: onnx.ModelProto, feed: Feed) -> str | None:
@@ -83,14 +135,19 @@ def check_onnxruntime(model: onnx.ModelProto, feed: Feed) -> str | None:
         import onnxruntime as ort
     except ImportError:
         return None
-    try:
-        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    def run(m: onnx.ModelProto) -> None:
+        options = ort.SessionOptions()
+        options.log_severity_level = 3  # its warnings about unused initializers of cut models are noise here
+        session = ort.InferenceSession(m.SerializeToString(), options, providers=["CPUExecutionProvider"])
         session.run(None, dict(feed))
+
+    try:
+        run(model)
     except Exception as exc:
+        node = _node_in(str(exc), model)
         if "NOT_IMPLEMENTED" in str(exc):
-            node = _node_in(str(exc), model)
             return f"onnxruntime: not run, its CPU provider has no kernel for node {node!r} (a gap, not an error)"
-        raise _fail("onnxruntime", model, exc) from exc
+        raise _fail("onnxruntime", model, exc, node or locate(model, _raises(run))) from exc
     return "onnxruntime"
 
 
