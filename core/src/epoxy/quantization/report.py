@@ -108,13 +108,14 @@ def count_nodes(model: onnx.ModelProto) -> NodeCounts:
 
 @dataclass(frozen=True)
 class Latency:
-    """Median milliseconds per run, fp32 and quantized, on the same providers and feed."""
+    """Median milliseconds per run, fp32 and quantized, on the same providers and feed;
+    ``runs`` is the minimum number of timed runs."""
 
     fp32_ms: float
     quantized_ms: float
     runs: int
     providers: tuple[str, ...]
-    note: str = "rough: median of a few in-process runs; measure with bench/ or `epoxy bench`"
+    note: str = "rough: median of in-process runs (at least 5, up to 0.2 s); measure with bench/ or `epoxy bench`"
 
     @property
     def speedup(self) -> float:

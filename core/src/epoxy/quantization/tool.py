@@ -132,13 +132,21 @@ def _session(model: onnx.ModelProto, providers: Sequence[str]) -> Any:
     return InferenceSession(model, providers=list(providers))
 
 
+_TIMING_BUDGET_S = 0.2  # per model: sub-millisecond models get more runs than `runs`, up to 200
+_MAX_RUNS = 200
+
+
 def _median_ms(session: Any, feed: Feed, runs: int) -> float:
+    """Median of at least ``runs`` timed runs after a warm-up; fast models run more often,
+    within a small time budget, so ``--mode auto`` does not choose on noise."""
     session.run(None, dict(feed))  # first run: lazy compilation and allocation, not timed
-    times = []
-    for _ in range(max(1, runs)):
+    times: list[float] = []
+    spent = 0.0
+    while len(times) < max(1, runs) or (spent < _TIMING_BUDGET_S and len(times) < _MAX_RUNS):
         start = time.perf_counter()
         session.run(None, dict(feed))
         times.append((time.perf_counter() - start) * 1e3)
+        spent += times[-1] / 1e3
     return statistics.median(times)
 
 
@@ -274,8 +282,11 @@ def quantize_model(model: onnx.ModelProto | str | Path | bytes, *, mode: str = "
     else:
         batches = random_feeds(proto, 2, seed)
         found.append("no --calibration data: accuracy measured on random inputs, which says little")
-    calib, held, split_notes = split_held_out(batches, held_out)
-    found += split_notes
+    if needs:
+        calib, held, split_notes = split_held_out(batches, held_out)
+        found += split_notes
+    else:  # nothing to calibrate: every batch measures accuracy
+        calib, held = [], batches
 
     stats = None
     if needs:
