@@ -10,7 +10,7 @@ from typing import Any
 
 from .version import __version__
 
-__all__ = ["__version__", "openvino_provider", "stats"]
+__all__ = ["__version__", "layer_precisions", "openvino_provider", "stats"]
 
 
 def openvino_provider(session: Any) -> Any:
@@ -32,3 +32,20 @@ def stats(session: Any) -> dict[str, Any]:
 
     return {"groups": [asdict(s) for s in provider.stats], "specializations": provider.specialization_stats(),
             "summary": provider.cache_summary()}
+
+
+def layer_precisions(session: Any) -> dict[tuple[str, str], int]:
+    """(OpenVINO layer type, runtime precision) -> layers, over the session's compiled groups:
+    whether a quantized model really runs in int8 (``("Convolution", "u8")``) or was
+    dequantized to float. Empty when the session has no openvino provider."""
+    provider = openvino_provider(session)
+    if provider is None:
+        return {}
+    from collections import Counter
+
+    from .exec_precision import layer_precisions as of_model
+
+    total: Counter[tuple[str, str]] = Counter()
+    for model in provider.compiled_models():
+        total.update(of_model(model))
+    return dict(total)

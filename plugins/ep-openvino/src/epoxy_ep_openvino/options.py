@@ -32,6 +32,7 @@ class OpenVINOOptions:
     float16: bool = False
     specialize_shapes: bool = True
     max_shape_specializations: int = 8
+    dynamic_quantization_group_size: int | None = None
     config: Mapping[str, Any] = field(default_factory=dict)
 
     def compile_config(self) -> dict[str, Any]:
@@ -47,6 +48,8 @@ class OpenVINOOptions:
             cfg["INFERENCE_PRECISION_HINT"] = self.precision
         if self.cache_dir:
             cfg["CACHE_DIR"] = self.cache_dir
+        if self.dynamic_quantization_group_size is not None:
+            cfg["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = self.dynamic_quantization_group_size
         cfg.update(self.config)
         return cfg
 
@@ -120,6 +123,17 @@ TABLE: OptionTable[OpenVINOOptions] = OptionTable(
             "static specializations kept per group (least recently used evicted)",
             minimum=0,
             notes="0 turns specializing off",
+        ),
+        Option(
+            "dynamic_quantization_group_size",
+            "int",
+            _D.dynamic_quantization_group_size,
+            "DYNAMIC_QUANTIZATION_GROUP_SIZE: the CPU plugin quantizes the activations feeding int8/int4 "
+            "weights (a weight-only QDQ MatMul, MatMulNBits) to int8 at run time, in groups of this many "
+            "values, and runs the matmul on integer kernels: faster, less exact",
+            minimum=0,
+            default_text="0 (off) at precision f32, so results stay float-exact; else OpenVINO's choice",
+            notes="32 is OpenVINO's default; MatMulNBits is then left to the cpu provider at f32",
         ),
         Option(
             "config",

@@ -568,6 +568,10 @@ class OpenVINOProvider:
                             provider=self.name)
 
     # -- reporting ---------------------------------------------------------------------------
+    def compiled_models(self) -> list[Any]:
+        """The OpenVINO compiled models of this provider's groups, in compile order."""
+        return [entry.model for entry in self._compiled.values()]
+
     def cache_summary(self) -> str:
         """One line: compile time, groups loaded from the cache and the time that saved."""
         total = sum(s.compile_s for s in self.stats)
