@@ -333,3 +333,42 @@ def test_auto_flag_is_mode_auto(files: dict[str, Path]) -> None:
     parser, _ = build_parser()
     args = parser.parse_args(["quantize", str(files["mlp"]), "-o", "x.onnx", "--auto"])
     assert args.mode == "auto"
+
+
+def test_auto_winner_path_with_stubbed_timing(files: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Timing stubbed (QDQ models "twice as fast"), so the winner path is deterministic: the
+    fastest within budget is written and the table says why; the budget then rules it out."""
+    from epoxy.quantization import quantize_model, tool
+
+    def fake_ms(session: Any, feed: Any, runs: int) -> float:
+        ops = {n.op_type for n in onnx.load_from_string(session._model_bytes).graph.node}
+        return 0.5 if "QuantizeLinear" in ops else 1.0
+
+    def timed_by_model(model: onnx.ModelProto, providers: Any) -> Any:
+        session = InferenceSession(model, providers=list(providers))
+        session._model_bytes = model.SerializeToString()  # type: ignore[attr-defined]
+        return session
+
+    monkeypatch.setattr(tool, "_median_ms", fake_ms)
+    monkeypatch.setattr(tool, "_session", timed_by_model)
+    model, report = quantize_model(str(files["mlp"]), mode="auto", calibration=files["mlp_calib"], max_rel_error=0.05)
+    assert report.mode == "auto -> static"
+    assert "QuantizeLinear" in {n.op_type for n in model.graph.node}
+    chosen = [t for t in report.auto if t.verdict.startswith("chosen")]
+    assert [t.scheme for t in chosen] == ["static per-channel"] and "2.00x fp32" in chosen[0].verdict
+    assert "per-channel" in report.scheme  # the winner's precision line, not the fp32 one
+
+    model, report = quantize_model(str(files["mlp"]), mode="auto", calibration=files["mlp_calib"],
+                                   max_rel_error=1e-6)
+    assert report.mode == "auto -> fp32" and model.graph.node[0].op_type == "MatMul"
+
+
+def test_api_progress_and_report(files: dict[str, Path]) -> None:
+    from epoxy.quantization import QuantizationReport, quantize_model
+
+    seen: list[tuple[int, int]] = []
+    model, report = quantize_model(onnx.load(str(files["cnn"])), calibration=files["calib"],
+                                   progress=lambda done, total: seen.append((done, total)))
+    assert isinstance(report, QuantizationReport) and seen == [(k, 5) for k in range(1, 6)]
+    assert report.rel_error is not None and report.rel_error < MAX_REL_ERROR
+    assert "accuracy y: rel error" in report.format()
