@@ -102,6 +102,9 @@ def _flat_block(xp, w, bias, z, y, dims, offs, acc, t, act, alpha, beta):  # pra
     # call, not one a plane: ~0.1 us each, as much as a 7x7 depthwise plane's arithmetic)
     a0 = uint64(t * mb * span)
     a1, a2, a3 = a0 + gl, a0 + 2 * gl, a0 + 3 * gl
+    # the four rows as separate 1-D views: LLVM then vectorizes the update loop without
+    # runtime overlap checks between rows of one buffer (2.6x the multiply-adds per second)
+    r0, r1, r2, r3 = acc[a0:a1], acc[a1:a2], acc[a2:a3], acc[a3:a3 + gl]
     for j in range(mb):
         bv = bias[oc0 + j]
         aj = a0 + uint64(j) * gl
@@ -119,10 +122,10 @@ def _flat_block(xp, w, bias, z, y, dims, offs, acc, t, act, alpha, beta):  # pra
                 w3 = w[((oc0 + 3) * cg + ci) * ks + k]
                 for q in range(gl):
                     xv = xp[xo + q]
-                    acc[a0 + q] += w0 * xv
-                    acc[a1 + q] += w1 * xv
-                    acc[a2 + q] += w2 * xv
-                    acc[a3 + q] += w3 * xv
+                    r0[q] += w0 * xv
+                    r1[q] += w1 * xv
+                    r2[q] += w2 * xv
+                    r3[q] += w3 * xv
             else:
                 for j in range(mb):
                     wv = w[((oc0 + j) * cg + ci) * ks + k]
@@ -163,28 +166,48 @@ flat_serial = serial_twin(flat_parallel)  # the same loops without a parallel la
 _NO_Z = {dt: np.empty(0, dtype=dt) for dt in _FLOATS}
 
 
+#: per-geometry index arrays of :func:`run_conv2d` (pdims, dims, sizes): building them is
+#: two ``np.array`` calls and a dozen integer ops, as long as a tiny layer's arithmetic
+_GEOMETRY: dict[tuple, tuple[np.ndarray, np.ndarray, tuple[int, int, int]]] = {}
+_GEOMETRY_MAX = 512
+
+
+def _geometry(xshape: tuple[int, ...], wshape: tuple[int, ...], strides: tuple[int, ...],
+              dilations: tuple[int, ...], begin: tuple[int, ...], out_sp: tuple[int, ...],
+              group: int) -> tuple[np.ndarray, np.ndarray, tuple[int, int, int]]:
+    n, c, h, wd = xshape
+    m, cg, kh, kw = wshape
+    oh, ow = out_sp
+    sh, sw = strides
+    hq, wq = oh + (kh - 1) * dilations[0] // sh, ow + (kw - 1) * dilations[1] // sw
+    mb = 4 if (m // group) % 4 == 0 else 1
+    pdims = np.array((h, wd, hq, wq, sh, sw, begin[0], begin[1]), dtype=np.int64)
+    dims = np.array((c, sh * sw * hq * wq, hq, wq, m, cg, kh, kw, oh, ow, sh, sw, dilations[0], dilations[1], group,
+                     mb), dtype=np.int64)
+    sizes = (n * c * sh * sw * hq * wq, n * m * ((oh - 1) * wq + ow), n * m // mb)  # xp, acc, blocks
+    return pdims, dims, sizes
+
+
 def run_conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray, z: np.ndarray | None,
                strides: tuple[int, ...], dilations: tuple[int, ...], begin: list[int], out_sp: list[int],
                group: int, act: int, alpha: float, beta: float, nthreads: int) -> np.ndarray:
     """``act(conv(x, w) + bias + z)`` for a float32/float64 4-D ``x`` whose dtype ``w``
     and ``bias`` (M,) share; ``z`` (the output's shape and dtype) or None; pads >= 0 (the
     end pads are implied by ``out_sp``). The caller checked the shape class."""
-    n, c, h, wd = x.shape
-    m, cg, kh, kw = w.shape
-    oh, ow = out_sp
-    sh, sw = strides
-    y = np.empty((n, m, oh, ow), dtype=x.dtype)
+    key = (x.shape, w.shape, tuple(strides), tuple(dilations), tuple(begin), tuple(out_sp), group)
+    found = _GEOMETRY.get(key)
+    if found is None:
+        if len(_GEOMETRY) >= _GEOMETRY_MAX:
+            _GEOMETRY.clear()
+        found = _GEOMETRY[key] = _geometry(*key)
+    pdims, dims, (xp_size, acc_size, blocks) = found
+    n, m = x.shape[0], w.shape[0]
+    y = np.empty((n, m, out_sp[0], out_sp[1]), dtype=x.dtype)
     zz = _NO_Z[x.dtype] if z is None else np.ascontiguousarray(z).reshape(-1)
-    hq, wq = oh + (kh - 1) * dilations[0] // sh, ow + (kw - 1) * dilations[1] // sw
-    mb = 4 if (m // group) % 4 == 0 else 1
-    xp = np.empty(n * c * sh * sw * hq * wq, dtype=x.dtype)
-    pdims = np.array((h, wd, hq, wq, sh, sw, begin[0], begin[1]), dtype=np.int64)
-    dims = np.array((c, sh * sw * hq * wq, hq, wq, m, cg, kh, kw, oh, ow, sh, sw, dilations[0], dilations[1], group,
-                     mb), dtype=np.int64)
-    blocks = n * m // mb
-    acc = np.empty(n * m * ((oh - 1) * wq + ow), dtype=x.dtype)
+    xp = np.empty(xp_size, dtype=x.dtype)
+    acc = np.empty(acc_size, dtype=x.dtype)
     args = (np.ascontiguousarray(x).reshape(-1), xp, w.reshape(-1), bias, zz, y.reshape(-1), pdims, dims, acc,
-            n * c, blocks, act, x.dtype.type(alpha), x.dtype.type(beta))
+            n * x.shape[1], blocks, act, x.dtype.type(alpha), x.dtype.type(beta))
     count = max(1, min(nthreads, blocks, y.size * w[0].size // MAC_GRAIN))
     if count == 1:
         flat_serial(*args)

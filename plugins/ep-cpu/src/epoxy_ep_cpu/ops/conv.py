@@ -49,6 +49,7 @@ class _Geometry:
     """Sliding-window attributes of a node, defaults filled in per spatial rank."""
 
     def __init__(self, node: NodeSpec) -> None:
+        self.seen: dict[tuple, tuple] = {}  # see _geometry_for
         self.auto_pad = _auto_pad(node)
         self.kernel = node.attr("kernel_shape")
         self._strides = node.attr("strides")
@@ -176,7 +177,30 @@ def _conv_tiled(x, w, strides, dilations, begin, end, out_sp, ck, row):
     return y.reshape((n, m) + tuple(out_sp))
 
 
+#: geometries remembered per node (by input shape), and the largest output they are kept for:
+#: a shape whose buffers passed the memory checks once is not re-checked (small ones only,
+#: the memory left cannot change their verdict in practice)
+_GEOMETRIES_PER_NODE = 16
+_REMEMBERED_MAX_ELEMENTS = 1 << 22
+
+
 def _geometry_for(geo: _Geometry, x: np.ndarray, w: np.ndarray, group: int):
+    """Kernel, strides, dilations, pads and output size of this call, checked; remembered per
+    input shape (computing them is a fifth of a tiny layer's time)."""
+    key = (x.shape, x.dtype, w.shape, group)
+    found = geo.seen.get(key)
+    if found is not None:
+        return found
+    found = _compute_geometry(geo, x, w, group)
+    out_elements = math.prod(found[-1]) * w.shape[0] * x.shape[0]
+    if x.size <= _REMEMBERED_MAX_ELEMENTS and out_elements <= _REMEMBERED_MAX_ELEMENTS:
+        if len(geo.seen) >= _GEOMETRIES_PER_NODE:
+            geo.seen.clear()
+        geo.seen[key] = found
+    return found
+
+
+def _compute_geometry(geo: _Geometry, x: np.ndarray, w: np.ndarray, group: int):
     nsp = x.ndim - 2
     kernel = tuple(int(k) for k in w.shape[2:])
     if geo.kernel and tuple(geo.kernel) != kernel:
