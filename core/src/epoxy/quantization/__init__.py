@@ -1,11 +1,14 @@
-"""Post-training quantization (issue #19; the ``epoxy quantize`` tool is not built yet).
+"""Post-training quantization (issue #19): the ``epoxy quantize`` tool and its pieces.
 
-``collect(model, feeds)`` runs the model once over the calibration batches and keeps a
-histogram per activation; ``stats.ranges(method)`` reads a range per tensor from them with
-``minmax``, ``percentile``, ``entropy`` or ``mse``; ``quant_params`` turns a range into
-QuantizeLinear's scale and zero point; ``quantize_static`` writes a QDQ model from them;
-``convert_float`` converts a model to float16 or bfloat16. docs/QUANTIZATION.md says when to
-use which.
+``quantize_model`` (the API behind ``epoxy quantize``) picks a scheme for the target
+providers and CPU, checks the result before anything is written, and reports size, accuracy,
+latency and which nodes run in integer. Its pieces: ``collect(model, feeds)`` runs the model
+once over the calibration batches and keeps a histogram per activation;
+``stats.ranges(method)`` reads a range per tensor with ``minmax``, ``percentile``,
+``entropy`` or ``mse``; ``quant_params`` turns a range into QuantizeLinear's scale and zero
+point; ``quantize_static`` writes a QDQ model from them; ``quantize_dynamic`` and
+``quantize_weights`` quantize weights only (activations at run time, or kept float);
+``convert_float`` converts to float16 or bfloat16. docs/QUANTIZATION.md says when to use which.
 """
 
 from __future__ import annotations
