@@ -116,6 +116,10 @@ pool2d_serial = serial_twin(pool2d_parallel)  # the same loop without a parallel
 
 
 _NO_COUNT = np.ones(1, dtype=np.int64)
+_DIMS: dict[tuple[int, ...], np.ndarray] = {}
+#: a window with no input element: NaN for MaxPool, 0 for AveragePool (read-only in the kernel)
+_EMPTY_MAX = {dt: np.full(1, np.nan, dtype=dt) for dt in _FLOATS}
+_EMPTY_AVG = {dt: np.zeros(1, dtype=dt) for dt in _FLOATS}
 
 
 def run_pool2d(x: np.ndarray, kernel: tuple[int, ...], strides: tuple[int, ...], dilations: tuple[int, ...],
@@ -128,10 +132,15 @@ def run_pool2d(x: np.ndarray, kernel: tuple[int, ...], strides: tuple[int, ...],
         return None
     n, c, h, wd = x.shape
     y = np.empty((n, c, out_sp[0], out_sp[1]), dtype=x.dtype)
-    dims = np.array((h, wd, out_sp[0], out_sp[1], kernel[0], kernel[1], strides[0], strides[1], dilations[0],
-                     dilations[1], begin[0], begin[1]), dtype=np.int64)
+    key = (h, wd, out_sp[0], out_sp[1], kernel[0], kernel[1], strides[0], strides[1], dilations[0], dilations[1],
+           begin[0], begin[1])
+    dims = _DIMS.get(key)
+    if dims is None:  # one small array per geometry, not one per call
+        if len(_DIMS) >= 512:
+            _DIMS.clear()
+        dims = _DIMS[key] = np.array(key, dtype=np.int64)
     cnt_h, cnt_w = counts if counts is not None else (_NO_COUNT, _NO_COUNT)
-    empty = np.full(1, np.nan if counts is None else 0, dtype=x.dtype)
+    empty = _EMPTY_MAX[x.dtype] if counts is None else _EMPTY_AVG[x.dtype]
     args = (np.ascontiguousarray(x).reshape(-1), y.reshape(-1), dims, cnt_h, cnt_w, empty, n * c, counts is None)
     count = max(1, min(nthreads, n * c, x.size // GRAIN))
     if count == 1:

@@ -25,6 +25,11 @@ from ._util import buffer_guard, output_guard, work_bytes_dtype
 _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
 
+#: geometries remembered per node (by input shape) and the largest input they are kept for
+_SHAPES_PER_NODE = 16
+_REMEMBERED_MAX_ELEMENTS = 1 << 22
+
+
 class _PoolAttrs:
     def __init__(self, node: NodeSpec, *, ceil: bool = True, dil: bool = True) -> None:
         self.kernel = tuple(int(k) for k in node.attr("kernel_shape", ()))
@@ -53,6 +58,7 @@ class _PoolAttrs:
                                 f"of {nsp} spatial axes)")
         self._padded_guard = buffer_guard(node, "padded input")
         self._out_guard = output_guard(node)
+        self._seen: dict[tuple, Any] = {}  # see geometry
         xt = node.input_types[0] if node.input_types else None
         if xt is not None and xt.is_static:
             self._sized(tuple(xt.shape), np.dtype(xt.dtype or np.float32))  # type: ignore[arg-type]
@@ -73,7 +79,17 @@ class _PoolAttrs:
         return geo
 
     def geometry(self, x: np.ndarray):
-        return self._sized(x.shape, x.dtype)
+        """:meth:`_sized` for ``x``, remembered per input shape when small (the memory left
+        cannot change the verdict on small buffers; computing it is a third of a tiny pool)."""
+        key = (x.shape, x.dtype)
+        found = self._seen.get(key)
+        if found is None:
+            found = self._sized(x.shape, x.dtype)
+            if x.size <= _REMEMBERED_MAX_ELEMENTS:
+                if len(self._seen) >= _SHAPES_PER_NODE:
+                    self._seen.clear()
+                self._seen[key] = found
+        return found
 
 
 def _max_fill_and_ufunc(dtype: np.dtype) -> tuple[Any, np.ufunc]:
