@@ -359,7 +359,8 @@ def fused_version(model: ir.Model, since: int) -> int | None:
 #: make the two modules import each other)
 CORE_PASSES = (
     "BatchNormAffineFoldPass", "ConstantFoldingPass", "ConvAffineFoldPass", "ConvBatchNormFoldPass",
-    "DropoutEliminationPass", "GeluFusionPass", "LayerNormFusionPass", "LegacyInitializerInputsPass",
+    "DequantizeWeightsPass", "DropoutEliminationPass", "GeluFusionPass", "LayerNormFusionPass",
+    "LegacyInitializerInputsPass",
     "LiftConstantsPass", "MatMulAddToGemmPass", "ReshapeTransposeSimplifyPass",
 )
 

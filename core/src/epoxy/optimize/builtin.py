@@ -27,6 +27,7 @@ class BuiltinPasses:
             ConstantFoldingPass,
             ConvAffineFoldPass,
             ConvBatchNormFoldPass,
+            DequantizeWeightsPass,
             DropoutEliminationPass,
             GeluFusionPass,
             LayerNormFusionPass,
@@ -42,6 +43,8 @@ class BuiltinPasses:
         register(LegacyInitializerInputsPass(), level="basic", gradient_safe=True)
         register(IdentityEliminationPass(), level="basic")
         register(DropoutEliminationPass(), level="basic")
+        # cpu first: its float kernels read the weights; a provider running QDQ in int8 keeps the DQ
+        register(DequantizeWeightsPass(), level="basic", providers=("cpu",))
         register(ConstantFoldingPass(), level="basic")
         register(ConvBatchNormFoldPass(), level="basic")
         register(BatchNormAffineFoldPass(), level="basic")

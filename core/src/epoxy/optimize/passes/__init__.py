@@ -14,6 +14,7 @@ from .layer_norm import LayerNormFusionPass
 from .legacy_initializers import LegacyInitializerInputsPass
 from .lift_constants import LiftConstantsPass
 from .matmul_add import MatMulAddToGemmPass
+from .qdq_weights import DequantizeWeightsPass
 from .reshape_transpose import ReshapeTransposeSimplifyPass
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "ConstantFoldingPass",
     "ConvAffineFoldPass",
     "ConvBatchNormFoldPass",
+    "DequantizeWeightsPass",
     "DropoutEliminationPass",
     "GeluFusionPass",
     "LayerNormFusionPass",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -10,6 +11,7 @@ from epoxy.contract import NodeSpec
 
 from ..registry import KERNELS
 from ._flags import flag
+from ._int_matmul import Shifted, is_int8, matmul_exact, shift_a, shift_b
 from ._out import FAST_FLOATS, accepts_out
 from ._util import constant_input
 
@@ -131,18 +133,45 @@ def _col_param(v: np.ndarray | None) -> np.ndarray | float:
     return v.reshape(()) if v.size == 1 else v
 
 
-def _int_matmul(a, b, a_zp, b_zp) -> np.ndarray:
-    # float64 BLAS: every 8-bit product and realistic sums are exact
+def _float64_matmul(a, b, a_zp, b_zp) -> np.ndarray:
+    """Codes that are not 8-bit integers (QLinearMatMul-21's float8): float64 BLAS."""
     af = a.astype(_F64) - np.asarray(_row_param(a_zp, a.ndim), dtype=_F64)
     bf = b.astype(_F64) - np.asarray(_col_param(b_zp), dtype=_F64)
     return np.asarray(np.matmul(af, bf))
 
 
+def _absent(node: NodeSpec, index: int) -> bool:
+    return index >= len(node.inputs) or not node.inputs[index]
+
+
+def _packed_b(node: NodeSpec, b_index: int, zp_index: int) -> Shifted | None:
+    """The right operand shifted and in float32, once, when it and its zero point are constants."""
+    b = constant_input(node, b_index)
+    zp = None if _absent(node, zp_index) else constant_input(node, zp_index)
+    if b is None or not is_int8(b.dtype) or (zp is None and not _absent(node, zp_index)):
+        return None
+    return shift_b(b, zp, constant=True)
+
+
+def _exact_product(packed: Shifted | None) -> Callable[..., np.ndarray]:
+    """``(a - a_zp) @ (b - b_zp)`` as int32: the float32-chunk path for 8-bit codes (the
+    packed weights when given), float64 BLAS otherwise."""
+
+    def product(a: np.ndarray, b: np.ndarray, a_zp: np.ndarray | None, b_zp: np.ndarray | None) -> np.ndarray:
+        if not is_int8(a.dtype, b.dtype):
+            return np.rint(_float64_matmul(a, b, a_zp, b_zp)).astype(np.int64).astype(np.int32)
+        right = packed if packed is not None else shift_b(b, b_zp)
+        return matmul_exact(shift_a(a, a_zp), right)
+
+    return product
+
+
 @KERNELS.register("MatMulInteger", 10)
 def matmul_integer(node: NodeSpec):
+    product = _exact_product(_packed_b(node, 1, 3))
+
     def run(a, b, a_zero_point=None, b_zero_point=None):
-        acc = _int_matmul(a, b, a_zero_point, b_zero_point)
-        return np.rint(acc).astype(np.int64).astype(np.int32)
+        return product(a, b, a_zero_point, b_zero_point)
 
     return run
 
@@ -153,8 +182,10 @@ def _is_int(dtype: np.dtype) -> bool:
 
 @KERNELS.register("QLinearMatMul", (10, 21))
 def qlinear_matmul(node: NodeSpec):
+    product = _exact_product(_packed_b(node, 3, 5))
+
     def run(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
-        acc = _int_matmul(a, b, a_zero_point, b_zero_point)
+        acc = product(a, b, a_zero_point, b_zero_point)
         sa = np.asarray(_row_param(a_scale, a.ndim), dtype=_F32).astype(_F64)
         sb = np.asarray(_col_param(b_scale), dtype=_F32).astype(_F64)
         sy = np.asarray(_col_param(y_scale), dtype=_F32).astype(_F64)
@@ -164,7 +195,7 @@ def qlinear_matmul(node: NodeSpec):
         if _is_int(out_dtype):
             y = np.rint(y) + zp
             info = np.iinfo(out_dtype)
-            return np.clip(y, info.min, info.max).astype(out_dtype)
+            return np.asarray(np.clip(y, info.min, info.max).astype(out_dtype))
         return (y + zp).astype(_F32).astype(out_dtype)
 
     return run

@@ -171,8 +171,14 @@ def dynamic_quantize_linear(node: NodeSpec):
             scale = np.float32(np.float32(1) if hi == lo else hi - lo) / np.float32(255)
             zp_f = np.float32(0) - lo / scale
             zp = np.float32(255) if np.isnan(zp_f) else np.rint(np.clip(zp_f, 0, 255))
-            q = np.clip(np.rint(xf / scale) + zp, 0, 255)
-        y = np.where(np.isnan(q), 0, q).astype(np.uint8)
-        return y, np.asarray(scale, dtype=np.float32), np.asarray(zp, dtype=np.uint8)
+            # one temporary, updated in place (this runs on every activation of a dynamic
+            # int8 model): rint, + zp and clip are the spec's steps in its order
+            q = np.divide(xf, scale, dtype=np.float32)
+            np.rint(q, out=q)
+            q += zp
+            np.clip(q, 0, 255, out=q)
+        if not (np.isfinite(scale) and scale > 0 and np.isfinite(hi) and np.isfinite(lo)):
+            q[np.isnan(q)] = 0  # a NaN quotient (NaN or inf in x, or a zero scale) quantizes to 0
+        return q.astype(np.uint8), np.asarray(scale, dtype=np.float32), np.asarray(zp, dtype=np.uint8)
 
     return run
