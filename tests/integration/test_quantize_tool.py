@@ -372,3 +372,23 @@ def test_api_progress_and_report(files: dict[str, Path]) -> None:
     assert isinstance(report, QuantizationReport) and seen == [(k, 5) for k in range(1, 6)]
     assert report.rel_error is not None and report.rel_error < MAX_REL_ERROR
     assert "accuracy y: rel error" in report.format()
+
+
+def test_random_inputs_the_model_cannot_take_ask_for_real_ones(tmp_path: Path) -> None:
+    """A model whose integer input indexes a one-row table: made-up inputs (0 or 1) go out of
+    range, and the tool says to pass real inputs instead of failing inside a node."""
+    from epoxy.quantization import quantize_model
+    from epoxy.quantization.tool import CalibrationRequiredError
+
+    table = numpy_helper.from_array(np.ones((1, 8), np.float32), "table")
+    weight = numpy_helper.from_array(np.ones((8, 4), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["rows"]), helper.make_node("MatMul", ["rows", "w"], ["y"])],
+        "g", [helper.make_tensor_value_info("ids", TensorProto.INT64, [16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 4])], [table, weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(CalibrationRequiredError, match="random inputs.*pass --calibration with real inputs"):
+        quantize_model(model, mode="dynamic")
+    real = [{"ids": np.zeros(16, np.int64)} for _ in range(2)]
+    quantized, report = quantize_model(model, mode="dynamic", calibration=real)  # real inputs: it works
+    assert report.checks

@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from epoxy.errors import InvalidArgumentError
+from epoxy.errors import EpoxyError, InvalidArgumentError
 from epoxy.quantization import auto, checks, schemes
 from epoxy.quantization.collect import collect
 from epoxy.quantization.errors import CalibrationDataError
@@ -90,7 +90,8 @@ def read_calibration(model: onnx.ModelProto, source: Any) -> list[Feed]:
 
 def random_feeds(model: onnx.ModelProto, batches: int, seed: int = 0) -> list[Feed]:
     """Seeded random inputs shaped like the model's (unknown dims are 1): standard normal
-    floats, small non-negative integers."""
+    floats; integers 0 or 1, the values every integer input of an exported model accepts
+    (token ids and type ids index tables of at least two rows, masks are 0/1)."""
     rng = np.random.default_rng(seed)
     out: list[Feed] = []
     for _ in range(batches):
@@ -104,7 +105,7 @@ def random_feeds(model: onnx.ModelProto, batches: int, seed: int = 0) -> list[Fe
             elif dtype.kind == "b":
                 feed[vi.name] = rng.random(shape) < 0.5
             else:
-                feed[vi.name] = rng.integers(0, 10, shape).astype(dtype)
+                feed[vi.name] = rng.integers(0, 2, shape).astype(dtype)
         out.append(feed)
     return out
 
@@ -293,7 +294,16 @@ def quantize_model(model: onnx.ModelProto | str | Path | bytes, *, mode: str = "
         total = len(calib)
         stats = collect(proto, calib, providers=providers,
                         progress=None if progress is None else (lambda n: progress(n, total)))
-    base = _baseline(proto, held, providers, latency_runs)
+    try:
+        base = _baseline(proto, held, providers, latency_runs)
+    except EpoxyError as exc:
+        if calibration is not None:
+            raise
+        # made-up inputs: their symbolic dims are guesses (1), and some models tie one input's
+        # length to another's (a decoder's mask spans past + new tokens)
+        raise CalibrationRequiredError(
+            f"the float model does not run on random inputs made from its declared input shapes ({exc}); "
+            "pass --calibration with real inputs (a folder of .npz feed dicts, or one .npz file)") from exc
     size_before = proto.ByteSize()
 
     with warnings.catch_warnings(record=True) as caught:
