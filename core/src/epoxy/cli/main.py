@@ -19,7 +19,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "quantize": ("quantize_cmd", "quantize a model (static/dynamic int8, fp16, bf16, auto), checked, with a report"),
     "inspect": ("inspect_cmd", "show a model's opsets and nodes; a compiled model's groups and blobs"),
     "run": ("run_cmd", "run a model on .npy inputs and print or save the outputs"),
-    "bench": ("bench_cmd", "time a model: percentiles, onnxruntime side by side, per-op profile"),
+    "bench": ("bench_cmd", "time a model: provider sets, onnxruntime and OpenVINO side by side; percentiles, plot"),
+    "profile": ("profile_cmd", "profile a model: a Chrome/Perfetto trace and the ops taking the most time"),
+    "doctor": ("doctor_cmd", "one report for bug reports: versions, CPU, BLAS, providers, environment"),
     "demo": ("demo_cmd", "classify handwritten digits with the bundled model"),
     "sdk": ("sdk_cmd", "provider-authoring tools (needs epoxy-sdk): new-provider"),
 }
