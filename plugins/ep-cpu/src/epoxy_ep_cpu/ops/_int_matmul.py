@@ -15,9 +15,14 @@ kernel is built (:func:`shift_b`), and its bound is read from its values rather 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+from epoxy.contract import NodeSpec
+
+from ._util import constant_input
 
 _F32 = np.dtype(np.float32)
 _I32 = np.dtype(np.int32)
@@ -128,3 +133,33 @@ def matmul_exact(a: Shifted, b: Shifted) -> np.ndarray:
 def is_int8(*dtypes: np.dtype) -> bool:
     """Whether every dtype is int8 or uint8 (the codes this module is exact for)."""
     return all(np.dtype(d) in INT8_TYPES for d in dtypes)
+
+
+def _absent(node: NodeSpec, index: int) -> bool:
+    return index >= len(node.inputs) or not node.inputs[index]
+
+
+def packed_right(node: NodeSpec, b_index: int, zp_index: int) -> Shifted | None:
+    """The right operand shifted and in float32, once, when it and its zero point are
+    constants (the weights of MatMulInteger, QLinearMatMul, DynamicQuantizeMatMul...)."""
+    b = constant_input(node, b_index)
+    zp = None if _absent(node, zp_index) else constant_input(node, zp_index)
+    if b is None or not is_int8(b.dtype) or (zp is None and not _absent(node, zp_index)):
+        return None
+    return shift_b(b, zp, constant=True)
+
+
+Product = Callable[[np.ndarray, np.ndarray, "np.ndarray | None", "np.ndarray | None"], np.ndarray]
+
+
+def exact_product(packed: Shifted | None, fallback: Product) -> Product:
+    """``(a - a_zp) @ (b - b_zp)`` as int32 on the float32-chunk path for 8-bit codes (with
+    the packed weights when given); ``fallback(a, b, a_zp, b_zp)`` for other codes."""
+
+    def product(a: np.ndarray, b: np.ndarray, a_zp: np.ndarray | None, b_zp: np.ndarray | None) -> np.ndarray:
+        if not is_int8(a.dtype, b.dtype):
+            return fallback(a, b, a_zp, b_zp)
+        right = packed if packed is not None else shift_b(b, b_zp)
+        return matmul_exact(shift_a(a, a_zp), right)
+
+    return product

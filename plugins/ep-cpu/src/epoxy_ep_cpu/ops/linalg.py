@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import numpy as np
 
@@ -11,7 +10,7 @@ from epoxy.contract import NodeSpec
 
 from ..registry import KERNELS
 from ._flags import flag
-from ._int_matmul import Shifted, is_int8, matmul_exact, shift_a, shift_b
+from ._int_matmul import exact_product, packed_right
 from ._out import FAST_FLOATS, accepts_out
 from ._util import constant_input
 
@@ -140,35 +139,14 @@ def _float64_matmul(a, b, a_zp, b_zp) -> np.ndarray:
     return np.asarray(np.matmul(af, bf))
 
 
-def _absent(node: NodeSpec, index: int) -> bool:
-    return index >= len(node.inputs) or not node.inputs[index]
-
-
-def _packed_b(node: NodeSpec, b_index: int, zp_index: int) -> Shifted | None:
-    """The right operand shifted and in float32, once, when it and its zero point are constants."""
-    b = constant_input(node, b_index)
-    zp = None if _absent(node, zp_index) else constant_input(node, zp_index)
-    if b is None or not is_int8(b.dtype) or (zp is None and not _absent(node, zp_index)):
-        return None
-    return shift_b(b, zp, constant=True)
-
-
-def _exact_product(packed: Shifted | None) -> Callable[..., np.ndarray]:
-    """``(a - a_zp) @ (b - b_zp)`` as int32: the float32-chunk path for 8-bit codes (the
-    packed weights when given), float64 BLAS otherwise."""
-
-    def product(a: np.ndarray, b: np.ndarray, a_zp: np.ndarray | None, b_zp: np.ndarray | None) -> np.ndarray:
-        if not is_int8(a.dtype, b.dtype):
-            return np.rint(_float64_matmul(a, b, a_zp, b_zp)).astype(np.int64).astype(np.int32)
-        right = packed if packed is not None else shift_b(b, b_zp)
-        return matmul_exact(shift_a(a, a_zp), right)
-
-    return product
+def _int32_fallback(a: np.ndarray, b: np.ndarray, a_zp: np.ndarray | None, b_zp: np.ndarray | None) -> np.ndarray:
+    """Codes that are not 8-bit (QLinearMatMul-21's float8): float64 BLAS, rounded to int32."""
+    return np.rint(_float64_matmul(a, b, a_zp, b_zp)).astype(np.int64).astype(np.int32)
 
 
 @KERNELS.register("MatMulInteger", 10)
 def matmul_integer(node: NodeSpec):
-    product = _exact_product(_packed_b(node, 1, 3))
+    product = exact_product(packed_right(node, 1, 3), _int32_fallback)
 
     def run(a, b, a_zero_point=None, b_zero_point=None):
         return product(a, b, a_zero_point, b_zero_point)
@@ -182,7 +160,7 @@ def _is_int(dtype: np.dtype) -> bool:
 
 @KERNELS.register("QLinearMatMul", (10, 21))
 def qlinear_matmul(node: NodeSpec):
-    product = _exact_product(_packed_b(node, 3, 5))
+    product = exact_product(packed_right(node, 3, 5), _int32_fallback)
 
     def run(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
         acc = product(a, b, a_zero_point, b_zero_point)
