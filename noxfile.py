@@ -201,3 +201,12 @@ def bench(session: nox.Session) -> None:
     """Benchmarks against onnxruntime (and OpenVINO when installable); not a test."""
     session.install("./core", "./plugins/ep-cpu", ONNX_PIN, "onnxruntime", "threadpoolctl")
     session.run("python", "bench/compare.py", *session.posargs)
+
+
+@nox.session
+def pictures(session: nox.Session) -> None:
+    """``epoxy partition --html/--svg`` with the ``pictures`` extra (igraph): the graph model,
+    writers and layout, then the page rendered by headless Chromium on openvino + cpu (those
+    tests skip, saying why, where no ``chromium`` binary is on PATH: ``apt-get install chromium``)."""
+    session.install("./core[pictures]", "./plugins/ep-cpu", "./plugins/ep-openvino", ONNX_PIN, "pillow", *PYTEST)
+    _pytest(session, "core/tests/core/test_partition_picture.py", "tests/integration/test_partition_page_chromium.py")

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 
 from ._format import providers_arg
+
+EXAMPLE = """example:
+  epoxy partition model.onnx --providers openvino,cpu
+  epoxy partition model.onnx --providers openvino,cpu --html partition.html   # open it in a browser"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -15,6 +21,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--providers", help="comma-separated, priority order (default: all available)")
     parser.add_argument("--summary", action="store_true", help="only the per-provider summary")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--html", metavar="OUT.html",
+                        help="also write a picture of the partition: one self-contained page (needs "
+                             "epoxy-core[pictures])")
+    parser.add_argument("--svg", metavar="OUT.svg", help="also write the picture as a bare SVG (no script)")
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EXAMPLE
 
 
 def add_warnings_to_notes(notes: list[str], messages: Sequence[str]) -> None:
@@ -27,6 +39,11 @@ def add_warnings_to_notes(notes: list[str], messages: Sequence[str]) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..session import InferenceSession  # loads onnx_ir: only for commands that run a model
 
+    targets = {kind: path for kind, path in (("html", args.html), ("svg", args.svg)) if path}
+    if targets:
+        from ..pictures import ensure_available  # the layout library is an extra: only when asked
+
+        ensure_available()  # before the session: a missing extra should not cost a model load
     # Warnings raised while the session is built (a provider skipped, a lenient load...)
     # belong in the report: left to Python they print as raw "file:line: RuntimeWarning"
     # lines in the middle of the table.
@@ -35,6 +52,12 @@ def run(args: argparse.Namespace) -> int:
         session = InferenceSession(args.model, providers=providers_arg(args.providers))
     report = session.partition_report()
     add_warnings_to_notes(report.notes, [str(w.message) for w in caught])
+    if targets:
+        from ..pictures import write_pictures
+
+        for written in write_pictures(session, targets, title=Path(args.model).name):
+            print(f"wrote {written.path} ({written.nodes} nodes, layout {written.layout_seconds:.2f} s)",
+                  file=sys.stderr)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
