@@ -64,7 +64,9 @@ def grid(picture) -> Placed:
     boxes = tuple((40.0, 40.0 + 80.0 * i) for i in range(len(picture.nodes)))
     routes = tuple(((boxes[e.source][0] + 5, boxes[e.source][1] + BOX_HEIGHT),
                     (boxes[e.target][0] + 5, boxes[e.target][1])) for e in picture.edges)
-    return Placed(boxes, routes, 300.0, 40.0 + 80.0 * len(boxes), 0.0)
+    pills = tuple((250.0, 40.0 + 80.0 * i) for i in range(len(picture.io)))
+    pill_routes = tuple((pills[p], boxes[n]) for p, n in picture.io_edges())
+    return Placed(boxes, routes, 500.0, 40.0 + 80.0 * len(boxes), 0.0, pills, pill_routes)
 
 
 def test_model_joins_report_and_graph(session):
@@ -81,6 +83,15 @@ def test_model_joins_report_and_graph(session):
     assert [(v.name, v.dtype, v.shape) for v in sub.inputs] == [("n", "float32", "2x3"), ("a", "float32", "2x3")]
     edges = {(picture.nodes[e.source].name, picture.nodes[e.target].name) for e in picture.edges}
     assert edges == {(ADD, RELU), (RELU, "neg"), ("neg", "sub"), (ADD, "sub")}
+
+
+def test_graph_inputs_and_outputs_are_pills_not_nodes(session):
+    picture = picture_of(session)  # "one" is an initializer: a weight, not drawn
+    assert [(p.kind, p.value.name, p.value.shape, p.nodes) for p in picture.io] == [
+        ("input", "x", "2x3", (0,)), ("output", "y", "2x3", (3,))]
+    svg = render_svg(picture, grid(picture))
+    assert re.findall(r'<g class="io (\w+)" data-name="(\w+)"', svg) == [("input", "x"), ("output", "y")]
+    assert 'data-node-count="4"' in svg and "y \u00b7 float32 2x3" in svg
 
 
 def test_mismatched_report_names_the_node(session):
@@ -166,6 +177,9 @@ def test_layout_is_top_to_bottom_and_edges_follow_it(session):
     skip = next(r for e, r in zip(picture.edges, placed.routes)
                 if (picture.nodes[e.source].name, picture.nodes[e.target].name) == (ADD, "sub"))
     assert len(skip) > 2  # spans three layers: routed through the layout's waypoints
+    (x_pill, y_pill) = placed.pills
+    assert x_pill[1] < ys[0] and y_pill[1] > ys[3]  # the feed above its reader, the output below its writer
+    assert len(placed.pill_routes) == 2
     assert placed.width >= max(x for x, _ in placed.boxes) + BOX_WIDTH
 
 

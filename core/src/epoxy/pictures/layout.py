@@ -20,6 +20,7 @@ from .model import PartitionPicture
 #: a node box, in px; the layout's unit slot is a box plus its gap
 BOX_WIDTH = 168.0
 BOX_HEIGHT = 44.0
+PILL_HEIGHT = 24.0  # a graph input/output, centred in its slot
 H_GAP = 28.0
 V_GAP = 40.0
 MARGIN = 36.0
@@ -42,6 +43,9 @@ class Placed:
     width: float
     height: float
     seconds: float
+    #: top-left of each input/output pill, and a path per ``PartitionPicture.io_edges()``
+    pills: tuple[Point, ...] = ()
+    pill_routes: tuple[tuple[Point, ...], ...] = ()
 
 
 def _igraph() -> Any:
@@ -61,26 +65,34 @@ def lay_out(picture: PartitionPicture) -> Placed:
     """Layers top to bottom (producers above consumers), crossings reduced by igraph."""
     igraph = _igraph()
     start = time.perf_counter()
-    count = len(picture.nodes)
-    graph = igraph.Graph(n=count, edges=[(e.source, e.target) for e in picture.edges], directed=True)
+    count, pills = len(picture.nodes), len(picture.io)
+    # one vertex per node, then one per pill; arrows always point down the page
+    io_pairs = [(count + i, n) if picture.io[i].kind == "input" else (n, count + i) for i, n in picture.io_edges()]
+    pairs = [(e.source, e.target) for e in picture.edges] + io_pairs
+    graph = igraph.Graph(n=count + pills, edges=pairs, directed=True)
     sweeps = 100 if count <= LARGE_GRAPH else LARGE_GRAPH_SWEEPS
-    layout = graph.layout_sugiyama(hgap=1, vgap=1, maxiter=sweeps) if count else None
-    coords = [tuple(c) for c in layout.coords[:count]] if layout is not None else []
-    routing = list(getattr(layout, "edge_routing", None) or [[] for _ in picture.edges])
+    layout = graph.layout_sugiyama(hgap=1, vgap=1, maxiter=sweeps) if count + pills else None
+    coords = [tuple(c) for c in layout.coords[:count + pills]] if layout is not None else []
+    routing = list(getattr(layout, "edge_routing", None) or [[] for _ in pairs])
 
     def corner(x: float, y: float) -> Point:
         return (MARGIN + x * (BOX_WIDTH + H_GAP), MARGIN + y * (BOX_HEIGHT + V_GAP))
 
-    boxes = tuple(corner(x, y) for x, y in coords)
+    slots = [corner(x, y) for x, y in coords]
+    boxes = tuple(slots[:count])
+    pill_boxes = tuple((x, y + (BOX_HEIGHT - PILL_HEIGHT) / 2) for x, y in slots[count:])
+    tops = [*boxes, *pill_boxes]
+    heights = [BOX_HEIGHT] * count + [PILL_HEIGHT] * pills
     routes = []
-    for edge, waypoints in zip(picture.edges, routing):
-        sx, sy = boxes[edge.source]
-        tx, ty = boxes[edge.target]
-        middle = [corner(float(x), float(y)) for x, y in waypoints]
+    for (source, target), waypoints in zip(pairs, routing):
+        sx, sy = tops[source]
+        tx, ty = tops[target]
         # a waypoint stands where a box of its layer would: pass through that box's centre
-        via = tuple((x + BOX_WIDTH / 2, y + BOX_HEIGHT / 2) for x, y in middle)
-        routes.append(((sx + BOX_WIDTH / 2, sy + BOX_HEIGHT), *via, (tx + BOX_WIDTH / 2, ty)))
-    right = max([x + BOX_WIDTH for x, _ in boxes] + [x for route in routes for x, _ in route] + [0.0])
-    bottom = max([y + BOX_HEIGHT for _, y in boxes] + [0.0])
-    width, height = right + MARGIN, bottom + MARGIN
-    return Placed(boxes, tuple(routes), width, height, time.perf_counter() - start)
+        via = tuple((x + BOX_WIDTH / 2, y + BOX_HEIGHT / 2)
+                    for x, y in (corner(float(a), float(b)) for a, b in waypoints))
+        routes.append(((sx + BOX_WIDTH / 2, sy + heights[source]), *via, (tx + BOX_WIDTH / 2, ty)))
+    right = max([x + BOX_WIDTH for x, _ in tops] + [x for route in routes for x, _ in route] + [0.0])
+    bottom = max([y + BOX_HEIGHT for _, y in boxes] + [y + PILL_HEIGHT for _, y in pill_boxes] + [0.0])
+    edges = len(picture.edges)
+    return Placed(boxes, tuple(routes[:edges]), right + MARGIN, bottom + MARGIN, time.perf_counter() - start,
+                  pill_boxes, tuple(routes[edges:]))

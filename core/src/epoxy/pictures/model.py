@@ -66,6 +66,16 @@ class PictureGroup:
 
 
 @dataclass(frozen=True)
+class PictureIO:
+    """A graph input or output, drawn as a small pill (not a node: no provider runs it).
+    ``nodes``: the nodes that read the input, or the node that writes the output."""
+
+    value: ValueInfo
+    kind: str  # "input" | "output"
+    nodes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class PartitionPicture:
     """Everything drawn: nodes in graph order, edges, groups, providers in priority order."""
 
@@ -74,6 +84,11 @@ class PartitionPicture:
     edges: tuple[PictureEdge, ...]
     groups: tuple[PictureGroup, ...]
     notes: tuple[str, ...] = ()
+    io: tuple[PictureIO, ...] = ()
+
+    def io_edges(self) -> list[tuple[int, int]]:
+        """``(io index, node index)`` per arrow between a pill and a node (direction by its kind)."""
+        return [(i, n) for i, pill in enumerate(self.io) for n in pill.nodes]
 
     def counts(self) -> dict[str, int]:
         """Node count per provider, providers in priority order then any other (``core``)."""
@@ -91,7 +106,12 @@ def describe_type(vt: ValueType) -> tuple[str, str]:
     dtype = str(vt.dtype) if vt.dtype is not None else "?"
     if vt.shape is None:
         return dtype, "?"
-    return dtype, "x".join("?" if d is None else str(d) for d in vt.shape) or "scalar"
+    return dtype, "x".join(_dim(d) for d in vt.shape) or "scalar"
+
+
+def _dim(d: int | str | None) -> str:
+    # shape inference names the dims it cannot tell unk__0, unk__1...: unknown, not symbols
+    return "?" if d is None or (isinstance(d, str) and d.startswith("unk__")) else str(d)
 
 
 def _values(names: Sequence[str], types: Sequence[ValueType]) -> tuple[ValueInfo, ...]:
@@ -125,6 +145,7 @@ def build_picture(report: PartitionReport, graph: GraphSpec) -> PartitionPicture
                 values = edges.setdefault((position[source], position[spec.index]), [])
                 if name not in values:
                     values.append(name)
+    io = _inputs_and_outputs(graph, specs, position)
     members: dict[str, list[PictureNode]] = {label: [] for label in report.groups}
     for node in nodes:
         if node.group is not None:
@@ -134,8 +155,24 @@ def build_picture(report: PartitionReport, graph: GraphSpec) -> PartitionPicture
     return PartitionPicture(
         providers=tuple(report.providers), nodes=tuple(nodes),
         edges=tuple(PictureEdge(s, t, tuple(v)) for (s, t), v in edges.items()),
-        groups=groups, notes=tuple(report.notes),
+        groups=groups, notes=tuple(report.notes), io=io,
     )
+
+
+def _inputs_and_outputs(graph: GraphSpec, specs: Sequence[Any], position: dict[int, int]) -> tuple[PictureIO, ...]:
+    """The feeds (initializers listed as inputs are weights, not drawn) and the outputs."""
+    readers: dict[str, list[int]] = {}
+    for spec in specs:
+        for name in spec.inputs:
+            if name and position[spec.index] not in readers.setdefault(name, []):
+                readers[name].append(position[spec.index])
+    pills = [PictureIO(ValueInfo(n, *describe_type(graph.value_type(n))), "input", tuple(readers.get(n, ())))
+             for n in graph.inputs if graph.constant(n) is None]
+    for name in graph.outputs:
+        source = graph.producer(name)
+        writer = (position[source],) if source is not None and source in position else ()
+        pills.append(PictureIO(ValueInfo(name, *describe_type(graph.value_type(name))), "output", writer))
+    return tuple(pills)
 
 
 def picture_of(session: Any) -> PartitionPicture:

@@ -78,7 +78,7 @@ SCRIPT = """
   if (linked) { pin(linked); linked.scrollIntoView({block: 'center', inline: 'center'}); }
   else if (document.getElementById('node-0')) {
     // a wide graph's first node need not sit at the top-left corner: start where it is
-    document.getElementById('node-0').scrollIntoView({block: 'start', inline: 'center'});
+    document.getElementById('node-0').scrollIntoView({block: 'center', inline: 'center'});
   }
   var width = +svg.getAttribute('width'), height = +svg.getAttribute('height'), scale = 1;
   function zoom(s){ scale = s; svg.setAttribute('width', width * s); svg.setAttribute('height', height * s); }

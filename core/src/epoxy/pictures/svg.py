@@ -10,8 +10,8 @@ from __future__ import annotations
 from html import escape
 
 from .colours import darker, provider_colours
-from .layout import BOX_HEIGHT, BOX_WIDTH, Placed
-from .model import FALLBACK_PROVIDER, PartitionPicture, PictureNode
+from .layout import BOX_HEIGHT, BOX_WIDTH, PILL_HEIGHT, Placed
+from .model import FALLBACK_PROVIDER, PartitionPicture, PictureIO, PictureNode
 
 GROUP_PAD = 10.0
 LEGEND_ROW = 20.0
@@ -79,15 +79,34 @@ def render_svg(picture: PartitionPicture, placed: Placed, *, legend: bool = True
     out += _groups(picture, placed, colours)
     out.append('<g class="edges" fill="none" stroke="#555" stroke-width="1.2">')
     for edge, route in zip(picture.edges, placed.routes):
-        d = " ".join(f"{'M' if i == 0 else 'L'}{x:.1f},{y:.1f}" for i, (x, y) in enumerate(route))
-        out.append(f'<path class="edge" d="{d}" marker-end="url(#arrow)" data-source="{edge.source}" '
+        out.append(f'<path class="edge" d="{_path(route)}" marker-end="url(#arrow)" data-source="{edge.source}" '
                    f'data-target="{edge.target}"><title>{escape(", ".join(edge.values))}</title></path>')
+    for (index, _), route in zip(picture.io_edges(), placed.pill_routes):
+        out.append(f'<path class="io-edge" d="{_path(route)}" marker-end="url(#arrow)" stroke-dasharray="2 2">'
+                   f"<title>{escape(picture.io[index].value.name)}</title></path>")
+    out.append("</g>")
+    out.append('<g class="io-values">')
+    for pill, (x, y) in zip(picture.io, placed.pills):
+        out.append(_pill(pill, x, y))
     out.append("</g>")
     out.append('<g class="nodes">')
     for node, (x, y) in zip(picture.nodes, placed.boxes):
         out.append(_node(node, x, y, colours[node.provider]))
     out.append("</g></g></svg>")
     return "\n".join(out)
+
+
+def _path(route: tuple[tuple[float, float], ...]) -> str:
+    return " ".join(f"{'M' if i == 0 else 'L'}{x:.1f},{y:.1f}" for i, (x, y) in enumerate(route))
+
+
+def _pill(pill: PictureIO, x: float, y: float) -> str:
+    value = pill.value
+    text = f"{value.name} \u00b7 {value.dtype} {value.shape}".rstrip()
+    return (f'<g class="io {pill.kind}" data-name="{escape(value.name)}"><title>{pill.kind} {escape(text)}</title>'
+            f'<rect x="{x:.1f}" y="{y:.1f}" width="{BOX_WIDTH:.0f}" height="{PILL_HEIGHT:.0f}" '
+            f'rx="{PILL_HEIGHT / 2:.0f}" fill="#ffffff" stroke="#777"/><text x="{x + BOX_WIDTH / 2:.1f}" '
+            f'y="{y + 16:.1f}" font-size="10" fill="#333" text-anchor="middle">{escape(_clip(text, 30))}</text></g>')
 
 
 def _groups(picture: PartitionPicture, placed: Placed, colours: dict[str, str]) -> list[str]:
