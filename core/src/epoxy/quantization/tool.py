@@ -325,13 +325,18 @@ def quantize_model(model: onnx.ModelProto | str | Path | bytes, *, mode: str = "
     else:
         out, passed, acc, ms, partition, notes = (trial.model, trial.checks, trial.accuracy, trial.ms,
                                                   trial.partition, trial.notes)
+    counts = count_nodes(out)
+    if trial is not None and not (counts.int8 or counts.int8_weights or counts.low_float):
+        found.append(f"--mode {chosen_mode} changed no compute node: the model has none it quantizes (dynamic and "
+                     "weight-only modes take MatMul/Gemm with constant weights); the written model computes as "
+                     "the input did")
     report = QuantizationReport(
         mode=mode if mode != "auto" else f"auto -> {chosen_mode or 'fp32'}",
         scheme=("fp32 kept: no quantized candidate was within budget and not slower" if chosen_mode is None
                 else _scheme_line(chosen_mode, used, defaults, why)),
         providers=providers, size_before=size_before, size_after=out.ByteSize(),
         calibration_batches=len(calib) if needs else 0, held_out_batches=len(held), accuracy=acc,
-        latency=Latency(base.ms, ms, latency_runs, providers), nodes=count_nodes(out),
+        latency=Latency(base.ms, ms, latency_runs, providers), nodes=counts,
         partition={",".join(providers): partition}, checks=passed, notes=notes,
         warnings=found + [str(w.message) for w in caught], auto=table)
     return out, report
