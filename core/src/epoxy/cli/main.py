@@ -19,6 +19,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "quantize": ("quantize_cmd", "quantize a model (static/dynamic int8, fp16, bf16, auto), checked, with a report"),
     "inspect": ("inspect_cmd", "show a model's opsets and nodes; a compiled model's groups and blobs"),
     "run": ("run_cmd", "run a model on .npy inputs and print or save the outputs"),
+    "validate": ("validate_cmd", "compare every intermediate value with a reference; name the first divergence"),
+    "reduce": ("reduce_cmd", "shrink a model to the few nodes that still fail or diverge on a provider"),
     "bench": ("bench_cmd", "time a model: provider sets, onnxruntime and OpenVINO side by side; percentiles, plot"),
     "profile": ("profile_cmd", "profile a model: a Chrome/Perfetto trace and the ops taking the most time"),
     "doctor": ("doctor_cmd", "one report for bug reports: versions, CPU, BLAS, providers, environment"),
