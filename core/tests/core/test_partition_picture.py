@@ -17,7 +17,7 @@ from importlib.util import find_spec
 import numpy as np
 import pytest
 from fakes import fuser_factory, sim_factory
-from onnx import TensorProto, helper, numpy_helper
+from onnx import GraphProto, TensorProto, helper, numpy_helper
 
 from epoxy import InferenceSession
 from epoxy.pictures import (
@@ -92,6 +92,28 @@ def test_graph_inputs_and_outputs_are_pills_not_nodes(session):
     svg = render_svg(picture, grid(picture))
     assert re.findall(r'<g class="io (\w+)" data-name="(\w+)"', svg) == [("input", "x"), ("output", "y")]
     assert 'data-node-count="4"' in svg and "y \u00b7 float32 2x3" in svg
+
+
+def test_control_flow_node_lists_where_its_bodies_ran(make_registry):
+    def body(op: str, out: str) -> GraphProto:
+        return helper.make_graph([helper.make_node(op, ["x"], [out], name=f"body_{op.lower()}")], op, [],
+                                 [helper.make_tensor_value_info(out, TensorProto.FLOAT, [2, 3])])
+
+    cond = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+    graph = helper.make_graph(
+        [helper.make_node("If", ["c"], ["y"], name="branch", then_branch=body("Relu", "t"),
+                          else_branch=body("Neg", "e"))], "cf",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]), cond],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    registry = make_registry(sim_factory(ops=("Relu",)))
+    picture = picture_of(InferenceSession(onnx_model, providers=["sim", "cpu"], registry=registry))
+    (node,) = picture.nodes
+    assert node.provider == "core" and dict(node.bodies) == {"then_branch": "1 on sim", "else_branch": "1 on cpu"}
+    page = render_page(picture, grid(picture))
+    assert json.loads(page.split('id="epoxy-nodes">')[1].split("</script>")[0])["nodes"][0]["bodies"] == [
+        ["then_branch", "1 on sim"], ["else_branch", "1 on cpu"]]
+    assert "then_branch: 1 on sim" in render_svg(picture, grid(picture))
 
 
 def test_mismatched_report_names_the_node(session):

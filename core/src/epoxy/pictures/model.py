@@ -40,6 +40,8 @@ class PictureNode:
     declined: tuple[tuple[str, str], ...]
     inputs: tuple[ValueInfo, ...]
     outputs: tuple[ValueInfo, ...]
+    #: a control-flow node (run by the core): ``(subgraph attribute, "3 on openvino, 1 on cpu")``
+    bodies: tuple[tuple[str, str], ...] = ()
 
     @property
     def fallback(self) -> bool:
@@ -135,6 +137,8 @@ def build_picture(report: PartitionReport, graph: GraphSpec) -> PartitionPicture
             index=len(nodes), name=spec.name, op_type=spec.op_type, provider=decision.provider,
             group=decision.fused_group, declined=tuple((p, r) for p, r in decision.declined),
             inputs=_values(spec.inputs, spec.input_types), outputs=_values(spec.outputs, spec.output_types),
+            bodies=tuple((attr, ", ".join(f"{n} on {p}" for p, n in counts.items()) or "no nodes")
+                         for attr, counts in decision.bodies.items()),
         ))
     position = {spec.index: i for i, spec in enumerate(specs)}
     edges: dict[tuple[int, int], list[str]] = {}

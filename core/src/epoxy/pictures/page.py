@@ -62,6 +62,7 @@ SCRIPT = """
     add(dl, 'dt', 'provider'); add(dl, 'dd', n.provider + (n.fallback ? ' (fallback)' : ''));
     if (n.group) { add(dl, 'dt', 'group'); add(dl, 'dd', n.group); }
     values(dl, 'inputs', n.inputs); values(dl, 'outputs', n.outputs);
+    n.bodies.forEach(function(b){ add(dl, 'dt', 'subgraph ' + b[0]); add(dl, 'dd', b[1]); });
     add(dl, 'dt', 'declined by earlier providers');
     if (!n.declined.length) add(dl, 'dd', 'none (first provider to claim it)');
     n.declined.forEach(function(d){ add(dl, 'dd', d[0] + ': ' + d[1], 'declined'); });
@@ -107,7 +108,8 @@ def node_record(node: PictureNode) -> dict[str, Any]:
     """What the details panel shows for one node (JSON-ready)."""
     return {"name": node.name, "op": node.op_type, "provider": node.provider, "group": node.group,
             "fallback": node.fallback, "inputs": [_value(v) for v in node.inputs],
-            "outputs": [_value(v) for v in node.outputs], "declined": [list(d) for d in node.declined]}
+            "outputs": [_value(v) for v in node.outputs], "declined": [list(d) for d in node.declined],
+            "bodies": [list(b) for b in node.bodies]}
 
 
 def script_json(payload: Any) -> str:

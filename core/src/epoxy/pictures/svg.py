@@ -29,6 +29,7 @@ def node_tooltip(node: PictureNode) -> str:
              + (f"  group: {node.group}" if node.group else "") + ("  (fallback)" if node.fallback else "")]
     lines += [f"in  {v.name}: {v.dtype} {v.shape}".rstrip() for v in node.inputs]
     lines += [f"out {v.name}: {v.dtype} {v.shape}".rstrip() for v in node.outputs]
+    lines += [f"{attr}: {where}" for attr, where in node.bodies]
     lines += [f"declined by {p}: {why}" for p, why in node.declined]
     return "\n".join(lines)
 
