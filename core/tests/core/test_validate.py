@@ -100,6 +100,8 @@ def test_cli_usage_errors_exit_2(cli_registry: Any, chain_path: Path, capsys: An
     assert main(["validate", str(chain_path), "--providers", "cpu", "--inputs", f"z={z}"]) == 2
     assert "input 'x' has no value" in capsys.readouterr().err
     assert main(["validate", str(chain_path), "--providers", "cpu", "--dim", "batch"]) == 2
+    assert main(["validate", str(chain_path), "--providers", "nosuch"]) == 2
+    assert "unknown provider 'nosuch'" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exc:
         main(["validate", str(chain_path)])  # --providers is required
     assert exc.value.code == 2

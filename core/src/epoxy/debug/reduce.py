@@ -228,7 +228,10 @@ def reduce(model: Any, providers: Sequence[Any], mode: str | None = None, feeds:
     if ref.error is not None:
         raise InvalidArgumentError(f"the reference {reference!r} fails on the full model, so it cannot supply "
                                    f"the intermediate values: {type(ref.error).__name__}: {ref.error}")
-    tested, _ = session_capture(proto, providers, full_feeds, registry=registry, provider_options=provider_options)
+    tested, session = session_capture(proto, providers, full_feeds, registry=registry,
+                                      provider_options=provider_options)
+    if session is None and isinstance(tested.error, InvalidArgumentError):
+        raise tested.error  # an unknown provider or bad options
     mode = mode or ("fails" if tested.error is not None else "diverges")
     names = ", ".join(str(p) for p in providers)
     if mode == "fails":

@@ -143,6 +143,8 @@ def validate(model: Any, providers: Sequence[Any] = ("cpu",), reference: str = "
         run_feeds: Feeds = dict(feeds) if feeds is not None else random_feeds(proto, seed + run, dims)
         tested, session = session_capture(proto, providers, run_feeds, registry=registry,
                                           provider_options=provider_options)
+        if session is None and isinstance(tested.error, InvalidArgumentError):
+            raise tested.error  # an unknown provider or bad options: the caller's mistake, not a result
         decisions = {d.node: d for d in session.partition_report().nodes} if session is not None else {}
         ref = runner(proto, run_feeds, list(tested.values), registry, True)
         stats = compare_captures(tested, ref, rtol, atol)
