@@ -27,6 +27,7 @@ from epoxy.quantization import auto, checks, schemes
 from epoxy.quantization.collect import collect
 from epoxy.quantization.errors import CalibrationDataError
 from epoxy.quantization.feeds import Feed, folder_feeds, iter_feeds
+from epoxy.quantization.preprocess import preprocess
 from epoxy.quantization.qdq import QuantizationError
 from epoxy.quantization.report import Latency, OutputAccuracy, QuantizationReport, accuracy, count_nodes
 from epoxy.quantization.stats import CalibrationStats
@@ -255,7 +256,9 @@ def quantize_model(model: onnx.ModelProto | str | Path | bytes, *, mode: str = "
     override them. Raises :class:`CalibrationRequiredError` for a calibrated mode without
     data, :class:`checks.QuantizedModelCheckError` naming the node when a check fails.
     """
-    proto = _load(model)
+    source = _load(model)
+    size_before = source.ByteSize()
+    proto, simplified = preprocess(source)  # always: BN folded into Conv, weight plumbing folded
     providers = tuple(providers) or ("cpu",)
     options, defaults = _options(providers, method=method, per_channel=per_channel,
                              activation_dtype=activation_dtype, weight_dtype=weight_dtype,
@@ -304,7 +307,6 @@ def quantize_model(model: onnx.ModelProto | str | Path | bytes, *, mode: str = "
         raise CalibrationRequiredError(
             f"the float model does not run on random inputs made from its declared input shapes ({exc}); "
             "pass --calibration with real inputs (a folder of .npz feed dicts, or one .npz file)") from exc
-    size_before = proto.ByteSize()
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -337,7 +339,8 @@ def quantize_model(model: onnx.ModelProto | str | Path | bytes, *, mode: str = "
         providers=providers, size_before=size_before, size_after=out.ByteSize(),
         calibration_batches=len(calib) if needs else 0, held_out_batches=len(held), accuracy=acc,
         latency=Latency(base.ms, ms, latency_runs, providers), nodes=counts,
-        partition={",".join(providers): partition}, checks=passed, notes=notes,
+        partition={",".join(providers): partition}, checks=passed,
+        notes=([f"pre-processed ({', '.join(simplified)})"] if simplified else []) + list(notes),
         warnings=found + [str(w.message) for w in caught], auto=table)
     return out, report
 

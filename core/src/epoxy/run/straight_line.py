@@ -18,11 +18,14 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import CodeType, TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import EpoxyError
-from .executor import ExecutionPlan, Step, output_count_error
 from .run_bound import stop_error
+from .step_errors import output_count_error
+
+if TYPE_CHECKING:
+    from .executor import ExecutionPlan, Step
 
 _serial = itertools.count()
 
