@@ -12,7 +12,8 @@ import nox
 
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.sessions = ["core", "sdk", "ep_cpu", "ep_openvino", "template", "integration", "conformance", "ep_coreml",
-                        "ep_cuda", "reliability", "fuzz", "models_ml", "models_torch", "examples", "pictures", "lint", "typecheck"]
+                        "ep_cuda", "reliability", "fuzz", "models_ml", "models_torch", "examples", "pictures", "lint",
+                        "typecheck"]
 nox.options.reuse_existing_virtualenvs = False
 
 ONNX_PIN = "onnx==1.23.*"  # conformance counts are comparable only on one onnx release
