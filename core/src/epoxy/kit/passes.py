@@ -211,7 +211,10 @@ def replace(
 
     The new nodes go where the last old node (in graph order) was; every value they read
     must be defined before the first old node or by the new nodes themselves (patterns read
-    only the pattern's inputs, so this holds). A replaced graph output keeps its name.
+    only the pattern's inputs, so this holds). A replaced value keeps its name when the old
+    nodes produced it (it goes away with them): graph outputs stay named, and a fused node's
+    output is still called what the exporter called it, so ``epoxy validate`` and profiles
+    can match it with the unoptimized model's value.
     """
     position = {id(n): i for i, n in enumerate(graph)}
     anchor = max(old_nodes, key=lambda n: position[id(n)])
@@ -222,7 +225,8 @@ def replace(
         if new.shape is None and old.shape is not None:
             new.shape = old.shape
         ir.convenience.replace_all_uses_with(old, new, replace_graph_outputs=True)
-        if old.is_graph_output() or any(v is new for v in graph.outputs):
+        removed = old.producer() is not None and any(old.producer() is n for n in old_nodes)
+        if removed or old.is_graph_output() or any(v is new for v in graph.outputs):
             name = old.name
             old.name = None
             new.name = name
