@@ -37,8 +37,6 @@ STAT_ROWS = (("p50 ms", "p50"), ("p90 ms", "p90"), ("p99 ms", "p99"), ("min ms",
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EXAMPLE
     parser.add_argument("model", help="path to an .onnx model")
     parser.add_argument("--providers", action="append", default=[], metavar="A,B",
                         help="a provider set, comma-separated in priority order; repeat to compare sets side by side "

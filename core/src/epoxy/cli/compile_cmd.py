@@ -9,6 +9,10 @@ import warnings
 
 from ._format import providers_arg
 
+EXAMPLE = """example:
+  epoxy compile model.onnx -o model.compiled.onnx --providers openvino,cpu
+  epoxy compile model.onnx -o out.onnx --providers openvino,cpu --external --option openvino.precision=f32"""
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="path to an .onnx model")

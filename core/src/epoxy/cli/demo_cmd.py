@@ -14,6 +14,11 @@ from ._format import providers_arg
 ASCII_SHADES = " .:-=+*#%@"
 
 
+EXAMPLE = """example:
+  epoxy demo
+  epoxy demo --providers openvino,cpu --runs 50"""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--providers", help="comma-separated, priority order (default: all available)")
     parser.add_argument("--runs", type=int, default=200, help="timed single-image runs")

@@ -21,8 +21,6 @@ EXAMPLE = """example:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EXAMPLE
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 

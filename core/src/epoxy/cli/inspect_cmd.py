@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 
+EXAMPLE = """example:
+  epoxy inspect model.compiled.onnx
+  epoxy inspect model.onnx --json"""
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="path to an .onnx model (compiled or not)")

@@ -36,7 +36,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argpars
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {}
     for name, (module_name, help_text) in COMMANDS.items():
         module = import_module(f"{__package__}.{module_name}")
-        command_parser = sub.add_parser(name, help=help_text, description=help_text)
+        # every command shows its module's EXAMPLE under --help, laid out as written
+        command_parser = sub.add_parser(name, help=help_text, description=help_text,
+                                        epilog=getattr(module, "EXAMPLE", None),
+                                        formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(command_parser)
         handlers[name] = module.run
     return parser, handlers

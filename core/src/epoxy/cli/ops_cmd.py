@@ -23,6 +23,11 @@ from ._format import table
 NODES, GROUPS_ONLY = "nodes", "in groups only"
 
 
+EXAMPLE = """example:
+  epoxy ops --provider cpu
+  epoxy ops --provider openvino --json"""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--provider", required=True, help="provider name, e.g. cpu")
     parser.add_argument("--json", action="store_true", help="machine-readable output")

@@ -25,8 +25,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also write a picture of the partition: one self-contained page (needs "
                              "epoxy-core[pictures])")
     parser.add_argument("--svg", metavar="OUT.svg", help="also write the picture as a bare SVG (no script)")
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EXAMPLE
 
 
 def add_warnings_to_notes(notes: list[str], messages: Sequence[str]) -> None:

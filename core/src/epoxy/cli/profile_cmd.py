@@ -34,8 +34,6 @@ WORKER_TRACK = "inter-op worker {}"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EXAMPLE
     parser.add_argument("model", help="path to an .onnx model")
     parser.add_argument("--providers", help="comma-separated, priority order (default: all available)")
     parser.add_argument("--inputs", "-i", action="append", default=[], metavar="NAME=FILE.npy",

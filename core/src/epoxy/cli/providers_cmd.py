@@ -24,6 +24,12 @@ ALL_PROVIDERS = "(all)"
 USAGE = "providers=[(name, {option: value})]"
 
 
+EXAMPLE = """example:
+  epoxy providers                     # what is installed, its devices, failed plugins
+  epoxy providers --options openvino  # one provider's options, allowed values, defaults
+  epoxy providers --check --json      # create and probe each provider on each device"""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--options", nargs="?", const="", default=None, metavar="PROVIDER",

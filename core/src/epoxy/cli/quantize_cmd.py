@@ -34,8 +34,6 @@ def _positive_int(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EXAMPLE
     parser.add_argument("model", help="path to a float32 .onnx model")
     parser.add_argument("-o", "--output", required=True, help="path of the quantized .onnx model to write")
     parser.add_argument("--mode", choices=_MODES, default="static",

@@ -19,8 +19,6 @@ exit status: 0 a reduced case was written, 1 an error, 2 usage error (or nothing
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EXAMPLE
     add_inputs_arguments(parser)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--fails", dest="mode", action="store_const", const="fails",

@@ -11,6 +11,10 @@ import numpy as np
 from ..errors import InvalidArgumentError
 from ._format import providers_arg
 
+EXAMPLE = """example:
+  epoxy run model.onnx --input x=x.npy
+  epoxy run model.onnx --input x=x.npy --providers openvino,cpu -o outputs/"""
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="path to an .onnx model")

@@ -14,6 +14,11 @@ from types import ModuleType
 INSTALL_HINT = "pip install epoxy-sdk"
 
 
+EXAMPLE = """example:
+  epoxy sdk new-provider acme --kernels    # a kernel provider package, conformance test included
+  epoxy sdk new-provider acme --compiler   # a provider that compiles whole subgraphs"""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="sdk_command", metavar="SDK_COMMAND")
     new = sub.add_parser("new-provider", help="write a new provider package (pyproject, sources, conformance test)",

@@ -41,8 +41,6 @@ def add_inputs_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EXAMPLE
     add_inputs_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the whole report as JSON")
 
