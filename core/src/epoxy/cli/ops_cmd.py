@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import InvalidArgumentError
 from ..plugins import default_registry
-from ._format import table
+from ._console import console_for
 
 #: the ``runs`` column: how the provider runs an op
 NODES, GROUPS_ONLY = "nodes", "in groups only"
@@ -103,6 +103,6 @@ def run(args: argparse.Namespace) -> int:
     grouped = sum(r.runs == GROUPS_ONLY for r in rows)
     headers = ["domain", "op", "opsets"] + (["runs"] if grouped else [])
     cells = [[r.domain, r.op, ", ".join(r.opsets)] + ([r.runs] if grouped else []) for r in rows]
-    print(table(headers, cells))
+    console_for(args).table(headers, cells)
     print(f"\n{len(rows)} ops" + (f" ({grouped} run only inside fused groups)" if grouped else ""))
     return 0

@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import InvalidArgumentError
 from ..options import CORE_PROVIDER_OPTIONS
 from ..plugins import ProviderEntry, default_registry
-from ._format import table
+from ._console import Console, console_for
 
 #: how the core's own provider options are listed next to a provider's
 ALL_PROVIDERS = "(all)"
@@ -142,7 +142,7 @@ def run_check(only: str | None, as_json: bool) -> int:
     if as_json:
         print(json.dumps(data, indent=2))
     else:
-        print(table(["provider", "device", "status", "stage", "detail"], providers_check.as_rows(rows)))
+        Console().table(["provider", "device", "status", "stage", "detail"], providers_check.as_rows(rows))
         broken = sum(r.failed for r in rows)
         print(f"\n{broken} failed" if broken else "\nall providers passed the check")
     return 0 if data["ok"] else 1
@@ -157,16 +157,17 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=2))
         return 0
+    out = console_for(args)
     if args.options is not None:
-        print(f"options ({USAGE}):")
-        print(table(["provider", "option", "help"], option_rows(data)))
+        out.line(f"options ({USAGE}):")
+        out.table(["provider", "option", "help"], option_rows(data))
         return 0
-    print(table(["provider", "aliases", "package", "version", "vendor", "sdk", "priority", "devices", "status"],
-                provider_rows(data)))
-    print(f"\noptions ({USAGE}; help: epoxy providers --options [PROVIDER]):")
-    print(table(["provider", "options"], option_names(data)))
+    out.table(["provider", "aliases", "package", "version", "vendor", "sdk", "priority", "devices", "status"],
+              provider_rows(data))
+    out.line(f"\noptions ({USAGE}; help: epoxy providers --options [PROVIDER]):")
+    out.table(["provider", "options"], option_names(data))
     failed = failure_rows(data)
     if failed:
-        print("\nfailed plugins:")
-        print(table(["plugin", "package", "stage", "reason"], failed))
+        out.line("\nfailed plugins:", kind="warn")
+        out.table(["plugin", "package", "stage", "reason"], failed)
     return 0
