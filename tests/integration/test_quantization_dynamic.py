@@ -19,10 +19,10 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from quantization_checks import rel, run_epoxy, run_ort
 
 from epoxy.quantization.dynamic import quantize_dynamic, quantize_dynamic_report
 from epoxy.quantization.qdq import QuantizationError
-from epoxy.session import InferenceSession
 
 ort = pytest.importorskip("onnxruntime")
 ort_quant = pytest.importorskip("onnxruntime.quantization")
@@ -98,26 +98,11 @@ def feed(kind: str, seed: int = 99) -> dict[str, np.ndarray]:
     return {"x": np.random.default_rng(seed).normal(size=SHAPES[kind]).astype(np.float32)}
 
 
-def run_ort(model: onnx.ModelProto, x, *, optimize: bool = True) -> np.ndarray:
-    options = ort.SessionOptions()
-    if not optimize:  # no fusions: the graph exactly as written, in float after each DQ
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(None, x)[0]
-
-
-def run_epoxy(model: onnx.ModelProto, x) -> np.ndarray:
-    return np.asarray(InferenceSession(model, providers=["cpu"]).run(None, x)[0])
-
-
-def rel(a: np.ndarray, ref: np.ndarray) -> float:
-    return float(np.linalg.norm(a - ref) / np.linalg.norm(ref))
-
-
 @pytest.fixture(scope="module", params=sorted(BUILDERS))
 def case(request):
     model = BUILDERS[request.param]()
     x = feed(request.param)
-    return request.param, model, x, run_ort(model, x)
+    return request.param, model, x, run_ort(model, x, optimize=True)
 
 
 def test_qoperator_is_valid_runs_alike_and_stays_close(case):
@@ -125,7 +110,7 @@ def test_qoperator_is_valid_runs_alike_and_stays_close(case):
     q, report = quantize_dynamic_report(model)
     onnx.checker.check_model(q, full_check=True)
     assert set(report.quantized) == QUANTIZABLE[kind]
-    ours, theirs = run_epoxy(q, x), run_ort(q, x)
+    ours, theirs = run_epoxy(q, x), run_ort(q, x, optimize=True)
     # the same integer products and the same float rescale: rounding of the last Mul only
     np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6 * float(np.abs(theirs).max()))
     assert 0 < rel(ours, fp32) <= MAX_REL_ERROR
@@ -158,7 +143,7 @@ def test_qdq_is_weight_only_and_runs_alike(case):
                                atol=1e-5 * float(np.abs(fp32).max()))
     # onnxruntime's optimizer may fuse DQ->MatMul into a kernel that also quantizes the
     # activation at run time: the same model then differs by the activation noise, within the bound
-    assert rel(ours, run_ort(q, x)) <= MAX_REL_ERROR
+    assert rel(ours, run_ort(q, x, optimize=True)) <= MAX_REL_ERROR
     assert 0 < rel(ours, fp32) <= MAX_REL_ERROR
 
 
@@ -167,7 +152,7 @@ def test_error_is_of_the_order_of_onnxruntime_quantize_dynamic(case, tmp_path):
     src, dst = tmp_path / "fp32.onnx", tmp_path / "ort_dynamic.onnx"
     onnx.save(model, src)
     ort_quant.quantize_dynamic(str(src), str(dst), per_channel=True, weight_type=ort_quant.QuantType.QInt8)
-    peer = rel(run_ort(onnx.load(dst), x), fp32)
+    peer = rel(run_ort(onnx.load(dst), x, optimize=True), fp32)
     ours = rel(run_epoxy(quantize_dynamic(model), x), fp32)
     assert ours <= 2 * peer + 1e-3, (ours, peer)
     assert peer <= 2 * ours + 1e-3, (ours, peer)  # not suspiciously better either: same scheme
@@ -197,8 +182,8 @@ def test_uint8_weights_are_asymmetric_and_run():
     w = next(i for i in q.graph.initializer if i.name.startswith("w1") and i.data_type == TensorProto.UINT8)
     assert numpy_helper.to_array(w).min() == 0  # the range is min..max, not symmetric
     ours = run_epoxy(q, x)
-    np.testing.assert_allclose(ours, run_ort(q, x), rtol=1e-5, atol=1e-6)
-    assert rel(ours, run_ort(model, x)) <= MAX_REL_ERROR
+    np.testing.assert_allclose(ours, run_ort(q, x, optimize=True), rtol=1e-5, atol=1e-6)
+    assert rel(ours, run_ort(model, x, optimize=True)) <= MAX_REL_ERROR
 
 
 def test_excluded_and_non_constant_nodes_stay_float_with_reasons():
@@ -211,7 +196,7 @@ def test_excluded_and_non_constant_nodes_stay_float_with_reasons():
     ff2 = next(n for n in q.graph.node if n.name == "ff2")
     assert ff2.op_type == "MatMul" and list(ff2.input) == ["f1r", "w_ff2"]
     assert next(i for i in q.graph.initializer if i.name == "w_ff2").data_type == TensorProto.FLOAT
-    np.testing.assert_allclose(run_epoxy(q, x), run_ort(q, x), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(run_epoxy(q, x), run_ort(q, x, optimize=True), rtol=1e-5, atol=1e-5)
 
     q, report = quantize_dynamic_report(gemm(), op_types_to_exclude=["Gemm"])
     assert report.quantized == ()
@@ -231,7 +216,7 @@ def test_low_opset_is_raised_for_dynamic_quantize_linear():
     model, x = mlp(opset=10), feed("mlp")
     q = quantize_dynamic(model)
     assert max(i.version for i in q.opset_import if i.domain == "") >= 11
-    np.testing.assert_allclose(run_epoxy(q, x), run_ort(q, x), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(run_epoxy(q, x), run_ort(q, x, optimize=True), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [

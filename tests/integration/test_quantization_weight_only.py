@@ -21,10 +21,10 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from quantization_checks import rel, run_epoxy, run_ort
 
 from epoxy.quantization.qdq import QuantizationError
 from epoxy.quantization.weight_only import quantize_weights, quantize_weights_report
-from epoxy.session import InferenceSession
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -59,21 +59,6 @@ def gemm(seed: int = 2) -> onnx.ModelProto:
     return _model(nodes, inits, ["N", K], ["N", 16])
 
 
-def run_ort(model: onnx.ModelProto, x, *, optimize: bool = False) -> np.ndarray:
-    options = ort.SessionOptions()
-    if not optimize:  # the graph as written (DQ then float MatMul), no integer fusions
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(None, x)[0]
-
-
-def run_epoxy(model: onnx.ModelProto, x) -> np.ndarray:
-    return np.asarray(InferenceSession(model, providers=["cpu"]).run(None, x)[0])
-
-
-def rel(a: np.ndarray, ref: np.ndarray) -> float:
-    return float(np.linalg.norm(a - ref) / np.linalg.norm(ref))
-
-
 X = {"x": np.random.default_rng(99).normal(size=(8, K)).astype(np.float32)}
 SCHEMES = [("int8", None), ("int8", 32), ("uint8", 64), ("int4", None), ("int4", 32), ("uint4", 128)]
 
@@ -85,9 +70,9 @@ def test_runs_alike_on_both_runtimes_and_stays_close(build, dtype, block_size):
     q, report = quantize_weights_report(model, dtype=dtype, block_size=block_size)
     onnx.checker.check_model(q, full_check=True)
     assert len(report.quantized) == 2 and report.kept_float == ()
-    fp32 = run_ort(model, X)
+    fp32 = run_ort(model, X, optimize=False)
     ours = run_epoxy(q, X)
-    np.testing.assert_allclose(ours, run_ort(q, X), rtol=1e-4, atol=1e-5 * float(np.abs(fp32).max()))
+    np.testing.assert_allclose(ours, run_ort(q, X, optimize=False), rtol=1e-4, atol=1e-5 * float(np.abs(fp32).max()))
     # onnxruntime's optimizer may fuse DQ->MatMul into an integer kernel: same model, its own noise
     assert rel(run_ort(q, X, optimize=True), fp32) <= BOUND[dtype]
     assert 0 < rel(ours, fp32) <= BOUND[dtype]
@@ -144,7 +129,7 @@ def test_smaller_blocks_give_smaller_error_on_outlier_blocks():
     w = _outlier_weight()
     model = _model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], {"w": w}, ["N", 512], ["N", 32])
     x = {"x": np.random.default_rng(6).normal(size=(16, 512)).astype(np.float32)}
-    fp32 = run_ort(model, x)
+    fp32 = run_ort(model, x, optimize=False)
     errors = {bs: rel(run_epoxy(quantize_weights(model, dtype="int4", block_size=bs), x), fp32)
               for bs in (32, 64, 128)}
     errors[None] = rel(run_epoxy(quantize_weights(model, dtype="int4"), x), fp32)  # per channel
@@ -160,7 +145,8 @@ def test_non_constant_weights_stay_float_unless_named():
     q, report = quantize_weights_report(model, dtype="int4", block_size=32)
     assert report.quantized == ("proj",)
     assert "not a constant" in report.kept["gram"]
-    np.testing.assert_allclose(run_epoxy(q, {"x": X["x"][:4]}), run_ort(q, {"x": X["x"][:4]}), rtol=1e-4, atol=1e-4)
+    rows = {"x": X["x"][:4]}
+    np.testing.assert_allclose(run_epoxy(q, rows), run_ort(q, rows, optimize=False), rtol=1e-4, atol=1e-4)
     with pytest.raises(QuantizationError, match="gram") as info:
         quantize_weights(model, dtype="int4", block_size=32, nodes_to_include=["gram"])
     assert info.value.node == "gram" and info.value.op_type == "MatMul"
@@ -182,7 +168,7 @@ def test_a_shared_weight_is_quantized_once():
     model = _model(nodes, {"w": rng.normal(size=(K, K))}, ["N", K], ["N", K])
     q = quantize_weights(model, dtype="int4", block_size=64)
     assert [n.op_type for n in q.graph.node].count("DequantizeLinear") == 1
-    np.testing.assert_allclose(run_epoxy(q, X), run_ort(q, X), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(run_epoxy(q, X), run_ort(q, X, optimize=False), rtol=1e-4, atol=1e-3)
 
 
 @pytest.mark.parametrize(("kwargs", "error", "match"), [
