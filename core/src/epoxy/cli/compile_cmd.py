@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import warnings
+from typing import Any
 
+from ._console import Console, console_for
 from ._format import providers_arg
 
 EXAMPLE = """example:
@@ -49,11 +50,19 @@ def _provider_options(names: list[str] | None, args: argparse.Namespace) -> dict
     return options or None
 
 
-def _progress(event: str, provider: str, label: str, nodes: int, seconds: float | None) -> None:
-    if event == "compile":
-        print(f"compiling {label} on {provider} ({nodes} nodes)...", file=sys.stderr, flush=True)
-    elif seconds is not None:
-        print(f"  {label}: done in {seconds:.2f} s", file=sys.stderr, flush=True)
+class GroupLog:
+    """The compile progress callback: a line per group on stderr as it starts and ends (the
+    group count is known only once the session is built, so no bar: the lines also leave a
+    record of what each group cost)."""
+
+    def __init__(self, err: Console) -> None:
+        self.err = err
+
+    def __call__(self, event: str, provider: str, label: str, nodes: int, seconds: float | None) -> None:
+        if event == "compile":
+            self.err.line(f"compiling {label} on {provider} ({nodes} nodes)...", kind="info")
+        elif seconds is not None:
+            self.err.line(f"  {label}: done in {seconds:.2f} s", kind="ok")
 
 
 LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED",
@@ -67,18 +76,39 @@ def run(args: argparse.Namespace) -> int:
     names = providers_arg(args.providers)
     options = SessionOptions()
     options.graph_optimization_level = GraphOptimizationLevel[LEVELS[args.optimization]]
+    out = console_for(args)
+    err = Console(sys.stderr, as_json=out.as_json)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         summary = compile_model(args.model, args.output, providers=names, sess_options=options,
                                 provider_options=_provider_options(names, args), embed=args.embed,
-                                progress=None if args.quiet or args.json else _progress)
+                                progress=None if args.quiet or args.json else GroupLog(err))
     if args.json:
-        print(json.dumps({"output": str(summary.output), "seconds": round(summary.seconds, 3),
-                          "groups": summary.groups, "kept": summary.kept,
-                          "nodes": summary.report.summary(), "files": [str(f) for f in summary.files],
-                          "warnings": [str(w.message) for w in caught]}, indent=1))
+        out.json({"output": str(summary.output), "seconds": round(summary.seconds, 3),
+                  "groups": summary.groups, "kept": summary.kept,
+                  "nodes": summary.report.summary(), "files": [str(f) for f in summary.files],
+                  "warnings": [str(w.message) for w in caught]})
     else:
         for w in caught:
-            print(f"warning: {w.message}", file=sys.stderr)
-        print(summary.format())
+            err.line(f"warning: {w.message}", kind="warn")
+        print_summary(out, summary)
     return 0
+
+
+def print_summary(out: Console, summary: Any) -> None:
+    """What was written: its own text when plain, else the groups as a table."""
+    if out.plain:
+        out.line(summary.format())
+        return
+    out.line(f"wrote {summary.output} in {summary.seconds:.2f} s: {len(summary.groups)} compiled group(s)", kind="ok")
+    if summary.groups:
+        out.table(["group", "provider", "version", "nodes", "bytes", "where", "format", "target"],
+                  [[g["label"], g["provider"], g["provider_version"], g["nodes"], g["blob_bytes"], g["where"],
+                    g["format"], g["target"] or "-"] for g in summary.groups], numeric=(3, 4))
+    for g in summary.kept:
+        out.line(f"  {g['label']}: {g['provider']}, {g['nodes']} nodes kept as plain nodes: {g['reason']}",
+                 kind="warn")
+    counts = ", ".join(f"{p} {n}" for p, n in sorted(summary.report.summary().items(), key=lambda kv: -kv[1]))
+    out.line(f"  nodes per provider: {counts}")
+    for note in summary.notes:
+        out.line(f"  note: {note}", kind="info")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from ._console import Console, console_for
 from ._format import providers_arg
 
 EXAMPLE = """example:
@@ -50,16 +51,52 @@ def run(args: argparse.Namespace) -> int:
         session = InferenceSession(args.model, providers=providers_arg(args.providers))
     report = session.partition_report()
     add_warnings_to_notes(report.notes, [str(w.message) for w in caught])
+    out = console_for(args)
     if targets:
         from ..pictures import write_pictures
 
+        told = Console(sys.stderr, as_json=out.as_json)  # stdout stays the report (or the JSON)
         for written in write_pictures(session, targets, title=Path(args.model).name):
-            print(f"wrote {written.path} ({written.nodes} nodes, layout {written.layout_seconds:.2f} s)",
-                  file=sys.stderr)
+            told.line(f"wrote {written.path} ({written.nodes} nodes, layout {written.layout_seconds:.2f} s)",
+                      kind="ok")
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
-    else:
-        print(report.format(per_node=not args.summary))
-        print(f"\nplanned peak memory: {session.planned_peak_bytes / 1e6:.2f} MB (activations; weights "
-              f"{session.memory_plan()['constant_bytes'] / 1e6:.2f} MB)")
+        out.json(report.to_dict())
+        return 0
+    print_report(out, report, per_node=not args.summary)
+    out.line(f"\nplanned peak memory: {session.planned_peak_bytes / 1e6:.2f} MB (activations; weights "
+             f"{session.memory_plan()['constant_bytes'] / 1e6:.2f} MB)", kind="info")
     return 0
+
+
+def print_report(out: Console, report: Any, *, per_node: bool = True) -> None:
+    """The partition report: its own text when plain (logs and diffs keep their format),
+    else a summary table and a per-node table (``epoxy demo`` shows the summary too)."""
+    if out.plain:
+        out.line(report.format(per_node=per_node))
+        return
+    out.line("providers (priority order): " + ", ".join(report.providers))
+    total = len(report.nodes)
+    summary = sorted(report.summary().items(), key=lambda kv: -kv[1])
+    out.table(["provider", "nodes", "share"], [[p, n, f"{n / total:.0%}" if total else "-"] for p, n in summary],
+              numeric=(1, 2))
+    for label, members in report.groups.items():
+        out.line(f"  fused group {label}: {len(members)} nodes")
+    for label, status in report.artifacts.items():
+        out.line(f"  compiled group {label}: {status}")
+    for note in report.notes:
+        out.line(f"  note: {note}", kind="warn" if note.startswith("warning:") else "info")
+    if per_node:
+        out.table(["node", "op", "provider", "why not earlier providers"], node_rows(report))
+
+
+def node_rows(report: Any) -> list[list[str]]:
+    """node, op, provider [group], why the earlier providers declined; a control-flow node's
+    bodies follow it as rows of their own."""
+    rows = []
+    for d in report.nodes:
+        why = "; ".join(f"{p}: {r}" for p, r in d.declined) or "-"
+        rows.append([d.node, d.op_type, d.provider + (f" [{d.fused_group}]" if d.fused_group else ""), why])
+        for attr, counts in d.bodies.items():
+            ran = ", ".join(f"{n} on {p}" for p, n in counts.items()) or "no nodes"
+            rows.append(["", f"  {attr}", ran, ""])
+    return rows

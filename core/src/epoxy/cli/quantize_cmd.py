@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
+from contextlib import ExitStack
+from typing import Any
 
+from ._console import Advance, Console, console_for
 from ._format import providers_arg
 
 EXAMPLE = """example:
@@ -61,12 +62,54 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--held-out", type=_positive_int, metavar="N",
                         help="calibration batches kept for the report (default 20%%, at least 1)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def _progress(done: int, total: int) -> None:
-    end = "\n" if done == total else ""
-    print(f"\rcalibrating: batch {done}/{total}", end=end, file=sys.stderr, flush=True)
+class CalibrationBar:
+    """``progress(done, total)`` for :func:`quantize_model`, drawn as the console's progress
+    bar on stderr. The bar opens at the first batch (the total is known only then) and
+    closes at the last, or when the ``with`` block ends (an error mid-calibration)."""
+
+    def __init__(self, out: Console, label: str = "calibrating") -> None:
+        self.out, self.label = out, label
+        self._stack = ExitStack()
+        self._advance: Advance | None = None
+        self._done = 0
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._advance is None:
+            self._advance = self._stack.enter_context(self.out.progress(self.label, total))
+            self._done = 0
+        self._advance(done - self._done)
+        self._done = done
+        if done >= total:
+            self.close()
+
+    def close(self) -> None:
+        self._stack.close()
+        self._advance = None
+
+    def __enter__(self) -> CalibrationBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+#: how a report line starting so is coloured on a terminal
+LINE_KINDS = {"warning:": "warn", "note:": "info", "checks passed": "ok"}
+
+
+def kind_of(line: str) -> str | None:
+    """The note kind of one line of the quantization report (None: an ordinary line)."""
+    return next((kind for prefix, kind in LINE_KINDS.items() if line.startswith(prefix)), None)
+
+
+def print_report(out: Console, report: Any, output: str) -> None:
+    """The report, its notes and warnings coloured on a terminal, and where the model went."""
+    for line in report.format().splitlines():
+        out.line(line, kind=kind_of(line))
+    out.line(f"written: {output}", kind="ok")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,17 +122,18 @@ def run(args: argparse.Namespace) -> int:
 
     if Path(args.output).resolve() == Path(args.model).resolve():
         raise InvalidArgumentError(f"-o {args.output!r} would overwrite the model itself")
-    show_progress = not (args.quiet or args.json) and sys.stderr.isatty()
-    model, report = quantize_model(
-        args.model, mode=args.mode, calibration=args.calibration, random_calibration=args.random_calibration,
-        method=args.method, per_channel=False if args.per_tensor else None, activation_dtype=args.activation_dtype,
-        reduce_range=args.reduce_range, providers=providers_arg(args.providers) or ["cpu"],
-        op_types=args.include_op, nodes_to_exclude=args.exclude_node, held_out=args.held_out,
-        max_rel_error=args.max_rel_error, progress=_progress if show_progress else None)
+    out = console_for(args)
+    with CalibrationBar(out) as bar:  # a no-op off a terminal and with --json
+        model, report = quantize_model(
+            args.model, mode=args.mode, calibration=args.calibration, random_calibration=args.random_calibration,
+            method=args.method, per_channel=False if args.per_tensor else None,
+            activation_dtype=args.activation_dtype, reduce_range=args.reduce_range,
+            providers=providers_arg(args.providers) or ["cpu"], op_types=args.include_op,
+            nodes_to_exclude=args.exclude_node, held_out=args.held_out, max_rel_error=args.max_rel_error,
+            progress=None if args.quiet else bar)
     onnx.save(model, args.output)
     if args.json:
-        print(json.dumps({"output": args.output, **report.to_dict()}, indent=1))
+        out.json({"output": args.output, **report.to_dict()})
     else:
-        print(report.format())
-        print(f"written: {args.output}")
+        print_report(out, report, args.output)
     return 0

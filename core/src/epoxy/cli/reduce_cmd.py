@@ -4,9 +4,10 @@ still diverge on X, fed with the real intermediate values; write them and say ho
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+from typing import Any
 
+from ._console import Console, console_for
 from ._format import providers_arg
 from .validate_cmd import add_inputs_arguments
 
@@ -36,25 +37,32 @@ def run(args: argparse.Namespace) -> int:
     from ..debug.reduce import reduce
     from ..errors import InvalidArgumentError
 
+    out = console_for(args)
+    told = Console(sys.stderr, as_json=out.as_json)  # notes and errors: stdout stays the result
     if args.random is not None and args.random != 1:
-        print("epoxy reduce: note: reduce uses one random input set (--random is taken as 1)", file=sys.stderr)
+        told.line("epoxy reduce: note: reduce uses one random input set (--random is taken as 1)", kind="warn")
     try:
         case = reduce(args.model, providers_arg(args.providers) or [], mode=args.mode,
                       feeds=load_inputs(args.inputs) if args.inputs else None, reference=args.reference,
                       rtol=args.rtol, atol=args.atol, seed=args.seed, dims=parse_dims(args.dim),
                       max_tries=args.max_tries)
     except InvalidArgumentError as exc:
-        print(f"epoxy reduce: error: {exc}", file=sys.stderr)
+        told.line(f"epoxy reduce: error: {exc}", kind="error")
         return 2
     case.save(args.output_dir)
     if args.json:
-        print(json.dumps({**case.to_dict(), "rerun": case.rerun_command()}, indent=2))
-        return 0
-    print(f"reduced {case.original_nodes} nodes to {len(case.nodes)} in {case.tries} tries ({case.mode} on "
-          f"{', '.join(case.providers)}):")
-    for name, op in zip(case.nodes, case.op_types):
-        print(f"  {name} ({op})")
-    print(f"{case.detail}")
-    print(f"wrote {case.written['model']} and {case.written['feeds']}")
-    print(f"rerun:\n  {case.rerun_command()}\nor:\n  {case.rerun_python()}")
+        out.json({**case.to_dict(), "rerun": case.rerun_command()})
+    else:
+        print_case(out, case)
     return 0
+
+
+def print_case(out: Console, case: Any) -> None:
+    """What was kept, why it still fails, where it was written and how to rerun it."""
+    out.line(f"reduced {case.original_nodes} nodes to {len(case.nodes)} in {case.tries} tries ({case.mode} on "
+             f"{', '.join(case.providers)}):")
+    for name, op in zip(case.nodes, case.op_types):
+        out.line(f"  {name} ({op})")
+    out.line(f"{case.detail}", kind="warn")
+    out.line(f"wrote {case.written['model']} and {case.written['feeds']}", kind="ok")
+    out.line(f"rerun:\n  {case.rerun_command()}\nor:\n  {case.rerun_python()}")

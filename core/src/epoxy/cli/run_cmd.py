@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InvalidArgumentError
+from ._console import Console, console_for
 from ._format import providers_arg
 
 EXAMPLE = """example:
@@ -45,19 +46,25 @@ def run(args: argparse.Namespace) -> int:
     outputs = session.run(None, feeds)
     elapsed = (time.perf_counter() - start) * 1e3
     names = [o.name for o in session.get_outputs()]
+    out = console_for(args)
     if args.output_dir:
         out_dir = Path(args.output_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
         for name, value in zip(names, outputs):
             path = out_dir / f"{name.replace('/', '_')}.npy"
             np.save(path, np.asarray(value))
-            print(f"{name}: saved {path}")
+            out.line(f"{name}: saved {path}", kind="ok")
     else:
-        with np.printoptions(threshold=50, edgeitems=3, precision=5):
-            for name, value in zip(names, outputs):
-                if isinstance(value, np.ndarray):
-                    print(f"{name}: {value.dtype} {list(value.shape)}\n{value}")
-                else:
-                    print(f"{name}: {value!r}")
-    print(f"ran in {elapsed:.2f} ms on {', '.join(session.get_providers())}")
+        print_outputs(out, names, outputs)
+    out.line(f"ran in {elapsed:.2f} ms on {', '.join(session.get_providers())}", kind="info")
     return 0
+
+
+def print_outputs(out: Console, names: list[str], outputs: list[object]) -> None:
+    """Each output's dtype and shape, then its values (numpy's summary of long arrays)."""
+    with np.printoptions(threshold=50, edgeitems=3, precision=5):
+        for name, value in zip(names, outputs):
+            if isinstance(value, np.ndarray):
+                out.line(f"{name}: {value.dtype} {list(value.shape)}\n{value}")
+            else:
+                out.line(f"{name}: {value!r}")

@@ -4,10 +4,11 @@ reference and name the first node that diverges; exit 0 all match, 1 divergence 
 from __future__ import annotations
 
 import argparse
-import json
+import io
 import sys
 
-from ._format import providers_arg, table
+from ._console import Console, console_for
+from ._format import providers_arg
 
 EXAMPLE = """example:
   epoxy validate model.onnx --providers openvino,cpu --reference onnxruntime --random 3
@@ -59,38 +60,49 @@ def _row(v: object) -> list[str]:
 
 
 HEADERS = ["value", "node", "op", "provider", "max abs", "max rel", "cosine", ""]
+#: the statistics columns, right-aligned on a terminal
+NUMERIC = (4, 5, 6)
 
 
 def format_report(report: object, limit: int = 10) -> str:
-    """The verdict, the first divergence with its statistics, the drift after it."""
+    """The verdict, the first divergence with its statistics, the drift after it, as plain text."""
+    text = io.StringIO()
+    print_report(Console(text, plain=True), report, limit)
+    return text.getvalue().rstrip("\n")
+
+
+def print_report(out: Console, report: object, limit: int = 10) -> None:
+    """:func:`format_report` drawn on ``out``: the verdict coloured, tables boxed on a terminal."""
     from ..debug.validate import ValidationReport
 
     assert isinstance(report, ValidationReport)
     r = report
-    lines = [f"{r.model}: {', '.join(r.providers)} vs reference {r.reference} (rtol {r.rtol:g}, atol {r.atol:g}, "
-             f"{r.runs} run{'s' if r.runs != 1 else ''})",
-             f"compared {len(r.values)} values ({r.not_compared} only on one side), "
-             f"{sum(not v.stats.passed for v in r.values)} diverge"]
+    out.line(f"{r.model}: {', '.join(r.providers)} vs reference {r.reference} (rtol {r.rtol:g}, atol {r.atol:g}, "
+             f"{r.runs} run{'s' if r.runs != 1 else ''})")
+    out.line(f"compared {len(r.values)} values ({r.not_compared} only on one side), "
+             f"{sum(not v.stats.passed for v in r.values)} diverge")
     if r.error:
-        lines.append(f"ERROR {r.error}")
+        out.line(f"ERROR {r.error}", kind="error")
     first = r.first
     if first is not None:
         s = first.stats
         group = f" in group {first.group}" if first.group else ""
-        lines += ["", f"first divergence: value {first.name!r} {first.shape} from node {first.node!r} "
-                  f"({first.op_type}) on provider {first.provider!r}{group}",
-                  f"  max abs {_num(s.max_abs)}  mean abs {_num(s.mean_abs)}  max rel {_num(s.max_rel)}  "
-                  f"cosine {s.cosine:.6f}  NaN {s.nan} (ref {s.ref_nan})  Inf {s.inf} (ref {s.ref_inf})  "
-                  f"{s.mismatches}/{s.size} elements out of tolerance" + (f"  ({s.reason})" if s.reason else "")]
+        out.line()
+        out.line(f"first divergence: value {first.name!r} {first.shape} from node {first.node!r} "
+                 f"({first.op_type}) on provider {first.provider!r}{group}", kind="error")
+        out.line(f"  max abs {_num(s.max_abs)}  mean abs {_num(s.mean_abs)}  max rel {_num(s.max_rel)}  "
+                 f"cosine {s.cosine:.6f}  NaN {s.nan} (ref {s.ref_nan})  Inf {s.inf} (ref {s.ref_inf})  "
+                 f"{s.mismatches}/{s.size} elements out of tolerance" + (f"  ({s.reason})" if s.reason else ""))
         drift = [v for v in r.drift if not v.is_output][:limit] + [v for v in r.drift if v.is_output]
         if drift:
-            lines += ["", f"drift ({len(r.drift)} values computed from it; outputs last):",
-                      table(HEADERS, [_row(v) for v in drift])]
+            out.line()
+            out.line(f"drift ({len(r.drift)} values computed from it; outputs last):")
+            out.table(HEADERS, [_row(v) for v in drift], numeric=NUMERIC)
     elif r.outputs:
-        lines += ["", table(HEADERS, [_row(v) for v in r.outputs])]
-    lines.append("")
-    lines.append("PASS" if r.passed else "FAIL")
-    return "\n".join(lines)
+        out.line()
+        out.table(HEADERS, [_row(v) for v in r.outputs], numeric=NUMERIC)
+    out.line()
+    out.line("PASS" if r.passed else "FAIL", kind="ok" if r.passed else "error")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -98,12 +110,16 @@ def run(args: argparse.Namespace) -> int:
     from ..debug.validate import validate
     from ..errors import InvalidArgumentError
 
+    out = console_for(args)
     try:
         report = validate(args.model, providers_arg(args.providers) or [], reference=args.reference,
                           feeds=load_inputs(args.inputs) if args.inputs else None, random=args.random,
                           rtol=args.rtol, atol=args.atol, seed=args.seed, dims=parse_dims(args.dim))
     except InvalidArgumentError as exc:  # bad arguments or files: a usage error, like argparse's
-        print(f"epoxy validate: error: {exc}", file=sys.stderr)
+        Console(sys.stderr, as_json=out.as_json).line(f"epoxy validate: error: {exc}", kind="error")
         return 2
-    print(json.dumps(report.to_dict(), indent=2, default=str) if args.json else format_report(report))
+    if args.json:
+        out.json(report.to_dict())
+    else:
+        print_report(out, report)
     return 0 if report.passed else 1
