@@ -36,6 +36,7 @@ class BuiltinPasses:
             MatMulAddToGemmPass,
             ReshapeTransposeSimplifyPass,
         )
+        from .passes.qdq_pairs import QuantizeDequantizePairPass
 
         # Constant nodes become initializers so kernels see their values (NodeSpec.constants)
         register(LiftConstantsPass(lift_all_constants=False, size_limit=0), level="basic",
@@ -46,6 +47,7 @@ class BuiltinPasses:
         # cpu first: its float kernels read the weights; a provider running QDQ in int8 keeps the DQ
         register(DequantizeWeightsPass(), level="basic", providers=("cpu",))
         register(ConstantFoldingPass(), level="basic")
+        register(QuantizeDequantizePairPass(), level="basic", providers=("cpu",))  # activations' Q->DQ, after folding
         register(ConvBatchNormFoldPass(), level="basic")
         register(BatchNormAffineFoldPass(), level="basic")
         register(ConvAffineFoldPass(), level="basic")

@@ -5,6 +5,13 @@ Granularity is read from the scale's shape: a scalar (per-tensor), a 1-D tensor 
 dimension is ``ceil(D / block_size)`` (blocked). Integer targets round half to even and
 saturate to the type's range; float8/float4/float6 targets go through ``ml_dtypes`` casts
 (clamped to the finite range when saturating).
+
+float32 with 8/16-bit integer codes (every activation Q/DQ of a static QDQ model) takes a
+fast path: one float32 temporary updated in place. It is exact, not approximate: ``x / scale``
+is the spec's float32 division (not a multiply by ``1/scale``, which differs by an ulp at
+times and so flips halves), ``rint`` rounds half to even, and every integer the path holds
+(``|code| <= 65535``) is exact in float32, so adding the zero point and clipping in float32
+give the integers the float64 path gives.
 """
 
 from __future__ import annotations
@@ -29,6 +36,9 @@ _ALWAYS_SATURATE = {
     np.dtype(ml_dtypes.float6_e3m2fn),
 }
 _FLOAT_COMPUTE = {np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64), np.dtype(ml_dtypes.bfloat16)}
+_F32 = np.dtype(np.float32)
+#: integer codes whose range (and any difference of two codes) is exact in float32
+FAST_CODES = frozenset(np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.uint16))
 
 
 def _onnx_dtype(code: int) -> np.dtype:
@@ -43,12 +53,12 @@ def _is_int_dtype(dt: np.dtype) -> bool:
                                      np.dtype(ml_dtypes.int2), np.dtype(ml_dtypes.uint2))
 
 
-def _int_range(dt: np.dtype) -> tuple[int, int]:
+def int_range(dt: np.dtype) -> tuple[int, int]:
     info = ml_dtypes.iinfo(dt) if dt.kind not in "iu" else np.iinfo(dt)
     return int(info.min), int(info.max)
 
 
-def _expand_param(param: np.ndarray, x_shape: tuple[int, ...], axis_attr: int, block_size: int) -> np.ndarray:
+def expand_param(param: np.ndarray, x_shape: tuple[int, ...], axis_attr: int, block_size: int) -> np.ndarray:
     """Broadcastable view of a scale / zero point against ``x`` for its granularity."""
     rank = len(x_shape)
     if param.ndim == 0 or (param.size == 1 and block_size <= 0):
@@ -76,6 +86,49 @@ def _expand_param(param: np.ndarray, x_shape: tuple[int, ...], axis_attr: int, b
     raise ValueError(f"scale of shape {param.shape} does not fit input of shape {x_shape} on axis {axis}")
 
 
+def quantize_f32(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None, out_dt: np.dtype) -> np.ndarray:
+    """``saturate(rint(x / scale) + zero_point)`` for float32 ``scale`` (broadcastable) and an
+    8/16-bit ``out_dt``; NaN quantizes to 0 (the float64 path's answer; the spec is silent)."""
+    q = np.divide(x.astype(_F32, copy=False), scale, dtype=_F32)
+    np.rint(q, out=q)
+    if zero_point is not None:
+        q += zero_point.astype(_F32)
+    lo, hi = int_range(out_dt)
+    saturate_into(q, lo, hi, 0)
+    return q.astype(out_dt)
+
+
+def saturate_into(q: np.ndarray, lo: np.ndarray | float, hi: np.ndarray | float, nan: np.ndarray | float) -> None:
+    """Clip ``q`` to ``[lo, hi]`` (broadcastable bounds) and set its NaNs to ``nan``, in place.
+
+    Why the range check first: two reductions cost a third of ``np.clip`` plus the NaN scan, and
+    activations quantized with their calibrated range are inside it on most runs (a NaN fails
+    the check: comparisons with NaN are false)."""
+    if q.size == 0:
+        return
+    if q.min() >= np.max(lo) and q.max() <= np.min(hi):
+        return
+    np.clip(q, lo, hi, out=q)
+    nan_to(q, nan)
+
+
+def nan_to(q: np.ndarray, value: np.ndarray | float) -> None:
+    """Set ``q``'s NaNs to ``value`` in place (a NaN cast to an integer is undefined)."""
+    nan = np.isnan(q)
+    if nan.any():
+        np.copyto(q, np.broadcast_to(np.asarray(value, dtype=q.dtype), q.shape), where=nan)
+
+
+def dequantize_f32(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None) -> np.ndarray:
+    """``float32(x - zero_point) * scale`` for 8/16-bit codes and a float32 ``scale``: the
+    difference is exact in float32, so this equals the int64-difference path bit for bit."""
+    y = x.astype(_F32)
+    if zero_point is not None:
+        y -= zero_point.astype(_F32)
+    y *= scale
+    return y
+
+
 @KERNELS.register("QuantizeLinear", _QUANT_VERSIONS)
 def quantize_linear(node: NodeSpec):
     axis_attr = int(node.attr("axis", 1)) if node.opset >= 13 else 0
@@ -101,11 +154,14 @@ def quantize_linear(node: NodeSpec):
             cdt = y_scale.dtype
         else:
             cdt = np.dtype(np.float32)
-        scale = _expand_param(y_scale, x.shape, axis_attr, block_size).astype(cdt)
+        scale = expand_param(y_scale, x.shape, axis_attr, block_size).astype(cdt)
+        if cdt == _F32 and out_dt in FAST_CODES:
+            zp_fast = None if y_zero_point is None else expand_param(y_zero_point, x.shape, axis_attr, block_size)
+            return quantize_f32(x, scale, zp_fast, out_dt)
         q = x.astype(cdt) / scale
         q = q.astype(np.float64) if _is_int_dtype(out_dt) else q.astype(np.float32)
         if y_zero_point is not None:
-            zp = _expand_param(y_zero_point, x.shape, axis_attr, block_size)
+            zp = expand_param(y_zero_point, x.shape, axis_attr, block_size)
             zp = zp.astype(np.float64) if _is_int_dtype(out_dt) else zp.astype(np.float32)
         else:
             zp = None
@@ -113,7 +169,7 @@ def quantize_linear(node: NodeSpec):
             q = np.rint(q)
             if zp is not None:
                 q = q + zp
-            lo, hi = _int_range(out_dt)
+            lo, hi = int_range(out_dt)
             q = np.clip(q, lo, hi)
             q = np.nan_to_num(q, nan=0.0)
             return np.asarray(q.astype(np.int64).astype(out_dt))
@@ -141,12 +197,15 @@ def dequantize_linear(node: NodeSpec):
             out_dt = x_scale.dtype
         else:
             out_dt = np.dtype(np.float32)
+        if out_dt == _F32 and x.dtype in FAST_CODES and x_scale.dtype == _F32:
+            zp_fast = None if x_zero_point is None else expand_param(x_zero_point, x.shape, axis_attr, block_size)
+            return dequantize_f32(x, expand_param(x_scale, x.shape, axis_attr, block_size), zp_fast)
         integer = _is_int_dtype(x.dtype)
         diff = x.astype(np.int64) if integer else x.astype(np.float32)
         if x_zero_point is not None:
-            zp = _expand_param(x_zero_point, x.shape, axis_attr, block_size)
+            zp = expand_param(x_zero_point, x.shape, axis_attr, block_size)
             diff = diff - (zp.astype(np.int64) if integer else zp.astype(np.float32))
-        scale = _expand_param(x_scale, x.shape, axis_attr, block_size)
+        scale = expand_param(x_scale, x.shape, axis_attr, block_size)
         if out_dt == np.dtype(np.float32) or out_dt == np.dtype(np.float64):
             y = diff.astype(out_dt) * scale.astype(out_dt)
         else:  # reduced-precision outputs: multiply in float32, round once

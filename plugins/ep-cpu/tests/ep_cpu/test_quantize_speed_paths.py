@@ -1,0 +1,205 @@
+"""The float32 fast paths of QuantizeLinear / DequantizeLinear and the fused
+``com.epoxy.cpu::QuantizeDequantizeLinear`` (written by the core's QuantizeDequantizePairPass)
+are bit-identical to onnx.reference, onnxruntime and the float64 formula: halves round to even,
+codes saturate, +-inf saturate, NaN quantizes to code 0 (onnxruntime writes the type's minimum
+there, the spec is silent: the float64 twin below is the oracle for it). A QDQ model's outputs
+with the pass equal the unoptimized run's, bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+import epoxy
+
+F = TensorProto.FLOAT
+CODES = {np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int8): TensorProto.INT8,
+         np.dtype(np.int16): TensorProto.INT16, np.dtype(np.uint16): TensorProto.UINT16}
+SHAPE = (2, 3, 5, 7)
+RNG = np.random.default_rng(19)
+
+
+def _params(code: np.dtype, per_axis: bool) -> tuple[np.ndarray, np.ndarray]:
+    n = SHAPE[1] if per_axis else 1
+    scale = np.array([0.25, 0.0173, 3.0][:n], dtype=np.float32)  # 0.25: x/scale halves are exact
+    info = np.iinfo(code)
+    zp = np.array([info.min + 3, 0, info.max - 7][:n]).astype(code)  # off-centre: saturation shows
+    return (scale, zp) if per_axis else (scale.reshape(()), zp.reshape(()))
+
+
+def _data(scale: np.ndarray, code: np.dtype, specials: tuple[float, ...] = ()) -> np.ndarray:
+    """Random values, exact halves of the scale and far out-of-range values, plus ``specials``."""
+    s = np.broadcast_to(scale.reshape(-1, 1, 1) if scale.ndim else scale, SHAPE[1:])
+    span = float(int(np.iinfo(code).max) - int(np.iinfo(code).min)) * 1.2  # past both ends, whatever the zero point
+    x = (RNG.uniform(-span, span, SHAPE) * s).astype(np.float32)
+    halves = (RNG.integers(-300, 300, SHAPE) + 0.5).astype(np.float32) * s.astype(np.float32)
+    x = np.where(RNG.random(SHAPE) < 0.4, halves, x).astype(np.float32)
+    flat = x.reshape(-1)
+    flat[: len(specials)] = specials
+    return x
+
+
+def _model(nodes: list[onnx.NodeProto], out_type: int, inits: dict[str, np.ndarray],
+           opset: int = 21) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, SHAPE)],
+                              [helper.make_tensor_value_info("y", out_type, SHAPE)],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+
+
+def _q_model(scale: np.ndarray, zp: np.ndarray) -> onnx.ModelProto:
+    return _model([helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=1)], CODES[zp.dtype],
+                  {"s": scale, "z": zp})
+
+
+def _qdq_model(scale: np.ndarray, zp: np.ndarray, opset: int = 21) -> onnx.ModelProto:
+    return _model([helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=1),
+                   helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"], axis=1),
+                   helper.make_node("Identity", ["d"], ["y"])], F, {"s": scale, "z": zp}, opset)
+
+
+def _epoxy(model: onnx.ModelProto, x: np.ndarray, level: str = "disable") -> tuple[np.ndarray, epoxy.InferenceSession]:
+    sess = epoxy.InferenceSession(model, providers=["cpu"],
+                                  sess_options=epoxy.SessionOptions(graph_optimization_level=level))
+    return sess.run(None, {"x": x})[0], sess
+
+
+def _ort(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # keep ORT's own Q/DQ kernels
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return sess.run(None, {"x": x})[0]
+
+
+def _float64_quantize(x: np.ndarray, scale: np.ndarray, zp: np.ndarray, axis_shape: tuple[int, ...]) -> np.ndarray:
+    """The spec's formula in float64 after the float32 division (the kernel's former path)."""
+    s, z = scale.reshape(axis_shape), zp.reshape(axis_shape).astype(np.float64)
+    info = np.iinfo(zp.dtype)
+    with np.errstate(invalid="ignore"):
+        q = np.clip(np.rint((x / s).astype(np.float64)) + z, info.min, info.max)
+    return np.nan_to_num(q, nan=0.0).astype(zp.dtype)
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    return a.view(np.uint32) if a.dtype == np.float32 else a
+
+
+CASES = [pytest.param(np.dtype(c), axis, id=f"{np.dtype(c).name}-{'axis' if axis else 'tensor'}")
+         for c in (np.uint8, np.int8, np.int16, np.uint16) for axis in (False, True)]
+
+
+@pytest.mark.parametrize(("code", "per_axis"), CASES)
+def test_quantize_equals_reference_and_onnxruntime(code, per_axis):
+    scale, zp = _params(code, per_axis)
+    x = _data(scale, code)
+    model = _q_model(scale, zp)
+    got, _ = _epoxy(model, x)
+    assert got.dtype == code
+    np.testing.assert_array_equal(got, ReferenceEvaluator(model).run(None, {"x": x})[0])
+    np.testing.assert_array_equal(got, _ort(model, x))
+    info = np.iinfo(code)
+    assert (got == info.min).any() and (got == info.max).any()  # the data reaches saturation
+
+
+@pytest.mark.parametrize(("code", "per_axis"), CASES)
+def test_quantize_inf_saturates_and_nan_is_code_zero(code, per_axis):
+    scale, zp = _params(code, per_axis)
+    x = _data(scale, code, specials=(np.inf, -np.inf, np.nan, 0.0))
+    model = _q_model(scale, zp)
+    got, _ = _epoxy(model, x)
+    axis_shape = (1, -1, 1, 1) if per_axis else ()
+    np.testing.assert_array_equal(got, _float64_quantize(x, scale, zp, axis_shape))
+    info = np.iinfo(code)
+    assert got.reshape(-1)[:3].tolist() == [info.max, info.min, 0]
+    finite = _ort(model, x).reshape(-1)  # onnxruntime agrees everywhere but at the NaN
+    np.testing.assert_array_equal(np.delete(got.reshape(-1), 2), np.delete(finite, 2))
+
+
+@pytest.mark.parametrize(("code", "per_axis"), CASES)
+def test_dequantize_equals_reference_and_onnxruntime(code, per_axis):
+    scale, zp = _params(code, per_axis)
+    info = np.iinfo(code)
+    codes = RNG.integers(info.min, int(info.max) + 1, SHAPE).astype(code)
+    graph = helper.make_graph([helper.make_node("DequantizeLinear", ["x", "s", "z"], ["y"], axis=1)], "g",
+                              [helper.make_tensor_value_info("x", CODES[code], SHAPE)],
+                              [helper.make_tensor_value_info("y", F, SHAPE)],
+                              [numpy_helper.from_array(scale, "s"), numpy_helper.from_array(zp, "z")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    got, _ = _epoxy(model, codes)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(_bits(got), _bits(ReferenceEvaluator(model).run(None, {"x": codes})[0]))
+    np.testing.assert_array_equal(_bits(got), _bits(_ort(model, codes)))
+
+
+@pytest.mark.parametrize(("code", "per_axis"), CASES)
+def test_fused_pair_equals_the_pair_bit_for_bit(code, per_axis):
+    scale, zp = _params(code, per_axis)
+    x = _data(scale, code, specials=(np.inf, -np.inf, np.nan, -0.0))
+    model = _qdq_model(scale, zp)
+    fused, sess = _epoxy(model, x, level="basic")
+    assert "QuantizeDequantizePairPass" in sess.applied_passes
+    assert "QuantizeDequantizeLinear" in [n.op_type for n in sess._graph.nodes]
+    pair, plain = _epoxy(model, x)
+    assert "QuantizeLinear" in [n.op_type for n in plain._graph.nodes]
+    np.testing.assert_array_equal(_bits(fused), _bits(pair))
+    keep = np.ones(x.size, bool)
+    keep[2] = False  # onnxruntime's NaN code differs (see the module docstring)
+    np.testing.assert_array_equal(_bits(fused).reshape(-1)[keep], _bits(_ort(model, x)).reshape(-1)[keep])
+
+
+def test_fused_op_refuses_other_types_naming_the_node():
+    scale, zp = _params(np.dtype(np.int8), False)
+    model = _qdq_model(scale, zp)
+    _, sess = _epoxy(model, _data(scale, np.dtype(np.int8)), level="basic")
+    (node,) = [n for n in sess._graph.nodes if n.op_type == "QuantizeDequantizeLinear"]
+    from epoxy_ep_cpu.ops.fake_quant import QuantizeDequantizeError, quantize_dequantize_linear
+
+    run = quantize_dequantize_linear(node)
+    with pytest.raises(QuantizeDequantizeError, match=node.name):
+        run(np.zeros(SHAPE, np.float64), scale, zp)
+
+
+def test_qdq_cnn_outputs_equal_the_unoptimized_run():
+    """A static QDQ CNN (epoxy.quantization.quantize_static): every activation pair is fused and
+    the outputs equal the unoptimized run's bit for bit."""
+    from epoxy.quantization import quantize_static
+
+    g = numpy_helper.from_array
+    w1 = RNG.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3
+    w2 = RNG.standard_normal((4, 8, 3, 3)).astype(np.float32) * 0.3
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c2", "c2"], ["y"])]
+    graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", F, [1, 3, 16, 16])],
+                              [helper.make_tensor_value_info("y", F, [1, 4, 16, 16])], [g(w1, "w1"), g(w2, "w2")])
+    fp32 = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    feeds = [{"x": RNG.standard_normal((1, 3, 16, 16)).astype(np.float32)} for _ in range(4)]
+    qdq = quantize_static(fp32, feeds)
+    x = RNG.standard_normal((1, 3, 16, 16)).astype(np.float32) * 1.5
+    fast = epoxy.InferenceSession(qdq, providers=["cpu"])
+    plain = epoxy.InferenceSession(qdq, providers=["cpu"],
+                                   sess_options=epoxy.SessionOptions(graph_optimization_level="disable"))
+    ops = [n.op_type for n in fast._graph.nodes]
+    assert "QuantizeLinear" not in ops and ops.count("QuantizeDequantizeLinear") >= 2
+    np.testing.assert_array_equal(_bits(fast.run(None, {"x": x})[0]), _bits(plain.run(None, {"x": x})[0]))
+
+
+@pytest.mark.parametrize(("code", "per_axis"), CASES)
+def test_in_range_data_equals_the_pair_and_onnxruntime(code, per_axis):
+    """Data inside the codes' range (the calibrated case: no clip runs) with halves, -0.0 and
+    small negatives that round to -0.0."""
+    scale, zp = _params(code, per_axis)
+    s = np.broadcast_to(scale.reshape(-1, 1, 1) if scale.ndim else scale, SHAPE[1:]).astype(np.float32)
+    x = (RNG.integers(-2, 3, SHAPE) + RNG.choice([0.5, -0.2, 0.0, 0.25], SHAPE)).astype(np.float32) * s
+    x.reshape(-1)[:2] = [-0.0, -0.1 * float(s.reshape(-1)[1])]
+    q_model, qdq_model = _q_model(scale, zp), _qdq_model(scale, zp)
+    np.testing.assert_array_equal(_epoxy(q_model, x)[0], _ort(q_model, x))
+    fused, sess = _epoxy(qdq_model, x, level="basic")
+    assert "QuantizeDequantizeLinear" in [n.op_type for n in sess._graph.nodes]
+    np.testing.assert_array_equal(_bits(fused), _bits(_epoxy(qdq_model, x)[0]))
+    np.testing.assert_array_equal(_bits(fused), _bits(_ort(qdq_model, x)))
