@@ -21,7 +21,7 @@ from ._format import table as plain_table
 #: a progress callback: ``advance(n)`` moves the bar ``n`` steps on
 Advance = Callable[[int], None]
 
-#: note kinds -> the rich style drawing them (plain output prefixes the kind instead)
+#: note kinds -> the rich style drawing them (plain output prints the text as it is)
 STYLES = {"ok": "green", "warn": "yellow", "error": "bold red", "info": "dim"}
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InvalidArgumentError
 from ._console import Console, console_for
 from ._format import providers_arg
 
@@ -19,22 +18,17 @@ EXAMPLE = """example:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="path to an .onnx model")
-    parser.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy", help="an input (repeat)")
+    parser.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy",
+                        help="an input (repeat), or a FILE.npz holding several")
     parser.add_argument("--providers", help="comma-separated, priority order (default: all available)")
     parser.add_argument("--output-dir", "-o", help="save each output as NAME.npy here instead of printing")
 
 
 def parse_inputs(specs: list[str]) -> dict[str, np.ndarray]:
-    feeds = {}
-    for spec in specs:
-        name, sep, path = spec.partition("=")
-        if not sep or not name or not path:
-            raise InvalidArgumentError(f"--input must look like name=file.npy, got {spec!r}")
-        try:
-            feeds[name] = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise InvalidArgumentError(f"--input {name}: cannot read {path}: {exc}") from exc
-    return feeds
+    """``--input name=file.npy`` (or a ``file.npz`` of several), read as every command reads input files."""
+    from ..debug.feeds import load_inputs
+
+    return load_inputs(specs, flag="--input")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -86,26 +86,27 @@ def parse_dims(specs: Sequence[str]) -> dict[str, int]:
     return out
 
 
-def load_inputs(specs: Sequence[str]) -> Feeds:
-    """``name=file.npy`` entries and ``file.npz`` archives (every array, by its key)."""
+def load_inputs(specs: Sequence[str], flag: str = "--inputs") -> Feeds:
+    """``name=file.npy`` entries and ``file.npz`` archives (every array, by its key), as the
+    commands taking input files read them (``flag`` names the option in errors)."""
     feeds: Feeds = {}
     for spec in specs:
         name, sep, path = spec.partition("=")
         if not sep and spec.endswith(".npz"):
-            feeds.update(_load_npz(Path(spec)))
+            feeds.update(_load_npz(Path(spec), flag))
             continue
         if not sep or not name or not path:
-            raise InvalidArgumentError(f"--inputs takes name=file.npy or file.npz, got {spec!r}")
+            raise InvalidArgumentError(f"{flag} takes name=file.npy or file.npz, got {spec!r}")
         try:
             feeds[name] = np.load(path, allow_pickle=False)
         except (OSError, ValueError) as exc:
-            raise InvalidArgumentError(f"--inputs {name}: cannot read {path}: {exc}") from exc
+            raise InvalidArgumentError(f"{flag} {name}: cannot read {path}: {exc}") from exc
     return feeds
 
 
-def _load_npz(path: Path) -> Feeds:
+def _load_npz(path: Path, flag: str) -> Feeds:
     try:
         with np.load(path, allow_pickle=False) as archive:
             return {key: archive[key] for key in archive.files}
     except (OSError, ValueError) as exc:
-        raise InvalidArgumentError(f"--inputs: cannot read {path}: {exc}") from exc
+        raise InvalidArgumentError(f"{flag}: cannot read {path}: {exc}") from exc
