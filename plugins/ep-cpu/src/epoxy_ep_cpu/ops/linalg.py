@@ -10,7 +10,7 @@ from epoxy.contract import NodeSpec
 
 from ..registry import KERNELS
 from ._flags import flag
-from ._int_matmul import exact_product, packed_right
+from ._int_matmul import exact_product, packed_right, row_zero_point
 from ._out import FAST_FLOATS, accepts_out
 from ._util import constant_input
 
@@ -114,15 +114,9 @@ def gemm(node: NodeSpec):
 
 
 def _row_param(v: np.ndarray | None, a_ndim: int) -> np.ndarray | float:
-    """Zero point / scale of the left operand: scalar, or per row (1-D M -> M x 1)."""
-    if v is None:
-        return 0.0
-    v = np.asarray(v)
-    if v.size == 1:
-        return v.reshape(())
-    if v.ndim == 1 and a_ndim >= 2:
-        return v.reshape(-1, 1)
-    return v
+    """Zero point / scale of the left operand: scalar, or per row (1-D M -> M x 1); 0 when absent."""
+    shaped = row_zero_point(v, a_ndim)
+    return 0.0 if shaped is None else shaped
 
 
 def _col_param(v: np.ndarray | None) -> np.ndarray | float:
