@@ -203,3 +203,56 @@ def test_in_range_data_equals_the_pair_and_onnxruntime(code, per_axis):
     assert "QuantizeDequantizeLinear" in [n.op_type for n in sess._graph.nodes]
     np.testing.assert_array_equal(_bits(fused), _bits(_epoxy(qdq_model, x)[0]))
     np.testing.assert_array_equal(_bits(fused), _bits(_ort(qdq_model, x)))
+
+
+@pytest.mark.parametrize("jit", ["on", "off"])
+def test_nan_with_a_zero_zero_point_is_plus_zero(jit):
+    """A NaN's code is the zero point 0 here: the pair gives (0 - 0) * s = +0.0, never -0.0."""
+    scale, zp = np.float32(0.1), np.uint8(0)
+    x = _data(np.asarray(scale), np.dtype(np.uint8), specials=(np.nan, -0.0, -0.01, np.inf, -np.inf))
+    model = _qdq_model(np.asarray(scale), np.asarray(zp))
+    sess = epoxy.InferenceSession(model, providers=[("cpu", {"jit": jit})])
+    fused = sess.run(None, {"x": x})[0]
+    assert "QuantizeDequantizeLinear" in [n.op_type for n in sess._graph.nodes]
+    np.testing.assert_array_equal(_bits(fused), _bits(_epoxy(model, x)[0]))
+    assert _bits(fused).reshape(-1)[:3].tolist() == [0, 0, 0]
+
+
+@pytest.mark.parametrize(("code", "per_axis"), CASES)
+def test_compiled_and_numpy_fused_paths_agree(code, per_axis):
+    scale, zp = _params(code, per_axis)
+    x = _data(scale, code, specials=(np.inf, -np.inf, np.nan, -0.0))
+    model = _qdq_model(scale, zp)
+    out = {}
+    for jit in ("on", "off"):
+        sess = epoxy.InferenceSession(model, providers=[("cpu", {"jit": jit})])
+        assert "QuantizeDequantizeLinear" in [n.op_type for n in sess._graph.nodes]
+        out[jit] = sess.run(None, {"x": x})[0]
+    np.testing.assert_array_equal(_bits(out["on"]), _bits(out["off"]))
+    np.testing.assert_array_equal(_bits(out["on"]), _bits(_epoxy(model, x)[0]))
+
+
+@pytest.mark.parametrize("axis", [None, 1])
+def test_compiled_kernel_blocks_cover_every_element(axis):
+    """Rows longer than one parallel block (CHUNK) and several channels: the parallel kernel and
+    its serial twin equal the numpy path element for element."""
+    kq = pytest.importorskip("epoxy_ep_cpu.jit.kernels_quantize")
+    from epoxy_ep_cpu.ops.fake_quant import fake_quantize
+
+    shape = (2, 3, kq.CHUNK * 2 + 77)
+    x = (RNG.standard_normal(shape) * 40).astype(np.float32)
+    x.reshape(-1)[[0, kq.CHUNK, x.size - 1]] = [np.nan, np.inf, -0.0]
+    scale = np.array([0.25, 0.1, 0.3], np.float32)[: 1 if axis is None else 3]
+    zp = np.array([5, 0, 250], np.uint8)[: scale.size]
+    bshape = () if axis is None else (1, 3, 1)
+    want = fake_quantize(x, scale.reshape(bshape), zp.reshape(bshape))
+    channels = 1 if axis is None else 3
+    inner = x.size if axis is None else shape[2]
+    zf = zp.astype(np.float32)
+    for kernel in (kq.fake_quant, kq.fake_quant_serial):
+        y = np.full(x.size, 7.0, np.float32)  # no element may keep this
+        kernel(x.reshape(-1), channels, inner, scale, np.float32(0) - zf,
+               np.float32(255) - zf, np.float32(0) - zf, y)
+        np.testing.assert_array_equal(_bits(y.reshape(shape)), _bits(want))
+    got = kq.run_fake_quant(x, scale, zp, 0, 255, axis, 2)
+    np.testing.assert_array_equal(_bits(got), _bits(want))

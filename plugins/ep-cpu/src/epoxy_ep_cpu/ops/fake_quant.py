@@ -22,7 +22,9 @@ import numpy as np
 
 from epoxy.contract import NodeSpec
 
+from .. import jit
 from ..registry import KERNELS
+from ._util import normalize_axis
 from .fused import DOMAIN
 from .quantize import FAST_CODES, expand_param, int_range, saturate_into
 
@@ -48,7 +50,7 @@ def fake_quantize(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray) -> n
     y = np.divide(x, scale, dtype=_F32)
     np.rint(y, out=y)
     y += _F32.type(0.0)  # -0.0 -> +0.0: the pair's code zp - zp is +0 (rint(-0.3) is -0.0)
-    saturate_into(y, _F32.type(lo) - zp, _F32.type(hi) - zp, -zp)
+    saturate_into(y, _F32.type(lo) - zp, _F32.type(hi) - zp, _F32.type(0.0) - zp)  # 0 - 0 is +0, -0 is not
     y *= scale
     return y
 
@@ -56,9 +58,18 @@ def fake_quantize(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray) -> n
 @KERNELS.register("QuantizeDequantizeLinear", 1, domain=DOMAIN)
 def quantize_dequantize_linear(node: NodeSpec) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
     axis = int(node.attr("axis", 1))
+    compiled = jit.kernels("quantize")
+    nthreads = jit.thread_count() if compiled is not None else 0
 
     def run(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray) -> np.ndarray:
         _check(node, x, scale, zero_point)
+        if compiled is not None and x.size:
+            lo, hi = int_range(zero_point.dtype)
+            if scale.size == 1 and zero_point.size == 1:
+                return compiled.run_fake_quant(x, scale, zero_point, lo, hi, None, nthreads)
+            ax = normalize_axis(axis, x.ndim)
+            if 0 <= ax < x.ndim and scale.shape == zero_point.shape == (x.shape[ax],):
+                return compiled.run_fake_quant(x, scale, zero_point, lo, hi, ax, nthreads)
         return fake_quantize(x, expand_param(scale, x.shape, axis, 0),
                              expand_param(zero_point, x.shape, axis, 0))
 
