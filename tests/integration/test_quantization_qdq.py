@@ -261,3 +261,155 @@ def test_error_same_order_as_onnxruntime_quantize_static(kind, tmp_path):
     theirs = rel(run_ort(onnx.load(dst), test), fp32)
     ours = rel(run_epoxy(quantize_static(model, calib), test), fp32)
     assert theirs / 3 <= ours <= theirs * 3, (ours, theirs)
+
+
+# -- the int8 chain beyond Conv/MatMul/Gemm (OpenVINO's default op set) ------------------------
+
+def _conv(name: str, src: str, dst: str, cin: int, cout: int, rng, inits: dict) -> onnx.NodeProto:
+    inits[f"{name}_w"] = rng.normal(0, np.sqrt(2.0 / (cin * 9)), (cout, cin, 3, 3))
+    inits[f"{name}_b"] = rng.normal(0, 0.1, cout)
+    return helper.make_node("Conv", [src, f"{name}_w", f"{name}_b"], [dst], name=name, pads=[1, 1, 1, 1])
+
+
+def _middle(family: str, rng, inits: dict) -> tuple[list[onnx.NodeProto], int]:
+    """Nodes from ``c1`` (conv1's output, 8 channels 12x12) to ``m`` (into conv2), and m's channels."""
+    ints = lambda name, *v: inits.__setitem__(name, np.array(v, np.int64))  # noqa: E731
+    if family == "relu":
+        return [helper.make_node("Relu", ["c1"], ["m"], name="mid")], 8
+    if family == "clip":
+        inits["lo"], inits["hi"] = np.float32(0.0), np.float32(0.5)
+        return [helper.make_node("Clip", ["c1", "lo", "hi"], ["m"], name="mid")], 8
+    if family == "maxpool":
+        return [helper.make_node("MaxPool", ["c1"], ["m"], name="mid", kernel_shape=[2, 2], strides=[2, 2])], 8
+    if family == "averagepool":
+        return [helper.make_node("AveragePool", ["c1"], ["m"], name="mid", kernel_shape=[2, 2], strides=[2, 2])], 8
+    if family == "add":  # residual: conv1b(c1) + c1
+        return [_conv("conv1b", "c1", "c1b", 8, 8, rng, inits),
+                helper.make_node("Add", ["c1b", "c1"], ["m"], name="mid")], 8
+    if family == "mul":
+        inits["k"] = rng.uniform(0.5, 2.0, (8, 1, 1))
+        return [helper.make_node("Mul", ["c1", "k"], ["m"], name="mid")], 8
+    if family == "concat":
+        return [_conv("conv1b", "x", "c1b", 3, 4, rng, inits),
+                helper.make_node("Concat", ["c1", "c1b"], ["m"], name="mid", axis=1)], 12
+    if family == "reshape":
+        ints("shape", 0, 8, 144)
+        ints("back", 0, 8, 12, 12)
+        return [helper.make_node("Reshape", ["c1", "shape"], ["r"], name="mid"),
+                helper.make_node("Reshape", ["r", "back"], ["m"], name="mid2")], 8
+    if family == "transpose":
+        return [helper.make_node("Transpose", ["c1"], ["m"], name="mid", perm=[0, 1, 3, 2])], 8
+    if family == "squeeze":
+        ints("axes", 2)
+        return [helper.make_node("Unsqueeze", ["c1", "axes"], ["u"], name="mid"),
+                helper.make_node("Squeeze", ["u", "axes"], ["m"], name="mid2")], 8
+    if family == "resize":
+        inits["scales"] = np.array([1, 1, 2, 2], np.float32)
+        return [helper.make_node("Resize", ["c1", "", "scales"], ["m"], name="mid", mode="nearest")], 8
+    raise AssertionError(family)
+
+
+FAMILIES = ("relu", "clip", "maxpool", "averagepool", "add", "mul", "concat", "reshape", "transpose", "squeeze",
+            "resize")
+
+
+def family_model(family: str, seed: int = 5) -> onnx.ModelProto:
+    """conv1 -> ``family`` -> conv2 -> GlobalAveragePool -> Flatten -> Gemm: the family's op
+    sits between two quantized ops, so the chain through it can stay int8."""
+    rng = np.random.default_rng(seed)
+    inits: dict = {}
+    nodes = [_conv("conv1", "x", "c1", 3, 8, rng, inits)]
+    middle, channels = _middle(family, rng, inits)
+    nodes += middle
+    nodes += [_conv("conv2", "m", "c2", channels, 16, rng, inits),
+              helper.make_node("GlobalAveragePool", ["c2"], ["g"], name="gap"),
+              helper.make_node("Flatten", ["g"], ["f"], name="flatten")]
+    inits["wg"], inits["bg"] = rng.normal(0, 0.3, (10, 16)), rng.normal(0, 0.1, 10)
+    nodes.append(helper.make_node("Gemm", ["f", "wg", "bg"], ["y"], name="fc", transB=1))
+    graph = helper.make_graph(
+        nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 12, 12])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])],
+        [numpy_helper.from_array(v if isinstance(v, np.ndarray) and v.dtype == np.int64 else
+                                 np.asarray(v, np.float32), k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def family(request):
+    model = family_model(request.param)
+    stats = collect(model, feeds("cnn", 0), providers=("cpu",))
+    test = feeds("cnn", 99, 1)[0]
+    return request.param, model, stats, test, run_ort(model, test)
+
+
+def _producers(model: onnx.ModelProto) -> dict[str, onnx.NodeProto]:
+    return {o: n for n in model.graph.node for o in n.output}
+
+
+def _readers(model: onnx.ModelProto, name: str) -> list[onnx.NodeProto]:
+    return [n for n in model.graph.node if name in n.input]
+
+
+def _params(model: onnx.ModelProto, node: onnx.NodeProto) -> tuple[float, int]:
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    return float(inits[node.input[1]]), int(inits[node.input[2]])
+
+
+def test_openvino_default_keeps_the_chain_int8_through_each_op_family(family):
+    kind, model, stats, test, fp32 = family
+    q = quantize_static(model, stats, providers=("openvino", "cpu"))
+    producers = _producers(q)
+    middle = [n for n in q.graph.node if n.name.startswith("mid")]
+    # every op of the family but a folded activation reads only dequantized tensors
+    for node in middle:
+        data = node.input if node.op_type in ("Add", "Mul", "Concat") else node.input[:1]
+        inputs = [producers.get(i) for i in data if i and i not in {t.name for t in q.graph.initializer}]
+        if node.op_type in ("Relu", "Clip"):  # folded into conv1's output range: no Q/DQ between them
+            assert [p.op_type for p in inputs] == ["Conv"], node.name
+        else:
+            assert inputs and all(p.op_type == "DequantizeLinear" for p in inputs), (node.name, inputs)
+    # every quantized op's output that a quantized op reads goes through Q then DQ
+    for node in q.graph.node:
+        if node.op_type in ("QuantizeLinear", "DequantizeLinear") or node.name in ("fc",):
+            continue
+        readers = _readers(q, node.output[0])
+        if node.op_type == "Conv" and [r.op_type for r in readers] in (["Relu"], ["Clip"]):
+            readers = _readers(q, readers[0].output[0])
+        assert [r.op_type for r in readers] == ["QuantizeLinear"], (node.name, [r.op_type for r in readers])
+        assert all(r.op_type == "DequantizeLinear" for r in _readers(q, readers[0].output[0])), node.name
+    # ops that only move values reuse their input's scale and zero point
+    for node in middle:
+        if node.op_type in ("MaxPool", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Resize"):
+            (q_out,) = _readers(q, node.output[0])
+            assert _params(q, q_out) == _params(q, producers[node.input[0]]), node.name
+    ours, theirs = run_epoxy(q, test), run_ort(q, test)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-3, atol=1e-4 * float(np.abs(theirs).max()))
+    assert 0 < rel(ours, fp32) <= MAX_REL_ERROR, rel(ours, fp32)
+
+
+def test_cpu_default_leaves_the_family_op_float(family):
+    kind, model, stats, test, fp32 = family
+    q = quantize_static(model, stats)  # providers ("cpu",): Conv/MatMul/Gemm only
+    producers = _producers(q)
+    for node in (n for n in q.graph.node if n.name.startswith("mid")):
+        assert all(producers.get(i) is None or producers[i].op_type != "DequantizeLinear" for i in node.input), \
+            node.name
+    assert rel(run_epoxy(q, test), fp32) <= MAX_REL_ERROR
+
+
+def test_op_types_and_exclusions_cut_the_chain():
+    model = family_model("add")
+    stats = collect(model, feeds("cnn", 0, 2), providers=("cpu",))
+    only_add = quantize_static(model, stats, op_types=("Add",))
+    assert not [n for n in only_add.graph.node if n.op_type == "QuantizeLinear"]  # no quantized neighbour
+    excluded = quantize_static(model, stats, providers=("openvino",), nodes_to_exclude=["mid"])
+    add = next(n for n in excluded.graph.node if n.name == "mid")
+    assert list(add.input) == ["c1b", "c1"]
+
+
+def test_chain_op_without_calibration_range_names_the_node():
+    model = family_model("add")
+    stats = collect(model, feeds("cnn", 0, 1), tensors=["x", "c1", "m", "c2", "g", "f"], providers=("cpu",))
+    with pytest.raises(QuantizationError, match="'mid'.*'c1b'") as info:
+        quantize_static(model, stats, providers=("openvino",))
+    assert info.value.node == "mid" and info.value.op_type == "Add"

@@ -22,6 +22,7 @@ from epoxy.quantization.histogram import DEFAULT_BINS, Histogram
 from epoxy.quantization.methods import METHODS, entropy, minmax, mse, percentile
 from epoxy.quantization.params import QuantParams, Range, dequantize, qrange, quant_params, quantize
 from epoxy.quantization.qdq import QuantizationError, quantize_static
+from epoxy.quantization.qoperator import to_qoperator
 from epoxy.quantization.stats import CalibrationStats
 from epoxy.quantization.tool import QuantizationReport, quantize_model
 from epoxy.quantization.weight_only import quantize_weights, quantize_weights_report
@@ -33,4 +34,5 @@ __all__ = [
     "QuantizationError", "quantize_static", "convert_float", "convert_float_report",
     "quantize_dynamic", "quantize_dynamic_report", "quantize_weights", "quantize_weights_report",
     "QuantizationReport", "quantize_model",
+    "to_qoperator",
 ]

@@ -12,8 +12,9 @@ never returned invalid.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import onnx
@@ -25,7 +26,52 @@ from epoxy.quantization.params import QuantDtype, QuantParams, Range, quant_para
 from epoxy.quantization.stats import CalibrationStats
 from epoxy.quantization.weights import QuantizedTensor, quantize_bias, quantize_weight
 
+Role = Literal["weighted", "own", "shared", "activation"]
+
+
+@dataclass(frozen=True)
+class OpRole:
+    """How a quantizable op takes part in the int8 chain.
+
+    ``weighted``: has weights (and a bias) and anchors the chain. ``own``: its output gets its own
+    calibrated scale (Add, Mul, Concat, average pooling). ``shared``: moves or picks values
+    without arithmetic, so its output reuses its input's scale and zero point (onnxruntime's
+    convention: the Q/DQ pair passes through it). ``activation``: Relu/Clip, folded into the
+    producer's output range when it is the producer's only reader. ``data`` lists the input
+    indices that are tensors to quantize (None: all); the rest (shapes, axes, bounds) stay.
+    """
+
+    role: Role
+    data: tuple[int, ...] | None = (0,)
+
+
+#: op type -> role: the registry the planner reads (add an op here, not an if/else below)
+OP_ROLES: dict[str, OpRole] = {
+    "Conv": OpRole("weighted", (0, 1)), "MatMul": OpRole("weighted", (0, 1)), "Gemm": OpRole("weighted", (0, 1)),
+    "Add": OpRole("own", None), "Sum": OpRole("own", None), "Mul": OpRole("own", None), "Concat": OpRole("own", None),
+    "AveragePool": OpRole("own"), "GlobalAveragePool": OpRole("own"),
+    "MaxPool": OpRole("shared"), "GlobalMaxPool": OpRole("shared"), "Reshape": OpRole("shared"),
+    "Flatten": OpRole("shared"), "Transpose": OpRole("shared"), "Squeeze": OpRole("shared"),
+    "Unsqueeze": OpRole("shared"), "Resize": OpRole("shared"),
+    "Relu": OpRole("activation"), "Clip": OpRole("activation"),
+}
+
+#: what ep-cpu runs in integer (its other kernels would only dequantize again)
 DEFAULT_OP_TYPES = ("Conv", "MatMul", "Gemm")
+#: what OpenVINO's CPU plugin folds into int8 kernels: the whole chain between convolutions
+OPENVINO_OP_TYPES = tuple(OP_ROLES)
+#: first provider -> default op types; providers not listed get DEFAULT_OP_TYPES
+TARGET_OP_TYPES: dict[str, tuple[str, ...]] = {"openvino": OPENVINO_OP_TYPES, "cpu": DEFAULT_OP_TYPES}
+FORMATS = ("qdq", "qoperator")
+
+
+def default_op_types(providers: Iterable[Any]) -> tuple[str, ...]:
+    """The op types the first of ``providers`` runs in int8 (see :data:`TARGET_OP_TYPES`)."""
+    first = next(iter(providers), "cpu")
+    if isinstance(first, tuple | list):  # (name, options)
+        first = first[0]
+    name = first if isinstance(first, str) else str(getattr(first, "name", first))
+    return TARGET_OP_TYPES.get(name, DEFAULT_OP_TYPES)
 
 _PER_TENSOR_OPSET = 10  # QuantizeLinear/DequantizeLinear exist from opset 10
 _PER_CHANNEL_OPSET = 13  # DequantizeLinear's axis (per-channel scales) from opset 13
@@ -177,26 +223,92 @@ def _weight_plan(model: onnx.ModelProto, op_types: Collection[str], excluded: Co
     return False
 
 
+def _data_inputs(node: onnx.NodeProto) -> list[int]:
+    data = OP_ROLES[node.op_type].data
+    return [i for i in (range(len(node.input)) if data is None else data) if i < len(node.input) and node.input[i]]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Which top-level nodes are quantized (by index), and the activations folded into their
+    producer (no Q/DQ between producer and activation)."""
+
+    quantized: frozenset[int]
+    folded: frozenset[int]
+
+
+def plan(graph: onnx.GraphProto, op_types: Collection[str], excluded: Collection[str]) -> Plan:
+    """Nodes to quantize: every weighted op asked for, and each other op asked for that lies on
+    an int8 chain, i.e. reads a quantized op's output and feeds a quantized op (so no Q/DQ pair
+    is spent on a Concat or Add whose neighbours stay float). Nodes come in topological order,
+    as the onnx checker requires."""
+    nodes = list(graph.node)
+    producer = {o: i for i, n in enumerate(nodes) for o in n.output if o}
+    readers: dict[str, list[int]] = {}
+    for i, n in enumerate(nodes):
+        for name in n.input:
+            readers.setdefault(name, []).append(i)
+    outputs = {o.name for o in graph.output}
+    sub_reads = {name for n in nodes for a in n.attribute for g in ([a.g] if a.HasField("g") else []) + list(a.graphs)
+                 for sub in _all_nodes(g) for name in sub.input}
+
+    def candidate(i: int) -> bool:
+        n = nodes[i]
+        return (n.op_type in op_types and n.op_type in OP_ROLES and n.domain in ("", "ai.onnx")
+                and _label(n, i) not in excluded)
+
+    forward: set[int] = set()
+    for i, n in enumerate(nodes):
+        if not candidate(i):
+            continue
+        if OP_ROLES[n.op_type].role == "weighted" or any(producer.get(n.input[k]) in forward for k in _data_inputs(n)):
+            forward.add(i)
+    chosen: set[int] = set()
+    for i in reversed(range(len(nodes))):
+        if i in forward and (OP_ROLES[nodes[i].op_type].role == "weighted"
+                             or any(r in chosen for r in readers.get(nodes[i].output[0], ()))):
+            chosen.add(i)
+    folded = set()
+    for i in chosen:
+        n = nodes[i]
+        if OP_ROLES[n.op_type].role != "activation":
+            continue
+        src = n.input[0]
+        p = producer.get(src)
+        if (p in chosen and OP_ROLES[nodes[p].op_type].role in ("weighted", "own") and readers.get(src) == [i]
+                and src not in outputs and src not in sub_reads):
+            folded.add(i)
+    return Plan(frozenset(chosen), frozenset(folded))
+
+
 def quantize_static(model: onnx.ModelProto | str | Path | bytes, stats_or_feeds: CalibrationStats | Any, *,
                     method: str = "minmax", method_options: Mapping[str, Any] | None = None,
                     activation_dtype: QuantDtype = "uint8", weight_dtype: QuantDtype = "int8",
                     per_channel: bool = True, symmetric_weights: bool = True, reduce_range: bool = False,
-                    op_types: Collection[str] = DEFAULT_OP_TYPES, nodes_to_exclude: Collection[str] = (),
-                    providers: Iterable[Any] = ("cpu",)) -> onnx.ModelProto:
-    """A QDQ copy of ``model`` with the nodes of ``op_types`` quantized.
+                    op_types: Collection[str] | None = None, nodes_to_exclude: Collection[str] = (),
+                    providers: Iterable[Any] = ("cpu",), format: str = "qdq",
+                    quantize_outputs: bool = False) -> onnx.ModelProto:
+    """A QDQ (or QOperator) copy of ``model`` with the nodes of ``op_types`` quantized.
 
     ``stats_or_feeds``: :class:`CalibrationStats` from :func:`collect` on this model, or
     calibration feeds (anything :func:`collect` takes, run on ``providers``). Activation
     ranges come from ``stats.ranges(method, **method_options)``; activations are asymmetric
     ``activation_dtype``; weights ``weight_dtype``, symmetric unless told, per output channel
     when ``per_channel`` (opset raised to 13 for it); ``reduce_range`` (7-bit weights) is for
-    u8s8 kernels without VNNI. ``nodes_to_exclude`` (node names) stay float. Raises
-    :class:`QuantizationError` naming the node rather than return a model that fails the
-    onnx checker.
+    u8s8 kernels without VNNI. ``op_types`` defaults to what the first of ``providers`` runs in
+    int8 (:func:`default_op_types`); ops other than Conv/MatMul/Gemm are quantized where they
+    link quantized ops (see :func:`plan`). ``nodes_to_exclude`` (node names) stay float.
+    ``quantize_outputs`` also puts Q/DQ on each quantized op's output read only by float ops
+    or the graph (what QOperator needs); ``format="qoperator"`` writes QLinear* ops
+    (:mod:`epoxy.quantization.qoperator`). Raises :class:`QuantizationError` naming the node
+    rather than return a model that fails the onnx checker.
     """
     for what, dtype in (("activation_dtype", activation_dtype), ("weight_dtype", weight_dtype)):
         if dtype not in _DTYPES:
             raise ValueError(f"{what} must be 'int8' or 'uint8', got {dtype!r}")
+    if format not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
+    chosen_ops = tuple(default_op_types(providers) if op_types is None else op_types)
     proto = _load(model)
     try:
         onnx.checker.check_model(proto)
@@ -216,13 +328,20 @@ def quantize_static(model: onnx.ModelProto | str | Path | bytes, stats_or_feeds:
         options.setdefault("symmetric", False)
     ranges = stats.ranges(method, **options)
 
-    if _weight_plan(proto, op_types, nodes_to_exclude, per_channel):
+    if _weight_plan(proto, chosen_ops, nodes_to_exclude, per_channel):
         proto = raise_opset(proto, _PER_CHANNEL_OPSET, "per-channel DequantizeLinear (per_channel=True)")
+    elif format == "qoperator":  # MaxPool and friends take 8-bit integers from opset 12
+        proto = raise_opset(proto, _PER_CHANNEL_OPSET, "QOperator's integer pooling and reshaping")
     else:
         proto = raise_opset(proto, _PER_TENSOR_OPSET, "QuantizeLinear/DequantizeLinear")
     _Rewrite(proto, ranges, activation_dtype=activation_dtype, weight_dtype=weight_dtype,
              per_channel=per_channel, symmetric_weights=symmetric_weights, reduce_range=reduce_range,
-             op_types=op_types, excluded=nodes_to_exclude).run()
+             plan=plan(proto.graph, chosen_ops, nodes_to_exclude),
+             quantize_outputs=quantize_outputs or format == "qoperator").run()
+    if format == "qoperator":
+        from epoxy.quantization.qoperator import to_qoperator
+
+        proto = to_qoperator(proto)
     try:
         onnx.checker.check_model(proto, full_check=True)
     except Exception as exc:
@@ -235,12 +354,14 @@ class _Rewrite:
 
     def __init__(self, model: onnx.ModelProto, ranges: Mapping[str, Range], *, activation_dtype: QuantDtype,
                  weight_dtype: QuantDtype, per_channel: bool, symmetric_weights: bool, reduce_range: bool,
-                 op_types: Collection[str], excluded: Collection[str]) -> None:
+                 plan: Plan, quantize_outputs: bool) -> None:
         self.model, self.graph = model, model.graph
         self.ranges = ranges
         self.activation_dtype, self.weight_dtype = activation_dtype, weight_dtype
         self.per_channel, self.symmetric_weights, self.reduce_range = per_channel, symmetric_weights, reduce_range
-        self.op_types, self.excluded = op_types, excluded
+        self.plan, self.quantize_outputs = plan, quantize_outputs
+        # tensor -> the tensor whose scale and zero point it reuses (outputs of shared-scale ops)
+        self.shared: dict[str, str] = {}
         self.names = _Names(model)
         self.types = _tensor_types(model)
         inputs = {i.name for i in self.graph.input}
@@ -252,11 +373,13 @@ class _Rewrite:
         self.biases: dict[tuple[str, str, str], str] = {}
 
     def run(self) -> None:
-        for index, node in enumerate(self.graph.node):
-            if (node.op_type in self.op_types and node.domain in ("", "ai.onnx")
-                    and _label(node, index) not in self.excluded):
+        nodes = list(self.graph.node)
+        for index, node in enumerate(nodes):
+            if index in self.plan.quantized:
                 self._quantize_node(node, index)
             self.nodes.append(node)
+            if index in self.plan.quantized and self.quantize_outputs and self._ends_chain(nodes, index):
+                self._activation(node.output[0], node, index)
         del self.graph.node[:]
         self.graph.node.extend(self.nodes)
         self._drop_unused_float_weights()
@@ -266,26 +389,61 @@ class _Rewrite:
             return self.inits[name].data_type == TensorProto.FLOAT
         return self.types.get(name, TensorProto.FLOAT) == TensorProto.FLOAT
 
+    def _ends_chain(self, nodes: list[onnx.NodeProto], index: int) -> bool:
+        """Whether ``nodes[index]``'s output is where its own scale starts: not a shared-scale
+        op's, and not an output a folded activation takes over."""
+        node = nodes[index]
+        role = OP_ROLES[node.op_type].role
+        if role == "shared" or (role == "activation" and index not in self.plan.folded):
+            return False
+        out = node.output[0]
+        return not any(j in self.plan.folded and nodes[j].input[0] == out for j in range(index + 1, len(nodes)))
+
     def _quantize_node(self, node: onnx.NodeProto, index: int) -> None:
-        label = _label(node, index)
+        role = OP_ROLES[node.op_type].role
+        if index in self.plan.folded:
+            return  # its input stays float: the producer's output range is this node's
         bias_at = _bias_index(node)
         weight_scale: np.ndarray | None = None
-        for i, name in enumerate(node.input):
-            if not name or i == bias_at or not self._is_float32(name):
+        for i in _data_inputs(node):
+            name = node.input[i]
+            if i == bias_at or not self._is_float32(name):
                 continue
-            if name in self.inits:
+            if name in self.inits and role == "weighted":
                 dq, qt = self._weight(node, i, name)
                 if i == 1:
                     weight_scale = qt.scale
+            elif name in self.inits:
+                dq = self._constant(name)
             else:
-                if name not in self.ranges:
-                    raise QuantizationError(
-                        f"node {label!r} ({node.op_type}): no calibration range for its input {name!r}; "
-                        "collect the statistics on this same model", node=label, op_type=node.op_type)
-                dq = self._activation(name)
+                dq = self._activation(name, node, index)
             node.input[i] = dq
-        if bias_at is not None and len(node.input) > bias_at and weight_scale is not None:
+        if role == "weighted" and bias_at is not None and len(node.input) > bias_at and weight_scale is not None:
             self._bias(node, bias_at, weight_scale)
+        source = self._source(node.input[0])
+        if source is not None and (role == "shared" or (node.op_type == "Concat" and self._inputs_agree(node))):
+            self.shared[node.output[0]] = source
+
+    def _source(self, dq_name: str) -> str | None:
+        """The float activation whose DQ output ``dq_name`` is (None: not a quantized activation)."""
+        return next((a for a, (dq, _) in self.activations.items() if dq == dq_name), None)
+
+    def _inputs_agree(self, node: onnx.NodeProto) -> bool:
+        params = [p for a, (dq, p) in self.activations.items() if dq in node.input]
+        return len(params) == len(node.input) and all(p == params[0] for p in params)
+
+    def _constant(self, name: str) -> str:
+        """A constant input of an op without weights (Add's bias, Mul's factor): per tensor in
+        the activation type, so integer Add/Mul kernels see one type on both sides."""
+        key = (name, None)
+        if key not in self.weights:
+            w = numpy_helper.to_array(self.inits[name])
+            qt = quantize_weight(w, dtype=self.activation_dtype, axis=None, symmetric=False)
+            q = self._initializer(f"{name}_quantized", qt.values)
+            scale = self._initializer(f"{name}_scale", qt.scale)
+            zero_point = self._initializer(f"{name}_zero_point", qt.zero_point)
+            self.weights[key] = (self._dq(q, scale, zero_point, f"{name}_dequantized", None), qt)
+        return self.weights[key][0]
 
     def _initializer(self, base: str, value: np.ndarray) -> str:
         name = self.names(base)
@@ -300,11 +458,20 @@ class _Rewrite:
         self.nodes.append(node)
         return out
 
-    def _activation(self, name: str) -> str:
-        """The DQ output standing for activation ``name`` (made once, shared by all consumers)."""
+    def _activation(self, name: str, node: onnx.NodeProto, index: int) -> str:
+        """The DQ output standing for activation ``name`` (made once, shared by all consumers);
+        ``node`` is the quantized node asking, named when ``name`` has no calibration range."""
         if name not in self.activations:
-            rng = self.ranges[name]
-            params = quant_params((rng.lo, rng.hi), dtype=self.activation_dtype, symmetric=False)
+            if name in self.shared:
+                params = self.activations[self.shared[name]][1]
+            elif name in self.ranges:
+                rng = self.ranges[name]
+                params = quant_params((rng.lo, rng.hi), dtype=self.activation_dtype, symmetric=False)
+            else:
+                label = _label(node, index)
+                raise QuantizationError(
+                    f"node {label!r} ({node.op_type}): no calibration range for tensor {name!r}; "
+                    "collect the statistics on this same model", node=label, op_type=node.op_type)
             scale = self._initializer(f"{name}_scale", np.asarray(params.scale, np.float32))
             zero_point = self._initializer(f"{name}_zero_point", np.asarray(params.zero_point))
             q = self.names(f"{name}_quantized")

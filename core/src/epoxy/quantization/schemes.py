@@ -35,6 +35,7 @@ class SchemeOptions:
     nodes_to_exclude: tuple[str, ...] = ()
     providers: tuple[str, ...] = ("cpu",)
     block_size: int | None = None  # weight-only: None is one scale per output channel
+    format: str = "qdq"  # static: "qdq" or "qoperator" (QLinear* ops)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -63,14 +64,14 @@ def register(name: str, run: Scheme, *, needs_calibration: bool, help: str) -> N
 
 
 def _static(model: onnx.ModelProto, stats: CalibrationStats | None, o: SchemeOptions) -> SchemeResult:
-    from epoxy.quantization.qdq import DEFAULT_OP_TYPES, quantize_static
+    from epoxy.quantization.qdq import quantize_static
 
     if stats is None:
         raise ValueError("static quantization needs calibration statistics")
     out = quantize_static(model, stats, method=o.method, activation_dtype=o.activation_dtype,  # type: ignore[arg-type]
                           weight_dtype=o.weight_dtype, per_channel=o.per_channel,  # type: ignore[arg-type]
-                          reduce_range=o.reduce_range, op_types=o.op_types or DEFAULT_OP_TYPES,
-                          nodes_to_exclude=o.nodes_to_exclude, providers=o.providers)
+                          reduce_range=o.reduce_range, op_types=o.op_types or None,
+                          nodes_to_exclude=o.nodes_to_exclude, providers=o.providers, format=o.format)
     return out, []
 
 
