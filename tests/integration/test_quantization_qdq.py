@@ -413,3 +413,29 @@ def test_chain_op_without_calibration_range_names_the_node():
     with pytest.raises(QuantizationError, match="'mid'.*'c1b'") as info:
         quantize_static(model, stats, providers=("openvino",))
     assert info.value.node == "mid" and info.value.op_type == "Add"
+
+
+#: family -> the OpenVINO layer type its op becomes
+OPENVINO_LAYER = {"add": "Eltwise", "resize": "Interpolate", "averagepool": "Pooling", "maxpool": "Pooling"}
+
+
+@pytest.mark.parametrize("kind", sorted(OPENVINO_LAYER))
+def test_on_openvino_the_family_op_runs_int8_only_with_its_op_set(kind):
+    ov = pytest.importorskip("epoxy_ep_openvino")
+    model = family_model(kind)
+    stats = collect(model, feeds("cnn", 0, 2), providers=("cpu",))
+    test = feeds("cnn", 99, 1)[0]
+
+    def layers(providers: tuple[str, ...]) -> dict[tuple[str, str], int]:
+        q = quantize_static(model, stats, providers=providers)
+        session = InferenceSession(q, providers=["openvino", "cpu"])
+        out = np.asarray(session.run(None, test)[0])
+        np.testing.assert_allclose(out, run_ort(q, test), rtol=1e-3, atol=1e-3 * float(np.abs(out).max()))
+        return ov.layer_precisions(session)
+
+    def int8(counts: dict[tuple[str, str], int], layer: str | None = None) -> int:
+        return sum(n for (kind_, p), n in counts.items() if p in ("u8", "i8") and layer in (None, kind_))
+
+    narrow, wide = layers(("cpu",)), layers(("openvino",))
+    assert int8(wide) > int8(narrow), (narrow, wide)
+    assert int8(wide, OPENVINO_LAYER[kind]) > int8(narrow, OPENVINO_LAYER[kind]), (narrow, wide)
