@@ -47,7 +47,8 @@ class BuiltinPasses:
         # cpu first: its float kernels read the weights; a provider running QDQ in int8 keeps the DQ
         register(DequantizeWeightsPass(), level="basic", providers=("cpu",))
         register(ConstantFoldingPass(), level="basic")
-        register(QuantizeDequantizePairPass(), level="basic", providers=("cpu",))  # activations' Q->DQ, after folding
+        # activations' Q->DQ into a cpu op: extended, so basic-level files stay standard ONNX
+        register(QuantizeDequantizePairPass(), level="extended", providers=("cpu",))
         register(ConvBatchNormFoldPass(), level="basic")
         register(BatchNormAffineFoldPass(), level="basic")
         register(ConvAffineFoldPass(), level="basic")

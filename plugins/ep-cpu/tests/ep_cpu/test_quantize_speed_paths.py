@@ -140,7 +140,7 @@ def test_fused_pair_equals_the_pair_bit_for_bit(code, per_axis):
     scale, zp = _params(code, per_axis)
     x = _data(scale, code, specials=(np.inf, -np.inf, np.nan, -0.0))
     model = _qdq_model(scale, zp)
-    fused, sess = _epoxy(model, x, level="basic")
+    fused, sess = _epoxy(model, x, level="extended")
     assert "QuantizeDequantizePairPass" in sess.applied_passes
     assert "QuantizeDequantizeLinear" in [n.op_type for n in sess._graph.nodes]
     pair, plain = _epoxy(model, x)
@@ -154,7 +154,7 @@ def test_fused_pair_equals_the_pair_bit_for_bit(code, per_axis):
 def test_fused_op_refuses_other_types_naming_the_node():
     scale, zp = _params(np.dtype(np.int8), False)
     model = _qdq_model(scale, zp)
-    _, sess = _epoxy(model, _data(scale, np.dtype(np.int8)), level="basic")
+    _, sess = _epoxy(model, _data(scale, np.dtype(np.int8)), level="extended")
     (node,) = [n for n in sess._graph.nodes if n.op_type == "QuantizeDequantizeLinear"]
     from epoxy_ep_cpu.ops.fake_quant import QuantizeDequantizeError, quantize_dequantize_linear
 
@@ -199,7 +199,7 @@ def test_in_range_data_equals_the_pair_and_onnxruntime(code, per_axis):
     x.reshape(-1)[:2] = [-0.0, -0.1 * float(s.reshape(-1)[1])]
     q_model, qdq_model = _q_model(scale, zp), _qdq_model(scale, zp)
     np.testing.assert_array_equal(_epoxy(q_model, x)[0], _ort(q_model, x))
-    fused, sess = _epoxy(qdq_model, x, level="basic")
+    fused, sess = _epoxy(qdq_model, x, level="extended")
     assert "QuantizeDequantizeLinear" in [n.op_type for n in sess._graph.nodes]
     np.testing.assert_array_equal(_bits(fused), _bits(_epoxy(qdq_model, x)[0]))
     np.testing.assert_array_equal(_bits(fused), _bits(_ort(qdq_model, x)))

@@ -7,7 +7,8 @@ that only model the rounding. The fused op computes ``dequantize(quantize(x))`` 
 temporary and never writes the integer codes; the cpu provider's kernel equals the pair bit for
 bit (``epoxy_ep_cpu/ops/fake_quant.py`` says why).
 
-Why provider-scoped (``builtin.py`` registers it for ``cpu`` only, like DequantizeWeightsPass):
+Why provider-scoped (``builtin.py`` registers it for ``cpu`` only, like DequantizeWeightsPass, at
+level ``extended``: a ``basic`` file written by ``epoxy compile`` keeps standard ops only):
 a provider that runs QDQ in int8 (OpenVINO) needs the pair to see the pattern. The op's domain
 is the cpu provider's; the core only names it (it imports no plugin).
 
