@@ -439,3 +439,24 @@ def test_on_openvino_the_family_op_runs_int8_only_with_its_op_set(kind):
     narrow, wide = layers(("cpu",)), layers(("openvino",))
     assert int8(wide) > int8(narrow), (narrow, wide)
     assert int8(wide, OPENVINO_LAYER[kind]) > int8(narrow, OPENVINO_LAYER[kind]), (narrow, wide)
+
+
+def test_concat_of_inputs_with_one_scale_reuses_it():
+    model = family_model("concat")
+    cat = next(n for n in model.graph.node if n.name == "mid")
+    cat.input[1] = "c1"  # Concat(c1, c1): both inputs carry c1's scale, so the output keeps it
+    conv2 = next(n for n in model.graph.node if n.name == "conv2")
+    inits = {i.name: i for i in model.graph.initializer}
+    w = numpy_helper.to_array(inits["conv2_w"])[:, :8]
+    inits["conv2_w"].CopyFrom(numpy_helper.from_array(np.concatenate([w, w], axis=1), "conv2_w"))
+    model.graph.node.remove(next(n for n in model.graph.node if n.name == "conv1b"))
+    # no statistics for the Concat's output "m" (nor Flatten's "f"): a calibrated scale would fail
+    stats = collect(model, feeds("cnn", 0, 2), tensors=["x", "c1", "c2", "g"], providers=("cpu",))
+    q = quantize_static(model, stats, providers=("openvino",))
+    producers = _producers(q)
+    cat = next(n for n in q.graph.node if n.name == "mid")
+    (q_out,) = _readers(q, cat.output[0])
+    assert _params(q, q_out) == _params(q, producers[cat.input[0]])
+    assert conv2.name == "conv2"
+    test = feeds("cnn", 99, 1)[0]
+    assert rel(run_epoxy(q, test), run_ort(model, test)) <= MAX_REL_ERROR

@@ -429,8 +429,9 @@ class _Rewrite:
         return next((a for a, (dq, _) in self.activations.items() if dq == dq_name), None)
 
     def _inputs_agree(self, node: onnx.NodeProto) -> bool:
-        params = [p for a, (dq, p) in self.activations.items() if dq in node.input]
-        return len(params) == len(node.input) and all(p == params[0] for p in params)
+        by_dq = {dq: p for dq, p in self.activations.values()}
+        params = [by_dq.get(name) for name in node.input]
+        return all(p is not None and p == params[0] for p in params)
 
     def _constant(self, name: str) -> str:
         """A constant input of an op without weights (Add's bias, Mul's factor): per tensor in
