@@ -407,6 +407,11 @@ def test_op_types_and_exclusions_cut_the_chain():
     assert list(add.input) == ["c1b", "c1"]
 
 
+def test_unknown_op_type_is_refused_naming_it():
+    with pytest.raises(ValueError, match="Softmaxx.*known: Conv"):
+        quantize_static(cnn(), feeds("cnn", 0, 1), op_types=("Conv", "Softmaxx"))
+
+
 def test_chain_op_without_calibration_range_names_the_node():
     model = family_model("add")
     stats = collect(model, feeds("cnn", 0, 1), tensors=["x", "c1", "m", "c2", "g", "f"], providers=("cpu",))

@@ -47,7 +47,8 @@ class OpRole:
 
 #: op type -> role: the registry the planner reads (add an op here, not an if/else below)
 OP_ROLES: dict[str, OpRole] = {
-    "Conv": OpRole("weighted", (0, 1)), "MatMul": OpRole("weighted", (0, 1)), "Gemm": OpRole("weighted", (0, 1)),
+    "Conv": OpRole("weighted", (0, 1)), "ConvTranspose": OpRole("weighted", (0, 1)),
+    "MatMul": OpRole("weighted", (0, 1)), "Gemm": OpRole("weighted", (0, 1)),
     "Add": OpRole("own", None), "Sum": OpRole("own", None), "Mul": OpRole("own", None), "Concat": OpRole("own", None),
     "AveragePool": OpRole("own"), "GlobalAveragePool": OpRole("own"),
     "MaxPool": OpRole("shared"), "GlobalMaxPool": OpRole("shared"), "Reshape": OpRole("shared"),
@@ -309,6 +310,10 @@ def quantize_static(model: onnx.ModelProto | str | Path | bytes, stats_or_feeds:
     if format not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
     chosen_ops = tuple(default_op_types(providers) if op_types is None else op_types)
+    unsupported = sorted(set(chosen_ops) - set(OP_ROLES))
+    if unsupported:
+        raise ValueError(f"op_types has ops static quantization does not know: {', '.join(unsupported)}; "
+                         f"known: {', '.join(OP_ROLES)}")
     proto = _load(model)
     try:
         onnx.checker.check_model(proto)
