@@ -21,7 +21,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from epoxy.quantization.qdq import OP_ROLES
+from epoxy.quantization.op_roles import OP_ROLES
 
 MS_DOMAIN = "com.microsoft"
 

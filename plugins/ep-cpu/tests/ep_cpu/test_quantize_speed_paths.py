@@ -189,6 +189,32 @@ def test_qdq_cnn_outputs_equal_the_unoptimized_run():
     np.testing.assert_array_equal(_bits(fast.run(None, {"x": x})[0]), _bits(plain.run(None, {"x": x})[0]))
 
 
+def test_shared_codes_and_per_axis_pairs_equal_the_unoptimized_run():
+    """One Q read by two DQs, a per-axis int8 pair after Relu, and +-inf/NaN in the input: both
+    pairs are fused and the outputs equal the unoptimized run's bit for bit."""
+    shape = [1, 4, 6, 6]
+    params = {"s": np.float32(0.05), "z": np.uint8(128),
+              "sc": np.array([0.05, 0.1, 0.2, 0.4], np.float32), "zc": np.array([1, 2, 3, 4], np.int8)}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d1"]),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d2"]),
+             helper.make_node("Relu", ["d1"], ["r"]),
+             helper.make_node("QuantizeLinear", ["r", "sc", "zc"], ["q2"]),
+             helper.make_node("DequantizeLinear", ["q2", "sc", "zc"], ["d3"]),
+             helper.make_node("Add", ["d2", "d3"], ["y"])]
+    graph = helper.make_graph(nodes, "pairs", [helper.make_tensor_value_info("x", F, shape)],
+                              [helper.make_tensor_value_info("y", F, shape)],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in params.items()])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9)
+    x = (RNG.standard_normal(shape) * 4).astype(np.float32)
+    x.reshape(-1)[:3] = [np.inf, -np.inf, np.nan]
+    fast = epoxy.InferenceSession(proto, providers=["cpu"])
+    plain = epoxy.InferenceSession(proto, providers=["cpu"],
+                                   sess_options=epoxy.SessionOptions(graph_optimization_level="disable"))
+    assert [n.op_type for n in fast._graph.nodes].count("QuantizeDequantizeLinear") == 2
+    np.testing.assert_array_equal(_bits(fast.run(None, {"x": x})[0]), _bits(plain.run(None, {"x": x})[0]))
+
+
 @pytest.mark.parametrize(("code", "per_axis"), CASES)
 def test_in_range_data_equals_the_pair_and_onnxruntime(code, per_axis):
     """Data inside the codes' range (the calibrated case: no clip runs) with halves, -0.0 and
