@@ -6,6 +6,8 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
+from importlib.metadata import entry_points
+from types import ModuleType
 
 from ..errors import EpoxyError
 from ..version import __version__
@@ -29,6 +31,35 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+#: entry-point group where other packages add subcommands (epoxy-serve adds ``serve``); the value
+#: names a module with the same ``add_arguments``/``run``/``HELP``/``EXAMPLE`` as the ones above
+COMMAND_GROUP = "epoxy.commands"
+#: commands other packages provide: what to install when one is typed but missing
+PACKAGED_COMMANDS: dict[str, str] = {"serve": "epoxy-serve (pip install ./serve)"}
+
+
+def _packaged_commands() -> dict[str, ModuleType]:
+    """Subcommands installed packages add; one that fails to import is reported and skipped so the
+    other commands keep working."""
+    found: dict[str, ModuleType] = {}
+    for ep in entry_points(group=COMMAND_GROUP):
+        if ep.name in COMMANDS:
+            continue  # a package cannot replace a core command
+        try:
+            found[ep.name] = import_module(ep.value)
+        except Exception as exc:  # a broken package must not take the CLI down
+            print(f"epoxy: command {ep.name!r} from {ep.value} failed to load, skipped: "
+                  f"{type(exc).__name__}: {exc}", file=sys.stderr)
+    return found
+
+
+def _missing_command(package: str) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        print(f"epoxy {args.command}: this command comes with {package}, which is not installed", file=sys.stderr)
+        return 2
+    return run
+
+
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Namespace], int]]]:
     parser = argparse.ArgumentParser(prog="epoxy", description="epoxy: ONNX inference with pluggable providers")
     parser.add_argument("--version", action="version", version=f"epoxy {__version__}")
@@ -42,6 +73,19 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argpars
                                         formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(command_parser)
         handlers[name] = module.run
+    packaged = _packaged_commands()
+    for name, module in packaged.items():
+        help_text = getattr(module, "HELP", f"(from {module.__name__})")
+        command_parser = sub.add_parser(name, help=help_text, description=help_text,
+                                        epilog=getattr(module, "EXAMPLE", None),
+                                        formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.add_arguments(command_parser)
+        handlers[name] = module.run
+    for name, package in PACKAGED_COMMANDS.items():
+        if name not in packaged:
+            missing = sub.add_parser(name, help=f"(needs {package})", add_help=False)
+            missing.add_argument("rest", nargs=argparse.REMAINDER)
+            handlers[name] = _missing_command(package)
     return parser, handlers
 
 

@@ -1,0 +1,29 @@
+"""What ``epoxy serve`` (and the Python API) was asked for, engine-neutral: each engine reads the
+fields that concern it and says which it cannot honour."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """A deployment request: the models, where they run, how requests are batched, where to listen."""
+
+    model: str
+    name: str | None = None
+    providers: tuple[str, ...] | None = None
+    replicas: int = 1
+    autoscale: tuple[int, int] | None = None  # (min, max) replicas; None: a fixed count
+    max_batch_size: int = 0  # 0: no dynamic batching
+    batch_wait_ms: float = 5.0
+    host: str = "127.0.0.1"
+    port: int = 8000
+    grpc_port: int = 8001
+    address: str | None = None  # an existing Ray cluster to join ("auto" or ray://...)
+    max_body_bytes: int = 64 << 20
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def batching(self) -> bool:
+        return self.max_batch_size > 1

@@ -1,0 +1,172 @@
+"""A served model: one epoxy session, its protocol metadata, the checks a request must pass, and
+whether requests can be merged along the batch axis (and why not)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import epoxy
+
+from .datatypes import to_numpy, to_protocol
+from .errors import BadRequest
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One input or output as the protocol's metadata shows it: -1 where a dim is not fixed."""
+
+    name: str
+    datatype: str
+    shape: tuple[int, ...]
+
+    @property
+    def dtype(self) -> np.dtype:
+        return to_numpy(self.datatype)
+
+    def metadata(self) -> dict[str, Any]:
+        return {"name": self.name, "datatype": self.datatype, "shape": list(self.shape)}
+
+
+def _spec(arg: Any) -> TensorSpec:
+    dims = tuple(d if isinstance(d, int) and d >= 0 else -1 for d in (arg.shape or []))
+    return TensorSpec(arg.name, to_protocol(arg.dtype), dims)
+
+
+def _batch_refusal(inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec]) -> str | None:
+    """Why requests cannot be concatenated along axis 0, or None when they can: every input and
+    output must have a leading dim that is not fixed (the exporter's dynamic batch axis)."""
+    for kind, specs in (("input", inputs), ("output", outputs)):
+        for spec in specs:
+            if not spec.shape:
+                return f"{kind} {spec.name!r} is a scalar (no batch axis)"
+            if spec.shape[0] != -1:
+                return f"{kind} {spec.name!r} has a fixed first dim {spec.shape[0]} (no dynamic batch axis)"
+    return None
+
+
+@dataclass
+class ServedModel:
+    """A model behind a name and version; ``session`` is built where the model is served (in each
+    replica or Triton instance), never pickled across processes."""
+
+    name: str
+    source: str | bytes
+    version: str = "1"
+    providers: tuple[str, ...] | None = None
+    provider_options: Sequence[Mapping[str, Any]] | None = None
+    inputs: tuple[TensorSpec, ...] = field(default=(), init=False)
+    outputs: tuple[TensorSpec, ...] = field(default=(), init=False)
+    batch_refusal: str | None = field(default=None, init=False)
+    _session: Any = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.source, Path):
+            self.source = str(self.source)
+        self.load()
+
+    def load(self) -> None:
+        kwargs: dict[str, Any] = {}
+        if self.providers is not None:
+            kwargs["providers"] = list(self.providers)
+        if self.provider_options is not None:
+            kwargs["provider_options"] = [dict(o) for o in self.provider_options]
+        self._session = epoxy.InferenceSession(self.source, **kwargs)
+        self.inputs = tuple(_spec(a) for a in self._session.get_inputs())
+        self.outputs = tuple(_spec(a) for a in self._session.get_outputs())
+        self.batch_refusal = _batch_refusal(self.inputs, self.outputs)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_session"] = None  # sessions are rebuilt in the process that serves
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.load()
+
+    @property
+    def batchable(self) -> bool:
+        return self.batch_refusal is None
+
+    @property
+    def session(self) -> Any:
+        return self._session
+
+    def metadata(self) -> dict[str, Any]:
+        """The protocol's model metadata reply."""
+        return {"name": self.name, "versions": [self.version], "platform": "epoxy_onnx",
+                "inputs": [s.metadata() for s in self.inputs], "outputs": [s.metadata() for s in self.outputs]}
+
+    def check(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """``feeds`` checked against the inputs: every input present, no unknown name, the
+        datatype and the fixed dims right; BadRequest naming the input otherwise."""
+        known = {s.name: s for s in self.inputs}
+        unknown = sorted(set(feeds) - set(known))
+        if unknown:
+            raise BadRequest(f"model {self.name!r} has no input named {unknown[0]!r}; inputs: {', '.join(known)}")
+        checked: dict[str, np.ndarray] = {}
+        for spec in self.inputs:
+            if spec.name not in feeds:
+                raise BadRequest(f"missing input {spec.name!r} of model {self.name!r} "
+                                 f"({spec.datatype}, shape {list(spec.shape)})")
+            value = np.asarray(feeds[spec.name])
+            if to_protocol(value.dtype) != spec.datatype:
+                raise BadRequest(f"input {spec.name!r}: datatype {to_protocol(value.dtype)}, "
+                                 f"model {self.name!r} expects {spec.datatype}")
+            if len(value.shape) != len(spec.shape) or any(
+                    want not in (-1, got) for want, got in zip(spec.shape, value.shape)):
+                raise BadRequest(f"input {spec.name!r}: shape {list(value.shape)}, model {self.name!r} "
+                                 f"expects {list(spec.shape)} (-1: any size)")
+            checked[spec.name] = value
+        return checked
+
+    def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """One request: checked, run, outputs by name."""
+        checked = self.check(feeds)
+        values = self._session.run(None, checked)
+        return {spec.name: np.asarray(v) for spec, v in zip(self.outputs, values)}
+
+    def infer_batch(self, requests: Sequence[Mapping[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
+        """Several requests: merged along axis 0 into one run when the model allows it (split back
+        by each request's batch size), else run one by one. Every request is checked first; the
+        caller gets one reply per request (a dict of outputs, or the BadRequest for that one)."""
+        replies: list[Any] = [None] * len(requests)
+        good: list[tuple[int, dict[str, np.ndarray]]] = []
+        for i, feeds in enumerate(requests):
+            try:
+                good.append((i, self.check(feeds)))
+            except BadRequest as exc:
+                replies[i] = exc
+        if not good:
+            return replies
+        if not self.batchable or len(good) == 1 or not _mergeable([f for _, f in good]):
+            for i, feeds in good:
+                values = self._session.run(None, feeds)
+                replies[i] = {s.name: np.asarray(v) for s, v in zip(self.outputs, values)}
+            return replies
+        sizes = [next(iter(f.values())).shape[0] for _, f in good]
+        merged = {name: np.concatenate([f[name] for _, f in good]) for name in good[0][1]}
+        values = self._session.run(None, merged)
+        bounds = np.cumsum(sizes)[:-1]
+        parts = [np.split(np.asarray(v), bounds) for v in values]
+        for k, (i, _) in enumerate(good):
+            replies[i] = {s.name: part[k] for s, part in zip(self.outputs, parts)}
+        return replies
+
+
+def _mergeable(requests: Sequence[Mapping[str, np.ndarray]]) -> bool:
+    """Requests merge only when, in each request, every input has the same batch size, and every
+    input's dims after the batch axis agree across requests."""
+    tails: dict[str, tuple[int, ...]] = {}
+    for feeds in requests:
+        if len({value.shape[0] for value in feeds.values()}) != 1:
+            return False
+        for name, value in feeds.items():
+            if tails.setdefault(name, value.shape[1:]) != value.shape[1:]:
+                return False
+    return True
