@@ -48,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000, help="HTTP port")
     parser.add_argument("--grpc-port", type=int, default=8001, help="gRPC port (Triton engine)")
+    parser.add_argument("--metrics-port", type=int, default=8002, help="Prometheus metrics port (Triton engine)")
     parser.add_argument("--address", help="join this Ray cluster ('auto' or ray://host:port) instead of starting one")
     parser.add_argument("--max-body-mb", type=float, default=64.0, help="requests above this size get 413")
 
@@ -56,7 +57,8 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
     providers = tuple(p.strip() for p in args.providers.split(",") if p.strip()) if args.providers else None
     return ServeConfig(model=args.model, name=args.name, providers=providers, replicas=args.replicas,
                        autoscale=args.autoscale, max_batch_size=args.max_batch_size, batch_wait_ms=args.batch_wait_ms,
-                       host=args.host, port=args.port, grpc_port=args.grpc_port, address=args.address,
+                       host=args.host, port=args.port, grpc_port=args.grpc_port,
+                       metrics_port=args.metrics_port, address=args.address,
                        max_body_bytes=int(args.max_body_mb * (1 << 20)))
 
 

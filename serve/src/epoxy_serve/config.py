@@ -20,6 +20,7 @@ class ServeConfig:
     host: str = "127.0.0.1"
     port: int = 8000
     grpc_port: int = 8001
+    metrics_port: int = 8002  # Prometheus metrics (Triton engine; Ray Serve exposes its own)
     address: str | None = None  # an existing Ray cluster to join ("auto" or ray://...)
     max_body_bytes: int = 64 << 20
     extra: dict[str, str] = field(default_factory=dict)
