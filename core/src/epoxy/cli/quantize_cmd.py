@@ -47,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="N seeded random batches instead of data: a smoke test, the accuracy means little")
     parser.add_argument("--method", choices=["minmax", "percentile", "entropy", "mse"], default="minmax",
                         help="activation range from the calibration histograms (default minmax)")
+    parser.add_argument("--format", choices=["qdq", "qoperator"],
+                        help="int8 as QDQ pairs (static's default, read by every runtime) or QOperator ops "
+                             "(QLinearConv, MatMulInteger...: dynamic's default)")
     parser.add_argument("--per-tensor", action="store_true", help="one weight scale per tensor, not per channel")
     parser.add_argument("--activation-dtype", choices=["uint8", "int8"],
                         help="override the target's choice (u8s8 on x86, s8s8 elsewhere)")
@@ -130,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
             activation_dtype=args.activation_dtype, reduce_range=args.reduce_range,
             providers=providers_arg(args.providers) or ["cpu"], op_types=args.include_op,
             nodes_to_exclude=args.exclude_node, held_out=args.held_out, max_rel_error=args.max_rel_error,
-            progress=None if args.quiet else bar)
+            progress=None if args.quiet else bar, format=args.format)
     onnx.save(model, args.output)
     if args.json:
         out.json({"output": args.output, **report.to_dict()})

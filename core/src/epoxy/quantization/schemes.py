@@ -35,7 +35,7 @@ class SchemeOptions:
     nodes_to_exclude: tuple[str, ...] = ()
     providers: tuple[str, ...] = ("cpu",)
     block_size: int | None = None  # weight-only: None is one scale per output channel
-    format: str = "qdq"  # static: "qdq" or "qoperator" (QLinear* ops)
+    format: str | None = None  # static (default qdq) / dynamic (default qoperator): "qdq" or "qoperator"
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -71,7 +71,7 @@ def _static(model: onnx.ModelProto, stats: CalibrationStats | None, o: SchemeOpt
     out = quantize_static(model, stats, method=o.method, activation_dtype=o.activation_dtype,  # type: ignore[arg-type]
                           weight_dtype=o.weight_dtype, per_channel=o.per_channel,  # type: ignore[arg-type]
                           reduce_range=o.reduce_range, op_types=o.op_types or None,
-                          nodes_to_exclude=o.nodes_to_exclude, providers=o.providers, format=o.format)
+                          nodes_to_exclude=o.nodes_to_exclude, providers=o.providers, format=o.format or "qdq")
     return out, []
 
 
@@ -104,6 +104,8 @@ def _dynamic(model: onnx.ModelProto, stats: CalibrationStats | None, o: SchemeOp
                               "reduce_range": o.reduce_range, "nodes_to_exclude": o.nodes_to_exclude}
     if o.op_types:
         kwargs["op_types"] = o.op_types
+    if o.format:
+        kwargs["format"] = o.format
     return _call("dynamic", "quantize_dynamic", model, **kwargs)
 
 

@@ -214,9 +214,14 @@ def _load(model: onnx.ModelProto | str | Path | bytes) -> onnx.ModelProto:
     return onnx.load(str(path))
 
 
+#: the modes that write integer ops in either format (the others write float or weight-only models)
+FORMAT_MODES = ("static", "dynamic", "auto")
+
+
 def _options(providers: tuple[str, ...], *, method: str, per_channel: bool | None, activation_dtype: str | None,
              weight_dtype: str | None, reduce_range: bool | None, op_types: Sequence[str] | None,
-             nodes_to_exclude: Sequence[str]) -> tuple[schemes.SchemeOptions, schemes.TargetDefaults]:
+             nodes_to_exclude: Sequence[str], format: str | None = None
+             ) -> tuple[schemes.SchemeOptions, schemes.TargetDefaults]:
     """The scheme options: the target's defaults with the caller's overrides."""
     d = schemes.target_defaults(providers, schemes.cpu_features())
     return schemes.SchemeOptions(
@@ -224,7 +229,7 @@ def _options(providers: tuple[str, ...], *, method: str, per_channel: bool | Non
         activation_dtype=activation_dtype or d.activation_dtype, weight_dtype=weight_dtype or d.weight_dtype,
         reduce_range=d.reduce_range if reduce_range is None else reduce_range,
         op_types=tuple(op_types) if op_types else None, nodes_to_exclude=tuple(nodes_to_exclude),
-        providers=providers), d
+        providers=providers, format=format), d
 
 
 def _scheme_line(mode: str, o: schemes.SchemeOptions, d: schemes.TargetDefaults, why: str) -> str:
@@ -244,25 +249,33 @@ def quantize_model(model: onnx.ModelProto | str | Path | bytes, *, mode: str = "
                    reduce_range: bool | None = None, providers: Iterable[str] = ("cpu",),
                    op_types: Sequence[str] | None = None, nodes_to_exclude: Sequence[str] = (),
                    held_out: int | None = None, max_rel_error: float = 0.02, latency_runs: int = 5,
-                   progress: Progress | None = None, seed: int = 0) -> tuple[onnx.ModelProto, QuantizationReport]:
+                   progress: Progress | None = None, seed: int = 0,
+                   format: str | None = None) -> tuple[onnx.ModelProto, QuantizationReport]:
     """Quantize ``model`` with ``mode`` (a key of :data:`schemes.SCHEMES`, or ``"auto"``) and
     return the checked model and its :class:`QuantizationReport`.
 
     ``calibration``: a folder of .npz/.npy feeds, one .npz file, a data reader or an
     iterable of feed dicts; the last ``held_out`` batches (default 20%, at least 1) measure
-    the report's accuracy. ``random_calibration=N`` draws N seeded random batches instead
+    the report's accuracy. ``format`` (static and dynamic modes): ``"qdq"`` (QuantizeLinear/
+    DequantizeLinear pairs, what every runtime reads; static's default) or ``"qoperator"``
+    (QLinearConv/QLinearMatMul, MatMulInteger... ops; dynamic's default).
+    ``random_calibration=N`` draws N seeded random batches instead
     (the accuracy then means little, and the report warns). Precision defaults come from the
     first provider and this CPU (:func:`schemes.target_defaults`); the keyword arguments
     override them. Raises :class:`CalibrationRequiredError` for a calibrated mode without
     data, :class:`checks.QuantizedModelCheckError` naming the node when a check fails.
     """
+    if format is not None and mode not in FORMAT_MODES:
+        raise InvalidArgumentError(f"format={format!r} applies to the {' and '.join(FORMAT_MODES)} modes, "
+                                   f"not {mode!r}")
     source = _load(model)
     size_before = source.ByteSize()
     proto, simplified = preprocess(source)  # always: BN folded into Conv, weight plumbing folded
     providers = tuple(providers) or ("cpu",)
     options, defaults = _options(providers, method=method, per_channel=per_channel,
                              activation_dtype=activation_dtype, weight_dtype=weight_dtype,
-                             reduce_range=reduce_range, op_types=op_types, nodes_to_exclude=nodes_to_exclude)
+                             reduce_range=reduce_range, op_types=op_types, nodes_to_exclude=nodes_to_exclude,
+                             format=format)
     available = set(schemes.available())
     features = schemes.cpu_features()
     if mode == "auto":
