@@ -12,8 +12,8 @@ import nox
 
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.sessions = ["core", "sdk", "ep_cpu", "ep_openvino", "template", "integration", "conformance", "ep_coreml",
-                        "ep_cuda", "reliability", "fuzz", "models_ml", "models_torch", "examples", "pictures", "lint",
-                        "typecheck"]
+                        "ep_cuda", "reliability", "fuzz", "models_ml", "models_torch", "examples", "pictures", "serve",
+                        "lint", "typecheck"]
 nox.options.reuse_existing_virtualenvs = False
 
 ONNX_PIN = "onnx==1.23.*"  # conformance counts are comparable only on one onnx release
@@ -180,6 +180,16 @@ def models_torch(session: nox.Session) -> None:
     session.install("./core", "./plugins/ep-cpu", "./plugins/ep-openvino", ONNX_PIN, "onnxruntime", "transformers",
                     "onnxscript", *PYTEST)
     _pytest(session, "tests/models_torch", parallel=True)
+
+
+@nox.session(venv_backend="uv")
+def serve(session: nox.Session) -> None:
+    """epoxy-serve: the Open Inference Protocol codec alone, then each engine end to end with
+    tritonclient as the client: Ray Serve / Ray Data on a local 2-CPU Ray cluster started in the
+    test module, and Triton through PyTriton's own tritonserver. A few minutes; the engines'
+    modules start and stop their servers themselves (PyTriton pins numpy<2: this venv only)."""
+    session.install("./core", "./plugins/ep-cpu", "./serve[ray,triton,client]", ONNX_PIN, "onnxruntime", *PYTEST)
+    _pytest(session, "serve/tests")
 
 
 @nox.session

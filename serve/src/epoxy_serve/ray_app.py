@@ -1,0 +1,280 @@
+"""The Ray Serve application: one deployment per model version (each replica holds its own epoxy
+session, batching with ``@serve.batch``) behind one HTTP ingress that speaks the Open Inference
+Protocol v2. Bodies are decoded and encoded in the model replicas, so the ingress only routes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import ray
+from ray import serve
+from ray.serve.handle import DeploymentHandle
+from starlette.requests import Request
+from starlette.responses import Response
+
+from . import protocol
+from .errors import BadRequest, ModelNotFound, ModelNotReady, PayloadTooLarge, ServeError
+from .model import ServedModel
+from .ray_metrics import ModelMetrics, scrape
+from .repository import ModelSource, discover
+from .version import __version__
+
+logger = logging.getLogger("ray.serve")
+
+SERVER_NAME = "epoxy-serve"
+EXTENSIONS = ["binary_tensor_data", "model_configuration", "metrics"]
+#: provider name -> what a replica running it asks Ray for, beyond CPUs
+PROVIDER_RESOURCES: dict[str, dict[str, float]] = {"cuda": {"num_gpus": 1}}
+#: errors of a replica that died or cannot be reached: the request gets a 503, never a hang
+REPLICA_GONE: tuple[type[BaseException], ...] = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    """What one model deployment serves and how: picklable, shipped to each replica."""
+
+    name: str
+    version: str
+    source: str | bytes
+    providers: tuple[str, ...] | None = None
+    max_batch_size: int = 0
+    batch_wait_ms: float = 5.0
+    max_body_bytes: int = 64 << 20
+
+
+class ModelServer:
+    """A replica of one model version: decode, check, run (batched when asked and possible), encode."""
+
+    def __init__(self, plan: ModelPlan) -> None:
+        self.plan = plan
+        self.model = ServedModel(plan.name, plan.source, version=plan.version, providers=plan.providers)
+        self.metrics = ModelMetrics(plan.name, plan.version)
+        self.batching = plan.max_batch_size > 1 and self.model.batchable
+        self.batching_note = self._batching_note()
+        if plan.max_batch_size > 1 and not self.model.batchable:
+            logger.warning("model %r version %s: dynamic batching off: %s; requests run one by one",
+                           plan.name, plan.version, self.model.batch_refusal)
+        batcher: Any = self._run_batch  # @serve.batch's wrapper carries its settings
+        batcher.set_max_batch_size(max(plan.max_batch_size, 1))
+        batcher.set_batch_wait_timeout_s(plan.batch_wait_ms / 1000.0)
+
+    def _batching_note(self) -> str:
+        if self.plan.max_batch_size <= 1:
+            return "off"
+        if self.batching:
+            return f"on: up to {self.plan.max_batch_size} requests, {self.plan.batch_wait_ms:g} ms wait"
+        return f"off: {self.model.batch_refusal}"
+
+    def metadata(self) -> dict[str, Any]:
+        doc = self.model.metadata()
+        doc["parameters"] = {"dynamic_batching": self.batching_note, "providers": list(self._providers())}
+        return doc
+
+    def _providers(self) -> list[str]:
+        session = self.model.session
+        getter = getattr(session, "get_providers", None)
+        return list(getter()) if callable(getter) else list(self.plan.providers or ())
+
+    def config(self) -> dict[str, Any]:
+        """Triton's model configuration reply (what tritonclient's get_model_config reads)."""
+        doc: dict[str, Any] = {
+            "name": self.model.name, "platform": "epoxy_onnx", "backend": "epoxy",
+            "max_batch_size": self.plan.max_batch_size if self.batching else 0,
+            "input": [{"name": s.name, "data_type": f"TYPE_{s.datatype}", "dims": list(s.shape)}
+                      for s in self.model.inputs],
+            "output": [{"name": s.name, "data_type": f"TYPE_{s.datatype}", "dims": list(s.shape)}
+                       for s in self.model.outputs],
+            "parameters": {"dynamic_batching": {"string_value": self.batching_note}},
+        }
+        if self.batching:
+            doc["dynamic_batching"] = {"max_queue_delay_microseconds": int(self.plan.batch_wait_ms * 1000)}
+        return doc
+
+    def ready(self) -> bool:
+        return self.model.session is not None
+
+    async def infer(self, body: bytes, headers: dict[str, str]) -> tuple[int, bytes, dict[str, str]]:
+        """One protocol request in, (status, body, headers) out; user errors are 4xx replies."""
+        start = time.perf_counter()
+        try:
+            request = protocol.decode_request(body, headers, max_bytes=self.plan.max_body_bytes)
+            request.selected([s.name for s in self.model.outputs])
+            feeds = self.model.check(request.inputs)
+            if self.batching:
+                outputs = await self._run_batch(feeds)
+            else:
+                self.metrics.batch(1)
+                outputs = await asyncio.to_thread(self.model.infer, feeds)
+            if isinstance(outputs, BaseException):
+                raise outputs
+            reply, reply_headers = protocol.encode_response(self.model.name, self.model.version, outputs, request)
+            status = 200
+        except Exception as exc:  # every failure becomes a reply; 5xx ones are logged
+            status, reply = protocol.encode_error(exc)
+            reply_headers = {"content-type": protocol.codec.JSON_TYPE}
+            if status >= 500:
+                logger.exception("model %r: request failed", self.model.name)
+        self.metrics.answered(status, (time.perf_counter() - start) * 1000.0)
+        return status, reply, reply_headers
+
+    @serve.batch(max_batch_size=2, batch_wait_timeout_s=0.005)
+    async def _run_batch(self, requests: list[dict[str, np.ndarray]]) -> list[Any]:
+        """The requests queued within the wait merged into one session run (off the event loop,
+        so the next batch fills meanwhile); one reply (outputs or BadRequest) per request."""
+        self.metrics.batch(len(requests))
+        return await asyncio.to_thread(self.model.infer_batch, requests)
+
+
+class Ingress:
+    """The HTTP front: matches the protocol route and forwards to the model's deployment."""
+
+    def __init__(self, models: Mapping[str, Mapping[str, DeploymentHandle]], max_body_bytes: int,
+                 request_timeout_s: float) -> None:
+        self.models = {name: dict(versions) for name, versions in models.items()}
+        self.max_body_bytes = max_body_bytes
+        self.request_timeout_s = request_timeout_s
+
+    def _handle(self, name: str | None, version: str | None) -> tuple[DeploymentHandle, str]:
+        versions = self.models.get(name or "")
+        if versions is None:
+            raise ModelNotFound(f"no model named {name!r}; models: {', '.join(sorted(self.models))}")
+        if version is None:
+            version = max(versions, key=lambda v: (len(v), v))  # latest, as Triton's default policy
+        if version not in versions:
+            raise ModelNotFound(f"model {name!r} has no version {version!r}; versions: {', '.join(sorted(versions))}")
+        return versions[version], version
+
+    async def _remote(self, handle: DeploymentHandle, method: str, name: str, *args: Any) -> Any:
+        try:
+            return await asyncio.wait_for(getattr(handle, method).remote(*args), self.request_timeout_s)
+        except REPLICA_GONE as exc:
+            raise ModelNotReady(f"model {name!r}: its replica is gone ({type(exc).__name__}); retry") from exc
+        except asyncio.TimeoutError:
+            raise ModelNotReady(f"model {name!r}: no reply within {self.request_timeout_s:g} s") from None
+
+    async def __call__(self, request: Request) -> Response:
+        try:
+            return await self._dispatch(request)
+        except ServeError as exc:
+            status, body = protocol.encode_error(exc)
+        except Exception as exc:  # a bug here still answers, in the protocol's shape
+            logger.exception("ingress: request failed")
+            status, body = protocol.encode_error(exc)
+        return Response(body, status_code=status, media_type=protocol.codec.JSON_TYPE)
+
+    async def _dispatch(self, request: Request) -> Response:
+        route = protocol.match(request.method, request.url.path)
+        kind = route.kind
+        if kind == "live":
+            return Response(b"", status_code=200)
+        if kind == "server_metadata":
+            return _json({"name": SERVER_NAME, "version": __version__, "extensions": EXTENSIONS})
+        if kind == "ready":
+            ready = await self._all_ready()
+            return Response(b"", status_code=200 if ready else 503)
+        if kind == "metrics":
+            text = await asyncio.to_thread(scrape)
+            return Response(text.encode(), media_type="text/plain; version=0.0.4")
+        if kind == "repository_index":
+            return Response(protocol.encode_json(self._index()), media_type=protocol.codec.JSON_TYPE)
+        handle, version = self._handle(route.model, route.version)
+        name = route.model or ""
+        if kind == "model_ready":
+            try:
+                ready = await self._remote(handle, "ready", name)
+            except ModelNotReady:
+                ready = False
+            return Response(b"", status_code=200 if ready else 503)
+        if kind == "model_metadata":
+            return _json(await self._remote(handle, "metadata", name))
+        if kind == "model_config":
+            return _json(await self._remote(handle, "config", name))
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
+            raise PayloadTooLarge(f"request body of {length} bytes is over the server's limit of {self.max_body_bytes}")
+        body = await request.body()
+        if len(body) > self.max_body_bytes:
+            raise PayloadTooLarge(f"request body of {len(body)} bytes is over the server's limit of "
+                                  f"{self.max_body_bytes}")
+        status, reply, headers = await self._remote(handle, "infer", name, body, dict(request.headers))
+        return Response(reply, status_code=status, headers=headers)
+
+    def _index(self) -> list[dict[str, str]]:
+        return [{"name": name, "version": version, "state": "READY"}
+                for name, versions in sorted(self.models.items()) for version in sorted(versions)]
+
+    async def _all_ready(self) -> bool:
+        checks = [self._remote(h, "ready", name) for name, versions in self.models.items() for h in versions.values()]
+        try:
+            return all(await asyncio.gather(*checks))
+        except ServeError:
+            return False
+
+
+def _json(doc: Mapping[str, Any]) -> Response:
+    return Response(protocol.encode_json(doc), media_type=protocol.codec.JSON_TYPE)
+
+
+def _deployment_name(name: str, version: str) -> str:
+    return "epoxy-" + re.sub(r"[^A-Za-z0-9_.-]", "_", name) + f"-v{version}"
+
+
+def _actor_options(providers: Sequence[str] | None, cpus: float) -> dict[str, Any]:
+    options: dict[str, Any] = {"num_cpus": cpus}
+    for provider in providers or ():
+        options.update(PROVIDER_RESOURCES.get(provider, {}))
+    return options
+
+
+def _sources(model: str | Path | bytes | Sequence[ModelSource], name: str | None) -> list[tuple[str, str, str | bytes]]:
+    if isinstance(model, bytes):
+        return [(name or "model", "1", model)]
+    if isinstance(model, (str, Path)):
+        return [(s.name, s.version, str(s.path)) for s in discover(model, name)]
+    return [(s.name, s.version, str(s.path)) for s in model]
+
+
+def deployment(model: str | Path | bytes | Sequence[ModelSource], *, name: str | None = None,
+               providers: Sequence[str] | None = None, replicas: int = 1, autoscale: tuple[int, int] | None = None,
+               max_batch_size: int = 0, batch_wait_ms: float = 5.0, max_body_bytes: int = 64 << 20,
+               replica_cpus: float = 1.0, ingress_cpus: float = 0.0, request_timeout_s: float = 60.0,
+               max_ongoing_requests: int | None = None) -> serve.Application:
+    """A bound Ray Serve application serving ``model`` (an .onnx path, ONNX bytes, or a model
+    repository folder) over the Open Inference Protocol: give it to ``serve.run``.
+
+    Each model version is its own deployment (``replicas`` replicas, or Ray's autoscaler between
+    ``autoscale = (min, max)``), each replica holding one epoxy session with ``providers``; a
+    replica whose providers include cuda asks Ray for a GPU. ``max_batch_size`` > 1 turns on
+    ``@serve.batch`` for the models whose batch axis is dynamic (the others log why not and say
+    it in their metadata). Model paths must be readable on every node that runs a replica."""
+    found = _sources(model, name)
+    if not found:
+        raise BadRequest("no models to serve")
+    provider_tuple = tuple(providers) if providers else None
+    ongoing = max_ongoing_requests or max(8, 2 * max_batch_size)
+    handles: dict[str, dict[str, Any]] = {}
+    for model_name, version, source in found:
+        plan = ModelPlan(model_name, version, source, provider_tuple, max_batch_size, batch_wait_ms, max_body_bytes)
+        options: dict[str, Any] = {"name": _deployment_name(model_name, version),
+                                   "ray_actor_options": _actor_options(provider_tuple, replica_cpus),
+                                   "max_ongoing_requests": ongoing}
+        if autoscale is not None:
+            low, high = autoscale
+            options["autoscaling_config"] = {"min_replicas": low, "max_replicas": high,
+                                             "initial_replicas": max(low, 1),
+                                             "target_ongoing_requests": max(2, max_batch_size)}
+        else:
+            options["num_replicas"] = replicas
+        bound = serve.deployment(**options)(ModelServer).bind(plan)
+        handles.setdefault(model_name, {})[version] = bound
+    ingress = serve.deployment(name="epoxy-ingress", ray_actor_options={"num_cpus": ingress_cpus},
+                               max_ongoing_requests=max(256, ongoing * 4))(Ingress)
+    return ingress.bind(handles, max_body_bytes, request_timeout_s)
