@@ -45,27 +45,61 @@ class Measured:
     rel_error: float | None
     ms: float | None
     error: str | None = None
+    changed: bool = True  # False: it quantized no compute node (dynamic on a CNN): never a winner
+
+
+FP32_LABEL = "fp32 (unchanged)"
+#: a winner must beat fp32 by this factor: a tie within timing noise keeps the float model
+MIN_GAIN = 0.95
 
 
 def choose(measured: list[Measured], fp32_ms: float, max_rel_error: float) -> tuple[str | None, list[AutoTrial]]:
     """The winning label (None: keep fp32) and the table, each row with its verdict."""
-    fits = [m for m in measured if m.error is None and m.rel_error is not None and m.ms is not None
-            and m.rel_error <= max_rel_error and m.ms <= fp32_ms]
+    fits = [m for m in measured if m.error is None and m.changed and m.rel_error is not None and m.ms is not None
+            and m.rel_error <= max_rel_error and m.ms <= fp32_ms * MIN_GAIN]
     winner = min(fits, key=lambda m: m.ms or 0.0) if fits else None
     rows = []
     for m in measured:
         if m.error is not None:
             verdict = f"failed: {m.error}"
+        elif not m.changed:
+            verdict = "rejected: quantizes no compute node of this model"
         elif m is winner:
             verdict = (f"chosen: fastest within the {max_rel_error:.1%} budget "
                        f"({fp32_ms / (m.ms or fp32_ms):.2f}x fp32)")
         elif m.rel_error is None or m.rel_error > max_rel_error:
             verdict = f"rejected: error over the {max_rel_error:.1%} budget"
-        elif m.ms is not None and m.ms > fp32_ms:
-            verdict = f"rejected: slower than fp32 ({m.ms:.3f} > {fp32_ms:.3f} ms)"
+        elif m.ms is not None and m.ms > fp32_ms * MIN_GAIN:
+            verdict = (f"rejected: not faster than fp32 beyond noise ({m.ms:.3f} vs {fp32_ms:.3f} ms; "
+                       f"needs <= {MIN_GAIN:.2f}x)")
         else:
             verdict = "within budget, but slower than the chosen one"
         rows.append(AutoTrial(m.label, m.rel_error, m.ms, verdict))
-    rows.append(AutoTrial("fp32 (unchanged)", 0.0, fp32_ms,
+    rows.append(AutoTrial(FP32_LABEL, 0.0, fp32_ms,
                           "kept: no candidate was within budget and not slower" if winner is None else "baseline"))
     return (winner.label if winner else None), rows
+
+
+def _recheck(rows: list[AutoTrial], winner: str, winner_verdict: str, fp32_verdict: str) -> list[AutoTrial]:
+    out = []
+    for row in rows:
+        if row.scheme == winner:
+            row = replace(row, verdict=winner_verdict)
+        elif row.scheme == FP32_LABEL:
+            row = replace(row, verdict=fp32_verdict)
+        out.append(row)
+    return out
+
+
+def confirmed(rows: list[AutoTrial], winner: str, fp32_ms: float, winner_ms: float) -> list[AutoTrial]:
+    """The table after the winner beat fp32 again, timed in alternation with it."""
+    row = next(r for r in rows if r.scheme == winner)
+    return _recheck(rows, winner, f"{row.verdict}; confirmed interleaved with fp32: {winner_ms:.3f} vs "
+                    f"{fp32_ms:.3f} ms", "baseline")
+
+
+def unconfirmed(rows: list[AutoTrial], winner: str, fp32_ms: float, winner_ms: float) -> list[AutoTrial]:
+    """The table after the winner lost its lead when timed in alternation with fp32."""
+    return _recheck(rows, winner, f"rejected: timed in alternation with fp32 it was not faster beyond noise "
+                    f"({winner_ms:.3f} vs {fp32_ms:.3f} ms)", "kept: the best candidate did not beat it when "
+                    "timed in alternation")

@@ -159,13 +159,14 @@ class _Baseline:
     names: list[str]
     outputs: list[list[np.ndarray]]  # per batch
     ms: float
+    session: Any = None  # kept for auto's confirmation run against the winner
 
 
 def _baseline(model: onnx.ModelProto, held: list[Feed], providers: Sequence[str], runs: int) -> _Baseline:
     session = _session(model, providers)
     names = [o.name for o in model.graph.output]
     outputs = [[np.asarray(v) for v in session.run(None, dict(f))] for f in held]
-    return _Baseline(names, outputs, _median_ms(session, held[0], runs))
+    return _Baseline(names, outputs, _median_ms(session, held[0], runs), session)
 
 
 @dataclass
@@ -178,6 +179,12 @@ class _Trial:
     accuracy: list[OutputAccuracy]
     ms: float
     partition: dict[str, int]
+
+    @property
+    def changed(self) -> bool:
+        """Whether the scheme quantized any compute node (dynamic on a CNN quantizes none)."""
+        counts = count_nodes(self.model)
+        return bool(counts.int8 or counts.int8_weights or counts.low_float)
 
     @property
     def rel_error(self) -> float:
@@ -373,9 +380,27 @@ def _auto(model: onnx.ModelProto, options: schemes.SchemeOptions, stats: Calibra
             measured.append(auto.Measured(cand.label, None, None, str(exc).splitlines()[0]))
             continue
         trials[cand.label] = (cand, t)
-        measured.append(auto.Measured(cand.label, t.rel_error, t.ms))
+        measured.append(auto.Measured(cand.label, t.rel_error, t.ms, changed=t.changed))
     winner, table = auto.choose(measured, base.ms, max_rel_error)
     if winner is None:
         return None, options, None, table
     cand, trial = trials[winner]
-    return cand.mode, cand.options, trial, table
+    fp32_ms, winner_ms = _interleaved_ms([base.session, _session(trial.model, providers)], held[0], runs)
+    if winner_ms > fp32_ms * auto.MIN_GAIN:  # the sequential timing was luck (or load): keep fp32
+        return None, options, None, auto.unconfirmed(table, winner, fp32_ms, winner_ms)
+    base.ms, trial.ms = fp32_ms, winner_ms  # the report shows the like-for-like pair
+    return cand.mode, cand.options, trial, auto.confirmed(table, winner, fp32_ms, winner_ms)
+
+
+def _interleaved_ms(sessions: list[Any], feed: Feed, runs: int, rounds: int = 5) -> list[float]:
+    """Medians of the sessions timed in alternating blocks: a load change during the timing
+    hits both alike, unlike the one-after-the-other timing of the candidates."""
+    times: list[list[float]] = [[] for _ in sessions]
+    for _ in range(rounds):
+        for k, session in enumerate(sessions):
+            session.run(None, dict(feed))  # the block's first run absorbs the switch
+            for _ in range(max(1, runs)):
+                start = time.perf_counter()
+                session.run(None, dict(feed))
+                times[k].append((time.perf_counter() - start) * 1e3)
+    return [statistics.median(t) for t in times]
