@@ -187,8 +187,13 @@ def serve(session: nox.Session) -> None:
     """epoxy-serve: the Open Inference Protocol codec alone, then each engine end to end with
     tritonclient as the client: Ray Serve / Ray Data on a local 2-CPU Ray cluster started in the
     test module, and Triton through PyTriton's own tritonserver. A few minutes; the engines'
-    modules start and stop their servers themselves (PyTriton pins numpy<2: this venv only)."""
-    session.install("./core", "./plugins/ep-cpu", "./serve[ray,triton,client]", ONNX_PIN, "onnxruntime", *PYTEST)
+    modules start and stop their servers themselves.
+
+    PyTriton pins numpy<2, and pyarrow 26 (Ray Data's) refuses to import under numpy 1.x
+    (unconstrained by its metadata): pyarrow<26 keeps both engines in one venv. A user installing
+    only epoxy-serve[ray] gets numpy 2 and the newest pyarrow."""
+    session.install("./core", "./plugins/ep-cpu", "./serve[ray,triton,client]", "pyarrow<26", ONNX_PIN, "onnxruntime",
+                    *PYTEST)
     _pytest(session, "serve/tests")
 
 

@@ -29,7 +29,7 @@ from tritonclient.utils import InferenceServerException  # noqa: E402
 import epoxy  # noqa: E402
 import epoxy_serve  # noqa: E402
 from epoxy_serve.config import ServeConfig  # noqa: E402
-from epoxy_serve.ray_engine import build  # noqa: E402
+from epoxy_serve.ray_engine import app_builder, build  # noqa: E402
 
 MAX_BODY = 1 << 20
 TIMEOUT_S = 60.0
@@ -100,6 +100,10 @@ def _direct(path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
 def test_build_from_cli_config(repository: Path) -> None:
     app = build(ServeConfig(model=str(repository), max_batch_size=4, extra={"replica_cpus": "0.5"}))
     assert isinstance(app, serve.Application)
+    built = app_builder({"model": str(repository), "max_batch_size": "8", "autoscale": "1:3", "replica_cpus": "0.5"})
+    assert isinstance(built, serve.Application)
+    with pytest.raises(ValueError, match="unknown: batch"):
+        app_builder({"model": str(repository), "batch": "8"})
 
 
 def test_health_and_metadata(url: str) -> None:

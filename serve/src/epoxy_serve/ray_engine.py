@@ -4,6 +4,8 @@ asked host and port, deploy the models (ray_app.deployment) and block until Ctrl
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import ray
 from ray import serve
@@ -24,13 +26,49 @@ def build(config: ServeConfig) -> serve.Application:
                       request_timeout_s=float(config.extra.get("request_timeout_s", 60.0)))
 
 
+def _providers(text: Any) -> tuple[str, ...]:
+    items = text.split(",") if isinstance(text, str) else list(text)
+    return tuple(p.strip() for p in items if p.strip())
+
+
+def _autoscale(text: Any) -> tuple[int, int]:
+    low, high = (int(v) for v in (text.split(":") if isinstance(text, str) else text))
+    return low, high
+
+
+#: application-builder argument -> (ServeConfig field, converter from the string Ray's CLI passes)
+BUILDER_ARGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "model": ("model", str), "name": ("name", str), "providers": ("providers", _providers),
+    "replicas": ("replicas", int), "autoscale": ("autoscale", _autoscale),
+    "max_batch_size": ("max_batch_size", int), "batch_wait_ms": ("batch_wait_ms", float),
+    "max_body_mb": ("max_body_bytes", lambda mb: int(float(mb) * (1 << 20))),
+}
+EXTRA_ARGS = ("replica_cpus", "request_timeout_s")
+
+
+def app_builder(args: Mapping[str, Any]) -> serve.Application:
+    """Ray Serve's application builder, for Ray's own tools: ``serve run
+    epoxy_serve.ray_engine:app_builder model=/models max_batch_size=16`` or a KubeRay
+    RayService's ``import_path`` with ``args``. Arguments as ``epoxy serve``'s options."""
+    unknown = sorted(set(args) - set(BUILDER_ARGS) - set(EXTRA_ARGS))
+    if unknown or "model" not in args:
+        raise ValueError(f"epoxy_serve app_builder: needs model=..., takes {', '.join([*BUILDER_ARGS, *EXTRA_ARGS])}"
+                         + (f"; unknown: {', '.join(unknown)}" if unknown else ""))
+    fields = {BUILDER_ARGS[k][0]: BUILDER_ARGS[k][1](v) for k, v in args.items() if k in BUILDER_ARGS}
+    extra = {k: str(args[k]) for k in EXTRA_ARGS if k in args}
+    return build(ServeConfig(**fields, extra=extra))
+
+
 def serve_forever(config: ServeConfig) -> int:
     """Serve until interrupted; 0 after a clean shutdown. A joined cluster keeps running (only
     this application is deleted); a cluster started here is shut down."""
     models = discover(config.model, config.name)
     app = build(config)
     joined = config.address is not None
-    ray.init(address=config.address) if joined else ray.init()
+    if joined:
+        ray.init(address=config.address)
+    else:  # this node's Prometheus endpoint (ray_epoxy_*, ray_serve_*) on the asked metrics port
+        ray.init(_metrics_export_port=config.metrics_port)
     try:
         serve.start(http_options={"host": config.host, "port": config.port})
         serve.run(app, name=APP_NAME, route_prefix="/")

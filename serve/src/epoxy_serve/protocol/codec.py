@@ -117,6 +117,12 @@ def _json_elements(data: Any, dtype: np.dtype, count: int, name: str, datatype: 
                None) if flat else None
     if bad is not None or (flat and flat[0] is None):
         raise BadRequest(f"input {name!r}: {datatype} data holds {bad!r}")
+    if dtype.kind in "iu" and flat:  # numpy 1.x wraps out-of-range ints silently: check first
+        info = np.iinfo(dtype)
+        low, high = min(flat), max(flat)
+        if low < info.min or high > info.max:
+            raise BadRequest(f"input {name!r}: data does not fit {datatype} "
+                             f"({low if low < info.min else high} is outside [{info.min}, {info.max}])")
     try:
         return np.asarray(flat, dtype=dtype)
     except (OverflowError, ValueError, TypeError) as exc:
