@@ -20,8 +20,10 @@ no_gpu = pytest.mark.skipif(gpu_unavailable_reason() is None, reason="a GPU is u
 
 
 def _py(code: str) -> str:
+    # the device probe imports CuPy (seconds); on a loaded 2-core CI box the default 10 s
+    # enumeration timeout was seen to expire, which would test the load, not the plugin
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                          env={**os.environ, "EPOXY_STRICT_PLUGINS": ""}).stdout
+                          env={**os.environ, "EPOXY_STRICT_PLUGINS": "", "EPOXY_DEVICE_TIMEOUT": "120"}).stdout
 
 
 def test_import_does_not_import_cupy() -> None:
