@@ -28,3 +28,13 @@ class ServeConfig:
     @property
     def batching(self) -> bool:
         return self.max_batch_size > 1
+
+
+def threads_per_replica(replicas: int, cpus: int | None = None) -> int:
+    """intra_op threads for each of ``replicas`` sessions sharing this machine's cores: their
+    sum stays within the cores (at least one each)."""
+    import os
+
+    if cpus is None:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cpus // max(1, replicas))

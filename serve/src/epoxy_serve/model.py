@@ -59,6 +59,10 @@ class ServedModel:
     version: str = "1"
     providers: tuple[str, ...] | None = None
     provider_options: Sequence[Mapping[str, Any]] | None = None
+    #: the session's ``intra_op_num_threads`` (0: the runtime's default, every core). Replicas
+    #: sharing a machine should split its cores: fixed-share thread pools lose 10x and more
+    #: when processes oversubscribe the cores (docs/THREADING.md)
+    threads: int = 0
     inputs: tuple[TensorSpec, ...] = field(default=(), init=False)
     outputs: tuple[TensorSpec, ...] = field(default=(), init=False)
     batch_refusal: str | None = field(default=None, init=False)
@@ -75,6 +79,8 @@ class ServedModel:
             kwargs["providers"] = list(self.providers)
         if self.provider_options is not None:
             kwargs["provider_options"] = [dict(o) for o in self.provider_options]
+        if self.threads > 0:
+            kwargs["sess_options"] = epoxy.SessionOptions(intra_op_num_threads=self.threads)
         self._session = epoxy.InferenceSession(self.source, **kwargs)
         self.inputs = tuple(_spec(a) for a in self._session.get_inputs())
         self.outputs = tuple(_spec(a) for a in self._session.get_outputs())
