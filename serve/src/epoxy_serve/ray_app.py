@@ -5,6 +5,7 @@ Protocol v2. Bodies are decoded and encoded in the model replicas, so the ingres
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import re
 import time
@@ -62,6 +63,7 @@ class ModelServer:
         if plan.max_batch_size > 1 and not self.model.batchable:
             logger.warning("model %r version %s: dynamic batching off: %s; requests run one by one",
                            plan.name, plan.version, self.model.batch_refusal)
+        self.router = Router({plan.name: {plan.version: LocalModel(self)}}, plan.max_body_bytes)
         batcher: Any = self._run_batch  # @serve.batch's wrapper carries its settings
         batcher.set_max_batch_size(max(plan.max_batch_size, 1))
         batcher.set_batch_wait_timeout_s(plan.batch_wait_ms / 1000.0)
@@ -125,6 +127,10 @@ class ModelServer:
         self.metrics.answered(status, (time.perf_counter() - start) * 1000.0)
         return status, reply, reply_headers
 
+    async def __call__(self, request: Request) -> Response:
+        """HTTP straight to this replica when the application serves this one model version."""
+        return await self.router.respond(request)
+
     @serve.batch(max_batch_size=2, batch_wait_timeout_s=0.005)
     async def _run_batch(self, requests: list[dict[str, np.ndarray]]) -> list[Any]:
         """The requests queued within the wait merged into one session run (off the event loop,
@@ -133,16 +139,44 @@ class ModelServer:
         return await asyncio.to_thread(self.model.infer_batch, requests)
 
 
-class Ingress:
-    """The HTTP front: matches the protocol route and forwards to the model's deployment."""
+class RemoteModel:
+    """A model version served by another deployment: calls through its handle, bounded in time;
+    a replica that died or did not answer is a 503, never a hang."""
 
-    def __init__(self, models: Mapping[str, Mapping[str, DeploymentHandle]], max_body_bytes: int,
-                 request_timeout_s: float) -> None:
+    def __init__(self, handle: DeploymentHandle, name: str, timeout_s: float) -> None:
+        self.handle, self.name, self.timeout_s = handle, name, timeout_s
+
+    async def call(self, method: str, *args: Any) -> Any:
+        try:
+            return await asyncio.wait_for(getattr(self.handle, method).remote(*args), self.timeout_s)
+        except REPLICA_GONE as exc:
+            raise ModelNotReady(f"model {self.name!r}: its replica is gone ({type(exc).__name__}); retry") from exc
+        except asyncio.TimeoutError:
+            raise ModelNotReady(f"model {self.name!r}: no reply within {self.timeout_s:g} s") from None
+
+
+class LocalModel:
+    """The model version of this very replica (a single-model application: no second hop)."""
+
+    def __init__(self, server: ModelServer) -> None:
+        self.server = server
+
+    async def call(self, method: str, *args: Any) -> Any:
+        result = getattr(self.server, method)(*args)
+        return await result if inspect.isawaitable(result) else result
+
+
+Backend = RemoteModel | LocalModel
+
+
+class Router:
+    """The protocol's routes over a table of model versions (name -> version -> backend)."""
+
+    def __init__(self, models: Mapping[str, Mapping[str, Backend]], max_body_bytes: int) -> None:
         self.models = {name: dict(versions) for name, versions in models.items()}
         self.max_body_bytes = max_body_bytes
-        self.request_timeout_s = request_timeout_s
 
-    def _handle(self, name: str | None, version: str | None) -> tuple[DeploymentHandle, str]:
+    def _backend(self, name: str | None, version: str | None) -> Backend:
         versions = self.models.get(name or "")
         if versions is None:
             raise ModelNotFound(f"no model named {name!r}; models: {', '.join(sorted(self.models))}")
@@ -150,23 +184,16 @@ class Ingress:
             version = max(versions, key=lambda v: (len(v), v))  # latest, as Triton's default policy
         if version not in versions:
             raise ModelNotFound(f"model {name!r} has no version {version!r}; versions: {', '.join(sorted(versions))}")
-        return versions[version], version
+        return versions[version]
 
-    async def _remote(self, handle: DeploymentHandle, method: str, name: str, *args: Any) -> Any:
-        try:
-            return await asyncio.wait_for(getattr(handle, method).remote(*args), self.request_timeout_s)
-        except REPLICA_GONE as exc:
-            raise ModelNotReady(f"model {name!r}: its replica is gone ({type(exc).__name__}); retry") from exc
-        except asyncio.TimeoutError:
-            raise ModelNotReady(f"model {name!r}: no reply within {self.request_timeout_s:g} s") from None
-
-    async def __call__(self, request: Request) -> Response:
+    async def respond(self, request: Request) -> Response:
+        """Any request -> a reply; errors in the protocol's ``{"error": ...}`` shape."""
         try:
             return await self._dispatch(request)
         except ServeError as exc:
             status, body = protocol.encode_error(exc)
         except Exception as exc:  # a bug here still answers, in the protocol's shape
-            logger.exception("ingress: request failed")
+            logger.exception("request failed")
             status, body = protocol.encode_error(exc)
         return Response(body, status_code=status, media_type=protocol.codec.JSON_TYPE)
 
@@ -178,25 +205,17 @@ class Ingress:
         if kind == "server_metadata":
             return _json({"name": SERVER_NAME, "version": __version__, "extensions": EXTENSIONS})
         if kind == "ready":
-            ready = await self._all_ready()
-            return Response(b"", status_code=200 if ready else 503)
+            return Response(b"", status_code=200 if await self._all_ready() else 503)
         if kind == "metrics":
             text = await asyncio.to_thread(scrape)
             return Response(text.encode(), media_type="text/plain; version=0.0.4")
         if kind == "repository_index":
             return Response(protocol.encode_json(self._index()), media_type=protocol.codec.JSON_TYPE)
-        handle, version = self._handle(route.model, route.version)
-        name = route.model or ""
+        backend = self._backend(route.model, route.version)
         if kind == "model_ready":
-            try:
-                ready = await self._remote(handle, "ready", name)
-            except ModelNotReady:
-                ready = False
-            return Response(b"", status_code=200 if ready else 503)
-        if kind == "model_metadata":
-            return _json(await self._remote(handle, "metadata", name))
-        if kind == "model_config":
-            return _json(await self._remote(handle, "config", name))
+            return Response(b"", status_code=200 if await self._ready(backend) else 503)
+        if kind in ("model_metadata", "model_config"):
+            return _json(await backend.call("metadata" if kind == "model_metadata" else "config"))
         length = request.headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
             raise PayloadTooLarge(f"request body of {length} bytes is over the server's limit of {self.max_body_bytes}")
@@ -204,19 +223,36 @@ class Ingress:
         if len(body) > self.max_body_bytes:
             raise PayloadTooLarge(f"request body of {len(body)} bytes is over the server's limit of "
                                   f"{self.max_body_bytes}")
-        status, reply, headers = await self._remote(handle, "infer", name, body, dict(request.headers))
+        status, reply, headers = await backend.call("infer", body, dict(request.headers))
         return Response(reply, status_code=status, headers=headers)
 
     def _index(self) -> list[dict[str, str]]:
         return [{"name": name, "version": version, "state": "READY"}
                 for name, versions in sorted(self.models.items()) for version in sorted(versions)]
 
-    async def _all_ready(self) -> bool:
-        checks = [self._remote(h, "ready", name) for name, versions in self.models.items() for h in versions.values()]
+    @staticmethod
+    async def _ready(backend: Backend) -> bool:
         try:
-            return all(await asyncio.gather(*checks))
+            return bool(await backend.call("ready"))
         except ServeError:
             return False
+
+    async def _all_ready(self) -> bool:
+        checks = [self._ready(b) for versions in self.models.values() for b in versions.values()]
+        return all(await asyncio.gather(*checks))
+
+
+class Ingress:
+    """The HTTP front of a multi-model application: routes to each model's deployment."""
+
+    def __init__(self, models: Mapping[str, Mapping[str, DeploymentHandle]], max_body_bytes: int,
+                 request_timeout_s: float) -> None:
+        self.router = Router({name: {version: RemoteModel(handle, name, request_timeout_s)
+                                     for version, handle in versions.items()}
+                              for name, versions in models.items()}, max_body_bytes)
+
+    async def __call__(self, request: Request) -> Response:
+        return await self.router.respond(request)
 
 
 def _json(doc: Mapping[str, Any]) -> Response:
@@ -254,7 +290,8 @@ def deployment(model: str | Path | bytes | Sequence[ModelSource], *, name: str |
     ``autoscale = (min, max)``), each replica holding one epoxy session with ``providers``; a
     replica whose providers include cuda asks Ray for a GPU. ``max_batch_size`` > 1 turns on
     ``@serve.batch`` for the models whose batch axis is dynamic (the others log why not and say
-    it in their metadata). Model paths must be readable on every node that runs a replica."""
+    it in their metadata). One model version is its own HTTP ingress; several get a routing
+    ingress in front. Model paths must be readable on every node that runs a replica."""
     found = _sources(model, name)
     if not found:
         raise BadRequest("no models to serve")
@@ -275,6 +312,8 @@ def deployment(model: str | Path | bytes | Sequence[ModelSource], *, name: str |
             options["num_replicas"] = replicas
         bound = serve.deployment(**options)(ModelServer).bind(plan)
         handles.setdefault(model_name, {})[version] = bound
+    if len(found) == 1:  # one model version: its replicas answer HTTP themselves (one hop less)
+        return bound
     ingress = serve.deployment(name="epoxy-ingress", ray_actor_options={"num_cpus": ingress_cpus},
                                max_ongoing_requests=max(256, ongoing * 4))(Ingress)
     return ingress.bind(handles, max_body_bytes, request_timeout_s)
