@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .config import ServeConfig
+from .config import ServeConfig, threads_per_replica
 from .errors import ServeError
 from .model import ServedModel, TensorSpec
 from .repository import ModelSource, discover
@@ -45,8 +45,10 @@ ModelFactory = Callable[[ModelSource, ServeConfig], Servable]
 
 
 def epoxy_model(source: ModelSource, config: ServeConfig) -> Servable:
-    """The default factory: an epoxy session with the configured providers."""
-    return ServedModel(source.name, str(source.path), version=source.version, providers=config.providers)
+    """The default factory: an epoxy session with the configured providers. The instances run in
+    this one process, so they split the cores between them (``threads_per_replica``)."""
+    return ServedModel(source.name, str(source.path), version=source.version, providers=config.providers,
+                       threads=threads_per_replica(config.replicas))
 
 
 @dataclass(frozen=True)
