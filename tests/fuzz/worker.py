@@ -51,6 +51,22 @@ class EpoxyRuntime:
         self.epoxy = epoxy
         # the session time bound (epoxy.run_timeout_s) where this epoxy has it
         self.bounded = hasattr(epoxy.SessionOptions(), "run_timeout_s")
+        self._warm_up()
+
+    def _warm_up(self) -> None:
+        """One tiny session before the first timed case: what a session imports lazily (onnx_ir
+        and sympy, the optimizer, the kernels) takes seconds on a loaded machine and belongs to
+        no case (two CI cases once 'hung' at 30 s importing sympy)."""
+        import numpy as np
+        import onnx_ir  # noqa: F401
+        from onnx import TensorProto, helper
+
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+        graph = helper.make_graph([helper.make_node("Add", ["x", "x"], ["y"])], "warm_up", [x], [y])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        session = self.epoxy.InferenceSession(model.SerializeToString(), providers=["cpu"])
+        session.run(None, {"x": np.ones(2, np.float32)})
 
     def owns(self, exc: BaseException) -> bool:
         return isinstance(exc, self.epoxy.EpoxyError)
