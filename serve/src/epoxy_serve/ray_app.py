@@ -274,8 +274,8 @@ def _sources(model: str | Path | bytes | Sequence[ModelSource], name: str | None
     if isinstance(model, bytes):
         return [(name or "model", "1", model)]
     if isinstance(model, (str, Path)):
-        return [(s.name, s.version, str(s.path)) for s in discover(model, name)]
-    return [(s.name, s.version, str(s.path)) for s in model]
+        return [(s.name, s.version, str(s.path.resolve())) for s in discover(model, name)]
+    return [(s.name, s.version, str(s.path.resolve())) for s in model]
 
 
 def deployment(model: str | Path | bytes | Sequence[ModelSource], *, name: str | None = None,

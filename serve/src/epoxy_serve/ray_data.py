@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import ray
+import ray.data
 
 from .errors import BadRequest
 from .model import ServedModel
@@ -58,11 +59,12 @@ def _actor_cpus(concurrency: int, wanted: float) -> float:
 def predict_batches(dataset: Any, model: str | Path | bytes, *, concurrency: int = 1, batch_size: int = 64,
                     providers: Sequence[str] | None = None, num_cpus: float = 1.0, num_gpus: float = 0.0) -> Any:
     """``dataset`` (a ray.data.Dataset with one column per model input) mapped through the model
-    by ``concurrency`` reused actors; lazy, like every Dataset transform: ``take_all``,
-    ``to_pandas`` or ``write_*`` runs it."""
+    by a pool of ``concurrency`` reused actors (``ActorPoolStrategy``); lazy, like every Dataset
+    transform: ``take_all``, ``to_pandas`` or ``write_*`` runs it."""
     source = str(model) if isinstance(model, Path) else model
     if num_gpus == 0 and providers and "cuda" in providers:
         num_gpus = 1
     return dataset.map_batches(EpoxyPredictor, fn_constructor_kwargs={"model": source, "providers": providers},
-                               batch_size=batch_size, batch_format="numpy", concurrency=concurrency,
+                               batch_size=batch_size, batch_format="numpy",
+                               compute=ray.data.ActorPoolStrategy(size=concurrency),
                                num_cpus=_actor_cpus(concurrency, num_cpus), num_gpus=num_gpus or None)
