@@ -29,6 +29,7 @@ from tritonclient.utils import InferenceServerException  # noqa: E402
 import epoxy  # noqa: E402
 import epoxy_serve  # noqa: E402
 from epoxy_serve.config import ServeConfig  # noqa: E402
+from epoxy_serve.ray_app import _actor_options  # noqa: E402
 from epoxy_serve.ray_engine import app_builder, build  # noqa: E402
 
 MAX_BODY = 1 << 20
@@ -111,6 +112,12 @@ def test_build_from_cli_config(repository: Path) -> None:
     assert isinstance(built, serve.Application)
     with pytest.raises(ValueError, match="unknown: batch"):
         app_builder({"model": str(repository), "batch": "8"})
+
+
+def test_cuda_replicas_ask_ray_for_a_gpu() -> None:
+    assert _actor_options(("cuda", "cpu"), 0.5) == {"num_cpus": 0.5, "num_gpus": 1}
+    assert _actor_options(("openvino", "cpu"), 1.0) == {"num_cpus": 1.0}
+    assert _actor_options(None, 1.0) == {"num_cpus": 1.0}
 
 
 def test_health_and_metadata(url: str) -> None:
