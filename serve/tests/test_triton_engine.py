@@ -23,7 +23,7 @@ import pytest
 import epoxy
 from epoxy_serve import BadRequest, ServeConfig, ServedModel, ServeError
 from epoxy_serve.repository import ModelSource
-from epoxy_serve.triton_env import ensure_libpython_on_path, libpython_dir
+from epoxy_serve.triton_env import ensure_libpython_on_path, libpython_dir, prepare_environment
 
 pytest.importorskip("pytriton", reason="the Triton engine needs epoxy-serve[triton] (nvidia-pytriton)")
 httpclient = pytest.importorskip("tritonclient.http", reason="the tests' client is tritonclient[http,grpc]")
@@ -315,10 +315,19 @@ def test_libpython_goes_on_the_loader_path_once() -> None:
     assert env["LD_LIBRARY_PATH"] == f"/opt/x{os.pathsep}{folder}"
 
 
+def test_the_tensor_store_is_off_unless_the_user_chose() -> None:
+    env: dict[str, str] = {}
+    prepare_environment(env)
+    assert env["PYTRITON_NO_TENSORSTORE"] == "1" and str(libpython_dir()) in env["LD_LIBRARY_PATH"]
+    kept = {"PYTRITON_NO_TENSORSTORE": ""}
+    prepare_environment(kept)
+    assert kept["PYTRITON_NO_TENSORSTORE"] == ""
+
+
 def test_the_cli_serves_with_a_bare_environment(repo: Path) -> None:
     """``epoxy serve --engine triton`` with no LD_LIBRARY_PATH set by the user; SIGTERM stops it cleanly."""
     http, grpc, metrics = free_ports(3)
-    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "PYTRITON_NO_TENSORSTORE")}
     command = [str(Path(sys.executable).with_name("epoxy")), "serve", str(repo / "mlp/2/model.onnx"), "--name", "tiny",
                "--engine", "triton", "--port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics)]
     proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -19,9 +19,9 @@ from .config import ServeConfig, threads_per_replica
 from .errors import ServeError
 from .model import ServedModel, TensorSpec
 from .repository import ModelSource, discover
-from .triton_env import ensure_libpython_on_path
+from .triton_env import prepare_environment
 
-ensure_libpython_on_path()  # before PyTriton is imported, so an import-time launch sees it too
+prepare_environment()  # before PyTriton is imported: it reads PYTRITON_NO_TENSORSTORE as a model is bound
 
 from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor  # noqa: E402
 from pytriton.triton import Triton, TritonConfig  # noqa: E402
