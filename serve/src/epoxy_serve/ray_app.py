@@ -1,6 +1,7 @@
 """The Ray Serve application: one deployment per model version (each replica holds its own epoxy
 session, batching with ``@serve.batch``) behind one HTTP ingress that speaks the Open Inference
-Protocol v2. Bodies are decoded and encoded in the model replicas, so the ingress only routes."""
+Protocol v2. Bodies are decoded and encoded in the model replicas, so the ingress only routes; an
+application of one model version has no ingress: its replicas answer HTTP themselves."""
 
 from __future__ import annotations
 
