@@ -50,6 +50,7 @@ class ModelPlan:
     max_batch_size: int = 0
     batch_wait_ms: float = 5.0
     max_body_bytes: int = 64 << 20
+    threads: int = 0  # the session's intra_op_num_threads: the CPUs Ray reserved for the replica
 
 
 class ModelServer:
@@ -57,7 +58,8 @@ class ModelServer:
 
     def __init__(self, plan: ModelPlan) -> None:
         self.plan = plan
-        self.model = ServedModel(plan.name, plan.source, version=plan.version, providers=plan.providers)
+        self.model = ServedModel(plan.name, plan.source, version=plan.version, providers=plan.providers,
+                                 threads=plan.threads)
         self.metrics = ModelMetrics(plan.name, plan.version)
         self.batching = plan.max_batch_size > 1 and self.model.batchable
         self.batching_note = self._batching_note()
@@ -300,7 +302,10 @@ def deployment(model: str | Path | bytes | Sequence[ModelSource], *, name: str |
     ongoing = max_ongoing_requests or max(8, 2 * max_batch_size)
     handles: dict[str, dict[str, Any]] = {}
     for model_name, version, source in found:
-        plan = ModelPlan(model_name, version, source, provider_tuple, max_batch_size, batch_wait_ms, max_body_bytes)
+        # replicas on one node must not oversubscribe its cores: each session gets the CPUs Ray
+        # reserved for its replica (docs/THREADING.md)
+        plan = ModelPlan(model_name, version, source, provider_tuple, max_batch_size, batch_wait_ms, max_body_bytes,
+                         threads=max(1, int(replica_cpus)))
         options: dict[str, Any] = {"name": _deployment_name(model_name, version),
                                    "ray_actor_options": _actor_options(provider_tuple, replica_cpus),
                                    "max_ongoing_requests": ongoing}

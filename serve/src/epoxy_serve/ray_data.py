@@ -23,9 +23,10 @@ class EpoxyPredictor:
     """``map_batches`` callable class: numpy batches whose columns are named as the model's
     inputs in, the model's outputs out (other columns, such as ids, pass through)."""
 
-    def __init__(self, model: str | bytes, providers: Sequence[str] | None = None) -> None:
+    def __init__(self, model: str | bytes, providers: Sequence[str] | None = None, threads: int = 0) -> None:
         source = str(model) if isinstance(model, Path) else model
-        self.model = ServedModel("predictor", source, providers=tuple(providers) if providers else None)
+        self.model = ServedModel("predictor", source, providers=tuple(providers) if providers else None,
+                                 threads=threads)
         self._inputs = [spec.name for spec in self.model.inputs]
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -64,7 +65,11 @@ def predict_batches(dataset: Any, model: str | Path | bytes, *, concurrency: int
     source = str(model) if isinstance(model, Path) else model
     if num_gpus == 0 and providers and "cuda" in providers:
         num_gpus = 1
-    return dataset.map_batches(EpoxyPredictor, fn_constructor_kwargs={"model": source, "providers": providers},
+    cpus = _actor_cpus(concurrency, num_cpus)
+    # each actor's session uses the CPUs Ray reserved for it, so actors on one node do not
+    # oversubscribe its cores (docs/THREADING.md: fixed-share pools lose 10x when they do)
+    kwargs = {"model": source, "providers": providers, "threads": max(1, int(cpus))}
+    return dataset.map_batches(EpoxyPredictor, fn_constructor_kwargs=kwargs,
                                batch_size=batch_size, batch_format="numpy",
                                compute=ray.data.ActorPoolStrategy(size=concurrency),
-                               num_cpus=_actor_cpus(concurrency, num_cpus), num_gpus=num_gpus or None)
+                               num_cpus=cpus, num_gpus=num_gpus or None)
