@@ -101,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         ms = [f"{r[k]:.2f}" if k in r else "-" for k in ("fp32_ms", "auto_ms")]
         ratio = f"{r['ratio']:.2f}" if "ratio" in r else "-"
-        print(f"| {r['model']} | {r['providers']} | {r['auto']} | {r.get('ort_loads', '-')} | {ms[0]} | {ms[1]} | {ratio} |")
+        cells = [r["model"], r["providers"], r["auto"], r.get("ort_loads", "-"), *ms, ratio]
+        print("| " + " | ".join(cells) + " |")
     return 0
 
 
