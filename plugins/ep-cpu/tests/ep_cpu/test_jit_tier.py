@@ -235,3 +235,26 @@ def test_numba_is_imported_only_by_a_jit_kernel_being_built():
     out = subprocess.run([sys.executable, "-c", _NO_NUMBA_UNTIL_NEEDED], capture_output=True, text=True, check=True,
                          env=env)
     assert out.stdout.split() == ["False", "True"]
+
+
+_SERIAL_TWINS = """
+import numpy as np
+from epoxy_ep_cpu.jit import kernels_softmax
+x = np.ones((2, 8, 1), np.float32)
+kernels_softmax.softmax_serial(x, False, np.empty_like(x))
+stats = kernels_softmax.softmax_serial.stats
+print(sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))
+"""
+
+
+def test_serial_twins_load_from_the_disk_cache(tmp_path) -> None:
+    """The serial twins (the kernels one thread runs) are cached like their parallel kernels: a
+    second process loads them instead of compiling again (seconds at every first run)."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "EPOXY_CPU_JIT": "1"}
+    runs = [subprocess.run([sys.executable, "-c", _SERIAL_TWINS], capture_output=True, text=True, check=True,
+                           env=env).stdout.split() for _ in range(2)]
+    (first_hits, first_misses), (second_hits, second_misses) = ([int(v) for v in run] for run in runs)
+    assert (first_hits, first_misses) == (0, 1) and (second_hits, second_misses) == (1, 0), runs

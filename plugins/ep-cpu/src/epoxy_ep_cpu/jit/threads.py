@@ -81,7 +81,10 @@ def serial_twin(kernel: Any) -> Any:
     twin.__qualname__ = f"{fn.__qualname__}_serial"
     twin.__module__ = fn.__module__
     options = {k: v for k, v in kernel.targetoptions.items() if k not in ("parallel", "nopython")}
-    return njit(**options)(twin)
+    # ``cache`` is a dispatcher setting, not a target option: without it the twin was compiled
+    # again in every process (2-6 s at a model's first run, warm cache or not)
+    cached = type(kernel._cache).__name__ != "NullCache"
+    return njit(cache=cached, **options)(twin)
 
 
 def pick(parallel: Any, serial: Any, nthreads: int, work: int) -> Any:
