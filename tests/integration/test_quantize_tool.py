@@ -372,6 +372,8 @@ def test_auto_winner_path_with_stubbed_timing(files: dict[str, Path], monkeypatc
     monkeypatch.setattr(tool, "_interleaved_ms", lambda sessions, feed, runs: [1.0 for _ in sessions])
     model, report = quantize_model(str(files["mlp"]), mode="auto", calibration=files["mlp_calib"], max_rel_error=0.05)
     assert report.mode == "auto -> fp32" and model.graph.node[0].op_type == "MatMul"
+    # fp32 kept means the model as given, not its pre-processed copy
+    assert model.SerializeToString() == onnx.load(str(files["mlp"])).SerializeToString()
     verdicts = {t.scheme: t.verdict for t in report.auto}
     assert verdicts["static per-channel"].startswith("rejected: timed in alternation")
     assert verdicts["fp32 (unchanged)"].startswith("kept")

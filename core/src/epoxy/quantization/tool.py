@@ -338,12 +338,12 @@ def quantize_model(model: onnx.ModelProto | str | Path | bytes, *, mode: str = "
             chosen_mode, used, why = mode, options, "set by flags"
             trial, table = _trial(proto, mode, options, stats, held, base, latency_runs), []
 
-    if trial is None:  # auto kept the float model: still checked, still reported
-        passed = checks.check_all(proto, held[0], providers)
-        out = proto
+    if trial is None:  # auto kept the float model: the user's model as given, checked and reported
+        out, simplified = source, []
+        passed = checks.check_all(out, held[0], providers)
         acc = [accuracy(n, [b[i] for b in base.outputs], [b[i] for b in base.outputs])
                for i, n in enumerate(base.names)]
-        ms, partition, notes = base.ms, _session(proto, providers).partition_report().summary(), []
+        ms, partition, notes = base.ms, _session(out, providers).partition_report().summary(), []
     else:
         out, passed, acc, ms, partition, notes = (trial.model, trial.checks, trial.accuracy, trial.ms,
                                                   trial.partition, trial.notes)
