@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
 
 from epoxy.session import InferenceSession
 
@@ -25,3 +26,12 @@ def run_epoxy(model: onnx.ModelProto, x) -> np.ndarray:
 def rel(a: np.ndarray, ref: np.ndarray) -> float:
     """Relative L2 error of ``a`` against ``ref``."""
     return float(np.linalg.norm(a - ref) / np.linalg.norm(ref))
+
+
+def xy_model(nodes, inits, x_shape, y_shape, opset: int = 13) -> onnx.ModelProto:
+    """A graph from float32 input ``x`` to float32 output ``y`` with float32 initializers."""
+    graph = helper.make_graph(
+        nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)],
+        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)

@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from quantization_checks import rel, run_epoxy, run_ort
+from quantization_checks import rel, run_epoxy, run_ort, xy_model
 
 from epoxy.quantization.dynamic import quantize_dynamic, quantize_dynamic_report
 from epoxy.quantization.qdq import QuantizationError
@@ -31,14 +31,6 @@ MAX_REL_ERROR = 0.03  # see the module docstring
 HIDDEN, SEQ = 64, 16
 
 
-def _model(nodes, inits, x_shape, y_shape, opset: int = 13) -> onnx.ModelProto:
-    graph = helper.make_graph(
-        nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)],
-        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
-
-
 def mlp(hidden: int = 64, opset: int = 13, seed: int = 1) -> onnx.ModelProto:
     """MatMul+Add+Relu+MatMul."""
     rng = np.random.default_rng(seed)
@@ -48,7 +40,7 @@ def mlp(hidden: int = 64, opset: int = 13, seed: int = 1) -> onnx.ModelProto:
              helper.make_node("Add", ["m1", "b1"], ["a1"], name="add1"),
              helper.make_node("Relu", ["a1"], ["r1"], name="relu1"),
              helper.make_node("MatMul", ["r1", "w2"], ["y"], name="mm2")]
-    return _model(nodes, inits, ["N", 32], ["N", 10], opset)
+    return xy_model(nodes, inits, ["N", 32], ["N", 10], opset)
 
 
 def gemm(seed: int = 2) -> onnx.ModelProto:
@@ -58,7 +50,7 @@ def gemm(seed: int = 2) -> onnx.ModelProto:
     nodes = [helper.make_node("Gemm", ["x", "wa", "ba"], ["g"], name="fc1", transB=1, alpha=0.5, beta=2.0),
              helper.make_node("Relu", ["g"], ["r"], name="relu"),
              helper.make_node("Gemm", ["r", "wb"], ["y"], name="fc2")]
-    return _model(nodes, inits, ["N", 32], ["N", 10])
+    return xy_model(nodes, inits, ["N", 32], ["N", 10])
 
 
 def bert_block(seed: int = 3) -> onnx.ModelProto:
@@ -85,7 +77,7 @@ def bert_block(seed: int = 3) -> onnx.ModelProto:
              mk("Relu", ["f1b"], ["f1r"], name="ff_relu"),
              mk("MatMul", ["f1r", "w_ff2"], ["f2"], name="ff2"),
              mk("Add", ["f2", "res"], ["y"], name="residual2")]
-    return _model(nodes, inits, ["B", SEQ, h], ["B", SEQ, h])
+    return xy_model(nodes, inits, ["B", SEQ, h], ["B", SEQ, h])
 
 
 BUILDERS = {"mlp": mlp, "gemm": gemm, "bert": bert_block}
@@ -161,7 +153,7 @@ def test_error_is_of_the_order_of_onnxruntime_quantize_dynamic(case, tmp_path):
 @pytest.mark.parametrize("fmt", ["qoperator", "qdq"])
 def test_weights_are_int8_and_the_model_shrinks_4x(fmt):
     rng = np.random.default_rng(4)  # weight-heavy: 256x512 + 512x256 floats, nothing else
-    model = _model([helper.make_node("MatMul", ["x", "w1"], ["m"], name="mm1"),
+    model = xy_model([helper.make_node("MatMul", ["x", "w1"], ["m"], name="mm1"),
                     helper.make_node("Relu", ["m"], ["r"], name="relu"),
                     helper.make_node("MatMul", ["r", "w2"], ["y"], name="mm2")],
                    {"w1": rng.normal(0, 0.1, (256, 512)), "w2": rng.normal(0, 0.1, (512, 256))}, ["N", 256], ["N", 256])

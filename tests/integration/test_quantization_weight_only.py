@@ -21,7 +21,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from quantization_checks import rel, run_epoxy, run_ort
+from quantization_checks import rel, run_epoxy, run_ort, xy_model
 
 from epoxy.quantization.qdq import QuantizationError
 from epoxy.quantization.weight_only import quantize_weights, quantize_weights_report
@@ -32,14 +32,6 @@ BOUND = {"int8": 0.02, "uint8": 0.02, "int4": 0.25, "uint4": 0.25}  # see the mo
 K = 128
 
 
-def _model(nodes, inits, x_shape, y_shape, opset: int = 13) -> onnx.ModelProto:
-    graph = helper.make_graph(
-        nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)],
-        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
-
-
 def mlp(seed: int = 1) -> onnx.ModelProto:
     rng = np.random.default_rng(seed)
     inits = {"w1": rng.normal(0, 0.1, (K, 256)), "b1": rng.normal(0, 0.1, 256), "w2": rng.normal(0, 0.1, (256, 16))}
@@ -47,7 +39,7 @@ def mlp(seed: int = 1) -> onnx.ModelProto:
              helper.make_node("Add", ["m1", "b1"], ["a1"], name="add1"),
              helper.make_node("Relu", ["a1"], ["r1"], name="relu1"),
              helper.make_node("MatMul", ["r1", "w2"], ["y"], name="mm2")]
-    return _model(nodes, inits, ["N", K], ["N", 16])
+    return xy_model(nodes, inits, ["N", K], ["N", 16])
 
 
 def gemm(seed: int = 2) -> onnx.ModelProto:
@@ -56,7 +48,7 @@ def gemm(seed: int = 2) -> onnx.ModelProto:
     nodes = [helper.make_node("Gemm", ["x", "wa", "ba"], ["g"], name="fc1", transB=1),
              helper.make_node("Relu", ["g"], ["r"], name="relu"),
              helper.make_node("Gemm", ["r", "wb"], ["y"], name="fc2", transB=1, alpha=0.5)]
-    return _model(nodes, inits, ["N", K], ["N", 16])
+    return xy_model(nodes, inits, ["N", K], ["N", 16])
 
 
 X = {"x": np.random.default_rng(99).normal(size=(8, K)).astype(np.float32)}
@@ -127,7 +119,7 @@ def _outlier_weight() -> np.ndarray:
 
 def test_smaller_blocks_give_smaller_error_on_outlier_blocks():
     w = _outlier_weight()
-    model = _model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], {"w": w}, ["N", 512], ["N", 32])
+    model = xy_model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], {"w": w}, ["N", 512], ["N", 32])
     x = {"x": np.random.default_rng(6).normal(size=(16, 512)).astype(np.float32)}
     fp32 = run_ort(model, x, optimize=False)
     errors = {bs: rel(run_epoxy(quantize_weights(model, dtype="int4", block_size=bs), x), fp32)
@@ -141,7 +133,7 @@ def test_non_constant_weights_stay_float_unless_named():
     nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="proj"),
              helper.make_node("Transpose", ["h"], ["ht"], name="t"),
              helper.make_node("MatMul", ["h", "ht"], ["y"], name="gram")]
-    model = _model(nodes, {"w": rng.normal(size=(K, 8))}, [4, K], [4, 4])
+    model = xy_model(nodes, {"w": rng.normal(size=(K, 8))}, [4, K], [4, 4])
     q, report = quantize_weights_report(model, dtype="int4", block_size=32)
     assert report.quantized == ("proj",)
     assert "not a constant" in report.kept["gram"]
@@ -165,7 +157,7 @@ def test_a_shared_weight_is_quantized_once():
     nodes = [helper.make_node("MatMul", ["x", "w"], ["a"], name="a"),
              helper.make_node("Relu", ["a"], ["r"], name="relu"),
              helper.make_node("MatMul", ["r", "w"], ["y"], name="b")]
-    model = _model(nodes, {"w": rng.normal(size=(K, K))}, ["N", K], ["N", K])
+    model = xy_model(nodes, {"w": rng.normal(size=(K, K))}, ["N", K], ["N", K])
     q = quantize_weights(model, dtype="int4", block_size=64)
     assert [n.op_type for n in q.graph.node].count("DequantizeLinear") == 1
     np.testing.assert_allclose(run_epoxy(q, X), run_ort(q, X, optimize=False), rtol=1e-4, atol=1e-3)
