@@ -131,11 +131,14 @@ class ServedModel:
             checked[spec.name] = value
         return checked
 
+    def _run(self, checked: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """One session run on checked feeds, outputs by name."""
+        values = self._session.run(None, dict(checked))
+        return {spec.name: np.asarray(v) for spec, v in zip(self.outputs, values)}
+
     def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """One request: checked, run, outputs by name."""
-        checked = self.check(feeds)
-        values = self._session.run(None, checked)
-        return {spec.name: np.asarray(v) for spec, v in zip(self.outputs, values)}
+        return self._run(self.check(feeds))
 
     def infer_batch(self, requests: Sequence[Mapping[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
         """Several requests: merged along axis 0 into one run when the model allows it (split back
@@ -152,8 +155,7 @@ class ServedModel:
             return replies
         if not self.batchable or len(good) == 1 or not _mergeable([f for _, f in good]):
             for i, feeds in good:
-                values = self._session.run(None, feeds)
-                replies[i] = {s.name: np.asarray(v) for s, v in zip(self.outputs, values)}
+                replies[i] = self._run(feeds)
             return replies
         sizes = [next(iter(f.values())).shape[0] for _, f in good]
         merged = {name: np.concatenate([f[name] for _, f in good]) for name in good[0][1]}
