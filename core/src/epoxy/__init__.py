@@ -40,6 +40,14 @@ if TYPE_CHECKING:
     from .api.io_binding import IOBinding
     from .api.model_compiler import ModelCompiler, OrtCompileApiFlags
     from .api.ort_value import OrtValue
+    from .devices import (
+        EpDevice,
+        HardwareDevice,
+        OrtExecutionProviderDevicePolicy,
+        OrtHardwareDeviceType,
+        get_devices,
+        get_ep_devices,
+    )
     from .load.model_meta import ModelMetadata
     from .session import InferenceSession, NodeArg
 
@@ -55,6 +63,12 @@ _LAZY = {
     "ModelCompiler": "api.model_compiler",
     "OrtCompileApiFlags": "api.model_compiler",
     "inspect_model": "aot.inspect",
+    "get_devices": "devices",
+    "get_ep_devices": "devices",
+    "EpDevice": "devices",
+    "HardwareDevice": "devices",
+    "OrtExecutionProviderDevicePolicy": "devices",
+    "OrtHardwareDeviceType": "devices",
 }
 #: onnxruntime's module attribute for the version
 version = __version__
@@ -104,7 +118,11 @@ def get_available_providers() -> list[str]:
 
 
 __all__ = [
+    "EpDevice",
     "EpoxyError",
+    "HardwareDevice",
+    "OrtExecutionProviderDevicePolicy",
+    "OrtHardwareDeviceType",
     "ExecutionMode",
     "ExecutionOrder",
     "GraphOptimizationLevel",
@@ -138,5 +156,7 @@ __all__ = [
     "compile_model",
     "get_all_providers",
     "get_available_providers",
+    "get_devices",
+    "get_ep_devices",
     "inspect_model",
 ]

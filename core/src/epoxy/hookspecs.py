@@ -1,4 +1,4 @@
-"""pluggy hook specifications: the two hooks every epoxy plugin may implement.
+"""pluggy hook specifications: the hooks an epoxy plugin may implement.
 
 Hooks hand plugins a ``register`` callback rather than a registry object, so the core can
 add keyword arguments to the callback later without breaking any hook signature (hook
@@ -49,6 +49,23 @@ class EpoxySpecs:
         initializers a ``Gradient`` node differentiates through (it only lifts or renames
         nothing there); in a model that contains a ``Gradient`` node, only such passes run.
         Not ``firstresult``; return value ignored.
+        """
+
+    @hookspec
+    def epoxy_register_policies(self, register: Callable[..., None]) -> None:
+        """Register provider selection policies (SDK API 1.3).
+
+        Called once per plugin the first time a session or ``epoxy devices`` asks for the
+        policies. Call ``register(name, policy, description="...")``: ``name`` is what users
+        pass as ``SessionOptions.provider_selection_policy`` or ``providers="auto:<name>"``
+        (lowercase letters, digits, ``_``; not a built-in policy's name), ``policy`` is called
+        as onnxruntime calls a selection delegate, ``policy(ep_devices, model_metadata,
+        runtime_metadata, max_selections)``, and returns the chosen
+        :class:`epoxy.devices.EpDevice` objects in priority order (a subset of ``ep_devices``,
+        one device per provider). A policy is a rule over every provider's devices, which is
+        why it is a hook of its own and not a factory method: a factory knows only its own
+        devices. A policy that raises or returns anything else is reported and the session
+        uses the default policy. Not ``firstresult``; return value ignored.
         """
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import threading
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .errors import InvalidArgumentError
@@ -165,6 +165,30 @@ def _no_effect(reason: str) -> Callable[[str, Any], Any]:
     return normalize
 
 
+def _policy(field: str, value: Any) -> str | None:
+    """A selection policy's name (checked against the registered policies when a session is
+    created: plugins add policies); onnxruntime's or epoxy's ``OrtExecutionProviderDevicePolicy``
+    members are taken by name."""
+    if value is None:
+        return None
+    if callable(value) and not isinstance(value, (str, enum.Enum)):
+        raise InvalidArgumentError(f"{field} takes a policy name; a callable goes to "
+                                   "set_provider_selection_policy_delegate(fn)")
+    from .devices.policies import policy_name
+
+    name = policy_name(value)
+    if not name:
+        raise InvalidArgumentError(f"{field} must be a policy name such as 'prefer_gpu', got {value!r}")
+    return name
+
+
+def _budget(field: str, value: Any) -> float:
+    seconds = timeout_seconds(field, value)
+    if seconds is None:
+        raise InvalidArgumentError(f"{field} must be a positive number of seconds, got {value!r}")
+    return seconds
+
+
 #: attribute -> (default, normalizer). Order is the order ``repr`` shows.
 _FIELDS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "graph_optimization_level": (GraphOptimizationLevel.ORT_ENABLE_ALL,
@@ -195,6 +219,8 @@ _FIELDS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "check_outputs": (False, _flag),
     "run_timeout_s": (None, timeout_seconds),
     "shape_cache": (True, _flag),
+    "provider_selection_policy": (None, _policy),
+    "tune_budget_s": (30.0, _budget),
     # onnxruntime's EPContext session config entries (the ep.context_* keys below)
     "context_enable": (False, _flag),
     "context_file_path": ("", _text),
@@ -215,6 +241,8 @@ _CONFIG_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "ep.context_file_path": ("context_file_path", str),
     "ep.context_embed_mode": ("context_embed_mode", lambda v: v.strip() != "0"),
     TIMEOUT_KEY: ("run_timeout_s", lambda v: timeout_seconds(TIMEOUT_KEY, v)),
+    "epoxy.provider_selection_policy": ("provider_selection_policy", lambda v: v.strip() or None),
+    "epoxy.tune_budget_s": ("tune_budget_s", lambda v: float(v)),
 }
 #: keys with a fixed meaning epoxy can only honour at one value (else an error says why)
 _CONFIG_FIXED: dict[str, tuple[str, str]] = {
@@ -285,6 +313,8 @@ class SessionOptions:
     check_outputs: bool
     run_timeout_s: float | None
     shape_cache: bool
+    provider_selection_policy: str | None
+    tune_budget_s: float
     context_enable: bool
     context_file_path: str
     context_embed_mode: bool
@@ -292,12 +322,14 @@ class SessionOptions:
     _dim_overrides: dict[str, dict[str, int]]
     _initializers: dict[str, Any]
     _providers: list[tuple[str, dict[str, Any]]]
+    _policy_delegate: Callable[..., Any] | None
 
     def __init__(self, **fields: Any) -> None:
         object.__setattr__(self, "_config", {})
         object.__setattr__(self, "_dim_overrides", {"name": {}, "denotation": {}})
         object.__setattr__(self, "_initializers", {})
         object.__setattr__(self, "_providers", [])
+        object.__setattr__(self, "_policy_delegate", None)
         for name, (default, _) in _FIELDS.items():
             object.__setattr__(self, name, default)
         for name, value in fields.items():
@@ -369,6 +401,41 @@ class SessionOptions:
         if any(name == provider_name for name, _ in self._providers):
             raise InvalidArgumentError(f"add_provider: {provider_name!r} was added already")
         self._providers.append((provider_name, dict(provider_options or {})))
+
+    def add_provider_for_devices(self, ep_devices: Sequence[Any], provider_options: Mapping[str, Any]) -> None:
+        """onnxruntime's ``add_provider_for_devices``: the provider of these
+        :class:`epoxy.devices.EpDevice` objects (from ``epoxy.get_ep_devices()``), on that
+        device. All must be one provider's; epoxy drives one device per provider per session."""
+        devices = list(ep_devices)
+        if not devices or not all(hasattr(d, "ep_name") and hasattr(d, "device_index") for d in devices):
+            raise InvalidArgumentError("add_provider_for_devices takes a non-empty list of the EpDevice objects "
+                                       "epoxy.get_ep_devices() returns")
+        names = sorted({d.ep_name for d in devices})
+        if len(names) != 1:
+            raise InvalidArgumentError(f"add_provider_for_devices: the devices must be one provider's, got {names}")
+        if len(devices) > 1:
+            raise InvalidArgumentError(f"add_provider_for_devices: {len(devices)} devices of {names[0]!r}; an epoxy "
+                                       "session drives one device per provider (pick one)")
+        if not isinstance(provider_options, Mapping):
+            raise InvalidArgumentError("add_provider_for_devices: provider_options must be a dict of option -> value")
+        self.add_provider(names[0], {**dict(provider_options), "device_index": devices[0].device_index})
+
+    def set_provider_selection_policy(self, policy: Any) -> None:
+        """onnxruntime's ``set_provider_selection_policy``: sessions given no ``providers``
+        choose them with this policy (``epoxy.OrtExecutionProviderDevicePolicy`` or onnxruntime's
+        member, or a name: ``prefer_gpu``, ``max_performance``...; see ``epoxy devices``)."""
+        self.provider_selection_policy = policy
+
+    def set_provider_selection_policy_delegate(self, delegate: Callable[..., Any]) -> None:
+        """onnxruntime's ``set_provider_selection_policy_delegate``: ``delegate(ep_devices,
+        model_metadata, runtime_metadata, max_selections)`` returns the chosen ep devices."""
+        if not callable(delegate):
+            raise InvalidArgumentError(f"the selection delegate must be callable, got {type(delegate).__name__}")
+        object.__setattr__(self, "_policy_delegate", delegate)
+
+    def selection_policy(self) -> Any:
+        """The delegate if one is set, else the policy name, else ``None``."""
+        return self._policy_delegate or self.provider_selection_policy
 
     def has_providers(self) -> bool:
         """True once :meth:`add_provider` was called."""

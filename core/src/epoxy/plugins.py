@@ -28,6 +28,7 @@ from .hookspecs import PROJECT_NAME, EpoxySpecs
 from .sdk_api import incompatibility
 
 if TYPE_CHECKING:
+    from .devices.policies import PolicyRegistration
     from .optimize.pipeline import PassRegistration
 
 ENTRY_POINT_GROUP = "epoxy.providers"
@@ -230,6 +231,7 @@ class ProviderRegistry:
         self._entries: dict[str, ProviderEntry] = {}
         self._alias_owner: dict[str, str] = {}  # alias -> the name of the provider it stands for
         self._passes: list[PassRegistration] | None = None
+        self._policies: dict[str, PolicyRegistration] | None = None
         from .optimize.builtin import BuiltinPasses
 
         self.add_plugin(BuiltinPasses(), name="epoxy.builtin")
@@ -396,6 +398,44 @@ class ProviderRegistry:
                     self._fail(name, "epoxy_register_passes", exc, None)
             self._passes = found
         return self._passes
+
+
+    def policies(self) -> dict[str, PolicyRegistration]:
+        """Selection policies by name: the built-in rules, then those registered through
+        ``epoxy_register_policies`` (collected once). A bad registration (a name that is not
+        lowercase ``a-z0-9_``, taken, or a policy that is not callable) is a plugin failure
+        naming it; the plugin's other policies still register."""
+        from .devices.policies import POLICY_NAME, PolicyRegistration, builtin_registrations
+
+        if self._policies is None:
+            found = {p.name: p for p in builtin_registrations()}
+            for name, plugin in self.pm.list_name_plugin():
+                if plugin is None:
+                    continue
+
+                def register(policy_name: str, policy: Callable[..., Any], *, description: str = "",
+                             _plugin: str = name, **_future: Any) -> None:
+                    if not isinstance(policy_name, str) or not POLICY_NAME.match(policy_name):
+                        why: str | None = f"policy name {policy_name!r} must be lowercase letters, digits and _"
+                    elif policy_name in found:
+                        why = f"policy {policy_name!r} is already registered by {found[policy_name].plugin}"
+                    elif not callable(policy):
+                        why = f"policy {policy_name!r} is not callable"
+                    else:
+                        why = None
+                        found[policy_name] = PolicyRegistration(policy_name, policy, str(description), _plugin)
+                    if why is not None:
+                        self._fail(_plugin, "policy", ValueError(why), None)
+
+                caller = self.pm.subset_hook_caller(
+                    "epoxy_register_policies", remove_plugins=[p for p in self.pm.get_plugins() if p is not plugin]
+                )
+                try:
+                    caller(register=register)
+                except Exception as exc:
+                    self._fail(name, "epoxy_register_policies", exc, None)
+            self._policies = found
+        return self._policies
 
 
 _default_registry: ProviderRegistry | None = None

@@ -12,7 +12,9 @@ History: ``1.0`` the first wave's contract (the int ``1`` still means ``1.0``); 
 ``GraphSpec.node_inputs`` to the Protocol, output checks, and the shared helpers of
 ``epoxy.kit`` (``convex_groups``, ``boundary``, ``OptionTable``, ``passes``); ``1.2`` adds
 ahead-of-time compiled groups (``CompiledArtifact``, the optional ``Provider.export_compiled`` /
-``import_compiled`` and ``ProviderFactory.compile_devices``, ``errors.ArtifactRefused``).
+``import_compiled`` and ``ProviderFactory.compile_devices``, ``errors.ArtifactRefused``); ``1.3``
+adds the ``epoxy_register_policies`` hook (provider selection policies) and the device
+properties ``vendor``, ``device_type`` and ``hardware_id`` that ``epoxy.get_devices()`` reads.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import re
 from typing import Any
 
 #: the contract this core implements
-SDK_API = "1.2"
+SDK_API = "1.3"
 
 _FORM = re.compile(r"^\s*(\d+)\.(\d+)\s*$")
 

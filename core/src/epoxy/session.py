@@ -113,6 +113,12 @@ def _normalize_providers(
     return pairs
 
 
+def _auto_policy(providers: Any) -> str | None:
+    from .devices.selection import auto_policy
+
+    return auto_policy(providers) if providers is not None else None
+
+
 def _select_device(entry: Any, options: dict[str, Any]) -> Any:
     devices = entry.devices()
     if "device_id" in options and "device_index" in options:
@@ -280,6 +286,7 @@ class InferenceSession:
             groups={u.label: [graph.nodes[i].name for i in u.nodes] for u in parts.units if u.fused},
             notes=notes,
             artifacts=dict(ledger.status),
+            selection=self._selection.to_dict() if self._selection is not None else None,
         )
         constants = graph.constants()
         self._inputs = [n for n in graph.inputs if n not in constants]
@@ -356,8 +363,10 @@ class InferenceSession:
                           compile_only: bool = False) -> list[tuple[str, Provider]]:
         """The providers asked for, created on their devices; with ``compile_only`` (``epoxy
         compile``) a provider with no device here may use a compile device of its factory."""
+        explicit = providers is not None and _auto_policy(providers) is None
+        providers, provider_options = self._apply_policy(providers, provider_options, notes)
         pairs = _normalize_providers(providers, provider_options, self._registry)
-        if providers is None:  # say why installed providers are not in the default list
+        if not explicit:  # say why installed providers are not in the default list
             notes.extend(f"provider {e.name!r} unavailable: {e.unavailable_reason}"
                          for e in self._registry.entries() if not e.available)
         if (not self._no_fallback
@@ -412,7 +421,7 @@ class InferenceSession:
                     provider=name,
                 )
                 # a provider the user did not ask for (default list) must not break every session
-                if providers is not None or name == FALLBACK_PROVIDER or strict_mode():
+                if explicit or name == FALLBACK_PROVIDER or strict_mode():
                     raise error from exc
                 note = f"provider {name!r} skipped: {error}"
                 warnings.warn(note, RuntimeWarning, stacklevel=3)
@@ -422,6 +431,56 @@ class InferenceSession:
         if not created:
             raise InvalidArgumentError("no usable provider: " + ("; ".join(notes) or "none requested"))
         return created
+
+    def _apply_policy(self, providers: Any, provider_options: Any, notes: list[str]) -> tuple[Any, Any]:
+        """The provider list a selection policy chooses (``providers="auto:<policy>"``, else
+        the options' policy or delegate when no providers are given); otherwise unchanged.
+        The choice is kept for ``get_providers().selection`` and the partition report."""
+        from .devices.selection import select_providers
+
+        self._selection = None
+        spec = _auto_policy(providers)
+        if spec is None:
+            configured = self._options.selection_policy()
+            if configured is None:
+                return providers, provider_options
+            if providers is not None:
+                note = ("SessionOptions has a provider selection policy but providers were given: the given providers "
+                        "are used (as onnxruntime does)")
+                warnings.warn(note, RuntimeWarning, stacklevel=4)
+                notes.append(note)
+                return providers, provider_options
+            spec = configured
+        if provider_options is not None and not isinstance(provider_options, Mapping):
+            raise InvalidArgumentError("with a selection policy, give provider_options as a dict keyed by provider "
+                                       "(the policy decides the list and its order)")
+        meta = self._metadata
+        model_metadata = {"producer_name": meta.producer_name, "graph_name": meta.graph_name,
+                          "graph_description": meta.graph_description, "domain": meta.domain,
+                          "doc_string": meta.description, "model_version": str(meta.version)}
+        selection = select_providers(spec, self._registry, model_metadata, measure=self._measure)
+        self._selection = selection
+        chosen = selection.providers()
+        if provider_options:
+            names = {self._registry.canonical_name(name) for name, _ in chosen}
+            unused = [key for key in provider_options if self._registry.canonical_name(key) not in names]
+            if unused:
+                notes.append(f"provider_options for {unused} unused: the policy did not choose them")
+            given = {self._registry.canonical_name(key): dict(opts) for key, opts in provider_options.items()}
+            chosen = [(name, {**given.get(name, {}), **opts}) for name, opts in chosen]
+        return chosen, None
+
+    def _measure(self, ep_devices: Any) -> Any:
+        """``max_performance`` for this session's model: cached, else measured (``epoxy.devices.tuning``)."""
+        from .devices.tuning import tuned_selection
+
+        dims = dict(getattr(self._options, "_dim_overrides", {}).get("name", {}))
+        return tuned_selection(self._source, self._options, self._registry, ep_devices, InferenceSession, dims=dims)
+
+    def provider_selection(self) -> Any:
+        """The :class:`epoxy.devices.ProviderSelection` that chose this session's providers, or
+        ``None`` when they were named."""
+        return self._selection
 
     @property
     def _no_fallback(self) -> bool:
@@ -445,8 +504,10 @@ class InferenceSession:
         knows the aliases (``"CPUExecutionProvider" in session.get_providers()``)."""
         from .api.provider_names import ProviderNames
 
-        return ProviderNames([self._spelled.get(name, name) for name, _ in self._providers],
-                             self._registry.aliases())
+        names = ProviderNames([self._spelled.get(name, name) for name, _ in self._providers],
+                              self._registry.aliases())
+        names.selection = self._selection
+        return names
 
     def get_provider(self, name: str) -> Provider:
         """The provider object this session created for ``name`` (or its alias): what a

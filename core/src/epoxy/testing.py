@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .hookspecs import hookimpl
+from .hookspecs import HOOK_NAMES, hookimpl
 from .plugins import ProviderRegistry
 
 
@@ -63,14 +63,19 @@ class _Factories:
             register(factory)
 
 
+def _is_plugin(obj: Any) -> bool:
+    """A plugin object implements some epoxy hook; anything else is taken as a factory."""
+    return any(hasattr(obj, hook) for hook in HOOK_NAMES)
+
+
 def registry_with(*providers: Any, installed: bool = False, plugin_name: str = "tests") -> ProviderRegistry:
     """A registry holding these providers, each checked as an installed provider's would be
-    (sdk_api, names, aliases). ``providers``: factories, or plugin objects/modules with an
-    ``epoxy_register_providers`` hook (``epoxy_ep_cpu.plugin``). ``installed``: also load the
+    (sdk_api, names, aliases). ``providers``: factories, or plugin objects/modules implementing epoxy hooks
+    (``epoxy_ep_cpu.plugin``, a plugin registering policies). ``installed``: also load the
     installed entry points (else none are)."""
     registry = ProviderRegistry(autoload=installed)
-    plugins = [p for p in providers if hasattr(p, "epoxy_register_providers")]
-    factories = tuple(p for p in providers if not hasattr(p, "epoxy_register_providers"))
+    plugins = [p for p in providers if _is_plugin(p)]
+    factories = tuple(p for p in providers if not _is_plugin(p))
     for index, plugin in enumerate(plugins):
         registry.add_plugin(plugin, name=getattr(plugin, "__name__", f"{plugin_name}-plugin-{index}"))
     if factories:

@@ -193,7 +193,7 @@ def test_passes_hook_collects_builtin_and_plugin_passes():
 
 
 def test_every_hook_is_documented_and_prefixed():
-    assert HOOK_NAMES == ["epoxy_register_providers", "epoxy_register_passes"]
+    assert HOOK_NAMES == ["epoxy_register_providers", "epoxy_register_passes", "epoxy_register_policies"]
     for name in HOOK_NAMES:
         doc = getattr(EpoxySpecs, name).__doc__
         assert doc and "Called" in doc and "firstresult" in doc

@@ -15,6 +15,8 @@ from ..version import __version__
 #: subcommand -> (module, one-line help); each module defines ``add_arguments`` and ``run``.
 COMMANDS: dict[str, tuple[str, str]] = {
     "providers": ("providers_cmd", "list installed providers, their devices and failed plugins"),
+    "devices": ("devices_cmd", "list the devices providers can drive (each once) and the selection policies"),
+    "tune": ("tune_cmd", "measure which provider set runs a model fastest here; cache the pick"),
     "ops": ("ops_cmd", "list the ops a provider supports, with opset ranges"),
     "partition": ("partition_cmd", "show which provider runs each node of a model, and why"),
     "compile": ("compile_cmd", "write a compiled model: provider blobs inside, so sessions start fast"),

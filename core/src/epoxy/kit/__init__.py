@@ -13,6 +13,8 @@ from .host import HostAllocator
 from .kernel_provider import KernelProvider
 from .options import Kind, Option, OptionTable
 from .registry import KernelRegistry, OpSupport, Unsupported
+from .user_dirs import user_cache_dir
 
 __all__ = ["BlobFrame", "BlobFrameError", "HostAllocator", "Kind", "KernelProvider", "KernelRegistry", "OpSupport",
-           "Option", "OptionTable", "Unsupported", "boundary", "convex_groups", "dependencies", "group_fingerprint"]
+           "Option", "OptionTable", "Unsupported", "boundary", "convex_groups", "dependencies", "group_fingerprint",
+           "user_cache_dir"]

@@ -23,6 +23,8 @@ class PartitionReport:
     notes: list[str] = field(default_factory=list)
     #: compiled group label -> what became of its blob, for a compiled model (``epoxy compile``)
     artifacts: dict[str, str] = field(default_factory=dict)
+    #: the selection policy that chose the providers (``ProviderSelection.to_dict()``), or None
+    selection: dict[str, Any] | None = None
 
     def summary(self) -> dict[str, int]:
         """Node count per provider."""
@@ -35,6 +37,7 @@ class PartitionReport:
             "groups": self.groups,
             "notes": self.notes,
             "artifacts": self.artifacts,
+            "selection": self.selection,
             "nodes": [asdict(d) for d in self.nodes],
         }
 
@@ -42,6 +45,10 @@ class PartitionReport:
         """The summary, then (``per_node``) one row per node. Column widths follow the
         longest entry (a ``provider [group]`` label can be long), so rows stay aligned."""
         lines = ["providers (priority order): " + ", ".join(self.providers)]
+        if self.selection is not None:
+            chosen = ", ".join(f"{c['provider']} on {c['device']}" for c in self.selection["chosen"])
+            lines.append(f"  chosen by policy {self.selection['policy']} ({self.selection['source']}): {chosen}")
+            lines.extend(f"    {note}" for note in self.selection["notes"])
         total = len(self.nodes)
         summary = sorted(self.summary().items(), key=lambda kv: -kv[1])
         name_width = max([len(p) for p, _ in summary] + [12])

@@ -1,0 +1,157 @@
+"""``max_performance``: test providers whose speed differs on purpose; the fastest whose outputs
+match cpu's is chosen and cached; stale, foreign and unreadable cache entries are ignored with
+a note; ``epoxy tune`` and ``epoxy devices`` print what was measured and found."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from device_policy_fakes import cpu_factory, gpu_factory
+from fakes import Factory, SimProvider
+from test_device_policies import MODEL
+
+import epoxy
+from epoxy.cli.main import main
+from epoxy.devices import tune_cache
+from epoxy.errors import InvalidArgumentError
+from epoxy.plugins import reset_default_registry
+from epoxy.testing import registry_with
+
+DELAY = 0.002  # per node: cpu 4 nodes x 2 ms, slow 4 x 6 ms, fast 0
+
+
+@pytest.fixture(autouse=True)
+def tune_cache_dir(tmp_path, monkeypatch):
+    folder = tmp_path / "tune-cache"
+    monkeypatch.setenv(tune_cache.CACHE_ENV, str(folder))
+    return folder
+
+
+def providers(fast_wrong: bool = False, version: str = "0.0.1"):
+    fast = gpu_factory("fastgpu", delay_s=0.0, wrong=fast_wrong, priority=50)
+    slow = gpu_factory("slowgpu", delay_s=3 * DELAY, priority=100, gpu_name="Slow GPU")
+    fast.version = version
+    return fast, slow, cpu_factory(delay_s=DELAY)
+
+
+def tuned(registry, budget: float = 3.0):
+    options = epoxy.SessionOptions(provider_selection_policy="max_performance", tune_budget_s=budget)
+    return epoxy.InferenceSession(MODEL, options, registry=registry)
+
+
+def test_the_faster_provider_is_chosen_and_the_choice_is_cached(tune_cache_dir):
+    fast, slow, cpu = providers()
+    sess = tuned(registry_with(fast, slow, cpu))
+    assert sess.get_providers() == ["fastgpu", "cpu"]
+    selection = sess.provider_selection()
+    assert selection.source == "measured" and selection.policy == "max_performance"
+    rows = {row["label"]: row for row in selection.table}
+    assert set(rows) == {"cpu on cpu:0", "slowgpu on gpu:0 > cpu on cpu:0", "fastgpu on gpu:1 > cpu on cpu:0"}
+    assert all(row["dropped"] is None and row["runs"] >= 3 for row in rows.values())
+    fast_ms = rows["fastgpu on gpu:1 > cpu on cpu:0"]["median_ms"]
+    assert fast_ms < rows["cpu on cpu:0"]["median_ms"] < rows["slowgpu on gpu:0 > cpu on cpu:0"]["median_ms"]
+    assert rows["slowgpu on gpu:0 > cpu on cpu:0"]["claimed"] == {"slowgpu": 4}
+    entries = list(tune_cache_dir.glob("*.json"))
+    assert len(entries) == 1 and selection.cache_path == str(entries[0])
+    assert json.loads(entries[0].read_text())["chosen"] == [["fastgpu", 0], ["cpu", 0]]
+
+    fast2, slow2, cpu2 = providers()
+    again = tuned(registry_with(fast2, slow2, cpu2))
+    assert again.get_providers() == ["fastgpu", "cpu"]
+    assert again.provider_selection().source == "cache"
+    assert slow2.created == []  # nothing measured: the slow provider was never even created
+    assert "chosen by policy max_performance (cache)" in again.partition_report().format(per_node=False)
+
+
+def test_a_fast_provider_with_wrong_outputs_is_not_chosen():
+    fast, slow, cpu = providers(fast_wrong=True)
+    sess = tuned(registry_with(fast, slow, cpu))
+    assert sess.get_providers() == ["cpu"]
+    rows = {row["providers"][0]: row for row in sess.provider_selection().table}
+    assert rows["fastgpu"]["dropped"].startswith("outputs differ from cpu's")
+    assert rows["fastgpu"]["max_error"] == pytest.approx(1.0)
+
+
+def test_a_provider_claiming_no_node_is_pruned():
+    sim = Factory("sim", lambda d, o: SimProvider(d, frozenset({"Softmax"})), 100, device_kind="gpu")
+    sess = tuned(registry_with(sim, cpu_factory()))
+    rows = {row["providers"][0]: row for row in sess.provider_selection().table}
+    assert rows["sim"]["dropped"].startswith("pruned: sim claims no node")
+    assert sess.get_providers() == ["cpu"]
+
+
+def _edit_entry(folder, change):
+    (entry,) = folder.glob("*.json")
+    data = json.loads(entry.read_text())
+    change(data)
+    entry.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize(("edit", "why"), [
+    (lambda d: d["machine"].update(host="another-host"), "foreign, measured on another machine (host 'another-host'"),
+    (lambda d: d["environment"]["providers"].update(fastgpu="0.0.0"), "stale (provider fastgpu 0.0.0 -> 0.0.1)"),
+    (lambda d: d.update(chosen=[["gone", 0]]), "stale (it names a device not found now)"),
+    (lambda d: d.update(format=0), "stale (another entry layout or model)"),
+])
+def test_stale_or_foreign_entries_are_ignored_with_a_note(tune_cache_dir, edit, why):
+    tuned(registry_with(*providers()))
+    _edit_entry(tune_cache_dir, edit)
+    sess = tuned(registry_with(*providers()))
+    selection = sess.provider_selection()
+    assert selection.source == "measured"
+    assert any(why in note for note in selection.notes), selection.notes
+    assert sess.get_providers() == ["fastgpu", "cpu"]
+    assert tune_cache.read(tune_cache.TuneKey(tune_cache.model_digest(MODEL), {"x": (1, 4)}),
+                           epoxy.get_ep_devices(registry_with(*providers())))[0] is not None  # written anew
+
+
+def test_an_unreadable_entry_is_ignored_with_a_note(tune_cache_dir):
+    tuned(registry_with(*providers()))
+    (entry,) = tune_cache_dir.glob("*.json")
+    entry.write_text("{ not json")
+    selection = tuned(registry_with(*providers())).provider_selection()
+    assert any("unreadable" in note for note in selection.notes) and selection.source == "measured"
+
+
+def test_a_new_provider_version_measures_again():
+    tuned(registry_with(*providers()))
+    sess = tuned(registry_with(*providers(version="0.0.2")))
+    assert sess.provider_selection().source == "measured"
+    assert any("provider fastgpu 0.0.1 -> 0.0.2" in n for n in sess.provider_selection().notes)
+
+
+def test_input_shapes_are_part_of_the_key(tune_cache_dir):
+    tuned(registry_with(*providers()))
+    options = epoxy.SessionOptions(provider_selection_policy="max_performance", tune_budget_s=2.0)
+    options.add_free_dimension_override_by_name("n", 3)
+    sess = epoxy.InferenceSession(MODEL, options, registry=registry_with(*providers()))
+    assert sess.provider_selection().source == "measured"
+    assert len(list(tune_cache_dir.glob("*.json"))) == 2
+
+
+def test_max_performance_needs_the_cpu_reference():
+    with pytest.raises(InvalidArgumentError, match="cpu provider, which is not installed"):
+        tuned(registry_with(gpu_factory()))
+
+
+def test_epoxy_tune_prints_the_table_and_caches(tmp_path, capsys, tune_cache_dir):
+    model = tmp_path / "chain.onnx"
+    model.write_bytes(MODEL)
+    reset_default_registry(registry_with(*providers()))
+    try:
+        assert main(["tune", str(model), "--budget", "2"]) == 0
+        out = capsys.readouterr().out
+        assert "fastgpu on gpu:1 > cpu on cpu:0" in out and "policy max_performance (measured) chose fastgpu" in out
+        assert "cached in" in out
+        assert main(["tune", str(model), "--cached", "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert data["source"] == "cache" and data["chosen"][0]["provider"] == "fastgpu"
+        assert main(["devices", "--json"]) == 0
+        listed = json.loads(capsys.readouterr().out)
+        assert [d["device"] for d in listed["devices"]] == ["cpu:0", "gpu:0", "gpu:1"]
+        assert "max_performance" in listed["policies"]
+        assert main(["devices"]) == 0
+        assert "Slow GPU" in capsys.readouterr().out
+    finally:
+        reset_default_registry(None)
