@@ -36,7 +36,9 @@ class CoreMLProviderFactory:
             raise ProviderUnavailable("coremltools is not installed (pip install coremltools)")
         machine = platform.machine()
         return [Device(self.name, "apple", 0, f"Core ML on {machine} ({platform.mac_ver()[0] or 'macOS'})",
-                       properties={"machine": machine, "neural_engine": machine == "arm64"})]
+                       # the Neural Engine makes an Apple silicon Mac's Core ML the npu that prefer_npu picks
+                       properties={"machine": machine, "neural_engine": machine == "arm64", "vendor": "Apple",
+                                   "device_type": "npu" if machine == "arm64" else "gpu"})]
 
     def compile_devices(self) -> Sequence[Device]:
         """The converter, on any OS with coremltools: ``epoxy compile --providers coreml``

@@ -63,5 +63,8 @@ def probe_devices() -> tuple[dict[str, Any], ...]:
             "memory_bytes": int(props.get("totalGlobalMem", 0)),
             "multiprocessors": int(props.get("multiProcessorCount", 0)),
             "cuda_runtime": runtime.runtimeGetVersion(),
+            # one GPU, whichever provider sees it: epoxy.get_devices() merges devices by this
+            "pci_bus_id": (f"{int(props.get('pciDomainID', 0)):04x}:{int(props.get('pciBusID', 0)):02x}:"
+                           f"{int(props.get('pciDeviceID', 0)):02x}.0") if "pciBusID" in props else "",
         })
     return tuple(found)

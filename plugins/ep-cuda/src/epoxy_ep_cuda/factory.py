@@ -32,7 +32,9 @@ class CudaProviderFactory:
         return [
             Device(
                 self.name, "gpu", d["index"], d["name"], d["memory_bytes"],
-                properties={k: d[k] for k in ("compute_capability", "multiprocessors", "cuda_runtime")},
+                properties={**{k: d[k] for k in ("compute_capability", "multiprocessors", "cuda_runtime")},
+                            "vendor": "NVIDIA",
+                            **({"hardware_id": f"pci:{d['pci_bus_id']}"} if d.get("pci_bus_id") else {})},
             )
             for d in probe_devices()
         ]

@@ -21,7 +21,8 @@ from .factory import CudaProviderFactory
 from .version import __version__
 
 FAKE_DEVICE = Device("cuda", "gpu", 0, "Simulated GPU (epoxy_ep_cuda.testing)", 80 << 30,
-                     properties={"compute_capability": "9.0", "multiprocessors": 132, "simulated": True})
+                     properties={"compute_capability": "9.0", "multiprocessors": 132, "simulated": True,
+                                 "vendor": "NVIDIA"})
 
 
 class FakeCudaFactory:

@@ -54,8 +54,10 @@ class OpenVINOProviderFactory:
                 full = str(core.get_property(ov_name, "FULL_DEVICE_NAME"))
             except Exception:  # noqa: BLE001 - a name is nice to have
                 full = ov_name
-            devices.append(Device(self.name, kind, index, full,
-                                  properties={"ov_device": ov_name, "openvino": ov.__version__}))
+            properties = {"ov_device": ov_name, "openvino": ov.__version__}
+            if kind != "cpu":  # OpenVINO's GPU and NPU plugins drive Intel devices; a CPU is the host's
+                properties["vendor"] = "Intel"
+            devices.append(Device(self.name, kind, index, full, properties=properties))
         return devices
 
     def options(self) -> Mapping[str, str]:
