@@ -69,6 +69,8 @@ _LAZY = {
     "HardwareDevice": "devices",
     "OrtExecutionProviderDevicePolicy": "devices",
     "OrtHardwareDeviceType": "devices",
+    "OrtEpDevice": "devices",
+    "OrtHardwareDevice": "devices",
 }
 #: onnxruntime's module attribute for the version
 version = __version__
@@ -121,7 +123,9 @@ __all__ = [
     "EpDevice",
     "EpoxyError",
     "HardwareDevice",
+    "OrtEpDevice",
     "OrtExecutionProviderDevicePolicy",
+    "OrtHardwareDevice",
     "OrtHardwareDeviceType",
     "ExecutionMode",
     "ExecutionOrder",

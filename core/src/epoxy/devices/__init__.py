@@ -11,5 +11,10 @@ from .inventory import EpDevice, HardwareDevice, OrtHardwareDeviceType, get_devi
 from .policies import OrtExecutionProviderDevicePolicy
 from .selection import ProviderSelection
 
-__all__ = ["EpDevice", "HardwareDevice", "OrtExecutionProviderDevicePolicy", "OrtHardwareDeviceType",
+#: onnxruntime's names for the same objects
+OrtEpDevice = EpDevice
+OrtHardwareDevice = HardwareDevice
+
+__all__ = ["EpDevice", "HardwareDevice", "OrtEpDevice", "OrtExecutionProviderDevicePolicy", "OrtHardwareDevice",
+           "OrtHardwareDeviceType",
            "ProviderSelection", "get_devices", "get_ep_devices"]
