@@ -281,7 +281,11 @@ class SessionOptions:
     ``shape_cache`` (config entry ``epoxy.shape_cache``; default True: in sequential mode, the
     steps whose results follow from the input shapes alone, such as exporters' Shape/Gather/
     Concat chains, are skipped on input shapes seen twice before, their earlier results reused;
-    see ``epoxy.run.shape_cache``). onnxruntime's EPContext entries: ``ep.context_enable`` =
+    see ``epoxy.run.shape_cache``), ``provider_selection_policy`` (config entry
+    ``epoxy.provider_selection_policy``; onnxruntime's ``set_provider_selection_policy``: a
+    session given no ``providers`` lets this policy choose them, docs/DEVICES.md) and
+    ``tune_budget_s`` (``epoxy.tune_budget_s``, default 30: the time ``max_performance`` may
+    measure a model for). onnxruntime's EPContext entries: ``ep.context_enable`` =
     ``1`` writes the session's compiled model (``epoxy compile``'s output, docs/AOT.md) to
     ``ep.context_file_path`` (default: the model's path with ``_ctx.onnx``), blobs embedded unless
     ``ep.context_embed_mode`` is ``0`` (then side files beside it).

@@ -151,7 +151,9 @@ class InferenceSession:
     ``onnx.ModelProto``), ``sess_options`` (:class:`SessionOptions`), ``providers`` (names or
     onnxruntime aliases such as ``CPUExecutionProvider``, or ``(name, options)`` pairs, in
     priority order; default: every available provider by priority), ``provider_options``
-    (one dict per provider, or a dict keyed by provider). cpu is appended as the fallback
+    (one dict per provider, or a dict keyed by provider). ``providers="auto:<policy>"`` (or
+    ``sess_options``' selection policy, when no providers are given) lets a policy choose them
+    (docs/DEVICES.md). cpu is appended as the fallback
     unless ``sess_options.disable_fallback``. docs/ORT_COMPAT.md lists every onnxruntime
     name and how epoxy answers it.
     """

@@ -233,3 +233,18 @@ def test_models_load_unchanged_when_no_policy_is_set():
                                                                                             gpu_factory()))
     assert sess.get_providers() == ["fakegpu", "cpu"] and sess.get_providers().selection is None
     assert sess.partition_report().selection is None
+
+
+def test_cli_commands_take_auto_policies(tmp_path, capsys):
+    from epoxy.cli.main import main
+    from epoxy.plugins import reset_default_registry
+
+    model = tmp_path / "chain.onnx"
+    model.write_bytes(MODEL)
+    reset_default_registry(registry_with(cpu_factory(), multi_factory(), gpu_factory()))
+    try:
+        assert main(["partition", str(model), "--providers", "auto:prefer_npu"]) == 0
+        out = capsys.readouterr().out
+        assert "chosen by policy prefer_npu (rule): multi on npu:0, cpu on cpu:0" in out
+    finally:
+        reset_default_registry(None)
