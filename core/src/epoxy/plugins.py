@@ -371,6 +371,20 @@ class ProviderRegistry:
         what errors about unknown providers list."""
         return [f"{e.name} ({', '.join(e.aliases)})" if e.aliases else e.name for e in self.entries()]
 
+    def _collect(self, hook: str, make_register: Callable[[str], Callable[..., None]]) -> None:
+        """Call ``hook`` on each plugin in registration order (the core's own first, never set
+        order), one plugin at a time, with ``make_register(plugin_name)`` as its callback: a
+        plugin whose hook raises is a failure naming it, and the others still register."""
+        for name, plugin in self.pm.list_name_plugin():
+            if plugin is None:  # blocked plugin
+                continue
+            caller = self.pm.subset_hook_caller(
+                hook, remove_plugins=[p for p in self.pm.get_plugins() if p is not plugin])
+            try:
+                caller(register=make_register(name))
+            except Exception as exc:
+                self._fail(name, hook, exc, None)
+
     def passes(self) -> list[PassRegistration]:
         """Passes registered through ``epoxy_register_passes`` (collected once). A pass
         registered wrongly (unknown level, not callable) is a plugin failure naming it."""
@@ -378,27 +392,18 @@ class ProviderRegistry:
 
         if self._passes is None:
             found: list[PassRegistration] = []
-            for name, plugin in self.pm.list_name_plugin():
-                if plugin is None:  # blocked plugin
-                    continue
 
+            def registrar(plugin: str) -> Callable[..., None]:
                 def register(pass_: Callable[..., Any], *, level: str = "basic",
                              providers: Sequence[str] | None = None, gradient_safe: bool = False,
-                             _plugin: str = name, **_future: Any) -> None:
+                             **_future: Any) -> None:
                     found.append(PassRegistration(pass_, level, tuple(providers) if providers is not None else None,
-                                                  bool(gradient_safe), _plugin))
+                                                  bool(gradient_safe), plugin))
+                return register
 
-                # registration order (the core's own passes first), never set order
-                caller = self.pm.subset_hook_caller(
-                    "epoxy_register_passes", remove_plugins=[p for p in self.pm.get_plugins() if p is not plugin]
-                )
-                try:
-                    caller(register=register)
-                except Exception as exc:
-                    self._fail(name, "epoxy_register_passes", exc, None)
+            self._collect("epoxy_register_passes", registrar)
             self._passes = found
         return self._passes
-
 
     def policies(self) -> dict[str, PolicyRegistration]:
         """Selection policies by name: the built-in rules, then those registered through
@@ -409,12 +414,10 @@ class ProviderRegistry:
 
         if self._policies is None:
             found = {p.name: p for p in builtin_registrations()}
-            for name, plugin in self.pm.list_name_plugin():
-                if plugin is None:
-                    continue
 
+            def registrar(plugin: str) -> Callable[..., None]:
                 def register(policy_name: str, policy: Callable[..., Any], *, description: str = "",
-                             _plugin: str = name, **_future: Any) -> None:
+                             **_future: Any) -> None:
                     if not isinstance(policy_name, str) or not POLICY_NAME.match(policy_name):
                         why: str | None = f"policy name {policy_name!r} must be lowercase letters, digits and _"
                     elif policy_name in found:
@@ -423,17 +426,12 @@ class ProviderRegistry:
                         why = f"policy {policy_name!r} is not callable"
                     else:
                         why = None
-                        found[policy_name] = PolicyRegistration(policy_name, policy, str(description), _plugin)
+                        found[policy_name] = PolicyRegistration(policy_name, policy, str(description), plugin)
                     if why is not None:
-                        self._fail(_plugin, "policy", ValueError(why), None)
+                        self._fail(plugin, "policy", ValueError(why), None)
+                return register
 
-                caller = self.pm.subset_hook_caller(
-                    "epoxy_register_policies", remove_plugins=[p for p in self.pm.get_plugins() if p is not plugin]
-                )
-                try:
-                    caller(register=register)
-                except Exception as exc:
-                    self._fail(name, "epoxy_register_policies", exc, None)
+            self._collect("epoxy_register_policies", registrar)
             self._policies = found
         return self._policies
 

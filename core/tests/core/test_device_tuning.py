@@ -18,7 +18,7 @@ from epoxy.errors import InvalidArgumentError
 from epoxy.plugins import reset_default_registry
 from epoxy.testing import registry_with
 
-DELAY = 0.002  # per node: cpu 4 nodes x 2 ms, slow 4 x 6 ms, fast 0
+DELAY = 0.001  # per node: cpu 4 nodes x 1 ms, slow 4 x 3 ms, fast 0
 
 
 @pytest.fixture(autouse=True)
