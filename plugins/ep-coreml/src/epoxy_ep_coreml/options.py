@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from epoxy.kit.options import KINDS, Option, OptionTable
+from epoxy.kit.user_dirs import user_cache_dir
 
 COMPUTE_UNITS = ("CPU_ONLY", "CPU_AND_GPU", "CPU_AND_NE", "ALL")
 COMPUTE_PRECISIONS = ("fp32", "fp16")
@@ -28,11 +28,8 @@ ENV_CACHE_DIR = "EPOXY_COREML_CACHE_DIR"
 
 
 def default_cache_dir() -> Path:
-    env = os.environ.get(ENV_CACHE_DIR)
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "epoxy" / "coreml"
+    """``$EPOXY_COREML_CACHE_DIR``, else ``<user cache dir>/epoxy/coreml``."""
+    return user_cache_dir("coreml", ENV_CACHE_DIR)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from epoxy.kit.user_dirs import user_cache_dir
+
 #: options every kernel is compiled with (the architecture is added per device)
 OPTIONS: tuple[str, ...] = ("--std=c++14",)
 ENV_CACHE_DIR = "EPOXY_CUDA_CACHE_DIR"
@@ -54,11 +56,8 @@ def compile_cubin(name: str, source: str, arch: str) -> bytes:
 
 
 def cache_dir() -> Path:
-    env = os.environ.get(ENV_CACHE_DIR)
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "epoxy" / "cuda"
+    """``$EPOXY_CUDA_CACHE_DIR`` (ENV_CACHE_DIR), else ``<user cache dir>/epoxy/cuda``."""
+    return user_cache_dir("cuda", ENV_CACHE_DIR)
 
 
 def load(cp: Any, name: str, cubin: bytes) -> Any:

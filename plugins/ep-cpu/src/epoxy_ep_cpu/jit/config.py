@@ -12,22 +12,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from epoxy.kit.user_dirs import user_cache_dir
+
 #: where compiled kernels are cached unless NUMBA_CACHE_DIR is set
 CACHE_ENV = "EPOXY_CPU_JIT_CACHE_DIR"
 
 
 def default_cache_dir() -> Path:
     """``$EPOXY_CPU_JIT_CACHE_DIR``, else ``<user cache dir>/epoxy/numba``."""
-    explicit = os.environ.get(CACHE_ENV, "").strip()
-    if explicit:
-        return Path(explicit).expanduser()
-    if sys.platform == "win32":
-        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
-    elif sys.platform == "darwin":
-        base = Path.home() / "Library" / "Caches"
-    else:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "epoxy" / "numba"
+    return user_cache_dir("numba", CACHE_ENV)
 
 
 def configure() -> None:
