@@ -155,3 +155,22 @@ def test_epoxy_tune_prints_the_table_and_caches(tmp_path, capsys, tune_cache_dir
         assert "Slow GPU" in capsys.readouterr().out
     finally:
         reset_default_registry(None)
+
+
+def test_new_external_weights_make_a_new_key(tmp_path):
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.ones((4, 4), np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], [weight])
+    path = tmp_path / "m.onnx"
+    onnx.save_model(helper.make_model(graph), str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="m.data", size_threshold=0)
+    proto = onnx.load_model(str(path), load_external_data=False)
+    before = tune_cache.model_digest(path, proto)
+    assert tune_cache.model_digest(path, proto) == before
+    (tmp_path / "m.data").write_bytes(np.full((4, 4), 2, np.float32).tobytes() + b"\0")
+    assert tune_cache.model_digest(path, proto) != before

@@ -34,8 +34,10 @@ def cache_dir() -> Path:
     return user_cache_dir("tune", CACHE_ENV)
 
 
-def model_digest(source: Any) -> str:
-    """sha256 of the model as given: a file's bytes, the bytes, or a ModelProto serialized."""
+def model_digest(source: Any, proto: Any = None) -> str:
+    """sha256 of the model as given: a file's bytes, the bytes, or a ModelProto serialized.
+    For a file whose weights are external data (``proto``: the model loaded without them),
+    each data file's name, size and modification time count too: new weights, new key."""
     digest = hashlib.sha256()
     if isinstance(source, (bytes, bytearray, memoryview)):
         digest.update(source)
@@ -43,9 +45,25 @@ def model_digest(source: Any) -> str:
         with open(source, "rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
+        for location in sorted(_external_files(proto)):
+            data = Path(source).parent / location
+            stat = data.stat() if data.is_file() else None
+            digest.update(f"{location}:{stat.st_size}:{stat.st_mtime_ns}".encode() if stat else location.encode())
     else:
         digest.update(source.SerializeToString())
     return digest.hexdigest()
+
+
+def _external_files(proto: Any) -> set[str]:
+    """The external data files a model's initializers name."""
+    if proto is None:
+        return set()
+    found = set()
+    for tensor in proto.graph.initializer:
+        for entry in tensor.external_data:
+            if entry.key == "location":
+                found.add(entry.value)
+    return found
 
 
 def machine() -> dict[str, Any]:

@@ -81,7 +81,7 @@ def tuned_selection(source: Any, options: Any, registry: ProviderRegistry, ep_de
 
     proto = _model_proto(source)
     feeds = random_feeds(proto, seed=0, dims=dims)
-    key = tune_cache.TuneKey(tune_cache.model_digest(source), {k: tuple(v.shape) for k, v in feeds.items()})
+    key = tune_cache.TuneKey(tune_cache.model_digest(source, proto), {k: tuple(v.shape) for k, v in feeds.items()})
     notes: list[str] = []
     if not refresh:
         cached, why = tune_cache.read(key, ep_devices)
