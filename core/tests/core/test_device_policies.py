@@ -3,6 +3,7 @@ every provider driving it), the rule policies, plugins' policies, onnxruntime's 
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
@@ -246,5 +247,18 @@ def test_cli_commands_take_auto_policies(tmp_path, capsys):
         assert main(["partition", str(model), "--providers", "auto:prefer_npu"]) == 0
         out = capsys.readouterr().out
         assert "chosen by policy prefer_npu (rule): multi on npu:0, cpu on cpu:0" in out
+    finally:
+        reset_default_registry(None)
+
+
+def test_epoxy_providers_shows_a_bad_policy_registration(capsys):
+    from epoxy.cli.main import main
+    from epoxy.plugins import reset_default_registry
+
+    reset_default_registry(registry_with(cpu_factory(), PolicyPlugin()))
+    try:
+        assert main(["providers", "--json"]) == 0
+        failed = json.loads(capsys.readouterr().out)["failed_plugins"]
+        assert any(f["stage"] == "policy" and "Bad Name" in f["reason"] for f in failed)
     finally:
         reset_default_registry(None)

@@ -74,6 +74,7 @@ def collect(only: str | None = None) -> dict[str, Any]:
         entries = [e for e in entries if e is registry.resolve(only)]
         if not entries:
             raise InvalidArgumentError(f"unknown provider {only!r}; installed: {registry.describe_names()}")
+    registry.policies()  # collected lazily: a plugin's bad policy registration is a failure to show here too
     failed = [
         {"plugin": x.plugin, "stage": x.stage, "reason": x.reason, "package": x.distribution} for x in registry.failures
     ]
