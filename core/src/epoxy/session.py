@@ -113,6 +113,10 @@ def _normalize_providers(
     return pairs
 
 
+#: what a session keeps of its own when it takes over a measured candidate's session
+_OWN_STATE = frozenset({"_options", "_source", "_registry", "_fallback_on_failure"})
+
+
 def _auto_policy(providers: Any) -> str | None:
     from .devices.selection import auto_policy
 
@@ -209,6 +213,8 @@ class InferenceSession:
 
     def _build(self, providers: Sequence[Any] | None, provider_options: Any) -> None:
         """Everything from the model source to a runnable plan (again on ``set_providers``)."""
+        if self._adopt_measured(providers):
+            return
         model = self._source
         self.timings: dict[str, float] = {}
         self._profile_start_ns = time.time_ns()
@@ -472,12 +478,56 @@ class InferenceSession:
             chosen = [(name, {**given.get(name, {}), **opts}) for name, opts in chosen]
         return chosen, None
 
-    def _measure(self, ep_devices: Any) -> Any:
-        """``max_performance`` for this session's model: cached, else measured (``epoxy.devices.tuning``)."""
-        from .devices.tuning import tuned_selection
+    def _adopt_measured(self, providers: Any) -> bool:
+        """``max_performance`` that measures now: take over the winning candidate's session
+        (built from this model with these options) instead of creating its providers a second
+        time. Not when the options write files the candidates skip (profile, optimized or
+        compiled model): then the chosen providers are created as usual."""
+        from .devices.inventory import get_ep_devices
+        from .devices.policies import MEASURED, policy_name
 
+        self._pending_selection: Any = None
+        spec = _auto_policy(providers)
+        if spec is None and providers is None:
+            spec = self._options.selection_policy()
+        if spec is None or (callable(spec) and not isinstance(spec, str)) or policy_name(spec) != MEASURED:
+            return False
+        options = self._options
+        if (options.enable_profiling or options.optimized_model_filepath or options.context_enable
+                or active_capture() is not None):
+            return False
+        started = time.perf_counter()
+        selection = self._measure(get_ep_devices(self._registry))
+        winner, selection.session = selection.session, None
+        if winner is None:  # a cached decision, or the fallback: the chosen providers are created as usual
+            self._pending_selection = selection
+            return False
+        self.__dict__.update({k: v for k, v in vars(winner).items() if k not in _OWN_STATE})
+        self._selection = selection
+        self._report.selection = selection.to_dict()
+        self._report.notes.append("this session is the winning candidate's, taken over from the measurement")
+        self.timings = {**self.timings, "select": time.perf_counter() - started}
+        return True
+
+    def _measure(self, ep_devices: Any) -> Any:
+        """``max_performance`` for this session's model: cached, else measured (``epoxy.devices.tuning``).
+        A model the cpu reference cannot run on the tuning inputs falls back to ``default``, warned."""
+        from .devices.selection import select_providers
+        from .devices.tuning import TuningError, tuned_selection
+
+        pending, self._pending_selection = getattr(self, "_pending_selection", None), None
+        if pending is not None:
+            return pending
         dims = dict(getattr(self._options, "_dim_overrides", {}).get("name", {}))
-        return tuned_selection(self._source, self._options, self._registry, ep_devices, InferenceSession, dims=dims)
+        try:
+            return tuned_selection(self._source, self._options, self._registry, ep_devices, InferenceSession,
+                                   dims=dims)
+        except TuningError as exc:
+            note = f"{exc}; the default policy is used instead"
+            warnings.warn(note, RuntimeWarning, stacklevel=5)
+            fallback = select_providers("default", self._registry, {})
+            fallback.notes.insert(0, note)
+            return fallback
 
     def provider_selection(self) -> Any:
         """The :class:`epoxy.devices.ProviderSelection` that chose this session's providers, or

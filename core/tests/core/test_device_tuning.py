@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
-from device_policy_fakes import cpu_factory, gpu_factory
+from device_policy_fakes import DeviceFactory, cpu_factory, gpu_factory
 from fakes import Factory, SimProvider
 from test_device_policies import MODEL
 
@@ -174,3 +175,57 @@ def test_new_external_weights_make_a_new_key(tmp_path):
     assert tune_cache.model_digest(path, proto) == before
     (tmp_path / "m.data").write_bytes(np.full((4, 4), 2, np.float32).tobytes() + b"\0")
     assert tune_cache.model_digest(path, proto) != before
+
+
+def test_the_measured_winner_is_taken_over_not_created_again():
+    fast, slow, cpu = providers()
+    sess = tuned(registry_with(fast, slow, cpu))
+    assert sess.get_providers() == ["fastgpu", "cpu"]
+    assert len(fast.created) == 1  # created once, as a candidate: the session is that candidate's
+    assert any("taken over" in note for note in sess.partition_report().notes)
+    assert "select" in sess.timings
+    assert sess.run(None, {"x": np.ones((2, 4), np.float32)})[0].shape == (2, 4)
+
+    fast2, slow2, cpu2 = providers()
+    options = epoxy.SessionOptions(provider_selection_policy="max_performance", tune_budget_s=2.0,
+                                   optimized_model_filepath=str(tune_cache.cache_dir() / "opt.onnx"))
+    options.add_free_dimension_override_by_name("n", 5)  # another key: measured again
+    written = epoxy.InferenceSession(MODEL, options, registry=registry_with(fast2, slow2, cpu2))
+    assert written.get_providers() == ["fastgpu", "cpu"]
+    assert len(fast2.created) == 2  # options that write files: the chosen providers are created anew
+
+
+class _FailingCpu(DeviceFactory):
+    def create(self, device, options):
+        provider = super().create(device, options)
+        provider.kernel = lambda node: (lambda *args: (_ for _ in ()).throw(RuntimeError("index out of range")))
+        return provider
+
+
+def test_a_reference_that_fails_on_the_tuning_inputs_falls_back_to_default(tmp_path, capsys):
+    registry = registry_with(gpu_factory(), _FailingCpu("cpu", [("cpu", "host", {})]))
+    with pytest.warns(RuntimeWarning, match="cpu provider failed on the tuning inputs.*index out of range"):
+        sess = tuned(registry)
+    assert sess.provider_selection().policy == "default"
+    model = tmp_path / "chain.onnx"
+    model.write_bytes(MODEL)
+    reset_default_registry(registry)
+    try:
+        assert main(["tune", str(model), "--budget", "1"]) != 0
+        assert "epoxy tune MODEL --inputs" in capsys.readouterr().err
+    finally:
+        reset_default_registry(None)
+
+
+def test_epoxy_tune_measures_with_given_inputs(tmp_path, capsys):
+    model = tmp_path / "chain.onnx"
+    model.write_bytes(MODEL)
+    np.save(tmp_path / "x.npy", np.ones((3, 4), np.float32))
+    reset_default_registry(registry_with(*providers()))
+    try:
+        assert main(["tune", str(model), "--inputs", f"x={tmp_path / 'x.npy'}", "--budget", "1", "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert data["chosen"][0]["provider"] == "fastgpu"
+        assert len(list(tune_cache.cache_dir().glob("*.json"))) == 1
+    finally:
+        reset_default_registry(None)

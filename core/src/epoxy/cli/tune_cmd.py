@@ -16,6 +16,7 @@ from .bench_cmd import parse_dims
 EXAMPLE = """example:
   epoxy tune model.onnx                       # measure, print the table, cache the pick
   epoxy tune model.onnx --dim batch=8 --budget 60
+  epoxy tune bert.onnx --inputs input_ids=ids.npy --inputs attention_mask=mask.npy
   epoxy tune model.onnx --cached              # what the cache holds (measured if it holds nothing)
   epoxy run model.onnx --providers auto:max_performance   # sessions then use the cached pick"""
 
@@ -24,6 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="path to an .onnx model")
     parser.add_argument("--dim", action="append", default=[], metavar="NAME=N",
                         help="value of a symbolic input dim (default 1); part of the cache key")
+    parser.add_argument("--inputs", action="append", default=[], metavar="NAME=FILE.npy",
+                        help="representative values for an input (repeat; or an .npz); the others are random")
     parser.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                         help="time for the whole measurement (default 30, SessionOptions.tune_budget_s)")
     parser.add_argument("--cached", action="store_true", help="use the cached decision when there is a valid one")
@@ -31,6 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..debug.feeds import load_inputs
     from ..devices.tuning import tuned_selection
     from ..session import InferenceSession  # here, not at the top: building the CLI parser stays light
 
@@ -53,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
             shown[0] = target
 
         selection = tuned_selection(args.model, options, registry, ep_devices, InferenceSession,
-                                    dims=parse_dims(args.dim),
+                                    dims=parse_dims(args.dim), inputs=load_inputs(args.inputs),
                                     refresh=not args.cached, progress=progress)
     if args.json:
         console.json(selection.to_dict())

@@ -44,8 +44,9 @@ def declared_inputs(model: Any) -> list[tuple[str, np.dtype[Any], tuple[int | st
     return out
 
 
-def random_feeds(model: Any, seed: int = 0, dims: Mapping[str, int] | None = None) -> Feeds:
-    """One seeded random value per graph input, from its declared type and shape."""
+def random_feeds(model: Any, seed: int = 0, dims: Mapping[str, int] | None = None, int_high: int = INT_HIGH) -> Feeds:
+    """One seeded random value per graph input, from its declared type and shape (integers
+    in ``[0, int_high)``)."""
     rng = np.random.default_rng(seed)
     dims = dict(dims or {})
     feeds: Feeds = {}
@@ -54,7 +55,7 @@ def random_feeds(model: Any, seed: int = 0, dims: Mapping[str, int] | None = Non
         if dtype.kind == "f":
             feeds[name] = rng.standard_normal(shape).astype(dtype)
         elif dtype.kind in "iu":
-            feeds[name] = rng.integers(0, INT_HIGH, shape).astype(dtype)
+            feeds[name] = rng.integers(0, int_high, shape).astype(dtype)
         elif dtype.kind == "b":
             feeds[name] = rng.random(shape) < 0.5
         else:

@@ -35,6 +35,9 @@ class ProviderSelection:
     source: str = "rule"
     table: list[dict[str, Any]] = field(default_factory=list)
     cache_path: str | None = None
+    #: the winning candidate's session, just measured: a session being created takes it over
+    #: instead of creating the same providers again (OpenVINO compiling vgg19 twice: +30 s)
+    session: Any = field(default=None, repr=False, compare=False)
 
     def providers(self) -> list[tuple[str, dict[str, Any]]]:
         """The session's provider list: each chosen provider on its chosen device."""

@@ -33,13 +33,24 @@ REFERENCE = "cpu"
 TOLERANCE = 1e-3
 #: share of the budget session creation may take before the remaining candidates are dropped
 CREATE_SHARE = 0.6
-MIN_ROUNDS, MAX_ROUNDS = 3, 200
+MIN_ROUNDS, MAX_ROUNDS = 2, 60
+#: timed calls per candidate and round, after one untimed call (see :func:`_time`)
+BLOCK = 3
 #: rounds after which timing stops as soon as the winner is clear (:func:`_settled`)
-SETTLED_ROUNDS = 15
+SETTLED_ROUNDS = 5
+#: integer inputs are drawn from [0, INT_HIGH): 0 and 1 are valid token ids, token types,
+#: mask values and indexes into any table of two rows or more (bert's token_type_ids index a
+#: 2-row embedding: [0, 4) made the cpu reference fail)
+INT_HIGH = 2
 #: ``progress(step, done, total)``: what the CLI's progress bar shows
 Progress = Callable[[str, int, int], None]
 #: ``InferenceSession`` (given by the caller: the session module imports this one)
 OpenSession = Callable[..., Any]
+
+
+class TuningError(InvalidArgumentError):
+    """The model cannot be measured (the cpu reference cannot run it on the tuning inputs):
+    ``epoxy tune`` reports it; a session falls back to the default policy with a warning."""
 
 
 @dataclass
@@ -74,13 +85,15 @@ class Candidate:
 
 def tuned_selection(source: Any, options: Any, registry: ProviderRegistry, ep_devices: Sequence[EpDevice],
                     open_session: OpenSession, *, dims: Mapping[str, int] | None = None, refresh: bool = False,
-                    progress: Progress | None = None) -> ProviderSelection:
+                    progress: Progress | None = None,
+                    inputs: Mapping[str, np.ndarray] | None = None) -> ProviderSelection:
     """The cached decision for this model, shapes, machine and providers, else a fresh
-    measurement (``refresh``: always measure), stored for next time."""
+    measurement (``refresh``: always measure), stored for next time. ``inputs``: values to
+    measure with (``epoxy tune --inputs``); inputs not given are seeded random values."""
     from ..debug.feeds import random_feeds
 
     proto = _model_proto(source)
-    feeds = random_feeds(proto, seed=0, dims=dims)
+    feeds = {**random_feeds(proto, seed=0, dims=dims, int_high=INT_HIGH), **dict(inputs or {})}
     key = tune_cache.TuneKey(tune_cache.model_digest(source, proto), {k: tuple(v.shape) for k, v in feeds.items()})
     notes: list[str] = []
     if not refresh:
@@ -125,7 +138,7 @@ def measure(source: Any, options: Any, registry: ProviderRegistry, ep_devices: S
         _create(candidate, source, options, registry, open_session)
     reference = candidates[0]
     if reference.session is None:
-        raise InvalidArgumentError(f"max_performance: the cpu provider cannot run this model: {reference.dropped}")
+        raise TuningError(f"max_performance: the cpu provider cannot run this model: {reference.dropped}")
     pair = _pair(candidates)
     if pair is not None and time.perf_counter() - start <= CREATE_SHARE * budget_s:
         report(f"creating {pair.label}", len(candidates), total)
@@ -134,7 +147,8 @@ def measure(source: Any, options: Any, registry: ProviderRegistry, ep_devices: S
     report("checking outputs", len(candidates), total)
     expected = _check_outputs(candidates, dict(feeds), tolerance)
     if expected is None:
-        raise InvalidArgumentError(f"max_performance: the cpu provider failed on this model: {reference.dropped}")
+        raise TuningError(f"max_performance: the cpu provider failed on the tuning inputs ({reference.dropped}); "
+                          "give representative inputs: epoxy tune MODEL --inputs name=file.npy")
     report("timing", len(candidates) + 1, total)
     rounds = _time(candidates, dict(feeds), start, budget_s)
     live = [c for c in candidates if c.dropped is None and c.samples]
@@ -142,14 +156,18 @@ def measure(source: Any, options: Any, registry: ProviderRegistry, ep_devices: S
     reference_ms = reference.median_ms
     elapsed = time.perf_counter() - start
     notes = [f"measured {len(live)} of {len(candidates)} candidate provider sets in {elapsed:.1f} s "
-             f"({rounds} alternating rounds, budget {budget_s:g} s)"]
+             f"({rounds} alternating rounds of {BLOCK} timed calls each, budget {budget_s:g} s)"]
     if winner is not reference and reference_ms and winner.median_ms:
         notes.append(f"{winner.label}: {winner.median_ms:.3f} ms, {reference_ms / winner.median_ms:.2f}x cpu alone "
                      f"({reference_ms:.3f} ms)")
     notes.extend(f"{c.label}: {c.dropped}" for c in candidates if c.dropped)
     table = [c.row(reference_ms) for c in candidates]
+    for candidate in candidates:  # sessions hold compiled models: keep only the winner's, for adoption
+        if candidate is not winner:
+            candidate.session = None
     report("done", total, total)
-    return ProviderSelection("max_performance", list(winner.devices), notes, source="measured", table=table)
+    return ProviderSelection("max_performance", list(winner.devices), notes, source="measured", table=table,
+                             session=winner.session)
 
 
 def _create(candidate: Candidate, source: Any, options: Any, registry: ProviderRegistry,
@@ -221,11 +239,15 @@ def _check_outputs(candidates: Sequence[Candidate], feeds: dict[str, np.ndarray]
         except Exception as exc:
             candidate.dropped = f"run failed: {type(exc).__name__}: {exc}"
             candidate.session = None
+            if candidate is candidates[0]:
+                return None
             continue
-        if expected is None:  # the reference comes first
+        if candidate is candidates[0]:  # the cpu reference comes first
             expected = outputs
             candidate.max_error = 0.0
             continue
+        if expected is None:  # the reference failed: nothing to compare with
+            return None
         error = _max_error(expected, outputs)
         candidate.max_error = error
         if error is None or error > tolerance:
@@ -255,23 +277,26 @@ def _max_error(expected: Sequence[Any], got: Sequence[Any]) -> float | None:
 
 
 def _time(candidates: Sequence[Candidate], feeds: dict[str, np.ndarray], start: float, budget_s: float) -> int:
-    """Alternate the live candidates, one run each per round, until the budget is spent
-    (at least MIN_ROUNDS unless one round alone outlasts the budget)."""
+    """Alternate the live candidates in blocks (one untimed call, then BLOCK timed ones) until
+    the budget is spent (at least MIN_ROUNDS blocks each unless one round alone outlasts the
+    budget) or the winner is clear. The untimed call absorbs what the previous candidate left
+    running: the cpu provider's BLAS threads spin on after its call and, on a 2-core machine,
+    doubled OpenVINO's next call (zfnet512: 74 ms after cpu, 40 ms after itself)."""
     live = [c for c in candidates if c.session is not None]
     rounds = 0
     while rounds < MAX_ROUNDS:
         for candidate in live[rounds % len(live):] + live[:rounds % len(live)]:
-            t0 = time.perf_counter()
             candidate.session.run(None, feeds)
-            candidate.samples.append(time.perf_counter() - t0)
+            for _ in range(BLOCK):
+                t0 = time.perf_counter()
+                candidate.session.run(None, feeds)
+                candidate.samples.append(time.perf_counter() - t0)
         rounds += 1
         spent = time.perf_counter() - start
         if spent >= budget_s and (rounds >= MIN_ROUNDS or spent >= 2 * budget_s):
             break
         if rounds >= SETTLED_ROUNDS and _settled(live):
             break
-    for candidate in candidates:
-        candidate.session = None  # sessions hold compiled models: let them go now
     return rounds
 
 
