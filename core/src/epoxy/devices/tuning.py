@@ -33,7 +33,7 @@ REFERENCE = "cpu"
 TOLERANCE = 1e-3
 #: share of the budget session creation may take before the remaining candidates are dropped
 CREATE_SHARE = 0.6
-MIN_ROUNDS, MAX_ROUNDS = 2, 60
+MIN_ROUNDS, MAX_ROUNDS = 1, 60
 #: timed calls per candidate and round, after one untimed call (see :func:`_time`)
 BLOCK = 3
 #: rounds after which timing stops as soon as the winner is clear (:func:`_settled`)
