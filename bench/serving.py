@@ -279,8 +279,10 @@ def ray_engine(path: str, args: argparse.Namespace) -> tuple[Deployments, Callab
         runtime switch, and should not need one): the replica answers HTTP itself when it can
         (``__call__``), else behind the ingress."""
         mbs = args.max_batch_size if batching else 0
-        plan = ray_app.ModelPlan(MODEL, "1", path, None, mbs, args.batch_wait_ms)
-        ongoing = max(8, 2 * mbs)
+        concurrent = args.max_concurrent_batches or 1  # replicas of 1 CPU: one batch per session thread
+        plan = ray_app.ModelPlan(MODEL, "1", path, None, mbs, args.batch_wait_ms, threads=1,
+                                 max_concurrent_batches=concurrent)
+        ongoing = max(8, mbs * (concurrent + 1))  # what deployment() gives a replica
         model = serve.deployment(name=f"ort-{MODEL}", num_replicas=args.replicas, max_ongoing_requests=ongoing,
                                  ray_actor_options={"num_cpus": 1.0})(OrtModelServer).bind(plan)
         if "__call__" in vars(ray_app.ModelServer):
@@ -303,7 +305,8 @@ def ray_engine(path: str, args: argparse.Namespace) -> tuple[Deployments, Callab
             if runtime == "epoxy":
                 app = ray_app.deployment(path, name=MODEL, replicas=args.replicas,
                                          max_batch_size=args.max_batch_size if batching else 0,
-                                         batch_wait_ms=args.batch_wait_ms)
+                                         batch_wait_ms=args.batch_wait_ms,
+                                         max_concurrent_batches=args.max_concurrent_batches)
             else:
                 app = ort_app(batching)
             serve.run(app, name="bench", route_prefix="/")
@@ -387,6 +390,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--replicas", type=int, default=2, help="Triton instances / Ray replicas")
     parser.add_argument("--max-batch-size", type=int, default=16)
     parser.add_argument("--batch-wait-ms", type=float, default=5.0)
+    parser.add_argument("--max-concurrent-batches", type=int, default=0,
+                        help="Ray: batches one replica may run at once (0: deployment's default, one per "
+                             "session thread)")
     parser.add_argument("--json", help="write every cell here")
     args = parser.parse_args(argv)
     levels = [int(c) for c in args.concurrency.split(",")]

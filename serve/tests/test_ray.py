@@ -63,8 +63,9 @@ def cluster() -> Iterator[None]:
 def url(cluster: None, repository: Path) -> str:
     port = free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port})
+    # two batches of a replica may run at once: the batching test below checks their replies
     app = epoxy_serve.deployment(repository, max_batch_size=8, batch_wait_ms=20, max_body_bytes=MAX_BODY,
-                                 replica_cpus=0.2, request_timeout_s=30)
+                                 replica_cpus=0.2, request_timeout_s=30, max_concurrent_batches=2)
     serve.run(app, name="epoxy", route_prefix="/")
     address = f"127.0.0.1:{port}"
     deadline = time.monotonic() + 120
@@ -108,10 +109,24 @@ def _direct(path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
 def test_build_from_cli_config(repository: Path) -> None:
     app = build(ServeConfig(model=str(repository), max_batch_size=4, extra={"replica_cpus": "0.5"}))
     assert isinstance(app, serve.Application)
-    built = app_builder({"model": str(repository), "max_batch_size": "8", "autoscale": "1:3", "replica_cpus": "0.5"})
+    built = app_builder({"model": str(repository), "max_batch_size": "8", "autoscale": "1:3", "replica_cpus": "0.5",
+                         "max_concurrent_batches": "2"})
     assert isinstance(built, serve.Application)
     with pytest.raises(ValueError, match="unknown: batch"):
         app_builder({"model": str(repository), "batch": "8"})
+
+
+def test_concurrent_batches_follow_the_replica_threads(repository: Path) -> None:
+    def settings(**kwargs: Any) -> tuple[int, int, int]:
+        bound = epoxy_serve.deployment(repository / "cnn/1/model.onnx", name="cnn", max_batch_size=16,
+                                       **kwargs)._bound_deployment
+        plan = bound.init_args[0]
+        return plan.threads, plan.concurrent_batches, bound._deployment_config.max_ongoing_requests
+
+    assert settings() == (1, 1, 32)  # one session thread: one batch runs while the next fills
+    assert settings(replica_cpus=2) == (2, 2, 48)
+    assert settings(max_concurrent_batches=3) == (1, 3, 64)
+    assert settings(max_concurrent_batches=3, max_ongoing_requests=20) == (1, 3, 20)
 
 
 def test_cuda_replicas_ask_ray_for_a_gpu() -> None:

@@ -51,6 +51,13 @@ class ModelPlan:
     batch_wait_ms: float = 5.0
     max_body_bytes: int = 64 << 20
     threads: int = 0  # the session's intra_op_num_threads: the CPUs Ray reserved for the replica
+    #: batches of one replica that may run at once (``serve.batch``'s ``max_concurrent_batches``);
+    #: 0: one per session thread (each batch is one session run, in its own worker thread)
+    max_concurrent_batches: int = 0
+
+    @property
+    def concurrent_batches(self) -> int:
+        return self.max_concurrent_batches if self.max_concurrent_batches > 0 else max(1, self.threads)
 
 
 class ModelServer:
@@ -67,9 +74,11 @@ class ModelServer:
             logger.warning("model %r version %s: dynamic batching off: %s; requests run one by one",
                            plan.name, plan.version, self.model.batch_refusal)
         self.router = Router({plan.name: {plan.version: LocalModel(self)}}, plan.max_body_bytes)
-        batcher: Any = self._run_batch  # @serve.batch's wrapper carries its settings
-        batcher.set_max_batch_size(max(plan.max_batch_size, 1))
-        batcher.set_batch_wait_timeout_s(plan.batch_wait_ms / 1000.0)
+        # the batch queue is built here, per replica, with this plan's settings: a class-level
+        # @serve.batch cannot change max_concurrent_batches after the fact
+        self._batched = serve.batch(max_batch_size=max(plan.max_batch_size, 1),
+                                    batch_wait_timeout_s=plan.batch_wait_ms / 1000.0,
+                                    max_concurrent_batches=plan.concurrent_batches)(self._run_batch)
 
     def _batching_note(self) -> str:
         if self.plan.max_batch_size <= 1:
@@ -114,7 +123,7 @@ class ModelServer:
             request.selected([s.name for s in self.model.outputs])
             feeds = self.model.check(request.inputs)
             if self.batching:
-                outputs = await self._run_batch(feeds)
+                outputs = await self._batched(feeds)
             else:
                 self.metrics.batch(1)
                 outputs = await asyncio.to_thread(self.model.infer, feeds)
@@ -134,10 +143,10 @@ class ModelServer:
         """HTTP straight to this replica when the application serves this one model version."""
         return await self.router.respond(request)
 
-    @serve.batch(max_batch_size=2, batch_wait_timeout_s=0.005)
     async def _run_batch(self, requests: list[dict[str, np.ndarray]]) -> list[Any]:
-        """The requests queued within the wait merged into one session run (off the event loop,
-        so the next batch fills meanwhile); one reply (outputs or BadRequest) per request."""
+        """The requests queued within the wait (``self._batched``, ``serve.batch``) merged into one
+        session run (off the event loop, so the next batch fills meanwhile); one reply (outputs or
+        BadRequest) per request."""
         self.metrics.batch(len(requests))
         return await asyncio.to_thread(self.model.infer_batch, requests)
 
@@ -285,7 +294,7 @@ def deployment(model: str | Path | bytes | Sequence[ModelSource], *, name: str |
                providers: Sequence[str] | None = None, replicas: int = 1, autoscale: tuple[int, int] | None = None,
                max_batch_size: int = 0, batch_wait_ms: float = 5.0, max_body_bytes: int = 64 << 20,
                replica_cpus: float = 1.0, ingress_cpus: float = 0.0, request_timeout_s: float = 60.0,
-               max_ongoing_requests: int | None = None) -> serve.Application:
+               max_ongoing_requests: int | None = None, max_concurrent_batches: int = 0) -> serve.Application:
     """A bound Ray Serve application serving ``model`` (an .onnx path, ONNX bytes, or a model
     repository folder) over the Open Inference Protocol: give it to ``serve.run``.
 
@@ -293,19 +302,24 @@ def deployment(model: str | Path | bytes | Sequence[ModelSource], *, name: str |
     ``autoscale = (min, max)``), each replica holding one epoxy session with ``providers``; a
     replica whose providers include cuda asks Ray for a GPU. ``max_batch_size`` > 1 turns on
     ``@serve.batch`` for the models whose batch axis is dynamic (the others log why not and say
-    it in their metadata). One model version is its own HTTP ingress; several get a routing
-    ingress in front. Model paths must be readable on every node that runs a replica."""
+    it in their metadata); ``max_concurrent_batches`` batches of one replica may run at once (0:
+    one per session thread, i.e. ``int(replica_cpus)``). One model version is its own HTTP
+    ingress; several get a routing ingress in front. Model paths must be readable on every node
+    that runs a replica."""
     found = _sources(model, name)
     if not found:
         raise BadRequest("no models to serve")
     provider_tuple = tuple(providers) if providers else None
-    ongoing = max_ongoing_requests or max(8, 2 * max_batch_size)
+    threads = max(1, int(replica_cpus))
+    concurrent = max_concurrent_batches if max_concurrent_batches > 0 else threads
+    # room for the batches running and one filling (Ray warns below max_batch_size x concurrent)
+    ongoing = max_ongoing_requests or max(8, max_batch_size * (concurrent + 1))
     handles: dict[str, dict[str, Any]] = {}
     for model_name, version, source in found:
         # replicas on one node must not oversubscribe its cores: each session gets the CPUs Ray
         # reserved for its replica (docs/THREADING.md)
         plan = ModelPlan(model_name, version, source, provider_tuple, max_batch_size, batch_wait_ms, max_body_bytes,
-                         threads=max(1, int(replica_cpus)))
+                         threads=threads, max_concurrent_batches=concurrent)
         options: dict[str, Any] = {"name": _deployment_name(model_name, version),
                                    "ray_actor_options": _actor_options(provider_tuple, replica_cpus),
                                    "max_ongoing_requests": ongoing}

@@ -18,12 +18,14 @@ APP_NAME = "epoxy"
 
 
 def build(config: ServeConfig) -> serve.Application:
-    """The application ``config`` asks for (``extra``: replica_cpus, request_timeout_s)."""
+    """The application ``config`` asks for (``extra``: replica_cpus, request_timeout_s,
+    max_concurrent_batches)."""
     return deployment(config.model, name=config.name, providers=config.providers, replicas=config.replicas,
                       autoscale=config.autoscale, max_batch_size=config.max_batch_size,
                       batch_wait_ms=config.batch_wait_ms, max_body_bytes=config.max_body_bytes,
                       replica_cpus=float(config.extra.get("replica_cpus", 1.0)),
-                      request_timeout_s=float(config.extra.get("request_timeout_s", 60.0)))
+                      request_timeout_s=float(config.extra.get("request_timeout_s", 60.0)),
+                      max_concurrent_batches=int(config.extra.get("max_concurrent_batches", 0)))
 
 
 def _providers(text: Any) -> tuple[str, ...]:
@@ -43,7 +45,7 @@ BUILDER_ARGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "max_batch_size": ("max_batch_size", int), "batch_wait_ms": ("batch_wait_ms", float),
     "max_body_mb": ("max_body_bytes", lambda mb: int(float(mb) * (1 << 20))),
 }
-EXTRA_ARGS = ("replica_cpus", "request_timeout_s")
+EXTRA_ARGS = ("replica_cpus", "request_timeout_s", "max_concurrent_batches")
 
 
 def app_builder(args: Mapping[str, Any]) -> serve.Application:
