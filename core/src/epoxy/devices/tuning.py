@@ -277,14 +277,14 @@ def _max_error(expected: Sequence[Any], got: Sequence[Any]) -> float | None:
 
 
 def _time(candidates: Sequence[Candidate], feeds: dict[str, np.ndarray], start: float, budget_s: float) -> int:
-    """Alternate the live candidates in blocks (one untimed call, then BLOCK timed ones) until
-    the budget is spent (at least MIN_ROUNDS blocks each unless one round alone outlasts the
-    budget) or the winner is clear. The untimed call absorbs what the previous candidate left
+    """Alternate the live candidates in blocks (one untimed call, then BLOCK timed ones) while
+    another round fits in the budget (at least MIN_ROUNDS rounds) and the winner is unclear. The untimed call absorbs what the previous candidate left
     running: the cpu provider's BLAS threads spin on after its call and, on a 2-core machine,
     doubled OpenVINO's next call (zfnet512: 74 ms after cpu, 40 ms after itself)."""
     live = [c for c in candidates if c.session is not None]
     rounds = 0
     while rounds < MAX_ROUNDS:
+        round_start = time.perf_counter()
         for candidate in live[rounds % len(live):] + live[:rounds % len(live)]:
             candidate.session.run(None, feeds)
             for _ in range(BLOCK):
@@ -293,7 +293,10 @@ def _time(candidates: Sequence[Candidate], feeds: dict[str, np.ndarray], start: 
                 candidate.samples.append(time.perf_counter() - t0)
         rounds += 1
         spent = time.perf_counter() - start
-        if spent >= budget_s and (rounds >= MIN_ROUNDS or spent >= 2 * budget_s):
+        last_round = time.perf_counter() - round_start
+        if spent + last_round > budget_s and rounds >= MIN_ROUNDS:  # another round would overrun
+            break
+        if spent >= 2 * budget_s:
             break
         if rounds >= SETTLED_ROUNDS and _settled(live):
             break
