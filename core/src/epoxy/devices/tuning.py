@@ -278,9 +278,10 @@ def _max_error(expected: Sequence[Any], got: Sequence[Any]) -> float | None:
 
 def _time(candidates: Sequence[Candidate], feeds: dict[str, np.ndarray], start: float, budget_s: float) -> int:
     """Alternate the live candidates in blocks (one untimed call, then BLOCK timed ones) while
-    another round fits in the budget (at least MIN_ROUNDS rounds) and the winner is unclear. The untimed call absorbs what the previous candidate left
-    running: the cpu provider's BLAS threads spin on after its call and, on a 2-core machine,
-    doubled OpenVINO's next call (zfnet512: 74 ms after cpu, 40 ms after itself)."""
+    another round fits in the budget (at least MIN_ROUNDS rounds) and the winner is unclear.
+    The untimed call absorbs what the previous candidate left running: the cpu provider's BLAS
+    threads spin on after its call and, on a 2-core machine, doubled OpenVINO's next call
+    (zfnet512: 74 ms after cpu, 40 ms after itself)."""
     live = [c for c in candidates if c.session is not None]
     rounds = 0
     while rounds < MAX_ROUNDS:
