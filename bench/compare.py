@@ -701,7 +701,6 @@ def main(argv: list[str] | None = None) -> int:
     STAT_KEY = f"{args.stat}_ms"
     limit_thread_env(max(args.thread_list))
 
-    import json
     import warnings
 
     warnings.filterwarnings("ignore", category=RuntimeWarning, module="epoxy")
@@ -776,10 +775,17 @@ def main(argv: list[str] | None = None) -> int:
             "profile": profiled,
             "elapsed_s": elapsed,
         }
-        with open(args.json, "w") as fh:
-            json.dump(payload, fh, indent=1, default=str)
-        print(f"wrote {args.json}")
+        write_json(args.json, payload)
     return 0
+
+
+def write_json(path: str, payload: dict) -> None:
+    """A run's record as indented JSON (what ``--json`` writes; ``tune.py`` shares it)."""
+    import json
+
+    with open(path, "w") as fh:
+        json.dump(payload, fh, indent=1, default=str)
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

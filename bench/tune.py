@@ -249,7 +249,6 @@ def print_table(rows, out=sys.stdout) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
 
-    import json
     import warnings
 
     warnings.filterwarnings("ignore", category=RuntimeWarning, module="epoxy")
@@ -293,9 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         payload = {"date": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
                    "argv": sys.argv[1:] if argv is None else argv, "machine": info, "rows": rows,
                    "elapsed_s": elapsed}
-        with open(args.json, "w") as fh:
-            json.dump(payload, fh, indent=1, default=str)
-        print(f"wrote {args.json}")
+        compare.write_json(args.json, payload)
     return 0
 
 

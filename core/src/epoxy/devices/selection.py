@@ -85,7 +85,7 @@ def select_providers(spec: Any, registry: ProviderRegistry, model_metadata: Mapp
     A user's delegate that fails is an :class:`InvalidArgumentError` naming it; a plugin's
     policy that fails is reported (a RuntimeWarning and a note) and ``default`` used instead.
     """
-    ep_devices = [ep for ep in get_ep_devices(registry)]
+    ep_devices = get_ep_devices(registry)
     if callable(spec) and not isinstance(spec, str):
         who = f"delegate {getattr(spec, '__name__', type(spec).__name__)}"
         chosen, notes = _run_policy(spec, ep_devices, model_metadata, who)

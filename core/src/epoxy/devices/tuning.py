@@ -309,9 +309,9 @@ def _settled(live: Sequence[Candidate]) -> bool:
     quarter: more rounds would not change the winner."""
     if len(live) < 2:
         return True
-    quartiles = [(statistics.quantiles(c.samples, n=4)[0], statistics.quantiles(c.samples, n=4)[2], c) for c in live]
-    best = min(quartiles, key=lambda q: statistics.median(q[2].samples))
-    return all(best[1] < low for low, _, c in quartiles if c is not best[2])
+    quartiles = {id(c): statistics.quantiles(c.samples, n=4) for c in live}
+    best = min(live, key=lambda c: quartiles[id(c)][1])  # the median
+    return all(quartiles[id(best)][2] < quartiles[id(c)][0] for c in live if c is not best)
 
 
 def _from_cache(chosen: Sequence[tuple[str, int]], ep_devices: Sequence[EpDevice]) -> list[EpDevice] | None:
