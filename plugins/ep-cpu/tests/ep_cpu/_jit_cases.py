@@ -11,13 +11,20 @@ from _hostile import Case, options, run_reference
 import epoxy
 
 
-def run_cpu(case: Case, jit: bool, **provider_options: Any) -> list[np.ndarray]:
-    """``case`` on the cpu provider with ``jit`` (and any other provider options)."""
+def run_cpu(case: Case, jit: bool, *, runs: int = 1, **provider_options: Any) -> list[np.ndarray]:
+    """``case`` on the cpu provider with ``jit`` (and any other provider options); with
+    ``runs`` > 1 the session runs the feeds again, and every run must give the first's
+    values exactly (a shape's later runs may take prepared calls, e.g. ``Conv2dCall``)."""
     opts = {"jit": jit, **provider_options}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the numpy path's NaN warnings
         sess = epoxy.InferenceSession(case.model.SerializeToString(), options(None), providers=[("cpu", opts)])
-        return [np.asarray(v) for v in sess.run(None, case.feeds)]
+        first = [np.asarray(v) for v in sess.run(None, case.feeds)]
+        for _ in range(runs - 1):
+            again = [np.asarray(v) for v in sess.run(None, case.feeds)]
+            for a, b in zip(first, again):
+                np.testing.assert_array_equal(b, a, err_msg="a later run of the same feeds differs from the first")
+        return first
 
 
 def three_ways(case: Case, reference_case: Case | None = None

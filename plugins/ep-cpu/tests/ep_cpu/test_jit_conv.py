@@ -67,7 +67,7 @@ def _ids(cases):
 def test_conv_matches_numpy_path_and_reference(x_shape, w_shape, attrs, dtype):
     x, w, b = _data(sum(x_shape) + len(attrs), x_shape, w_shape, dtype, True)
     case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], attrs, 22)
-    on, off, ref = run_cpu(case, True), run_cpu(case, False), run_reference(case)
+    on, off, ref = run_cpu(case, True, runs=3), run_cpu(case, False), run_reference(case)
     rtol, atol = _tol(x, w)
     close(on, off, rtol, atol)
     close(on, ref, max(rtol, 1e-5), atol)
@@ -152,7 +152,7 @@ def test_fused_conv_epilogue(x_shape, w_shape, attrs, act, params, residual, dty
     full = dict(attrs, **({"activation": act} if act else {}),
                 **({"activation_params": list(params)} if params else {}))
     case = one_node("FusedConv", [x, In(w, const=True), In(b, const=True), z], full, 1, domain="com.microsoft")
-    on, off = run_cpu(case, True), run_cpu(case, False)
+    on, off = run_cpu(case, True, runs=3), run_cpu(case, False)
     rtol, atol = _tol(x, w)
     close(on, off, rtol, atol)
     if dtype == np.float32 and residual != "broadcast":  # onnxruntime's Z is the output's shape
@@ -167,7 +167,7 @@ def test_fused_conv_nan_through_the_activations():
         full = {"group": 3, "pads": [1, 1, 1, 1], "activation": act, **({"activation_params": list(params)} if params
                                                                          else {})}
         case = one_node("FusedConv", [x, In(w, const=True), In(b, const=True)], full, 1, domain="com.microsoft")
-        on, off = run_cpu(case, True), run_cpu(case, False)
+        on, off = run_cpu(case, True, runs=2), run_cpu(case, False)
         assert np.isnan(on[0]).sum() == np.isnan(off[0]).sum() == 9
         close(on, off, 1e-5, 1e-5)
 
@@ -244,3 +244,34 @@ def test_concurrent_runs_of_one_session_agree():
         got = list(pool.map(lambda f: sess.run(None, f)[0], feeds * 4))
     for i, g in enumerate(got):
         np.testing.assert_array_equal(g, want[i % 16])
+
+
+def test_repeated_shapes_take_prepared_calls(monkeypatch):
+    """A shape's first run decides (geometry, path, epilogue) and prepares a call; later runs
+    of that shape go through it (counted), each batch size of a dynamic axis its own, with
+    the values of the numpy path."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    import epoxy
+    from epoxy_ep_cpu.jit import kernels_conv
+
+    _, w, b = _data(11, (1, 8, 8, 8), (8, 8, 3, 3), np.float32, True)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8, 8, 8])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    onnx.checker.check_model(model)
+    seen: list[tuple[int, ...]] = []
+    real = kernels_conv.Conv2dCall.__call__
+    monkeypatch.setattr(kernels_conv.Conv2dCall, "__call__",
+                        lambda self, x, z: seen.append(x.shape) or real(self, x, z))
+    on = epoxy.InferenceSession(model, providers=[("cpu", {"jit": True})])
+    off = epoxy.InferenceSession(model, providers=[("cpu", {"jit": False})])
+    rng = np.random.default_rng(12)
+    for batch in (1, 1, 2, 2, 2, 1):
+        x = rng.standard_normal((batch, 8, 8, 8)).astype(np.float32)
+        close(on.run(None, {"x": x}), off.run(None, {"x": x}), *_tol(x, w))
+    assert seen == [(1, 8, 8, 8), (2, 8, 8, 8), (2, 8, 8, 8), (1, 8, 8, 8)]

@@ -19,6 +19,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -790,11 +791,19 @@ def conv_kernel(node: NodeSpec, epi: Epilogue | None = None) -> Callable[..., np
         prepacked = (cdt, _ConvWeights(w_const, b_const, cdt, group))
         _prepare_path(node, geo, group, prepacked[1], winograd, current.measure_conv_paths)
 
+    prepared = _PreparedCalls(fast, prepacked, group, geo, epi)
+
     def run(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, z: np.ndarray | None = None) -> np.ndarray:
+        call = prepared.calls.get(x.shape)
+        if call is not None and call.accepts(x, z):
+            y = call(x, z)
+            return y if epi is None or epi.after is None else epi.after(y)
         dtype = x.dtype
         cdt = compute_dtype(dtype)
         if prepacked is not None and prepacked[0] == cdt:
             pk, packed = prepacked[1], True
+            if x.shape not in prepared.calls:
+                prepared.consider(x, z)
         else:
             pk, packed = _ConvWeights(w, b, cdt, group), False
         y, done = _conv_forward(x if dtype == cdt else x.astype(cdt), pk, group, geo, packed, winograd,
@@ -805,6 +814,46 @@ def conv_kernel(node: NodeSpec, epi: Epilogue | None = None) -> Callable[..., np
         return y
 
     return run
+
+
+#: input shapes per layer with a prepared jit call (a model with dynamic axes sees a few)
+_PREPARED_PER_NODE = 16
+
+
+class _PreparedCalls:
+    """A layer's prepared jit calls (``kernels_conv.Conv2dCall``) by input shape: for a
+    constant weight, an input shape the compiled kernel runs gets one at its first call, and
+    later calls of that shape skip the geometry, path and epilogue decisions (~12 us of
+    Python on a tiny layer). The activations the kernel cannot apply run after it."""
+
+    __slots__ = ("calls", "epi", "fast", "geo", "group", "pk")
+
+    def __init__(self, fast: _Jit | None, prepacked: tuple[np.dtype, _ConvWeights] | None, group: int,
+                 geo: _Geometry, epi: Epilogue | None) -> None:
+        self.calls: dict[tuple[int, ...], Any] = {}
+        self.fast, self.group, self.geo, self.epi = fast, group, geo, epi
+        self.pk = prepacked[1] if prepacked is not None and fast is not None else None
+
+    def consider(self, x: np.ndarray, z: np.ndarray | None) -> None:
+        """Prepare a call for ``x``'s shape when the compiled kernel runs it whole (the
+        epilogue included) and the constant weight's dtype is ``x``'s."""
+        pk, fast = self.pk, self.fast
+        if pk is None or fast is None or x.dtype != pk.w.dtype or x.ndim != 4 or not x.flags.c_contiguous:
+            return
+        _, strides, dilations, begin, end, out_sp = _geometry_for(self.geo, x, pk.w, self.group)
+        n, m = x.shape[0], pk.w.shape[0]
+        epi = self.epi
+        if len(self.calls) >= _PREPARED_PER_NODE:
+            self.calls.clear()
+        if (n == 0 or m == 0 or 0 in out_sp or x.shape[1] == 0
+                or not use_jit(x.shape[1], m, self.group, pk.kernel, strides, begin, end, out_sp, x.dtype)
+                or (z is not None and (epi is None or z.shape != (n, m, *out_sp)))):
+            self.calls[x.shape] = None  # the general path runs this shape (a broadcast residual: it adds it)
+            return
+        code, alpha, beta = (epi.code or 0, epi.alpha, epi.beta) if epi is not None else (0, 0.0, 0.0)
+        self.calls[x.shape] = fast.module.Conv2dCall(
+            x.shape, x.dtype, pk.w, pk.bias_or_zeros(), strides, dilations, begin, out_sp, self.group, code, alpha,
+            beta, fast.nthreads)
 
 
 # --------------------------------------------------------------------------- jit tier
