@@ -240,7 +240,9 @@ def test_transcendental_groups_past_the_limit_run_the_per_node_kernels(monkeypat
     model, feeds = _silu_model(big)
     fused = _session(model, jit=True)
     assert _fused_groups(fused)  # symbolic dims: claimed, and the size decides at run time
-    close(_run(fused, feeds), _run(_session(model, jit=False), feeds), 0, 0)  # the same numpy kernels
+    # the per-node kernels: Sigmoid's float32 loop (kernels_special, on fast_math's exp) is
+    # within an ulp of numpy's, the Mul the same
+    close(_run(fused, feeds), _run(_session(model, jit=False), feeds), 3e-7, 0)
     assert not seen
     model, feeds = _silu_model((2, 8))
     _run(_session(model, jit=True), feeds)
