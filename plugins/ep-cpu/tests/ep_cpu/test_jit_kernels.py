@@ -147,10 +147,24 @@ def test_jit_on_dispatches_to_the_compiled_kernel(monkeypatch, module, name, op,
     assert len(results) == 1 and results[0] is not None
 
 
-def test_large_softmax_keeps_the_numpy_path_and_agrees():
+def test_large_softmax_routes_by_dtype_and_layout_and_agrees():
+    """float32 over the last axis (attention): the row kernel on fast_math's exp, at any size;
+    float64, or float32 over an inner axis, past SMALL: the numpy path. The row kernel takes
+    x - max in float64 (numpy's float32 difference loses up to |x - max| * 2**-24 relative in
+    exp), so it is checked against the float64 softmax within 2 ulp, and against the numpy
+    path within that path's error."""
     from epoxy_ep_cpu.jit import kernels_softmax
 
-    x = _rng(9).standard_normal((4, kernels_softmax.SMALL)).astype(np.float32)
-    assert kernels_softmax.run_softmax(x, 1, False, 1) is None
-    assert kernels_softmax.run_softmax(x[:1, :kernels_softmax.SMALL], 1, False, 1) is not None
-    close(*three_ways(one_node("Softmax", [x], {}, 13))[:2], 0, 0)
+    x = _rng(9).standard_normal((4, kernels_softmax.SMALL)).astype(np.float32) * 4
+    assert kernels_softmax.run_softmax(x, 1, False, 1) is not None
+    assert kernels_softmax.run_softmax(x.astype(np.float64), 1, False, 1) is None
+    assert kernels_softmax.run_softmax(np.ascontiguousarray(x.T), 0, False, 1) is None
+    assert kernels_softmax.run_softmax(x[:1, :kernels_softmax.SMALL].astype(np.float64), 1, False, 1) is not None
+    x64 = x.astype(np.float64)
+    shifted = x64 - x64.max(axis=1, keepdims=True)
+    exact = {"Softmax": np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True),
+             "LogSoftmax": shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))}
+    for op in ("Softmax", "LogSoftmax"):
+        on, off = three_ways(one_node(op, [x], {}, 13))[:2]
+        np.testing.assert_allclose(on[0], exact[op], rtol=2.4e-7, atol=1e-30)
+        close(on, off, 4e-6, 1e-12)

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from ._broadcast import broadcast_pair
+
 FAST_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
@@ -39,10 +41,7 @@ def binary_ufunc_into(ufunc: np.ufunc) -> Callable[..., Any]:
             return None
         shape = out.shape
         if a.shape != shape or b.shape != shape:
-            try:
-                if np.broadcast_shapes(a.shape, b.shape) != shape:
-                    return None
-            except ValueError:  # incompatible: let the plain kernel raise its error
+            if broadcast_pair(a.shape, b.shape) != shape:  # None (incompatible): the plain kernel raises
                 return None
         return ufunc(a, b, out)  # positional ``out``: cheaper than the keyword on tiny tensors
 

@@ -52,6 +52,7 @@ from epoxy.kit.passes import (
 
 from .. import jit
 from ..registry import KERNELS
+from ._broadcast import fits_into
 from .activation import relu_into
 from .conv import JIT_ACTIVATIONS, Epilogue, conv_kernel
 
@@ -171,6 +172,8 @@ def activation_fn(node: NodeSpec) -> Callable[[np.ndarray], np.ndarray] | None:
 
 def _owned(y: np.ndarray, *inputs: np.ndarray | None) -> np.ndarray:
     """``y`` itself when it may be overwritten (writable, shares no memory with inputs)."""
+    if type(y) is np.ndarray and y.base is None and y.flags.writeable and not any(y is i for i in inputs):
+        return y  # owns its buffer, made by the inner kernel after the inputs: nothing else sees it
     if not isinstance(y, np.ndarray) or not y.flags.writeable or any(
         i is not None and np.may_share_memory(y, i) for i in inputs
     ):
@@ -180,7 +183,7 @@ def _owned(y: np.ndarray, *inputs: np.ndarray | None) -> np.ndarray:
 
 def _add_into(y: np.ndarray, z: np.ndarray) -> np.ndarray:
     """``y + z`` written into ``y`` when the broadcast keeps ``y``'s shape and dtype."""
-    if z.dtype == y.dtype and np.broadcast_shapes(y.shape, z.shape) == y.shape:
+    if z.dtype == y.dtype and fits_into(z.shape, y.shape):
         return np.add(y, z, out=y)
     return np.asarray(y + z).astype(y.dtype, copy=False)
 

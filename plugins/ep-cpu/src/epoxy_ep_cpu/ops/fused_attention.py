@@ -47,6 +47,7 @@ from epoxy.kit.passes import (
 )
 
 from ..registry import KERNELS
+from ._broadcast import fits_into
 from ._out import accepts_out
 from .fused import DOMAIN, DOMAIN_VERSION, _kernel
 
@@ -117,7 +118,7 @@ def fused_attention(node: NodeSpec):
         v4 = _reshape(v, v_shape).transpose(0, 2, 1, 3)
         s = np.matmul(q4, k4)
         if mask is not None:
-            if np.broadcast_shapes(s.shape, mask.shape) == s.shape:
+            if fits_into(mask.shape, s.shape):
                 np.add(s, mask, out=s)
             else:
                 s = s + mask

@@ -9,6 +9,7 @@ import numpy as np
 from epoxy.contract import NodeSpec
 
 from ..registry import KERNELS
+from ._broadcast import fits_into
 from ._flags import flag
 from ._int_matmul import exact_product, packed_right, row_zero_point
 from ._out import FAST_FLOATS, accepts_out
@@ -103,7 +104,7 @@ def gemm(node: NodeSpec):
         if c is not None and beta != 0.0:
             cc = c.astype(cdt, copy=False)
             if beta == 1.0:
-                y = y + cc if y.shape != np.broadcast_shapes(y.shape, cc.shape) else np.add(y, cc, out=y)
+                y = np.add(y, cc, out=y) if fits_into(cc.shape, y.shape) else y + cc
             elif cdt.kind == "f":
                 y = y + cc * cdt.type(beta)
             else:

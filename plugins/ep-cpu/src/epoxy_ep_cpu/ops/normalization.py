@@ -11,6 +11,7 @@ from epoxy.kit import Unsupported
 from .. import jit
 from ..registry import KERNELS
 from ._attr_checks import check_axis, check_static_axis, invalid, static_dim
+from ._broadcast import fits_into
 from ._conv_util import compute_dtype
 from ._flags import flag
 from ._util import constant_input
@@ -221,14 +222,14 @@ def layer_normalization(node: NodeSpec):
                     return y
                 return (y, mean.astype(stat_dtype, copy=False), inv.astype(stat_dtype, copy=False))[:n_out]
         d, mean, inv = standardize(x.astype(cdt, copy=False), ax, eps)
-        if d.dtype == x.dtype and scale.dtype == x.dtype and np.broadcast_shapes(d.shape, scale.shape) == d.shape:
+        if d.dtype == x.dtype and scale.dtype == x.dtype and fits_into(scale.shape, d.shape):
             d *= scale  # d is our own temporary: finish in place
             y = d
         else:
             y = d.astype(x.dtype, copy=False)
             y = y * scale
         if b is not None:
-            if y.dtype == b.dtype and np.broadcast_shapes(y.shape, b.shape) == y.shape:
+            if y.dtype == b.dtype and fits_into(b.shape, y.shape):
                 y += b
             else:
                 y = y + b
