@@ -128,3 +128,26 @@ def test_float32_sigmoid_stays_within_half_an_ulp_and_a_hair() -> None:
     normal = exact >= np.finfo(np.float32).tiny
     assert _ulps(y[normal], exact[normal]).max() < 0.51
     np.testing.assert_array_equal(y[-5:], np.array([np.nan, 1.0, 0.0, 0.5, 0.5], np.float32))
+
+
+def test_float32_erf_and_gelu_stay_within_half_an_ulp_and_a_hair() -> None:
+    """fast_math's erf (both branches and the switch at |x| = 1) and Gelu through 1 + erf
+    without cancellation: GELU's tiny negative values (x = -9: -1.0e-18) keep their digits,
+    where 0.5 x (1 + erf) rounds them to -0."""
+    import math
+
+    x = np.concatenate([np.linspace(-12, 12, 240_001, dtype=np.float32),
+                        np.nextafter(np.float32([1, -1]), np.float32(0)), np.float32([1, -1])])
+    x64 = x.astype(np.float64)
+    erf = kernels_special.small("erf")(x)
+    exact_erf = np.array([math.erf(v) for v in x64])
+    nonzero = exact_erf != 0
+    assert _ulps(erf[nonzero], exact_erf[nonzero]).max() < 0.51
+    gelu = kernels_special.small("gelu")(x)
+    exact_gelu = np.array([0.5 * v * math.erfc(-v / math.sqrt(2)) for v in x64])
+    normal = np.abs(exact_gelu) >= np.finfo(np.float32).tiny
+    assert _ulps(gelu[normal], exact_gelu[normal]).max() < 0.51
+    assert gelu[np.argmin(np.abs(x64 + 9))] < 0  # not rounded to -0
+    edges = np.float32([np.nan, np.inf, -np.inf, 0.0, -0.0])
+    np.testing.assert_array_equal(kernels_special.small("erf")(edges), np.float32([np.nan, 1, -1, 0, -0.0]))
+    np.testing.assert_array_equal(kernels_special.small("gelu")(edges), np.float32([np.nan, np.inf, np.nan, 0, -0.0]))
