@@ -248,14 +248,20 @@ def print_table(rows, out=sys.stdout) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else argv
 
     import warnings
 
     warnings.filterwarnings("ignore", category=RuntimeWarning, module="epoxy")
+    with tempfile.TemporaryDirectory(prefix="epoxy-tune-bench-") as cache_root:
+        os.environ["EPOXY_TUNE_CACHE_DIR"] = cache_root  # before epoxy is used: no decision comes from ~/.cache
+        return run(args, cache_root)
+
+
+def run(args: argparse.Namespace, cache_root: str) -> int:
+    """The whole bench with its decisions cached under ``cache_root`` (removed afterwards)."""
     from models import select_models
 
-    cache_root = tempfile.mkdtemp(prefix="epoxy-tune-bench-")
-    os.environ["EPOXY_TUNE_CACHE_DIR"] = cache_root  # before epoxy is used: no decision comes from ~/.cache
     started = time.time()
     info = compare.machine_note()
     print(f"# max_performance against [cpu] and [openvino, cpu] — {time.strftime('%Y-%m-%d %H:%M')}")
@@ -290,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n(total {elapsed:.0f} s; load average at end: {compare.loadavg()})")
     if args.json:
         payload = {"date": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
-                   "argv": sys.argv[1:] if argv is None else argv, "machine": info, "rows": rows,
+                   "argv": args.argv, "machine": info, "rows": rows,
                    "elapsed_s": elapsed}
         compare.write_json(args.json, payload)
     return 0
