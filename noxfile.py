@@ -53,7 +53,11 @@ def ep_cpu(session: nox.Session) -> None:
     both paths run in CI."""
     session.install("./core", "./plugins/ep-cpu[image]", ONNX_PIN, "onnxruntime", "hypothesis", *PYTEST)
     _pytest(session, "plugins/ep-cpu/tests", parallel=True)
+    # the jit-off pass skips the test files whose every session names its ``jit`` setting
+    # (they already ran both ways above); test_jit_tier/test_jit_special keep default ones
+    explicit = ("test_jit_conv.py", "test_jit_elementwise.py", "test_jit_kernels.py", "test_jit_pool.py")
     session.run("pytest", "-n", "auto", "-q", "-p", "no:cacheprovider", "plugins/ep-cpu/tests",
+                *(f"--ignore=plugins/ep-cpu/tests/ep_cpu/{name}" for name in explicit),
                 "-k", "norm or softmax or pool or jit or conv", env={"EPOXY_CPU_JIT": "0"})
 
 
