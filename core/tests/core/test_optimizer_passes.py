@@ -20,6 +20,7 @@ from epoxy.optimize.passes import (
     ConvBatchNormFoldPass,
     DropoutEliminationPass,
     GeluFusionPass,
+    IdentityEliminationPass,
     LayerNormFusionPass,
     LegacyInitializerInputsPass,
     MatMulAddToGemmPass,
@@ -103,6 +104,37 @@ def test_dropout_kept_when_training_or_mask_used():  # type: ignore[no-untyped-d
     nodes = [helper.make_node("Dropout", ["x"], ["y", "mask"])]
     m = model(nodes, [vi("x", [2, 3])], [vi("y", [2, 3]), vi("mask", [2, 3], TensorProto.BOOL)])
     assert apply(m, DropoutEliminationPass())[2] == [0]
+
+
+# -- Identity ------------------------------------------------------------------------------
+def test_identity_eliminated_and_a_graph_output_keeps_its_name():  # type: ignore[no-untyped-def]
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Identity", ["r"], ["i"]),
+             helper.make_node("Neg", ["i"], ["n"]), helper.make_node("Identity", ["n"], ["y"])]
+    m = model(nodes, [vi("x", [2, 3])], [vi("y", [2, 3])])
+    after, im, counts = apply(m, IdentityEliminationPass())
+    assert counts == [2] and ops(im) == ["Relu", "Neg"] and [o.name for o in im.graph.outputs] == ["y"]
+    check_same(m, after, {"x": rand(2, 3)})
+
+
+@pytest.mark.parametrize("outputs", [["a", "b"], ["b", "a"]])
+def test_identity_between_two_graph_outputs_is_kept(outputs, make_registry):  # type: ignore[no-untyped-def]
+    """onnx_ir's pass renamed ``a`` to ``b`` here: the model lost its output ``a``."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Identity", ["a"], ["b"])]
+    m = model(nodes, [vi("x", [2, 3])], [vi(n, [2, 3]) for n in outputs])
+    after, im, counts = apply(m, IdentityEliminationPass())
+    assert counts == [0] and [o.name for o in im.graph.outputs] == outputs
+    check_same(m, after, {"x": rand(2, 3)})
+    sess = InferenceSession(m, providers=["cpu"], registry=make_registry())  # the basic level's passes
+    assert [o.name for o in sess.get_outputs()] == outputs
+    x = rand(2, 3)
+    got = sess.run(None, {"x": x})
+    for value in got:
+        np.testing.assert_array_equal(value, np.maximum(x, 0))
+
+
+def test_identity_of_a_graph_input_to_a_graph_output_is_kept():  # type: ignore[no-untyped-def]
+    m = model([helper.make_node("Identity", ["x"], ["y"])], [vi("x", [2])], [vi("y", [2])])
+    assert apply(m, IdentityEliminationPass())[2] == [0]
 
 
 # -- legacy initializers + constant folding -------------------------------------------------

@@ -363,7 +363,8 @@ def fused_version(model: ir.Model, since: int) -> int | None:
 #: make the two modules import each other)
 CORE_PASSES = (
     "BatchNormAffineFoldPass", "ConstantFoldingPass", "ConvAffineFoldPass", "ConvBatchNormFoldPass",
-    "DequantizeWeightsPass", "DropoutEliminationPass", "GeluFusionPass", "LayerNormFusionPass",
+    "DequantizeWeightsPass", "DropoutEliminationPass", "GeluFusionPass", "IdentityEliminationPass",
+    "LayerNormFusionPass",
     "LegacyInitializerInputsPass",
     "LiftConstantsPass", "MatMulAddToGemmPass", "ReshapeTransposeSimplifyPass",
 )

@@ -20,7 +20,7 @@ class BuiltinPasses:
     @hookimpl
     def epoxy_register_passes(self, register: Any) -> None:
         # imported here: the registry (``epoxy providers`` too) is built without onnx_ir
-        from onnx_ir.passes.common import IdentityEliminationPass, RemoveUnusedNodesPass
+        from onnx_ir.passes.common import RemoveUnusedNodesPass
 
         from .passes import (
             BatchNormAffineFoldPass,
@@ -30,6 +30,7 @@ class BuiltinPasses:
             DequantizeWeightsPass,
             DropoutEliminationPass,
             GeluFusionPass,
+            IdentityEliminationPass,
             LayerNormFusionPass,
             LegacyInitializerInputsPass,
             LiftConstantsPass,

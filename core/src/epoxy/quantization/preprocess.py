@@ -18,7 +18,7 @@ import onnx_ir as ir
 
 def _passes() -> list:
     """The optimizer's exact, standard-ONNX simplifications, in the order it runs them."""
-    from onnx_ir.passes.common import IdentityEliminationPass, RemoveUnusedNodesPass
+    from onnx_ir.passes.common import RemoveUnusedNodesPass
 
     from epoxy.optimize.passes import (
         BatchNormAffineFoldPass,
@@ -26,6 +26,7 @@ def _passes() -> list:
         ConvAffineFoldPass,
         ConvBatchNormFoldPass,
         DropoutEliminationPass,
+        IdentityEliminationPass,
         LegacyInitializerInputsPass,
         LiftConstantsPass,
     )

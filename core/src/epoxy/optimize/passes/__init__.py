@@ -10,6 +10,7 @@ from .conv_affine import BatchNormAffineFoldPass, ConvAffineFoldPass
 from .conv_bn import ConvBatchNormFoldPass
 from .dropout import DropoutEliminationPass
 from .gelu import GeluFusionPass
+from .identity import IdentityEliminationPass
 from .layer_norm import LayerNormFusionPass
 from .legacy_initializers import LegacyInitializerInputsPass
 from .lift_constants import LiftConstantsPass
@@ -25,6 +26,7 @@ __all__ = [
     "DequantizeWeightsPass",
     "DropoutEliminationPass",
     "GeluFusionPass",
+    "IdentityEliminationPass",
     "LayerNormFusionPass",
     "LegacyInitializerInputsPass",
     "LiftConstantsPass",
