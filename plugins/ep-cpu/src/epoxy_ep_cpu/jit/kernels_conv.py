@@ -236,8 +236,7 @@ class Conv2dCall:
     Callers pass ``x`` C-contiguous of ``dtype`` and ``shape``, and ``z`` None or a
     C-contiguous array of ``out_shape`` and ``dtype`` (:meth:`accepts` checks both)."""
 
-    __slots__ = ("_fn", "_head", "_rest", "_tail", "acc_size", "count", "dtype", "nthreads", "out_shape", "shape",
-                 "xp_size")
+    __slots__ = ("_fn", "_head", "_rest", "_tail", "acc_size", "count", "dtype", "out_shape", "shape", "xp_size")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
                  strides: tuple[int, ...], dilations: tuple[int, ...], begin: Sequence[int],
@@ -248,7 +247,6 @@ class Conv2dCall:
         n, m = shape[0], w.shape[0]
         self.out_shape = (n, m, int(out_sp[0]), int(out_sp[1]))
         self.count = _threads(nthreads, blocks, math.prod(self.out_shape) * w[0].size)
-        self.nthreads = nthreads
         self._head = (w.reshape(-1), bias)
         self._tail = (pdims, dims)
         self._fn: Any = None
