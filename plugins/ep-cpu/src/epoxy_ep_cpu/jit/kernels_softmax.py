@@ -130,7 +130,8 @@ _F32 = np.dtype(np.float32)
 
 def run_softmax(x: np.ndarray, axis: int, log: bool, nthreads: int) -> np.ndarray | None:
     """Softmax (or LogSoftmax) of ``x`` over ``axis``, or ``None`` for a case the numpy path
-    keeps (dtypes other than float32/float64, empty tensors, more than :data:`SMALL` elements)."""
+    keeps (dtypes other than float32/float64, empty tensors, more than :data:`SMALL` elements
+    unless float32 over its last non-unit axis: :func:`softmax_rows_f32` takes any size)."""
     if x.dtype not in _FLOATS or x.size == 0:
         return None
     n = x.shape[axis]
