@@ -69,9 +69,6 @@ def sigmoid_f32_loop(x, out):  # pragma: no cover - compiled
 
 
 LOOPS = {"erf": erf_loop, "gelu": gelu_loop, "sigmoid": sigmoid_loop}
-#: float32 loops on ``fast_math`` and the most elements they take (serial; timed at 1 thread,
-#: float32 us jit / numpy: Sigmoid 512: 0.9 / 3.3, 2048: 3.1 / 7.4, 8192: 8.8 / 12.1, larger
-#: alike; Gelu 2048: 9 / 37 (the libm loop 31), 32768: 143 / ~600 (libm 750))
 @njit(cache=True, nogil=True, fastmath={"contract"}, error_model="numpy", boundscheck=False)
 def erf_f32_loop(x, out):  # pragma: no cover - compiled
     for i in range(x.shape[0]):
@@ -85,6 +82,9 @@ def gelu_f32_loop(x, out):  # pragma: no cover - compiled
         out[i] = 0.5 * v * one_plus_erf(v * _INV_SQRT_2)  # -inf: -inf * 0 = NaN, as the numpy path
 
 
+#: float32 loops on ``fast_math`` and the most elements they take (serial; timed at 1 thread,
+#: float32 us jit / numpy: Sigmoid 512: 0.9 / 3.3, 2048: 3.1 / 7.4, 8192: 8.8 / 12.1, larger
+#: alike; Gelu 2048: 9 / 37 (the libm loop 31), 32768: 143 / ~600 (libm 750))
 F32_LOOPS = {"erf": erf_f32_loop, "gelu": gelu_f32_loop, "sigmoid": sigmoid_f32_loop}
 SMALL_F32 = {"erf": 1 << 22, "gelu": 1 << 22, "sigmoid": 1 << 16}
 _F32 = np.dtype(np.float32)
