@@ -275,3 +275,89 @@ def test_repeated_shapes_take_prepared_calls(monkeypatch):
         x = rng.standard_normal((batch, 8, 8, 8)).astype(np.float32)
         close(on.run(None, {"x": x}), off.run(None, {"x": x}), *_tol(x, w))
     assert seen == [(1, 8, 8, 8), (2, 8, 8, 8), (2, 8, 8, 8), (1, 8, 8, 8)]
+
+
+# -- 1x1 layers the direct kernel leaves to BLAS: prepared GEMM + compiled epilogue ---------------
+POINTWISE = [((1, 16, 8, 8), (32, 16, 1, 1)), ((2, 24, 6, 6), (40, 24, 1, 1)), ((1, 64, 5, 6), (12, 64, 1, 1))]
+
+
+def _count_pointwise(monkeypatch) -> list[tuple[int, ...]]:
+    from epoxy_ep_cpu.jit import kernels_pointwise
+
+    seen: list[tuple[int, ...]] = []
+    real = kernels_pointwise.PointwiseCall.__call__
+    monkeypatch.setattr(kernels_pointwise.PointwiseCall, "__call__",
+                        lambda self, x, z: seen.append(x.shape) or real(self, x, z))
+    return seen
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("act", "params"), ACTS, ids=[f"{a or 'none'}{p}" for a, p in ACTS])
+@pytest.mark.parametrize(("x_shape", "w_shape"), POINTWISE, ids=[str(c) for c in POINTWISE])
+@pytest.mark.parametrize("residual", ["none", "full", "broadcast"])
+def test_pointwise_calls_match_the_numpy_path(monkeypatch, x_shape, w_shape, act, params, residual, dtype):
+    """Later runs of a 1x1 layer's shape take the prepared call (counted; a broadcast residual
+    keeps the general path) and give the first run's values exactly (``runs=3``), which
+    equal the numpy path's and onnxruntime's."""
+    assert not conv_ops.use_jit(x_shape[1], w_shape[0], 1, (1, 1), (1, 1), [0, 0], [0, 0], list(x_shape[2:]),
+                                np.dtype(dtype))  # the direct kernel does not take these
+    x, w, b = _data(len(act) + sum(x_shape), x_shape, w_shape, dtype, True)
+    rng = np.random.default_rng(8)
+    z = {"none": None, "full": rng.standard_normal((x_shape[0], w_shape[0], *x_shape[2:])).astype(dtype),
+         "broadcast": rng.standard_normal((1, w_shape[0], 1, 1)).astype(dtype)}[residual]
+    full = {**({"activation": act} if act else {}), **({"activation_params": list(params)} if params else {})}
+    case = one_node("FusedConv", [x, In(w, const=True), In(b, const=True), z], full, 1, domain="com.microsoft")
+    seen = _count_pointwise(monkeypatch)
+    on, off = run_cpu(case, True, runs=3), run_cpu(case, False)
+    assert seen == ([] if residual == "broadcast" else [x_shape, x_shape])
+    rtol, atol = _tol(x, w)
+    close(on, off, rtol, atol)
+    if dtype == np.float32 and residual != "broadcast":
+        close(on, run_onnxruntime(case), 1e-4, max(atol, 1e-5))
+
+
+@pytest.mark.parametrize("attrs", [{"strides": [2, 2]}, {"pads": [1, 0, 0, 1]}, {"group": 2}],
+                         ids=["strided", "padded", "grouped"])
+def test_pointwise_calls_only_take_plain_1x1_layers(monkeypatch, attrs):
+    seen = _count_pointwise(monkeypatch)
+    w_shape = (32, 16 // attrs.get("group", 1), 1, 1)
+    x, w, b = _data(13, (1, 16, 9, 9), w_shape, np.float32, True)
+    case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], attrs, 22)
+    close(run_cpu(case, True, runs=3), run_reference(case), 1e-5, 1e-4)
+    assert seen == []
+
+
+def test_pointwise_call_per_batch_size_and_parallel_epilogue(monkeypatch):
+    """Each batch size of a dynamic axis gets its own call; the epilogue's parallel variant
+    (forced by a grain of 1) gives the serial one's values."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    import epoxy
+    from epoxy_ep_cpu.jit import kernels_pointwise
+
+    _, w, b = _data(14, (1, 16, 8, 8), (32, 16, 1, 1), np.float32, True)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["c"]), helper.make_node("Relu", ["c"], ["y"])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 32, 8, 8])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    onnx.checker.check_model(model)
+    seen = _count_pointwise(monkeypatch)
+    off = epoxy.InferenceSession(model, providers=[("cpu", {"jit": False})])
+    serial = epoxy.InferenceSession(model, providers=[("cpu", {"jit": True, "jit_threads": 1})])
+    monkeypatch.setattr(kernels_pointwise, "GRAIN", 1)
+    launches: list[int] = []
+    real_parallel = kernels_pointwise.epilogue_parallel
+    monkeypatch.setattr(kernels_pointwise, "epilogue_parallel", lambda *a: launches.append(1) or real_parallel(*a))
+    parallel = epoxy.InferenceSession(model, providers=[("cpu", {"jit": True, "jit_threads": 2})])
+    rng = np.random.default_rng(15)
+    for batch in (1, 1, 3, 3, 1):
+        x = rng.standard_normal((batch, 16, 8, 8)).astype(np.float32)
+        want = off.run(None, {"x": x})
+        close(serial.run(None, {"x": x}), want, *_tol(x, w))
+        close(parallel.run(None, {"x": x}), want, *_tol(x, w))
+    # two sessions (serial, parallel), each: batch 1 prepared, then run twice; batch 3 once
+    assert seen == [(1, 16, 8, 8)] * 2 + [(3, 16, 8, 8)] * 2 + [(1, 16, 8, 8)] * 2
+    assert launches == [1, 1, 1]

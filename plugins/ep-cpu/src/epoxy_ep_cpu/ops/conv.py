@@ -782,7 +782,7 @@ def conv_kernel(node: NodeSpec, epi: Epilogue | None = None) -> Callable[..., np
     current = settings.current()
     winograd = current.winograd_paths
     compiled = jit.kernels("conv")
-    fast = _Jit(compiled, jit.thread_count()) if compiled is not None else None
+    fast = _Jit(compiled, jit.thread_count(), jit.kernels("pointwise")) if compiled is not None else None
     w_const, b_const = constant_input(node, 1), constant_input(node, 2)
     prepacked = None
     has_b = len(node.inputs) > 2 and bool(node.inputs[2])
@@ -821,10 +821,12 @@ _PREPARED_PER_NODE = 16
 
 
 class _PreparedCalls:
-    """A layer's prepared jit calls (``kernels_conv.Conv2dCall``) by input shape: for a
-    constant weight, an input shape the compiled kernel runs gets one at its first call, and
-    later calls of that shape skip the geometry, path and epilogue decisions (~12 us of
-    Python on a tiny layer). The activations the kernel cannot apply run after it."""
+    """A layer's prepared jit calls (``kernels_conv.Conv2dCall``, and
+    ``kernels_pointwise.PointwiseCall`` for 1x1 layers the direct kernel does not take) by
+    input shape: for a constant weight, an input shape they run gets one at its first call,
+    and later calls of that shape skip the geometry, path and epilogue decisions (~12 us of
+    Python on a tiny layer, ~35 us on the numpy GEMM path). The activations the kernels
+    cannot apply run after them."""
 
     __slots__ = ("calls", "epi", "fast", "geo", "group", "pk")
 
@@ -845,15 +847,20 @@ class _PreparedCalls:
         epi = self.epi
         if len(self.calls) >= _PREPARED_PER_NODE:
             self.calls.clear()
-        if (n == 0 or m == 0 or 0 in out_sp or x.shape[1] == 0
-                or not use_jit(x.shape[1], m, self.group, pk.kernel, strides, begin, end, out_sp, x.dtype)
-                or (z is not None and (epi is None or z.shape != (n, m, *out_sp)))):
+        if n == 0 or m == 0 or 0 in out_sp or x.shape[1] == 0 or (
+                z is not None and (epi is None or z.shape != (n, m, *out_sp))):
             self.calls[x.shape] = None  # the general path runs this shape (a broadcast residual: it adds it)
             return
         code, alpha, beta = (epi.code or 0, epi.alpha, epi.beta) if epi is not None else (0, 0.0, 0.0)
-        self.calls[x.shape] = fast.module.Conv2dCall(
-            x.shape, x.dtype, pk.w, pk.bias_or_zeros(), strides, dilations, begin, out_sp, self.group, code, alpha,
-            beta, fast.nthreads)
+        if use_jit(x.shape[1], m, self.group, pk.kernel, strides, begin, end, out_sp, x.dtype):
+            self.calls[x.shape] = fast.module.Conv2dCall(
+                x.shape, x.dtype, pk.w, pk.bias_or_zeros(), strides, dilations, begin, out_sp, self.group, code, alpha,
+                beta, fast.nthreads)
+        elif fast.pointwise is not None and fast.pointwise.is_pointwise(pk.kernel, strides, begin, end, self.group):
+            self.calls[x.shape] = fast.pointwise.PointwiseCall(
+                x.shape, x.dtype, pk.w, pk.bias_or_zeros(), code, alpha, beta, fast.nthreads)
+        else:
+            self.calls[x.shape] = None
 
 
 # --------------------------------------------------------------------------- jit tier
@@ -883,12 +890,13 @@ JIT_ACTIVATIONS: dict[str, tuple[int, tuple[float, float]]] = {
 
 
 class _Jit:
-    """The compiled direct kernel (``jit/kernels_conv.py``) of a provider running the jit tier."""
+    """The compiled direct kernel (``jit/kernels_conv.py``) and the pointwise calls
+    (``jit/kernels_pointwise.py``) of a provider running the jit tier."""
 
-    __slots__ = ("module", "nthreads")
+    __slots__ = ("module", "nthreads", "pointwise")
 
-    def __init__(self, module: ModuleType, nthreads: int) -> None:
-        self.module, self.nthreads = module, nthreads
+    def __init__(self, module: ModuleType, nthreads: int, pointwise: ModuleType | None = None) -> None:
+        self.module, self.nthreads, self.pointwise = module, nthreads, pointwise
 
     def run(self, x, pk: _ConvWeights, group, strides, dilations, begin, out_sp, z, epi) -> tuple[np.ndarray, bool]:
         fuse = epi is not None and (z is None or (z.shape == (x.shape[0], pk.w.shape[0], *out_sp)

@@ -1,0 +1,102 @@
+"""Pointwise (1x1, stride 1, unpadded, group 1) convolutions as one BLAS GEMM and one compiled
+epilogue pass, prepared per input shape.
+
+Why: a 1x1 convolution is ``W (M, C) @ x (C, H*W)`` per batch item, already one GEMM on the
+numpy path, but that path pays ~35 us of Python around it (geometry, path choice, im2col's
+view, the bias broadcast, the fused tail's aliasing checks and activation), more than the GEMM
+itself on the exporter CNNs' 8-64 channel layers on 8x8-16x16 maps. A prepared call settles
+all of that once: per call it is one ``np.matmul`` into the output and one compiled pass that
+adds the bias and the residual and applies the activation while each plane is in cache.
+Layers with many multiply-adds win too: the epilogue replaces two or three numpy passes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit, prange, uint64
+
+from . import direct
+from .threads import GRAIN, serial_twin, use
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_NO_Z = {dt: np.empty(0, dtype=dt) for dt in _FLOATS}
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _epilogue_plane(y, bias, z, p, plane, m, act, alpha, beta):  # pragma: no cover - compiled
+    """``act(y + bias[channel] + z)`` in place on output plane ``p`` (= batch * M + channel);
+    the activation codes are ``kernels_conv.ACT_*``."""
+    bv = bias[p % m]
+    base = uint64(p * plane)
+    has_z = z.shape[0] > 0
+    for q in range(uint64(plane)):
+        v = y[base + q] + bv
+        if has_z:
+            v += z[base + q]
+        if act == 1:
+            v = 0.0 if v < 0 else v  # NaN stays NaN
+        elif act == 2:
+            v = v if v >= 0 else v * alpha
+        elif act == 3:
+            v = beta if v > beta else (alpha if v < alpha else v)
+        y[base + q] = v
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def epilogue_parallel(y, bias, z, planes, plane, m, act, alpha, beta):  # pragma: no cover - compiled
+    for p in prange(planes):
+        _epilogue_plane(y, bias, z, p, plane, m, act, alpha, beta)
+
+
+epilogue_serial = serial_twin(epilogue_parallel)
+
+
+class PointwiseCall:
+    """One layer's 1x1 convolution for one input shape: ``act(W @ x + bias + z)``.
+
+    Callers pass ``x`` C-contiguous of ``dtype`` and ``shape``, and ``z`` None or a
+    C-contiguous array of ``out_shape`` and ``dtype`` (:meth:`accepts` checks both), as for
+    ``kernels_conv.Conv2dCall``, whose interface this shares."""
+
+    __slots__ = ("_count", "_epilogue", "_rest", "_w", "bias", "dtype", "out_shape", "shape", "x_shape")
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
+                 act: int, alpha: float, beta: float, nthreads: int) -> None:
+        n, c = shape[0], shape[1]
+        m = w.shape[0]
+        plane = int(np.prod(shape[2:]))
+        self.shape, self.dtype = shape, dtype
+        self.out_shape = (n, m, *shape[2:])
+        self.x_shape = (n, c, plane)
+        self._w = np.ascontiguousarray(w.reshape(m, c))
+        self.bias = bias
+        self._count = max(1, min(nthreads, n * m, (n * m * plane) // GRAIN))
+        self._rest = (n * m, plane, m, act, dtype.type(alpha), dtype.type(beta))
+        self._epilogue: Any = None
+
+    def accepts(self, x: np.ndarray, z: np.ndarray | None) -> bool:
+        return (x.dtype == self.dtype and x.flags.c_contiguous
+                and (z is None or (type(z) is np.ndarray and z.shape == self.out_shape and z.dtype == self.dtype
+                                   and z.flags.c_contiguous)))
+
+    def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
+        dt = self.dtype
+        y = np.empty(self.out_shape, dtype=dt)
+        n, m, plane = self.out_shape[0], self.out_shape[1], self._rest[1]
+        np.matmul(self._w, x.reshape(self.x_shape), out=y.reshape(n, m, plane))
+        args = (y.reshape(-1), self.bias, _NO_Z[dt] if z is None else z.reshape(-1), *self._rest)
+        fn = self._epilogue
+        if fn is None:
+            fn = self._epilogue = direct.overload(epilogue_serial if self._count == 1 else epilogue_parallel, args)
+        if self._count > 1:
+            use(self._count, self._count * GRAIN)
+        fn(*args)
+        return y
+
+
+def is_pointwise(kernel: tuple[int, ...], strides: tuple[int, ...], begin, end, group: int) -> bool:
+    """Whether a 2-D layer's geometry is a plain 1x1 GEMM (the class :class:`PointwiseCall`
+    runs; dilation does not matter for a 1x1 kernel)."""
+    return group == 1 and kernel == (1, 1) and tuple(strides) == (1, 1) and not any(begin) and not any(end)
