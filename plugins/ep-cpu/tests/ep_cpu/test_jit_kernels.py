@@ -69,6 +69,76 @@ def test_layer_norm_empty_and_broadcast_scale_take_the_numpy_path():
     close(run_cpu(broadcast, True), run_cpu(broadcast, False), 0, 0)
 
 
+def _count_layer_norm_calls(monkeypatch) -> list[tuple[int, ...]]:
+    from epoxy_ep_cpu.jit import kernels_normalization
+
+    seen: list[tuple[int, ...]] = []
+    real = kernels_normalization.LayerNormCall.__call__
+    monkeypatch.setattr(kernels_normalization.LayerNormCall, "__call__",
+                        lambda self, x: seen.append(x.shape) or real(self, x))
+    return seen
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("shape", "axis"), [((2, 5, 16), -1), ((4, 3, 8), 1), ((1, 1), -1)])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("n_out", [1, 3])
+def test_layer_norm_with_constant_parameters_takes_prepared_calls(monkeypatch, shape, axis, dtype, bias, n_out):
+    """Constant scale and bias (the exporters' case): each run of the shape goes through the
+    prepared call (counted), with the values of the numpy path and of every later run."""
+    from _hostile import In
+
+    seen = _count_layer_norm_calls(monkeypatch)
+    rng = _rng(len(shape) + axis + 40)
+    x = (rng.standard_normal(shape) * 3 + 1).astype(dtype)
+    tail = shape[axis:]
+    params = [In(rng.standard_normal(tail).astype(dtype), const=True)]
+    if bias:
+        params.append(In(rng.standard_normal(tail).astype(dtype), const=True))
+    stash = 11 if dtype == np.float64 else 1
+    case = one_node("LayerNormalization", [x, *params], {"axis": axis, "epsilon": 1e-3, "stash_type": stash}, 17, n_out)
+    on, off = run_cpu(case, True, runs=3), run_cpu(case, False)
+    assert seen == [shape] * 3
+    close(on, off, *_TOL[dtype])
+
+
+def test_layer_norm_prepared_calls_follow_the_shape_and_keep_the_stash_type(monkeypatch):
+    """A dynamic axis: one call per shape; float64 with stash_type 1 (computed in float32 by
+    the numpy path) is never prepared."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    import epoxy
+
+    seen = _count_layer_norm_calls(monkeypatch)
+
+    def model(elem: int, dtype: type, stash: int) -> bytes:
+        rng = _rng(elem)
+        graph = helper.make_graph(
+            [helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], axis=-1, stash_type=stash)], "g",
+            [helper.make_tensor_value_info("x", elem, ["batch", "seq", 8])],
+            [helper.make_tensor_value_info("y", elem, ["batch", "seq", 8])],
+            [numpy_helper.from_array(rng.standard_normal(8).astype(dtype), "s"),
+             numpy_helper.from_array(rng.standard_normal(8).astype(dtype), "b")])
+        proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        onnx.checker.check_model(proto)
+        return proto.SerializeToString()
+
+    f32 = model(TensorProto.FLOAT, np.float32, 1)
+    on, off = (epoxy.InferenceSession(f32, providers=[("cpu", {"jit": j})]) for j in (True, False))
+    rng = _rng(9)
+    for shape in ((1, 4, 8), (1, 4, 8), (2, 3, 8), (1, 4, 8)):
+        x = rng.standard_normal(shape).astype(np.float32)
+        close(on.run(None, {"x": x}), off.run(None, {"x": x}), *_TOL[np.float32])
+    assert seen == [(1, 4, 8), (1, 4, 8), (2, 3, 8), (1, 4, 8)]
+    seen.clear()
+    f64 = model(TensorProto.DOUBLE, np.float64, 1)
+    on, off = (epoxy.InferenceSession(f64, providers=[("cpu", {"jit": j})]) for j in (True, False))
+    x = rng.standard_normal((2, 3, 8))
+    close(on.run(None, {"x": x}), off.run(None, {"x": x}), 0, 0)
+    assert seen == []
+
+
 # -- Softmax / LogSoftmax ---------------------------------------------------------------------
 SM_SHAPES = [((1, 1, 32), -1), ((3, 7), 1), ((2, 3, 4), 1), ((2, 3, 4), 0), ((5,), 0), ((1, 12, 1, 9), -1),
              ((4, 1), -1), ((2, 0, 3), -1)]

@@ -44,12 +44,17 @@ def _clip_ufunc() -> Any:
 _CLIP = _clip_ufunc()
 
 
+#: Relu's bounds as scalars of each float dtype, made once (making two numpy scalars per call
+#: doubled a small tensor's Relu: 3.3 us against 1.7)
+_RELU_BOUNDS = {dt: (dt.type(0), dt.type(np.inf)) for dt in _CLIP_FLOATS}
+
+
 def relu_into(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """max(x, 0) for float32/float64 (NaN stays NaN). The clip loop with both bounds of the
     array's dtype is ~3x faster than ``np.maximum`` against a scalar on large arrays (which
     takes a slow broadcasting path)."""
-    t = x.dtype.type
-    return _CLIP(x, t(0), t(np.inf), out=out)
+    lo, hi = _RELU_BOUNDS[x.dtype]
+    return _CLIP(x, lo, hi, out=out)
 
 
 @KERNELS.register("Relu", (1, 6, 13, 14))

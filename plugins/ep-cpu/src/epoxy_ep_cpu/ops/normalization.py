@@ -3,6 +3,8 @@ GroupNormalization, RMSNormalization, LRN, LpNormalization, MeanVarianceNormaliz
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from epoxy.contract import NodeSpec
@@ -200,6 +202,10 @@ def standardize(
     return d, mean, inv
 
 
+#: input shapes per LayerNormalization node with a prepared jit call (dynamic axes see a few)
+_PREPARED_PER_NODE = 16
+
+
 @KERNELS.register("LayerNormalization", 17)
 def layer_normalization(node: NodeSpec):
     eps = float(node.attr("epsilon", 1e-5))
@@ -210,8 +216,33 @@ def layer_normalization(node: NodeSpec):
     check_static_axis(node, "axis", axis)
     compiled = jit.kernels("normalization")
     nthreads = jit.thread_count() if compiled is not None else 0
+    # constant scale and bias (the usual case): a prepared call per input shape
+    const_scale = constant_input(node, 1)
+    const_bias = constant_input(node, 2) if len(node.inputs) > 2 and node.inputs[2] else None
+    has_bias = len(node.inputs) > 2 and bool(node.inputs[2])
+    preparable = compiled is not None and const_scale is not None and (const_bias is not None or not has_bias)
+    prepared: dict[tuple[int, ...], Any] = {}
+
+    def prepare(x: np.ndarray, ax: int) -> Any:
+        """The shape's prepared call, or None when the general path must run it."""
+        if len(prepared) >= _PREPARED_PER_NODE:
+            prepared.clear()
+        ok = (compiled.handles(x, const_scale, const_bias, ax) and x.flags.c_contiguous
+              and _stash_dtype(stash, x.dtype) == x.dtype)
+        call = compiled.LayerNormCall(x.shape, x.dtype, ax, const_scale, const_bias, eps, nthreads) if ok else None
+        prepared[x.shape] = call
+        return call
 
     def run(x, scale, b=None):
+        if preparable and scale is const_scale and b is const_bias:
+            call = prepared.get(x.shape)
+            if call is None and x.shape not in prepared:
+                call = prepare(x, check_axis(node, "axis", axis, x.ndim))
+            if call is not None and call.accepts(x):
+                y, mean, inv = call(x)
+                if n_out == 1:
+                    return y
+                return (y, mean.astype(stat_dtype, copy=False), inv.astype(stat_dtype, copy=False))[:n_out]
         ax = check_axis(node, "axis", axis, x.ndim)
         cdt = _stash_dtype(stash, x.dtype)
         if compiled is not None and cdt == x.dtype:
