@@ -88,53 +88,6 @@ def _offsets(dims):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, fastmath={"contract"}, boundscheck=False)
-def _taps_one_plane(xp, w, offs, r, gl, xb, psize, wb, cg, ks):  # pragma: no cover - compiled
-    """Adds one output plane's taps to its accumulator row ``r`` (depthwise layers, and
-    others with one output channel per block): three kernel positions per pass over ``r``,
-    each read through its own 1-D view, so LLVM vectorizes the loop and ``r`` is loaded and
-    stored a third as often (3-5x the one-tap indexed loop on 8x8-16x16 planes)."""
-    g = uint64(gl)
-    for ci in range(cg):
-        xo = xb + ci * psize
-        wo = wb + ci * ks
-        k = 0
-        while k + 3 <= ks:
-            x0 = xp[uint64(xo + offs[k]):]
-            x1 = xp[uint64(xo + offs[k + 1]):]
-            x2 = xp[uint64(xo + offs[k + 2]):]
-            w0, w1, w2 = w[wo + k], w[wo + k + 1], w[wo + k + 2]
-            for q in range(g):
-                r[q] += w0 * x0[q] + w1 * x1[q] + w2 * x2[q]
-            k += 3
-        while k < ks:
-            x0 = xp[uint64(xo + offs[k]):]
-            w0 = w[wo + k]
-            for q in range(g):
-                r[q] += w0 * x0[q]
-            k += 1
-
-
-@njit(cache=True, nogil=True, fastmath={"contract"}, boundscheck=False)
-def _taps_four_planes(xp, w, offs, r0, r1, r2, r3, gl, xb, psize, wb, cg, ks):  # pragma: no cover - compiled
-    """Adds four consecutive output planes' taps to their rows ``r0``..``r3``: each input
-    load feeds four multiply-adds (weights of plane j start at ``wb + j * cg * ks``)."""
-    g = uint64(gl)
-    step = cg * ks
-    for ci in range(cg):
-        xo = xb + ci * psize
-        wo = wb + ci * ks
-        for k in range(ks):
-            x0 = xp[uint64(xo + offs[k]):]
-            w0, w1, w2, w3 = w[wo + k], w[wo + step + k], w[wo + 2 * step + k], w[wo + 3 * step + k]
-            for q in range(g):
-                xv = x0[q]
-                r0[q] += w0 * xv
-                r1[q] += w1 * xv
-                r2[q] += w2 * xv
-                r3[q] += w3 * xv
-
-
-@njit(cache=True, nogil=True, fastmath={"contract"}, boundscheck=False)
 def _flat_block(xp, w, bias, z, y, dims, offs, acc, t, act, alpha, beta):  # pragma: no cover - compiled
     """Output planes of block ``t`` (``mb`` consecutive output channels of one batch item)
     on the phase grid of width wq: every kernel position is one offset into its stride phase
@@ -163,11 +116,27 @@ def _flat_block(xp, w, bias, z, y, dims, offs, acc, t, act, alpha, beta):  # pra
         for q in range(gl):
             acc[aj + q] = bv
     ks = kh * kw
-    xb = (b * c + g * cg) * psize
-    if mb == 1:
-        _taps_one_plane(xp, w, offs, r0, gl, xb, psize, oc0 * cg * ks, cg, ks)
-    else:
-        _taps_four_planes(xp, w, offs, r0, r1, r2, r3, gl, xb, psize, oc0 * cg * ks, cg, ks)
+    for ci in range(cg):
+        xb = (b * c + g * cg + ci) * psize
+        for k in range(ks):
+            xo = uint64(xb + offs[k])
+            if mb == 4:
+                w0 = w[((oc0 + 0) * cg + ci) * ks + k]
+                w1 = w[((oc0 + 1) * cg + ci) * ks + k]
+                w2 = w[((oc0 + 2) * cg + ci) * ks + k]
+                w3 = w[((oc0 + 3) * cg + ci) * ks + k]
+                for q in range(gl):
+                    xv = xp[xo + q]
+                    r0[q] += w0 * xv
+                    r1[q] += w1 * xv
+                    r2[q] += w2 * xv
+                    r3[q] += w3 * xv
+            else:
+                for j in range(mb):
+                    wv = w[((oc0 + j) * cg + ci) * ks + k]
+                    aj = a0 + uint64(j) * gl
+                    for q in range(gl):
+                        acc[aj + q] += wv * xp[xo + q]
     plane = oh * ow
     for j in range(mb):
         yb = (b * m + oc0 + j) * plane
