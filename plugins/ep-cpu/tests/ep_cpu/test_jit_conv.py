@@ -193,22 +193,29 @@ def test_activation_codes_agree_with_the_kernel():
                      "Clip": kernels_conv.ACT_CLIP}
 
 
-@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES[:4] + CASES[10:12], ids=_ids(CASES[:4] + CASES[10:12]))
+_PARALLEL_CASES = CASES[:4] + CASES[10:12]
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), _PARALLEL_CASES, ids=_ids(_PARALLEL_CASES))
 def test_parallel_variant_matches_the_serial_one(monkeypatch, x_shape, w_shape, attrs):
     """Layers big enough for two threads run the ``prange`` variants: forced here on small
-    ones (grain 1), they must give the serial kernels' values exactly (same order per output)."""
-    from epoxy_ep_cpu.jit import kernels_conv
+    ones (grain 1), they must give the serial kernels' values exactly (same order per output):
+    the direct kernel's for depthwise and grouped layers, the grid GEMM's for group-1 ones."""
+    from epoxy_ep_cpu.jit import kernels_conv, kernels_conv_gemm
 
     x, w, b = _data(8, x_shape, w_shape, np.float32, True)
     case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], attrs, 22)
-    serial = run_cpu(case, True, jit_threads=1)
+    serial = run_cpu(case, True, jit_threads=1, runs=2)
     monkeypatch.setattr(kernels_conv, "MAC_GRAIN", 1)
+    monkeypatch.setattr(kernels_conv_gemm, "GRAIN", 1)
     calls = []
-    for name in ("flat_parallel",):
-        real = getattr(kernels_conv, name)
-        monkeypatch.setattr(kernels_conv, name, lambda *a, _real=real: calls.append(1) or _real(*a))
-    close(run_cpu(case, True, jit_threads=2), serial, 0, 0)
-    assert calls == [1]
+    module, names = ((kernels_conv_gemm, ("cols_parallel", "store_parallel")) if attrs.get("group", 1) == 1
+                     else (kernels_conv, ("flat_parallel",)))
+    for name in names:
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _real=real: calls.append(1) or _real(*a))
+    close(run_cpu(case, True, jit_threads=2, runs=2), serial, 0, 0)
+    assert len(calls) == 2 * len(names)  # each kernel, on both runs
 
 
 def test_without_numba_conv_and_fused_conv_run_the_numpy_path(monkeypatch):
@@ -246,15 +253,28 @@ def test_concurrent_runs_of_one_session_agree():
         np.testing.assert_array_equal(g, want[i % 16])
 
 
+def _count_prepared(monkeypatch, *kinds: str) -> list[tuple[int, ...]]:
+    """Input shapes of the prepared conv calls made from now on (of ``kinds``: class names;
+    default all three)."""
+    from epoxy_ep_cpu.jit import kernels_conv, kernels_conv_gemm, kernels_pointwise
+
+    seen: list[tuple[int, ...]] = []
+    for cls in (kernels_conv.Conv2dCall, kernels_pointwise.PointwiseCall, kernels_conv_gemm.GridConvCall):
+        if kinds and cls.__name__ not in kinds:
+            continue
+        real = cls.__call__
+        monkeypatch.setattr(cls, "__call__", lambda self, x, z, _real=real: seen.append(x.shape) or _real(self, x, z))
+    return seen
+
+
 def test_repeated_shapes_take_prepared_calls(monkeypatch):
-    """A shape's first run decides (geometry, path, epilogue) and prepares a call; later runs
-    of that shape go through it (counted), each batch size of a dynamic axis its own, with
-    the values of the numpy path."""
+    """A shape's first run decides (geometry, path, epilogue) and prepares a call that this
+    and every later run of the shape go through (counted), each batch size of a dynamic axis
+    its own, with the values of the numpy path."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     import epoxy
-    from epoxy_ep_cpu.jit import kernels_conv
 
     _, w, b = _data(11, (1, 8, 8, 8), (8, 8, 3, 3), np.float32, True)
     graph = helper.make_graph(
@@ -264,17 +284,14 @@ def test_repeated_shapes_take_prepared_calls(monkeypatch):
         [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
     onnx.checker.check_model(model)
-    seen: list[tuple[int, ...]] = []
-    real = kernels_conv.Conv2dCall.__call__
-    monkeypatch.setattr(kernels_conv.Conv2dCall, "__call__",
-                        lambda self, x, z: seen.append(x.shape) or real(self, x, z))
+    seen = _count_prepared(monkeypatch)
     on = epoxy.InferenceSession(model, providers=[("cpu", {"jit": True})])
     off = epoxy.InferenceSession(model, providers=[("cpu", {"jit": False})])
     rng = np.random.default_rng(12)
     for batch in (1, 1, 2, 2, 2, 1):
         x = rng.standard_normal((batch, 8, 8, 8)).astype(np.float32)
         close(on.run(None, {"x": x}), off.run(None, {"x": x}), *_tol(x, w))
-    assert seen == [(1, 8, 8, 8), (2, 8, 8, 8), (2, 8, 8, 8), (1, 8, 8, 8)]
+    assert seen == [(1, 8, 8, 8)] * 2 + [(2, 8, 8, 8)] * 3 + [(1, 8, 8, 8)]
 
 
 # -- 1x1 layers the direct kernel leaves to BLAS: prepared GEMM + compiled epilogue ---------------
@@ -282,13 +299,7 @@ POINTWISE = [((1, 16, 8, 8), (32, 16, 1, 1)), ((2, 24, 6, 6), (40, 24, 1, 1)), (
 
 
 def _count_pointwise(monkeypatch) -> list[tuple[int, ...]]:
-    from epoxy_ep_cpu.jit import kernels_pointwise
-
-    seen: list[tuple[int, ...]] = []
-    real = kernels_pointwise.PointwiseCall.__call__
-    monkeypatch.setattr(kernels_pointwise.PointwiseCall, "__call__",
-                        lambda self, x, z: seen.append(x.shape) or real(self, x, z))
-    return seen
+    return _count_prepared(monkeypatch, "PointwiseCall")
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -296,9 +307,9 @@ def _count_pointwise(monkeypatch) -> list[tuple[int, ...]]:
 @pytest.mark.parametrize(("x_shape", "w_shape"), POINTWISE, ids=[str(c) for c in POINTWISE])
 @pytest.mark.parametrize("residual", ["none", "full", "broadcast"])
 def test_pointwise_calls_match_the_numpy_path(monkeypatch, x_shape, w_shape, act, params, residual, dtype):
-    """Later runs of a 1x1 layer's shape take the prepared call (counted; a broadcast residual
-    keeps the general path) and give the first run's values exactly (``runs=3``), which
-    equal the numpy path's and onnxruntime's."""
+    """Every run of a 1x1 layer's shape takes the pointwise call (counted; prepared once, or
+    made per run for a broadcast residual, which the numpy tail adds), the same values each
+    time (``runs=3``), equal to the numpy path's and onnxruntime's."""
     assert not conv_ops.use_jit(x_shape[1], w_shape[0], 1, (1, 1), (1, 1), [0, 0], [0, 0], list(x_shape[2:]),
                                 np.dtype(dtype))  # the direct kernel does not take these
     x, w, b = _data(len(act) + sum(x_shape), x_shape, w_shape, dtype, True)
@@ -309,7 +320,7 @@ def test_pointwise_calls_match_the_numpy_path(monkeypatch, x_shape, w_shape, act
     case = one_node("FusedConv", [x, In(w, const=True), In(b, const=True), z], full, 1, domain="com.microsoft")
     seen = _count_pointwise(monkeypatch)
     on, off = run_cpu(case, True, runs=3), run_cpu(case, False)
-    assert seen == ([] if residual == "broadcast" else [x_shape, x_shape])
+    assert seen == [x_shape] * 3
     rtol, atol = _tol(x, w)
     close(on, off, rtol, atol)
     if dtype == np.float32 and residual != "broadcast":
@@ -358,6 +369,70 @@ def test_pointwise_call_per_batch_size_and_parallel_epilogue(monkeypatch):
         want = off.run(None, {"x": x})
         close(serial.run(None, {"x": x}), want, *_tol(x, w))
         close(parallel.run(None, {"x": x}), want, *_tol(x, w))
-    # two sessions (serial, parallel), each: batch 1 prepared, then run twice; batch 3 once
-    assert seen == [(1, 16, 8, 8)] * 2 + [(3, 16, 8, 8)] * 2 + [(1, 16, 8, 8)] * 2
-    assert launches == [1, 1, 1]
+    # two sessions (serial, parallel), each run through its shape's call
+    assert seen == [(1, 16, 8, 8)] * 4 + [(3, 16, 8, 8)] * 4 + [(1, 16, 8, 8)] * 2
+    assert launches == [1] * 5
+
+
+# -- group-1 layers as grid im2col + BLAS GEMM (kernels_conv_gemm) -------------------------------
+GRID = [
+    ((1, 8, 8, 8), (8, 8, 3, 3), {"pads": [1, 1, 1, 1]}),  # a tiny resnet layer (the direct kernel's class)
+    ((1, 8, 8, 8), (16, 8, 3, 3), {"pads": [1, 1, 1, 1]}),  # a small one (row-shift's class)
+    ((2, 3, 17, 15), (8, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),  # a stem, batch 2, odd sizes
+    ((1, 16, 20, 20), (32, 16, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),  # strided: numpy's im2col class
+    ((1, 12, 14, 13), (40, 12, 5, 5), {"pads": [2, 2, 2, 2]}),  # 5x5 stride 1 (row-shift: 40 outputs)
+    ((1, 6, 12, 12), (24, 6, 3, 3), {"dilations": [2, 2], "pads": [2, 2, 2, 2]}),  # dilated
+    ((1, 16, 9, 9), (32, 16, 2, 2), {"strides": [2, 2]}),  # convnext's downsample, a remainder row
+    ((3, 4, 9, 11), (6, 4, 3, 2), {"pads": [0, 1, 2, 0], "strides": [1, 2]}),  # asymmetric everything
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), GRID, ids=_ids(GRID))
+def test_grid_gemm_matches_numpy_path_and_reference(monkeypatch, x_shape, w_shape, attrs, dtype):
+    seen = _count_prepared(monkeypatch, "GridConvCall")
+    x, w, b = _data(sum(x_shape) + 3, x_shape, w_shape, dtype, True)
+    case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], attrs, 22)
+    on, off, ref = run_cpu(case, True, runs=3), run_cpu(case, False), run_reference(case)
+    assert seen == [x_shape] * 3
+    rtol, atol = _tol(x, w)
+    close(on, off, rtol, atol)
+    close(on, ref, max(rtol, 1e-5), atol)
+
+
+@pytest.mark.parametrize(("act", "params"), ACTS, ids=[f"{a or 'none'}{p}" for a, p in ACTS])
+@pytest.mark.parametrize("residual", ["none", "full", "broadcast"])
+def test_grid_gemm_fused_conv_epilogue(monkeypatch, act, params, residual):
+    seen = _count_prepared(monkeypatch, "GridConvCall")
+    x_shape, w_shape, attrs = GRID[3]
+    x, w, b = _data(len(act) + 17, x_shape, w_shape, np.float32, True)
+    rng = np.random.default_rng(17)
+    z = {"none": None, "full": rng.standard_normal((1, 32, 10, 10)).astype(np.float32),
+         "broadcast": rng.standard_normal((1, 32, 1, 1)).astype(np.float32)}[residual]
+    full = dict(attrs, **({"activation": act} if act else {}),
+                **({"activation_params": list(params)} if params else {}))
+    case = one_node("FusedConv", [x, In(w, const=True), In(b, const=True), z], full, 1, domain="com.microsoft")
+    on, off = run_cpu(case, True, runs=2), run_cpu(case, False)
+    assert seen == [x_shape] * 2
+    rtol, atol = _tol(x, w)
+    close(on, off, rtol, atol)
+    if residual != "broadcast":
+        close(on, run_onnxruntime(case), 1e-4, max(atol, 1e-5))
+
+
+def test_grid_gemm_leaves_winograd_layers_and_huge_buffers_alone(monkeypatch):
+    """A 3x3 stride-1 layer where pick_path takes Winograd keeps it; a layer whose grid
+    im2col matrix exceeds MAX_COLS keeps the numpy path (here forced by a tiny bound)."""
+    from epoxy_ep_cpu.jit import kernels_conv_gemm
+
+    seen = _count_prepared(monkeypatch, "GridConvCall")
+    x, w, b = _data(18, (1, 64, 28, 28), (64, 64, 3, 3), np.float32, True)
+    assert conv_ops.pick_path(64, 64, (3, 3), [28, 28], True, np.dtype(np.float32)) != "im2col"
+    wino = one_node("Conv", [x, In(w, const=True), In(b, const=True)], {"pads": [1, 1, 1, 1]}, 22)
+    close(run_cpu(wino, True, runs=2), run_reference(wino), 1e-4, 1e-3)
+    assert seen == []
+    monkeypatch.setattr(kernels_conv_gemm, "MAX_COLS", 100)
+    x, w, b = _data(19, *GRID[3][:2], np.float32, True)
+    big = one_node("Conv", [x, In(w, const=True), In(b, const=True)], GRID[3][2], 22)
+    close(run_cpu(big, True, runs=2), run_cpu(big, False), *_tol(x, w))
+    assert seen == []

@@ -12,8 +12,10 @@ from epoxy_ep_cpu.ops import _conv_tuning as conv_tuning
 from epoxy_ep_cpu.ops import conv as conv_ops
 
 RNG = np.random.default_rng(3)
-HEURISTIC = {"conv_algo_search": "heuristic"}  # the path from fixed thresholds (the default)
-MEASURE = {"conv_algo_search": "measure"}
+# the numpy paths' choice (with the jit tier on, layers whose choice is im2col run as its
+# grid GEMM instead: test_jit_conv.py covers that)
+HEURISTIC = {"conv_algo_search": "heuristic", "jit": False}  # the path from fixed thresholds (the default)
+MEASURE = {"conv_algo_search": "measure", "jit": False}
 _CONV_ND = conv_ops.conv_nd  # the oracle, in float64, before any test counts calls
 
 
@@ -39,7 +41,7 @@ def _count(monkeypatch, name):
 def test_conv_winograd_option_picks_the_path(option, path, monkeypatch):
     calls = {name: _count(monkeypatch, name) for name in ("conv_f43", "conv_winograd", "conv_nd")}
     model, w = conv_model()
-    options = {"conv_algo_search": "heuristic"} if option is None else {"conv_winograd": option, **HEURISTIC}
+    options = HEURISTIC if option is None else {"conv_winograd": option, **HEURISTIC}
     providers = [("cpu", options)]
     sess = epoxy.InferenceSession(model, providers=providers)
     x = RNG.standard_normal((1, 64, 24, 24)).astype(np.float32)
@@ -145,3 +147,25 @@ def test_heuristic_times_nothing(providers, monkeypatch, fresh_timings):
     assert timed == []
     sess.run(None, {"x": RNG.standard_normal((1, 64, 24, 24)).astype(np.float32)})
     assert len(timed) == 1
+
+
+@pytest.mark.parametrize("fast,grid", [("im2col", True), ("row-shift", False), ("F(4,3)", False)])
+def test_measure_with_the_jit_tier_runs_an_im2col_choice_as_the_grid_gemm(fast, grid, monkeypatch, fresh_timings):
+    """With jit on, a layer timed fastest on im2col runs on its compiled twin (grid im2col +
+    GEMM, kernels_conv_gemm); any other measured choice is kept as timed."""
+    pytest.importorskip("numba")
+    from epoxy_ep_cpu.jit import kernels_conv_gemm
+
+    _slow_except(monkeypatch, fast)
+    model, w = conv_model()
+    sess = epoxy.InferenceSession(model, providers=[("cpu", {"conv_algo_search": "measure", "jit": True})])
+    monkeypatch.undo()
+    calls = {name: _count(monkeypatch, name) for name in ("conv_row_shift", "conv_f43", "conv_nd")}
+    grid_calls = counting(monkeypatch, kernels_conv_gemm.GridConvCall, "__call__")
+    x = RNG.standard_normal((1, 64, 24, 24)).astype(np.float32)
+    (y,) = sess.run(None, {"x": x})
+    want = _CONV_ND(x.astype(np.float64), w.astype(np.float64), 1, (1, 1), (1, 1), [1, 1], [1, 1], [24, 24])
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=2e-4)
+    assert bool(grid_calls) == grid
+    assert [k for k, v in calls.items() if v] == ([] if grid else [{"row-shift": "conv_row_shift",
+                                                                     "F(4,3)": "conv_f43"}[fast]])

@@ -684,8 +684,12 @@ def _conv_forward(
         if pk.bias is not None and y.size:  # no input channels: a sum over nothing, plus the bias
             y += pk.bias.reshape(_bias_shape(m, nsp)).astype(y.dtype, copy=False)
         return y, False
-    if fast is not None and use_jit(x.shape[1], m, group, pk.kernel, strides, begin, end, out_sp, x.dtype):
-        return fast.run(x, pk, group, strides, dilations, begin, out_sp, z, epi)
+    if fast is not None:
+        done = fast.run(x, pk, group, strides, dilations, begin, end, out_sp, z, epi)
+        if done is not None:
+            return done
+        if use_jit(x.shape[1], m, group, pk.kernel, strides, begin, end, out_sp, x.dtype):
+            return fast.run_direct(x, pk, group, strides, dilations, begin, out_sp, z, epi)
     return _numpy_forward(x, pk, group, strides, dilations, begin, end, out_sp, prepacked, winograd), False
 
 
@@ -782,7 +786,8 @@ def conv_kernel(node: NodeSpec, epi: Epilogue | None = None) -> Callable[..., np
     current = settings.current()
     winograd = current.winograd_paths
     compiled = jit.kernels("conv")
-    fast = _Jit(compiled, jit.thread_count(), jit.kernels("pointwise")) if compiled is not None else None
+    fast = (_Jit(compiled, jit.thread_count(), jit.kernels("pointwise"), jit.kernels("conv_gemm"), winograd)
+            if compiled is not None else None)
     w_const, b_const = constant_input(node, 1), constant_input(node, 2)
     prepacked = None
     has_b = len(node.inputs) > 2 and bool(node.inputs[2])
@@ -794,16 +799,17 @@ def conv_kernel(node: NodeSpec, epi: Epilogue | None = None) -> Callable[..., np
     prepared = _PreparedCalls(fast, prepacked, group, geo, epi)
 
     def run(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, z: np.ndarray | None = None) -> np.ndarray:
-        call = prepared.calls.get(x.shape)
-        if call is not None and call.accepts(x, z):
+        call = prepared.calls.get(x.shape, _UNSEEN)
+        if call is _UNSEEN and prepared.pk is not None:
+            prepared.consider(x, z)  # a shape's first run: every run of it takes one path
+            call = prepared.calls.get(x.shape)
+        if call is not None and call is not _UNSEEN and call.accepts(x, z):
             y = call(x, z)
             return y if epi is None or epi.after is None else epi.after(y)
         dtype = x.dtype
         cdt = compute_dtype(dtype)
         if prepacked is not None and prepacked[0] == cdt:
             pk, packed = prepacked[1], True
-            if x.shape not in prepared.calls:
-                prepared.consider(x, z)
         else:
             pk, packed = _ConvWeights(w, b, cdt, group), False
         y, done = _conv_forward(x if dtype == cdt else x.astype(cdt), pk, group, geo, packed, winograd,
@@ -816,17 +822,43 @@ def conv_kernel(node: NodeSpec, epi: Epilogue | None = None) -> Callable[..., np
     return run
 
 
+#: the numpy paths the grid GEMM (``jit/kernels_conv_gemm.py``) replaces for a stride-1 layer,
+#: up to this many multiply-adds (1 thread, session-level, ReLU fused; strided and dilated
+#: layers always take it: 1.1-2.7x faster from 0.5 M to 118 M multiply-adds). im2col: always;
+#: row-shift: 1.2-2.5x up to 9 M (8->16 channels on 8x8 97 -> 38 us, 16->32 on 16x16 batch 8
+#: 818 -> 669 us), 1.5x slower at 19 M; F(2,3): 1.4-1.9x at 7-16 M (128 channels on 7x7 718
+#: -> 386 us); F(4,3) keeps its layers (64 channels on 28x28, 29 M: 1.2x slower as a GEMM)
+_GRID_OVER_PATH_MAX_MACS = {"im2col": math.inf, "row-shift": 1 << 23, "F(2,3)": 1 << 24}
+
+def _grid_replaces_numpy(shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeights, strides, dilations, begin, end,
+                        out_sp, winograd: tuple[str, ...]) -> bool:
+    """Whether the grid GEMM runs a group-1 layer the direct kernel does not take: strided and
+    dilated ones, and stride-1 ones whose numpy path (measured per layer with
+    ``conv_algo_search=measure``, else ``pick_path``) it beats (``_GRID_OVER_PATH_MAX_MACS``;
+    a measured choice other than im2col is kept)."""
+    if not _flat_eligible(dtype, 1, 2, strides, dilations, begin, end):
+        return True
+    measured = pk.chosen.get(shape) if pk.chosen else None
+    if measured is not None:
+        return measured == "im2col"
+    path = pick_path(shape[1], pk.w.shape[0], pk.kernel, out_sp, True, dtype, winograd)
+    macs = shape[0] * shape[1] * pk.w.shape[0] * math.prod(pk.kernel) * math.prod(out_sp)
+    return macs <= _GRID_OVER_PATH_MAX_MACS.get(path, 0)
+
+
 #: input shapes per layer with a prepared jit call (a model with dynamic axes sees a few)
 _PREPARED_PER_NODE = 16
+#: a shape no run has decided for yet (None: decided, the general path runs it)
+_UNSEEN = object()
 
 
 class _PreparedCalls:
-    """A layer's prepared jit calls (``kernels_conv.Conv2dCall``, and
-    ``kernels_pointwise.PointwiseCall`` for 1x1 layers the direct kernel does not take) by
-    input shape: for a constant weight, an input shape they run gets one at its first call,
-    and later calls of that shape skip the geometry, path and epilogue decisions (~12 us of
-    Python on a tiny layer, ~35 us on the numpy GEMM path). The activations the kernels
-    cannot apply run after them."""
+    """A layer's prepared jit calls by input shape (``_Jit.route``: ``PointwiseCall`` for 1x1
+    layers, ``GridConvCall`` for group-1 ones, ``Conv2dCall`` for the depthwise and grouped
+    layers of the direct kernel): for a constant weight, a shape's first run prepares one
+    and every run of that shape goes through it, skipping the geometry, path and epilogue
+    decisions (~12 us of Python on a tiny layer, ~35 us on the numpy GEMM path). The
+    activations the kernels cannot apply run after them."""
 
     __slots__ = ("calls", "epi", "fast", "geo", "group", "pk")
 
@@ -851,16 +883,8 @@ class _PreparedCalls:
                 z is not None and (epi is None or z.shape != (n, m, *out_sp))):
             self.calls[x.shape] = None  # the general path runs this shape (a broadcast residual: it adds it)
             return
-        code, alpha, beta = (epi.code or 0, epi.alpha, epi.beta) if epi is not None else (0, 0.0, 0.0)
-        if use_jit(x.shape[1], m, self.group, pk.kernel, strides, begin, end, out_sp, x.dtype):
-            self.calls[x.shape] = fast.module.Conv2dCall(
-                x.shape, x.dtype, pk.w, pk.bias_or_zeros(), strides, dilations, begin, out_sp, self.group, code, alpha,
-                beta, fast.nthreads)
-        elif fast.pointwise is not None and fast.pointwise.is_pointwise(pk.kernel, strides, begin, end, self.group):
-            self.calls[x.shape] = fast.pointwise.PointwiseCall(
-                x.shape, x.dtype, pk.w, pk.bias_or_zeros(), code, alpha, beta, fast.nthreads)
-        else:
-            self.calls[x.shape] = None
+        self.calls[x.shape] = fast.call(x.shape, x.dtype, pk, self.group, strides, dilations, begin, end, out_sp,
+                                        epi)
 
 
 # --------------------------------------------------------------------------- jit tier
@@ -890,15 +914,67 @@ JIT_ACTIVATIONS: dict[str, tuple[int, tuple[float, float]]] = {
 
 
 class _Jit:
-    """The compiled direct kernel (``jit/kernels_conv.py``) and the pointwise calls
-    (``jit/kernels_pointwise.py``) of a provider running the jit tier."""
+    """The compiled direct kernel (``jit/kernels_conv.py``), the pointwise and grid GEMM
+    calls (``jit/kernels_pointwise.py``, ``jit/kernels_conv_gemm.py``) of a provider running
+    the jit tier, and the Winograd variants its options allow."""
 
-    __slots__ = ("module", "nthreads", "pointwise")
+    __slots__ = ("grid", "module", "nthreads", "pointwise", "winograd")
 
-    def __init__(self, module: ModuleType, nthreads: int, pointwise: ModuleType | None = None) -> None:
-        self.module, self.nthreads, self.pointwise = module, nthreads, pointwise
+    def __init__(self, module: ModuleType, nthreads: int, pointwise: ModuleType | None = None,
+                 grid: ModuleType | None = None, winograd: tuple[str, ...] = ()) -> None:
+        self.module, self.nthreads, self.pointwise, self.grid = module, nthreads, pointwise, grid
+        self.winograd = winograd
 
-    def run(self, x, pk: _ConvWeights, group, strides, dilations, begin, out_sp, z, epi) -> tuple[np.ndarray, bool]:
+    def route(self, shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeights, group: int, strides, dilations,
+              begin, end, out_sp) -> str | None:
+        """Which compiled path runs a 2-D layer of this input shape: "pointwise" (1x1 GEMM),
+        "grid" (grid im2col + GEMM), "direct" (the direct kernel), or None (the numpy paths)."""
+        c, m = shape[1], pk.w.shape[0]
+        direct = use_jit(c, m, group, pk.kernel, strides, begin, end, out_sp, dtype)
+        if self.pointwise is not None and self.pointwise.is_pointwise(pk.kernel, strides, begin, end, group):
+            return "pointwise"
+        if self.grid is not None and group == 1 and min(begin) >= 0 and min(end) >= 0 and len(pk.kernel) == 2:
+            kh, kw = pk.kernel
+            wq = out_sp[1] + (kw - 1) * dilations[1] // strides[1]
+            if self.grid.GridConvCall.fits(shape, pk.w.shape, wq, out_sp) and (
+                    direct or _grid_replaces_numpy(shape, dtype, pk, strides, dilations, begin, end, out_sp,
+                                                   self.winograd)):
+                return "grid"
+        return "direct" if direct else None
+
+    def call(self, shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeights, group: int, strides, dilations,
+             begin, end, out_sp, epi: Epilogue | None) -> Any:
+        """The prepared call running this input shape on its compiled path, or None."""
+        route = self.route(shape, dtype, pk, group, strides, dilations, begin, end, out_sp)
+        if route is None:
+            return None
+        code, alpha, beta = (epi.code or 0, epi.alpha, epi.beta) if epi is not None else (0, 0.0, 0.0)
+        bias = pk.bias_or_zeros()
+        if route == "pointwise":
+            return self.pointwise.PointwiseCall(shape, dtype, pk.w, bias, code, alpha, beta, self.nthreads)
+        if route == "grid":
+            return self.grid.GridConvCall(shape, dtype, pk.w, bias, strides, dilations, begin, out_sp, code, alpha,
+                                          beta, self.nthreads)
+        return self.module.Conv2dCall(shape, dtype, pk.w, bias, strides, dilations, begin, out_sp, group, code,
+                                      alpha, beta, self.nthreads)
+
+    def run(self, x, pk: _ConvWeights, group, strides, dilations, begin, end, out_sp, z,
+            epi) -> tuple[np.ndarray, bool] | None:
+        """``(y, done)`` from the compiled path for this call (weights fed at run time, or a
+        shape not prepared), or None when the numpy paths run it."""
+        if x.ndim != 4 or x.dtype != pk.w.dtype or self.route(
+                x.shape, x.dtype, pk, group, strides, dilations, begin, end, out_sp) not in ("pointwise", "grid"):
+            return None  # the direct kernel's own cached entry (``run_direct``) or the numpy paths
+        fuse = epi is not None and (z is None or (z.shape == (x.shape[0], pk.w.shape[0], *out_sp)
+                                                  and z.dtype == x.dtype))
+        call = self.call(x.shape, x.dtype, pk, group, strides, dilations, begin, end, out_sp, epi if fuse else None)
+        y = call(np.ascontiguousarray(x), np.ascontiguousarray(z) if fuse and z is not None else None)
+        if fuse and epi is not None and epi.code is None and epi.after is not None:
+            y = epi.after(y)
+        return y, fuse
+
+    def run_direct(self, x, pk: _ConvWeights, group, strides, dilations, begin, out_sp, z,
+                   epi) -> tuple[np.ndarray, bool]:
         fuse = epi is not None and (z is None or (z.shape == (x.shape[0], pk.w.shape[0], *out_sp)
                                                   and z.dtype == x.dtype))
         code, alpha, beta = (epi.code, epi.alpha, epi.beta) if fuse and epi is not None else (0, 0.0, 0.0)

@@ -1,0 +1,161 @@
+"""Group-1 2-D convolutions as one BLAS GEMM on the padded phase grid, prepared per input shape.
+
+Why: the direct kernel (``kernels_conv``) multiplies on LLVM's vector loops, ~5 GFMA/s on
+the exporter CNNs' 8-64 channel layers, and the numpy im2col path pays ~35 us of Python and
+three copies around its GEMM. Here the input is zero-padded and split by stride phase as for
+the direct kernel (``kernels_conv._pad_plane``), so that every (input channel, kernel
+position) row of the im2col matrix is one contiguous run of a phase grid: building it is
+``C * kh * kw`` vectorized copies, not ``C * kh * kw * oh`` short ones. The GEMM ``W (M,
+C*kh*kw) @ cols`` then runs on BLAS over the grid's positions (its ``wq - ow`` extra columns
+per row included), and one compiled pass stores the kept columns with the bias, the residual
+and the activation. Measured on one thread against the direct kernel (bench/README, session
+13): equal on the smallest batch-1 layers, 2-3x faster from batch 8 or 48 channels up.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numba import njit, prange, uint64
+
+from . import direct
+from .kernels_conv import _geometry, _offsets, _pad_plane
+from .threads import GRAIN, serial_twin, use
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_NO_Z = {dt: np.empty(0, dtype=dt) for dt in _FLOATS}
+
+#: elements of the grid im2col matrix above which a layer keeps the other paths (the numpy
+#: path tiles its im2col there; the matrix is n * C * kh * kw * grid positions)
+MAX_COLS = 1 << 22
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _rows_of_plane(xp, cols, offs, p, psize, ks, span):  # pragma: no cover - compiled
+    """The ``ks`` im2col rows of input plane ``p`` (= batch * C + channel): row ``k`` is the
+    plane's phase grid from kernel position ``k``'s offset, ``span`` positions long."""
+    g = uint64(span)
+    for k in range(ks):
+        dst = cols[uint64((p * ks + k) * span):]
+        src = xp[uint64(p * psize + offs[k]):]
+        for q in range(g):
+            dst[q] = src[q]
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _store_plane(acc, bias, z, y, p, m, span, wq, oh, ow, act, alpha, beta):  # pragma: no cover - compiled
+    """Output plane ``p`` (= batch * M + channel) from its grid row of the GEMM's result:
+    the kept columns, plus the bias and the residual, through the activation (codes as
+    ``kernels_conv.ACT_*``)."""
+    bv = bias[p % m]
+    plane = oh * ow
+    has_z = z.shape[0] > 0
+    for oy in range(oh):
+        a = uint64(p * span + oy * wq)
+        d = uint64(p * plane + oy * ow)
+        for ox in range(uint64(ow)):
+            v = acc[a + ox] + bv
+            if has_z:
+                v += z[d + ox]
+            if act == 1:
+                v = 0.0 if v < 0 else v  # NaN stays NaN
+            elif act == 2:
+                v = v if v >= 0 else v * alpha
+            elif act == 3:
+                v = beta if v > beta else (alpha if v < alpha else v)
+            y[d + ox] = v
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def cols_parallel(x, xp, cols, pdims, dims, planes):  # pragma: no cover - compiled
+    offs = _offsets(dims)
+    psize, wq, ks, oh, ow = dims[1], dims[3], dims[6] * dims[7], dims[8], dims[9]
+    span = (oh - 1) * wq + ow
+    for p in prange(planes):
+        _pad_plane(x, xp, pdims, p)
+        _rows_of_plane(xp, cols, offs, p, psize, ks, span)
+
+
+cols_serial = serial_twin(cols_parallel)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def store_parallel(acc, bias, z, y, dims, planes, act, alpha, beta):  # pragma: no cover - compiled
+    wq, m, oh, ow = dims[3], dims[4], dims[8], dims[9]
+    span = (oh - 1) * wq + ow
+    for p in prange(planes):
+        _store_plane(acc, bias, z, y, p, m, span, wq, oh, ow, act, alpha, beta)
+
+
+store_serial = serial_twin(store_parallel)
+
+
+class GridConvCall:
+    """One group-1 layer's convolution for one input shape: ``act(conv(x, W) + bias + z)``
+    by grid im2col, BLAS GEMM and a compiled store (module docstring).
+
+    Callers pass ``x`` C-contiguous of ``dtype`` and ``shape``, and ``z`` None or a
+    C-contiguous array of ``out_shape`` and ``dtype`` (:meth:`accepts` checks both), as for
+    ``kernels_conv.Conv2dCall``, whose interface this shares."""
+
+    __slots__ = ("_cols", "_count", "_gemm_shape", "_head", "_store", "_tail", "_w", "bias", "cols_size", "dtype",
+                 "out_shape", "shape", "xp_size")
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
+                 strides: tuple[int, ...], dilations: tuple[int, ...], begin: Sequence[int],
+                 out_sp: Sequence[int], act: int, alpha: float, beta: float, nthreads: int) -> None:
+        n, c = shape[0], shape[1]
+        m = w.shape[0]
+        key = (shape, w.shape, tuple(strides), tuple(dilations), tuple(begin), tuple(out_sp), 1)
+        pdims, dims, (self.xp_size, _, _) = _geometry(*key)  # type: ignore[arg-type]
+        oh, ow, wq = int(out_sp[0]), int(out_sp[1]), int(dims[3])
+        span = (oh - 1) * wq + ow
+        ck = c * math.prod(w.shape[2:])
+        self.shape, self.dtype = shape, dtype
+        self.out_shape = (n, m, oh, ow)
+        self.cols_size = n * ck * span
+        self._gemm_shape = ((n, ck, span), (n, m, span))
+        self._w = np.ascontiguousarray(w.reshape(m, ck))
+        self.bias = bias
+        self._head = (pdims, dims, n * c)
+        self._tail = (dims, n * m, act, dtype.type(alpha), dtype.type(beta))
+        work = self.cols_size + n * m * oh * ow
+        self._count = max(1, min(nthreads, n * c, work // GRAIN))
+        self._cols: Any = None
+        self._store: Any = None
+
+    @staticmethod
+    def fits(shape: tuple[int, ...], w_shape: tuple[int, ...], wq: int, out_sp: Sequence[int]) -> bool:
+        """Whether the layer's grid im2col matrix stays within :data:`MAX_COLS` elements."""
+        span = (out_sp[0] - 1) * wq + out_sp[1]
+        return shape[0] * shape[1] * math.prod(w_shape[2:]) * span <= MAX_COLS
+
+    def accepts(self, x: np.ndarray, z: np.ndarray | None) -> bool:
+        return (x.dtype == self.dtype and x.flags.c_contiguous
+                and (z is None or (type(z) is np.ndarray and z.shape == self.out_shape and z.dtype == self.dtype
+                                   and z.flags.c_contiguous)))
+
+    def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
+        dt = self.dtype
+        cols = np.empty(self.cols_size, dtype=dt)
+        args = (x.reshape(-1), np.empty(self.xp_size, dtype=dt), cols, *self._head)
+        parallel = self._count > 1
+        if parallel:
+            use(self._count, self._count * GRAIN)
+        fn = self._cols
+        if fn is None:
+            fn = self._cols = direct.overload(cols_parallel if parallel else cols_serial, args)
+        fn(*args)
+        cols_shape, acc_shape = self._gemm_shape
+        acc = np.empty(acc_shape, dtype=dt)
+        np.matmul(self._w, cols.reshape(cols_shape), out=acc)
+        y = np.empty(self.out_shape, dtype=dt)
+        stored = (acc.reshape(-1), self.bias, _NO_Z[dt] if z is None else z.reshape(-1), y.reshape(-1), *self._tail)
+        fn = self._store
+        if fn is None:
+            fn = self._store = direct.overload(store_parallel if parallel else store_serial, stored)
+        fn(*stored)
+        return y
