@@ -202,3 +202,51 @@ def test_fusions_do_not_run_at_basic():  # type: ignore[no-untyped-def]
     basic = epoxy.InferenceSession(m, providers=["cpu"],
                                    sess_options=epoxy.SessionOptions(graph_optimization_level="basic"))
     assert fused_ops(basic) == ["Conv", "Relu"]
+
+
+# -- BatchNormalization + activation (densenet's pre-activation blocks) -------------------------
+def _bn_model(act: str, act_attrs: dict, extra: list, opset: int = 17, training: bool = False):  # type: ignore[no-untyped-def]
+    inits = [init("s", rand(6) + 2), init("bb", rand(6)), init("mu", rand(6)), init("var", np.abs(rand(6)) + 0.5)]
+    inits += [init(name, np.array(v, np.float32)) for name, v in extra]
+    bn_attrs = {"training_mode": 1} if training else {}
+    nodes = [helper.make_node("Concat", ["x", "x2"], ["cat"], axis=1),  # nothing to fold the BatchNorm into
+             helper.make_node("BatchNormalization", ["cat", "s", "bb", "mu", "var"], ["bn"], epsilon=1e-3,
+                              **bn_attrs),
+             helper.make_node(act, ["bn", *[name for name, _ in extra]], ["y"], **act_attrs)]
+    return build(nodes, [helper.make_tensor_value_info("x", F, ["n", 4, 5, 5]),
+                         helper.make_tensor_value_info("x2", F, ["n", 2, 5, 5])],
+                 [helper.make_tensor_value_info("y", F, None)], inits, opset)
+
+
+@pytest.mark.parametrize("jit", [True, False])
+@pytest.mark.parametrize(("act", "attrs", "extra"), [a for a in ACTIVATIONS if a[0] in ("Relu", "LeakyRelu", "Clip")],
+                         ids=lambda v: str(v))
+def test_batch_norm_activation_becomes_one_node_with_the_unfused_values(act, attrs, extra, jit, monkeypatch):  # type: ignore[no-untyped-def]
+    """Bit for bit the unfused nodes' values; with jit on, in the compiled pass (counted)."""
+    calls: list[int] = []
+    if jit:
+        from epoxy_ep_cpu.jit import kernels_normalization
+
+        real = kernels_normalization.BatchNormKernel.__call__
+        monkeypatch.setattr(kernels_normalization.BatchNormKernel, "__call__",
+                            lambda self, x, out=None: calls.append(self._act[0]) or real(self, x, out))
+    model = _bn_model(act, attrs, extra)
+    feeds = {"x": rand(2, 4, 5, 5), "x2": rand(2, 2, 5, 5)}
+    feeds["x"][0, 0, 0, :3] = [np.nan, np.inf, -np.inf]
+    plain = epoxy.InferenceSession(model, providers=[("cpu", {"jit": jit})],
+                                   sess_options=epoxy.SessionOptions(graph_optimization_level="disable"))
+    fused = epoxy.InferenceSession(model, providers=[("cpu", {"jit": jit})])
+    assert fused_ops(fused) == ["Concat", "FusedBatchNormalization"]
+    for _ in range(2):
+        np.testing.assert_array_equal(fused.run(None, feeds)[0], plain.run(None, feeds)[0])
+    # the fused pass (activation code > 0) ran twice; the plain session's BatchNorm ran bare (code 0)
+    assert sorted(calls) == ([0, 0] + [{"Relu": 1, "LeakyRelu": 2, "Clip": 3}[act]] * 2 if jit else [])
+
+
+def test_batch_norm_in_training_mode_or_followed_by_sigmoid_is_not_fused():  # type: ignore[no-untyped-def]
+    sigmoid = _bn_model("Sigmoid", {}, [])
+    assert "FusedBatchNormalization" not in fused_ops(sessions(sigmoid)[1])
+    training = _bn_model("Relu", {}, [], opset=15, training=True)
+    assert "FusedBatchNormalization" not in fused_ops(
+        epoxy.InferenceSession(training, providers=["cpu"],
+                               sess_options=epoxy.SessionOptions(graph_optimization_level="extended")))

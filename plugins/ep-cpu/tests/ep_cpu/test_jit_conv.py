@@ -327,8 +327,8 @@ def test_pointwise_calls_match_the_numpy_path(monkeypatch, x_shape, w_shape, act
         close(on, run_onnxruntime(case), 1e-4, max(atol, 1e-5))
 
 
-@pytest.mark.parametrize("attrs", [{"strides": [2, 2]}, {"pads": [1, 0, 0, 1]}, {"group": 2}],
-                         ids=["strided", "padded", "grouped"])
+@pytest.mark.parametrize("attrs", [{"strides": [2, 2]}, {"pads": [1, 0, 0, 1]}, {"group": 8}],
+                         ids=["strided", "padded", "two-channels-a-group"])
 def test_pointwise_calls_only_take_plain_1x1_layers(monkeypatch, attrs):
     seen = _count_pointwise(monkeypatch)
     w_shape = (32, 16 // attrs.get("group", 1), 1, 1)
@@ -436,3 +436,20 @@ def test_grid_gemm_leaves_winograd_layers_and_huge_buffers_alone(monkeypatch):
     big = one_node("Conv", [x, In(w, const=True), In(b, const=True)], GRID[3][2], 22)
     close(run_cpu(big, True, runs=2), run_cpu(big, False), *_tol(x, w))
     assert seen == []
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("x_shape", "w_shape", "group"), [((1, 24, 7, 7), (36, 8, 1, 1), 3),
+                                                          ((2, 16, 5, 6), (8, 4, 1, 1), 4)])
+def test_grouped_pointwise_layers_run_as_batched_gemms(monkeypatch, x_shape, w_shape, group, dtype):
+    """shufflenet's grouped 1x1 layers: one GEMM per group, with the fused residual and Relu."""
+    seen = _count_pointwise(monkeypatch)
+    x, w, b = _data(group + 20, x_shape, w_shape, dtype, True)
+    z = np.random.default_rng(21).standard_normal((x_shape[0], w_shape[0], *x_shape[2:])).astype(dtype)
+    case = one_node("FusedConv", [x, In(w, const=True), In(b, const=True), z],
+                    {"group": group, "activation": "Relu"}, 1, domain="com.microsoft")
+    on, off = run_cpu(case, True, runs=3), run_cpu(case, False)
+    assert seen == [x_shape] * 3
+    close(on, off, *_tol(x, w))
+    plain = one_node("Conv", [x, In(w, const=True), In(b, const=True)], {"group": group}, 22)
+    close(run_cpu(plain, True), run_reference(plain), *_tol(x, w))

@@ -139,6 +139,56 @@ def test_layer_norm_prepared_calls_follow_the_shape_and_keep_the_stash_type(monk
     assert seen == []
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (1, 16, 1, 1), (3, 4), (1, 2, 3, 2, 2)])
+def test_batch_norm_with_constant_parameters_equals_the_numpy_path(monkeypatch, shape, dtype):
+    """Inference BatchNormalization on the compiled affine pass (counted): bit for bit the
+    numpy path's values (same two roundings), NaN and infinities included."""
+    from _hostile import In
+
+    from epoxy_ep_cpu.jit import kernels_normalization
+
+    calls: list[tuple[int, ...]] = []
+    real = kernels_normalization.BatchNormKernel.__call__
+    monkeypatch.setattr(kernels_normalization.BatchNormKernel, "__call__",
+                        lambda self, x, out=None: calls.append(x.shape) or real(self, x, out))
+    rng = _rng(sum(shape))
+    x = (rng.standard_normal(shape) * 2).astype(dtype)
+    x.reshape(-1)[:3] = [NAN, INF, -INF]
+    c = shape[1]
+    params = [In((rng.standard_normal(c) + 1.5).astype(dtype), const=True),
+              In(rng.standard_normal(c).astype(dtype), const=True),
+              In(rng.standard_normal(c).astype(dtype), const=True),
+              In(rng.random(c).astype(dtype) + 0.1, const=True)]
+    case = one_node("BatchNormalization", [x, *params], {"epsilon": 1e-3}, 15)
+    on, off = run_cpu(case, True, runs=2), run_cpu(case, False)
+    assert calls == [shape] * 2
+    np.testing.assert_array_equal(on[0], off[0])
+
+
+def test_batch_norm_parallel_variant_and_fed_parameters(monkeypatch):
+    """Forced onto two threads (grain 1) the values do not change; parameters fed at run
+    time take the numpy path."""
+    from _hostile import In
+
+    from epoxy_ep_cpu.jit import kernels_normalization, threads
+
+    launches: list[int] = []
+    real = kernels_normalization.batch_norm_planes
+    monkeypatch.setattr(kernels_normalization, "batch_norm_planes", lambda *a: launches.append(1) or real(*a))
+    rng = _rng(77)
+    x = rng.standard_normal((2, 8, 6, 6)).astype(np.float32)
+    raw = [rng.standard_normal(8).astype(np.float32) + 2, rng.standard_normal(8).astype(np.float32),
+           rng.standard_normal(8).astype(np.float32), rng.random(8).astype(np.float32) + 0.5]
+    const = one_node("BatchNormalization", [x, *(In(p, const=True) for p in raw)], {}, 15)
+    want = run_cpu(const, False)
+    monkeypatch.setattr(threads, "GRAIN", 1)
+    np.testing.assert_array_equal(run_cpu(const, True, jit_threads=2)[0], want[0])
+    assert launches == [1]
+    fed = one_node("BatchNormalization", [x, *raw], {}, 15)
+    np.testing.assert_array_equal(run_cpu(fed, True)[0], want[0])
+
+
 # -- Softmax / LogSoftmax ---------------------------------------------------------------------
 SM_SHAPES = [((1, 1, 32), -1), ((3, 7), 1), ((2, 3, 4), 1), ((2, 3, 4), 0), ((5,), 0), ((1, 12, 1, 9), -1),
              ((4, 1), -1), ((2, 0, 3), -1)]

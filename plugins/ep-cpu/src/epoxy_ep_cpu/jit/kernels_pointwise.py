@@ -1,5 +1,5 @@
-"""Pointwise (1x1, stride 1, unpadded, group 1) convolutions as one BLAS GEMM and one compiled
-epilogue pass, prepared per input shape.
+"""Pointwise (1x1, stride 1, unpadded) convolutions as one BLAS GEMM (one per group) and one
+compiled epilogue pass, prepared per input shape.
 
 Why: a 1x1 convolution is ``W (M, C) @ x (C, H*W)`` per batch item, already one GEMM on the
 numpy path, but that path pays ~35 us of Python around it (geometry, path choice, im2col's
@@ -60,17 +60,19 @@ class PointwiseCall:
     C-contiguous array of ``out_shape`` and ``dtype`` (:meth:`accepts` checks both), as for
     ``kernels_conv.Conv2dCall``, whose interface this shares."""
 
-    __slots__ = ("_count", "_epilogue", "_rest", "_w", "bias", "dtype", "out_shape", "shape", "x_shape")
+    __slots__ = ("_count", "_epilogue", "_rest", "_w", "bias", "dtype", "out_shape", "shape", "x_shape", "y_shape")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
-                 act: int, alpha: float, beta: float, nthreads: int) -> None:
+                 act: int, alpha: float, beta: float, nthreads: int, group: int = 1) -> None:
         n, c = shape[0], shape[1]
         m = w.shape[0]
         plane = int(np.prod(shape[2:]))
         self.shape, self.dtype = shape, dtype
         self.out_shape = (n, m, *shape[2:])
-        self.x_shape = (n, c, plane)
-        self._w = np.ascontiguousarray(w.reshape(m, c))
+        # groups are a batch axis of the GEMM: (G, M/G, C/G) @ (N, G, C/G, HW) -> (N, G, M/G, HW)
+        self.x_shape = (n, group, c // group, plane)
+        self.y_shape = (n, group, m // group, plane)
+        self._w = np.ascontiguousarray(w.reshape(group, m // group, c // group))
         self.bias = bias
         self._count = max(1, min(nthreads, n * m, (n * m * plane) // GRAIN))
         self._rest = (n * m, plane, m, act, dtype.type(alpha), dtype.type(beta))
@@ -84,8 +86,7 @@ class PointwiseCall:
     def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
         dt = self.dtype
         y = np.empty(self.out_shape, dtype=dt)
-        n, m, plane = self.out_shape[0], self.out_shape[1], self._rest[1]
-        np.matmul(self._w, x.reshape(self.x_shape), out=y.reshape(n, m, plane))
+        np.matmul(self._w, x.reshape(self.x_shape), out=y.reshape(self.y_shape))
         args = (y.reshape(-1), self.bias, _NO_Z[dt] if z is None else z.reshape(-1), *self._rest)
         fn = self._epilogue
         if fn is None:
@@ -96,7 +97,13 @@ class PointwiseCall:
         return y
 
 
-def is_pointwise(kernel: tuple[int, ...], strides: tuple[int, ...], begin, end, group: int) -> bool:
-    """Whether a 2-D layer's geometry is a plain 1x1 GEMM (the class :class:`PointwiseCall`
-    runs; dilation does not matter for a 1x1 kernel)."""
-    return group == 1 and kernel == (1, 1) and tuple(strides) == (1, 1) and not any(begin) and not any(end)
+#: input channels per group from which a grouped 1x1 layer runs as batched GEMMs here (with
+#: fewer, each group's GEMM is too small to pay for its BLAS call: depthwise 1x1 has one)
+MIN_CHANNELS_PER_GROUP = 4
+
+
+def is_pointwise(kernel: tuple[int, ...], strides: tuple[int, ...], begin, end, group: int, c: int) -> bool:
+    """Whether a 2-D layer of ``c`` input channels is a plain (grouped) 1x1 GEMM, the class
+    :class:`PointwiseCall` runs (dilation does not matter for a 1x1 kernel)."""
+    return (kernel == (1, 1) and tuple(strides) == (1, 1) and not any(begin) and not any(end)
+            and (group == 1 or c // group >= MIN_CHANNELS_PER_GROUP))

@@ -931,7 +931,7 @@ class _Jit:
         "grid" (grid im2col + GEMM), "direct" (the direct kernel), or None (the numpy paths)."""
         c, m = shape[1], pk.w.shape[0]
         direct = use_jit(c, m, group, pk.kernel, strides, begin, end, out_sp, dtype)
-        if self.pointwise is not None and self.pointwise.is_pointwise(pk.kernel, strides, begin, end, group):
+        if self.pointwise is not None and self.pointwise.is_pointwise(pk.kernel, strides, begin, end, group, c):
             return "pointwise"
         if self.grid is not None and group == 1 and min(begin) >= 0 and min(end) >= 0 and len(pk.kernel) == 2:
             kh, kw = pk.kernel
@@ -951,7 +951,7 @@ class _Jit:
         code, alpha, beta = (epi.code or 0, epi.alpha, epi.beta) if epi is not None else (0, 0.0, 0.0)
         bias = pk.bias_or_zeros()
         if route == "pointwise":
-            return self.pointwise.PointwiseCall(shape, dtype, pk.w, bias, code, alpha, beta, self.nthreads)
+            return self.pointwise.PointwiseCall(shape, dtype, pk.w, bias, code, alpha, beta, self.nthreads, group)
         if route == "grid":
             return self.grid.GridConvCall(shape, dtype, pk.w, bias, strides, dilations, begin, out_sp, code, alpha,
                                           beta, self.nthreads)
