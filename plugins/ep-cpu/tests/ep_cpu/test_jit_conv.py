@@ -186,11 +186,11 @@ def test_fused_conv_applies_residual_and_activation_in_the_kernel(monkeypatch):
 
 
 def test_activation_codes_agree_with_the_kernel():
-    from epoxy_ep_cpu.jit import kernels_conv
+    from epoxy_ep_cpu.jit import activations
 
     codes = {name: code for name, (code, _) in conv_ops.JIT_ACTIVATIONS.items()}
-    assert codes == {"": kernels_conv.ACT_NONE, "Relu": kernels_conv.ACT_RELU, "LeakyRelu": kernels_conv.ACT_LEAKY,
-                     "Clip": kernels_conv.ACT_CLIP}
+    assert codes == {"": activations.ACT_NONE, "Relu": activations.ACT_RELU, "LeakyRelu": activations.ACT_LEAKY,
+                     "Clip": activations.ACT_CLIP}
 
 
 _PARALLEL_CASES = CASES[:4] + CASES[10:12]

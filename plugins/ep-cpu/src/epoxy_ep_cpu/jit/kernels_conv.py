@@ -24,12 +24,10 @@ import numpy as np
 from numba import njit, prange, uint64
 
 from . import direct
+from .activations import activate
 from .threads import GRAIN, serial_twin, use
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-
-#: activation codes the kernel applies itself (others run after it, in numpy)
-ACT_NONE, ACT_RELU, ACT_LEAKY, ACT_CLIP = 0, 1, 2, 3
 
 #: multiply-adds per thread below which a layer runs on fewer threads: measured on 2 cores
 #: right after a BLAS call (depthwise 3x3; bench/conv_paths.py --jit-grain):
@@ -147,12 +145,7 @@ def _flat_block(xp, w, bias, z, y, dims, offs, acc, t, act, alpha, beta):  # pra
                 v = acc[ab + ox]
                 if z.shape[0] > 0:
                     v += z[rb + ox]
-                if act == 1:
-                    v = 0.0 if v < 0 else v  # NaN stays NaN
-                elif act == 2:
-                    v = v if v >= 0 else v * alpha
-                elif act == 3:
-                    v = beta if v > beta else (alpha if v < alpha else v)
+                v = activate(v, act, alpha, beta)
                 y[rb + ox] = v
 
 

@@ -22,6 +22,7 @@ import numpy as np
 from numba import njit, prange, uint64
 
 from . import direct
+from .activations import activate
 from .kernels_conv import _geometry, _offsets, _pad_plane
 from .threads import GRAIN, serial_twin, use
 
@@ -49,7 +50,7 @@ def _rows_of_plane(xp, cols, offs, p, psize, ks, span):  # pragma: no cover - co
 def _store_plane(acc, bias, z, y, p, m, span, wq, oh, ow, act, alpha, beta):  # pragma: no cover - compiled
     """Output plane ``p`` (= batch * M + channel) from its grid row of the GEMM's result:
     the kept columns, plus the bias and the residual, through the activation (codes as
-    ``kernels_conv.ACT_*``)."""
+    ``activations.ACT_*``)."""
     bv = bias[p % m]
     plane = oh * ow
     has_z = z.shape[0] > 0
@@ -60,12 +61,7 @@ def _store_plane(acc, bias, z, y, p, m, span, wq, oh, ow, act, alpha, beta):  # 
             v = acc[a + ox] + bv
             if has_z:
                 v += z[d + ox]
-            if act == 1:
-                v = 0.0 if v < 0 else v  # NaN stays NaN
-            elif act == 2:
-                v = v if v >= 0 else v * alpha
-            elif act == 3:
-                v = beta if v > beta else (alpha if v < alpha else v)
+            v = activate(v, act, alpha, beta)
             y[d + ox] = v
 
 

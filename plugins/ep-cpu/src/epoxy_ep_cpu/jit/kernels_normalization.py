@@ -17,6 +17,7 @@ import numpy as np
 from numba import njit, prange
 
 from . import direct
+from .activations import activate
 from .threads import pick, serial_twin
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -116,19 +117,14 @@ class LayerNormCall:
 @njit(parallel=True, cache=True, nogil=True, boundscheck=False)
 def batch_norm_planes(x, a, shift, y, planes, plane, channels, act, alpha, beta):  # pragma: no cover - compiled
     """``y = act(x * a[c] + shift[c])`` over ``planes`` contiguous planes of ``plane``
-    elements (plane p is channel ``p % channels``; ``act`` as ``kernels_conv.ACT_*``)."""
+    elements (plane p is channel ``p % channels``; ``act`` as ``activations.ACT_*``)."""
     for p in prange(planes):
         av = a[p % channels]
         sv = shift[p % channels]
         base = p * plane
         for q in range(plane):
             v = x[base + q] * av + sv
-            if act == 1:
-                v = 0.0 if v < 0 else v  # NaN stays NaN
-            elif act == 2:
-                v = v if v >= 0 else v * alpha
-            elif act == 3:
-                v = beta if v > beta else (alpha if v < alpha else v)
+            v = activate(v, act, alpha, beta)
             y[base + q] = v
 
 

@@ -18,6 +18,7 @@ import numpy as np
 from numba import njit, prange, uint64
 
 from . import direct
+from .activations import activate
 from .threads import GRAIN, serial_twin, use
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -27,7 +28,7 @@ _NO_Z = {dt: np.empty(0, dtype=dt) for dt in _FLOATS}
 @njit(cache=True, nogil=True, boundscheck=False)
 def _epilogue_plane(y, bias, z, p, plane, m, act, alpha, beta):  # pragma: no cover - compiled
     """``act(y + bias[channel] + z)`` in place on output plane ``p`` (= batch * M + channel);
-    the activation codes are ``kernels_conv.ACT_*``."""
+    the activation codes are ``activations.ACT_*``."""
     bv = bias[p % m]
     base = uint64(p * plane)
     has_z = z.shape[0] > 0
@@ -35,12 +36,7 @@ def _epilogue_plane(y, bias, z, p, plane, m, act, alpha, beta):  # pragma: no co
         v = y[base + q] + bv
         if has_z:
             v += z[base + q]
-        if act == 1:
-            v = 0.0 if v < 0 else v  # NaN stays NaN
-        elif act == 2:
-            v = v if v >= 0 else v * alpha
-        elif act == 3:
-            v = beta if v > beta else (alpha if v < alpha else v)
+        v = activate(v, act, alpha, beta)
         y[base + q] = v
 
 

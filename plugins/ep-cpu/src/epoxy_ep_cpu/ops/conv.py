@@ -893,7 +893,7 @@ class _PreparedCalls:
 @dataclass(frozen=True)
 class Epilogue:
     """FusedConv's ``act(y + z)``: ``code`` (with ``alpha``, ``beta``) is the activation as the
-    jit kernel applies it in its pass (``kernels_conv.ACT_*``; None: one it does not have,
+    jit kernel applies it in its pass (``activations.ACT_*``; None: one it does not have,
     then ``after`` runs on its output); ``tail(y, z, x, w, b)`` is the numpy path's whole tail."""
 
     code: int | None
