@@ -189,6 +189,63 @@ def test_batch_norm_parallel_variant_and_fed_parameters(monkeypatch):
     np.testing.assert_array_equal(run_cpu(fed, True)[0], want[0])
 
 
+# -- Where (attention masks) -----------------------------------------------------------------
+WHERE = [  # (cond shape, x, y): x / y as an array of the shape, or a scalar value
+    ((4, 4, 32, 32), "scalar", "full"),  # llama's mask: where(mask, -inf, scores)
+    ((2, 1, 64, 64), "scalar", "scalar"),
+    ((3, 50, 40), "full", "full"),
+    ((3, 50, 40), "full", "scalar"),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.bool_])
+@pytest.mark.parametrize(("shape", "xk", "yk"), WHERE, ids=[str(w) for w in WHERE])
+def test_where_on_the_compiled_select_equals_numpy(monkeypatch, shape, xk, yk, dtype):
+    from epoxy_ep_cpu.jit import kernels_where
+
+    done: list[bool] = []
+    real = kernels_where.run_where
+
+    def spy(*args):  # type: ignore[no-untyped-def]
+        result = real(*args)
+        done.append(result is not None)
+        return result
+
+    monkeypatch.setattr(kernels_where, "run_where", spy)
+    rng = _rng(sum(shape))
+    cond = np.tril(np.ones(shape[-2:], bool)) & (rng.random(shape) > 0.3)  # structure and noise
+
+    def value(kind: str, seed: int) -> np.ndarray:
+        v = (_rng(seed).standard_normal(shape if kind == "full" else ()) * 10).astype(dtype)
+        if kind == "scalar" and dtype == np.float32:
+            v = np.array(-np.inf, np.float32)
+        return v
+
+    x, y = value(xk, 1), value(yk, 2)
+    if dtype == np.float64 and xk == "full":
+        x.reshape(-1)[:2] = [np.nan, np.inf]
+    case = one_node("Where", [cond, x, y], {}, 16)
+    on, off = run_cpu(case, True), run_cpu(case, False)
+    assert done == [True]  # the compiled select ran (jit off never calls it)
+    np.testing.assert_array_equal(on[0], off[0])
+    np.testing.assert_array_equal(on[0], np.where(cond, x, y))
+
+
+def test_where_broadcasting_and_small_tensors_keep_numpy():
+    from epoxy_ep_cpu.jit import kernels_where
+
+    rng = _rng(5)
+    cond = rng.random((1, 64, 64)) > 0.5
+    x = rng.standard_normal((4, 64, 64)).astype(np.float32)
+    assert kernels_where.run_where(cond, x, np.float32(0) + np.zeros((), np.float32)) is None  # cond broadcasts
+    small = rng.random((4, 8)) > 0.5
+    assert kernels_where.run_where(small, np.zeros((4, 8), np.float32), np.ones((4, 8), np.float32)) is None
+    half = np.zeros((64, 64), np.float16)
+    assert kernels_where.run_where(rng.random((64, 64)) > 0.5, half, half) is None
+    case = one_node("Where", [cond, x, np.zeros((), np.float32)], {}, 16)
+    np.testing.assert_array_equal(run_cpu(case, True)[0], run_cpu(case, False)[0])
+
+
 # -- Softmax / LogSoftmax ---------------------------------------------------------------------
 SM_SHAPES = [((1, 1, 32), -1), ((3, 7), 1), ((2, 3, 4), 1), ((2, 3, 4), 0), ((5,), 0), ((1, 12, 1, 9), -1),
              ((4, 1), -1), ((2, 0, 3), -1)]

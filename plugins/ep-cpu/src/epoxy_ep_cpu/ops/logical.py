@@ -9,6 +9,7 @@ import numpy as np
 from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
+from .. import jit
 from ..registry import KERNELS
 from ._elementwise_util import arr, binary_with_legacy
 
@@ -134,9 +135,15 @@ def bitshift(node: NodeSpec):
 
 @KERNELS.register("Where", (9, 16))
 def where(node: NodeSpec):
+    compiled = jit.kernels("where")
+
     def run(cond: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         if (type(cond) is np.ndarray and type(x) is np.ndarray and type(y) is np.ndarray
                 and cond.dtype == np.bool_ and x.dtype == y.dtype and x.dtype.kind not in "USO"):
+            if compiled is not None:
+                done = compiled.run_where(cond, x, y)
+                if done is not None:
+                    return done  # type: ignore[no-any-return]
             return np.where(cond, x, y)  # the usual call: nothing to convert, an ndarray of x's dtype
         x, y = np.asarray(x), np.asarray(y)
         if x.dtype.kind in "USO" or y.dtype.kind in "USO":
