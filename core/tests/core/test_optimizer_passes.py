@@ -25,6 +25,7 @@ from epoxy.optimize.passes import (
     LegacyInitializerInputsPass,
     MatMulAddToGemmPass,
     ReshapeTransposeSimplifyPass,
+    RMSNormFusionPass,
 )
 
 F = TensorProto.FLOAT
@@ -420,6 +421,80 @@ def test_layer_norm_fused(opset, square, recip, affine):  # type: ignore[no-unty
 def test_layer_norm_with_non_vector_gamma_not_fused():  # type: ignore[no-untyped-def]
     m = _ln_model(gamma_shape=(5, 16))
     assert apply(m, LayerNormFusionPass())[2] == [0]
+
+
+# -- RMSNorm ---------------------------------------------------------------------------------
+def _rms_model(opset=17, square="pow", recip="reciprocal", gamma="first", dtype=np.float32,  # type: ignore[no-untyped-def]
+               gamma_shape=(16,), eps=1e-6, axis=-1):
+    elem = TensorProto.DOUBLE if dtype == np.float64 else F
+    inits = [init("two", np.array(2.0, dtype)), init("eps", np.array(eps, dtype)), init("one", np.array(1.0, dtype)),
+             init("gamma", rand(*gamma_shape, dtype=dtype))]
+    if opset >= 18:
+        inits.append(init("axes", np.array([axis], np.int64)))
+        mean = helper.make_node("ReduceMean", ["sq", "axes"], ["ms"])
+    else:
+        mean = helper.make_node("ReduceMean", ["sq"], ["ms"], axes=[axis])
+    squared = (helper.make_node("Pow", ["x", "two"], ["sq"]) if square == "pow"
+               else helper.make_node("Mul", ["x", "x"], ["sq"]))
+    nodes = [squared, mean, helper.make_node("Add", ["ms", "eps"], ["me"]), helper.make_node("Sqrt", ["me"], ["sd"])]
+    if recip == "div":
+        nodes.append(helper.make_node("Div", ["x", "sd"], ["n"]))
+    else:
+        nodes.append(helper.make_node("Reciprocal", ["sd"], ["inv"]) if recip == "reciprocal"
+                     else helper.make_node("Div", ["one", "sd"], ["inv"]))
+        nodes.append(helper.make_node("Mul", ["inv", "x"], ["n"]))
+    if gamma == "first":
+        nodes.append(helper.make_node("Mul", ["gamma", "n"], ["y"]))
+    elif gamma == "second":
+        nodes.append(helper.make_node("Mul", ["n", "gamma"], ["y"]))
+    else:
+        nodes.append(helper.make_node("Identity", ["n"], ["y"]))
+    return model(nodes, [vi("x", [2, 5, 16], elem)], [vi("y", [2, 5, 16], elem)], inits, opset=opset)
+
+
+@pytest.mark.parametrize("opset,square,recip,gamma,dtype", [
+    (13, "pow", "reciprocal", "first", np.float32), (18, "mul", "div", "second", np.float32),
+    (17, "pow", "div-one", "none", np.float32), (18, "pow", "reciprocal", "first", np.float64)])
+def test_rms_norm_fused(opset, square, recip, gamma, dtype):  # type: ignore[no-untyped-def]
+    m = _rms_model(opset, square, recip, gamma, dtype)
+    after, im, counts = apply(m, RMSNormFusionPass(), bump_opset=23)
+    assert counts == [1] and ops(im).count("RMSNormalization") == 1 and "ReduceMean" not in ops(im)
+    rms = [n for n in im.graph if n.op_type == "RMSNormalization"][0]
+    assert rms.version == 23 and rms.attributes["stash_type"].value == (11 if dtype == np.float64 else 1)
+    feeds = {"x": rand(2, 5, 16, dtype=dtype)}
+    if dtype == np.float32:
+        check_same(m, after, feeds, rtol=1e-5, atol=1e-5)
+    else:  # onnx.reference has no stash_type 11: the node's definition in float64, from its own inputs
+        onnx.checker.check_model(after)
+        x = feeds["x"]
+        eps = rms.attributes["epsilon"].value
+        scale = rms.inputs[1].const_value.numpy()
+        want = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * scale
+        np.testing.assert_allclose(want, run_ref(m, feeds)[0], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("change", ["gamma_matrix", "eps_too_large", "other_axis", "sqrt_read_twice"])
+def test_rms_norm_look_alikes_are_not_fused(change):  # type: ignore[no-untyped-def]
+    if change == "gamma_matrix":
+        m = _rms_model(gamma_shape=(5, 16))
+    elif change == "eps_too_large":
+        m = _rms_model(eps=2.0)
+    elif change == "other_axis":
+        m = _rms_model(axis=1)
+    else:
+        m = _rms_model()
+        m.graph.output.append(vi("sd", [2, 5, 1]))
+    assert apply(m, RMSNormFusionPass())[2] == [0]
+
+
+def test_rms_norm_fusion_runs_where_cpu_runs_first():  # type: ignore[no-untyped-def]
+    """Registered for sessions whose first provider is cpu: the fused node is an opset-23 op
+    other providers may not claim."""
+    from epoxy.optimize.builtin import BuiltinPasses
+
+    seen: list[tuple[str, dict]] = []
+    BuiltinPasses().epoxy_register_passes(register=lambda p, **kw: seen.append((type(p).__name__, kw)))
+    assert [kw for name, kw in seen if name == "RMSNormFusionPass"] == [{"level": "extended", "providers": ("cpu",)}]
 
 
 # -- through a session (mini provider): levels ---------------------------------------------

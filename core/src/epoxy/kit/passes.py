@@ -366,7 +366,7 @@ CORE_PASSES = (
     "DequantizeWeightsPass", "DropoutEliminationPass", "GeluFusionPass", "IdentityEliminationPass",
     "LayerNormFusionPass",
     "LegacyInitializerInputsPass",
-    "LiftConstantsPass", "MatMulAddToGemmPass", "ReshapeTransposeSimplifyPass",
+    "LiftConstantsPass", "MatMulAddToGemmPass", "ReshapeTransposeSimplifyPass", "RMSNormFusionPass",
 )
 
 

@@ -36,6 +36,7 @@ class BuiltinPasses:
             LiftConstantsPass,
             MatMulAddToGemmPass,
             ReshapeTransposeSimplifyPass,
+            RMSNormFusionPass,
         )
         from .passes.qdq_pairs import QuantizeDequantizePairPass
 
@@ -57,4 +58,6 @@ class BuiltinPasses:
         register(ReshapeTransposeSimplifyPass(), level="basic")
         register(GeluFusionPass(), level="extended")
         register(LayerNormFusionPass(), level="extended")
+        # an opset-23 op: only where cpu runs first (other providers may not claim it)
+        register(RMSNormFusionPass(), level="extended", providers=("cpu",))
         register(RemoveUnusedNodesPass(), level="basic")

@@ -19,9 +19,12 @@ def epoxy_register_passes(register: Any) -> None:
     # fusions into com.epoxy.cpu ops (kernels in ops/fused.py): only sessions using cpu
     from .ops.fused import cpu_passes
     from .ops.fused_attention import attention_passes
+    from .ops.fused_batchnorm import CpuBatchNormActivationPass
 
     # exact up to float rounding (tests/ep_cpu/test_attention_fusion.py): on by default
     for pass_ in attention_passes():
         register(pass_, level="basic", providers=("cpu",))
     for pass_ in cpu_passes():
         register(pass_, level="extended", providers=("cpu",))
+    # after cpu_passes: a BatchNorm after a Conv is folded into it there first
+    register(CpuBatchNormActivationPass(), level="extended", providers=("cpu",))

@@ -189,6 +189,49 @@ def test_batch_norm_parallel_variant_and_fed_parameters(monkeypatch):
     np.testing.assert_array_equal(run_cpu(fed, True)[0], want[0])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("shape", "axis"), [((2, 5, 16), -1), ((3, 4, 6), 1), ((1, 1), -1), ((4, 33), -1)])
+def test_rms_norm_with_a_constant_scale_takes_prepared_calls(monkeypatch, shape, axis, dtype):
+    """RMSNormalization (what the core fuses Llama's decomposed RMSNorm into): the compiled
+    call runs every run (counted), within rounding of the numpy path and of the definition."""
+    from _hostile import In
+
+    from epoxy_ep_cpu.jit import kernels_normalization
+
+    seen: list[tuple[int, ...]] = []
+    real = kernels_normalization.RMSNormCall.__call__
+    monkeypatch.setattr(kernels_normalization.RMSNormCall, "__call__",
+                        lambda self, x: seen.append(x.shape) or real(self, x))
+    rng = _rng(sum(shape) + 60)
+    x = (rng.standard_normal(shape) * 3).astype(dtype)
+    scale = rng.standard_normal(shape[axis:]).astype(dtype)
+    stash = 11 if dtype == np.float64 else 1
+    case = one_node("RMSNormalization", [x, In(scale, const=True)], {"axis": axis, "epsilon": 1e-4,
+                                                                     "stash_type": stash}, 23)
+    on, off = run_cpu(case, True, runs=2), run_cpu(case, False)
+    assert seen == [shape] * 2
+    close(on, off, *_TOL[dtype])
+    axes = tuple(range(axis % len(shape), len(shape)))
+    x64 = x.astype(np.float64)
+    want = x64 / np.sqrt(np.mean(x64 * x64, axis=axes, keepdims=True) + 1e-4) * scale
+    close(on, [want.astype(dtype)], *_TOL[dtype])
+
+
+def test_rms_norm_fed_or_broadcast_scale_and_float64_stash_1_keep_numpy(monkeypatch):
+    from _hostile import In
+
+    from epoxy_ep_cpu.jit import kernels_normalization
+
+    monkeypatch.setattr(kernels_normalization.RMSNormCall, "__call__", lambda *a: pytest.fail("compiled ran"))
+    x = _rng(61).standard_normal((2, 3, 8)).astype(np.float32)
+    for scale, attrs in ((x[0, 0].copy(), {}), (In(np.ones((1, 8), np.float32), const=True), {})):
+        case = one_node("RMSNormalization", [x, scale], attrs, 23)
+        close(run_cpu(case, True), run_cpu(case, False), 0, 0)
+    x64 = x.astype(np.float64)
+    case = one_node("RMSNormalization", [x64, In(np.ones(8), const=True)], {"stash_type": 1}, 23)
+    close(run_cpu(case, True), run_cpu(case, False), 0, 0)
+
+
 # -- Where (attention masks) -----------------------------------------------------------------
 WHERE = [  # (cond shape, x, y): x / y as an array of the shape, or a scalar value
     ((4, 4, 32, 32), "scalar", "full"),  # llama's mask: where(mask, -inf, scores)

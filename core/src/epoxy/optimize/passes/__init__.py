@@ -17,6 +17,7 @@ from .lift_constants import LiftConstantsPass
 from .matmul_add import MatMulAddToGemmPass
 from .qdq_weights import DequantizeWeightsPass
 from .reshape_transpose import ReshapeTransposeSimplifyPass
+from .rms_norm import RMSNormFusionPass
 
 __all__ = [
     "BatchNormAffineFoldPass",
@@ -31,5 +32,6 @@ __all__ = [
     "LegacyInitializerInputsPass",
     "LiftConstantsPass",
     "MatMulAddToGemmPass",
+    "RMSNormFusionPass",
     "ReshapeTransposeSimplifyPass",
 ]

@@ -49,6 +49,24 @@ def layer_norm(x, scale, bias, has_bias, eps, y, mean, inv_std):  # pragma: no c
 layer_norm_serial = serial_twin(layer_norm)
 
 
+@njit(parallel=True, cache=True, nogil=True, fastmath={"reassoc"})
+def rms_norm(x, scale, eps, y):  # pragma: no cover - compiled
+    """``y = x / sqrt(mean(x^2) + eps) * scale`` per row; the mean of squares summed in
+    float64 (as LayerNormalization's statistics here), the row scaled in ``x``'s dtype."""
+    rows, cols = x.shape
+    for r in prange(rows):
+        s = 0.0
+        for c in range(cols):
+            v = np.float64(x[r, c])
+            s += v * v
+        inv = 1.0 / np.sqrt(s / cols + eps)
+        for c in range(cols):
+            y[r, c] = (x[r, c] * inv) * scale[c]
+
+
+rms_norm_serial = serial_twin(rms_norm)
+
+
 def handles(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, axis: int) -> bool:
     """Whether the compiled kernel runs this case: float32/float64, not empty, parameters of
     ``x``'s dtype and exactly the normalized shape (broadcasting ones take the numpy path)."""
@@ -162,3 +180,37 @@ class BatchNormKernel:
             fn = self._fns[kernel] = direct.overload(kernel, args)
         fn(*args)
         return y
+
+
+class RMSNormCall:
+    """RMSNormalization over the trailing axes from ``axis`` for one input shape of a node whose
+    scale is a constant of the normalized shape, prepared like :class:`LayerNormCall`.
+
+    Callers pass ``x`` C-contiguous of ``dtype`` and ``shape`` (:meth:`accepts`)."""
+
+    __slots__ = ("_fn", "_kernel", "_params", "dtype", "rows_shape", "shape")
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, axis: int, scale: np.ndarray, eps: float,
+                 nthreads: int) -> None:
+        self.shape, self.dtype = shape, dtype
+        self.rows_shape = (math.prod(shape[:axis]), math.prod(shape[axis:]))
+        self._params = (np.ascontiguousarray(scale, dtype=dtype).reshape(-1), float(eps))
+        self._kernel = pick(rms_norm, rms_norm_serial, nthreads, math.prod(shape))
+        self._fn: Any = None
+
+    @staticmethod
+    def handles(x: np.ndarray, scale: np.ndarray, axis: int) -> bool:
+        """float32/float64, not empty, a scale of ``x``'s dtype and exactly the normalized shape."""
+        return x.dtype in _FLOATS and x.size > 0 and scale.dtype == x.dtype and scale.shape == x.shape[axis:]
+
+    def accepts(self, x: np.ndarray) -> bool:
+        return x.dtype == self.dtype and x.flags.c_contiguous
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        y = np.empty(self.rows_shape, self.dtype)
+        args = (x.reshape(self.rows_shape), *self._params, y)
+        fn = self._fn
+        if fn is None:
+            fn = self._fn = direct.overload(self._kernel, args)
+        fn(*args)
+        return y.reshape(self.shape)

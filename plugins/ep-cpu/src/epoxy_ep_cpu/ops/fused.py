@@ -442,12 +442,10 @@ class CpuFusionPass(ir.passes.InPlacePass):
 
     def __init__(self) -> None:
         super().__init__()
-        from .fused_batchnorm import CpuBatchNormActivationPass  # it builds on this module's helpers
-
         self.steps: list[ir.passes.PassBase] = [
             LegacyInitializerInputsPass(), DropoutEliminationPass(), ConstantFoldingPass(),
             ConvBatchNormFoldPass(), BatchNormAffineFoldPass(), ConvAffineFoldPass(),
-            GeluFusionPass(), CpuConvFusionPass(), CpuMatMulFusionPass(), CpuBatchNormActivationPass(),
+            GeluFusionPass(), CpuConvFusionPass(), CpuMatMulFusionPass(),
         ]
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
