@@ -3,7 +3,7 @@
 Levels (they nest): ``basic`` passes are exact simplifications every provider benefits
 from (eliminations, constant folding of weight plumbing, folding affine ops into Conv /
 BatchNormalization weights, MatMul+Add -> Gemm); ``extended`` adds pattern fusions into
-bigger ONNX ops (Gelu, LayerNormalization) that a provider may or may not run natively (the
+bigger ONNX ops (Gelu, LayerNormalization, RMSNormalization) that a provider may or may not run natively (the
 core expands an unclaimed one back into its function body). Passes run in this order.
 """
 

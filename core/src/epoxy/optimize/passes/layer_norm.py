@@ -67,6 +67,22 @@ def _operand(node: ir.Node, value: ir.Value) -> ir.Value | None:
     return None
 
 
+def eps_sqrt(mean_node: ir.Node) -> tuple[ir.Node, float, ir.Node] | None:
+    """``(add, eps, sqrt)`` when ``mean_node``'s output goes only to ``Add(., eps)`` (a
+    constant in [0, 1)) and that only to ``Sqrt``: the shared tail of LayerNorm's variance and
+    RMSNorm's mean square."""
+    add_eps = sole_consumer(mean_node.outputs[0])
+    if not is_op(add_eps, "Add"):
+        return None
+    eps = scalar(_operand(add_eps, mean_node.outputs[0]))
+    if eps is None or not 0 <= eps < 1:
+        return None
+    sqrt = sole_consumer(add_eps.outputs[0])
+    if not is_op(sqrt, "Sqrt"):
+        return None
+    return add_eps, eps, sqrt
+
+
 def _affine_param(c: np.ndarray | None, width: int | None, dtype: np.dtype) -> np.ndarray | None:
     """``c`` as a 1-D vector of the normalized width when it broadcasts along the last axis
     only (leading 1s allowed), else None."""
@@ -153,15 +169,10 @@ class LayerNormFusionPass(RewritePass):
         var_node = sole_consumer(square.outputs[0])
         if _last_axis_mean(model, var_node, rank) is not square.outputs[0]:
             return None
-        add_eps = sole_consumer(var_node.outputs[0])
-        if not is_op(add_eps, "Add"):
+        found = eps_sqrt(var_node)
+        if found is None:
             return None
-        eps = scalar(_operand(add_eps, var_node.outputs[0]))
-        if eps is None or not 0 <= eps < 1:
-            return None
-        sqrt = sole_consumer(add_eps.outputs[0])
-        if not is_op(sqrt, "Sqrt"):
-            return None
+        add_eps, eps, sqrt = found
         nodes = [mean_node, sub, square, var_node, add_eps, sqrt]
         if is_op(div, "Div"):
             if div.inputs[0] is not d or div.inputs[1] is not sqrt.outputs[0]:

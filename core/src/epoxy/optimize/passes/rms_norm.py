@@ -33,7 +33,7 @@ from ...kit.passes import (
     scalar,
     sole_consumer,
 )
-from .layer_norm import _affine_param, _last_axis_mean, _operand
+from .layer_norm import _affine_param, _last_axis_mean, _operand, eps_sqrt
 
 _STASH = {ir.DataType.FLOAT: 1, ir.DataType.DOUBLE: 11}
 
@@ -97,15 +97,10 @@ class RMSNormFusionPass(RewritePass):
         mean_node = sole_consumer(square.outputs[0])
         if _last_axis_mean(model, mean_node, rank) is not square.outputs[0]:
             return None
-        add_eps = sole_consumer(mean_node.outputs[0])
-        if not is_op(add_eps, "Add"):
+        found = eps_sqrt(mean_node)
+        if found is None:
             return None
-        eps = scalar(_operand(add_eps, mean_node.outputs[0]))
-        if eps is None or not 0 <= eps < 1:
-            return None
-        sqrt = sole_consumer(add_eps.outputs[0])
-        if not is_op(sqrt, "Sqrt"):
-            return None
+        add_eps, eps, sqrt = found
         nodes = [square, mean_node, add_eps, sqrt]
         nxt = sole_consumer(sqrt.outputs[0])
         if is_op(nxt, "Div") and nxt.inputs[0] is x and nxt.inputs[1] is sqrt.outputs[0]:

@@ -219,6 +219,15 @@ def _threads(nthreads: int, blocks: int, macs: int) -> int:
     return max(1, min(nthreads, blocks, macs // MAC_GRAIN))
 
 
+def call_accepts(x: np.ndarray, z: np.ndarray | None, dtype: np.dtype, out_shape: tuple[int, ...]) -> bool:
+    """What every prepared conv call (this module's, ``kernels_pointwise``'s and
+    ``kernels_conv_gemm``'s) takes: ``x`` C-contiguous of ``dtype``, ``z`` None or a
+    C-contiguous array of ``out_shape`` and ``dtype``."""
+    return (x.dtype == dtype and x.flags.c_contiguous
+            and (z is None or (type(z) is np.ndarray and z.shape == out_shape and z.dtype == dtype
+                               and z.flags.c_contiguous)))
+
+
 class Conv2dCall:
     """:func:`run_conv2d` for one input shape of one layer, prepared: the index arrays,
     buffer sizes, weights, epilogue and thread count are settled once, and the compiled
@@ -246,9 +255,7 @@ class Conv2dCall:
         self._rest = (n * shape[1], blocks, act, dtype.type(alpha), dtype.type(beta))
 
     def accepts(self, x: np.ndarray, z: np.ndarray | None) -> bool:
-        return (x.dtype == self.dtype and x.flags.c_contiguous
-                and (z is None or (type(z) is np.ndarray and z.shape == self.out_shape and z.dtype == self.dtype
-                                   and z.flags.c_contiguous)))
+        return call_accepts(x, z, self.dtype, self.out_shape)
 
     def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
         dt = self.dtype

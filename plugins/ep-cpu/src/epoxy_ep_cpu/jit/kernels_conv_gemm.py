@@ -23,7 +23,7 @@ from numba import njit, prange, uint64
 
 from . import direct
 from .activations import activate
-from .kernels_conv import _geometry, _offsets, _pad_plane
+from .kernels_conv import _geometry, _offsets, _pad_plane, call_accepts
 from .threads import GRAIN, serial_twin, use
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -130,9 +130,7 @@ class GridConvCall:
         return shape[0] * shape[1] * math.prod(w_shape[2:]) * span <= MAX_COLS
 
     def accepts(self, x: np.ndarray, z: np.ndarray | None) -> bool:
-        return (x.dtype == self.dtype and x.flags.c_contiguous
-                and (z is None or (type(z) is np.ndarray and z.shape == self.out_shape and z.dtype == self.dtype
-                                   and z.flags.c_contiguous)))
+        return call_accepts(x, z, self.dtype, self.out_shape)
 
     def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
         dt = self.dtype

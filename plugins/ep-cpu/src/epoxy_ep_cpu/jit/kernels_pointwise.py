@@ -19,6 +19,7 @@ from numba import njit, prange, uint64
 
 from . import direct
 from .activations import activate
+from .kernels_conv import call_accepts
 from .threads import GRAIN, serial_twin, use
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -75,9 +76,7 @@ class PointwiseCall:
         self._epilogue: Any = None
 
     def accepts(self, x: np.ndarray, z: np.ndarray | None) -> bool:
-        return (x.dtype == self.dtype and x.flags.c_contiguous
-                and (z is None or (type(z) is np.ndarray and z.shape == self.out_shape and z.dtype == self.dtype
-                                   and z.flags.c_contiguous)))
+        return call_accepts(x, z, self.dtype, self.out_shape)
 
     def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
         dt = self.dtype
