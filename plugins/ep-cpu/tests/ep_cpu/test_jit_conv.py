@@ -267,23 +267,31 @@ def _count_prepared(monkeypatch, *kinds: str) -> list[tuple[int, ...]]:
     return seen
 
 
+def _batch_axis_conv_relu(w: np.ndarray, b: np.ndarray, hw: int, pads: list[int]) -> bytes:
+    """Conv (stride 1, same-size output) + Relu on a ``batch`` axis: checked model bytes."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    c, m = w.shape[1], w.shape[0]
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=pads), helper.make_node("Relu", ["c"], ["y"])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", c, hw, hw])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", m, hw, hw])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    onnx.checker.check_model(model)
+    return model
+
+
 def test_repeated_shapes_take_prepared_calls(monkeypatch):
     """A shape's first run decides (geometry, path, epilogue) and prepares a call that this
     and every later run of the shape go through (counted), each batch size of a dynamic axis
     its own, with the values of the numpy path."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
 
     import epoxy
 
     _, w, b = _data(11, (1, 8, 8, 8), (8, 8, 3, 3), np.float32, True)
-    graph = helper.make_graph(
-        [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])],
-        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8, 8, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8, 8, 8])],
-        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
-    onnx.checker.check_model(model)
+    model = _batch_axis_conv_relu(w, b, 8, [1, 1, 1, 1])
     seen = _count_prepared(monkeypatch)
     on = epoxy.InferenceSession(model, providers=[("cpu", {"jit": True})])
     off = epoxy.InferenceSession(model, providers=[("cpu", {"jit": False})])
@@ -341,20 +349,12 @@ def test_pointwise_calls_only_take_plain_1x1_layers(monkeypatch, attrs):
 def test_pointwise_call_per_batch_size_and_parallel_epilogue(monkeypatch):
     """Each batch size of a dynamic axis gets its own call; the epilogue's parallel variant
     (forced by a grain of 1) gives the serial one's values."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
 
     import epoxy
     from epoxy_ep_cpu.jit import kernels_pointwise
 
     _, w, b = _data(14, (1, 16, 8, 8), (32, 16, 1, 1), np.float32, True)
-    graph = helper.make_graph(
-        [helper.make_node("Conv", ["x", "w", "b"], ["c"]), helper.make_node("Relu", ["c"], ["y"])],
-        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16, 8, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 32, 8, 8])],
-        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
-    onnx.checker.check_model(model)
+    model = _batch_axis_conv_relu(w, b, 8, [0, 0, 0, 0])
     seen = _count_pointwise(monkeypatch)
     off = epoxy.InferenceSession(model, providers=[("cpu", {"jit": False})])
     serial = epoxy.InferenceSession(model, providers=[("cpu", {"jit": True, "jit_threads": 1})])

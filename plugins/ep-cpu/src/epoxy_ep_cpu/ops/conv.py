@@ -943,9 +943,11 @@ class _Jit:
         return "direct" if direct else None
 
     def call(self, shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeights, group: int, strides, dilations,
-             begin, end, out_sp, epi: Epilogue | None) -> Any:
-        """The prepared call running this input shape on its compiled path, or None."""
-        route = self.route(shape, dtype, pk, group, strides, dilations, begin, end, out_sp)
+             begin, end, out_sp, epi: Epilogue | None, route: str | None = "") -> Any:
+        """The prepared call running this input shape on its compiled path (``route``, when
+        the caller already has it), or None."""
+        if route == "":
+            route = self.route(shape, dtype, pk, group, strides, dilations, begin, end, out_sp)
         if route is None:
             return None
         code, alpha, beta = (epi.code or 0, epi.alpha, epi.beta) if epi is not None else (0, 0.0, 0.0)
@@ -962,12 +964,15 @@ class _Jit:
             epi) -> tuple[np.ndarray, bool] | None:
         """``(y, done)`` from the compiled path for this call (weights fed at run time, or a
         shape not prepared), or None when the numpy paths run it."""
-        if x.ndim != 4 or x.dtype != pk.w.dtype or self.route(
-                x.shape, x.dtype, pk, group, strides, dilations, begin, end, out_sp) not in ("pointwise", "grid"):
+        if x.ndim != 4 or x.dtype != pk.w.dtype:
+            return None
+        route = self.route(x.shape, x.dtype, pk, group, strides, dilations, begin, end, out_sp)
+        if route not in ("pointwise", "grid"):
             return None  # the direct kernel's own cached entry (``run_direct``) or the numpy paths
         fuse = epi is not None and (z is None or (z.shape == (x.shape[0], pk.w.shape[0], *out_sp)
                                                   and z.dtype == x.dtype))
-        call = self.call(x.shape, x.dtype, pk, group, strides, dilations, begin, end, out_sp, epi if fuse else None)
+        call = self.call(x.shape, x.dtype, pk, group, strides, dilations, begin, end, out_sp, epi if fuse else None,
+                         route)
         y = call(np.ascontiguousarray(x), np.ascontiguousarray(z) if fuse and z is not None else None)
         if fuse and epi is not None and epi.code is None and epi.after is not None:
             y = epi.after(y)
