@@ -33,9 +33,7 @@ from ...kit.passes import (
     scalar,
     sole_consumer,
 )
-from .layer_norm import _affine_param, _last_axis_mean, _operand, eps_sqrt
-
-_STASH = {ir.DataType.FLOAT: 1, ir.DataType.DOUBLE: 11}
+from .layer_norm import _STASH, _affine_param, _last_axis_mean, _operand, eps_sqrt
 
 
 def _squared(node: ir.Node | None) -> ir.Value | None:
