@@ -90,13 +90,13 @@ def _spec(case):
 def test_jit_on_dispatches_to_the_compiled_pool(monkeypatch, op):
     from epoxy_ep_cpu.jit import kernels_pool
 
-    real, calls = kernels_pool.run_pool2d, []
+    real, calls = kernels_pool.Pool2dCall.__call__, []
 
-    def spy(*args):
+    def spy(self, x):
         calls.append(1)
-        return real(*args)
+        return real(self, x)
 
-    monkeypatch.setattr(kernels_pool, "run_pool2d", spy)
+    monkeypatch.setattr(kernels_pool.Pool2dCall, "__call__", spy)
     case = one_node(op, [_x(1, (1, 2, 8, 8), np.float32)], {"kernel_shape": [3, 3], "strides": [2, 2]}, 22)
     run_cpu(case, False)
     assert calls == []
@@ -131,7 +131,7 @@ def test_average_pool_nan_propagates_as_in_the_numpy_path():
 def test_max_pool_indices_stay_on_the_numpy_path(monkeypatch):
     from epoxy_ep_cpu.jit import kernels_pool
 
-    monkeypatch.setattr(kernels_pool, "run_pool2d", lambda *a: pytest.fail("indices went to jit"))
+    monkeypatch.setattr(kernels_pool.Pool2dCall, "__call__", lambda *a: pytest.fail("indices went to jit"))
     x = _x(5, (1, 2, 8, 8), np.float32)
     case = one_node("MaxPool", [x], {"kernel_shape": [3, 3], "strides": [2, 2]}, 22, n_out=2)
     close(run_cpu(case, True), run_reference(case), 0, 0)
@@ -140,7 +140,7 @@ def test_max_pool_indices_stay_on_the_numpy_path(monkeypatch):
 def test_large_stride_one_pool_keeps_the_numpy_path(monkeypatch):
     from epoxy_ep_cpu.jit import kernels_pool
 
-    monkeypatch.setattr(kernels_pool, "run_pool2d", lambda *a: pytest.fail("routed to jit"))
+    monkeypatch.setattr(kernels_pool.Pool2dCall, "__call__", lambda *a: pytest.fail("routed to jit"))
     x = _x(6, (1, 64, 14, 14), np.float32)
     case = one_node("MaxPool", [x], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, 22)
     close(run_cpu(case, True), run_reference(case), 0, 0)
@@ -178,3 +178,40 @@ def test_routing_keeps_unpadded_strided_pools_over_small_planes_on_numpy():
     assert not routed((1, 256, 27, 27), 0) and not routed((1, 512, 13, 13), 0)
     assert routed((1, 256, 26, 26), 1)  # ceil_mode pads: the compiled kernel
     assert routed((1, 64, 111, 111), 0) and routed((1, 8, 32, 32), 0)  # large planes, small tensors
+
+
+def _batch_axis_pool(op: str, attrs: dict) -> bytes:
+    import onnx
+    from onnx import TensorProto, helper
+
+    node = helper.make_node(op, ["x"], ["y"], **attrs)
+    graph = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 12, 12])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 3, 6, 6])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_each_input_shape_prepares_one_call(monkeypatch, op):
+    """A shape's first run prepares its call (geometry, divisors, thread count, overload); its
+    later runs reuse it, and each batch size of a dynamic axis gets its own, all equal to the
+    numpy path's values."""
+    import epoxy
+    from epoxy_ep_cpu.jit import kernels_pool
+
+    made: list[tuple[int, ...]] = []
+    real_init = kernels_pool.Pool2dCall.__init__
+
+    def counting_init(self, shape, *args):
+        made.append(shape)
+        real_init(self, shape, *args)
+
+    monkeypatch.setattr(kernels_pool.Pool2dCall, "__init__", counting_init)
+    model = _batch_axis_pool(op, {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]})
+    on = epoxy.InferenceSession(model, providers=[("cpu", {"jit": True})])
+    off = epoxy.InferenceSession(model, providers=[("cpu", {"jit": False})])
+    for i, batch in enumerate((1, 1, 2, 2, 1)):
+        x = _x(20 + i, (batch, 3, 12, 12), np.float32)
+        close(on.run(None, {"x": x}), off.run(None, {"x": x}), 1e-6, 0)
+    assert made == [(1, 3, 12, 12), (2, 3, 12, 12)]

@@ -201,3 +201,19 @@ def test_integer_arithmetic_on_tiny_arrays_wraps_quietly(op: str, dtype: type) -
             got = kernel(a, b)
         assert isinstance(got, np.ndarray) and got.dtype == a.dtype and got.shape == np.asarray(ref).shape
         np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_gather_index_arrays_negative_and_out_of_range(dtype) -> None:
+    """Index arrays on both axes: negative indices count from the end (as onnx.reference
+    reads them), and one index outside [-dim, dim) raises IndexError naming the dimension."""
+    data = np.arange(5 * 7, dtype=np.float32).reshape(5, 7)
+    for axis, idx in ((0, [[0, -1], [4, -5]]), (1, [[6, -7, 3]])):
+        kernel = indexing.gather(_spec("Gather", ("x", "i"), {}, 13, {"axis": axis}))
+        node = helper.make_node("Gather", ["x", "i"], ["y"], axis=axis)
+        i = np.array(idx, dtype)
+        ref = ReferenceEvaluator(node).run(None, {"x": data, "i": i})[0]
+        np.testing.assert_array_equal(kernel(data, i), ref)
+        for bad in (data.shape[axis], -data.shape[axis] - 1):
+            with pytest.raises(IndexError, match=f"out of range for dimension of size {data.shape[axis]}"):
+                kernel(data, np.array([[0, bad]], dtype))

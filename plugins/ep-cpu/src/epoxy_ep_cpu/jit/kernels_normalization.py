@@ -121,15 +121,25 @@ class LayerNormCall:
         return x.dtype == self.dtype and x.flags.c_contiguous
 
     def __call__(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        dt = self.dtype
-        y = np.empty(self.rows_shape, dt)
-        stats = np.empty((2, self.rows_shape[0]), dt)
-        args = (x.reshape(self.rows_shape), *self._params, y, stats[0], stats[1])
+        """Y, mean and inverse standard deviation (the statistics in ``stats_shape``)."""
+        rows = self.rows_shape[0]
+        mean, inv = np.empty(rows, self.dtype), np.empty(rows, self.dtype)
+        y = self._run(x, mean, inv)
+        return y, mean.reshape(self.stats_shape), inv.reshape(self.stats_shape)
+
+    def normalized(self, x: np.ndarray) -> np.ndarray:
+        """Y alone (the node's one output: the statistics go to one scratch buffer)."""
+        stats = np.empty(self.rows_shape[0], self.dtype)
+        return self._run(x, stats, stats)
+
+    def _run(self, x: np.ndarray, mean: np.ndarray, inv: np.ndarray) -> np.ndarray:
+        y = np.empty(self.shape, self.dtype)
+        args = (x.reshape(self.rows_shape), *self._params, y.reshape(self.rows_shape), mean, inv)
         fn = self._fn
         if fn is None:
             fn = self._fn = direct.overload(self._kernel, args)
         fn(*args)
-        return y.reshape(self.shape), stats[0].reshape(self.stats_shape), stats[1].reshape(self.stats_shape)
+        return y
 
 
 @njit(parallel=True, cache=True, nogil=True, boundscheck=False)

@@ -11,9 +11,13 @@ numpy passes on [64, 112, 112]."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 from numba import njit, prange, uint64
 
+from . import direct
 from .threads import GRAIN, serial_twin, use
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -29,14 +33,29 @@ def global_avg(x, y):  # pragma: no cover - compiled
         y[c] = s / n
 
 
+global_avg_serial = serial_twin(global_avg)
+#: (dtype, parallel) -> global_avg's overload for a C-contiguous 2-D input (see ``direct``)
+_GLOBAL_AVG: dict[tuple[np.dtype, bool], Any] = {}
+
+
 def run_global_avg(x: np.ndarray, nthreads: int) -> np.ndarray | None:
-    """GlobalAveragePool of a float32/float64 (N, C, ...) tensor with a non-empty image."""
+    """GlobalAveragePool of a float32/float64 (N, C, ...) tensor with a non-empty image; a
+    tensor of fewer than ``GRAIN`` elements a thread runs without a parallel launch."""
     if x.ndim < 3 or x.dtype not in _FLOATS or x.size == 0:
         return None
     planes = x.shape[0] * x.shape[1]
     y = np.empty(planes, x.dtype)
-    use(nthreads, x.size)
-    global_avg(x.reshape(planes, -1), y)
+    x2 = x.reshape(planes, -1)
+    if not x2.flags.c_contiguous:  # the overload reads its input as C-contiguous
+        x2 = np.ascontiguousarray(x2)
+    count = max(1, min(nthreads, planes, x.size // GRAIN))
+    key = (x.dtype, count > 1)
+    fn = _GLOBAL_AVG.get(key)
+    if fn is None:
+        fn = _GLOBAL_AVG[key] = direct.overload(global_avg if count > 1 else global_avg_serial, (x2, y))
+    if count > 1:
+        use(count, x.size)
+    fn(x2, y)
     return y.reshape(x.shape[:2] + (1,) * (x.ndim - 2))
 
 
@@ -116,36 +135,50 @@ pool2d_serial = serial_twin(pool2d_parallel)  # the same loop without a parallel
 
 
 _NO_COUNT = np.ones(1, dtype=np.int64)
-_DIMS: dict[tuple[int, ...], np.ndarray] = {}
 #: a window with no input element: NaN for MaxPool, 0 for AveragePool (read-only in the kernel)
 _EMPTY_MAX = {dt: np.full(1, np.nan, dtype=dt) for dt in _FLOATS}
 _EMPTY_AVG = {dt: np.zeros(1, dtype=dt) for dt in _FLOATS}
 
 
-def run_pool2d(x: np.ndarray, kernel: tuple[int, ...], strides: tuple[int, ...], dilations: tuple[int, ...],
-               begin: list[int], out_sp: list[int], counts: tuple[np.ndarray, np.ndarray] | None,
-               nthreads: int) -> np.ndarray | None:
-    """MaxPool (``counts`` None) or AveragePool (divisor factors per output row and column)
-    of a float32/float64 4-D ``x`` with pads >= 0 (end pads and ceil mode are in ``out_sp``);
-    ``None`` for a case the numpy path keeps."""
-    if x.ndim != 4 or x.dtype not in _FLOATS or x.size == 0 or min(begin) < 0:
-        return None
-    n, c, h, wd = x.shape
-    y = np.empty((n, c, out_sp[0], out_sp[1]), dtype=x.dtype)
-    key = (h, wd, out_sp[0], out_sp[1], kernel[0], kernel[1], strides[0], strides[1], dilations[0], dilations[1],
-           begin[0], begin[1])
-    dims = _DIMS.get(key)
-    if dims is None:  # one small array per geometry, not one per call
-        if len(_DIMS) >= 512:
-            _DIMS.clear()
-        dims = _DIMS[key] = np.array(key, dtype=np.int64)
-    cnt_h, cnt_w = counts if counts is not None else (_NO_COUNT, _NO_COUNT)
-    empty = _EMPTY_MAX[x.dtype] if counts is None else _EMPTY_AVG[x.dtype]
-    args = (np.ascontiguousarray(x).reshape(-1), y.reshape(-1), dims, cnt_h, cnt_w, empty, n * c, counts is None)
-    count = max(1, min(nthreads, n * c, x.size // GRAIN))
-    if count == 1:
-        pool2d_serial(*args)
-    else:
-        use(count, x.size)
-        pool2d_parallel(*args)
-    return y
+def pool2d_fits(x: np.ndarray, begin: Sequence[int]) -> bool:
+    """Whether :class:`Pool2dCall` runs ``x``: float32/float64, 4-D, not empty, pads >= 0."""
+    return x.ndim == 4 and x.dtype in _FLOATS and x.size > 0 and min(begin) >= 0
+
+
+class Pool2dCall:
+    """One pool node's windowed 2-D MaxPool (``counts`` None) or AveragePool (divisor factors
+    per output row and column) for one input shape and dtype (:func:`pool2d_fits`; end pads
+    and ceil mode are in ``out_sp``).
+
+    Why prepared: the geometry array, the thread count and numba's overload are settled at
+    the shape's first run; a call is then one allocation and the compiled loop (the
+    dispatcher's typing of eight arguments and the per-call setup were ~15 us of a 20 us
+    pool on the exporter CNNs' 16x16 maps). Callers pass ``x`` C-contiguous of ``dtype``."""
+
+    __slots__ = ("_count", "_fn", "_rest", "_work", "dtype", "out_shape", "shape")
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, kernel: Sequence[int], strides: Sequence[int],
+                 dilations: Sequence[int], begin: Sequence[int], out_sp: Sequence[int],
+                 counts: tuple[np.ndarray, np.ndarray] | None, nthreads: int) -> None:
+        n, c, h, wd = shape
+        self.shape, self.dtype = shape, dtype
+        self.out_shape = (n, c, int(out_sp[0]), int(out_sp[1]))
+        dims = np.array((h, wd, out_sp[0], out_sp[1], kernel[0], kernel[1], strides[0], strides[1], dilations[0],
+                         dilations[1], begin[0], begin[1]), dtype=np.int64)
+        cnt_h, cnt_w = counts if counts is not None else (_NO_COUNT, _NO_COUNT)
+        empty = _EMPTY_MAX[dtype] if counts is None else _EMPTY_AVG[dtype]
+        self._rest = (dims, cnt_h, cnt_w, empty, n * c, counts is None)
+        self._work = n * c * h * wd
+        self._count = max(1, min(nthreads, n * c, self._work // GRAIN))
+        self._fn: Any = None
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        y = np.empty(self.out_shape, dtype=self.dtype)
+        args = (x.reshape(-1), y.reshape(-1), *self._rest)
+        fn = self._fn
+        if fn is None:
+            fn = self._fn = direct.overload(pool2d_serial if self._count == 1 else pool2d_parallel, args)
+        if self._count > 1:
+            use(self._count, self._work)
+        fn(*args)
+        return y

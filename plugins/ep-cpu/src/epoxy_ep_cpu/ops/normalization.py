@@ -248,9 +248,9 @@ def layer_normalization(node: NodeSpec):
             if call is None and x.shape not in prepared:
                 call = prepare(x, check_axis(node, "axis", axis, x.ndim))
             if call is not None and call.accepts(x):
-                y, mean, inv = call(x)
                 if n_out == 1:
-                    return y
+                    return call.normalized(x)
+                y, mean, inv = call(x)
                 return (y, mean.astype(stat_dtype, copy=False), inv.astype(stat_dtype, copy=False))[:n_out]
         ax = check_axis(node, "axis", axis, x.ndim)
         cdt = _stash_dtype(stash, x.dtype)

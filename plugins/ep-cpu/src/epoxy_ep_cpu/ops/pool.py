@@ -7,7 +7,7 @@ the padded input, each a whole-tensor numpy op), never over pixels.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -102,15 +102,15 @@ def _max_fill_and_ufunc(dtype: np.dtype) -> tuple[Any, np.ufunc]:
 
 
 def _max_pool(x: np.ndarray, a: _PoolAttrs, want_indices: bool, storage_order: int, fast: _JitPool | None = None):
+    if fast is not None and not want_indices:
+        call = fast.prepared(x, a)
+        if call is not None:
+            return call(x if x.flags.c_contiguous else np.ascontiguousarray(x)), None
     out_sp, begin, end, extra = a.geometry(x)
     n, c = x.shape[:2]
     oshape = (n, c) + tuple(out_sp)
     if any(o == 0 for o in out_sp) or n == 0 or c == 0:
         return np.empty(oshape, x.dtype), np.empty(oshape, np.int64)
-    if fast is not None and not want_indices and use_jit_pool(x, a, begin, end, extra):
-        y = fast.module.run_pool2d(x, a.kernel, a.strides, a.dilations, begin, out_sp, None, fast.nthreads)
-        if y is not None:
-            return y, None
     work = x
     if x.dtype.kind == "f" and x.dtype not in (np.float32, np.float64):
         work = x.astype(np.float32)
@@ -174,18 +174,51 @@ def max_pool(node: NodeSpec):
     return run
 
 
-class _JitPool:
-    """The compiled windowed pools (``jit/kernels_pool.py``) of a provider running the jit tier."""
+_UNSEEN = object()
+#: (input spatial shape, output spatial shape, begin pads, end pads) -> AveragePool's divisor
+#: factors per spatial axis
+CountsOf = Callable[[tuple[int, ...], list[int], list[int], list[int]], list[np.ndarray]]
 
-    __slots__ = ("module", "nthreads")
+
+class _JitPool:
+    """One pool node's compiled windowed pools (``jit/kernels_pool.py``) when its provider
+    runs the jit tier: a prepared call per input shape and dtype, or ``None`` for a shape the
+    numpy path runs (remembered like the node's geometry, for inputs of at most
+    ``_REMEMBERED_MAX_ELEMENTS``)."""
+
+    __slots__ = ("_calls", "module", "nthreads")
 
     def __init__(self, module: Any, nthreads: int) -> None:
         self.module, self.nthreads = module, nthreads
+        self._calls: dict[tuple, Any] = {}
 
     @staticmethod
     def build() -> _JitPool | None:
         compiled = jit.kernels("pool")
         return _JitPool(compiled, jit.thread_count()) if compiled is not None else None
+
+    def prepared(self, x: np.ndarray, a: _PoolAttrs, counts_of: CountsOf | None = None) -> Any:
+        """The call running ``x`` (MaxPool, or AveragePool with ``counts_of``), or ``None``."""
+        key = (x.shape, x.dtype)
+        call = self._calls.get(key, _UNSEEN)
+        if call is _UNSEEN:
+            call = self._prepare(x, a, counts_of)
+            if x.size <= _REMEMBERED_MAX_ELEMENTS:
+                if len(self._calls) >= _SHAPES_PER_NODE:
+                    self._calls.clear()
+                self._calls[key] = call
+        return call
+
+    def _prepare(self, x: np.ndarray, a: _PoolAttrs, counts_of: CountsOf | None) -> Any:
+        out_sp, begin, end, extra = a.geometry(x)  # raises for a bad rank or a buffer too large
+        if min(out_sp) <= 0 or not self.module.pool2d_fits(x, begin) or not use_jit_pool(x, a, begin, end, extra):
+            return None
+        counts = None
+        if counts_of is not None:
+            ch, cw = counts_of(x.shape[2:], out_sp, begin, end)
+            counts = (ch, cw)
+        return self.module.Pool2dCall(x.shape, x.dtype, a.kernel, a.strides, a.dilations, begin, out_sp, counts,
+                                      self.nthreads)
 
 
 #: stride-1 pools run compiled only on inputs of at most this many elements
@@ -338,14 +371,10 @@ def average_pool(node: NodeSpec):
         return found
 
     def run(x: np.ndarray) -> np.ndarray:
-        if fast is not None and x.ndim == 4 and x.size:
-            out_sp, begin, end, extra = a.geometry(x)
-            if min(out_sp) > 0 and use_jit_pool(x, a, begin, end, extra):
-                ch, cw = axis_counts(x.shape[2:], out_sp, begin, end)
-                y = fast.module.run_pool2d(x, a.kernel, a.strides, a.dilations, begin, out_sp, (ch, cw),
-                                           fast.nthreads)
-                if y is not None:
-                    return y
+        if fast is not None:
+            call = fast.prepared(x, a, axis_counts)
+            if call is not None:
+                return call(x if x.flags.c_contiguous else np.ascontiguousarray(x))
         acc, out_sp, begin, end = _window_sums(x, a)
         if acc is None:
             return np.empty(x.shape[:2] + tuple(out_sp), x.dtype)
