@@ -175,6 +175,11 @@ def prepare(bm: BenchModel, work: Path, calib: list[Feeds], args: argparse.Names
             q = quantize_static(proto, calib, op_types=("MatMul", "Gemm"), activation_dtype="uint8",
                                 per_channel=True)
             how = f"epoxy quantize_static MatMul/Gemm (u8s8, per channel, minmax, {len(calib)} inputs)"
+        elif args.encoder == "dynamic":  # DynamicQuantizeLinear -> MatMulInteger: ep-cpu's integer kernels
+            from epoxy.quantization import quantize_dynamic
+
+            q = quantize_dynamic(proto, per_channel=True, format="qoperator")
+            how = "epoxy quantize_dynamic (qoperator: u8 activations at run time, s8 weights per channel)"
         else:
             q, how = epoxy_weight_only(proto)
         files.notes.append(f"{how} {time.perf_counter() - t0:.1f} s")
@@ -371,9 +376,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--calib", type=int, default=8, help="random calibration inputs")
     ap.add_argument("--held-out", type=int, default=16, help="random held-out inputs for the accuracy columns")
     ap.add_argument("--activation-dtype", choices=("uint8", "int8"), default="uint8", help="CNN activations")
-    ap.add_argument("--encoder", choices=("static", "weight-only"), default="static",
-                    help="the encoder's epoxy int8 model: static QDQ on MatMul/Gemm (calibrated on --calib inputs) "
-                         "or weight-only int8 with OpenVINO's dynamic activation quantization")
+    ap.add_argument("--encoder", choices=("static", "weight-only", "dynamic"), default="static",
+                    help="the encoder's epoxy int8 model: static QDQ on MatMul/Gemm (calibrated on --calib inputs), "
+                         "weight-only int8 with OpenVINO's dynamic activation quantization, or dynamic int8 "
+                         "(DynamicQuantizeLinear -> MatMulInteger, ep-cpu's integer kernels)")
     ap.add_argument("--dq-group-size", type=int, default=128,
                     help="OpenVINO's DYNAMIC_QUANTIZATION_GROUP_SIZE for the int8 sessions (0: off; OpenVINO's "
                          "default is 32, 128 was the fastest on the encoder here)")

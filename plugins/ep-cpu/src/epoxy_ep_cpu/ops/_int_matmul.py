@@ -17,11 +17,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from epoxy.contract import NodeSpec
 
+from .. import jit
 from ._util import constant_input
 
 _F32 = np.dtype(np.float32)
@@ -163,3 +165,45 @@ def exact_product(packed: Shifted | None, fallback: Product) -> Product:
         return matmul_exact(shift_a(a, a_zp), right)
 
     return product
+
+
+def weights_product(node: NodeSpec, b_index: int, zp_index: int, fallback: Product) -> Product:
+    """The node's integer product with its right operand (the weights) prepared once when
+    constant: for the jit tier's int8 GEMM (``jit/kernels_int8_gemm.py``, AVX512-VNNI) when
+    it runs here, which takes the products large enough to gain and leaves the rest (and
+    per-row activation zero points) to the float32-chunk path; that path's float32 copy of
+    the weights is then made at its first use, not at session creation."""
+    fast = _int8_gemm_weights(node, b_index, zp_index)
+    if fast is None:
+        return exact_product(packed_right(node, b_index, zp_index), fallback)
+    lazy: list[Shifted] = []
+
+    def float_path(a: np.ndarray, b: np.ndarray, a_zp: np.ndarray | None, b_zp: np.ndarray | None) -> np.ndarray:
+        if not lazy:
+            packed = packed_right(node, b_index, zp_index)
+            assert packed is not None  # the int8 GEMM took the same constant 8-bit weights
+            lazy.append(packed)
+        return matmul_exact(shift_a(a, a_zp), lazy[0])
+
+    def product(a: np.ndarray, b: np.ndarray, a_zp: np.ndarray | None, b_zp: np.ndarray | None) -> np.ndarray:
+        done = fast.matmul(a, a_zp)
+        if done is not None:
+            return done  # type: ignore[no-any-return]
+        if not is_int8(a.dtype, b.dtype):
+            return fallback(a, b, a_zp, b_zp)
+        return float_path(a, b, a_zp, b_zp)
+
+    return product
+
+
+def _int8_gemm_weights(node: NodeSpec, b_index: int, zp_index: int) -> Any:
+    """The constant weights packed for the jit tier's int8 GEMM, or None (jit off, no
+    AVX512-VNNI here, fed or unsuitable weights)."""
+    module = jit.kernels("int8_gemm")
+    if module is None or module.support() is not None:
+        return None
+    b = constant_input(node, b_index)
+    zp = None if _absent(node, zp_index) else constant_input(node, zp_index)
+    if b is None or (zp is None and not _absent(node, zp_index)) or not module.PackedInt8Weights.fits(b, zp):
+        return None
+    return module.PackedInt8Weights(b, zp, jit.thread_count())

@@ -26,7 +26,7 @@ import numpy as np
 from epoxy.contract import NodeSpec
 
 from ..registry import KERNELS
-from ._int_matmul import exact_product, packed_right
+from ._int_matmul import weights_product
 from ._util import normalize_axis
 
 DOMAIN = "com.microsoft"
@@ -94,7 +94,7 @@ def dynamic_quantize_u8(x: np.ndarray) -> tuple[np.ndarray, np.float32, np.uint8
 
 @KERNELS.register("DynamicQuantizeMatMul", 1, domain=DOMAIN)
 def dynamic_quantize_matmul(node: NodeSpec):
-    product = exact_product(packed_right(node, 1, 3), int_matmul)  # weights packed once
+    product = weights_product(node, 1, 3, int_matmul)  # weights packed once
 
     def run(a, b, b_scale, b_zero_point=None, bias=None):
         qa, a_scale, a_zp = dynamic_quantize_u8(a)
@@ -110,7 +110,7 @@ def dynamic_quantize_matmul(node: NodeSpec):
 
 @KERNELS.register("MatMulIntegerToFloat", 1, domain=DOMAIN)
 def matmul_integer_to_float(node: NodeSpec):
-    product = exact_product(packed_right(node, 1, 5), int_matmul)
+    product = weights_product(node, 1, 5, int_matmul)
 
     def run(a, b, a_scale, b_scale, a_zero_point=None, b_zero_point=None, bias=None):
         out_dtype = np.asarray(a_scale).dtype

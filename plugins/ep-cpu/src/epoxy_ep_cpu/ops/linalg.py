@@ -11,7 +11,7 @@ from epoxy.contract import NodeSpec
 from ..registry import KERNELS
 from ._broadcast import fits_into
 from ._flags import flag
-from ._int_matmul import exact_product, packed_right, row_zero_point
+from ._int_matmul import row_zero_point, weights_product
 from ._out import FAST_FLOATS, accepts_out
 from ._util import constant_input
 
@@ -141,7 +141,7 @@ def _int32_fallback(a: np.ndarray, b: np.ndarray, a_zp: np.ndarray | None, b_zp:
 
 @KERNELS.register("MatMulInteger", 10)
 def matmul_integer(node: NodeSpec):
-    product = exact_product(packed_right(node, 1, 3), _int32_fallback)
+    product = weights_product(node, 1, 3, _int32_fallback)
 
     def run(a, b, a_zero_point=None, b_zero_point=None):
         return product(a, b, a_zero_point, b_zero_point)
@@ -155,7 +155,7 @@ def _is_int(dtype: np.dtype) -> bool:
 
 @KERNELS.register("QLinearMatMul", (10, 21))
 def qlinear_matmul(node: NodeSpec):
-    product = exact_product(packed_right(node, 3, 5), _int32_fallback)
+    product = weights_product(node, 3, 5, _int32_fallback)
 
     def run(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
         acc = product(a, b, a_zero_point, b_zero_point)

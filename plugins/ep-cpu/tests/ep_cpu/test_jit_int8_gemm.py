@@ -1,0 +1,149 @@
+"""The jit tier's int8 GEMM (jit/kernels_int8_gemm.py, AVX512-VNNI) against exact int64 products,
+the numpy path (jit off: float32-BLAS chunks) and onnxruntime, in the integer ops that use it.
+
+The kernel is exact, so every comparison is for equality. On a CPU without AVX512-VNNI the
+kernel's own tests are skipped with that reason, and the routing tests check that the float32
+path runs instead (the session-level tests run on every machine)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from _hostile import In, one_node, run_onnxruntime
+from _jit_cases import close, run_cpu
+
+pytest.importorskip("numba")
+
+from epoxy_ep_cpu.jit import kernels_int8_gemm as int8_gemm  # noqa: E402
+
+needs_vnni = pytest.mark.skipif(int8_gemm.support() is not None, reason=f"int8 GEMM: {int8_gemm.support()}")
+
+
+def _codes(rng: np.random.Generator, dtype, shape) -> np.ndarray:
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max + 1, shape).astype(dtype)
+
+
+def _exact(a, b, za, zb) -> np.ndarray:
+    """``(a - za) @ (b - zb)`` in int64, wrapped to int32 as an int32 accumulator would."""
+    left = a.astype(np.int64) - (0 if za is None else np.int64(za))
+    right = b.astype(np.int64) - (0 if zb is None else zb.astype(np.int64))
+    return (left @ right).astype(np.int32)
+
+
+@needs_vnni
+@pytest.mark.parametrize(("a_dtype", "b_dtype"), list(itertools.product([np.uint8, np.int8], repeat=2)))
+@pytest.mark.parametrize("a_shape,n", [((64, 768), 96), ((3, 37, 130), 61), ((65, 70), 9), ((4, 64), 4)],
+                         ids=["aligned-k", "batched-odd", "odd", "one-tile"])
+@pytest.mark.parametrize("b_zero", ["none", "scalar", "per-column"])
+@pytest.mark.parametrize("a_zero", [False, True])
+def test_kernel_is_exact(monkeypatch, a_dtype, b_dtype, a_shape, n, b_zero, a_zero):
+    """Every signedness pair, zero points absent, scalar or per column (and the activations'),
+    shapes that need row, column and K padding, batched rows; threads forced on."""
+    rng = np.random.default_rng(sum(a_shape) + n)
+    a = _codes(rng, a_dtype, a_shape)
+    b = _codes(rng, b_dtype, (a_shape[-1], n))
+    zb = {"none": None, "scalar": _codes(rng, b_dtype, ()), "per-column": _codes(rng, b_dtype, (n,))}[b_zero]
+    za = _codes(rng, a_dtype, ()) if a_zero else None
+    monkeypatch.setattr(int8_gemm, "MIN_MACS", 0)
+    monkeypatch.setattr(int8_gemm, "MACS_PER_THREAD", 1)
+    got = int8_gemm.PackedInt8Weights(b, zb, nthreads=2).matmul(a, za)
+    assert got is not None and got.dtype == np.int32 and got.flags.c_contiguous
+    np.testing.assert_array_equal(got, _exact(a, b, za, zb))
+
+
+@needs_vnni
+def test_kernel_wraps_like_an_int32_accumulator():
+    """Sums past int32 (K = 65536 of 255 * -128) wrap exactly as the float32 path's int64 -> int32."""
+    k = int8_gemm.MAX_K
+    a = np.full((4, k), 255, np.uint8)
+    b = np.full((k, 4), -128, np.int8)
+    got = int8_gemm.PackedInt8Weights(b, np.array(-128, np.int8) + 0, 1).matmul(a, np.array(1, np.uint8))
+    np.testing.assert_array_equal(got, _exact(a, b, np.uint8(1), np.array(-128, np.int8)))
+
+
+def test_what_the_kernel_leaves_to_the_float_path():
+    """Small products, per-row activation zero points and K past MAX_K are refused (None or
+    not ``fits``), so the float32-chunk path runs them."""
+    b = np.zeros((32, 32), np.int8)
+    packed = int8_gemm.PackedInt8Weights(b, None, 1)
+    assert packed.matmul(np.zeros((16, 32), np.uint8), None) is None  # 16 k multiply-adds < MIN_MACS
+    assert packed.matmul(np.zeros((2048, 32), np.uint8), np.zeros(2048, np.uint8)) is None  # per row
+    assert not int8_gemm.PackedInt8Weights.fits(np.zeros((int8_gemm.MAX_K + 1, 4), np.int8), None)
+    assert not int8_gemm.PackedInt8Weights.fits(b, np.zeros(3, np.int8))  # neither one nor N
+    assert not int8_gemm.PackedInt8Weights.fits(b, np.zeros((), np.uint8))  # other dtype
+
+
+def _count_kernel_products(monkeypatch) -> list[tuple[int, ...]]:
+    seen: list[tuple[int, ...]] = []
+    real = int8_gemm.PackedInt8Weights.matmul
+
+    def counting(self, a, zero_point):
+        done = real(self, a, zero_point)
+        if done is not None:
+            seen.append(a.shape)
+        return done
+
+    monkeypatch.setattr(int8_gemm.PackedInt8Weights, "matmul", counting)
+    return seen
+
+
+def _matmul_integer(rng, a_shape, n, a_dtype=np.uint8, b_dtype=np.int8):
+    a = _codes(rng, a_dtype, a_shape)
+    b = _codes(rng, b_dtype, (a_shape[-1], n))
+    za, zb = _codes(rng, a_dtype, ()), _codes(rng, b_dtype, (n,))
+    return one_node("MatMulInteger", [a, In(b, const=True), za, In(zb, const=True)], {}, 10), (a, b, za, zb)
+
+
+@pytest.mark.parametrize(("a_dtype", "b_dtype"), [(np.uint8, np.int8), (np.int8, np.int8), (np.uint8, np.uint8)])
+def test_matmul_integer_runs_the_kernel_when_it_can(monkeypatch, a_dtype, b_dtype):
+    """MatMulInteger with constant weights: the kernel takes it on a VNNI CPU (counted), the
+    float32 path elsewhere; either way the result is the exact product, the numpy path's and
+    onnxruntime's."""
+    case, (a, b, za, zb) = _matmul_integer(np.random.default_rng(3), (2, 64, 256), 128, a_dtype, b_dtype)
+    seen = _count_kernel_products(monkeypatch)
+    on = run_cpu(case, True, runs=2)
+    assert seen == ([(2, 64, 256)] * 2 if int8_gemm.support() is None else [])
+    close(on, [_exact(a, b, za, zb)], 0, 0)
+    close(on, run_cpu(case, False), 0, 0)
+    if a_dtype == np.uint8 and b_dtype == np.int8:  # onnxruntime's CPU kernel takes u8 x s8
+        close(on, run_onnxruntime(case), 0, 0)
+
+
+def test_without_vnni_the_float_path_runs(monkeypatch):
+    """A CPU without AVX512-VNNI (simulated): no weights are packed for the kernel and the
+    products are still exact."""
+    monkeypatch.setattr(int8_gemm, "support", lambda: "this CPU lacks avx512vnni")
+    made: list[int] = []
+    real_init = int8_gemm.PackedInt8Weights.__init__
+    monkeypatch.setattr(int8_gemm.PackedInt8Weights, "__init__",
+                        lambda self, *args: made.append(1) or real_init(self, *args))
+    case, (a, b, za, zb) = _matmul_integer(np.random.default_rng(4), (64, 256), 128)
+    close(run_cpu(case, True), [_exact(a, b, za, zb)], 0, 0)
+    assert made == []
+
+
+@needs_vnni
+def test_qlinear_matmul_and_dynamic_quantize_matmul_use_the_kernel(monkeypatch):
+    """The other integer products with constant weights: QLinearMatMul (requantized output)
+    and com.microsoft DynamicQuantizeMatMul (float output) equal the numpy path exactly and
+    onnxruntime within its float rounding, with the kernel counted."""
+    rng = np.random.default_rng(5)
+    a = _codes(rng, np.uint8, (128, 256))
+    w = _codes(rng, np.int8, (256, 64))
+    seen = _count_kernel_products(monkeypatch)
+    qlinear = one_node("QLinearMatMul", [a, np.float32(0.02), np.uint8(120), In(w, const=True),
+                                         In(np.float32(0.01), const=True), In(np.int8(0), const=True),
+                                         np.float32(0.5), np.uint8(128)], {}, 10)
+    on = run_cpu(qlinear, True)
+    close(on, run_cpu(qlinear, False), 0, 0)
+    close(on, run_onnxruntime(qlinear), 0, 1)  # onnxruntime rounds its requantization in float32
+    x = rng.standard_normal((128, 256)).astype(np.float32)
+    dynamic = one_node("DynamicQuantizeMatMul", [x, In(w, const=True), In(np.full(64, 0.01, np.float32), const=True)],
+                       {}, 1, domain="com.microsoft")
+    on = run_cpu(dynamic, True)
+    close(on, run_cpu(dynamic, False), 0, 0)
+    close(on, run_onnxruntime(dynamic), 1e-5, 1e-4)
+    assert seen == [(128, 256), (128, 256)]
