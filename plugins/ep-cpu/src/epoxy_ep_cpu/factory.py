@@ -38,12 +38,20 @@ class CpuProviderFactory:
 
     def options(self) -> Mapping[str, str]:
         """What ``create`` accepts, from the table it validates against (``epoxy providers``);
-        the ``jit`` line also says whether the jit tier can run here, and why not."""
+        the ``jit`` line also says whether the jit tier can run here, and why not, and whether
+        its int8 GEMM can (AVX512-VNNI)."""
         from .jit import availability
         from .settings import TABLE
 
         described = TABLE.describe()
-        described["jit"] = f"{described['jit']} [here: {availability().describe()}]"
+        here = availability().describe()
+        if availability().available:
+            from .jit.kernels_int8_gemm import support
+
+            reason = support()
+            here += ("; int8 GEMM on AVX512-VNNI" if reason is None
+                     else f"; no int8 GEMM ({reason}): integer products run on float32 BLAS")
+        described["jit"] = f"{described['jit']} [here: {here}]"
         return described
 
     def supported_ops(self) -> list[OpSupport]:

@@ -82,8 +82,9 @@ TABLE: OptionTable[CpuSettings] = OptionTable("cpu", [
                  "process"),
     Option("jit", "bool", DEFAULT.jit, "compiled numba kernels for the ops that have one",
            aliases={"on": True, "off": False}, env="EPOXY_CPU_JIT",
-           notes="LayerNormalization, Softmax/LogSoftmax, GlobalAveragePool, Erf/Gelu/Sigmoid on small "
-                 "tensors, depthwise and small Conv, MaxPool/AveragePool, on float32/float64; off, or numba "
+           notes="LayerNormalization, RMSNormalization, BatchNormalization, Softmax/LogSoftmax, pools, "
+                 "Erf/Gelu/Sigmoid, Where, Conv (direct, 1x1 and im2col GEMMs), on float32/float64; the "
+                 "8-bit integer matrix products with constant weights on an AVX512-VNNI GEMM; off, or numba "
                  "not importable: the numpy kernels (the reference path) run"),
     Option("jit_threads", "int", DEFAULT.jit_threads, "numba threads for the jit kernels", minimum=0,
            default_text="0: as many as the BLAS pool, i.e. intra_op_num_threads when set",

@@ -241,24 +241,51 @@ def test_qdq_weights_folded_on_cpu_with_the_unoptimized_outputs(tmp_path):
 
 
 # -- DynamicQuantizeLinear: the in-place body gives the reference's codes -----------------------------
-@pytest.mark.parametrize("case", ["normal", "halves", "positive", "tiny"])
-def test_dynamic_quantize_linear_matches_the_reference(case):
+@pytest.mark.parametrize("jit", [True, False], ids=["jit", "numpy"])
+@pytest.mark.parametrize("case", ["normal", "halves", "positive", "tiny", "large"])
+def test_dynamic_quantize_linear_matches_the_reference(case, jit):
+    """Both paths (the jit tier's one compiled pass, the numpy passes) give the reference's
+    codes, scale and zero point; "large" spans several parallel chunks."""
     from onnx.reference import ReferenceEvaluator
 
     x = {"normal": RNG.standard_normal((4, 300)).astype(np.float32) * 3,
          # values on the rounding midpoints of their own scale: half-to-even decides
          "halves": (np.arange(-255, 256, dtype=np.float32) * np.float32(0.5)).reshape(1, -1),
          "positive": RNG.uniform(0.5, 9.0, (3, 50)).astype(np.float32),
-         "tiny": RNG.uniform(-1e-30, 1e-30, (2, 20)).astype(np.float32)}[case]
+         "tiny": RNG.uniform(-1e-30, 1e-30, (2, 20)).astype(np.float32),
+         "large": RNG.standard_normal((256, 3072)).astype(np.float32)}[case]
     graph = helper.make_graph([helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])], "g",
                               [_vi("x", x)],
                               [helper.make_tensor_value_info("y", TensorProto.UINT8, list(x.shape)),
                                helper.make_tensor_value_info("s", TensorProto.FLOAT, []),
                                helper.make_tensor_value_info("z", TensorProto.UINT8, [])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)], ir_version=8)
-    got = epoxy.InferenceSession(model, providers=["cpu"]).run(None, {"x": x})
+    got = epoxy.InferenceSession(model, providers=[("cpu", {"jit": jit})]).run(None, {"x": x})
     want = ReferenceEvaluator(model).run(None, {"x": x})
     for g, w in zip(got, want):
         assert np.asarray(g).dtype == np.asarray(w).dtype
         np.testing.assert_array_equal(g, w)
     assert len(np.unique(got[0])) > 10
+
+
+def test_dynamic_quantize_linear_runs_the_compiled_pass_with_jit(monkeypatch):
+    """The comparison above would pass vacuously if jit=on quietly ran the numpy passes."""
+    pytest.importorskip("numba")
+    from epoxy_ep_cpu.jit import kernels_quantize
+
+    calls: list[tuple[int, ...]] = []
+    real = kernels_quantize.run_uint8_codes
+    monkeypatch.setattr(kernels_quantize, "run_uint8_codes",
+                        lambda x, *args: calls.append(x.shape) or real(x, *args))
+    x = RNG.standard_normal((8, 64)).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])], "g", [_vi("x", x)],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, [8, 64]),
+                               helper.make_tensor_value_info("s", TensorProto.FLOAT, []),
+                               helper.make_tensor_value_info("z", TensorProto.UINT8, [])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)], ir_version=8)
+    off = epoxy.InferenceSession(model, providers=[("cpu", {"jit": False})]).run(None, {"x": x})
+    assert calls == []
+    on = epoxy.InferenceSession(model, providers=[("cpu", {"jit": True})]).run(None, {"x": x})
+    assert calls == [(8, 64)]
+    for a, b in zip(on, off):
+        np.testing.assert_array_equal(a, b)

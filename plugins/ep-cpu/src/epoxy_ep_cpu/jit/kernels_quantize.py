@@ -62,3 +62,47 @@ def run_fake_quant(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, lo:
     # 0 - zp, not -zp: a NaN's value is (code 0 - zp) * s, +0.0 when zp is 0
     kernel(flat, channels, inner, s, np.float32(lo) - zp, np.float32(hi) - zp, np.float32(0.0) - zp, y)
     return y.reshape(x.shape)
+
+
+#: how many memory-bound elements one element of the codes pass weighs (its float32 division)
+DIVISION_WEIGHT = 8
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _codes_span(x, start, stop, s, zp, q):  # pragma: no cover - compiled
+    # DynamicQuantizeLinear's steps in the numpy path's order, each in float32: the spec's
+    # division (no reciprocal), rint half to even, + zero point, clip to [0, 255], NaN to 0
+    xs = x[start:stop]
+    qs = q[start:stop]
+    top = np.float32(255.0)
+    zero = np.float32(0.0)
+    for i in range(xs.shape[0]):
+        v = np.rint(xs[i] / s) + zp
+        v = zero if v < zero else v
+        v = top if v > top else v
+        v = zero if v != v else v
+        qs[i] = np.uint8(v)
+
+
+@njit(parallel=True, cache=True, nogil=True, error_model="numpy")
+def uint8_codes(x, s, zp, q):  # pragma: no cover - compiled
+    """``q = sat(rint(x / s) + zp)`` (uint8) over flat float32 ``x``, in CHUNK-element spans."""
+    n = x.shape[0]
+    for b in prange((n + CHUNK - 1) // CHUNK):
+        start = b * CHUNK
+        _codes_span(x, start, min(start + CHUNK, n), s, zp, q)
+
+
+uint8_codes_serial = serial_twin(uint8_codes)
+
+
+def run_uint8_codes(x: np.ndarray, scale: np.float32, zero_point: np.float32, nthreads: int) -> np.ndarray:
+    """DynamicQuantizeLinear's codes of float32 ``x`` for its computed ``scale`` and (float32,
+    integral) ``zero_point``: one pass instead of numpy's five (divide, rint, add, clip, cast)."""
+    flat = np.ascontiguousarray(x).reshape(-1)
+    q = np.empty(flat.shape, np.uint8)
+    # each element costs a vector division (~0.55 ns here, ~8x a memory-bound pass's): weighed
+    # so, [128, 3072] gets a second thread (measured 240 -> 191 us; [128, 768] stays on one)
+    work = x.size * DIVISION_WEIGHT
+    pick(uint8_codes, uint8_codes_serial, nthreads, work)(flat, np.float32(scale), np.float32(zero_point), q)
+    return q.reshape(x.shape)

@@ -23,6 +23,7 @@ from onnx import helper
 from epoxy.contract import NodeSpec
 from epoxy.kit import Unsupported
 
+from .. import jit
 from ..registry import KERNELS
 from ._flags import flag
 from ._util import normalize_axis
@@ -222,6 +223,9 @@ def dynamic_quantize_linear(node: NodeSpec):
     an empty range takes scale 1/255, a zero point that comes out NaN (scale 0, NaN or inf)
     saturates to 255, and a NaN quotient quantizes to 0."""
 
+    compiled = jit.kernels("quantize")
+    nthreads = jit.thread_count() if compiled is not None else 1
+
     def run(x: np.ndarray):
         xf = x.astype(np.float32, copy=False)
         hi = np.maximum(np.float32(0), np.max(xf)) if xf.size else np.float32(0)
@@ -230,6 +234,9 @@ def dynamic_quantize_linear(node: NodeSpec):
             scale = np.float32(np.float32(1) if hi == lo else hi - lo) / np.float32(255)
             zp_f = np.float32(0) - lo / scale
             zp = np.float32(255) if np.isnan(zp_f) else np.rint(np.clip(zp_f, 0, 255))
+            if compiled is not None and xf.size:  # the same steps in one compiled pass
+                q8 = compiled.run_uint8_codes(xf, scale, zp, nthreads)
+                return q8, np.asarray(scale, dtype=np.float32), np.asarray(zp, dtype=np.uint8)
             # one temporary, updated in place (this runs on every activation of a dynamic
             # int8 model): rint, + zp and clip are the spec's steps in its order
             q = np.divide(xf, scale, dtype=np.float32)
