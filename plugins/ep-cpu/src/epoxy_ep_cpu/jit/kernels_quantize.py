@@ -106,3 +106,45 @@ def run_uint8_codes(x: np.ndarray, scale: np.float32, zero_point: np.float32, nt
     work = x.size * DIVISION_WEIGHT
     pick(uint8_codes, uint8_codes_serial, nthreads, work)(flat, np.float32(scale), np.float32(zero_point), q)
     return q.reshape(x.shape)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _scale_rows(acc, scale, bias, y, first, last):  # pragma: no cover - compiled
+    # float32(acc) * scale then + bias, two roundings as the unfused Cast -> Mul -> Add (no FMA)
+    n = acc.shape[1]
+    has_bias = bias.shape[0] > 0
+    for r in range(first, last):
+        a = acc[r]
+        out = y[r]
+        if has_bias:
+            for j in range(n):
+                out[j] = np.float32(a[j]) * scale[j] + bias[j]
+        else:
+            for j in range(n):
+                out[j] = np.float32(a[j]) * scale[j]
+
+
+@njit(parallel=True, cache=True, nogil=True, error_model="numpy")
+def scale_columns(acc, scale, bias, y):  # pragma: no cover - compiled
+    """``y = float32(acc) * scale (+ bias)``, one value of each per column, over int32 ``acc``
+    (M, N); rows in blocks of 64."""
+    m = acc.shape[0]
+    for b in prange((m + 63) // 64):
+        _scale_rows(acc, scale, bias, y, b * 64, min(b * 64 + 64, m))
+
+
+scale_columns_serial = serial_twin(scale_columns)
+_NO_BIAS = np.empty(0, np.float32)
+
+
+def run_scale_columns(acc: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, nthreads: int) -> np.ndarray:
+    """MatMulIntegerToFloat's tail in one pass: ``float32(acc) * scale + bias`` for int32 ``acc``
+    (..., N) and float32 ``scale`` / ``bias`` of one value or N (broadcast here)."""
+    n = acc.shape[-1]
+    rows = acc.reshape(-1, n) if acc.ndim != 2 else acc
+    rows = np.ascontiguousarray(rows)
+    s = np.ascontiguousarray(np.broadcast_to(scale.reshape(-1), (n,)), dtype=np.float32)
+    b = _NO_BIAS if bias is None else np.ascontiguousarray(np.broadcast_to(bias.reshape(-1), (n,)), dtype=np.float32)
+    y = np.empty(rows.shape, np.float32)
+    pick(scale_columns, scale_columns_serial, nthreads, acc.size)(rows, s, b, y)
+    return y.reshape(acc.shape)

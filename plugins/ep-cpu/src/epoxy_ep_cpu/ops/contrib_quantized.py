@@ -25,6 +25,7 @@ import numpy as np
 
 from epoxy.contract import NodeSpec
 
+from .. import jit
 from ..registry import KERNELS
 from ._int_matmul import weights_product
 from ._util import normalize_axis
@@ -108,14 +109,27 @@ def dynamic_quantize_matmul(node: NodeSpec):
     return run
 
 
+def _one_pass_tail(acc: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, out_dtype: np.dtype) -> bool:
+    """Whether the compiled tail computes this product's float output: an int32 product of
+    rank >= 1, float32 output, scale and bias of one value or one per column."""
+    n = acc.shape[-1] if acc.ndim else 0
+    return (acc.dtype == np.int32 and acc.ndim >= 1 and n > 0 and out_dtype == np.float32
+            and scale.size in (1, n) and scale.ndim <= 1
+            and (bias is None or (bias.dtype == np.float32 and bias.ndim <= 1 and bias.size in (1, n))))
+
+
 @KERNELS.register("MatMulIntegerToFloat", 1, domain=DOMAIN)
 def matmul_integer_to_float(node: NodeSpec):
     product = weights_product(node, 1, 5, int_matmul)
+    compiled = jit.kernels("quantize")
+    nthreads = jit.thread_count() if compiled is not None else 1
 
     def run(a, b, a_scale, b_scale, a_zero_point=None, b_zero_point=None, bias=None):
         out_dtype = np.asarray(a_scale).dtype
         acc = product(a, b, a_zero_point, b_zero_point)
         scale = per_column(a_scale).astype(np.float32) * per_column(b_scale).astype(np.float32)
+        if compiled is not None and _one_pass_tail(acc, scale, bias, out_dtype):
+            return compiled.run_scale_columns(acc, scale, bias, nthreads)  # the lines below in one pass
         y = acc.astype(np.float32) * scale
         if bias is not None:
             y = y + bias.astype(np.float32)

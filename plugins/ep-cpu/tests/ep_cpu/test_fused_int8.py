@@ -1,0 +1,119 @@
+"""``MatMulInteger -> Cast -> Mul(scale) [-> Add(bias)]`` -> ``MatMulIntegerToFloat`` (ops/fused_int8.py)
+on models written by epoxy's and onnxruntime's ``quantize_dynamic``: the fused graph's outputs
+equal the unfused chain's bit for bit (jit on and off), and onnxruntime's run of the same file
+within its float rounding."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import epoxy
+from epoxy.quantization import quantize_dynamic
+
+
+def _mlp(seed: int, bias_as: str) -> onnx.ModelProto:
+    """x [b, 16, 64] -> MatMul(64x96) [+ bias] -> Relu -> MatMul(96x32) [+ bias]: the dense
+    layers a transformer's exporter writes (MatMul + Add) or Gemm-free variants."""
+    rng = np.random.default_rng(seed)
+    w1 = rng.standard_normal((64, 96)).astype(np.float32) * 0.2
+    w2 = rng.standard_normal((96, 32)).astype(np.float32) * 0.2
+    b1 = rng.standard_normal(96).astype(np.float32)
+    b2 = rng.standard_normal(32).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h0"])]
+    inits = [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")]
+    if bias_as == "add":
+        nodes.append(helper.make_node("Add", ["h0", "b1"], ["h1"]))
+        inits += [numpy_helper.from_array(b1, "b1"), numpy_helper.from_array(b2, "b2")]
+    else:
+        nodes.append(helper.make_node("Identity", ["h0"], ["h1"]))
+    nodes += [helper.make_node("Relu", ["h1"], ["h2"]), helper.make_node("MatMul", ["h2", "w2"], ["y0"])]
+    nodes.append(helper.make_node("Add", ["b2", "y0"], ["y"]) if bias_as == "add" else
+                 helper.make_node("Identity", ["y0"], ["y"]))
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 16, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 16, 32])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _ops(session: epoxy.InferenceSession) -> list[str]:
+    return [n.op_type for n in session._graph.nodes]
+
+
+def _session(model: bytes, level: str, jit: bool) -> epoxy.InferenceSession:
+    return epoxy.InferenceSession(model, providers=[("cpu", {"jit": jit})],
+                                  sess_options=epoxy.SessionOptions(graph_optimization_level=level))
+
+
+@pytest.mark.parametrize("bias_as", ["add", "none"])
+@pytest.mark.parametrize("jit", [True, False], ids=["jit", "numpy"])
+def test_epoxy_dynamic_models_fuse_and_keep_their_values(bias_as, jit):
+    model = quantize_dynamic(_mlp(1, bias_as), per_channel=True).SerializeToString()
+    x = np.random.default_rng(2).standard_normal((3, 16, 64)).astype(np.float32)
+    plain, fused = _session(model, "basic", jit), _session(model, "extended", jit)
+    assert "MatMulInteger" in _ops(plain) and "MatMulIntegerToFloat" not in _ops(plain)
+    ops = _ops(fused)
+    assert ops.count("MatMulIntegerToFloat") == 2 and not {"MatMulInteger", "Cast", "Mul"} & set(ops)
+    assert "Add" not in ops  # every bias went into the fused nodes
+    want, got = plain.run(None, {"x": x})[0], fused.run(None, {"x": x})[0]
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, want)
+
+
+def test_onnxruntime_dynamic_models_fuse_too(tmp_path):
+    """onnxruntime's tool writes the same chain (per-tensor weights here): fused, and equal to
+    the unfused run and (within its float rounding) to onnxruntime's."""
+    ort = pytest.importorskip("onnxruntime")
+    from onnxruntime.quantization import QuantType
+    from onnxruntime.quantization import quantize_dynamic as ort_quantize_dynamic
+
+    src, dst = tmp_path / "mlp.onnx", tmp_path / "mlp.int8.onnx"
+    onnx.save(_mlp(3, "add"), str(src))
+    ort_quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8)
+    model = dst.read_bytes()
+    x = np.random.default_rng(4).standard_normal((2, 16, 64)).astype(np.float32)
+    plain, fused = _session(model, "basic", True), _session(model, "extended", True)
+    assert _ops(fused).count("MatMulIntegerToFloat") == 2
+    got = fused.run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got, plain.run(None, {"x": x})[0])
+    reference = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, reference, rtol=1e-4, atol=1e-4 * float(np.abs(reference).max()))
+
+
+def test_chains_that_differ_stay_as_written():
+    """The first product cast through float16, the second's int32 product also a graph
+    output: neither is fused, and the values stay the unfused run's."""
+    model = quantize_dynamic(_mlp(5, "add"), per_channel=True)
+    graph = model.graph
+    products = [n for n in graph.node if n.op_type == "MatMulInteger"]
+    cast = next(n for n in graph.node if n.op_type == "Cast" and n.input[0] == products[0].output[0])
+    cast.attribute[0].i = TensorProto.FLOAT16
+    widen = helper.make_node("Cast", ["narrow"], ["wide"], to=TensorProto.FLOAT)
+    mul = next(n for n in graph.node if n.op_type == "Mul" and cast.output[0] in n.input)
+    mul.input[list(mul.input).index(cast.output[0])] = "wide"
+    cast.output[0] = "narrow"
+    graph.node.insert(list(graph.node).index(mul), widen)
+    graph.output.append(helper.make_tensor_value_info(products[1].output[0], TensorProto.INT32, None))
+    raw = model.SerializeToString()
+    fused, plain = _session(raw, "extended", True), _session(raw, "basic", True)
+    assert "MatMulIntegerToFloat" not in _ops(fused) and _ops(fused).count("MatMulInteger") == 2
+    x = np.random.default_rng(6).standard_normal((1, 16, 64)).astype(np.float32)
+    for a, b in zip(fused.run(None, {"x": x}), plain.run(None, {"x": x})):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_the_fused_tail_runs_compiled_with_jit(monkeypatch):
+    """The equalities above would hold vacuously if jit=on ran the numpy tail."""
+    pytest.importorskip("numba")
+    from epoxy_ep_cpu.jit import kernels_quantize
+
+    calls: list[tuple[int, ...]] = []
+    real = kernels_quantize.run_scale_columns
+    monkeypatch.setattr(kernels_quantize, "run_scale_columns",
+                        lambda acc, *args: calls.append(acc.shape) or real(acc, *args))
+    model = quantize_dynamic(_mlp(7, "add"), per_channel=True).SerializeToString()
+    x = np.random.default_rng(8).standard_normal((2, 16, 64)).astype(np.float32)
+    on, off = _session(model, "extended", True), _session(model, "extended", False)
+    np.testing.assert_array_equal(on.run(None, {"x": x})[0], off.run(None, {"x": x})[0])
+    assert calls == [(2, 16, 96), (2, 16, 32)]
