@@ -1002,25 +1002,63 @@ def _zp_per_channel(zp: np.ndarray | None, nsp: int) -> np.ndarray | float:
     return zp.reshape((-1,) + (1,) * (nsp + 1))
 
 
+def _code_bound(dtype: np.dtype) -> int:
+    """Largest ``|code - zero point|`` of a code type (wide for any non-8-bit type)."""
+    return 255 if np.dtype(dtype) in (np.dtype(np.uint8), np.dtype(np.int8)) else 1 << 62
+
+
 def _integer_conv(geo: _Geometry, group: int, x, w, x_zp, w_zp) -> np.ndarray:
-    # float64 keeps every 8-bit product and the sums of realistic sizes exact, and uses BLAS
-    xf = x.astype(np.float64)
+    """The exact sums as float64. They are computed in float32 (BLAS sgemm, twice dgemm's
+    speed) when no partial sum can pass 2**24, where float32 stops holding every integer:
+    ``K * max|x - x_zp| * max|w - w_zp|``, K the sums' length (e.g. 3x3 over 28 channels of
+    8-bit codes); float64 keeps the sums of realistic sizes exact otherwise."""
+    k = math.prod(w.shape[1:])
+    exact_f32 = k * _code_bound(x.dtype) * _code_bound(w.dtype) <= 1 << 24
+    ftype = np.float32 if exact_f32 else np.float64
+    xf = x.astype(ftype)
     if x_zp is not None:
-        xf -= np.asarray(x_zp, dtype=np.float64).reshape(())
-    wf = w.astype(np.float64)
+        xf -= np.asarray(x_zp, dtype=ftype).reshape(())
+    wf = w.astype(ftype)
     nsp = x.ndim - 2
     if w_zp is not None:
-        wf -= _zp_per_channel(w_zp, nsp)
+        wf -= np.asarray(_zp_per_channel(w_zp, nsp), dtype=ftype)
     _, strides, dilations, begin, end, out_sp = _geometry_for(geo, xf, wf, group)
-    return conv_nd(xf, wf, group, strides, dilations, begin, end, out_sp)
+    return conv_nd(xf, wf, group, strides, dilations, begin, end, out_sp).astype(np.float64, copy=False)
+
+
+def _int8_weights(node: NodeSpec, w_index: int, zp_index: int, group: int) -> Any:
+    """The constant weights packed for the jit tier's int8 GEMM (``jit/kernels_int8_conv.py``),
+    or None: jit off, no AVX512-VNNI here, fed weights or a layer it does not take."""
+    module = jit.kernels("int8_conv")
+    if module is None:
+        return None
+    w = constant_input(node, w_index)
+    has_zp = zp_index < len(node.inputs) and bool(node.inputs[zp_index])
+    zp = constant_input(node, zp_index) if has_zp else None
+    if w is None or (has_zp and zp is None):
+        return None
+    return module.pack(w, zp, group, jit.thread_count())
+
+
+def _int8_sums(packed: Any, geo: _Geometry, group: int, x: np.ndarray, w: np.ndarray,
+               x_zp: np.ndarray | None) -> np.ndarray | None:
+    """The exact int32 sums from the int8 GEMM, or None (the float path runs)."""
+    if packed is None or x.ndim != 4:
+        return None
+    _, strides, dilations, begin, _, out_sp = _geometry_for(geo, x, w, group)
+    return packed.sums(x, x_zp, strides, dilations, begin, out_sp)  # type: ignore[no-any-return]
 
 
 @KERNELS.register("ConvInteger", 10)
 def conv_integer(node: NodeSpec):
     geo = _Geometry(node)
     group = int(node.attr("group", 1))
+    packed = _int8_weights(node, 1, 3, group)
 
     def run(x, w, x_zero_point=None, w_zero_point=None):
+        sums = _int8_sums(packed, geo, group, x, w, x_zero_point)
+        if sums is not None:
+            return sums
         acc = _integer_conv(geo, group, x, w, x_zero_point, w_zero_point)
         return np.rint(acc).astype(np.int64).astype(np.int32)
 
@@ -1036,17 +1074,30 @@ def _saturate(y: np.ndarray, dtype: np.dtype) -> np.ndarray:
 def qlinear_conv(node: NodeSpec):
     geo = _Geometry(node)
     group = int(node.attr("group", 1))
+    packed = _int8_weights(node, 3, 5, group)
+    compiled = jit.kernels("int8_conv")
 
     def run(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, b=None):
-        acc = _integer_conv(geo, group, x, w, x_zero_point, w_zero_point)
         nsp = x.ndim - 2
-        if b is not None:
-            acc += b.astype(np.float64).reshape(_bias_shape(-1, nsp))
         xs = np.float32(np.asarray(x_scale).reshape(()))
         ws = np.asarray(w_scale, dtype=np.float32)
         ws = ws.reshape(()) if ws.size == 1 else ws.reshape(_bias_shape(-1, nsp))
         ys = np.float32(np.asarray(y_scale).reshape(()))
-        scale = (xs * ws / ys).astype(np.float64)
+        with np.errstate(all="ignore"):  # a zero y_scale: the float path below saturates it
+            scale = (xs * ws / ys).astype(np.float64)
+        if packed is not None and x.ndim == 4 and np.isfinite(scale).all():
+            # the int8 GEMM's exact sums and one compiled pass of the steps below, in their order
+            _, strides, dilations, begin, _, out_sp = _geometry_for(geo, x, w, group)
+            zp = y_zero_point if y_zero_point is not None else np.uint8(0)
+            done = packed.requantized(x, x_zero_point, strides, dilations, begin, out_sp, b, scale, zp)
+            if done is not None:
+                return done
+        acc = _integer_conv(geo, group, x, w, x_zero_point, w_zero_point)
+        if compiled is not None and acc.ndim >= 3 and acc.size and np.isfinite(scale).all():
+            zp = y_zero_point if y_zero_point is not None else np.uint8(0)
+            return compiled.requantize_sums(acc, b, scale, zp)  # the steps below in one pass
+        if b is not None:
+            acc += b.astype(np.float64).reshape(_bias_shape(-1, nsp))
         y = np.rint(acc * scale)
         out_dtype = np.dtype(y_zero_point.dtype) if y_zero_point is not None else np.dtype(np.uint8)
         if y_zero_point is not None:

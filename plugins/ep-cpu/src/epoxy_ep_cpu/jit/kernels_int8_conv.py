@@ -1,0 +1,193 @@
+"""ConvInteger / QLinearConv (2-D, group 1, constant weights) as channels-last patches and the
+int8 GEMM (``kernels_int8_gemm``): the exact int32 sums of ``(x - x_zp) * (w - w_zp)``.
+
+Why channels-last patches: the GEMM multiplies rows of K contiguous bytes (one output pixel's
+receptive field) by the packed weight rows. With the image channels-last, a receptive field
+is ``kh * kw`` contiguous runs of C bytes, so building the patch matrix is a copy of runs (one
+compiled pass over the output pixels) rather than a byte-by-byte gather; the weights are
+packed once in the same (kh, kw, C) order. Positions in the padding hold the input's zero
+point, so they add ``(x_zp - x_zp) * w = 0`` to every sum, as the numpy path's zero-padded
+float conv does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numba import njit, prange
+
+from . import kernels_int8_gemm as int8_gemm
+
+#: input channels from which the patches are runs worth copying (a 3-channel stem's patches are
+#: 3-byte runs: 2.9 ms of a 224x224 7x7 stem, where the float path is as fast as fp32)
+MIN_CHANNELS = 16
+#: multiply-adds from which a layer takes the GEMM: below, the patches, the padding and the
+#: transposes cost more than they save (16 -> 32 channels 3x3 on 32x32, 5 M: 0.65 ms against
+#: the float path's 0.55)
+MIN_MACS = 1 << 24
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def patches(x, fill, a, dims):  # pragma: no cover - compiled
+    """Rows of ``a`` (N*OH*OW, kh*kw*C), one per output pixel, from channels-last ``x``
+    (N, H, W, C); ``dims``: N, H, W, C, kh, kw, sh, sw, dh, dw, pad top, pad left, OH, OW."""
+    n, h, w, c, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow = (dims[0], dims[1], dims[2], dims[3], dims[4], dims[5],
+                                                          dims[6], dims[7], dims[8], dims[9], dims[10], dims[11],
+                                                          dims[12], dims[13])
+    k = kh * kw * c
+    for r in prange(n * oh):
+        b = r // oh
+        oy = r - b * oh
+        for ox in range(ow):
+            row = a[(r * ow + ox) * k:(r * ow + ox + 1) * k]
+            for ki in range(kh):
+                iy = oy * sh + ki * dh - pt
+                for kj in range(kw):
+                    ix = ox * sw + kj * dw - pl
+                    run = row[(ki * kw + kj) * c:(ki * kw + kj + 1) * c]
+                    if iy < 0 or iy >= h or ix < 0 or ix >= w:
+                        for ci in range(c):
+                            run[ci] = fill
+                    else:
+                        src = x[((b * h + iy) * w + ix) * c:((b * h + iy) * w + ix + 1) * c]
+                        for ci in range(c):
+                            run[ci] = src[ci]
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def requantize(rows, bias, scale, zero_point, lo, hi, y, pixels):  # pragma: no cover - compiled
+    """QLinearConv's output from the GEMM's rows (N*P, M) int32 into ``y`` (N, M, P): per
+    element ``clip(rint((float64(sum) + bias[m]) * scale[m]) + zero_point, lo, hi)``, the numpy
+    path's float64 steps in its order (every value exact until the multiply)."""
+    total, m = rows.shape
+    has_bias = bias.shape[0] > 0
+    for t in prange((total + 63) // 64):
+        for r in range(t * 64, min(t * 64 + 64, total)):
+            b = r // pixels
+            p = r - b * pixels
+            for c in range(m):
+                v = np.float64(rows[r, c])
+                if has_bias:
+                    v += np.float64(bias[c])
+                v = np.rint(v * scale[c]) + zero_point
+                v = lo if v < lo else v
+                v = hi if v > hi else v
+                y[b, c, p] = v
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def requantize_planes(acc, bias, scale, zero_point, lo, hi, y, channels):  # pragma: no cover - compiled
+    """:func:`requantize` for the float path's exact sums ``acc`` (N*M, P), float32 or
+    float64, into ``y`` (N*M, P): plane r is output channel ``r % channels``."""
+    planes, p = acc.shape
+    has_bias = bias.shape[0] > 0
+    for r in prange(planes):
+        c = r % channels
+        s = scale[c]
+        add = np.float64(bias[c]) if has_bias else 0.0
+        for q in range(p):
+            v = np.float64(acc[r, q])
+            if has_bias:
+                v += add
+            v = np.rint(v * s) + zero_point
+            v = lo if v < lo else v
+            v = hi if v > hi else v
+            y[r, q] = v
+
+
+def requantize_sums(acc: np.ndarray, bias: np.ndarray | None, scale: np.ndarray, y_zero_point: Any) -> np.ndarray:
+    """QLinearConv's output from exact float sums (N, M, ...), as :func:`requantize_planes`."""
+    n, m = acc.shape[:2]
+    out_dtype = np.asarray(y_zero_point).dtype
+    info = np.iinfo(out_dtype)
+    planes = np.ascontiguousarray(acc).reshape(n * m, -1)
+    y = np.empty(planes.shape, dtype=out_dtype)
+    b = np.zeros(0, np.int64) if bias is None else np.ascontiguousarray(bias.reshape(-1), dtype=np.int64)
+    requantize_planes(planes, b, np.ascontiguousarray(np.broadcast_to(scale.reshape(-1), (m,)), dtype=np.float64),
+                      float(np.asarray(y_zero_point).reshape(())), float(info.min), float(info.max), y, m)
+    return y.reshape(acc.shape)
+
+
+class PackedInt8Conv:
+    """A group-1 2-D integer convolution's constant weights ``(M, C, kh, kw)`` of 8-bit codes,
+    packed for the GEMM in channels-last order, with their zero point (None, one, or one per
+    output channel)."""
+
+    __slots__ = ("_gemm", "m", "shape")
+
+    def __init__(self, w: np.ndarray, zero_point: np.ndarray | None, nthreads: int) -> None:
+        self.m = w.shape[0]
+        self.shape = w.shape
+        rows = np.ascontiguousarray(w.transpose(0, 2, 3, 1)).reshape(self.m, -1)  # (M, kh*kw*C)
+        zp = None if zero_point is None else np.asarray(zero_point).reshape(-1)
+        self._gemm = int8_gemm.PackedInt8Weights(rows.T, zp, nthreads)
+
+    @staticmethod
+    def fits(w: np.ndarray, zero_point: np.ndarray | None, group: int) -> bool:
+        """2-D, group 1, 8-bit codes the GEMM takes (its K is C * kh * kw)."""
+        if w.ndim != 4 or group != 1:
+            return False
+        rows = w.reshape(w.shape[0], -1)
+        zp = None if zero_point is None else np.asarray(zero_point).reshape(-1)
+        return int8_gemm.PackedInt8Weights.fits(rows.T, zp)
+
+    def sums(self, x: np.ndarray, zero_point: np.ndarray | None, strides: Sequence[int], dilations: Sequence[int],
+             begin: Sequence[int], out_sp: Sequence[int]) -> np.ndarray | None:
+        """Exact int32 ``conv(x - x_zp, w - w_zp)`` (N, M, OH, OW) for 4-D ``x`` of 8-bit codes
+        (pads >= 0, end pads implied by ``out_sp``); None for what the GEMM does not take (the
+        caller's float path runs it): a per-channel input zero point, too small a product."""
+        rows = self.rows(x, zero_point, strides, dilations, begin, out_sp)
+        if rows is None:
+            return None
+        n, oh, ow = x.shape[0], int(out_sp[0]), int(out_sp[1])
+        return np.ascontiguousarray(rows.reshape(n, oh * ow, self.m).transpose(0, 2, 1)).reshape(n, self.m, oh, ow)
+
+    def requantized(self, x: np.ndarray, zero_point: np.ndarray | None, strides: Sequence[int],
+                    dilations: Sequence[int], begin: Sequence[int], out_sp: Sequence[int], bias: np.ndarray | None,
+                    scale: np.ndarray, y_zero_point: np.ndarray) -> np.ndarray | None:
+        """QLinearConv's output: the sums plus the int32 ``bias``, times ``scale`` (float64, one
+        or one per output channel), rounded, plus ``y_zero_point``, saturated to its dtype;
+        None as for :meth:`sums`."""
+        rows = self.rows(x, zero_point, strides, dilations, begin, out_sp)
+        if rows is None:
+            return None
+        n, oh, ow = x.shape[0], int(out_sp[0]), int(out_sp[1])
+        out_dtype = np.asarray(y_zero_point).dtype
+        info = np.iinfo(out_dtype)
+        y = np.empty((n, self.m, oh * ow), dtype=out_dtype)
+        b = np.zeros(0, np.int64) if bias is None else np.ascontiguousarray(bias.reshape(-1), dtype=np.int64)
+        requantize(rows, b, np.ascontiguousarray(np.broadcast_to(scale.reshape(-1), (self.m,)), dtype=np.float64),
+                   float(np.asarray(y_zero_point).reshape(())), float(info.min), float(info.max), y, oh * ow)
+        return y.reshape(n, self.m, oh, ow)
+
+    def rows(self, x: np.ndarray, zero_point: np.ndarray | None, strides: Sequence[int], dilations: Sequence[int],
+             begin: Sequence[int], out_sp: Sequence[int]) -> np.ndarray | None:
+        """The GEMM's (N*OH*OW, M) int32 rows of :meth:`sums`, or None."""
+        if x.ndim != 4 or x.dtype not in (np.dtype(np.uint8), np.dtype(np.int8)) or min(begin) < 0:
+            return None
+        if zero_point is not None and (np.asarray(zero_point).size != 1 or np.asarray(zero_point).dtype != x.dtype):
+            return None
+        n, c, h, w = x.shape
+        _, _, kh, kw = self.shape
+        oh, ow = int(out_sp[0]), int(out_sp[1])
+        k = kh * kw * c
+        if c < MIN_CHANNELS or n * oh * ow * k * self.m < MIN_MACS or 0 in (n, oh, ow):
+            return None
+        fill = x.dtype.type(0 if zero_point is None else np.asarray(zero_point).reshape(()))
+        channels_last = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+        dims = np.array((n, h, w, c, kh, kw, strides[0], strides[1], dilations[0], dilations[1], begin[0], begin[1],
+                         oh, ow), dtype=np.int64)
+        a = np.empty(n * oh * ow * k, dtype=x.dtype)
+        patches(channels_last.reshape(-1), fill, a, dims)
+        return self._gemm.matmul(a.reshape(n * oh * ow, k), zero_point)  # type: ignore[no-any-return]
+
+
+def pack(w: Any, zero_point: Any, group: int, nthreads: int) -> PackedInt8Conv | None:
+    """The weights packed when the GEMM runs here and takes them, else None."""
+    if int8_gemm.support() is not None or not isinstance(w, np.ndarray):
+        return None
+    if not PackedInt8Conv.fits(w, zero_point, group):
+        return None
+    return PackedInt8Conv(w, zero_point, nthreads)

@@ -1,0 +1,113 @@
+"""ConvInteger / QLinearConv on the jit tier (jit/kernels_int8_conv.py): channels-last patches and
+the AVX512-VNNI int8 GEMM for large group-1 layers, one compiled requantizing pass otherwise,
+against the numpy path (exact integer sums in float32/float64 BLAS, float64 requantization) and
+onnxruntime. Every comparison with the numpy path is for equality: both compute exact sums and
+the same float64 requantization steps."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from _hostile import In, one_node, run_onnxruntime
+from _jit_cases import close, run_cpu
+
+pytest.importorskip("numba")
+
+from epoxy_ep_cpu.jit import kernels_int8_conv, kernels_int8_gemm  # noqa: E402
+
+needs_vnni = pytest.mark.skipif(kernels_int8_gemm.support() is not None,
+                                reason=f"int8 GEMM: {kernels_int8_gemm.support()}")
+
+LAYERS = [  # (x shape, w shape, attributes)
+    ((1, 16, 14, 14), (32, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 24, 9, 11), (20, 24, 3, 2), {"strides": [2, 1], "pads": [0, 1, 2, 1]}),
+    ((1, 32, 7, 7), (64, 32, 1, 1), {}),
+    ((1, 16, 12, 12), (8, 16, 3, 3), {"dilations": [2, 2], "pads": [2, 2, 2, 2]}),
+]
+
+
+def _codes(rng, dtype, shape):
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max + 1, shape).astype(dtype)
+
+
+def _count_gemm(monkeypatch) -> list[int]:
+    """Force the GEMM on for any layer size and count the layers it ran."""
+    monkeypatch.setattr(kernels_int8_conv, "MIN_MACS", 0)
+    monkeypatch.setattr(kernels_int8_gemm, "MIN_MACS", 0)
+    ran: list[int] = []
+    real = kernels_int8_conv.PackedInt8Conv.rows
+    monkeypatch.setattr(kernels_int8_conv.PackedInt8Conv, "rows",
+                        lambda self, *a: (lambda r: ran.append(r is not None) or r)(real(self, *a)))
+    return ran
+
+
+def _qlinear(rng, x_dtype, y_dtype, x_shape, w_shape, attrs, per_channel, bias):
+    x = _codes(rng, x_dtype, x_shape)
+    w = _codes(rng, np.int8, w_shape)
+    m = w_shape[0]
+    w_scale = (rng.uniform(0.002, 0.02, m) if per_channel else np.array(0.01)).astype(np.float32)
+    w_zp = np.zeros(m if per_channel else (), np.int8)
+    b = rng.integers(-3000, 3000, m).astype(np.int32) if bias else None
+    inputs = [x, In(np.float32(0.05), const=True), In(_codes(rng, x_dtype, ()), const=True), In(w, const=True),
+              In(w_scale, const=True), In(w_zp, const=True), In(np.float32(0.8), const=True),
+              In(_codes(rng, y_dtype, ()), const=True), In(b, const=True) if bias else None]
+    return one_node("QLinearConv", inputs, attrs, 10)
+
+
+@pytest.mark.parametrize(("x_dtype", "y_dtype"), list(itertools.product([np.uint8, np.int8], repeat=2)))
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), LAYERS, ids=[str(c[1]) for c in LAYERS])
+@pytest.mark.parametrize(("per_channel", "bias"), [(False, False), (True, True)], ids=["tensor", "channel+bias"])
+def test_qlinear_conv_equals_the_numpy_path(monkeypatch, x_dtype, y_dtype, x_shape, w_shape, attrs, per_channel,
+                                            bias):
+    """Every layer through the GEMM on a VNNI CPU (counted), and through the compiled
+    requantization after the float sums when the GEMM is switched off; both equal the
+    numpy path's codes exactly, and onnxruntime's within one code (its requantization rounds
+    in float32) where it runs the type pair."""
+    case = _qlinear(np.random.default_rng(sum(w_shape)), x_dtype, y_dtype, x_shape, w_shape, attrs, per_channel, bias)
+    off = run_cpu(case, False)
+    ran = _count_gemm(monkeypatch)
+    close(run_cpu(case, True, runs=2), off, 0, 0)
+    assert ran == ([True, True] if kernels_int8_gemm.support() is None else [])
+    monkeypatch.setattr(kernels_int8_gemm, "support", lambda: "switched off for this test")
+    requantized: list[tuple[int, ...]] = []
+    real = kernels_int8_conv.requantize_sums
+    monkeypatch.setattr(kernels_int8_conv, "requantize_sums",
+                        lambda acc, *a: requantized.append(acc.shape) or real(acc, *a))
+    close(run_cpu(case, True), off, 0, 0)
+    assert len(requantized) == 1  # the float sums' compiled requantization ran
+    if x_dtype == np.uint8 and y_dtype == np.uint8:
+        close(off, run_onnxruntime(case), 0, 1)
+
+
+@needs_vnni
+@pytest.mark.parametrize("x_dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), LAYERS, ids=[str(c[1]) for c in LAYERS])
+def test_conv_integer_sums_are_exact(monkeypatch, x_dtype, x_shape, w_shape, attrs):
+    """ConvInteger through the GEMM: the numpy path's exact int32 sums, with a fed input zero
+    point and per-output-channel weight zero points."""
+    rng = np.random.default_rng(len(x_shape) + sum(w_shape))
+    x, w = _codes(rng, x_dtype, x_shape), _codes(rng, np.int8, w_shape)
+    case = one_node("ConvInteger", [x, In(w, const=True), _codes(rng, x_dtype, ()),
+                                    In(_codes(rng, np.int8, (w_shape[0],)), const=True)], attrs, 10)
+    ran = _count_gemm(monkeypatch)
+    close(run_cpu(case, True), run_cpu(case, False), 0, 0)
+    assert ran == [True]
+
+
+def test_small_and_few_channel_layers_keep_the_float_sums(monkeypatch):
+    """Below MIN_MACS, or with fewer than MIN_CHANNELS input channels (a 3-channel stem), the
+    GEMM does not take the layer (measured slower there); the values are the same."""
+    ran: list[int] = []
+    real = kernels_int8_conv.PackedInt8Conv.rows
+    monkeypatch.setattr(kernels_int8_conv.PackedInt8Conv, "rows",
+                        lambda self, *a: (lambda r: ran.append(r is not None) or r)(real(self, *a)))
+    rng = np.random.default_rng(9)
+    small = _qlinear(rng, np.uint8, np.uint8, (1, 16, 8, 8), (16, 16, 3, 3), {"pads": [1, 1, 1, 1]}, False, True)
+    stem = _qlinear(rng, np.uint8, np.uint8, (1, 3, 64, 64), (64, 3, 7, 7), {"pads": [3, 3, 3, 3], "strides": [2, 2]},
+                    False, True)
+    for case in (small, stem):
+        close(run_cpu(case, True), run_cpu(case, False), 0, 0)
+    assert not any(ran)
