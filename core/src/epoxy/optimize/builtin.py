@@ -39,6 +39,7 @@ class BuiltinPasses:
             RMSNormFusionPass,
         )
         from .passes.qdq_pairs import QuantizeDequantizePairPass
+        from .passes.qdq_qlinear import QDQConvToQLinearPass
 
         # Constant nodes become initializers so kernels see their values (NodeSpec.constants)
         register(LiftConstantsPass(lift_all_constants=False, size_limit=0), level="basic",
@@ -46,7 +47,10 @@ class BuiltinPasses:
         register(LegacyInitializerInputsPass(), level="basic", gradient_safe=True)
         register(IdentityEliminationPass(), level="basic")
         register(DropoutEliminationPass(), level="basic")
-        # cpu first: its float kernels read the weights; a provider running QDQ in int8 keeps the DQ
+        # cpu first: QDQ convolutions onto its integer codes (extended: int8 rounding, see the
+        # pass), then the other weights' DQs folded for its float kernels; a provider running
+        # QDQ in int8 itself keeps them
+        register(QDQConvToQLinearPass(), level="extended", providers=("cpu",))
         register(DequantizeWeightsPass(), level="basic", providers=("cpu",))
         register(ConstantFoldingPass(), level="basic")
         # activations' Q->DQ into a cpu op: extended, so basic-level files stay standard ONNX

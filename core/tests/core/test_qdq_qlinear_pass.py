@@ -1,0 +1,89 @@
+"""``QDQConvToQLinearPass`` (optimize/passes/qdq_qlinear.py): which QDQ convolutions become
+QLinearConv (+ Max for a Relu), checked against onnx.reference on the graph before and after:
+the output codes agree within one step (where the int8 rounding of the exact sums and of the
+float32 convolution fall apart), most of them exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from epoxy.optimize.passes.qdq_qlinear import QDQConvToQLinearPass
+
+RNG = np.random.default_rng(0)
+
+
+def _model(*, relu: bool = True, bias: str = "exact", per_channel: bool = True, x_dtype=np.uint8,
+           extra_reader: bool = False) -> onnx.ModelProto:
+    """x -> Q -> DQ -> Conv(DQ(W), DQ(B)) [-> Relu] -> Q -> DQ -> y (3x3, 8 -> 6 channels)."""
+    m = 6
+    w = RNG.integers(-127, 128, (m, 8, 3, 3)).astype(np.int8)
+    ws = (RNG.uniform(0.002, 0.01, m) if per_channel else np.array(0.005)).astype(np.float32)
+    xs, x_zp = np.float32(0.04), np.array(128 if x_dtype == np.uint8 else 0, x_dtype)
+    inits = {"xs": np.array(xs), "xz": x_zp, "w": w, "ws": ws, "wz": np.zeros(ws.shape, np.int8),
+             "ys": np.array(np.float32(0.3)), "yz": np.array(5 if relu else 128, np.uint8)}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0)]
+    conv_in = ["xd", "wd"]
+    if bias != "none":
+        bs = (xs * ws).astype(np.float32) if bias == "exact" else (xs * ws * 1.5).astype(np.float32)
+        inits.update(b=RNG.integers(-2000, 2000, m).astype(np.int32), bs=bs, bz=np.zeros(bs.shape, np.int32))
+        nodes.append(helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["bd"], axis=0))
+        conv_in.append("bd")
+    nodes.append(helper.make_node("Conv", conv_in, ["c"], pads=[1, 1, 1, 1]))
+    pre_q = "c"
+    if relu:
+        nodes.append(helper.make_node("Relu", ["c"], ["r"]))
+        pre_q = "r"
+    nodes += [helper.make_node("QuantizeLinear", [pre_q, "ys", "yz"], ["yq"]),
+              helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 6, 7, 9])]
+    if extra_reader:
+        outputs.append(helper.make_tensor_value_info("c", TensorProto.FLOAT, [2, 6, 7, 9]))
+    graph = helper.make_graph(nodes, "qdq_conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 7, 9])],
+                              outputs, [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9)
+
+
+def _rewrite(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
+    ir_model = ir.serde.deserialize_model(model)
+    pass_ = QDQConvToQLinearPass()
+    pass_(ir_model)
+    return ir.serde.serialize_model(ir_model), pass_.count
+
+
+@pytest.mark.parametrize("relu", [True, False], ids=["relu", "plain"])
+@pytest.mark.parametrize("bias", ["exact", "none"])
+@pytest.mark.parametrize("per_channel", [True, False], ids=["per-channel", "per-tensor"])
+@pytest.mark.parametrize("x_dtype", [np.uint8, np.int8])
+def test_rewritten_convolutions_keep_their_codes_within_one_step(relu, bias, per_channel, x_dtype):
+    model = _model(relu=relu, bias=bias, per_channel=per_channel, x_dtype=x_dtype)
+    rewritten, count = _rewrite(model)
+    assert count == 1
+    ops = [n.op_type for n in rewritten.graph.node]
+    assert ops == ["QuantizeLinear", "QLinearConv"] + (["Max"] if relu else []) + ["DequantizeLinear"]
+    onnx.checker.check_model(rewritten)
+    x = {"x": (RNG.standard_normal((2, 8, 7, 9)) * 2).astype(np.float32)}
+    want = ReferenceEvaluator(model).run(None, x)[0]
+    got = ReferenceEvaluator(rewritten).run(None, x)[0]
+    step = 0.3
+    assert np.abs(got - want).max() <= step * 1.0001
+    assert np.mean(got == want) > 0.9  # the rounding differs only near half steps
+    if relu:
+        assert (got >= 0).all()
+
+
+@pytest.mark.parametrize(("case", "kwargs"), [
+    ("bias scale is not x_scale * w_scale", {"bias": "other-scale"}),
+    ("the float Conv output is also a graph output", {"extra_reader": True}),
+])
+def test_convolutions_that_do_not_fit_stay_as_written(case, kwargs):
+    model = _model(**kwargs)
+    rewritten, count = _rewrite(model)
+    assert count == 0, case
+    assert [n.op_type for n in rewritten.graph.node] == [n.op_type for n in model.graph.node]
