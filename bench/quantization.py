@@ -165,9 +165,13 @@ def prepare(bm: BenchModel, work: Path, calib: list[Feeds], args: argparse.Names
     onnx.save(proto, str(files.fp32))
     t0 = time.perf_counter()
     if files.cnn:
-        q = quantize_static(proto, calib, activation_dtype=args.activation_dtype, per_channel=True)
-        files.notes.append(f"epoxy quantize_static ({args.activation_dtype[0]}8s8, per channel, minmax, "
-                           f"{len(calib)} images) {time.perf_counter() - t0:.1f} s")
+        from epoxy.quantization.preprocess import preprocess
+
+        # as `epoxy quantize` does: BatchNorms folded into the convolutions first, so the QDQ
+        # convolutions are the Conv -> Relu -> Q patterns integer kernels take
+        q = quantize_static(preprocess(proto)[0], calib, activation_dtype=args.activation_dtype, per_channel=True)
+        files.notes.append(f"epoxy pre-process + quantize_static ({args.activation_dtype[0]}8s8, per channel, "
+                           f"minmax, {len(calib)} images) {time.perf_counter() - t0:.1f} s")
         onnx.save(q, str(files.epoxy_int8))
         ort_static_qdq(files.fp32, files.ort_int8, calib, args.activation_dtype)
     else:

@@ -12,9 +12,17 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
+from epoxy.optimize.passes import qdq_qlinear
 from epoxy.optimize.passes.qdq_qlinear import QDQConvToQLinearPass
 
 RNG = np.random.default_rng(0)
+
+
+@pytest.fixture
+def any_size(monkeypatch):
+    """The 8 -> 6 channel layer here counts as large enough (MIN_MACS, MIN_CHANNELS)."""
+    monkeypatch.setattr(qdq_qlinear, "MIN_MACS", 0)
+    monkeypatch.setattr(qdq_qlinear, "MIN_CHANNELS", 0)
 
 
 def _model(*, relu: bool = True, bias: str = "exact", per_channel: bool = True, x_dtype=np.uint8,
@@ -51,7 +59,7 @@ def _model(*, relu: bool = True, bias: str = "exact", per_channel: bool = True, 
 
 
 def _rewrite(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
-    ir_model = ir.serde.deserialize_model(model)
+    ir_model = ir.serde.deserialize_model(onnx.shape_inference.infer_shapes(model))  # as a session loads it
     pass_ = QDQConvToQLinearPass()
     pass_(ir_model)
     return ir.serde.serialize_model(ir_model), pass_.count
@@ -61,7 +69,7 @@ def _rewrite(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
 @pytest.mark.parametrize("bias", ["exact", "none"])
 @pytest.mark.parametrize("per_channel", [True, False], ids=["per-channel", "per-tensor"])
 @pytest.mark.parametrize("x_dtype", [np.uint8, np.int8])
-def test_rewritten_convolutions_keep_their_codes_within_one_step(relu, bias, per_channel, x_dtype):
+def test_rewritten_convolutions_keep_their_codes_within_one_step(any_size, relu, bias, per_channel, x_dtype):
     model = _model(relu=relu, bias=bias, per_channel=per_channel, x_dtype=x_dtype)
     rewritten, count = _rewrite(model)
     assert count == 1
@@ -82,8 +90,14 @@ def test_rewritten_convolutions_keep_their_codes_within_one_step(relu, bias, per
     ("bias scale is not x_scale * w_scale", {"bias": "other-scale"}),
     ("the float Conv output is also a graph output", {"extra_reader": True}),
 ])
-def test_convolutions_that_do_not_fit_stay_as_written(case, kwargs):
+def test_convolutions_that_do_not_fit_stay_as_written(any_size, case, kwargs):
     model = _model(**kwargs)
     rewritten, count = _rewrite(model)
     assert count == 0, case
     assert [n.op_type for n in rewritten.graph.node] == [n.op_type for n in model.graph.node]
+
+
+def test_small_layers_keep_the_float_reading():
+    """Below MIN_MACS per image (or MIN_CHANNELS inputs) the float kernels are faster: no rewrite."""
+    rewritten, count = _rewrite(_model())
+    assert count == 0 and "QLinearConv" not in [n.op_type for n in rewritten.graph.node]

@@ -7,6 +7,9 @@ dequantize nodes; run as written it is float speed at best. The cpu provider run
 on its int8 GEMM (AVX512-VNNI: 1.7-2.8x the float32 conv on resnet-sized layers), as
 onnxruntime's CPU provider turns the same pattern into its QLinearConv.
 
+Which layers: those the cpu provider's int8 GEMM takes (``MIN_MACS``, ``MIN_CHANNELS``), where
+running on codes is faster than its float kernels; smaller ones keep the float reading.
+
 What changes in the values: QLinearConv rounds once, from the exact integer sums scaled by
 ``x_scale * w_scale / y_scale``; the QDQ graph rounds the float32 convolution of the
 dequantized values. The codes agree but for values within float32 rounding of a half step,
@@ -125,10 +128,28 @@ class _Match:
     dqs: list[ir.Node]
 
 
+#: the layers worth running on codes, as the cpu provider's int8 GEMM takes them
+#: (``epoxy_ep_cpu/jit/kernels_int8_conv.py``): at least this many multiply-adds per image and
+#: input channels per group. Smaller layers run its float kernels faster than integer sums
+#: (squeezenet's 1x1 squeeze layers: 17.9 ms for the model in float, 24.4 ms on codes)
+MIN_MACS = 1 << 24
+MIN_CHANNELS = 16
+
+
+def _large_enough(conv: ir.Node, w: np.ndarray) -> bool:
+    """Whether the layer reaches MIN_MACS per image (its inferred output's spatial dims are
+    known) with MIN_CHANNELS input channels per group."""
+    shape = conv.outputs[0].shape
+    if shape is None or len(shape) != w.ndim or not all(isinstance(d, int) for d in list(shape)[2:]):
+        return False
+    spatial = int(np.prod([int(d) for d in list(shape)[2:]]))  # type: ignore[arg-type]
+    return w.shape[1] >= MIN_CHANNELS and spatial * int(np.prod(w.shape)) >= MIN_MACS
+
+
 def _match(model: ir.Model, conv: ir.Node) -> _Match | None:
     x = _dq_parts(conv.inputs[0])
     weights = _weights(conv, model)
-    if x is None or weights is None:
+    if x is None or weights is None or not _large_enough(conv, constant(weights[1])):  # type: ignore[arg-type]
         return None
     x_node, x_codes, x_scale, x_zp = x
     w_node, w_codes, w_scale, w_zp, w_scale_value = weights
