@@ -163,10 +163,9 @@ def test_fused_op_refuses_other_types_naming_the_node():
         run(np.zeros(SHAPE, np.float64), scale, zp)
 
 
-def test_qdq_cnn_outputs_equal_the_unoptimized_run():
-    """A static QDQ CNN (epoxy.quantization.quantize_static) of layers too small to run on
-    codes (qdq_qlinear.MIN_MACS): every activation pair is fused and the outputs equal the
-    unoptimized run's bit for bit."""
+def _qdq_cnn():
+    """Conv -> Relu -> Conv -> Add quantized by epoxy.quantization.quantize_static; returns
+    the QDQ model, an input, its default-level and unoptimized sessions, and conv2's weights."""
     from epoxy.quantization import quantize_static
 
     g = numpy_helper.from_array
@@ -185,39 +184,29 @@ def test_qdq_cnn_outputs_equal_the_unoptimized_run():
     fast = epoxy.InferenceSession(qdq, providers=["cpu"])
     plain = epoxy.InferenceSession(qdq, providers=["cpu"],
                                    sess_options=epoxy.SessionOptions(graph_optimization_level="disable"))
+    return qdq, x, fast, plain, w2
+
+
+def test_qdq_cnn_outputs_equal_the_unoptimized_run():
+    """A static QDQ CNN of layers too small to run on codes (qdq_qlinear.MIN_MACS): every
+    activation pair is fused and the outputs equal the unoptimized run's bit for bit."""
+    _, x, fast, plain, _ = _qdq_cnn()
     ops = [n.op_type for n in fast._graph.nodes]
     assert "QuantizeLinear" not in ops and ops.count("QuantizeDequantizeLinear") >= 2
     np.testing.assert_array_equal(_bits(fast.run(None, {"x": x})[0]), _bits(plain.run(None, {"x": x})[0]))
 
 
 def test_qdq_cnn_runs_its_convolution_on_codes(monkeypatch):
-    """A static QDQ CNN (epoxy.quantization.quantize_static): the Conv -> Relu -> Q becomes a
+    """The same CNN with its layers counted as large: the Conv -> Relu -> Q becomes a
     QLinearConv and a Max on the codes (core pass qdq_qlinear), reading the input's codes; the
     second Conv (no Q after it) reads its dequantized input in float. The outputs stay within
     one code step of r1 (propagated through conv2 and the Add) of the unoptimized run: only
     where the int8 rounding falls differs."""
     from epoxy.optimize.passes import qdq_qlinear
-    from epoxy.quantization import quantize_static
 
-    monkeypatch.setattr(qdq_qlinear, "MIN_MACS", 0)  # this small layer counts as large
+    monkeypatch.setattr(qdq_qlinear, "MIN_MACS", 0)
     monkeypatch.setattr(qdq_qlinear, "MIN_CHANNELS", 0)
-
-    g = numpy_helper.from_array
-    w1 = RNG.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3
-    w2 = RNG.standard_normal((4, 8, 3, 3)).astype(np.float32) * 0.3
-    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c1"], ["r1"]),
-             helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
-             helper.make_node("Add", ["c2", "c2"], ["y"])]
-    graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", F, [1, 3, 16, 16])],
-                              [helper.make_tensor_value_info("y", F, [1, 4, 16, 16])], [g(w1, "w1"), g(w2, "w2")])
-    fp32 = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    feeds = [{"x": RNG.standard_normal((1, 3, 16, 16)).astype(np.float32)} for _ in range(4)]
-    qdq = quantize_static(fp32, feeds)
-    x = RNG.standard_normal((1, 3, 16, 16)).astype(np.float32) * 1.5
-    fast = epoxy.InferenceSession(qdq, providers=["cpu"])
-    plain = epoxy.InferenceSession(qdq, providers=["cpu"],
-                                   sess_options=epoxy.SessionOptions(graph_optimization_level="disable"))
+    qdq, x, fast, plain, w2 = _qdq_cnn()
     ops = [n.op_type for n in fast._graph.nodes]
     assert ops == ["QuantizeLinear", "QLinearConv", "Max", "DequantizeLinear", "Conv", "Add"]
     step = float(numpy_helper.to_array(next(i for i in qdq.graph.initializer if i.name == "r1_scale")))
