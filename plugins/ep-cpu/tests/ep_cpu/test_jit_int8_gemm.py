@@ -147,3 +147,21 @@ def test_qlinear_matmul_and_dynamic_quantize_matmul_use_the_kernel(monkeypatch):
     close(on, run_cpu(dynamic, False), 0, 0)
     close(on, run_onnxruntime(dynamic), 1e-5, 1e-4)
     assert seen == [(128, 256), (128, 256)]
+
+
+@needs_vnni
+def test_a_forked_child_runs_threaded_products(monkeypatch):
+    """After a fork the parent's pool threads are gone: the child builds its own pool and a
+    two-thread product finishes (it would wait forever on the parent's executor)."""
+    import multiprocessing
+
+    monkeypatch.setattr(int8_gemm, "MACS_PER_THREAD", 1)
+    rng = np.random.default_rng(11)
+    a, b = _codes(rng, np.uint8, (64, 256)), _codes(rng, np.int8, (256, 64))
+    packed = int8_gemm.PackedInt8Weights(b, None, nthreads=2)
+    want = _exact(a, b, None, None)
+    np.testing.assert_array_equal(packed.matmul(a, None), want)  # the parent's pool exists now
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:
+        got = pool.apply_async(packed.matmul, (a, None)).get(timeout=60)
+    np.testing.assert_array_equal(got, want)

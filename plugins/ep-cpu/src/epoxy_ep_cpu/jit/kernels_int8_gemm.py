@@ -29,6 +29,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -165,6 +166,16 @@ def _workers() -> ThreadPoolExecutor:
         if _pool is None:
             _pool = ThreadPoolExecutor(thread_name_prefix="epoxy-int8-gemm")
         return _pool
+
+
+def _forget_workers() -> None:
+    """In a forked child the parent's workers do not exist, but its executor would count
+    them as idle and queue work for nobody: the child starts a pool of its own."""
+    global _pool
+    _pool = None
+
+
+os.register_at_fork(after_in_child=_forget_workers)
 
 
 def _round_up(x: int, m: int) -> int:
