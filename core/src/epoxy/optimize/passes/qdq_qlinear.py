@@ -185,8 +185,9 @@ class QDQConvToQLinearPass(RewritePass):
         for conv in graph_nodes(graph):
             if conv.graph is not graph or not is_op(conv, "Conv") or len(conv.inputs) < 2 or len(conv.outputs) != 1:
                 continue
-            found = _match(model, conv) if opset_of(model, conv) >= 10 else None
-            if found is None:
+            opset = opset_of(model, conv)
+            found = _match(model, conv) if opset >= 10 else None
+            if found is None or (found.relu is not None and opset < 12):  # Max takes 8-bit codes from 12
                 continue
             qconv = make_node(namer, "QLinearConv", found.inputs, name=conv.name or "conv")
             copy_attributes(conv, qconv)
