@@ -44,8 +44,10 @@ def _other(node: ir.Node, value: ir.Value) -> ir.Value | None:
     return second if first is value else first if second is value else None
 
 
-def _split_scale(scale: ir.Value | None) -> tuple[ir.Value, ir.Value] | None:
-    """(activation scale, constant float32 weight scale) of ``scale = Mul(a, w)``."""
+def _split_scale(scale: ir.Value | None, width: int) -> tuple[ir.Value, ir.Value] | None:
+    """(activation scale, constant float32 weight scale) of ``scale = Mul(a, w)``: ``w`` one
+    value or one per output column (1-D), ``a`` a scalar (DynamicQuantizeLinear's), so the
+    product broadcasts against the (..., width) output as the fused node's does."""
     producer = scale.producer() if scale is not None else None
     if producer is None or not is_op(producer, "Mul") or len(producer.inputs) != 2:
         return None
@@ -53,9 +55,14 @@ def _split_scale(scale: ir.Value | None) -> tuple[ir.Value, ir.Value] | None:
     if p is None or q is None:
         return None
     weights = [v for v in (p, q) if constant(v) is not None]
-    if len(weights) != 1 or constant(weights[0]).dtype != _F32:  # type: ignore[union-attr]
+    if len(weights) != 1:
+        return None
+    w = constant(weights[0])
+    if w is None or w.dtype != _F32 or w.ndim > 1 or w.size not in (1, width):
         return None
     activation = q if weights[0] is p else p
+    if activation.shape is None or len(activation.shape) != 0:
+        return None
     return activation, weights[0]
 
 
@@ -88,7 +95,7 @@ class CpuMatMulIntegerToFloatPass(RewritePass):
             if not is_op(mul, "Mul"):
                 continue
             scale = _other(mul, cast.outputs[0])  # type: ignore[arg-type, union-attr]
-            scales = _split_scale(scale)
+            scales = _split_scale(scale, weights.shape[1])
             if scales is None:
                 continue
             old, out = [mmi, cast, mul], mul.outputs[0]  # type: ignore[union-attr]
