@@ -1,5 +1,6 @@
-"""An exact 8-bit integer GEMM on AVX512-VNNI, for the integer matrix products with constant
-weights (MatMulInteger, QLinearMatMul, DynamicQuantizeMatMul).
+"""An exact 8-bit integer GEMM on AVX512-VNNI, for the integer products with constant weights
+(MatMulInteger, QLinearMatMul, DynamicQuantizeMatMul, MatMulIntegerToFloat; ConvInteger and
+QLinearConv through ``kernels_int8_conv``).
 
 Why: numpy and OpenBLAS have no integer GEMM, so the integer kernels compute exactly on float32
 BLAS (``ops/_int_matmul.py``) and an int8 model ran at best at float32 speed. One VNNI
