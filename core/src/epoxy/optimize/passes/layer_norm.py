@@ -67,6 +67,14 @@ def _operand(node: ir.Node, value: ir.Value) -> ir.Value | None:
     return None
 
 
+def vector_input(graph: ir.Graph, namer: Namer, value: ir.Value | None, values: np.ndarray, name: str) -> ir.Value:
+    """``value`` itself when it is a constant 1-D vector (the fused op reads it as it is),
+    else a new initializer ``name`` holding ``values`` (its broadcast, or the default)."""
+    if value is not None and constant(value).ndim == 1:  # type: ignore[union-attr]
+        return value
+    return add_initializer(graph, namer, name, values)
+
+
 def eps_sqrt(mean_node: ir.Node) -> tuple[ir.Node, float, ir.Node] | None:
     """``(add, eps, sqrt)`` when ``mean_node``'s output goes only to ``Add(., eps)`` (a
     constant in [0, 1)) and that only to ``Sqrt``: the shared tail of LayerNorm's variance and
@@ -134,10 +142,8 @@ class LayerNormFusionPass(RewritePass):
             if g.size != b.size:
                 continue
             base = out.producer().name or "layer_norm"
-            g_value = (gamma if gamma is not None and constant(gamma).ndim == 1  # type: ignore[union-attr]
-                       else add_initializer(graph, namer, f"{base}.scale", g))
-            b_value = (beta if beta is not None and constant(beta).ndim == 1  # type: ignore[union-attr]
-                       else add_initializer(graph, namer, f"{base}.bias", b))
+            g_value = vector_input(graph, namer, gamma, g, f"{base}.scale")
+            b_value = vector_input(graph, namer, beta, b, f"{base}.bias")
             ln = make_node(
                 namer, "LayerNormalization", [x, g_value, b_value],
                 {"axis": -1, "epsilon": float(eps), "stash_type": _STASH[dtype_of(x)]},  # type: ignore[index]

@@ -19,7 +19,6 @@ import onnx_ir as ir
 from ...kit.passes import (
     Namer,
     RewritePass,
-    add_initializer,
     close,
     constant,
     dtype_of,
@@ -33,7 +32,7 @@ from ...kit.passes import (
     scalar,
     sole_consumer,
 )
-from .layer_norm import _STASH, _affine_param, _last_axis_mean, _operand, eps_sqrt
+from .layer_norm import _STASH, _affine_param, _last_axis_mean, _operand, eps_sqrt, vector_input
 
 
 def _squared(node: ir.Node | None) -> ir.Value | None:
@@ -80,8 +79,7 @@ class RMSNormFusionPass(RewritePass):
             else:
                 g = np.ones(width, np_dtype)
             base = out.producer().name or "rms_norm"
-            g_value = (gamma if gamma is not None and constant(gamma).ndim == 1  # type: ignore[union-attr]
-                       else add_initializer(graph, namer, f"{base}.scale", g))
+            g_value = vector_input(graph, namer, gamma, g, f"{base}.scale")
             rms = make_node(
                 namer, "RMSNormalization", [x, g_value],
                 {"axis": -1, "epsilon": float(eps), "stash_type": _STASH[dtype_of(x)]},  # type: ignore[index]
