@@ -38,6 +38,7 @@ class BuiltinPasses:
             ReshapeTransposeSimplifyPass,
             RMSNormFusionPass,
         )
+        from .passes.qdq_matmul import QDQMatMulToIntegerPass
         from .passes.qdq_pairs import QuantizeDequantizePairPass
         from .passes.qdq_qlinear import QDQConvToQLinearPass
 
@@ -47,10 +48,11 @@ class BuiltinPasses:
         register(LegacyInitializerInputsPass(), level="basic", gradient_safe=True)
         register(IdentityEliminationPass(), level="basic")
         register(DropoutEliminationPass(), level="basic")
-        # cpu first: QDQ convolutions onto its integer codes (extended: int8 rounding, see the
-        # pass), then the other weights' DQs folded for its float kernels; a provider running
-        # QDQ in int8 itself keeps them
+        # cpu first: QDQ convolutions and linear layers onto its integer codes (extended: int8
+        # rounding, see the passes), then the other weights' DQs folded for its float kernels; a
+        # provider running QDQ in int8 itself keeps them
         register(QDQConvToQLinearPass(), level="extended", providers=("cpu",))
+        register(QDQMatMulToIntegerPass(), level="extended", providers=("cpu",))
         register(DequantizeWeightsPass(), level="basic", providers=("cpu",))
         register(ConstantFoldingPass(), level="basic")
         # activations' Q->DQ into a cpu op: extended, so basic-level files stay standard ONNX

@@ -117,3 +117,50 @@ def test_the_fused_tail_runs_compiled_with_jit(monkeypatch):
     on, off = _session(model, "extended", True), _session(model, "extended", False)
     np.testing.assert_array_equal(on.run(None, {"x": x})[0], off.run(None, {"x": x})[0])
     assert calls == [(2, 16, 96), (2, 16, 32)]
+
+
+# -- static QDQ layers: the core's QDQMatMulToIntegerPass writes the chain, fused here ---------------
+@pytest.fixture
+def any_size(monkeypatch):
+    """The MLP's 64 x 96 weights count as large enough for the core pass (MIN_WEIGHTS)."""
+    from epoxy.optimize.passes import qdq_matmul
+
+    monkeypatch.setattr(qdq_matmul, "MIN_WEIGHTS", 0)
+
+
+def _static(seed: int, activation_dtype: str = "uint8") -> bytes:
+    from epoxy.quantization import quantize_static
+
+    rng = np.random.default_rng(seed)
+    calib = [{"x": rng.standard_normal((2, 16, 64)).astype(np.float32)} for _ in range(3)]
+    return quantize_static(_mlp(seed, "add"), calib, op_types=("MatMul",), activation_dtype=activation_dtype,
+                           per_channel=True).SerializeToString()
+
+
+@pytest.mark.parametrize("activation_dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("jit", [True, False], ids=["jit", "numpy"])
+def test_static_qdq_layers_run_on_codes(any_size, activation_dtype, jit):
+    """epoxy's quantize_static MLP at level extended: both layers run as MatMulIntegerToFloat
+    with their biases (the partition report: on cpu), within float rounding of the float
+    reading (level basic) and of onnxruntime's run of the same file."""
+    model = _static(9, activation_dtype)
+    plain, fused = _session(model, "basic", jit), _session(model, "extended", jit)
+    assert "MatMulIntegerToFloat" not in _ops(plain) and _ops(plain).count("MatMul") == 2
+    ops = _ops(fused)
+    assert ops.count("MatMulIntegerToFloat") == 2 and not {"MatMul", "MatMulInteger", "Add"} & set(ops)
+    placed = {d.node: d.provider for d in fused.partition_report().nodes if d.op_type == "MatMulIntegerToFloat"}
+    assert len(placed) == 2 and set(placed.values()) == {"cpu"}
+    x = np.random.default_rng(10).standard_normal((3, 16, 64)).astype(np.float32)
+    want, got = plain.run(None, {"x": x})[0], fused.run(None, {"x": x})[0]
+    scale = float(np.abs(want).max())
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * scale)
+    ort = pytest.importorskip("onnxruntime")
+    reference = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, reference, rtol=1e-4, atol=1e-4 * scale)
+
+
+def test_static_qdq_layers_below_the_size_stay_float():
+    """Without the fixture the MLP's weights are below MIN_WEIGHTS: the float reading stays."""
+    fused = _session(_static(11), "extended", True)
+    assert not {"MatMulIntegerToFloat", "MatMulInteger"} & set(_ops(fused))
+    assert _ops(fused).count("FusedMatMul") == 2  # the float products with their bias (and Relu)

@@ -45,52 +45,7 @@ from ...kit.passes import (
     replace,
     sole_consumer,
 )
-
-_F32 = np.dtype(np.float32)
-_CODES = (np.dtype(np.uint8), np.dtype(np.int8))
-
-
-def _dq_parts(value: ir.Value | None) -> tuple[ir.Node, ir.Value, ir.Value, ir.Value | None] | None:
-    """(node, codes, scale, zero point or None) of the DequantizeLinear producing ``value``."""
-    node = value.producer() if value is not None else None
-    if node is None or not is_op(node, "DequantizeLinear") or len(node.inputs) < 2 or node.inputs[1] is None:
-        return None
-    if int(attr(node, "block_size", 0) or 0) or int(attr(node, "output_dtype", 0) or 0) not in (0, ir.DataType.FLOAT):
-        return None
-    zp = node.inputs[2] if len(node.inputs) > 2 else None
-    return node, node.inputs[0], node.inputs[1], zp  # type: ignore[return-value]
-
-
-def _scalar_params(scale: ir.Value, zp: ir.Value | None) -> tuple[np.ndarray, np.ndarray | None] | None:
-    """A constant float32 scalar scale and constant 8-bit scalar zero point (or none)."""
-    s = constant(scale)
-    z = constant(zp) if zp is not None else None
-    if s is None or s.size != 1 or s.dtype != _F32 or not np.isfinite(s).all() or float(s.reshape(())) <= 0:
-        return None
-    if zp is not None and (z is None or z.size != 1 or z.dtype not in _CODES):
-        return None
-    return s, z
-
-
-def _weights(conv: ir.Node, model: ir.Model) -> tuple[ir.Node, ir.Value, ir.Value, ir.Value | None, np.ndarray] | None:
-    """The weight DQ: constant 8-bit codes, float32 scale per tensor or per output channel."""
-    parts = _dq_parts(conv.inputs[1])
-    if parts is None:
-        return None
-    node, codes, scale, zp = parts
-    w, s = constant(codes), constant(scale)
-    z = constant(zp) if zp is not None else None
-    if w is None or w.dtype not in _CODES or w.ndim < 3 or s is None or s.dtype != _F32:
-        return None
-    if zp is not None and (z is None or z.dtype != w.dtype or z.shape != s.shape):
-        return None
-    if s.size != 1:
-        axis = int(attr(node, "axis", 1)) if opset_of(model, node) >= 13 else None
-        if axis not in (0, -w.ndim) or s.shape != (w.shape[0],):
-            return None
-    if not np.isfinite(s).all() or (s <= 0).any():
-        return None
-    return node, codes, scale, zp, s
+from .qdq_match import F32, channel_weights, dq_parts, scalar_params
 
 
 def _bias(conv: ir.Node, x_scale: np.ndarray, w_scale: np.ndarray) -> tuple[ir.Node | None, ir.Value | None] | None:
@@ -98,17 +53,17 @@ def _bias(conv: ir.Node, x_scale: np.ndarray, w_scale: np.ndarray) -> tuple[ir.N
     value = conv.inputs[2] if len(conv.inputs) > 2 else None
     if value is None:
         return None, None
-    parts = _dq_parts(value)
+    parts = dq_parts(value)
     if parts is None:
         return None
     node, codes, scale, zp = parts
     b, s = constant(codes), constant(scale)
     z = constant(zp) if zp is not None else None
-    if b is None or b.dtype != np.int32 or b.ndim != 1 or s is None or s.dtype != _F32:
+    if b is None or b.dtype != np.int32 or b.ndim != 1 or s is None or s.dtype != F32:
         return None
     if zp is not None and (z is None or z.any()):
         return None
-    want = (x_scale.reshape(()) * w_scale).astype(_F32)  # the product the quantizers write
+    want = (x_scale.reshape(()) * w_scale).astype(F32)  # the product the quantizers write
     try:
         given, product = np.broadcast_arrays(s.reshape(-1) if s.size > 1 else s.reshape(()), want)
     except ValueError:
@@ -134,6 +89,8 @@ class _Match:
 #: (squeezenet's 1x1 squeeze layers: 17.9 ms for the model in float, 24.4 ms on codes)
 MIN_MACS = 1 << 24
 MIN_CHANNELS = 16
+#: weight ranks of 1-D to 3-D convolutions and beyond (output channels first)
+CONV_RANKS = tuple(range(3, 9))
 
 
 def _large_enough(conv: ir.Node, w: np.ndarray) -> bool:
@@ -147,13 +104,14 @@ def _large_enough(conv: ir.Node, w: np.ndarray) -> bool:
 
 
 def _match(model: ir.Model, conv: ir.Node) -> _Match | None:
-    x = _dq_parts(conv.inputs[0])
-    weights = _weights(conv, model)
-    if x is None or weights is None or not _large_enough(conv, constant(weights[1])):  # type: ignore[arg-type]
+    x = dq_parts(conv.inputs[0])
+    weights = channel_weights(conv.inputs[1], model, channel_axis=0, ranks=CONV_RANKS)
+    if x is None or weights is None or not _large_enough(conv, weights.codes_value):
         return None
     x_node, x_codes, x_scale, x_zp = x
-    w_node, w_codes, w_scale, w_zp, w_scale_value = weights
-    x_params = _scalar_params(x_scale, x_zp)
+    w_node, w_codes, w_scale, w_zp = weights.node, weights.codes, weights.scale, weights.zero_point
+    w_scale_value = weights.scale_value
+    x_params = scalar_params(x_scale, x_zp)
     # QLinearConv's zero points are required inputs; the codes' type is their zero point's (8-bit)
     if x_params is None or x_zp is None or w_zp is None:
         return None
@@ -165,7 +123,7 @@ def _match(model: ir.Model, conv: ir.Node) -> _Match | None:
     q = sole_consumer(relu.outputs[0]) if relu is not None else nxt
     if q is None or not is_op(q, "QuantizeLinear") or len(q.inputs) < 3 or q.inputs[2] is None:
         return None
-    if _scalar_params(q.inputs[1], q.inputs[2]) is None or int(attr(q, "output_dtype", 0) or 0):  # type: ignore[arg-type]
+    if scalar_params(q.inputs[1], q.inputs[2]) is None or int(attr(q, "output_dtype", 0) or 0):  # type: ignore[arg-type]
         return None
     inputs = [x_codes, x_scale, x_zp, w_codes, w_scale, w_zp, q.inputs[1], q.inputs[2]]
     if bias[1] is not None:

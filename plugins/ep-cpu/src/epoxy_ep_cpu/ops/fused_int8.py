@@ -10,8 +10,9 @@ steps. Fused, the kernel casts, scales and adds the bias in one compiled pass
 the unfused chain's bit for bit.
 
 What is fused: a MatMulInteger with constant weights whose int32 output only a Cast to float32
-reads, whose output only a Mul by ``Mul(x, constant)`` reads (x is the activation scale); a
-following Add of a constant float32 vector of the output's width is taken in too.
+reads, whose output only a Mul by ``Mul(x, constant)`` reads (x is the activation scale: a
+scalar, computed at run time or, from a static QDQ layer (``epoxy.optimize.passes.qdq_matmul``),
+a constant); a following Add of a constant float32 vector of the output's width is taken in too.
 """
 
 from __future__ import annotations
@@ -46,24 +47,26 @@ def _other(node: ir.Node, value: ir.Value) -> ir.Value | None:
 
 def _split_scale(scale: ir.Value | None, width: int) -> tuple[ir.Value, ir.Value] | None:
     """(activation scale, constant float32 weight scale) of ``scale = Mul(a, w)``: ``w`` one
-    value or one per output column (1-D), ``a`` a scalar (DynamicQuantizeLinear's), so the
-    product broadcasts against the (..., width) output as the fused node's does."""
+    value or one per output column (1-D), ``a`` a scalar (DynamicQuantizeLinear's, or a static
+    QDQ layer's constant), so the product broadcasts against the (..., width) output as the
+    fused node's does."""
     producer = scale.producer() if scale is not None else None
     if producer is None or not is_op(producer, "Mul") or len(producer.inputs) != 2:
         return None
     p, q = producer.inputs
     if p is None or q is None:
         return None
-    weights = [v for v in (p, q) if constant(v) is not None]
-    if len(weights) != 1:
-        return None
-    w = constant(weights[0])
-    if w is None or w.dtype != _F32 or w.ndim > 1 or w.size not in (1, width):
-        return None
-    activation = q if weights[0] is p else p
-    if activation.shape is None or len(activation.shape) != 0:
-        return None
-    return activation, weights[0]
+    for activation, weights in ((p, q), (q, p)):  # a static layer's two constants: either order
+        w = constant(weights)
+        if w is None or w.dtype != _F32 or w.ndim > 1 or w.size not in (1, width):
+            continue
+        if activation.shape is None or len(activation.shape) != 0:
+            continue
+        a = constant(activation)
+        if a is not None and a.dtype != _F32:
+            continue
+        return activation, weights
+    return None
 
 
 def _bias(node: ir.Node | None, y: ir.Value, width: int) -> ir.Value | None:

@@ -1,0 +1,78 @@
+"""What the QDQ-onto-codes passes (``qdq_qlinear``, ``qdq_matmul``) recognize: a
+DequantizeLinear's parts, constant per-tensor activation parameters, and constant 8-bit
+weights quantized per tensor or per output channel. One place, so both passes accept the
+same forms."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx_ir as ir
+
+from ...kit.passes import attr, constant, is_op, opset_of
+
+F32 = np.dtype(np.float32)
+#: the 8-bit code types the integer kernels take
+CODES = (np.dtype(np.uint8), np.dtype(np.int8))
+
+
+def dq_parts(value: ir.Value | None) -> tuple[ir.Node, ir.Value, ir.Value, ir.Value | None] | None:
+    """(node, codes, scale, zero point or None) of the DequantizeLinear producing ``value``
+    (float32 output, not blocked)."""
+    node = value.producer() if value is not None else None
+    if node is None or not is_op(node, "DequantizeLinear") or len(node.inputs) < 2 or node.inputs[1] is None:
+        return None
+    if int(attr(node, "block_size", 0) or 0) or int(attr(node, "output_dtype", 0) or 0) not in (0, ir.DataType.FLOAT):
+        return None
+    zp = node.inputs[2] if len(node.inputs) > 2 else None
+    return node, node.inputs[0], node.inputs[1], zp  # type: ignore[return-value]
+
+
+def scalar_params(scale: ir.Value, zp: ir.Value | None) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """A constant finite positive float32 scalar scale and a constant 8-bit scalar zero point
+    (or none)."""
+    s = constant(scale)
+    z = constant(zp) if zp is not None else None
+    if s is None or s.size != 1 or s.dtype != F32 or not np.isfinite(s).all() or float(s.reshape(())) <= 0:
+        return None
+    if zp is not None and (z is None or z.size != 1 or z.dtype not in CODES):
+        return None
+    return s, z
+
+
+@dataclass(frozen=True)
+class QuantizedWeights:
+    """A weight DequantizeLinear: its node, constant codes, scale and zero point values (the
+    scale's values too: the passes check or combine them)."""
+
+    node: ir.Node
+    codes: ir.Value
+    scale: ir.Value
+    zero_point: ir.Value | None
+    codes_value: np.ndarray
+    scale_value: np.ndarray
+
+
+def channel_weights(value: ir.Value | None, model: ir.Model, channel_axis: int,
+                    ranks: tuple[int, ...]) -> QuantizedWeights | None:
+    """The DequantizeLinear producing ``value`` when it reads constant 8-bit codes of one of
+    ``ranks`` with a finite positive float32 scale per tensor or per ``channel_axis`` (the
+    output channels), and a zero point of the codes' type shaped like the scale (or none)."""
+    parts = dq_parts(value)
+    if parts is None:
+        return None
+    node, codes, scale, zp = parts
+    w, s = constant(codes), constant(scale)
+    z = constant(zp) if zp is not None else None
+    if w is None or w.dtype not in CODES or w.ndim not in ranks or s is None or s.dtype != F32:
+        return None
+    if zp is not None and (z is None or z.dtype != w.dtype or z.shape != s.shape):
+        return None
+    if s.size != 1:
+        axis = int(attr(node, "axis", 1)) if opset_of(model, node) >= 13 else None
+        if axis is None or axis % w.ndim != channel_axis % w.ndim or s.shape != (w.shape[channel_axis],):
+            return None
+    if not np.isfinite(s).all() or (s <= 0).any():
+        return None
+    return QuantizedWeights(node, codes, scale, zp, w, s)
