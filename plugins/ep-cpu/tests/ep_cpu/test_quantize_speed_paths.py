@@ -308,3 +308,40 @@ def test_compiled_kernel_blocks_cover_every_element(axis):
         np.testing.assert_array_equal(_bits(y.reshape(shape)), _bits(want))
     got = kq.run_fake_quant(x, scale, zp, 0, 255, axis, 2)
     np.testing.assert_array_equal(_bits(got), _bits(want))
+
+
+@pytest.mark.parametrize("code", [np.dtype(np.uint8), np.dtype(np.int8)], ids=["uint8", "int8"])
+@pytest.mark.parametrize("with_zp", [True, False], ids=["zp", "no-zp"])
+def test_compiled_quantize_linear_equals_the_numpy_path(code, with_zp, monkeypatch):
+    """A per-tensor QuantizeLinear (a static QDQ activation's codes) runs as one compiled pass
+    under jit=on: the same codes as jit=off element for element, over several parallel blocks,
+    halves, saturation, +-inf and NaN included; and the compiled pass did run."""
+    kq = pytest.importorskip("epoxy_ep_cpu.jit.kernels_quantize")
+    calls: list[np.dtype] = []
+    real = kq.run_codes
+    monkeypatch.setattr(kq, "run_codes", lambda x, s, z, dtype, n: calls.append(dtype) or real(x, s, z, dtype, n))
+    shape = (2, kq.CHUNK + 333)
+    scale = np.array(0.25, np.float32)
+    x = (RNG.uniform(-200, 200, shape) * scale).astype(np.float32)
+    x.reshape(-1)[:4] = [np.inf, -np.inf, np.nan, 0.125]
+    inputs, inits = ["x", "s"], {"s": scale}
+    if with_zp:
+        inputs.append("z")
+        inits["z"] = np.array(7 if code == np.uint8 else -5, code)
+    graph = helper.make_graph([helper.make_node("QuantizeLinear", inputs, ["y"])], "q",
+                              [helper.make_tensor_value_info("x", F, shape)],
+                              [helper.make_tensor_value_info("y", CODES[code] if with_zp else TensorProto.UINT8,
+                                                             shape)],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    out = {jit: epoxy.InferenceSession(model, providers=[("cpu", {"jit": jit})]).run(None, {"x": x})[0]
+           for jit in ("on", "off")}
+    want_type = code if with_zp else np.dtype(np.uint8)
+    assert calls == [want_type] and out["on"].dtype == want_type
+    np.testing.assert_array_equal(out["on"], out["off"])
+    reference = ReferenceEvaluator(model).run(None, {"x": x})[0].reshape(-1)
+    got = out["on"].reshape(-1)
+    info = np.iinfo(want_type)
+    # +-inf saturate and NaN is code 0, as the module docstring says (onnx.reference casts them)
+    assert got[:3].tolist() == [info.max, info.min, 0]
+    np.testing.assert_array_equal(got[3:], reference[3:])

@@ -69,43 +69,53 @@ DIVISION_WEIGHT = 8
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _codes_span(x, start, stop, s, zp, q):  # pragma: no cover - compiled
-    # DynamicQuantizeLinear's steps in the numpy path's order, each in float32: the spec's
-    # division (no reciprocal), rint half to even, + zero point, clip to [0, 255], NaN to 0
+def _codes_span(x, start, stop, s, zp, lo, hi, q):  # pragma: no cover - compiled
+    # QuantizeLinear's steps in the numpy path's order, each in float32: the spec's division
+    # (no reciprocal), rint half to even, + zero point, clip to [lo, hi], NaN to code 0
     xs = x[start:stop]
     qs = q[start:stop]
-    top = np.float32(255.0)
     zero = np.float32(0.0)
     for i in range(xs.shape[0]):
         v = np.rint(xs[i] / s) + zp
-        v = zero if v < zero else v
-        v = top if v > top else v
+        v = lo if v < lo else v
+        v = hi if v > hi else v
         v = zero if v != v else v
-        qs[i] = np.uint8(v)
+        qs[i] = v
 
 
 @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
-def uint8_codes(x, s, zp, q):  # pragma: no cover - compiled
-    """``q = sat(rint(x / s) + zp)`` (uint8) over flat float32 ``x``, in CHUNK-element spans."""
+def codes(x, s, zp, lo, hi, q):  # pragma: no cover - compiled
+    """``q = sat(rint(x / s) + zp)`` (8-bit ``q``) over flat float32 ``x``, in CHUNK-element spans."""
     n = x.shape[0]
     for b in prange((n + CHUNK - 1) // CHUNK):
         start = b * CHUNK
-        _codes_span(x, start, min(start + CHUNK, n), s, zp, q)
+        _codes_span(x, start, min(start + CHUNK, n), s, zp, lo, hi, q)
 
 
-uint8_codes_serial = serial_twin(uint8_codes)
+codes_serial = serial_twin(codes)
+#: the 8-bit code types and their ranges
+CODE_RANGES = {np.dtype(np.uint8): (0.0, 255.0), np.dtype(np.int8): (-128.0, 127.0)}
+
+
+def run_codes(x: np.ndarray, scale: np.float32, zero_point: np.float32, dtype: np.dtype, nthreads: int) -> np.ndarray:
+    """QuantizeLinear's per-tensor codes (``dtype`` uint8 or int8) of float32 ``x`` for a
+    float32 ``scale`` and integral float32 ``zero_point``: one pass instead of numpy's five
+    (divide, rint, add, clip, cast). DynamicQuantizeLinear's codes too (uint8)."""
+    flat = np.ascontiguousarray(x).reshape(-1)
+    q = np.empty(flat.shape, dtype)
+    lo, hi = CODE_RANGES[np.dtype(dtype)]
+    # each element costs a vector division (~0.55 ns here, ~8x a memory-bound pass's): weighed
+    # so, [128, 3072] gets a second thread (measured 240 -> 191 us; [128, 768] stays on one)
+    work = x.size * DIVISION_WEIGHT
+    pick(codes, codes_serial, nthreads, work)(flat, np.float32(scale), np.float32(zero_point), np.float32(lo),
+                                              np.float32(hi), q)
+    return q.reshape(x.shape)
 
 
 def run_uint8_codes(x: np.ndarray, scale: np.float32, zero_point: np.float32, nthreads: int) -> np.ndarray:
     """DynamicQuantizeLinear's codes of float32 ``x`` for its computed ``scale`` and (float32,
-    integral) ``zero_point``: one pass instead of numpy's five (divide, rint, add, clip, cast)."""
-    flat = np.ascontiguousarray(x).reshape(-1)
-    q = np.empty(flat.shape, np.uint8)
-    # each element costs a vector division (~0.55 ns here, ~8x a memory-bound pass's): weighed
-    # so, [128, 3072] gets a second thread (measured 240 -> 191 us; [128, 768] stays on one)
-    work = x.size * DIVISION_WEIGHT
-    pick(uint8_codes, uint8_codes_serial, nthreads, work)(flat, np.float32(scale), np.float32(zero_point), q)
-    return q.reshape(x.shape)
+    integral) ``zero_point``."""
+    return run_codes(x, scale, zero_point, np.dtype(np.uint8), nthreads)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

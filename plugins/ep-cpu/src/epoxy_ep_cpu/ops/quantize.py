@@ -40,6 +40,8 @@ _FLOAT_COMPUTE = {np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float6
 _F32 = np.dtype(np.float32)
 #: integer codes whose range (and any difference of two codes) is exact in float32
 FAST_CODES = frozenset(np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.uint16))
+#: per-tensor codes the jit tier writes in one pass (``jit/kernels_quantize.run_codes``)
+_COMPILED_CODES = frozenset(np.dtype(t) for t in (np.int8, np.uint8))
 
 
 def _onnx_dtype(code: int) -> np.dtype:
@@ -141,6 +143,8 @@ def quantize_linear(node: NodeSpec):
     precision = _onnx_dtype(precision_code) if precision_code else None
     if block_size < 0:
         raise Unsupported("block_size must be positive")
+    compiled = jit.kernels("quantize")
+    nthreads = jit.thread_count() if compiled is not None else 1
 
     def run(x: np.ndarray, y_scale: np.ndarray, y_zero_point: np.ndarray | None = None) -> np.ndarray:
         if fixed_out is not None:
@@ -149,6 +153,12 @@ def quantize_linear(node: NodeSpec):
             out_dt = y_zero_point.dtype
         else:
             out_dt = np.dtype(np.uint8)
+        if (compiled is not None and precision is None and x.dtype == _F32 and y_scale.dtype == _F32
+                and y_scale.size == 1 and out_dt in _COMPILED_CODES and x.size
+                and (y_zero_point is None or y_zero_point.size == 1)):
+            # a static QDQ activation's codes: quantize_f32's steps in one compiled pass
+            zp = np.float32(0) if y_zero_point is None else np.float32(y_zero_point.reshape(()))
+            return compiled.run_codes(x, y_scale.reshape(()), zp, out_dt, nthreads)
         if precision is not None:
             cdt = precision
         elif y_scale.dtype in _FLOAT_COMPUTE:
