@@ -76,3 +76,9 @@ def channel_weights(value: ir.Value | None, model: ir.Model, channel_axis: int,
     if not np.isfinite(s).all() or (s <= 0).any():
         return None
     return QuantizedWeights(node, codes, scale, zp, w, s)
+
+
+def drop_if_unread(graph: ir.Graph, node: ir.Node | None) -> None:
+    """Remove ``node`` (a DQ the rewritten layer read) when nothing else reads its output."""
+    if node is not None and node.graph is graph and not any(o.uses() or o.is_graph_output() for o in node.outputs):
+        graph.remove(node, safe=True)

@@ -46,7 +46,7 @@ from ...kit.passes import (
     opset_of,
     replace,
 )
-from .qdq_match import F32, QuantizedWeights, channel_weights, dq_parts, scalar_params
+from .qdq_match import F32, QuantizedWeights, channel_weights, dq_parts, drop_if_unread, scalar_params
 
 #: the smallest weight matrix (K x N elements) run on codes; at 16+ rows the product reaches the
 #: 1 M multiply-adds from which the cpu provider's int8 GEMM runs (``kernels_int8_gemm.MIN_MACS``)
@@ -155,11 +155,6 @@ def _chain(layer: _Layer, graph: ir.Graph, namer: Namer) -> list[ir.Node]:
     return nodes
 
 
-def _drop_if_unread(graph: ir.Graph, node: ir.Node | None) -> None:
-    if node is not None and node.graph is graph and not any(o.uses() or o.is_graph_output() for o in node.outputs):
-        graph.remove(node, safe=True)
-
-
 class QDQMatMulToIntegerPass(RewritePass):
     """``MatMul``/``Gemm`` of a DQ'd activation and DQ'd 8-bit weights -> ``MatMulInteger`` and
     its float tail."""
@@ -179,6 +174,6 @@ class QDQMatMulToIntegerPass(RewritePass):
             nodes = _chain(layer, graph, namer)
             replace(graph, [node], nodes, [node.outputs[0]], [nodes[-1].outputs[0]])
             for dq in (layer.x_dq, layer.weights.node, layer.bias_dq):  # a DQ only the layer read goes with it
-                _drop_if_unread(graph, dq)
+                drop_if_unread(graph, dq)
             count += 1
         return count

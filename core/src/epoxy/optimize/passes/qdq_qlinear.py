@@ -45,7 +45,7 @@ from ...kit.passes import (
     replace,
     sole_consumer,
 )
-from .qdq_match import F32, channel_weights, dq_parts, scalar_params
+from .qdq_match import F32, channel_weights, dq_parts, drop_if_unread, scalar_params
 
 
 def _bias(conv: ir.Node, x_scale: np.ndarray, w_scale: np.ndarray) -> tuple[ir.Node | None, ir.Value | None] | None:
@@ -155,7 +155,6 @@ class QDQConvToQLinearPass(RewritePass):
                                      name=found.relu.name or "relu"))
             replace(graph, found.old, new, [found.q.outputs[0]], [new[-1].outputs[0]])
             for dq in found.dqs:  # a DQ only the Conv read goes with it
-                if dq.graph is graph and not any(o.uses() or o.is_graph_output() for o in dq.outputs):
-                    graph.remove(dq, safe=True)
+                drop_if_unread(graph, dq)
             count += 1
         return count
