@@ -1,0 +1,74 @@
+"""``jit/scratch.py``: per-thread reused buffers for kernel temporaries, and the grid GEMM
+convolution that uses them giving the same values when layers of different sizes take turns
+on one thread (a reused buffer is never read before it is written)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from epoxy_ep_cpu.jit import scratch as scratch_module  # noqa: E402
+from epoxy_ep_cpu.jit.scratch import scratch  # noqa: E402
+
+F32 = np.dtype(np.float32)
+
+
+def test_a_slot_reuses_its_buffer_and_grows():
+    a = scratch("test.a", 1000, F32)
+    b = scratch("test.a", 10, F32)
+    assert a.shape == (1000,) and b.shape == (10,) and b.dtype == F32 and np.shares_memory(a, b)
+    grown = scratch("test.a", 5000, F32)
+    assert grown.shape == (5000,) and np.shares_memory(grown, scratch("test.a", 4000, F32))
+    assert not np.shares_memory(grown, scratch("test.other", 4000, F32))  # slots are apart
+
+
+def test_threads_get_their_own_buffers():
+    here = scratch("test.t", 256, F32)
+    seen: list[np.ndarray] = []
+    worker = threading.Thread(target=lambda: seen.append(scratch("test.t", 256, F32)))
+    worker.start()
+    worker.join()
+    assert not np.shares_memory(here, seen[0])
+
+
+def test_larger_requests_than_the_cap_are_not_kept(monkeypatch):
+    monkeypatch.setattr(scratch_module, "MAX_RETAINED_BYTES", 4096)
+    big = scratch("test.big", 2048, F32)  # 8 KiB: fresh, not kept
+    assert not np.shares_memory(big, scratch("test.big", 2048, F32))
+    assert not np.shares_memory(big, scratch("test.big", 16, F32))
+
+
+def test_grid_convolutions_of_different_sizes_keep_their_values(monkeypatch):
+    """Two group-1 strided layers (the grid GEMM path) alternating on one thread, each against
+    the numpy path: the smaller one reads the larger one's scratch without stale data."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    import epoxy
+    from epoxy_ep_cpu.jit import kernels_conv_gemm
+
+    slots: list[str] = []
+    monkeypatch.setattr(kernels_conv_gemm, "scratch", lambda slot, *a: slots.append(slot) or scratch(slot, *a))
+    rng = np.random.default_rng(3)
+
+    def model(c: int, m: int, hw: int) -> bytes:
+        w = rng.standard_normal((m, c, 3, 3)).astype(np.float32)
+        graph = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], strides=[2, 2], pads=[1, 1, 1, 1])],
+                                  "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, hw, hw])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                                  [numpy_helper.from_array(w, "w")])
+        return onnx.helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+
+    layers = [(model(3, 16, 64), (1, 3, 64, 64)), (model(8, 4, 20), (1, 8, 20, 20))]
+    sessions = [(epoxy.InferenceSession(m, providers=[("cpu", {"jit": "on"})]),
+                 epoxy.InferenceSession(m, providers=[("cpu", {"jit": "off"})]), shape) for m, shape in layers]
+    for _ in range(2):
+        for jit_on, jit_off, shape in sessions:
+            x = rng.standard_normal(shape).astype(np.float32)
+            np.testing.assert_allclose(jit_on.run(None, {"x": x})[0], jit_off.run(None, {"x": x})[0],
+                                       rtol=1e-5, atol=1e-5)
+    assert slots.count("grid.cols") == 4  # both layers ran the grid GEMM, twice each
