@@ -34,12 +34,16 @@ class CpuProviderFactory:
         from .settings import TABLE
 
         settings = TABLE.parse(options)  # before loading kernels: a bad option fails fast
+        if settings.heap_arrays:
+            from .malloc_policy import apply
+
+            apply()
         return CpuProvider(self.name, device, load_kernels(), options, settings)
 
     def options(self) -> Mapping[str, str]:
         """What ``create`` accepts, from the table it validates against (``epoxy providers``);
         the ``jit`` line also says whether the jit tier can run here, and why not, and whether
-        its int8 GEMM can (AVX512-VNNI)."""
+        its int8 GEMM can (AVX512-VNNI); the ``heap_arrays`` line says what this process did."""
         from .jit import availability
         from .settings import TABLE
 
@@ -52,6 +56,9 @@ class CpuProviderFactory:
             here += ("; int8 GEMM on AVX512-VNNI" if reason is None
                      else f"; no int8 GEMM ({reason}): integer products run on float32 BLAS")
         described["jit"] = f"{described['jit']} [here: {here}]"
+        from .malloc_policy import status
+
+        described["heap_arrays"] = f"{described['heap_arrays']} [this process: {status()}]"
         return described
 
     def supported_ops(self) -> list[OpSupport]:

@@ -55,6 +55,8 @@ class CpuSettings:
     #: fused elementwise groups compiled as one numba loop (jit on): off until a quiet machine
     #: shows a model-level gain (bench/README, Session 7)
     fuse_elementwise: bool = False
+    #: keep freed multi-MB arrays in glibc's heap (process-wide, once: ``malloc_policy.py``)
+    heap_arrays: bool = True
 
     @property
     def winograd_paths(self) -> tuple[str, ...]:
@@ -94,6 +96,12 @@ TABLE: OptionTable[CpuSettings] = OptionTable("cpu", [
            aliases={"on": True, "off": False}, env="EPOXY_CPU_FUSE_ELEMENTWISE",
            notes="float32/float64 chains with one output (epoxy.kit.elementwise programs), shown as cpu_ew_* "
                  "groups in the partition report; needs jit; off by default: no model-level gain measured yet"),
+    Option("heap_arrays", "bool", DEFAULT.heap_arrays, "keep freed multi-MB arrays in glibc's heap for the next run",
+           aliases={"on": True, "off": False}, env="EPOXY_CPU_HEAP_ARRAYS",
+           notes="mallopt: arrays up to 32 MiB from the heap, 64 MiB of free heap kept (fresh pages page-faulted "
+                 "on every run: densenet121 alone 145 -> 107 ms); process-wide, applied once at the first cpu "
+                 "provider created with it on, never undone; a process whose MALLOC_* variables or "
+                 "glibc.malloc tunables are set, or without glibc, is left as it is"),
 ], CpuSettings)
 #: option name -> one-line help (what ``CpuProviderFactory.options()`` returns)
 OPTIONS: Mapping[str, str] = TABLE.describe()
