@@ -32,7 +32,8 @@ def test_providers_show_their_options():
     assert "auto | f23 | off (default auto)" in help_ and "device_index" in help_
     data = json.loads(epoxy("providers", "--json").stdout)
     cpu = next(p for p in data["providers"] if p["name"] == "cpu")
-    assert list(cpu["options"]) == ["conv_winograd", "conv_algo_search", "jit", "jit_threads", "fuse_elementwise"]
+    assert list(cpu["options"]) == ["conv_winograd", "conv_algo_search", "jit", "jit_threads", "fuse_elementwise",
+                                      "heap_arrays"]
     assert cpu["options_error"] is None
     assert "device_index" in data["core_options"]
     unknown = epoxy("providers", "--options", "nope", check=False)

@@ -14,11 +14,12 @@ from epoxy_ep_cpu.settings import CHOICES, OPTIONS, CpuSettings
 
 #: a valid value, other than the default, for every option (a new option needs one here)
 SAMPLES = {"conv_winograd": "f23", "conv_algo_search": "measure", "jit": False, "jit_threads": 1,
-           "fuse_elementwise": True}
+           "fuse_elementwise": True, "heap_arrays": False}
 
 
 def _is_the_table(described: dict[str, str]) -> bool:
-    """The table's lines, the ``jit`` one followed by whether the tier runs here."""
+    """The table's lines, the ``jit`` one followed by whether the tier runs here (``heap_arrays``
+    by what this process did)."""
     return set(described) == set(OPTIONS) and all(described[k].startswith(OPTIONS[k]) for k in OPTIONS)
 
 
@@ -43,7 +44,7 @@ def test_unknown_option_names_the_known_ones():
     factory = CpuProviderFactory()
     with pytest.raises(InvalidArgumentError, match=r"cpu provider: unknown options \['threads'\]; "
                                                    r"known options: \['conv_algo_search', 'conv_winograd', "
-                                                   r"'fuse_elementwise', 'jit', 'jit_threads'\]"):
+                                                   r"'fuse_elementwise', 'heap_arrays', 'jit', 'jit_threads'\]"):
         factory.create(factory.devices()[0], {"threads": 2})
 
 
