@@ -42,9 +42,9 @@ def scalar_params(scale: ir.Value, zp: ir.Value | None) -> tuple[np.ndarray, np.
 
 
 @dataclass(frozen=True)
-class QuantizedWeights:
-    """A weight DequantizeLinear: its node, constant codes, scale and zero point values (the
-    scale's values too: the passes check or combine them)."""
+class ConstantDQ:
+    """A DequantizeLinear of constants: its node and inputs, and their values (the passes check
+    or combine them)."""
 
     node: ir.Node
     codes: ir.Value
@@ -52,30 +52,43 @@ class QuantizedWeights:
     zero_point: ir.Value | None
     codes_value: np.ndarray
     scale_value: np.ndarray
+    zero_point_value: np.ndarray | None
 
 
-def channel_weights(value: ir.Value | None, model: ir.Model, channel_axis: int,
-                    ranks: tuple[int, ...]) -> QuantizedWeights | None:
-    """The DequantizeLinear producing ``value`` when it reads constant 8-bit codes of one of
-    ``ranks`` with a finite positive float32 scale per tensor or per ``channel_axis`` (the
-    output channels), and a zero point of the codes' type shaped like the scale (or none)."""
+def constant_dq(value: ir.Value | None) -> ConstantDQ | None:
+    """The DequantizeLinear producing ``value`` when its codes, scale and zero point (if any)
+    are constants."""
     parts = dq_parts(value)
     if parts is None:
         return None
     node, codes, scale, zp = parts
     w, s = constant(codes), constant(scale)
     z = constant(zp) if zp is not None else None
-    if w is None or w.dtype not in CODES or w.ndim not in ranks or s is None or s.dtype != F32:
+    if w is None or s is None or (zp is not None and z is None):
         return None
-    if zp is not None and (z is None or z.dtype != w.dtype or z.shape != s.shape):
+    return ConstantDQ(node, codes, scale, zp, w, s, z)
+
+
+def channel_weights(value: ir.Value | None, model: ir.Model, channel_axis: int,
+                    ranks: tuple[int, ...]) -> ConstantDQ | None:
+    """The DequantizeLinear producing ``value`` when it reads constant 8-bit codes of one of
+    ``ranks`` with a finite positive float32 scale per tensor or per ``channel_axis`` (the
+    output channels), and a zero point of the codes' type shaped like the scale (or none)."""
+    found = constant_dq(value)
+    if found is None:
+        return None
+    w, s, z = found.codes_value, found.scale_value, found.zero_point_value
+    if w.dtype not in CODES or w.ndim not in ranks or s.dtype != F32:
+        return None
+    if z is not None and (z.dtype != w.dtype or z.shape != s.shape):
         return None
     if s.size != 1:
-        axis = int(attr(node, "axis", 1)) if opset_of(model, node) >= 13 else None
+        axis = int(attr(found.node, "axis", 1)) if opset_of(model, found.node) >= 13 else None
         if axis is None or axis % w.ndim != channel_axis % w.ndim or s.shape != (w.shape[channel_axis],):
             return None
     if not np.isfinite(s).all() or (s <= 0).any():
         return None
-    return QuantizedWeights(node, codes, scale, zp, w, s)
+    return found
 
 
 def drop_if_unread(graph: ir.Graph, node: ir.Node | None) -> None:

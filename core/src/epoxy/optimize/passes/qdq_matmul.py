@@ -46,7 +46,7 @@ from ...kit.passes import (
     opset_of,
     replace,
 )
-from .qdq_match import F32, QuantizedWeights, channel_weights, dq_parts, drop_if_unread, scalar_params
+from .qdq_match import F32, ConstantDQ, channel_weights, constant_dq, dq_parts, drop_if_unread, scalar_params
 
 #: the smallest weight matrix (K x N elements) run on codes; at 16+ rows the product reaches the
 #: 1 M multiply-adds from which the cpu provider's int8 GEMM runs (``kernels_int8_gemm.MIN_MACS``)
@@ -64,7 +64,7 @@ class _Layer:
     x_codes: ir.Value
     x_scale: ir.Value
     x_zp: ir.Value | None
-    weights: QuantizedWeights
+    weights: ConstantDQ
     codes: ir.Value | np.ndarray
     bias: ir.Value | np.ndarray | None
     bias_dq: ir.Node | None
@@ -88,21 +88,20 @@ def _gemm_bias(gemm: ir.Node, width: int) -> tuple[ir.Value | np.ndarray | None,
     value = gemm.inputs[2] if len(gemm.inputs) > 2 else None
     if value is None:
         return None, None
-    found = constant(value)
-    if found is not None:
-        return (value, None) if found.dtype == F32 and found.shape == (width,) else None
-    parts = dq_parts(value)
-    if parts is None:
+    plain = constant(value)
+    if plain is not None:
+        return (value, None) if plain.dtype == F32 and plain.shape == (width,) else None
+    found = constant_dq(value)
+    if found is None:
         return None
-    node, codes, scale, zp = parts
-    b, s = constant(codes), constant(scale)
-    z = constant(zp) if zp is not None else np.zeros((), np.int32)
-    if b is None or b.dtype != np.int32 or b.shape != (width,) or s is None or s.dtype != F32 or z is None:
+    b, s = found.codes_value, found.scale_value
+    z = found.zero_point_value if found.zero_point_value is not None else np.zeros((), np.int32)
+    if b.dtype != np.int32 or b.shape != (width,) or s.dtype != F32 or s.size not in (1, width):
         return None
-    if s.size not in (1, width) or z.size not in (1, width):
+    if z.size not in (1, width):
         return None
     dequantized = ((b.astype(np.int64) - z.reshape(-1).astype(np.int64)).astype(F32) * s.reshape(-1)).astype(F32)
-    return dequantized, node
+    return dequantized, found.node
 
 
 def _match(model: ir.Model, node: ir.Node) -> _Layer | None:

@@ -36,7 +36,6 @@ from ...kit.passes import (
     Namer,
     RewritePass,
     attr,
-    constant,
     copy_attributes,
     graph_nodes,
     is_op,
@@ -45,7 +44,7 @@ from ...kit.passes import (
     replace,
     sole_consumer,
 )
-from .qdq_match import F32, channel_weights, dq_parts, drop_if_unread, scalar_params
+from .qdq_match import F32, channel_weights, constant_dq, dq_parts, drop_if_unread, scalar_params
 
 
 def _bias(conv: ir.Node, x_scale: np.ndarray, w_scale: np.ndarray) -> tuple[ir.Node | None, ir.Value | None] | None:
@@ -53,22 +52,18 @@ def _bias(conv: ir.Node, x_scale: np.ndarray, w_scale: np.ndarray) -> tuple[ir.N
     value = conv.inputs[2] if len(conv.inputs) > 2 else None
     if value is None:
         return None, None
-    parts = dq_parts(value)
-    if parts is None:
+    found = constant_dq(value)
+    if found is None:
         return None
-    node, codes, scale, zp = parts
-    b, s = constant(codes), constant(scale)
-    z = constant(zp) if zp is not None else None
-    if b is None or b.dtype != np.int32 or b.ndim != 1 or s is None or s.dtype != F32:
-        return None
-    if zp is not None and (z is None or z.any()):
+    b, s, z = found.codes_value, found.scale_value, found.zero_point_value
+    if b.dtype != np.int32 or b.ndim != 1 or s.dtype != F32 or (z is not None and z.any()):
         return None
     want = (x_scale.reshape(()) * w_scale).astype(F32)  # the product the quantizers write
     try:
         given, product = np.broadcast_arrays(s.reshape(-1) if s.size > 1 else s.reshape(()), want)
     except ValueError:
         return None
-    return (node, codes) if np.array_equal(given, product) else None
+    return (found.node, found.codes) if np.array_equal(given, product) else None
 
 
 @dataclass
