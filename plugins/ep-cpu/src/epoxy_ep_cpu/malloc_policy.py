@@ -66,15 +66,13 @@ def apply() -> str:
             return _state["status"]
         reason = _owner_choice()
         libc = None if reason else _glibc()
-        if reason is None and libc is None:
-            reason = "not glibc"
-        if reason is None and libc is not None:
+        if libc is None:
+            status = f"left as it is: {reason or 'not glibc'}"
+        else:
             ok = libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1 and libc.mallopt(_M_TRIM_THRESHOLD,
                                                                                          TRIM_THRESHOLD) == 1
             status = (f"applied: heap up to {MMAP_THRESHOLD >> 20} MiB arrays, {TRIM_THRESHOLD >> 20} MiB kept"
                       if ok else "mallopt refused the thresholds")
-        else:
-            status = f"left as it is: {reason}"
         _state["status"] = status
         return status
 
