@@ -384,7 +384,18 @@ GRID = [
     ((1, 6, 12, 12), (24, 6, 3, 3), {"dilations": [2, 2], "pads": [2, 2, 2, 2]}),  # dilated
     ((1, 16, 9, 9), (32, 16, 2, 2), {"strides": [2, 2]}),  # convnext's downsample, a remainder row
     ((3, 4, 9, 11), (6, 4, 3, 2), {"pads": [0, 1, 2, 0], "strides": [1, 2]}),  # asymmetric everything
+    ((1, 4, 48, 48), (8, 4, 3, 3), {"pads": [1, 1, 1, 1]}),  # a large map: grid columns (the others: compact)
 ]
+
+
+def test_compact_columns_on_small_maps_only():
+    """im2col rows keep only the output positions where the grid's extra columns exceed 5 %:
+    every GRID case but the 48x48 map (4 %), and resnet50's 7x7 and 14x14 layers."""
+    from epoxy_ep_cpu.jit.kernels_conv_gemm import compact_columns
+
+    assert compact_columns(7, 7, 9) and compact_columns(14, 14, 16) and compact_columns(10, 10, 11)
+    assert not compact_columns(48, 48, 50) and not compact_columns(56, 56, 58)
+    assert not compact_columns(5, 5, 5)  # no extra columns (a 1-wide kernel)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -420,17 +431,26 @@ def test_grid_gemm_fused_conv_epilogue(monkeypatch, act, params, residual):
         close(on, run_onnxruntime(case), 1e-4, max(atol, 1e-5))
 
 
-def test_grid_gemm_leaves_winograd_layers_and_huge_buffers_alone(monkeypatch):
-    """A 3x3 stride-1 layer where pick_path takes Winograd keeps it; a layer whose grid
-    im2col matrix exceeds MAX_COLS keeps the numpy path (here forced by a tiny bound)."""
+@pytest.mark.parametrize(("threads", "size", "channels", "grid"),
+                         [(1, 28, 64, False), (2, 28, 64, True), (1, 14, 128, True), (2, 56, 64, False)])
+def test_grid_gemm_takes_winograd_layers_on_small_maps(monkeypatch, threads, size, channels, grid):
+    """A 3x3 stride-1 layer where pick_path takes Winograd keeps it on large maps; on small
+    ones (up to 14x14 on one thread, 28x28 on more) the GEMM runs it, whose BLAS call uses
+    every thread where the Winograd transforms run on one."""
+    seen = _count_prepared(monkeypatch, "GridConvCall")
+    x, w, b = _data(18, (1, channels, size, size), (channels, channels, 3, 3), np.float32, True)
+    assert conv_ops.pick_path(channels, channels, (3, 3), [size, size], True, np.dtype(np.float32)).startswith("F(")
+    wino = one_node("Conv", [x, In(w, const=True), In(b, const=True)], {"pads": [1, 1, 1, 1]}, 22)
+    close(run_cpu(wino, True, runs=2, jit_threads=threads), run_reference(wino), 1e-4, 1e-3)
+    assert seen == ([x.shape] * 2 if grid else [])
+
+
+def test_grid_gemm_leaves_huge_buffers_alone(monkeypatch):
+    """A layer whose grid im2col matrix exceeds MAX_COLS keeps the numpy path (here forced by
+    a tiny bound)."""
     from epoxy_ep_cpu.jit import kernels_conv_gemm
 
     seen = _count_prepared(monkeypatch, "GridConvCall")
-    x, w, b = _data(18, (1, 64, 28, 28), (64, 64, 3, 3), np.float32, True)
-    assert conv_ops.pick_path(64, 64, (3, 3), [28, 28], True, np.dtype(np.float32)) != "im2col"
-    wino = one_node("Conv", [x, In(w, const=True), In(b, const=True)], {"pads": [1, 1, 1, 1]}, 22)
-    close(run_cpu(wino, True, runs=2), run_reference(wino), 1e-4, 1e-3)
-    assert seen == []
     monkeypatch.setattr(kernels_conv_gemm, "MAX_COLS", 100)
     x, w, b = _data(19, *GRID[3][:2], np.float32, True)
     big = one_node("Conv", [x, In(w, const=True), In(b, const=True)], GRID[3][2], 22)

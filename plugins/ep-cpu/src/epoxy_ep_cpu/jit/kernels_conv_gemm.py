@@ -10,6 +10,11 @@ C*kh*kw) @ cols`` then runs on BLAS over the grid's positions (its ``wq - ow`` e
 per row included), and one compiled pass stores the kept columns with the bias, the residual
 and the activation. Measured on one thread against the direct kernel (bench/README, session
 13): equal on the smallest batch-1 layers, 2-3x faster from batch 8 or 48 channels up.
+
+On small maps the grid's extra columns are a large share of the GEMM (7x7 with a 3x3 kernel:
+61 grid positions for 49 outputs, 14x14: 222 for 196), so there each im2col row keeps only
+the output positions ("compact" columns: ``oh`` runs of ``ow`` copied from the grid) and the
+GEMM is exactly the convolution's (:func:`compact_columns`).
 """
 
 from __future__ import annotations
@@ -33,6 +38,17 @@ _NO_Z = {dt: np.empty(0, dtype=dt) for dt in _FLOATS}
 #: elements of the grid im2col matrix above which a layer keeps the other paths (the numpy
 #: path tiles its im2col there; the matrix is n * C * kh * kw * grid positions)
 MAX_COLS = 1 << 22
+#: the share of extra grid columns from which a layer's im2col keeps only the output positions
+#: (bench/README, session 16: 512 channels on 7x7, 1 thread, 4.4 -> 3.3 ms; 56x56 maps,
+#: 3.5 % extra, keep the grid: one long copy per row instead of 56 short ones)
+COMPACT_MIN_EXTRA = 0.05
+
+
+def compact_columns(oh: int, ow: int, wq: int) -> bool:
+    """Whether a layer's im2col rows hold only the ``oh * ow`` output positions rather than
+    the grid's ``(oh - 1) * wq + ow``."""
+    span = (oh - 1) * wq + ow
+    return span - oh * ow > COMPACT_MIN_EXTRA * oh * ow
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -45,6 +61,22 @@ def _rows_of_plane(xp, cols, offs, p, psize, ks, span):  # pragma: no cover - co
         src = xp[uint64(p * psize + offs[k]):]
         for q in range(g):
             dst[q] = src[q]
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _compact_rows_of_plane(xp, cols, offs, p, psize, ks, oh, ow, wq):  # pragma: no cover - compiled
+    """As :func:`_rows_of_plane`, keeping only the output positions: row ``k`` is ``oh``
+    runs of ``ow`` grid positions, one per output row."""
+    kept = uint64(oh * ow)
+    owu = uint64(ow)
+    for k in range(ks):
+        dst = cols[uint64(p * ks + k) * kept:]
+        src = xp[uint64(p * psize + offs[k]):]
+        for oy in range(oh):
+            d = uint64(oy * ow)
+            s = uint64(oy * wq)
+            for q in range(owu):
+                dst[d + q] = src[s + q]
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -67,22 +99,27 @@ def _store_plane(acc, bias, z, y, p, m, span, wq, oh, ow, act, alpha, beta):  # 
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def cols_parallel(x, xp, cols, pdims, dims, planes):  # pragma: no cover - compiled
+def cols_parallel(x, xp, cols, pdims, dims, planes, compact):  # pragma: no cover - compiled
     offs = _offsets(dims)
     psize, wq, ks, oh, ow = dims[1], dims[3], dims[6] * dims[7], dims[8], dims[9]
     span = (oh - 1) * wq + ow
     for p in prange(planes):
         _pad_plane(x, xp, pdims, p)
-        _rows_of_plane(xp, cols, offs, p, psize, ks, span)
+        if compact:
+            _compact_rows_of_plane(xp, cols, offs, p, psize, ks, oh, ow, wq)
+        else:
+            _rows_of_plane(xp, cols, offs, p, psize, ks, span)
 
 
 cols_serial = serial_twin(cols_parallel)
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def store_parallel(acc, bias, z, y, dims, planes, act, alpha, beta):  # pragma: no cover - compiled
+def store_parallel(acc, bias, z, y, dims, planes, compact, act, alpha, beta):  # pragma: no cover - compiled
     wq, m, oh, ow = dims[3], dims[4], dims[8], dims[9]
     span = (oh - 1) * wq + ow
+    if compact:  # the GEMM's rows hold the output positions only
+        wq, span = ow, oh * ow
     for p in prange(planes):
         _store_plane(acc, bias, z, y, p, m, span, wq, oh, ow, act, alpha, beta)
 
@@ -109,7 +146,8 @@ class GridConvCall:
         key = (shape, w.shape, tuple(strides), tuple(dilations), tuple(begin), tuple(out_sp), 1)
         pdims, dims, (self.xp_size, _, _) = _geometry(*key)  # type: ignore[arg-type]
         oh, ow, wq = int(out_sp[0]), int(out_sp[1]), int(dims[3])
-        span = (oh - 1) * wq + ow
+        compact = compact_columns(oh, ow, wq)
+        span = oh * ow if compact else (oh - 1) * wq + ow
         ck = c * math.prod(w.shape[2:])
         self.shape, self.dtype = shape, dtype
         self.out_shape = (n, m, oh, ow)
@@ -117,8 +155,8 @@ class GridConvCall:
         self._gemm_shape = ((n, ck, span), (n, m, span))
         self._w = np.ascontiguousarray(w.reshape(m, ck))
         self.bias = bias
-        self._head = (pdims, dims, n * c)
-        self._tail = (dims, n * m, act, dtype.type(alpha), dtype.type(beta))
+        self._head = (pdims, dims, n * c, compact)
+        self._tail = (dims, n * m, compact, act, dtype.type(alpha), dtype.type(beta))
         work = self.cols_size + n * m * oh * ow
         self._count = max(1, min(nthreads, n * c, work // GRAIN))
         self._cols: Any = None

@@ -739,11 +739,13 @@ def flat_candidates(kernel: tuple[int, ...], dtype: np.dtype, winograd: tuple[st
 
 
 def _prepare_path(
-    node: NodeSpec, geo: _Geometry, group: int, pk: _ConvWeights, winograd: tuple[str, ...], measure: bool
+    node: NodeSpec, geo: _Geometry, group: int, pk: _ConvWeights, winograd: tuple[str, ...], measure: bool,
+    fast: _Jit | None = None,
 ) -> None:
     """For a static input shape, settle the layer's path now (session creation): timed
     among the candidates with ``measure``, else by ``pick_path``; the chosen path's weight
-    layout is built here. Other shapes decide at run time with ``pick_path``."""
+    layout is built here, unless a compiled path (``fast``) runs the shape. Other shapes
+    decide at run time with ``pick_path``."""
     xt = node.input_types[0] if node.input_types else None
     if group != 1 or len(pk.kernel) != 2 or xt is None or not xt.is_static or len(xt.shape) != 4:
         return
@@ -769,6 +771,8 @@ def _prepare_path(
         pk.keep_layouts({path})
     else:
         path = pick_path(shape[1], pk.w.shape[0], pk.kernel, out_sp, True, dtype, winograd)
+        if fast is not None and fast.route(shape, dtype, pk, 1, strides, dilations, begin, end, out_sp):
+            return  # the jit tier's call runs this shape: no numpy layout needed
     if path in _WEIGHT_LAYOUTS:
         _WEIGHT_LAYOUTS[path](pk)
 
@@ -794,7 +798,7 @@ def conv_kernel(node: NodeSpec, epi: Epilogue | None = None) -> Callable[..., np
     if w_const is not None and (b_const is not None or not has_b) and w_const.dtype.kind == "f":
         cdt = compute_dtype(w_const.dtype)
         prepacked = (cdt, _ConvWeights(w_const, b_const, cdt, group))
-        _prepare_path(node, geo, group, prepacked[1], winograd, current.measure_conv_paths)
+        _prepare_path(node, geo, group, prepacked[1], winograd, current.measure_conv_paths, fast)
 
     prepared = _PreparedCalls(fast, prepacked, group, geo, epi)
 
@@ -829,13 +833,21 @@ def conv_kernel(node: NodeSpec, epi: Epilogue | None = None) -> Callable[..., np
 #: 818 -> 669 us), 1.5x slower at 19 M; F(2,3): 1.4-1.9x at 7-16 M (128 channels on 7x7 718
 #: -> 386 us); F(4,3) keeps its layers (64 channels on 28x28, 29 M: 1.2x slower as a GEMM)
 _GRID_OVER_PATH_MAX_MACS = {"im2col": math.inf, "row-shift": 1 << 23, "F(2,3)": 1 << 24}
+#: output positions per map up to which the grid GEMM (compact columns there) also replaces
+#: the Winograd paths, by thread count: their tile gathers and scatters are numpy passes on
+#: one thread while BLAS's GEMM uses them all (bench/README, session 16, resnet50's layers:
+#: 2 threads, 256 channels on 14x14 1.5 ms against 1.6-2.5 for F(4,3), 128 on 28x28 equal;
+#: 1 thread, 512 on 7x7 3.9 against 4.8 for F(2,3), 14x14 equal, 28x28 F(4,3) 1.25x faster)
+_GRID_OVER_WINOGRAD_MAX_POSITIONS = {1: 14 * 14, 2: 28 * 28}
+
 
 def _grid_replaces_numpy(shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeights, strides, dilations, begin, end,
-                        out_sp, winograd: tuple[str, ...]) -> bool:
+                        out_sp, winograd: tuple[str, ...], nthreads: int = 1) -> bool:
     """Whether the grid GEMM runs a group-1 layer the direct kernel does not take: strided and
     dilated ones, and stride-1 ones whose numpy path (measured per layer with
-    ``conv_algo_search=measure``, else ``pick_path``) it beats (``_GRID_OVER_PATH_MAX_MACS``;
-    a measured choice other than im2col is kept)."""
+    ``conv_algo_search=measure``, else ``pick_path``) it beats (``_GRID_OVER_PATH_MAX_MACS``,
+    ``_GRID_OVER_WINOGRAD_MAX_POSITIONS`` for ``nthreads``; a measured choice other than
+    im2col is kept)."""
     if not _flat_eligible(dtype, 1, 2, strides, dilations, begin, end):
         return True
     measured = pk.chosen.get(shape) if pk.chosen else None
@@ -843,7 +855,10 @@ def _grid_replaces_numpy(shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeigh
         return measured == "im2col"
     path = pick_path(shape[1], pk.w.shape[0], pk.kernel, out_sp, True, dtype, winograd)
     macs = shape[0] * shape[1] * pk.w.shape[0] * math.prod(pk.kernel) * math.prod(out_sp)
-    return macs <= _GRID_OVER_PATH_MAX_MACS.get(path, 0)
+    if macs <= _GRID_OVER_PATH_MAX_MACS.get(path, 0):
+        return True
+    positions = _GRID_OVER_WINOGRAD_MAX_POSITIONS[min(max(nthreads, 1), 2)]
+    return path in ("F(2,3)", "F(4,3)") and math.prod(out_sp) <= positions
 
 
 #: input shapes per layer with a prepared jit call (a model with dynamic axes sees a few)
@@ -938,7 +953,7 @@ class _Jit:
             wq = out_sp[1] + (kw - 1) * dilations[1] // strides[1]
             if self.grid.GridConvCall.fits(shape, pk.w.shape, wq, out_sp) and (
                     direct or _grid_replaces_numpy(shape, dtype, pk, strides, dilations, begin, end, out_sp,
-                                                   self.winograd)):
+                                                   self.winograd, self.nthreads)):
                 return "grid"
         return "direct" if direct else None
 
