@@ -3,7 +3,11 @@ AveragePool (one compiled kernel per dtype each).
 
 The windowed kernel is separable like the numpy path (``ops/pool.py``), in the same order:
 per output row, the window's input rows are reduced into one row buffer (a contiguous,
-vectorized pass), then each output reads its window's columns of that buffer. Padding is
+vectorized pass, all rows of a 3-row window at once), then each output folds its window's
+columns of that buffer in registers, the interior windows without bounds checks (1 thread,
+min of interleaved runs: squeezenet's 3x3 stride-2 MaxPool of [96, 109, 109] 0.64 -> 0.45 ms,
+inception_v2's 3x3 stride-1 AveragePool of [192, 28, 28] 0.46 -> 0.29; onnxruntime's NCHW
+kernels 0.24 and 0.09, bench/README session 16). Padding is
 never materialized: positions outside the input are skipped, which is what padding with
 zeros (sums) or NaN under ``fmax`` (max: NaN inputs are ignored, a window of nothing but
 NaN or padding gives NaN) does. A per-output-window kernel measured 2-3x slower than the
@@ -59,65 +63,140 @@ def run_global_avg(x: np.ndarray, nthreads: int) -> np.ndarray | None:
     return y.reshape(x.shape[:2] + (1,) * (x.ndim - 2))
 
 
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def _fold(v, a, is_max):  # pragma: no cover - compiled
+    """One more window element ``v`` into the running ``a``: fmax (a NaN ``a`` gives way)
+    or the sum, in the numpy path's operand order."""
+    if is_max:
+        return v if (v > a) | (a != a) else a
+    return a + v
+
+
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def _max2(v, a):  # pragma: no cover - compiled
+    return v if (v > a) | (a != a) else a
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _rows_into(x, r, starts, count, wd, is_max):  # pragma: no cover - compiled
+    """``r`` = the window's ``count`` input rows (at ``starts``) folded element by element:
+    one vectorized loop for up to three rows (2-D pools' usual windows), else row by row."""
+    wu = uint64(wd)
+    s0 = uint64(starts[0])
+    if count == 3:  # the reduction chosen outside the loops, which then vectorize
+        s1, s2 = uint64(starts[1]), uint64(starts[2])
+        if is_max:
+            for i in range(wu):
+                r[i] = _max2(x[s2 + i], _max2(x[s1 + i], x[s0 + i]))
+        else:
+            for i in range(wu):
+                r[i] = (x[s0 + i] + x[s1 + i]) + x[s2 + i]
+        return
+    for i in range(wu):
+        r[i] = x[s0 + i]
+    for k in range(1, count):
+        sk = uint64(starts[k])
+        if is_max:
+            for i in range(wu):
+                r[i] = _max2(x[sk + i], r[i])
+        else:
+            for i in range(wu):
+                r[i] += x[sk + i]
+
+
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def _columns(r, y, yo, b0, n, s, d, kw, e, is_max):  # pragma: no cover - compiled
+    """``n`` outputs from ``yo``: output ``i`` folds ``r[b0 + i * s + k * d]``, k < kw. Inlined
+    where the caller passes constant steps, so that LLVM sees them (a stride-2 gather with a
+    constant step measured 1.3x faster than with a run-time one)."""
+    if kw == 3 and is_max:
+        for i in range(n):
+            b = b0 + i * s
+            y[yo + i] = _max2(r[b + d + d], _max2(r[b + d], r[b]))
+    elif kw == 3:
+        for i in range(n):
+            b = b0 + i * s
+            y[yo + i] = ((e + r[b]) + r[b + d]) + r[b + d + d]
+    elif kw == 2 and is_max:
+        for i in range(n):
+            b = b0 + i * s
+            y[yo + i] = _max2(r[b + d], r[b])
+    elif kw == 2:
+        for i in range(n):
+            b = b0 + i * s
+            y[yo + i] = (e + r[b]) + r[b + d]
+    else:
+        for i in range(n):
+            b = b0 + i * s
+            a = e
+            for kj in range(uint64(kw)):
+                a = _fold(r[b + kj * d], a, is_max)
+            y[yo + i] = a
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _interior_columns(r, y, yr, ia, ib, sw, pl, kw, dw, e, is_max):  # pragma: no cover - compiled
+    """Outputs ``ia`` to ``ib`` of one output row (at ``yr``), whose windows lie inside the
+    row buffer ``r``: 2- and 3-wide windows unrolled, one loop per reduction, the usual
+    steps (stride 1 or 2, no dilation) as constants. Folding ``e`` first is an identity
+    (0 for sums; max starts from the first column) that keeps the numpy path's operand
+    order. (A loop over the window per output, or the reduction chosen per element,
+    measured 1.4x slower than the old one-pass-per-column form.)"""
+    n = uint64(ib - ia)
+    b0 = uint64(ia * sw - pl)
+    yo = yr + uint64(ia)
+    one, two = uint64(1), uint64(2)
+    if dw == 1 and sw == 2:
+        _columns(r, y, yo, b0, n, two, one, kw, e, is_max)
+    elif dw == 1 and sw == 1:
+        _columns(r, y, yo, b0, n, one, one, kw, e, is_max)
+    else:
+        _columns(r, y, yo, b0, n, uint64(sw), uint64(dw), kw, e, is_max)
+
+
 @njit(cache=True, nogil=True, boundscheck=False)
 def _pool_plane(x, y, dims, cnt_h, cnt_w, empty, p, is_max):  # pragma: no cover - compiled
     """Plane ``p`` (= batch * C + channel); ``dims``: H, W, oh, ow, kh, kw, sh, sw, dh, dw,
     pad top, pad left; ``cnt_h`` / ``cnt_w``: AveragePool's divisor factors per output row /
     column; ``empty[0]``: an empty window's value (NaN / 0), in ``x``'s dtype so that every
-    sum stays in that dtype, as in the numpy path."""
+    sum stays in that dtype, as in the numpy path. Each output folds ``empty[0]`` and then
+    its window's row-reduced columns in order, in registers (the columns of interior
+    windows without bounds checks)."""
     h, wd, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl = (dims[0], dims[1], dims[2], dims[3], dims[4], dims[5],
                                                      dims[6], dims[7], dims[8], dims[9], dims[10], dims[11])
     r = np.empty(wd, dtype=x.dtype)
-    wu = uint64(wd)
+    starts = np.empty(kh, dtype=np.int64)
     xb = p * h * wd
     yb = p * oh * ow
+    e = empty[0]
+    # interior output columns [ia, ib): every window column lies in [0, W)
+    ia = min(ow, max(0, (pl + sw - 1) // sw))
+    last = wd - 1 - (kw - 1) * dw + pl  # ox * sw <= last
+    ib = min(ow, last // sw + 1) if last >= 0 else 0
+    ib = max(ia, ib)
     for oy in range(oh):
-        first = True
+        count = 0
         for ki in range(kh):
             iy = oy * sh + ki * dh - pt
-            if iy < 0 or iy >= h:
-                continue
-            src = uint64(xb + iy * wd)
-            if first:
-                for i in range(wu):
-                    r[i] = x[src + i]
-                first = False
-            elif is_max:
-                for i in range(wu):
-                    v = x[src + i]
-                    a = r[i]
-                    r[i] = v if (v > a) | (a != a) else a
-            else:
-                for i in range(wu):
-                    r[i] += x[src + i]
-        # each kernel column, over the output columns whose input column lies in [0, W):
-        # one loop per kernel column (vectorized at stride 1), not one per output
+            if 0 <= iy < h:
+                starts[count] = xb + iy * wd
+                count += 1
         yr = uint64(yb + oy * ow)
-        owu = uint64(ow)
-        e = empty[0]
-        for i in range(owu):
-            y[yr + i] = e
-        if first:  # the window's rows all lie in the padding
+        if count == 0:  # the window's rows all lie in the padding
+            for i in range(uint64(ow)):
+                y[yr + i] = e
             continue
-        for kj in range(kw):
-            off = kj * dw - pl
-            ox0 = 0 if off >= 0 else (-off + sw - 1) // sw
-            ox1 = (wd - 1 - off) // sw + 1 if wd - 1 - off >= 0 else 0
-            if ox1 > ow:
-                ox1 = ow
-            if ox1 <= ox0:
-                continue
-            ro = uint64(ox0 * sw + off)
-            yo = yr + uint64(ox0)
-            swu = uint64(sw)
-            if is_max:
-                for i in range(uint64(ox1 - ox0)):
-                    v = r[ro + i * swu]
-                    a = y[yo + i]
-                    y[yo + i] = v if (v > a) | (a != a) else a
-            else:
-                for i in range(uint64(ox1 - ox0)):
-                    y[yo + i] += r[ro + i * swu]
+        _rows_into(x, r, starts, count, wd, is_max)
+        _interior_columns(r, y, yr, ia, ib, sw, pl, kw, dw, e, is_max)
+        for edge in range(2):  # the outputs whose windows reach into the padding
+            for ox in range(0, ia) if edge == 0 else range(ib, ow):
+                a = e
+                b = ox * sw - pl
+                for kj in range(kw):
+                    ix = b + kj * dw
+                    if 0 <= ix < wd:
+                        a = _fold(r[uint64(ix)], a, is_max)
+                y[yr + uint64(ox)] = a
         if not is_max:
             ch = cnt_h[oy]
             for ox in range(ow):
