@@ -38,6 +38,7 @@ class BuiltinPasses:
             ReshapeTransposeSimplifyPass,
             RMSNormFusionPass,
         )
+        from .passes.qdq_conv_integer import QDQConvToIntegerPass
         from .passes.qdq_matmul import QDQMatMulToIntegerPass
         from .passes.qdq_pairs import QuantizeDequantizePairPass
         from .passes.qdq_qlinear import QDQConvToQLinearPass
@@ -52,6 +53,7 @@ class BuiltinPasses:
         # rounding, see the passes), then the other weights' DQs folded for its float kernels; a
         # provider running QDQ in int8 itself keeps them
         register(QDQConvToQLinearPass(), level="extended", providers=("cpu",))
+        register(QDQConvToIntegerPass(), level="extended", providers=("cpu",))  # the ones read as float
         register(QDQMatMulToIntegerPass(), level="extended", providers=("cpu",))
         register(DequantizeWeightsPass(), level="basic", providers=("cpu",))
         register(ConstantFoldingPass(), level="basic")

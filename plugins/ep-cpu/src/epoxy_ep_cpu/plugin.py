@@ -20,7 +20,7 @@ def epoxy_register_passes(register: Any) -> None:
     from .ops.fused import cpu_passes
     from .ops.fused_attention import attention_passes
     from .ops.fused_batchnorm import CpuBatchNormActivationPass
-    from .ops.fused_int8 import CpuMatMulIntegerToFloatPass
+    from .ops.fused_int8 import CpuConvIntegerToFloatPass, CpuMatMulIntegerToFloatPass
 
     # exact up to float rounding (tests/ep_cpu/test_attention_fusion.py): on by default
     for pass_ in attention_passes():
@@ -31,3 +31,4 @@ def epoxy_register_passes(register: Any) -> None:
     register(CpuBatchNormActivationPass(), level="extended", providers=("cpu",))
     # a dynamic int8 MatMul's Cast -> Mul [-> Add] tail: the chain's values bit for bit
     register(CpuMatMulIntegerToFloatPass(), level="extended", providers=("cpu",))
+    register(CpuConvIntegerToFloatPass(), level="extended", providers=("cpu",))

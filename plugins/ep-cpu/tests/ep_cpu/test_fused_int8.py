@@ -164,3 +164,77 @@ def test_static_qdq_layers_below_the_size_stay_float():
     fused = _session(_static(11), "extended", True)
     assert not {"MatMulIntegerToFloat", "MatMulInteger"} & set(_ops(fused))
     assert _ops(fused).count("FusedMatMul") == 2  # the float products with their bias (and Relu)
+
+
+# -- static QDQ convolutions read as float: the core's QDQConvToIntegerPass writes ConvInteger and
+# its tail, fused here into ConvIntegerToFloat --------------------------------------------------------
+def _residual_block(seed: int) -> onnx.ModelProto:
+    """x [1, 32, 56, 56] -> Conv 3x3 -> Relu -> Conv 3x3 -> Add(x) -> Relu: the second Conv's
+    output is read by the float Add (a resnet block's last layer); 29 M multiply-adds each, as
+    large as the int8 GEMM takes."""
+    rng = np.random.default_rng(seed)
+    inits = [numpy_helper.from_array((rng.standard_normal((32, 32, 3, 3)) * 0.1).astype(np.float32), f"w{i}")
+             for i in (1, 2)]
+    inits += [numpy_helper.from_array(rng.standard_normal(32).astype(np.float32), f"b{i}") for i in (1, 2)]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c2", "x"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+    graph = helper.make_graph(nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 56, 56])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 56, 56])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("jit", [True, False], ids=["jit", "numpy"])
+def test_static_qdq_convolutions_read_as_float_run_on_codes(monkeypatch, jit):
+    """epoxy's quantize_static (Conv) of the block at level extended: the Conv the float Add
+    reads runs as ConvIntegerToFloat on cpu (partition report), within int8 rounding of the
+    float reading (level basic) and of onnxruntime's run of the same file; with jit on and
+    AVX512-VNNI here, through the int8 GEMM's one-pass float store (not the numpy fallback)."""
+    from epoxy.quantization import quantize_static
+    from epoxy_ep_cpu.jit import kernels_int8_conv, kernels_int8_gemm
+
+    rng = np.random.default_rng(12)
+    calib = [{"x": rng.standard_normal((1, 32, 56, 56)).astype(np.float32)} for _ in range(2)]
+    model = quantize_static(_residual_block(12), calib, per_channel=True).SerializeToString()
+    stores = []
+    real = kernels_int8_conv.PackedInt8Conv.scaled
+    monkeypatch.setattr(kernels_int8_conv.PackedInt8Conv, "scaled",
+                        lambda self, *a: stores.append(1) or real(self, *a))
+    plain, fused = _session(model, "basic", jit), _session(model, "extended", jit)
+    assert "ConvIntegerToFloat" not in _ops(plain)
+    ops = _ops(fused)
+    assert ops.count("ConvIntegerToFloat") == 1 and not {"ConvInteger", "Cast"} & set(ops)
+    placed = {d.node: d.provider for d in fused.partition_report().nodes if d.op_type == "ConvIntegerToFloat"}
+    assert list(placed.values()) == ["cpu"]
+    x = rng.standard_normal((1, 32, 56, 56)).astype(np.float32)
+    want, got = plain.run(None, {"x": x})[0], fused.run(None, {"x": x})[0]
+    scale = float(np.abs(want).max())
+    # int8 rounding: the conv before reads codes either way; the sums differ in float rounding only,
+    # but a code at a rounding boundary of the first layer's output moves by one step
+    np.testing.assert_allclose(got, want, rtol=0, atol=0.02 * scale)
+    ort = pytest.importorskip("onnxruntime")
+    reference = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, reference, rtol=0, atol=0.02 * scale)
+    compiled = jit and kernels_int8_gemm.support() is None
+    assert bool(stores) == compiled
+
+
+def test_conv_integer_to_float_equals_the_chain_bit_for_bit():
+    """The fused node's value is the unfused ConvInteger -> Cast -> Mul -> Add chain's exactly
+    (both run on cpu; the chain at level basic, fused at extended)."""
+    rng = np.random.default_rng(13)
+    w = rng.integers(-127, 128, (32, 32, 3, 3)).astype(np.int8)
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array(7, np.uint8), "xz"),
+             numpy_helper.from_array(rng.uniform(1e-4, 1e-3, (32, 1, 1)).astype(np.float32), "s"),
+             numpy_helper.from_array(rng.standard_normal((32, 1, 1)).astype(np.float32), "b")]
+    nodes = [helper.make_node("ConvInteger", ["x", "w", "xz"], ["i"], pads=[1, 1, 1, 1]),
+             helper.make_node("Cast", ["i"], ["f"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["f", "s"], ["m"]), helper.make_node("Add", ["m", "b"], ["y"])]
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 32, 56, 56])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 56, 56])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    x = rng.integers(0, 256, (1, 32, 56, 56)).astype(np.uint8)
+    plain, fused = _session(model, "basic", True), _session(model, "extended", True)
+    assert _ops(fused) == ["ConvIntegerToFloat"]
+    np.testing.assert_array_equal(fused.run(None, {"x": x})[0], plain.run(None, {"x": x})[0])

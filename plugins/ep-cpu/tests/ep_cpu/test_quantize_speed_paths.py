@@ -199,7 +199,8 @@ def test_qdq_cnn_outputs_equal_the_unoptimized_run():
 def test_qdq_cnn_runs_its_convolution_on_codes(monkeypatch):
     """The same CNN with its layers counted as large: the Conv -> Relu -> Q becomes a
     QLinearConv and a Max on the codes (core pass qdq_qlinear), reading the input's codes; the
-    second Conv (no Q after it) reads its dequantized input in float. The outputs stay within
+    second Conv (no Q after it: its output is read as float) runs on codes too, as
+    ConvIntegerToFloat (core pass qdq_conv_integer, fused by ep-cpu). The outputs stay within
     one code step of r1 (propagated through conv2 and the Add) of the unoptimized run: only
     where the int8 rounding falls differs."""
     from epoxy.optimize.passes import qdq_qlinear
@@ -208,7 +209,7 @@ def test_qdq_cnn_runs_its_convolution_on_codes(monkeypatch):
     monkeypatch.setattr(qdq_qlinear, "MIN_CHANNELS", 0)
     qdq, x, fast, plain, w2 = _qdq_cnn()
     ops = [n.op_type for n in fast._graph.nodes]
-    assert ops == ["QuantizeLinear", "QLinearConv", "Max", "DequantizeLinear", "Conv", "Add"]
+    assert ops == ["QuantizeLinear", "QLinearConv", "Max", "ConvIntegerToFloat", "Add"]
     step = float(numpy_helper.to_array(next(i for i in qdq.graph.initializer if i.name == "r1_scale")))
     bound = 2 * step * float(np.abs(w2).sum(axis=(1, 2, 3)).max()) * 1.05
     got, want = fast.run(None, {"x": x})[0], plain.run(None, {"x": x})[0]

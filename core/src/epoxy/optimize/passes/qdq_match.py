@@ -1,4 +1,4 @@
-"""What the QDQ-onto-codes passes (``qdq_qlinear``, ``qdq_matmul``) recognize: a
+"""What the QDQ-onto-codes passes (``qdq_qlinear``, ``qdq_matmul``, ``qdq_conv_integer``) recognize: a
 DequantizeLinear's parts, constant per-tensor activation parameters, and constant 8-bit
 weights quantized per tensor or per output channel. One place, so both passes accept the
 same forms."""
@@ -10,11 +10,12 @@ from dataclasses import dataclass
 import numpy as np
 import onnx_ir as ir
 
-from ...kit.passes import attr, constant, is_op, opset_of
+from ...kit.passes import attr, constant, dtype_of, is_op, opset_of
 
 F32 = np.dtype(np.float32)
 #: the 8-bit code types the integer kernels take
 CODES = (np.dtype(np.uint8), np.dtype(np.int8))
+_CODE_TYPES = (ir.DataType.UINT8, ir.DataType.INT8)
 
 
 def dq_parts(value: ir.Value | None) -> tuple[ir.Node, ir.Value, ir.Value, ir.Value | None] | None:
@@ -95,3 +96,38 @@ def drop_if_unread(graph: ir.Graph, node: ir.Node | None) -> None:
     """Remove ``node`` (a DQ the rewritten layer read) when nothing else reads its output."""
     if node is not None and node.graph is graph and not any(o.uses() or o.is_graph_output() for o in node.outputs):
         graph.remove(node, safe=True)
+
+
+def activation_codes(value: ir.Value | None) -> tuple[ir.Node, ir.Value, ir.Value, ir.Value | None] | None:
+    """A layer input's DQ parts when its codes are 8-bit (their inferred type, else their
+    zero point's) and its parameters per tensor."""
+    parts = dq_parts(value)
+    if parts is None or scalar_params(parts[2], parts[3]) is None:
+        return None
+    code_type, zp_type = dtype_of(parts[1]), dtype_of(parts[3])
+    if (code_type or zp_type) not in _CODE_TYPES or (code_type and zp_type and code_type != zp_type):
+        return None
+    return parts
+
+
+def float_bias(layer: ir.Node, width: int) -> tuple[ir.Value | np.ndarray | None, ir.Node | None] | None:
+    """A Gemm's or Conv's third input as (the float32 (width,) bias as a value or a dequantized
+    array, its DQ or None); (None, None) without a bias; None for a bias a float tail cannot add
+    as it is."""
+    value = layer.inputs[2] if len(layer.inputs) > 2 else None
+    if value is None:
+        return None, None
+    plain = constant(value)
+    if plain is not None:
+        return (value, None) if plain.dtype == F32 and plain.shape == (width,) else None
+    found = constant_dq(value)
+    if found is None:
+        return None
+    b, s = found.codes_value, found.scale_value
+    z = found.zero_point_value if found.zero_point_value is not None else np.zeros((), np.int32)
+    if b.dtype != np.int32 or b.shape != (width,) or s.dtype != F32 or s.size not in (1, width):
+        return None
+    if z.size not in (1, width):
+        return None
+    dequantized = ((b.astype(np.int64) - z.reshape(-1).astype(np.int64)).astype(F32) * s.reshape(-1)).astype(F32)
+    return dequantized, found.node

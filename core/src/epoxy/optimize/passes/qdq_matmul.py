@@ -38,20 +38,17 @@ from ...kit.passes import (
     RewritePass,
     add_initializer,
     attr,
-    constant,
-    dtype_of,
     graph_nodes,
     is_op,
     make_node,
     opset_of,
     replace,
 )
-from .qdq_match import F32, ConstantDQ, channel_weights, constant_dq, dq_parts, drop_if_unread, scalar_params
+from .qdq_match import ConstantDQ, activation_codes, channel_weights, drop_if_unread, float_bias
 
 #: the smallest weight matrix (K x N elements) run on codes; at 16+ rows the product reaches the
 #: 1 M multiply-adds from which the cpu provider's int8 GEMM runs (``kernels_int8_gemm.MIN_MACS``)
 MIN_WEIGHTS = 1 << 16
-_CODE_TYPES = (ir.DataType.UINT8, ir.DataType.INT8)
 
 
 @dataclass
@@ -70,42 +67,8 @@ class _Layer:
     bias_dq: ir.Node | None
 
 
-def _input(node: ir.Node) -> tuple[ir.Node, ir.Value, ir.Value, ir.Value | None] | None:
-    """The layer input's DQ parts when its codes are 8-bit (their inferred type, else their
-    zero point's) and its parameters per tensor."""
-    parts = dq_parts(node.inputs[0])
-    if parts is None or scalar_params(parts[2], parts[3]) is None:
-        return None
-    code_type, zp_type = dtype_of(parts[1]), dtype_of(parts[3])
-    if (code_type or zp_type) not in _CODE_TYPES or (code_type and zp_type and code_type != zp_type):
-        return None
-    return parts
-
-
-def _gemm_bias(gemm: ir.Node, width: int) -> tuple[ir.Value | np.ndarray | None, ir.Node | None] | None:
-    """(the float32 (N,) bias as a value or a dequantized array, its DQ or None); (None, None)
-    without a bias; None for a bias the chain cannot add as it is."""
-    value = gemm.inputs[2] if len(gemm.inputs) > 2 else None
-    if value is None:
-        return None, None
-    plain = constant(value)
-    if plain is not None:
-        return (value, None) if plain.dtype == F32 and plain.shape == (width,) else None
-    found = constant_dq(value)
-    if found is None:
-        return None
-    b, s = found.codes_value, found.scale_value
-    z = found.zero_point_value if found.zero_point_value is not None else np.zeros((), np.int32)
-    if b.dtype != np.int32 or b.shape != (width,) or s.dtype != F32 or s.size not in (1, width):
-        return None
-    if z.size not in (1, width):
-        return None
-    dequantized = ((b.astype(np.int64) - z.reshape(-1).astype(np.int64)).astype(F32) * s.reshape(-1)).astype(F32)
-    return dequantized, found.node
-
-
 def _match(model: ir.Model, node: ir.Node) -> _Layer | None:
-    x = _input(node)
+    x = activation_codes(node.inputs[0])
     if x is None:
         return None
     if is_op(node, "MatMul"):
@@ -123,7 +86,7 @@ def _match(model: ir.Model, node: ir.Node) -> _Layer | None:
             return None
         codes = np.ascontiguousarray(weights.codes_value.T) if trans_b else weights.codes
         width = weights.codes_value.shape[0 if trans_b else 1]
-        found = _gemm_bias(node, width)
+        found = float_bias(node, width)
         if found is None:
             return None
         bias = found

@@ -88,7 +88,7 @@ MIN_CHANNELS = 16
 CONV_RANKS = tuple(range(3, 9))
 
 
-def _large_enough(conv: ir.Node, w: np.ndarray) -> bool:
+def large_enough(conv: ir.Node, w: np.ndarray) -> bool:
     """Whether the layer reaches MIN_MACS per image (its inferred output's spatial dims are
     known) with MIN_CHANNELS input channels per group."""
     shape = conv.outputs[0].shape
@@ -101,7 +101,7 @@ def _large_enough(conv: ir.Node, w: np.ndarray) -> bool:
 def _match(model: ir.Model, conv: ir.Node) -> _Match | None:
     x = dq_parts(conv.inputs[0])
     weights = channel_weights(conv.inputs[1], model, channel_axis=0, ranks=CONV_RANKS)
-    if x is None or weights is None or not _large_enough(conv, weights.codes_value):
+    if x is None or weights is None or not large_enough(conv, weights.codes_value):
         return None
     x_node, x_codes, x_scale, x_zp = x
     w_node, w_codes, w_scale, w_zp = weights.node, weights.codes, weights.scale, weights.zero_point

@@ -19,6 +19,7 @@ import numpy as np
 from numba import njit, prange
 
 from . import kernels_int8_gemm as int8_gemm
+from .threads import pick, serial_twin
 
 #: input channels from which the patches are runs worth copying (a 3-channel stem's patches are
 #: 3-byte runs: 2.9 ms of a 224x224 7x7 stem, where the float path is as fast as fp32)
@@ -56,6 +57,9 @@ def patches(x, fill, a, dims):  # pragma: no cover - compiled
                             run[ci] = src[ci]
 
 
+patches_serial = serial_twin(patches)
+
+
 @njit(parallel=True, cache=True, nogil=True)
 def requantize(rows, bias, scale, zero_point, lo, hi, y, pixels):  # pragma: no cover - compiled
     """QLinearConv's output from the GEMM's rows (N*P, M) int32 into ``y`` (N, M, P): per
@@ -75,6 +79,9 @@ def requantize(rows, bias, scale, zero_point, lo, hi, y, pixels):  # pragma: no 
                 v = lo if v < lo else v
                 v = hi if v > hi else v
                 y[b, c, p] = v
+
+
+requantize_serial = serial_twin(requantize)
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -97,6 +104,27 @@ def requantize_planes(acc, bias, scale, zero_point, lo, hi, y, channels):  # pra
             y[r, q] = v
 
 
+@njit(parallel=True, cache=True, nogil=True)
+def scale_rows(rows, scale, bias, y, pixels):  # pragma: no cover - compiled
+    """A float output from the GEMM's rows (N*P, M) int32 into ``y`` (N, M, P) float32: per
+    element ``float32(sum) * scale[m] (+ bias[m])`` in float32, the values of ConvInteger ->
+    Cast -> Mul [-> Add] step by step."""
+    total, m = rows.shape
+    has_bias = bias.shape[0] > 0
+    for t in prange((total + 63) // 64):
+        for r in range(t * 64, min(t * 64 + 64, total)):
+            b = r // pixels
+            p = r - b * pixels
+            for c in range(m):
+                v = np.float32(rows[r, c]) * scale[c]
+                if has_bias:
+                    v += bias[c]
+                y[b, c, p] = v
+
+
+scale_rows_serial = serial_twin(scale_rows)
+
+
 def requantize_sums(acc: np.ndarray, bias: np.ndarray | None, scale: np.ndarray, y_zero_point: Any) -> np.ndarray:
     """QLinearConv's output from exact float sums (N, M, ...), as :func:`requantize_planes`."""
     n, m = acc.shape[:2]
@@ -115,11 +143,12 @@ class PackedInt8Conv:
     packed for the GEMM in channels-last order, with their zero point (None, one, or one per
     output channel)."""
 
-    __slots__ = ("_gemm", "m", "shape")
+    __slots__ = ("_gemm", "m", "nthreads", "shape")
 
     def __init__(self, w: np.ndarray, zero_point: np.ndarray | None, nthreads: int) -> None:
         self.m = w.shape[0]
         self.shape = w.shape
+        self.nthreads = nthreads
         rows = np.ascontiguousarray(w.transpose(0, 2, 3, 1)).reshape(self.m, -1)  # (M, kh*kw*C)
         zp = None if zero_point is None else np.asarray(zero_point).reshape(-1)
         self._gemm = int8_gemm.PackedInt8Weights(rows.T, zp, nthreads)
@@ -158,8 +187,25 @@ class PackedInt8Conv:
         info = np.iinfo(out_dtype)
         y = np.empty((n, self.m, oh * ow), dtype=out_dtype)
         b = np.zeros(0, np.int64) if bias is None else np.ascontiguousarray(bias.reshape(-1), dtype=np.int64)
-        requantize(rows, b, np.ascontiguousarray(np.broadcast_to(scale.reshape(-1), (self.m,)), dtype=np.float64),
+        per_channel = np.ascontiguousarray(np.broadcast_to(scale.reshape(-1), (self.m,)), dtype=np.float64)
+        pick(requantize, requantize_serial, self.nthreads, rows.size)(rows, b, per_channel,
                    float(np.asarray(y_zero_point).reshape(())), float(info.min), float(info.max), y, oh * ow)
+        return y.reshape(n, self.m, oh, ow)
+
+    def scaled(self, x: np.ndarray, zero_point: np.ndarray | None, strides: Sequence[int], dilations: Sequence[int],
+               begin: Sequence[int], out_sp: Sequence[int], scale: np.ndarray,
+               bias: np.ndarray | None) -> np.ndarray | None:
+        """The sums as float32 times ``scale`` (one or one per output channel) plus ``bias``
+        (one per output channel, or None) in one pass (:func:`scale_rows`); None as for
+        :meth:`sums`."""
+        rows = self.rows(x, zero_point, strides, dilations, begin, out_sp)
+        if rows is None:
+            return None
+        n, oh, ow = x.shape[0], int(out_sp[0]), int(out_sp[1])
+        y = np.empty((n, self.m, oh * ow), dtype=np.float32)
+        per_channel = np.ascontiguousarray(np.broadcast_to(scale.reshape(-1), (self.m,)), dtype=np.float32)
+        b = np.zeros(0, np.float32) if bias is None else np.ascontiguousarray(bias.reshape(-1), dtype=np.float32)
+        pick(scale_rows, scale_rows_serial, self.nthreads, rows.size)(rows, per_channel, b, y, oh * ow)
         return y.reshape(n, self.m, oh, ow)
 
     def rows(self, x: np.ndarray, zero_point: np.ndarray | None, strides: Sequence[int], dilations: Sequence[int],
@@ -180,7 +226,7 @@ class PackedInt8Conv:
         dims = np.array((n, h, w, c, kh, kw, strides[0], strides[1], dilations[0], dilations[1], begin[0], begin[1],
                          oh, ow), dtype=np.int64)
         a = np.empty(n * oh * ow * k, dtype=x.dtype)
-        patches(channels_last.reshape(-1), fill, a, dims)
+        pick(patches, patches_serial, self.nthreads, a.size)(channels_last.reshape(-1), fill, a, dims)
         return self._gemm.matmul(a.reshape(n * oh * ow, k), zero_point)  # type: ignore[no-any-return]
 
 
