@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnx_ir as ir
 import pytest
+from _pass_run import rewrite
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
@@ -58,18 +58,14 @@ def _model(*, per_channel: bool = True, x_dtype=np.uint8, bias: str = "float", g
     outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, M, HW, HW])]
     if extra_reader:
         outputs.append(helper.make_tensor_value_info("xd", TensorProto.FLOAT, [2, C, HW, HW]))
-    graph = helper.make_graph(nodes, "qdq_conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, C, HW, HW])],
-                              outputs, [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    x_info = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, C, HW, HW])
+    initializers = [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()]
+    graph = helper.make_graph(nodes, "qdq_conv", [x_info], outputs, initializers)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9)
 
 
 def _rewrite(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
-    irm = ir.serde.deserialize_model(onnx.shape_inference.infer_shapes(model))  # typed, as in a session
-    pass_ = QDQConvToIntegerPass()
-    pass_(irm)
-    out = ir.serde.serialize_model(irm)
-    onnx.checker.check_model(out)
-    return out, pass_.count
+    return rewrite(QDQConvToIntegerPass(), model)
 
 
 def _feed(seed: int = 1) -> np.ndarray:

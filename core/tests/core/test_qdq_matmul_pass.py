@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnx_ir as ir
 import pytest
+from _pass_run import rewrite
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
@@ -65,12 +65,7 @@ def _model(*, op: str = "MatMul", per_channel: bool = True, x_dtype=np.uint8, x_
 
 
 def _rewrite(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
-    irm = ir.serde.deserialize_model(onnx.shape_inference.infer_shapes(model))  # typed, as in a session
-    pass_ = QDQMatMulToIntegerPass()
-    pass_(irm)
-    out = ir.serde.serialize_model(irm)
-    onnx.checker.check_model(out)
-    return out, pass_.count
+    return rewrite(QDQMatMulToIntegerPass(), model)
 
 
 def _run(model: onnx.ModelProto, x: np.ndarray) -> list[np.ndarray]:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnx_ir as ir
 import pytest
+from _pass_run import rewrite
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
@@ -59,10 +59,7 @@ def _model(*, relu: bool = True, bias: str = "exact", per_channel: bool = True, 
 
 
 def _rewrite(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
-    ir_model = ir.serde.deserialize_model(onnx.shape_inference.infer_shapes(model))  # as a session loads it
-    pass_ = QDQConvToQLinearPass()
-    pass_(ir_model)
-    return ir.serde.serialize_model(ir_model), pass_.count
+    return rewrite(QDQConvToQLinearPass(), model)
 
 
 @pytest.mark.parametrize("relu", [True, False], ids=["relu", "plain"])

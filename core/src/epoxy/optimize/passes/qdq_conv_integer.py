@@ -29,13 +29,10 @@ from ...kit.passes import (
     add_initializer,
     constant,
     copy_attributes,
-    graph_nodes,
-    is_op,
     make_node,
-    opset_of,
     replace,
 )
-from .qdq_match import F32, ConstantDQ, activation_codes, channel_weights, drop_if_unread, float_bias
+from .qdq_match import F32, ConstantDQ, activation_codes, channel_weights, drop_if_unread, float_bias, layer_nodes
 from .qdq_qlinear import CONV_RANKS, large_enough
 
 
@@ -47,11 +44,7 @@ class QDQConvToIntegerPass(RewritePass):
 
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
-        for conv in graph_nodes(graph):
-            if conv.graph is not graph or not is_op(conv, "Conv") or len(conv.inputs) < 2 or len(conv.outputs) != 1:
-                continue
-            if opset_of(model, conv) < 10:  # ConvInteger is opset 10
-                continue
+        for conv in layer_nodes(model, graph, "Conv", since=10):  # ConvInteger is opset 10
             x = activation_codes(conv.inputs[0])
             weights = channel_weights(conv.inputs[1], model, channel_axis=0, ranks=CONV_RANKS)
             if x is None or weights is None or not large_enough(conv, weights.codes_value):

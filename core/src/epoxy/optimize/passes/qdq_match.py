@@ -5,12 +5,13 @@ same forms."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import onnx_ir as ir
 
-from ...kit.passes import attr, constant, dtype_of, is_op, opset_of
+from ...kit.passes import attr, constant, dtype_of, graph_nodes, is_op, opset_of
 
 F32 = np.dtype(np.float32)
 #: the 8-bit code types the integer kernels take
@@ -131,3 +132,13 @@ def float_bias(layer: ir.Node, width: int) -> tuple[ir.Value | np.ndarray | None
         return None
     dequantized = ((b.astype(np.int64) - z.reshape(-1).astype(np.int64)).astype(F32) * s.reshape(-1)).astype(F32)
     return dequantized, found.node
+
+
+def layer_nodes(model: ir.Model, graph: ir.Graph, op_types: str | tuple[str, ...], since: int) -> Iterator[ir.Node]:
+    """The QDQ passes' candidates: ``graph``'s own nodes of ``op_types`` with two or more inputs
+    and one output, at an opset from ``since`` (where the integer op they become exists)."""
+    for node in graph_nodes(graph):
+        if node.graph is not graph or not is_op(node, op_types) or len(node.inputs) < 2 or len(node.outputs) != 1:
+            continue
+        if opset_of(model, node) >= since:
+            yield node

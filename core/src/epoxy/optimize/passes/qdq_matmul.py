@@ -38,13 +38,11 @@ from ...kit.passes import (
     RewritePass,
     add_initializer,
     attr,
-    graph_nodes,
     is_op,
     make_node,
-    opset_of,
     replace,
 )
-from .qdq_match import ConstantDQ, activation_codes, channel_weights, drop_if_unread, float_bias
+from .qdq_match import ConstantDQ, activation_codes, channel_weights, drop_if_unread, float_bias, layer_nodes
 
 #: the smallest weight matrix (K x N elements) run on codes; at 16+ rows the product reaches the
 #: 1 M multiply-adds from which the cpu provider's int8 GEMM runs (``kernels_int8_gemm.MIN_MACS``)
@@ -125,11 +123,7 @@ class QDQMatMulToIntegerPass(RewritePass):
 
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
-        for node in graph_nodes(graph):
-            if node.graph is not graph or not is_op(node, ("MatMul", "Gemm")) or len(node.outputs) != 1:
-                continue
-            if len(node.inputs) < 2 or opset_of(model, node) < 10:  # MatMulInteger is opset 10
-                continue
+        for node in layer_nodes(model, graph, ("MatMul", "Gemm"), since=10):  # MatMulInteger is opset 10
             layer = _match(model, node)
             if layer is None:
                 continue

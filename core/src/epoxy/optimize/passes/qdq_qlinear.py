@@ -37,14 +37,13 @@ from ...kit.passes import (
     RewritePass,
     attr,
     copy_attributes,
-    graph_nodes,
     is_op,
     make_node,
     opset_of,
     replace,
     sole_consumer,
 )
-from .qdq_match import F32, channel_weights, constant_dq, dq_parts, drop_if_unread, scalar_params
+from .qdq_match import F32, channel_weights, constant_dq, dq_parts, drop_if_unread, layer_nodes, scalar_params
 
 
 def _bias(conv: ir.Node, x_scale: np.ndarray, w_scale: np.ndarray) -> tuple[ir.Node | None, ir.Value | None] | None:
@@ -135,12 +134,10 @@ class QDQConvToQLinearPass(RewritePass):
 
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
-        for conv in graph_nodes(graph):
-            if conv.graph is not graph or not is_op(conv, "Conv") or len(conv.inputs) < 2 or len(conv.outputs) != 1:
-                continue
-            opset = opset_of(model, conv)
-            found = _match(model, conv) if opset >= 10 else None
-            if found is None or (found.relu is not None and opset < 12):  # Max takes 8-bit codes from 12
+        for conv in layer_nodes(model, graph, "Conv", since=10):  # QLinearConv is opset 10
+            found = _match(model, conv)
+            # Max takes 8-bit codes from opset 12
+            if found is None or (found.relu is not None and opset_of(model, conv) < 12):
                 continue
             qconv = make_node(namer, "QLinearConv", found.inputs, name=conv.name or "conv")
             copy_attributes(conv, qconv)
