@@ -41,6 +41,7 @@ class BuiltinPasses:
         from .passes.qdq_conv_integer import QDQConvToIntegerPass
         from .passes.qdq_matmul import QDQMatMulToIntegerPass
         from .passes.qdq_pairs import QuantizeDequantizePairPass
+        from .passes.qdq_passthrough import QDQPassThroughPass
         from .passes.qdq_qlinear import QDQConvToQLinearPass
 
         # Constant nodes become initializers so kernels see their values (NodeSpec.constants)
@@ -52,6 +53,7 @@ class BuiltinPasses:
         # cpu first: QDQ convolutions and linear layers onto its integer codes (extended: int8
         # rounding, see the passes), then the other weights' DQs folded for its float kernels; a
         # provider running QDQ in int8 itself keeps them
+        register(QDQPassThroughPass(), level="extended", providers=("cpu",))  # exact: codes moved as they are
         register(QDQConvToQLinearPass(), level="extended", providers=("cpu",))
         register(QDQConvToIntegerPass(), level="extended", providers=("cpu",))  # the ones read as float
         register(QDQMatMulToIntegerPass(), level="extended", providers=("cpu",))
