@@ -51,10 +51,10 @@ _Params = tuple[float, int, np.dtype]
 def _params(scale: ir.Value, zp: ir.Value | None) -> _Params | None:
     """(scale, zero point, codes dtype) of constant scalar parameters with an 8-bit zero point."""
     found = scalar_params(scale, zp)
-    if found is None or found[1] is None:
+    z = found[1] if found is not None else None
+    if found is None or z is None:
         return None
-    s, z = found
-    return float(s.reshape(())), int(z.reshape(())), z.dtype
+    return float(found[0].reshape(())), int(z.reshape(())), z.dtype
 
 
 def _quantizer(node: ir.Node) -> tuple[ir.Node, _Params] | None:
