@@ -220,9 +220,19 @@ def test_static_qdq_convolutions_read_as_float_run_on_codes(monkeypatch, jit):
     assert bool(stores) == compiled
 
 
-def test_conv_integer_to_float_equals_the_chain_bit_for_bit():
+@pytest.mark.parametrize(("batch", "hw"), [(1, 56), (3, 7)], ids=["one-image", "tiles-across-images"])
+def test_conv_integer_to_float_equals_the_chain_bit_for_bit(monkeypatch, batch, hw):
     """The fused node's value is the unfused ConvInteger -> Cast -> Mul -> Add chain's exactly
-    (both run on cpu; the chain at level basic, fused at extended)."""
+    (both run on cpu; the chain at level basic, fused at extended), through the int8 GEMM's
+    store (forced on for the small batch-3 layer, whose 64-pixel tiles span two images)."""
+    from epoxy_ep_cpu.jit import kernels_int8_conv, kernels_int8_gemm
+
+    monkeypatch.setattr(kernels_int8_conv, "MIN_MACS", 0)
+    monkeypatch.setattr(kernels_int8_gemm, "MIN_MACS", 0)
+    stored = []
+    real = kernels_int8_conv.PackedInt8Conv.scaled
+    monkeypatch.setattr(kernels_int8_conv.PackedInt8Conv, "scaled",
+                        lambda self, *a: (lambda y: stored.append(y is not None) or y)(real(self, *a)))
     rng = np.random.default_rng(13)
     w = rng.integers(-127, 128, (32, 32, 3, 3)).astype(np.int8)
     inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array(7, np.uint8), "xz"),
@@ -231,10 +241,12 @@ def test_conv_integer_to_float_equals_the_chain_bit_for_bit():
     nodes = [helper.make_node("ConvInteger", ["x", "w", "xz"], ["i"], pads=[1, 1, 1, 1]),
              helper.make_node("Cast", ["i"], ["f"], to=TensorProto.FLOAT),
              helper.make_node("Mul", ["f", "s"], ["m"]), helper.make_node("Add", ["m", "b"], ["y"])]
-    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 32, 56, 56])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 56, 56])], inits)
+    shape = [batch, 32, hw, hw]
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.UINT8, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
-    x = rng.integers(0, 256, (1, 32, 56, 56)).astype(np.uint8)
+    x = rng.integers(0, 256, shape).astype(np.uint8)
     plain, fused = _session(model, "basic", True), _session(model, "extended", True)
     assert _ops(fused) == ["ConvIntegerToFloat"]
     np.testing.assert_array_equal(fused.run(None, {"x": x})[0], plain.run(None, {"x": x})[0])
+    assert stored == ([True] if kernels_int8_gemm.support() is None else [])
