@@ -167,6 +167,57 @@ def jit_grain(args: argparse.Namespace) -> None:
         print(f"| {c} | {hw}x{hw} | {group} | {w.size * hw * hw / 1e6:.2f} | {times[0]:.3f} | {times[1]:.3f} |")
 
 
+def winograd_table(args: argparse.Namespace) -> None:
+    """The jit tier's two GEMM paths on every 3x3 stride-1 layer: the grid im2col GEMM
+    (``jit/kernels_conv_gemm.py``) against F(4x4, 3x3) with compiled transforms
+    (``jit/kernels_winograd.py``), each call right after a BLAS matmul as in a model, bias and
+    ReLU fused; and what ``_Jit.route`` picks at this thread count."""
+    from epoxy_ep_cpu.jit import availability
+
+    assert availability().available, availability().describe()
+    from epoxy_ep_cpu.jit import kernels_conv_gemm, kernels_winograd
+    from epoxy_ep_cpu.ops import _winograd_f43 as f43
+    from epoxy_ep_cpu.ops import conv
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((256, 512), dtype=np.float32)
+    bm = rng.standard_normal((512, 512), dtype=np.float32)
+    f32 = np.dtype(np.float32)
+    fast = conv._Jit(None, args.threads, None, kernels_conv_gemm, ("F(4,3)", "F(2,3)"), kernels_winograd)
+    print(f"{args.threads} thread(s); ms, best of {args.repeat}, each call after a 256x512x512 matmul")
+    print("| C | M | HxW | models | grid | F(4,3) jit | numpy pick | routed |")
+    print("|---|---|---|---|---|---|---|---|")
+    shapes = layer_shapes(args.models)
+    if args.shapes:  # C,M,H triples separated by ";"
+        shapes = {tuple(int(v) for v in (t.split(",") + [t.split(",")[-1]])): ["--shapes"]
+                  for t in args.shapes.split(";")}
+    for (c, m, h, w), names in sorted(shapes.items()):
+        x = rng.standard_normal((1, c, h, w), dtype=np.float32)
+        wt = rng.standard_normal((m, c, 3, 3), dtype=np.float32)
+        b = rng.standard_normal(m, dtype=np.float32)
+        grid = kernels_conv_gemm.GridConvCall(x.shape, f32, wt, b, (1, 1), (1, 1), [1, 1], [h, w], 1, 0.0, 0.0,
+                                              args.threads)
+        wino = kernels_winograd.WinogradCall(x.shape, f32, f43.f43_weights(wt), b, [1, 1], [h, w], 1, 0.0, 0.0,
+                                             args.threads)
+        ref = grid(x, None)
+        err = float(np.abs(wino(x, None) - ref).max() / max(1e-30, np.abs(ref).max()))
+        assert err < 1e-4, (c, m, h, err)
+        times = []
+        for call in (grid, wino):
+            best = float("inf")
+            for _ in range(args.repeat + 1):
+                a @ bm
+                t0 = time.perf_counter()
+                call(x, None)
+                best = min(best, time.perf_counter() - t0)
+            times.append(best * 1e3)
+        pk = conv._ConvWeights(wt, b, f32)
+        picked = conv.pick_path(c, m, (3, 3), [h, w], True, f32)
+        routed = fast.route(x.shape, f32, pk, 1, (1, 1), (1, 1), [1, 1], [1, 1], [h, w])
+        cells = " | ".join(f"**{t:.3f}**" if t == min(times) else f"{t:.3f}" for t in times)
+        print(f"| {c} | {m} | {h}x{w} | {','.join(sorted(set(names)))} | {cells} | {picked} | {routed} |")
+
+
 def best_ms(fn, repeat: int) -> float:
     fn()
     best = float("inf")
@@ -184,6 +235,8 @@ def main(argv=None) -> None:
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--jit", action="store_true", help="numpy paths vs the compiled direct kernel, every conv")
     ap.add_argument("--jit-grain", action="store_true", help="the compiled direct kernel on 1 and 2 threads")
+    ap.add_argument("--winograd", action="store_true", help="grid GEMM vs compiled F(4,3), 3x3 stride-1 layers")
+    ap.add_argument("--shapes", default="", help='with --winograd: layers "C,M,H;C,M,H" instead of the models\'')
     args = ap.parse_args(argv)
 
     import threadpoolctl
@@ -196,6 +249,8 @@ def main(argv=None) -> None:
         return jit_table(args)
     if args.jit_grain:
         return jit_grain(args)
+    if args.winograd:
+        return winograd_table(args)
     rng = np.random.default_rng(0)
     print("| C | M | HxW | models | im2col | row-shift | F(2,3) | F(4,3) | picked | err F(2,3) | err F(4,3) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")

@@ -255,11 +255,12 @@ def test_concurrent_runs_of_one_session_agree():
 
 def _count_prepared(monkeypatch, *kinds: str) -> list[tuple[int, ...]]:
     """Input shapes of the prepared conv calls made from now on (of ``kinds``: class names;
-    default all three)."""
-    from epoxy_ep_cpu.jit import kernels_conv, kernels_conv_gemm, kernels_pointwise
+    default all four)."""
+    from epoxy_ep_cpu.jit import kernels_conv, kernels_conv_gemm, kernels_pointwise, kernels_winograd
 
     seen: list[tuple[int, ...]] = []
-    for cls in (kernels_conv.Conv2dCall, kernels_pointwise.PointwiseCall, kernels_conv_gemm.GridConvCall):
+    for cls in (kernels_conv.Conv2dCall, kernels_pointwise.PointwiseCall, kernels_conv_gemm.GridConvCall,
+                kernels_winograd.WinogradCall):
         if kinds and cls.__name__ not in kinds:
             continue
         real = cls.__call__
@@ -431,18 +432,19 @@ def test_grid_gemm_fused_conv_epilogue(monkeypatch, act, params, residual):
         close(on, run_onnxruntime(case), 1e-4, max(atol, 1e-5))
 
 
-@pytest.mark.parametrize(("threads", "size", "channels", "grid"),
-                         [(1, 28, 64, False), (2, 28, 64, True), (1, 14, 128, True), (2, 56, 64, False)])
-def test_grid_gemm_takes_winograd_layers_on_small_maps(monkeypatch, threads, size, channels, grid):
-    """A 3x3 stride-1 layer where pick_path takes Winograd keeps it on large maps; on small
-    ones (up to 14x14 on one thread, 28x28 on more) the GEMM runs it, whose BLAS call uses
-    every thread where the Winograd transforms run on one."""
-    seen = _count_prepared(monkeypatch, "GridConvCall")
+@pytest.mark.parametrize(("threads", "size", "channels", "route"),
+                         [(1, 28, 64, "WinogradCall"), (2, 28, 64, "GridConvCall"), (1, 14, 128, "WinogradCall"),
+                          (2, 14, 128, "GridConvCall"), (1, 7, 128, "GridConvCall"), (2, 56, 64, "WinogradCall")])
+def test_winograd_layers_split_between_the_grid_gemm_and_compiled_f43(monkeypatch, threads, size, channels, route):
+    """A 3x3 stride-1 layer where pick_path takes Winograd runs on the compiled F(4,3) from 16
+    tiles and enough channel pairs x positions (more on two threads, where the grid GEMM's
+    BLAS call uses both threads and the transforms one); below, on the grid GEMM."""
+    seen = _count_prepared(monkeypatch, route)
     x, w, b = _data(18, (1, channels, size, size), (channels, channels, 3, 3), np.float32, True)
     assert conv_ops.pick_path(channels, channels, (3, 3), [size, size], True, np.dtype(np.float32)).startswith("F(")
     wino = one_node("Conv", [x, In(w, const=True), In(b, const=True)], {"pads": [1, 1, 1, 1]}, 22)
     close(run_cpu(wino, True, runs=2, jit_threads=threads), run_reference(wino), 1e-4, 1e-3)
-    assert seen == ([x.shape] * 2 if grid else [])
+    assert seen == [x.shape] * 2
 
 
 def test_grid_gemm_leaves_huge_buffers_alone(monkeypatch):

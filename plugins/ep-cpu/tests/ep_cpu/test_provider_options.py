@@ -139,22 +139,27 @@ def test_a_layer_shape_is_timed_once_per_process(monkeypatch, fresh_timings):
     assert len(timed) > first
 
 
-@pytest.mark.parametrize("providers", [["cpu"], [("cpu", HEURISTIC)]], ids=["default", "heuristic"])
+@pytest.mark.parametrize("providers", [[("cpu", {"jit": False})], [("cpu", HEURISTIC)]], ids=["default", "heuristic"])
 def test_heuristic_times_nothing(providers, monkeypatch, fresh_timings):
+    """The default search (heuristic) runs the one path ``pick_path`` names, untimed. On the
+    numpy paths: with jit on, the compiled F(4,3) or grid GEMM runs such a layer
+    (test_jit_winograd.py)."""
     timed = _slow_except(monkeypatch, "im2col")
-    model, _ = conv_model(hw=40)  # a map the numpy Winograd path keeps with jit on (small ones: the GEMM)
+    model, _ = conv_model(hw=40)
     sess = epoxy.InferenceSession(model, providers=providers)
     assert timed == []
     sess.run(None, {"x": RNG.standard_normal((1, 64, 40, 40)).astype(np.float32)})
     assert len(timed) == 1
 
 
-@pytest.mark.parametrize("fast,grid", [("im2col", True), ("row-shift", False), ("F(4,3)", False)])
-def test_measure_with_the_jit_tier_runs_an_im2col_choice_as_the_grid_gemm(fast, grid, monkeypatch, fresh_timings):
+@pytest.mark.parametrize("fast,compiled", [("im2col", "grid"), ("row-shift", None), ("F(4,3)", "winograd")])
+def test_measure_with_the_jit_tier_runs_an_im2col_choice_as_the_grid_gemm(fast, compiled, monkeypatch,
+                                                                         fresh_timings):
     """With jit on, a layer timed fastest on im2col runs on its compiled twin (grid im2col +
-    GEMM, kernels_conv_gemm); any other measured choice is kept as timed."""
+    GEMM, kernels_conv_gemm), one timed fastest on F(4,3) on the compiled F(4,3)
+    (kernels_winograd); row-shift is kept as timed."""
     pytest.importorskip("numba")
-    from epoxy_ep_cpu.jit import kernels_conv_gemm
+    from epoxy_ep_cpu.jit import kernels_conv_gemm, kernels_winograd
 
     _slow_except(monkeypatch, fast)
     model, w = conv_model()
@@ -162,10 +167,10 @@ def test_measure_with_the_jit_tier_runs_an_im2col_choice_as_the_grid_gemm(fast, 
     monkeypatch.undo()
     calls = {name: _count(monkeypatch, name) for name in ("conv_row_shift", "conv_f43", "conv_nd")}
     grid_calls = counting(monkeypatch, kernels_conv_gemm.GridConvCall, "__call__")
+    f43_calls = counting(monkeypatch, kernels_winograd.WinogradCall, "__call__")
     x = RNG.standard_normal((1, 64, 24, 24)).astype(np.float32)
     (y,) = sess.run(None, {"x": x})
     want = _CONV_ND(x.astype(np.float64), w.astype(np.float64), 1, (1, 1), (1, 1), [1, 1], [1, 1], [24, 24])
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=2e-4)
-    assert bool(grid_calls) == grid
-    assert [k for k, v in calls.items() if v] == ([] if grid else [{"row-shift": "conv_row_shift",
-                                                                     "F(4,3)": "conv_f43"}[fast]])
+    assert (bool(grid_calls), bool(f43_calls)) == (compiled == "grid", compiled == "winograd")
+    assert [k for k, v in calls.items() if v] == ([] if compiled else ["conv_row_shift"])

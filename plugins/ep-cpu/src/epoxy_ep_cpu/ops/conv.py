@@ -771,8 +771,11 @@ def _prepare_path(
         pk.keep_layouts({path})
     else:
         path = pick_path(shape[1], pk.w.shape[0], pk.kernel, out_sp, True, dtype, winograd)
-        if fast is not None and fast.route(shape, dtype, pk, 1, strides, dilations, begin, end, out_sp):
-            return  # the jit tier's call runs this shape: no numpy layout needed
+        route = fast.route(shape, dtype, pk, 1, strides, dilations, begin, end, out_sp) if fast is not None else None
+        if route == "winograd":
+            pk.winograd43()  # its weight layout, now rather than at the first run
+        if route:
+            return  # the jit tier's call runs this shape: no other numpy layout needed
     if path in _WEIGHT_LAYOUTS:
         _WEIGHT_LAYOUTS[path](pk)
 
@@ -790,7 +793,8 @@ def conv_kernel(node: NodeSpec, epi: Epilogue | None = None) -> Callable[..., np
     current = settings.current()
     winograd = current.winograd_paths
     compiled = jit.kernels("conv")
-    fast = (_Jit(compiled, jit.thread_count(), jit.kernels("pointwise"), jit.kernels("conv_gemm"), winograd)
+    fast = (_Jit(compiled, jit.thread_count(), jit.kernels("pointwise"), jit.kernels("conv_gemm"), winograd,
+                 jit.kernels("winograd"))
             if compiled is not None else None)
     w_const, b_const = constant_input(node, 1), constant_input(node, 2)
     prepacked = None
@@ -841,6 +845,18 @@ _GRID_OVER_PATH_MAX_MACS = {"im2col": math.inf, "row-shift": 1 << 23, "F(2,3)": 
 _GRID_OVER_WINOGRAD_MAX_POSITIONS = {1: 14 * 14, 2: 28 * 28}
 
 
+def _numpy_path(shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeights, strides, dilations, begin, end, out_sp,
+                winograd: tuple[str, ...]) -> str | None:
+    """The numpy path of a stride-1 group-1 2-D layer (timed with ``conv_algo_search=measure``,
+    else ``pick_path``), or None for a layer with one path only (strided, dilated, negative pads)."""
+    if not _flat_eligible(dtype, 1, 2, strides, dilations, begin, end):
+        return None
+    measured = pk.chosen.get(shape) if pk.chosen else None
+    if measured is not None:
+        return measured
+    return pick_path(shape[1], pk.w.shape[0], pk.kernel, out_sp, True, dtype, winograd)
+
+
 def _grid_replaces_numpy(shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeights, strides, dilations, begin, end,
                         out_sp, winograd: tuple[str, ...], nthreads: int = 1) -> bool:
     """Whether the grid GEMM runs a group-1 layer the direct kernel does not take: strided and
@@ -848,17 +864,39 @@ def _grid_replaces_numpy(shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeigh
     ``conv_algo_search=measure``, else ``pick_path``) it beats (``_GRID_OVER_PATH_MAX_MACS``,
     ``_GRID_OVER_WINOGRAD_MAX_POSITIONS`` for ``nthreads``; a measured choice other than
     im2col is kept)."""
-    if not _flat_eligible(dtype, 1, 2, strides, dilations, begin, end):
+    path = _numpy_path(shape, dtype, pk, strides, dilations, begin, end, out_sp, winograd)
+    if path is None:
         return True
-    measured = pk.chosen.get(shape) if pk.chosen else None
-    if measured is not None:
-        return measured == "im2col"
-    path = pick_path(shape[1], pk.w.shape[0], pk.kernel, out_sp, True, dtype, winograd)
+    if pk.chosen.get(shape) is not None:
+        return path == "im2col"  # a measured choice other than im2col is kept
     macs = shape[0] * shape[1] * pk.w.shape[0] * math.prod(pk.kernel) * math.prod(out_sp)
     if macs <= _GRID_OVER_PATH_MAX_MACS.get(path, 0):
         return True
     positions = _GRID_OVER_WINOGRAD_MAX_POSITIONS[min(max(nthreads, 1), 2)]
     return path in ("F(2,3)", "F(4,3)") and math.prod(out_sp) <= positions
+
+
+#: F(4x4, 3x3) with compiled transforms (``jit/kernels_winograd.py``) against the grid GEMM,
+#: the jit tier's other path for 3x3 layers, in channel pairs x output positions (C * M * n *
+#: oh * ow) by thread count (bench/conv_paths.py --winograd, each call after a BLAS matmul;
+#: bench/README, session 17). One thread: F(4,3) from ~0.8 M (16 -> 16 channels on 56x56 0.33
+#: against 0.38 ms, 32 -> 32 on 28x28 even, 128 -> 32 on 56x56 1.9 against 4.8, 64 -> 64 on
+#: 56x56 1.5 against 3.3; 32 -> 32 on 14x14 loses, 0.084 against 0.074). Two threads, where the
+#: grid GEMM's BLAS call uses both and the transforms one: from ~10 M (64 -> 64 on 56x56 1.41
+#: against 1.62, 256 -> 256 on 14x14 1.20 against 1.42, 128 -> 128 on 28x28 1.21 against 1.33;
+#: 160 -> 320 on 13x13, 8.7 M, loses 1.24 against 0.98, 96 -> 96 on 28x28 even). Never on
+#: fewer than 16 tiles (7x7 and 12x12 maps: 512 channels on 7x7 2.2 against 4.0, 2 threads)
+_F43_JIT_MIN_TILES = 16
+_F43_JIT_MIN_PAIR_POSITIONS = {1: 3 << 18, 2: 10 << 20}
+
+
+def use_f43_jit(n: int, c: int, m: int, out_sp: Sequence[int], nthreads: int) -> bool:
+    """Whether the compiled F(4x4, 3x3) runs a float32 3x3 stride-1 layer of ``n`` images
+    rather than the grid GEMM (the figures above)."""
+    oh, ow = int(out_sp[0]), int(out_sp[1])
+    if n * -(-oh // 4) * -(-ow // 4) < _F43_JIT_MIN_TILES:
+        return False
+    return c * m * n * oh * ow >= _F43_JIT_MIN_PAIR_POSITIONS[min(max(nthreads, 1), 2)]
 
 
 #: input shapes per layer with a prepared jit call (a model with dynamic axes sees a few)
@@ -933,21 +971,29 @@ class _Jit:
     calls (``jit/kernels_pointwise.py``, ``jit/kernels_conv_gemm.py``) of a provider running
     the jit tier, and the Winograd variants its options allow."""
 
-    __slots__ = ("grid", "module", "nthreads", "pointwise", "winograd")
+    __slots__ = ("f43", "grid", "module", "nthreads", "pointwise", "winograd")
 
     def __init__(self, module: ModuleType, nthreads: int, pointwise: ModuleType | None = None,
-                 grid: ModuleType | None = None, winograd: tuple[str, ...] = ()) -> None:
+                 grid: ModuleType | None = None, winograd: tuple[str, ...] = (), f43: ModuleType | None = None) -> None:
         self.module, self.nthreads, self.pointwise, self.grid = module, nthreads, pointwise, grid
         self.winograd = winograd
+        self.f43 = f43 if "F(4,3)" in winograd else None
 
     def route(self, shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeights, group: int, strides, dilations,
               begin, end, out_sp) -> str | None:
         """Which compiled path runs a 2-D layer of this input shape: "pointwise" (1x1 GEMM),
-        "grid" (grid im2col + GEMM), "direct" (the direct kernel), or None (the numpy paths)."""
+        "grid" (grid im2col + GEMM), "winograd" (F(4x4, 3x3) with compiled transforms, the
+        layers whose numpy path would be F(4,3)), "direct" (the direct kernel), or None (the
+        numpy paths)."""
         c, m = shape[1], pk.w.shape[0]
         direct = use_jit(c, m, group, pk.kernel, strides, begin, end, out_sp, dtype)
         if self.pointwise is not None and self.pointwise.is_pointwise(pk.kernel, strides, begin, end, group, c):
             return "pointwise"
+        if (self.f43 is not None and not direct and pk.kernel == (3, 3) and dtype == np.float32
+                and _flat_eligible(dtype, group, 2, strides, dilations, begin, end)
+                and pk.chosen.get(shape, "F(4,3)") == "F(4,3)"  # a measured numpy path other than F(4,3) is kept
+                and use_f43_jit(shape[0], c, m, out_sp, self.nthreads)):
+            return "winograd"
         if self.grid is not None and group == 1 and min(begin) >= 0 and min(end) >= 0 and len(pk.kernel) == 2:
             kh, kw = pk.kernel
             wq = out_sp[1] + (kw - 1) * dilations[1] // strides[1]
@@ -955,6 +1001,9 @@ class _Jit:
                     direct or _grid_replaces_numpy(shape, dtype, pk, strides, dilations, begin, end, out_sp,
                                                    self.winograd, self.nthreads)):
                 return "grid"
+        if self.f43 is not None and not direct and _numpy_path(shape, dtype, pk, strides, dilations, begin, end,
+                                                               out_sp, self.winograd) == "F(4,3)":
+            return "winograd"
         return "direct" if direct else None
 
     def call(self, shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeights, group: int, strides, dilations,
@@ -969,6 +1018,9 @@ class _Jit:
         bias = pk.bias_or_zeros()
         if route == "pointwise":
             return self.pointwise.PointwiseCall(shape, dtype, pk.w, bias, code, alpha, beta, self.nthreads, group)
+        if route == "winograd":
+            return self.f43.WinogradCall(shape, dtype, pk.winograd43(), bias, begin, out_sp, code, alpha, beta,
+                                         self.nthreads)
         if route == "grid":
             return self.grid.GridConvCall(shape, dtype, pk.w, bias, strides, dilations, begin, out_sp, code, alpha,
                                           beta, self.nthreads)
@@ -982,7 +1034,7 @@ class _Jit:
         if x.ndim != 4 or x.dtype != pk.w.dtype:
             return None
         route = self.route(x.shape, x.dtype, pk, group, strides, dilations, begin, end, out_sp)
-        if route not in ("pointwise", "grid"):
+        if route not in ("pointwise", "grid", "winograd"):
             return None  # the direct kernel's own cached entry (``run_direct``) or the numpy paths
         fuse = epi is not None and (z is None or (z.shape == (x.shape[0], pk.w.shape[0], *out_sp)
                                                   and z.dtype == x.dtype))

@@ -1,0 +1,254 @@
+"""Winograd F(4x4, 3x3) convolutions with compiled tile transforms, prepared per input shape.
+
+Why: the numpy F(4,3) path (``ops/_winograd_f43.py``) runs both tile transforms as dense
+Kronecker GEMMs (36 multiply-adds per transformed element) after a strided gather, on one
+thread: for densenet's 128 -> 32 channel layers on 56x56 the transforms cost twice its 36
+small GEMMs (gather 0.5 ms + input transform 0.9 ms against 0.5 ms of GEMM, 1 thread), and
+onnxruntime ran the whole layer in 2 ms. Here each transform is the sparse 1-D transform
+applied to rows then columns (~12 adds per value), reading the image unpadded (the zero
+border is made on the fly) and writing straight into the layouts the GEMMs use; the output
+transform adds the bias and the residual and applies the activation while storing, like the
+grid GEMM's store (``kernels_conv_gemm``). The 36 GEMMs ``U_k (M, C) @ V_k (C, tiles)``
+stay in BLAS, with the batch folded into the tiles.
+
+The transform matrices are those of Lavin & Gray (2015), points 0, +-1, +-2 and infinity (the
+same as ``ops/_winograd_f43.py``, whose weight transform ``f43_weights`` gives ``U``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit, prange, uint64
+
+from . import direct
+from .activations import activate
+from .kernels_conv import call_accepts
+from .scratch import scratch
+from .threads import GRAIN, serial_twin, use
+
+_NO_Z = {dt: np.empty(0, dtype=dt) for dt in (np.dtype(np.float32),)}
+#: the transforms' coefficients as float32: Python float literals would make numba compute in
+#: float64 and convert back (1.7x slower input transform, measured)
+_F2, _F4, _F5, _F8 = np.float32(2.0), np.float32(4.0), np.float32(5.0), np.float32(8.0)
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _input_plane(x, v, p, c_count, h, w, top, left, ty, tx, tiles_total, rows, tmp, loc):  # pragma: no cover
+    """B^T d B of every 6x6 tile (step 4) of input plane ``p`` (= image * C + channel) into
+    ``v`` (36, C, n * tiles): element ``k`` of tile ``t`` of image ``b``, channel ``c`` at
+    ``(k * C + c) * n_tiles + b * tiles + t``. ``rows``/``tmp``: 6 * (4 tx + 2) scratch.
+    Indices are unsigned so that numba emits no negative-index checks (vector loops)."""
+    b = p // c_count
+    c = p - b * c_count
+    wp = uint64(4 * tx + 2)
+    plane = uint64(p * h * w)
+    ks = uint64(ty * tx)
+    base = uint64(c * tiles_total + b * ty * tx)
+    lo = uint64(left)
+    hi = uint64(min(4 * tx + 2, left + w))
+    txu = uint64(tx)
+    for i in range(ty):
+        for r in range(6):
+            src = 4 * i + r - top
+            row = uint64(r) * wp
+            if src < 0 or src >= h:
+                for q in range(wp):
+                    rows[row + q] = 0.0
+                continue
+            for q in range(lo):
+                rows[row + q] = 0.0
+            off = plane + uint64(src * w) - lo
+            for q in range(lo, hi):
+                rows[row + q] = x[off + q]
+            for q in range(hi, wp):
+                rows[row + q] = 0.0
+        # over the tile's rows (each column of the band at once)
+        for q in range(wp):
+            z0 = rows[q]
+            z1 = rows[wp + q]
+            z2 = rows[2 * wp + q]
+            z3 = rows[3 * wp + q]
+            z4 = rows[4 * wp + q]
+            z5 = rows[5 * wp + q]
+            tmp[q] = _F4 * z0 - _F5 * z2 + z4
+            tmp[wp + q] = z3 + z4 - _F4 * (z1 + z2)
+            tmp[2 * wp + q] = z4 - z3 + _F4 * (z1 - z2)
+            tmp[3 * wp + q] = z4 - z2 + _F2 * (z3 - z1)
+            tmp[4 * wp + q] = z4 - z2 + _F2 * (z1 - z3)
+            tmp[5 * wp + q] = _F4 * z1 - _F5 * z3 + z5
+        # over the tile's columns, into the plane's own (36, tiles) block (written out below
+        # as 36 runs: 36 scattered runs of tx values per tile row measured 4x slower)
+        t0 = uint64(i * tx)
+        for k in range(6):
+            tr = uint64(k) * wp
+            o = uint64(6 * k) * ks + t0
+            for j in range(txu):
+                q = tr + uint64(4) * j
+                z0 = tmp[q]
+                z1 = tmp[q + uint64(1)]
+                z2 = tmp[q + uint64(2)]
+                z3 = tmp[q + uint64(3)]
+                z4 = tmp[q + uint64(4)]
+                z5 = tmp[q + uint64(5)]
+                loc[o + j] = _F4 * z0 - _F5 * z2 + z4
+                loc[o + ks + j] = z3 + z4 - _F4 * (z1 + z2)
+                loc[o + uint64(2) * ks + j] = z4 - z3 + _F4 * (z1 - z2)
+                loc[o + uint64(3) * ks + j] = z4 - z2 + _F2 * (z3 - z1)
+                loc[o + uint64(4) * ks + j] = z4 - z2 + _F2 * (z1 - z3)
+                loc[o + uint64(5) * ks + j] = _F4 * z1 - _F5 * z3 + z5
+    big = uint64(c_count * tiles_total)
+    for e in range(36):
+        dst = uint64(e) * big + base
+        src = uint64(e) * ks
+        for t in range(ks):
+            v[dst + t] = loc[src + t]
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _output_plane(prod, bias, z, y, p, m_count, oh, ow, ty, tx, tiles_total, s, line, act, alpha,
+                  beta):  # pragma: no cover
+    """A^T P A of every tile of output plane ``p`` (= image * M + channel) from the GEMMs'
+    products ``prod`` (36, M, n * tiles), plus the bias and the residual ``z``, through the
+    activation, into ``y``. ``s``: 24 * tx scratch (a, col, j), ``line``: 4 * tx."""
+    b = p // m_count
+    m = p - b * m_count
+    ks = uint64(m_count * tiles_total)
+    base = uint64(m * tiles_total + b * ty * tx)
+    bv = bias[m]
+    has_z = z.shape[0] > 0
+    plane = uint64(p * oh * ow)
+    txu = uint64(tx)
+    owu = uint64(ow)
+    for i in range(ty):
+        t0 = base + uint64(i * tx)
+        # over the tile's rows: s[a, col, j] = sum_k A^T[a, k] P[6k + col]
+        for col in range(6):
+            src = uint64(col) * ks + t0
+            sl = uint64(col) * txu
+            for j in range(txu):
+                p0 = prod[src + j]
+                p1 = prod[src + uint64(6) * ks + j]
+                p2 = prod[src + uint64(12) * ks + j]
+                p3 = prod[src + uint64(18) * ks + j]
+                p4 = prod[src + uint64(24) * ks + j]
+                p5 = prod[src + uint64(30) * ks + j]
+                s[sl + j] = p0 + p1 + p2 + p3 + p4
+                s[uint64(6) * txu + sl + j] = p1 - p2 + _F2 * (p3 - p4)
+                s[uint64(12) * txu + sl + j] = p1 + p2 + _F4 * (p3 + p4)
+                s[uint64(18) * txu + sl + j] = p1 - p2 + _F8 * (p3 - p4) + p5
+        for a in range(4):
+            oy = 4 * i + a
+            if oy >= oh:
+                break
+            sa = uint64(6 * a) * txu
+            for j in range(txu):
+                q0 = s[sa + j]
+                q1 = s[sa + txu + j]
+                q2 = s[sa + uint64(2) * txu + j]
+                q3 = s[sa + uint64(3) * txu + j]
+                q4 = s[sa + uint64(4) * txu + j]
+                q5 = s[sa + uint64(5) * txu + j]
+                f = uint64(4) * j
+                line[f] = q0 + q1 + q2 + q3 + q4
+                line[f + uint64(1)] = q1 - q2 + _F2 * (q3 - q4)
+                line[f + uint64(2)] = q1 + q2 + _F4 * (q3 + q4)
+                line[f + uint64(3)] = q1 - q2 + _F8 * (q3 - q4) + q5
+            d = plane + uint64(oy * ow)
+            for ox in range(owu):
+                val = line[ox] + bv
+                if has_z:
+                    val += z[d + ox]
+                y[d + ox] = activate(val, act, alpha, beta)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def input_parallel(x, v, dims):  # pragma: no cover - compiled
+    n, c, h, w, top, left, ty, tx = dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], dims[7]
+    tiles_total = n * ty * tx
+    for p in prange(n * c):
+        rows = np.empty(6 * (4 * tx + 2), dtype=x.dtype)
+        tmp = np.empty(6 * (4 * tx + 2), dtype=x.dtype)
+        loc = np.empty(36 * ty * tx, dtype=x.dtype)
+        _input_plane(x, v, p, c, h, w, top, left, ty, tx, tiles_total, rows, tmp, loc)
+
+
+input_serial = serial_twin(input_parallel)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def output_parallel(prod, bias, z, y, dims, act, alpha, beta):  # pragma: no cover - compiled
+    n, m, oh, ow, ty, tx = dims[0], dims[8], dims[9], dims[10], dims[6], dims[7]
+    tiles_total = n * ty * tx
+    for p in prange(n * m):
+        s = np.empty(24 * tx, dtype=prod.dtype)
+        line = np.empty(4 * tx, dtype=prod.dtype)
+        _output_plane(prod, bias, z, y, p, m, oh, ow, ty, tx, tiles_total, s, line, act, alpha, beta)
+
+
+output_serial = serial_twin(output_parallel)
+
+
+def tile_counts(out_sp: tuple[int, int] | list[int]) -> tuple[int, int]:
+    """4x4 output tiles down and across."""
+    return -(-int(out_sp[0]) // 4), -(-int(out_sp[1]) // 4)
+
+
+class WinogradCall:
+    """One float32 3x3 stride-1 layer for one input shape: ``act(conv(x, W) + bias + z)`` by
+    F(4x4, 3x3) with compiled transforms and 36 BLAS GEMMs (module docstring). ``u`` is the
+    weight as ``(36, M, C)`` (``ops/_winograd_f43.f43_weights``). Same interface as
+    ``kernels_conv_gemm.GridConvCall``."""
+
+    __slots__ = ("_count", "_dims", "_in", "_out", "_tail", "_u", "bias", "dtype", "out_shape", "shape",
+                 "v_size", "prod_size")
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, u: np.ndarray, bias: np.ndarray,
+                 begin: tuple[int, ...] | list[int], out_sp: tuple[int, ...] | list[int], act: int, alpha: float,
+                 beta: float, nthreads: int) -> None:
+        n, c, h, w = (int(d) for d in shape)
+        m = int(u.shape[1])
+        oh, ow = int(out_sp[0]), int(out_sp[1])
+        ty, tx = tile_counts((oh, ow))
+        self.shape, self.dtype = tuple(shape), dtype
+        self.out_shape = (n, m, oh, ow)
+        self._u = u
+        self.bias = bias
+        self._dims = np.array([n, c, h, w, int(begin[0]), int(begin[1]), ty, tx, m, oh, ow], dtype=np.int64)
+        tiles = n * ty * tx
+        self.v_size = 36 * c * tiles
+        self.prod_size = 36 * m * tiles
+        self._tail = (act, dtype.type(alpha), dtype.type(beta))
+        work = self.v_size + self.prod_size
+        self._count = max(1, min(nthreads, n * min(c, m), work // GRAIN))
+        self._in: Any = None
+        self._out: Any = None
+
+    def accepts(self, x: np.ndarray, z: np.ndarray | None) -> bool:
+        return call_accepts(x, z, self.dtype, self.out_shape)
+
+    def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
+        dt = self.dtype
+        c, m = self.shape[1], self.out_shape[1]
+        tiles = self.v_size // (36 * c)
+        v = scratch("winograd.v", self.v_size, dt)
+        parallel = self._count > 1
+        if parallel:
+            use(self._count, self._count * GRAIN)
+        args = (x.reshape(-1), v, self._dims)
+        fn = self._in
+        if fn is None:
+            fn = self._in = direct.overload(input_parallel if parallel else input_serial, args)
+        fn(*args)
+        prod = scratch("winograd.prod", self.prod_size, dt).reshape(36, m, tiles)
+        np.matmul(self._u, v.reshape(36, c, tiles), out=prod)
+        y = np.empty(self.out_shape, dtype=dt)
+        stored = (prod.reshape(-1), self.bias, _NO_Z[dt] if z is None else z.reshape(-1), y.reshape(-1),
+                  self._dims, *self._tail)
+        fn = self._out
+        if fn is None:
+            fn = self._out = direct.overload(output_parallel if parallel else output_serial, stored)
+        fn(*stored)
+        return y
+

@@ -1,0 +1,141 @@
+"""The jit tier's F(4x4, 3x3) convolution with compiled transforms (jit/kernels_winograd.py)
+against its oracles: the numpy path (jit off, itself F(4,3) on these layers or another path),
+the ONNX reference and onnxruntime (FusedConv), on odd map sizes, asymmetric pads, batches,
+the fused epilogue (bias, residual, activation) and the parallel variants.
+
+Tolerance: F(4,3) rounds differently from a direct sum (its transforms scale values by up to
+~100 before the GEMM): about 1e-5 of the output's largest magnitude in float32 on random data,
+the numpy F(4,3) path's class (ops/_winograd_f43.py), so ``atol = 1e-4 * max|want|``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _hostile import In, one_node, run_onnxruntime, run_reference
+from _jit_cases import close, run_cpu
+
+pytest.importorskip("numba")
+
+from epoxy_ep_cpu.ops import conv as conv_ops  # noqa: E402
+
+
+def _calls(monkeypatch) -> list[tuple[int, ...]]:
+    """Input shapes of the WinogradCall calls from now on; every layer below is routed there
+    (the size thresholds lowered to nothing)."""
+    from epoxy_ep_cpu.jit import kernels_winograd
+
+    monkeypatch.setattr(conv_ops, "_F43_JIT_MIN_PAIR_POSITIONS", {1: 0, 2: 0})
+    seen: list[tuple[int, ...]] = []
+    real = kernels_winograd.WinogradCall.__call__
+    monkeypatch.setattr(kernels_winograd.WinogradCall, "__call__",
+                        lambda self, x, z: seen.append(x.shape) or real(self, x, z))
+    return seen
+
+
+def _data(seed: int, x_shape, w_shape):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(x_shape).astype(np.float32), rng.standard_normal(w_shape).astype(np.float32),
+            rng.standard_normal(w_shape[0]).astype(np.float32))
+
+
+def _atol(want: list[np.ndarray]) -> float:
+    return 1e-4 * max(1.0, float(np.nanmax(np.abs(want[0]))))
+
+
+# (x shape, M, pads): 16+ tiles each, above the direct kernel's 2^16 multiply-adds; sizes that
+# are not multiples of 4 leave partial tiles
+CASES = [
+    ((1, 16, 16, 16), 16, [1, 1, 1, 1]),
+    ((1, 8, 13, 13), 12, [1, 1, 1, 1]),  # inception_v1's 13x13: a 1-row/column last tile
+    ((2, 5, 15, 17), 7, [1, 1, 1, 1]),  # batch 2 folded into the GEMM's tiles, odd channels
+    ((1, 6, 18, 14), 9, [0, 1, 2, 0]),  # asymmetric pads: the output is 18 x 12
+    ((1, 8, 16, 16), 16, [0, 0, 0, 0]),  # valid: 14 x 14
+    ((3, 8, 9, 9), 8, [2, 2, 2, 2]),  # pads past the kernel's reach, batch 3 (27 tiles)
+]
+
+
+@pytest.mark.parametrize(("x_shape", "m", "pads"), CASES, ids=[f"{c[0]}x{c[1]}p{c[2]}" for c in CASES])
+def test_compiled_f43_matches_numpy_path_and_reference(monkeypatch, x_shape, m, pads):
+    seen = _calls(monkeypatch)
+    x, w, b = _data(sum(x_shape) + m, x_shape, (m, x_shape[1], 3, 3))
+    case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], {"pads": pads}, 22)
+    on, off, ref = run_cpu(case, True, runs=3), run_cpu(case, False), run_reference(case)
+    assert seen == [x_shape] * 3
+    close(on, ref, 1e-4, _atol(ref))
+    close(on, off, 1e-4, _atol(ref))
+
+
+ACTS = [("Relu", ()), ("LeakyRelu", (0.2,)), ("Clip", (-0.5, 0.7)), ("Sigmoid", ()), ("", ())]
+
+
+@pytest.mark.parametrize(("act", "params"), ACTS, ids=[f"{a or 'none'}{p}" for a, p in ACTS])
+@pytest.mark.parametrize("residual", ["none", "full", "broadcast"])
+def test_compiled_f43_fused_conv_epilogue(monkeypatch, act, params, residual):
+    """FusedConv's residual and activation in the output transform's store (Sigmoid runs after
+    it, in numpy); a broadcast residual is added by the numpy tail after the compiled conv."""
+    seen = _calls(monkeypatch)
+    x, w, b = _data(len(act) + 31, (2, 8, 14, 14), (16, 8, 3, 3))
+    rng = np.random.default_rng(31)
+    z = {"none": None, "full": rng.standard_normal((2, 16, 14, 14)).astype(np.float32),
+         "broadcast": rng.standard_normal((1, 16, 1, 1)).astype(np.float32)}[residual]
+    full = {"pads": [1, 1, 1, 1], **({"activation": act} if act else {}),
+            **({"activation_params": list(params)} if params else {})}
+    case = one_node("FusedConv", [x, In(w, const=True), In(b, const=True), z], full, 1, domain="com.microsoft")
+    on, off = run_cpu(case, True, runs=2), run_cpu(case, False)
+    assert seen == [x.shape] * 2
+    close(on, off, 1e-4, _atol(off))
+    if residual != "broadcast":  # onnxruntime's Z is the output's shape
+        close(on, run_onnxruntime(case), 1e-4, _atol(off))
+
+
+def test_parallel_transforms_match_the_serial_ones(monkeypatch):
+    """Forced onto two threads (grain 1), the prange transforms give the serial ones' values
+    exactly: each plane is transformed by one thread, in the same order."""
+    from epoxy_ep_cpu.jit import kernels_winograd
+
+    _calls(monkeypatch)
+    x, w, b = _data(41, (2, 6, 17, 13), (10, 6, 3, 3))
+    case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], {"pads": [1, 0, 1, 2]}, 22)
+    serial = run_cpu(case, True, jit_threads=1, runs=2)
+    monkeypatch.setattr(kernels_winograd, "GRAIN", 1)
+    launched = []
+    for name in ("input_parallel", "output_parallel"):
+        real = getattr(kernels_winograd, name)
+        monkeypatch.setattr(kernels_winograd, name, lambda *a, _real=real: launched.append(1) or _real(*a))
+    close(run_cpu(case, True, jit_threads=2, runs=2), serial, 0, 0)
+    assert len(launched) == 4  # both kernels, on both runs
+
+
+def test_non_finite_inputs_spread_as_in_the_numpy_f43():
+    """A NaN or an infinity in a tile reaches every output of the tiles that read it (the
+    transforms mix the tile), as on the numpy F(4,3) path; the other outputs stay finite."""
+    x, w, b = _data(43, (1, 32, 28, 28), (32, 32, 3, 3))
+    x[0, 3, 10, 10] = np.nan
+    case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], {"pads": [1, 1, 1, 1]}, 22)
+    on = run_cpu(case, True)[0]
+    nan_planes = np.isnan(on[0]).any(axis=0)
+    assert nan_planes[9:12, 9:12].all()  # every output whose window holds the NaN
+    assert nan_planes.sum() <= 8 * 8  # at most the 2x2 tiles around it
+    assert np.isfinite(on[0][:, :8, :]).all()
+
+
+def test_float64_and_strided_layers_never_take_it(monkeypatch):
+    seen = _calls(monkeypatch)
+    x, w, b = _data(44, (1, 8, 16, 16), (8, 8, 3, 3))
+    for dtype, attrs in ((np.float64, {"pads": [1, 1, 1, 1]}), (np.float32, {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+                         (np.float32, {"pads": [1, 1, 1, 1], "dilations": [2, 2]})):
+        case = one_node("Conv", [x.astype(dtype), In(w.astype(dtype), const=True), In(b.astype(dtype), const=True)],
+                        attrs, 22)
+        close(run_cpu(case, True), run_reference(case), 1e-4, _atol(run_reference(case)))
+    assert seen == []
+
+
+def test_use_f43_jit_thresholds():
+    """The routing's numbers (ops/conv.py): 16 tiles at least; channel pairs x positions from
+    ~0.8 M on one thread and ~10 M on two."""
+    use = conv_ops.use_f43_jit
+    assert not use(1, 512, 512, [7, 7], 1) and not use(1, 512, 512, [12, 12], 2)  # 4 and 9 tiles
+    assert use(1, 128, 32, [56, 56], 1) and use(1, 128, 32, [56, 56], 2)
+    assert use(1, 32, 32, [28, 28], 1) and not use(1, 32, 32, [14, 14], 1)
+    assert use(1, 128, 128, [14, 14], 1) and not use(1, 128, 128, [14, 14], 2)
+    assert use(4, 128, 128, [14, 14], 2)  # the batch adds positions
