@@ -847,8 +847,9 @@ _GRID_OVER_WINOGRAD_MAX_POSITIONS = {1: 14 * 14, 2: 28 * 28}
 
 def _numpy_path(shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeights, strides, dilations, begin, end, out_sp,
                 winograd: tuple[str, ...]) -> str | None:
-    """The numpy path of a stride-1 group-1 2-D layer (timed with ``conv_algo_search=measure``,
-    else ``pick_path``), or None for a layer with one path only (strided, dilated, negative pads)."""
+    """The numpy path of a group-1 2-D layer (timed with ``conv_algo_search=measure``, else
+    ``pick_path``), or None for a layer with one path only (strided, dilated, negative pads).
+    Callers check the group."""
     if not _flat_eligible(dtype, 1, 2, strides, dilations, begin, end):
         return None
     measured = pk.chosen.get(shape) if pk.chosen else None
@@ -989,9 +990,9 @@ class _Jit:
         direct = use_jit(c, m, group, pk.kernel, strides, begin, end, out_sp, dtype)
         if self.pointwise is not None and self.pointwise.is_pointwise(pk.kernel, strides, begin, end, group, c):
             return "pointwise"
-        if (self.f43 is not None and not direct and pk.kernel == (3, 3) and dtype == np.float32
-                and _flat_eligible(dtype, group, 2, strides, dilations, begin, end)
-                and pk.chosen.get(shape, "F(4,3)") == "F(4,3)"  # a measured numpy path other than F(4,3) is kept
+        f43 = (self.f43 is not None and not direct and pk.kernel == (3, 3) and dtype == np.float32
+               and _flat_eligible(dtype, group, 2, strides, dilations, begin, end))  # group 1, stride 1, pads >= 0
+        if (f43 and pk.chosen.get(shape, "F(4,3)") == "F(4,3)"  # a measured numpy path other than F(4,3) is kept
                 and use_f43_jit(shape[0], c, m, out_sp, self.nthreads)):
             return "winograd"
         if self.grid is not None and group == 1 and min(begin) >= 0 and min(end) >= 0 and len(pk.kernel) == 2:
@@ -1001,9 +1002,8 @@ class _Jit:
                     direct or _grid_replaces_numpy(shape, dtype, pk, strides, dilations, begin, end, out_sp,
                                                    self.winograd, self.nthreads)):
                 return "grid"
-        if self.f43 is not None and not direct and _numpy_path(shape, dtype, pk, strides, dilations, begin, end,
-                                                               out_sp, self.winograd) == "F(4,3)":
-            return "winograd"
+        if f43 and _numpy_path(shape, dtype, pk, strides, dilations, begin, end, out_sp, self.winograd) == "F(4,3)":
+            return "winograd"  # the numpy F(4,3)'s layers the grid GEMM does not take
         return "direct" if direct else None
 
     def call(self, shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeights, group: int, strides, dilations,
