@@ -138,12 +138,73 @@ def test_max_pool_indices_stay_on_the_numpy_path(monkeypatch):
 
 
 def test_large_stride_one_pool_keeps_the_numpy_path(monkeypatch):
+    """A large stride-1 pool other than the padded 3x3 one (below) stays on numpy's flat passes."""
     from epoxy_ep_cpu.jit import kernels_pool
 
     monkeypatch.setattr(kernels_pool.Pool2dCall, "__call__", lambda *a: pytest.fail("routed to jit"))
     x = _x(6, (1, 64, 14, 14), np.float32)
-    case = one_node("MaxPool", [x], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, 22)
+    case = one_node("MaxPool", [x], {"kernel_shape": [3, 3], "pads": [0, 1, 1, 0]}, 22)
     close(run_cpu(case, True), run_reference(case), 0, 0)
+
+
+# -- 3x3 stride-1 pools padded by 1 (inception's branch pools): the whole-plane kernel ----------
+SAME3 = [(1, 64, 14, 14), (2, 3, 7, 9), (1, 2, 1, 5), (1, 2, 5, 1), (1, 1, 1, 1), (1, 2, 2, 2), (1, 3, 3, 17)]
+
+
+def _same3_calls(monkeypatch) -> list[int]:
+    from epoxy_ep_cpu.jit import kernels_pool
+
+    calls: list[int] = []
+    for name in ("same3_serial", "same3_parallel"):
+        real = getattr(kernels_pool, name)
+        monkeypatch.setattr(kernels_pool, name, lambda *a, _real=real: calls.append(1) or _real(*a))
+    return calls
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", SAME3, ids=[str(s) for s in SAME3])
+@pytest.mark.parametrize(("op", "include_pad"), [("MaxPool", None), ("AveragePool", 0), ("AveragePool", 1)])
+def test_same_size_3x3_pools_match_the_numpy_path_bit_for_bit(monkeypatch, shape, op, include_pad, dtype):
+    """Any size (one row, one column, one pixel included); the AveragePool of float32 multiplies
+    the full windows' sums by 1/9 in float64, which must give the quotient's bits: the input
+    mixes magnitudes down to float32's subnormals, where the rounding is coarsest."""
+    calls = _same3_calls(monkeypatch)
+    rng = np.random.default_rng(sum(shape))
+    x = (rng.standard_normal(shape) * rng.choice([1.0, 1e-38, 1e-43, 3e37], size=shape)).astype(dtype)
+    attrs = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], **({} if include_pad is None else
+                                                              {"count_include_pad": include_pad})}
+    case = one_node(op, [x], attrs, 22)
+    on, off = run_cpu(case, True, runs=2), run_cpu(case, False)
+    assert calls == [1, 1]
+    np.testing.assert_array_equal(on[0].view(np.uint8), off[0].view(np.uint8))  # the same bits, zero signs too
+    # the reference sums in another order: a rounding of the largest input's size, not the output's
+    close(on, run_reference(case), 1e-5, 4 * float(np.finfo(dtype).eps) * float(np.abs(x).max()))
+
+
+def test_same_size_3x3_pools_nan_and_infinities(monkeypatch):
+    calls = _same3_calls(monkeypatch)
+    x = _x(21, (1, 2, 9, 9), np.float32)
+    x[0, 0, 4, 4] = np.nan
+    x[0, 0, 0, :3] = np.nan
+    x[0, 1, 3, :] = np.inf
+    x[0, 1, 6, 2] = -np.inf
+    for op in ("MaxPool", "AveragePool"):
+        case = one_node(op, [x], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, 22)
+        close(run_cpu(case, True), run_cpu(case, False), 0, 0)
+    assert len(calls) == 2
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_same_size_3x3_parallel_variant_matches_the_serial_one(monkeypatch, op):
+    from epoxy_ep_cpu.jit import kernels_pool
+
+    case = one_node(op, [_x(22, (2, 5, 12, 10), np.float32)], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, 22)
+    serial = run_cpu(case, True, jit_threads=1)
+    monkeypatch.setattr(kernels_pool, "GRAIN", 1)
+    real, calls = kernels_pool.same3_parallel, []
+    monkeypatch.setattr(kernels_pool, "same3_parallel", lambda *a: calls.append(1) or real(*a))
+    close(run_cpu(case, True, jit_threads=2), serial, 0, 0)
+    assert calls == [1]
 
 
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])

@@ -239,7 +239,8 @@ def use_jit_pool(x: np.ndarray, a: _PoolAttrs, begin: list[int], end: list[int],
     1.35x, [480, 14, 14] 2x: numpy's flat passes over whole short rows beat a loop per row).
     Strided pools that need no padding over many small planes stay on numpy too: its strided
     slices win there ([256, 27, 27] s2 1.3x, [512, 13, 13] s2 1.5x; squeezenet's last MaxPool);
-    ``extra`` is ceil_mode's padding past ``end``."""
+    ``extra`` is ceil_mode's padding past ``end``. Padded 3x3 stride-1 pools of any size run
+    compiled (their whole-plane kernel: [192, 28, 28] 0.25-0.3x the numpy time)."""
     if x.ndim != 4 or a.nsp != 2:
         return False
     strided = a.strides != (1, 1)
@@ -249,9 +250,16 @@ def use_jit_pool(x: np.ndarray, a: _PoolAttrs, begin: list[int], end: list[int],
         x.dtype in (np.float32, np.float64)
         and min(begin) >= 0
         and min(end) >= 0
-        and (strided or x.size <= _JIT_POOL_STRIDE1_MAX)
+        and (strided or x.size <= _JIT_POOL_STRIDE1_MAX or _same_size_3x3(a, begin, end, extra))
         and not unpadded_small_planes
     )
+
+
+def _same_size_3x3(a: _PoolAttrs, begin: list[int], end: list[int], extra: Sequence[int]) -> bool:
+    """3x3 stride-1 pools padded by 1 all round (inception's branch pools): the compiled
+    whole-plane kernel runs them at any size (``kernels_pool._same3_plane``)."""
+    return (a.kernel == (3, 3) and a.strides == (1, 1) and a.dilations == (1, 1) and list(begin) == [1, 1]
+            and list(end) == [1, 1] and max(extra, default=0) == 0)
 
 
 def _window_counts(size: int, o: int, k: int, s: int, d: int, begin: int, lo: int, hi: int) -> np.ndarray:
