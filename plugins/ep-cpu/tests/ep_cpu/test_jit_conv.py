@@ -209,8 +209,12 @@ def test_parallel_variant_matches_the_serial_one(monkeypatch, x_shape, w_shape, 
     monkeypatch.setattr(kernels_conv, "MAC_GRAIN", 1)
     monkeypatch.setattr(kernels_conv_gemm, "GRAIN", 1)
     calls = []
-    module, names = ((kernels_conv_gemm, ("cols_parallel", "store_parallel")) if attrs.get("group", 1) == 1
-                     else (kernels_conv, ("flat_parallel",)))
+    group = attrs.get("group", 1)
+    out_sp = [x_shape[2 + i] + attrs.get("pads", [0] * 4)[i] + attrs.get("pads", [0] * 4)[i + 2] - w_shape[2 + i] + 1
+              for i in range(2)]
+    direct = group > 1 or (x_shape[0] == 1 and kernels_conv.block_layout(w_shape, (1, 1), (1, 1), out_sp, group)[4])
+    module, names = ((kernels_conv, ("flat_parallel",)) if direct
+                     else (kernels_conv_gemm, ("cols_parallel", "store_parallel")))
     for name in names:
         real = getattr(module, name)
         monkeypatch.setattr(module, name, lambda *a, _real=real: calls.append(1) or _real(*a))
@@ -399,9 +403,20 @@ def test_compact_columns_on_small_maps_only():
     assert not compact_columns(5, 5, 5)  # no extra columns (a 1-wide kernel)
 
 
+def _no_whole_vectors(monkeypatch) -> None:
+    """The tiny one-image layers the direct kernel keeps when its loops run on whole vectors
+    (``kernels_conv.block_layout``) go to the grid GEMM, as batches do: the grid tests then
+    cover the small classes too."""
+    from epoxy_ep_cpu.jit import kernels_conv
+
+    real = kernels_conv.block_layout
+    monkeypatch.setattr(kernels_conv, "block_layout", lambda *a: real(*a)[:4] + (False,))
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), GRID, ids=_ids(GRID))
 def test_grid_gemm_matches_numpy_path_and_reference(monkeypatch, x_shape, w_shape, attrs, dtype):
+    _no_whole_vectors(monkeypatch)
     seen = _count_prepared(monkeypatch, "GridConvCall")
     x, w, b = _data(sum(x_shape) + 3, x_shape, w_shape, dtype, True)
     case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], attrs, 22)
@@ -475,3 +490,51 @@ def test_grouped_pointwise_layers_run_as_batched_gemms(monkeypatch, x_shape, w_s
     close(on, off, *_tol(x, w))
     plain = one_node("Conv", [x, In(w, const=True), In(b, const=True)], {"group": group}, 22)
     close(run_cpu(plain, True), run_reference(plain), *_tol(x, w))
+
+
+# -- the direct kernel's whole-vector loops, and the tiny one-image layers it keeps ------------
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), [
+    ((1, 8, 8, 8), (8, 8, 3, 3), {"pads": [1, 1, 1, 1]}),  # span 78 -> 80
+    ((1, 3, 32, 32), (8, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),  # the exporter stems
+    ((1, 3, 16, 16), (32, 3, 4, 4), {"strides": [4, 4]}),  # vit's patchify: span 16, whole already
+    ((1, 8, 9, 9), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]}),  # depthwise: blocks of 1, never whole
+], ids=["8x8", "stem", "patchify", "depthwise"])
+def test_whole_vector_loops_give_the_same_bits(monkeypatch, x_shape, w_shape, attrs):
+    """Rounding the update loops up to whole vectors reads a few positions past each plane's
+    span (the next positions, or the zeroed tail) into lanes that are never stored: each output
+    sums the same products in the same order, so the values equal the exact-span loops' bits."""
+    from epoxy_ep_cpu.jit import kernels_conv
+
+    x, w, b = _data(31, x_shape, w_shape, np.float32, True)
+    strides = tuple(attrs.get("strides", (1, 1)))
+    pads = attrs.get("pads", [0, 0, 0, 0])
+    out_sp = [(x_shape[2 + i] + pads[i] + pads[i + 2] - w_shape[2 + i]) // strides[i] + 1 for i in range(2)]
+    group = attrs.get("group", 1)
+    f32 = np.dtype(np.float32)
+
+    def conv() -> np.ndarray:
+        call = kernels_conv.Conv2dCall(x_shape, f32, w, b, strides, (1, 1), pads[:2], out_sp, group, 0, 0.0, 0.0, 1)
+        return call(x, None)
+
+    whole = conv()
+    real = kernels_conv.block_layout
+    monkeypatch.setattr(kernels_conv, "block_layout", lambda *a: real(*a)[:4] + (False,))
+    np.testing.assert_array_equal(whole, conv())
+    case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], attrs, 22)
+    close([whole], run_cpu(case, False), *_tol(x, w))
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "route"), [
+    ((1, 8, 8, 8), (8, 8, 3, 3), "Conv2dCall"),  # one image, whole vectors
+    ((2, 8, 8, 8), (8, 8, 3, 3), "GridConvCall"),  # a batch: one GEMM over both
+    ((1, 16, 4, 4), (16, 16, 3, 3), "GridConvCall"),  # 4x4 maps: span 22, not whole
+    ((1, 8, 8, 8), (6, 8, 3, 3), "GridConvCall"),  # 6 outputs: no 4-channel blocks
+])
+def test_tiny_group1_layers_route_by_vector_fit(monkeypatch, x_shape, w_shape, route):
+    """The direct kernel keeps a tiny group-1 layer of one image whose loops run on whole
+    vectors (0.77-0.86x the grid GEMM's time on the exporter CNNs); the rest go to the GEMM."""
+    seen = _count_prepared(monkeypatch, route)
+    x, w, b = _data(32, x_shape, w_shape, np.float32, True)
+    case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], {"pads": [1, 1, 1, 1]}, 22)
+    close(run_cpu(case, True, runs=2), run_reference(case), *_tol(x, w))
+    assert seen == [x_shape] * 2

@@ -63,7 +63,8 @@ def test_grid_convolutions_of_different_sizes_keep_their_values(monkeypatch):
                                   [numpy_helper.from_array(w, "w")])
         return onnx.helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
 
-    layers = [(model(3, 16, 64), (1, 3, 64, 64)), (model(8, 4, 20), (1, 8, 20, 20))]
+    # 6 outputs: not whole 4-channel blocks, so the direct kernel does not keep this tiny layer
+    layers = [(model(3, 16, 64), (1, 3, 64, 64)), (model(8, 6, 20), (1, 8, 20, 20))]
     sessions = [(epoxy.InferenceSession(m, providers=[("cpu", {"jit": "on"})]),
                  epoxy.InferenceSession(m, providers=[("cpu", {"jit": "off"})]), shape) for m, shape in layers]
     for _ in range(2):

@@ -85,6 +85,15 @@ def _offsets(dims):  # pragma: no cover - compiled
     return offs
 
 
+#: the update loops' vector width in elements: spans are rounded up to it (``_rounded``)
+LANES = 16
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _rounded(span):  # pragma: no cover - compiled
+    return (span + LANES - 1) // LANES * LANES
+
+
 @njit(cache=True, nogil=True, fastmath={"contract"}, boundscheck=False)
 def _flat_block(xp, w, bias, z, y, dims, offs, acc, t, act, alpha, beta):  # pragma: no cover - compiled
     """Output planes of block ``t`` (``mb`` consecutive output channels of one batch item)
@@ -100,10 +109,14 @@ def _flat_block(xp, w, bias, z, y, dims, offs, acc, t, act, alpha, beta):  # pra
     oc0 = (t - b * blocks) * mb
     g = oc0 // (m // group)
     span = (oh - 1) * wq + ow  # grid positions up to the last kept one
-    gl = uint64(span)
-    # this block's accumulators: mb rows of ``span`` in the call's buffer (one allocation a
+    # with ``whole`` (dims[16]) the update loops run over whole vectors, the span rounded up
+    # to LANES (see _geometry); the extra lanes read the next grid positions (or the buffer's
+    # zeroed tail) and are never stored
+    whole = dims[16] != 0
+    gl = uint64(_rounded(span)) if whole else uint64(span)
+    # this block's accumulators: mb rows of ``gl`` in the call's buffer (one allocation a
     # call, not one a plane: ~0.1 us each, as much as a 7x7 depthwise plane's arithmetic)
-    a0 = uint64(t * mb * span)
+    a0 = uint64(t * mb) * gl
     a1, a2, a3 = a0 + gl, a0 + 2 * gl, a0 + 3 * gl
     # the four rows as separate 1-D views: LLVM then vectorizes the update loop without
     # runtime overlap checks between rows of one buffer (2.6x the multiply-adds per second)
@@ -118,7 +131,20 @@ def _flat_block(xp, w, bias, z, y, dims, offs, acc, t, act, alpha, beta):  # pra
         xb = (b * c + g * cg + ci) * psize
         for k in range(ks):
             xo = uint64(xb + offs[k])
-            if mb == 4:
+            if mb == 4 and whole:
+                w0 = w[((oc0 + 0) * cg + ci) * ks + k]
+                w1 = w[((oc0 + 1) * cg + ci) * ks + k]
+                w2 = w[((oc0 + 2) * cg + ci) * ks + k]
+                w3 = w[((oc0 + 3) * cg + ci) * ks + k]
+                for v in range(gl // uint64(LANES)):  # whole vectors: a fixed 16-lane inner loop
+                    vb = v * uint64(LANES)
+                    for q in range(uint64(LANES)):
+                        xv = xp[xo + vb + q]
+                        r0[vb + q] += w0 * xv
+                        r1[vb + q] += w1 * xv
+                        r2[vb + q] += w2 * xv
+                        r3[vb + q] += w3 * xv
+            elif mb == 4:
                 w0 = w[((oc0 + 0) * cg + ci) * ks + k]
                 w1 = w[((oc0 + 1) * cg + ci) * ks + k]
                 w2 = w[((oc0 + 2) * cg + ci) * ks + k]
@@ -154,6 +180,9 @@ def flat_parallel(x, xp, w, bias, z, y, pdims, dims, acc, planes, blocks, act, a
     offs = _offsets(dims)
     for p in prange(planes):
         _pad_plane(x, xp, pdims, p)
+    tail = xp.shape[0] - LANES
+    for i in range(LANES):  # read by the last plane's rounded loops (finite, never stored)
+        xp[tail + i] = 0.0
     for t in prange(blocks):
         _flat_block(xp, w, bias, z, y, dims, offs, acc, t, act, alpha, beta)
 
@@ -170,6 +199,23 @@ _GEOMETRY: dict[tuple, tuple[np.ndarray, np.ndarray, tuple[int, int, int]]] = {}
 _GEOMETRY_MAX = 512
 
 
+def block_layout(wshape: tuple[int, ...], strides: Sequence[int], dilations: Sequence[int], out_sp: Sequence[int],
+                 group: int) -> tuple[int, int, int, int, bool]:
+    """``(mb, hq, wq, gl, whole)``: output channels per block, the phase grid's size, an
+    accumulator row's length and whether the update loops run over whole vectors. ``whole``
+    where the span rounded up to LANES adds at most a quarter: a scalar remainder (14 of an
+    8x8 map's 78 grid positions) cost as much as the vector part (8 -> 8 channels on 8x8: 6.1
+    -> 5.0 us a call, the 3 -> 8 stride-2 stem on 32x32 7.5 -> 6.4); 4x4 maps (22 -> 32) lose."""
+    m, kh, kw = wshape[0], wshape[2], wshape[3]
+    oh, ow = int(out_sp[0]), int(out_sp[1])
+    hq, wq = oh + (kh - 1) * dilations[0] // strides[0], ow + (kw - 1) * dilations[1] // strides[1]
+    mb = 4 if (m // group) % 4 == 0 else 1
+    span = (oh - 1) * wq + ow
+    rounded = (span + LANES - 1) // LANES * LANES
+    whole = mb == 4 and (rounded - span) * 4 <= span
+    return mb, hq, wq, (rounded if whole else span), whole
+
+
 def _geometry(xshape: tuple[int, ...], wshape: tuple[int, ...], strides: tuple[int, ...],
               dilations: tuple[int, ...], begin: tuple[int, ...], out_sp: tuple[int, ...],
               group: int) -> tuple[np.ndarray, np.ndarray, tuple[int, int, int]]:
@@ -177,12 +223,12 @@ def _geometry(xshape: tuple[int, ...], wshape: tuple[int, ...], strides: tuple[i
     m, cg, kh, kw = wshape
     oh, ow = out_sp
     sh, sw = strides
-    hq, wq = oh + (kh - 1) * dilations[0] // sh, ow + (kw - 1) * dilations[1] // sw
-    mb = 4 if (m // group) % 4 == 0 else 1
+    mb, hq, wq, gl, whole = block_layout(wshape, strides, dilations, out_sp, group)
     pdims = np.array((h, wd, hq, wq, sh, sw, begin[0], begin[1]), dtype=np.int64)
     dims = np.array((c, sh * sw * hq * wq, hq, wq, m, cg, kh, kw, oh, ow, sh, sw, dilations[0], dilations[1], group,
-                     mb), dtype=np.int64)
-    sizes = (n * c * sh * sw * hq * wq, n * m * ((oh - 1) * wq + ow), n * m // mb)  # xp, acc, blocks
+                     mb, whole), dtype=np.int64)
+    # xp keeps LANES zeroed elements past the last plane for the rounded loops' extra reads
+    sizes = (n * c * sh * sw * hq * wq + LANES, n * m * gl, n * m // mb)  # xp, acc, blocks
     return pdims, dims, sizes
 
 

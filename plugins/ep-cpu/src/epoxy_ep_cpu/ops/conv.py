@@ -1001,6 +1001,12 @@ class _Jit:
             if self.grid.GridConvCall.fits(shape, pk.w.shape, wq, out_sp) and (
                     direct or _grid_replaces_numpy(shape, dtype, pk, strides, dilations, begin, end, out_sp,
                                                    self.winograd, self.nthreads)):
+                if direct and shape[0] == 1 and self.module.block_layout(pk.w.shape, strides, dilations, out_sp,
+                                                                         group)[4]:
+                    # one image whose update loops run on whole vectors: the direct kernel, 0.77-0.86x
+                    # the grid GEMM's time on the exporter CNNs' stems and 8x8 layers (bench/README,
+                    # session 17); other tiny layers and batches: the GEMM, equal to 2-3x faster
+                    return "direct"
                 return "grid"
         if f43 and _numpy_path(shape, dtype, pk, strides, dilations, begin, end, out_sp, self.winograd) == "F(4,3)":
             return "winograd"  # the numpy F(4,3)'s layers the grid GEMM does not take
