@@ -205,7 +205,9 @@ def block_layout(wshape: tuple[int, ...], strides: Sequence[int], dilations: Seq
     accumulator row's length and whether the update loops run over whole vectors. ``whole``
     where the span rounded up to LANES adds at most a quarter: a scalar remainder (14 of an
     8x8 map's 78 grid positions) cost as much as the vector part (8 -> 8 channels on 8x8: 6.1
-    -> 5.0 us a call, the 3 -> 8 stride-2 stem on 32x32 7.5 -> 6.4); 4x4 maps (22 -> 32) lose."""
+    -> 5.0 us a call, the 3 -> 8 stride-2 stem on 32x32 7.5 -> 6.4); 4x4 maps (22 -> 32) lose.
+    Blocks of one channel (depthwise layers) keep exact spans: the same whole-vector loop
+    there made the exporter efficientnet 1.4x and convnext 1.3x slower (A/B in one process)."""
     m, kh, kw = wshape[0], wshape[2], wshape[3]
     oh, ow = int(out_sp[0]), int(out_sp[1])
     hq, wq = oh + (kh - 1) * dilations[0] // strides[0], ow + (kw - 1) * dilations[1] // strides[1]
