@@ -194,22 +194,13 @@ def test_same_size_3x3_pools_nan_and_infinities(monkeypatch):
     assert len(calls) == 2
 
 
-@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
-def test_same_size_3x3_parallel_variant_matches_the_serial_one(monkeypatch, op):
-    from epoxy_ep_cpu.jit import kernels_pool
-
-    case = one_node(op, [_x(22, (2, 5, 12, 10), np.float32)], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, 22)
-    serial = run_cpu(case, True, jit_threads=1)
-    monkeypatch.setattr(kernels_pool, "GRAIN", 1)
-    real, calls = kernels_pool.same3_parallel, []
-    monkeypatch.setattr(kernels_pool, "same3_parallel", lambda *a: calls.append(1) or real(*a))
-    close(run_cpu(case, True, jit_threads=2), serial, 0, 0)
-    assert calls == [1]
+_PARALLEL = [(*c, "pool2d_parallel") for c in CASES[:3]] + [
+    ((2, 5, 12, 10), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, "same3_parallel")]  # the whole-plane kernel
 
 
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
-@pytest.mark.parametrize(("shape", "attrs"), CASES[:3], ids=_ids(CASES[:3]))
-def test_parallel_variant_matches_the_serial_one(monkeypatch, op, shape, attrs):
+@pytest.mark.parametrize(("shape", "attrs", "kernel"), _PARALLEL, ids=_ids(_PARALLEL))
+def test_parallel_variant_matches_the_serial_one(monkeypatch, op, shape, attrs, kernel):
     """Inputs big enough for two threads run the ``prange`` variant: forced here (grain 1),
     it must give the serial kernel's values exactly."""
     from epoxy_ep_cpu.jit import kernels_pool
@@ -217,8 +208,8 @@ def test_parallel_variant_matches_the_serial_one(monkeypatch, op, shape, attrs):
     case = one_node(op, [_x(11, shape, np.float32)], attrs, 22)
     serial = run_cpu(case, True, jit_threads=1)
     monkeypatch.setattr(kernels_pool, "GRAIN", 1)
-    real, calls = kernels_pool.pool2d_parallel, []
-    monkeypatch.setattr(kernels_pool, "pool2d_parallel", lambda *a: calls.append(1) or real(*a))
+    real, calls = getattr(kernels_pool, kernel), []
+    monkeypatch.setattr(kernels_pool, kernel, lambda *a: calls.append(1) or real(*a))
     close(run_cpu(case, True, jit_threads=2), serial, 0, 0)
     assert calls == [1]
 
