@@ -72,11 +72,15 @@ def _input_plane(x, v, p, c_count, h, w, top, left, ty, tx, tiles_total, rows, t
             z3 = rows[3 * wp + q]
             z4 = rows[4 * wp + q]
             z5 = rows[5 * wp + q]
+            a = z4 - _F4 * z2  # shared terms: rows 1/2 and 3/4 are sums and differences
+            b = z3 - _F4 * z1
+            c = z4 - z2
+            d = _F2 * (z3 - z1)
             tmp[q] = _F4 * z0 - _F5 * z2 + z4
-            tmp[wp + q] = z3 + z4 - _F4 * (z1 + z2)
-            tmp[2 * wp + q] = z4 - z3 + _F4 * (z1 - z2)
-            tmp[3 * wp + q] = z4 - z2 + _F2 * (z3 - z1)
-            tmp[4 * wp + q] = z4 - z2 + _F2 * (z1 - z3)
+            tmp[wp + q] = a + b
+            tmp[2 * wp + q] = a - b
+            tmp[3 * wp + q] = c + d
+            tmp[4 * wp + q] = c - d
             tmp[5 * wp + q] = _F4 * z1 - _F5 * z3 + z5
         # over the tile's columns, into the plane's own (36, tiles) block (written out below
         # as 36 runs: 36 scattered runs of tx values per tile row measured 4x slower)
@@ -92,11 +96,15 @@ def _input_plane(x, v, p, c_count, h, w, top, left, ty, tx, tiles_total, rows, t
                 z3 = tmp[q + uint64(3)]
                 z4 = tmp[q + uint64(4)]
                 z5 = tmp[q + uint64(5)]
+                a = z4 - _F4 * z2
+                b = z3 - _F4 * z1
+                c = z4 - z2
+                d = _F2 * (z3 - z1)
                 loc[o + j] = _F4 * z0 - _F5 * z2 + z4
-                loc[o + ks + j] = z3 + z4 - _F4 * (z1 + z2)
-                loc[o + uint64(2) * ks + j] = z4 - z3 + _F4 * (z1 - z2)
-                loc[o + uint64(3) * ks + j] = z4 - z2 + _F2 * (z3 - z1)
-                loc[o + uint64(4) * ks + j] = z4 - z2 + _F2 * (z1 - z3)
+                loc[o + ks + j] = a + b
+                loc[o + uint64(2) * ks + j] = a - b
+                loc[o + uint64(3) * ks + j] = c + d
+                loc[o + uint64(4) * ks + j] = c - d
                 loc[o + uint64(5) * ks + j] = _F4 * z1 - _F5 * z3 + z5
     big = uint64(c_count * tiles_total)
     for e in range(36):
