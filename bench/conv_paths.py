@@ -168,10 +168,10 @@ def jit_grain(args: argparse.Namespace) -> None:
 
 
 def winograd_table(args: argparse.Namespace) -> None:
-    """The jit tier's two GEMM paths on every 3x3 stride-1 layer: the grid im2col GEMM
-    (``jit/kernels_conv_gemm.py``) against F(4x4, 3x3) with compiled transforms
-    (``jit/kernels_winograd.py``), each call right after a BLAS matmul as in a model, bias and
-    ReLU fused; and what ``_Jit.route`` picks at this thread count."""
+    """The jit tier's GEMM paths on every 3x3 stride-1 layer: the grid im2col GEMM
+    (``jit/kernels_conv_gemm.py``) against F(4x4, 3x3) and F(2x2, 3x3) with compiled
+    transforms (``jit/kernels_winograd.py``), each call right after a BLAS matmul as in a
+    model, bias and ReLU fused; and what ``_Jit.route`` picks at this thread count."""
     from epoxy_ep_cpu.jit import availability
 
     assert availability().available, availability().describe()
@@ -185,8 +185,8 @@ def winograd_table(args: argparse.Namespace) -> None:
     f32 = np.dtype(np.float32)
     fast = conv._Jit(None, args.threads, None, kernels_conv_gemm, ("F(4,3)", "F(2,3)"), kernels_winograd)
     print(f"{args.threads} thread(s); ms, best of {args.repeat}, each call after a 256x512x512 matmul")
-    print("| C | M | HxW | models | grid | F(4,3) jit | numpy pick | routed |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| C | M | HxW | models | grid | F(4,3) jit | F(2,3) jit | numpy pick | routed |")
+    print("|---|---|---|---|---|---|---|---|---|")
     shapes = layer_shapes(args.models)
     if args.shapes:  # C,M,H triples separated by ";"
         shapes = {tuple(int(v) for v in (t.split(",") + [t.split(",")[-1]])): ["--shapes"]
@@ -199,11 +199,14 @@ def winograd_table(args: argparse.Namespace) -> None:
                                               args.threads)
         wino = kernels_winograd.WinogradCall(x.shape, f32, f43.f43_weights(wt), b, [1, 1], [h, w], 1, 0.0, 0.0,
                                              args.threads)
+        wino23 = kernels_winograd.WinogradCall(x.shape, f32, conv.winograd_weights(wt), b, [1, 1], [h, w], 1, 0.0,
+                                               0.0, args.threads, tile=2)
         ref = grid(x, None)
-        err = float(np.abs(wino(x, None) - ref).max() / max(1e-30, np.abs(ref).max()))
-        assert err < 1e-4, (c, m, h, err)
+        for call in (wino, wino23):
+            err = float(np.abs(call(x, None) - ref).max() / max(1e-30, np.abs(ref).max()))
+            assert err < 1e-4, (c, m, h, err)
         times = []
-        for call in (grid, wino):
+        for call in (grid, wino, wino23):
             best = float("inf")
             for _ in range(args.repeat + 1):
                 a @ bm

@@ -449,11 +449,13 @@ def test_grid_gemm_fused_conv_epilogue(monkeypatch, act, params, residual):
 
 @pytest.mark.parametrize(("threads", "size", "channels", "route"),
                          [(1, 28, 64, "WinogradCall"), (2, 28, 64, "GridConvCall"), (1, 14, 128, "WinogradCall"),
-                          (2, 14, 128, "GridConvCall"), (1, 7, 128, "GridConvCall"), (2, 56, 64, "WinogradCall")])
+                          (2, 14, 128, "GridConvCall"), (1, 7, 128, "WinogradCall"), (2, 7, 128, "GridConvCall"),
+                          (2, 56, 64, "WinogradCall")])
 def test_winograd_layers_split_between_the_grid_gemm_and_compiled_f43(monkeypatch, threads, size, channels, route):
     """A 3x3 stride-1 layer where pick_path takes Winograd runs on the compiled F(4,3) from 16
     tiles and enough channel pairs x positions (more on two threads, where the grid GEMM's
-    BLAS call uses both threads and the transforms one); below, on the grid GEMM."""
+    BLAS call uses both threads and the transforms one), on the compiled F(2,3) (the same
+    call class) on one thread's smaller maps; else on the grid GEMM."""
     seen = _count_prepared(monkeypatch, route)
     x, w, b = _data(18, (1, channels, size, size), (channels, channels, 3, 3), np.float32, True)
     assert conv_ops.pick_path(channels, channels, (3, 3), [size, size], True, np.dtype(np.float32)).startswith("F(")

@@ -1,4 +1,5 @@
-"""The jit tier's F(4x4, 3x3) convolution with compiled transforms (jit/kernels_winograd.py)
+"""The jit tier's F(4x4, 3x3) and F(2x2, 3x3) convolutions with compiled transforms
+(jit/kernels_winograd.py, jit/kernels_winograd_f23.py)
 against its oracles: the numpy path (jit off, itself F(4,3) on these layers or another path),
 the ONNX reference and onnxruntime (FusedConv), on odd map sizes, asymmetric pads, batches,
 the fused epilogue (bias, residual, activation) and the parallel variants.
@@ -19,16 +20,27 @@ pytest.importorskip("numba")
 from epoxy_ep_cpu.ops import conv as conv_ops  # noqa: E402
 
 
-def _calls(monkeypatch) -> list[tuple[int, ...]]:
+def _calls(monkeypatch, tile: int = 4) -> list[tuple[int, ...]]:
     """Input shapes of the WinogradCall calls from now on; every layer below is routed there
-    (the size thresholds lowered to nothing)."""
+    (the size thresholds lowered to nothing), on F(4x4, 3x3) or with ``tile`` 2 F(2x2, 3x3)."""
     from epoxy_ep_cpu.jit import kernels_winograd
 
-    monkeypatch.setattr(conv_ops, "_F43_JIT_MIN_PAIR_POSITIONS", {1: 0, 2: 0})
+    if tile == 4:
+        monkeypatch.setattr(conv_ops, "_F43_JIT_MIN_PAIR_POSITIONS", {1: 0, 2: 0})
+    else:
+        monkeypatch.setattr(conv_ops, "use_f43_jit", lambda *a: False)
+        monkeypatch.setattr(conv_ops, "_F43_JIT_MIN_TILES", 1 << 30)  # every map "too small" for F(4,3)
+        monkeypatch.setattr(conv_ops, "_F23_JIT_MIN_PAIR_POSITIONS", {1: 0, 2: 0})
+        monkeypatch.setattr(conv_ops, "_F23_JIT_MIN_POSITIONS_THREADS", 0)
     seen: list[tuple[int, ...]] = []
     real = kernels_winograd.WinogradCall.__call__
-    monkeypatch.setattr(kernels_winograd.WinogradCall, "__call__",
-                        lambda self, x, z: seen.append(x.shape) or real(self, x, z))
+
+    def spy(self, x, z):  # type: ignore[no-untyped-def]
+        assert self._elements == (tile + 2) ** 2  # the variant asked for
+        seen.append(x.shape)
+        return real(self, x, z)
+
+    monkeypatch.setattr(kernels_winograd.WinogradCall, "__call__", spy)
     return seen
 
 
@@ -54,9 +66,10 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("tile", [4, 2], ids=["F43", "F23"])
 @pytest.mark.parametrize(("x_shape", "m", "pads"), CASES, ids=[f"{c[0]}x{c[1]}p{c[2]}" for c in CASES])
-def test_compiled_f43_matches_numpy_path_and_reference(monkeypatch, x_shape, m, pads):
-    seen = _calls(monkeypatch)
+def test_compiled_f43_matches_numpy_path_and_reference(monkeypatch, x_shape, m, pads, tile):
+    seen = _calls(monkeypatch, tile)
     x, w, b = _data(sum(x_shape) + m, x_shape, (m, x_shape[1], 3, 3))
     case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], {"pads": pads}, 22)
     on, off, ref = run_cpu(case, True, runs=3), run_cpu(case, False), run_reference(case)
@@ -68,12 +81,13 @@ def test_compiled_f43_matches_numpy_path_and_reference(monkeypatch, x_shape, m, 
 ACTS = [("Relu", ()), ("LeakyRelu", (0.2,)), ("Clip", (-0.5, 0.7)), ("Sigmoid", ()), ("", ())]
 
 
+@pytest.mark.parametrize("tile", [4, 2], ids=["F43", "F23"])
 @pytest.mark.parametrize(("act", "params"), ACTS, ids=[f"{a or 'none'}{p}" for a, p in ACTS])
 @pytest.mark.parametrize("residual", ["none", "full", "broadcast"])
-def test_compiled_f43_fused_conv_epilogue(monkeypatch, act, params, residual):
+def test_compiled_f43_fused_conv_epilogue(monkeypatch, act, params, residual, tile):
     """FusedConv's residual and activation in the output transform's store (Sigmoid runs after
     it, in numpy); a broadcast residual is added by the numpy tail after the compiled conv."""
-    seen = _calls(monkeypatch)
+    seen = _calls(monkeypatch, tile)
     x, w, b = _data(len(act) + 31, (2, 8, 14, 14), (16, 8, 3, 3))
     rng = np.random.default_rng(31)
     z = {"none": None, "full": rng.standard_normal((2, 16, 14, 14)).astype(np.float32),
@@ -88,20 +102,22 @@ def test_compiled_f43_fused_conv_epilogue(monkeypatch, act, params, residual):
         close(on, run_onnxruntime(case), 1e-4, _atol(off))
 
 
-def test_parallel_transforms_match_the_serial_ones(monkeypatch):
+@pytest.mark.parametrize("tile", [4, 2], ids=["F43", "F23"])
+def test_parallel_transforms_match_the_serial_ones(monkeypatch, tile):
     """Forced onto two threads (grain 1), the prange transforms give the serial ones' values
     exactly: each plane is transformed by one thread, in the same order."""
-    from epoxy_ep_cpu.jit import kernels_winograd
+    from epoxy_ep_cpu.jit import kernels_winograd, kernels_winograd_f23
 
-    _calls(monkeypatch)
+    _calls(monkeypatch, tile)
     x, w, b = _data(41, (2, 6, 17, 13), (10, 6, 3, 3))
     case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], {"pads": [1, 0, 1, 2]}, 22)
     serial = run_cpu(case, True, jit_threads=1, runs=2)
     monkeypatch.setattr(kernels_winograd, "GRAIN", 1)
     launched = []
+    module = kernels_winograd if tile == 4 else kernels_winograd_f23
     for name in ("input_parallel", "output_parallel"):
-        real = getattr(kernels_winograd, name)
-        monkeypatch.setattr(kernels_winograd, name, lambda *a, _real=real: launched.append(1) or _real(*a))
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _real=real: launched.append(1) or _real(*a))
     close(run_cpu(case, True, jit_threads=2, runs=2), serial, 0, 0)
     assert len(launched) == 4  # both kernels, on both runs
 
@@ -146,6 +162,18 @@ def test_alexnet_grouped_layer_runs_on_its_own_path(monkeypatch):
     case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], {"pads": [1, 1, 1, 1], "group": 2}, 22)
     close(run_cpu(case, True), run_cpu(case, False), 1e-4, _atol(run_cpu(case, False)))
     assert seen == []
+
+
+def test_use_f23_jit_thresholds():
+    """One thread: the maps F(4,3) has too few tiles for (7x7, 12x12), from 2^17 channel pairs
+    x positions, but not many channels on 16 tiles; two threads: from 10x10 maps and 4 M; with
+    conv_winograd=f23 any map."""
+    use = conv_ops.use_f23_jit
+    assert use(1, 224, 224, [7, 7], 1) and use(1, 128, 32, [7, 7], 1) and not use(1, 16, 16, [7, 7], 1)
+    assert not use(1, 512, 512, [7, 7], 1) and use(1, 512, 512, [12, 12], 1)  # 16 tiles: narrow GEMMs
+    assert not use(1, 256, 256, [14, 14], 1)  # 16 tiles: F(4,3)'s
+    assert use(1, 256, 256, [14, 14], 1, f43_allowed=False)
+    assert not use(1, 512, 512, [7, 7], 2) and use(1, 512, 512, [12, 12], 2) and not use(1, 64, 64, [12, 12], 2)
 
 
 def test_use_f43_jit_thresholds():

@@ -198,35 +198,52 @@ def output_parallel(prod, bias, z, y, dims, act, alpha, beta):  # pragma: no cov
 output_serial = serial_twin(output_parallel)
 
 
-def tile_counts(out_sp: tuple[int, int] | list[int]) -> tuple[int, int]:
-    """4x4 output tiles down and across."""
-    return -(-int(out_sp[0]) // 4), -(-int(out_sp[1]) // 4)
+def tile_counts(out_sp: tuple[int, int] | list[int], tile: int = 4) -> tuple[int, int]:
+    """Output tiles (``tile`` x ``tile``) down and across."""
+    return -(-int(out_sp[0]) // tile), -(-int(out_sp[1]) // tile)
+
+
+def _f23_kernels() -> tuple[Any, Any, Any, Any]:
+    from . import kernels_winograd_f23 as f23
+
+    return f23.input_parallel, f23.input_serial, f23.output_parallel, f23.output_serial
+
+
+#: output tile size -> (transformed elements per tile, the transform kernels: input parallel /
+#: serial, output parallel / serial), F(4x4, 3x3) here, F(2x2, 3x3) in kernels_winograd_f23
+VARIANTS: dict[int, tuple[int, Any]] = {
+    4: (36, lambda: (input_parallel, input_serial, output_parallel, output_serial)),
+    2: (16, _f23_kernels),
+}
 
 
 class WinogradCall:
     """One float32 3x3 stride-1 layer for one input shape: ``act(conv(x, W) + bias + z)`` by
-    F(4x4, 3x3) with compiled transforms and 36 BLAS GEMMs (module docstring). ``u`` is the
-    weight as ``(36, M, C)`` (``ops/_winograd_f43.f43_weights``). Same interface as
-    ``kernels_conv_gemm.GridConvCall``."""
+    F(4x4, 3x3) (``tile`` 4: ``u`` is the weight as ``(36, M, C)``,
+    ``ops/_winograd_f43.f43_weights``) or F(2x2, 3x3) (``tile`` 2: ``(16, M, C)``,
+    ``ops/conv.winograd_weights``) with compiled transforms and BLAS GEMMs (module
+    docstring). Same interface as ``kernels_conv_gemm.GridConvCall``."""
 
-    __slots__ = ("_count", "_dims", "_in", "_out", "_tail", "_u", "bias", "dtype", "out_shape", "shape",
-                 "v_size", "prod_size")
+    __slots__ = ("_count", "_dims", "_elements", "_in", "_kernels", "_out", "_tail", "_u", "bias", "dtype",
+                 "out_shape", "shape", "v_size", "prod_size")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, u: np.ndarray, bias: np.ndarray,
                  begin: tuple[int, ...] | list[int], out_sp: tuple[int, ...] | list[int], act: int, alpha: float,
-                 beta: float, nthreads: int) -> None:
+                 beta: float, nthreads: int, tile: int = 4) -> None:
         n, c, h, w = (int(d) for d in shape)
         m = int(u.shape[1])
         oh, ow = int(out_sp[0]), int(out_sp[1])
-        ty, tx = tile_counts((oh, ow))
+        ty, tx = tile_counts((oh, ow), tile)
+        self._elements, kernels = VARIANTS[tile]
+        self._kernels = kernels()
         self.shape, self.dtype = tuple(shape), dtype
         self.out_shape = (n, m, oh, ow)
         self._u = u
         self.bias = bias
         self._dims = np.array([n, c, h, w, int(begin[0]), int(begin[1]), ty, tx, m, oh, ow], dtype=np.int64)
         tiles = n * ty * tx
-        self.v_size = 36 * c * tiles
-        self.prod_size = 36 * m * tiles
+        self.v_size = self._elements * c * tiles
+        self.prod_size = self._elements * m * tiles
         self._tail = (act, dtype.type(alpha), dtype.type(beta))
         work = self.v_size + self.prod_size
         self._count = max(1, min(nthreads, n * min(c, m), work // GRAIN))
@@ -238,25 +255,26 @@ class WinogradCall:
 
     def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
         dt = self.dtype
-        c, m = self.shape[1], self.out_shape[1]
-        tiles = self.v_size // (36 * c)
+        c, m, k = self.shape[1], self.out_shape[1], self._elements
+        tiles = self.v_size // (k * c)
         v = scratch("winograd.v", self.v_size, dt)
         parallel = self._count > 1
         if parallel:
             use(self._count, self._count * GRAIN)
+        in_par, in_ser, out_par, out_ser = self._kernels
         args = (x.reshape(-1), v, self._dims)
         fn = self._in
         if fn is None:
-            fn = self._in = direct.overload(input_parallel if parallel else input_serial, args)
+            fn = self._in = direct.overload(in_par if parallel else in_ser, args)
         fn(*args)
-        prod = scratch("winograd.prod", self.prod_size, dt).reshape(36, m, tiles)
-        np.matmul(self._u, v.reshape(36, c, tiles), out=prod)
+        prod = scratch("winograd.prod", self.prod_size, dt).reshape(k, m, tiles)
+        np.matmul(self._u, v.reshape(k, c, tiles), out=prod)
         y = np.empty(self.out_shape, dtype=dt)
         stored = (prod.reshape(-1), self.bias, _NO_Z[dt] if z is None else z.reshape(-1), y.reshape(-1),
                   self._dims, *self._tail)
         fn = self._out
         if fn is None:
-            fn = self._out = direct.overload(output_parallel if parallel else output_serial, stored)
+            fn = self._out = direct.overload(out_par if parallel else out_ser, stored)
         fn(*stored)
         return y
 

@@ -772,8 +772,8 @@ def _prepare_path(
     else:
         path = pick_path(shape[1], pk.w.shape[0], pk.kernel, out_sp, True, dtype, winograd)
         route = fast.route(shape, dtype, pk, 1, strides, dilations, begin, end, out_sp) if fast is not None else None
-        if route == "winograd":
-            pk.winograd43()  # its weight layout, now rather than at the first run
+        if route in _COMPILED_LAYOUTS:
+            _COMPILED_LAYOUTS[route](pk)  # its weight layout, now rather than at the first run
         if route:
             return  # the jit tier's call runs this shape: no other numpy layout needed
     if path in _WEIGHT_LAYOUTS:
@@ -900,6 +900,39 @@ def use_f43_jit(n: int, c: int, m: int, out_sp: Sequence[int], nthreads: int) ->
     return c * m * n * oh * ow >= _F43_JIT_MIN_PAIR_POSITIONS[min(max(nthreads, 1), 2)]
 
 
+#: F(2x2, 3x3) with compiled transforms (``kernels_winograd`` with tile 2) on the maps the
+#: compiled F(4,3) leaves: on one thread where F(4,3) has too few tiles (7x7 and 12x12 maps:
+#: 4-9 tiles) from 2^17 channel pairs x positions (224 -> 224 on 7x7 0.58-0.69 against the
+#: grid GEMM's 0.64-0.71 ms, 192 -> 320 0.51-0.75 against 0.72-0.82, 512 -> 512 on 12x12 4.6-5.6
+#: against 6.9-7.4, 128 -> 32 on 7x7 0.090 against 0.106), but on 16 F(2,3) tiles (7x7) not
+#: past 2^17 channel pairs, where its 16-column GEMMs lose (512 -> 512 on 7x7: 3.7 against
+#: 3.3); on two threads from 10x10 maps and 4 M (512 -> 512 on 12x12 2.73 against 3.72, 160 ->
+#: 320 on 13x13 0.87 against 0.96; on 7x7 maps even with the GEMM: left to it). bench/README,
+#: session 17
+_F23_JIT_MIN_PAIR_POSITIONS = {1: 1 << 17, 2: 4 << 20}
+_F23_JIT_MIN_POSITIONS_THREADS = 100
+_F23_JIT_NARROW_TILES = 36
+_F23_JIT_NARROW_MAX_PAIRS = 1 << 17
+
+
+def use_f23_jit(n: int, c: int, m: int, out_sp: Sequence[int], nthreads: int, f43_allowed: bool = True) -> bool:
+    """Whether the compiled F(2x2, 3x3) runs a float32 3x3 stride-1 layer the compiled F(4,3)
+    does not take (``use_f43_jit`` said no; with ``f43_allowed`` False, conv_winograd=f23, it
+    may take F(4,3)'s layers too)."""
+    oh, ow = int(out_sp[0]), int(out_sp[1])
+    positions = n * oh * ow
+    pairs = c * m * positions
+    if nthreads > 1:
+        return positions >= _F23_JIT_MIN_POSITIONS_THREADS and pairs >= _F23_JIT_MIN_PAIR_POSITIONS[2]
+    few_tiles = n * -(-oh // 4) * -(-ow // 4) < _F43_JIT_MIN_TILES
+    narrow = n * -(-oh // 2) * -(-ow // 2) < _F23_JIT_NARROW_TILES and c * m > _F23_JIT_NARROW_MAX_PAIRS
+    return (few_tiles or not f43_allowed) and pairs >= _F23_JIT_MIN_PAIR_POSITIONS[1] and not narrow
+
+
+#: compiled routes -> the weight layout their call multiplies with (built at session creation)
+_COMPILED_LAYOUTS = {"winograd": _ConvWeights.winograd43, "winograd23": _ConvWeights.winograd}
+
+
 #: input shapes per layer with a prepared jit call (a model with dynamic axes sees a few)
 _PREPARED_PER_NODE = 16
 #: a shape no run has decided for yet (None: decided, the general path runs it)
@@ -972,13 +1005,14 @@ class _Jit:
     calls (``jit/kernels_pointwise.py``, ``jit/kernels_conv_gemm.py``) of a provider running
     the jit tier, and the Winograd variants its options allow."""
 
-    __slots__ = ("f43", "grid", "module", "nthreads", "pointwise", "winograd")
+    __slots__ = ("f23", "f43", "grid", "module", "nthreads", "pointwise", "winograd")
 
     def __init__(self, module: ModuleType, nthreads: int, pointwise: ModuleType | None = None,
                  grid: ModuleType | None = None, winograd: tuple[str, ...] = (), f43: ModuleType | None = None) -> None:
         self.module, self.nthreads, self.pointwise, self.grid = module, nthreads, pointwise, grid
         self.winograd = winograd
-        self.f43 = f43 if "F(4,3)" in winograd else None
+        self.f43 = f43 if "F(4,3)" in winograd else None  # kernels_winograd: F(4x4, 3x3) ...
+        self.f23 = f43 if "F(2,3)" in winograd else None  # ... and F(2x2, 3x3) (tile 2)
 
     def route(self, shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeights, group: int, strides, dilations,
               begin, end, out_sp) -> str | None:
@@ -990,11 +1024,15 @@ class _Jit:
         direct = use_jit(c, m, group, pk.kernel, strides, begin, end, out_sp, dtype)
         if self.pointwise is not None and self.pointwise.is_pointwise(pk.kernel, strides, begin, end, group, c):
             return "pointwise"
-        f43 = (self.f43 is not None and not direct and pk.kernel == (3, 3) and dtype == np.float32
-               and _flat_eligible(dtype, group, 2, strides, dilations, begin, end))  # group 1, stride 1, pads >= 0
-        if (f43 and pk.chosen.get(shape, "F(4,3)") == "F(4,3)"  # a measured numpy path other than F(4,3) is kept
-                and use_f43_jit(shape[0], c, m, out_sp, self.nthreads)):
+        wino = (not direct and pk.kernel == (3, 3) and dtype == np.float32
+                and _flat_eligible(dtype, group, 2, strides, dilations, begin, end))  # group 1, stride 1, pads >= 0
+        f43 = wino and self.f43 is not None
+        measured = pk.chosen.get(shape)  # a measured numpy path other than these is kept
+        if f43 and measured in (None, "F(4,3)") and use_f43_jit(shape[0], c, m, out_sp, self.nthreads):
             return "winograd"
+        if (wino and self.f23 is not None and measured in (None, "F(2,3)")
+                and use_f23_jit(shape[0], c, m, out_sp, self.nthreads, self.f43 is not None)):
+            return "winograd23"
         if self.grid is not None and group == 1 and min(begin) >= 0 and min(end) >= 0 and len(pk.kernel) == 2:
             kh, kw = pk.kernel
             wq = out_sp[1] + (kw - 1) * dilations[1] // strides[1]
@@ -1027,6 +1065,9 @@ class _Jit:
         if route == "winograd":
             return self.f43.WinogradCall(shape, dtype, pk.winograd43(), bias, begin, out_sp, code, alpha, beta,
                                          self.nthreads)
+        if route == "winograd23":
+            return self.f23.WinogradCall(shape, dtype, pk.winograd(), bias, begin, out_sp, code, alpha, beta,
+                                         self.nthreads, tile=2)
         if route == "grid":
             return self.grid.GridConvCall(shape, dtype, pk.w, bias, strides, dilations, begin, out_sp, code, alpha,
                                           beta, self.nthreads)
@@ -1040,7 +1081,7 @@ class _Jit:
         if x.ndim != 4 or x.dtype != pk.w.dtype:
             return None
         route = self.route(x.shape, x.dtype, pk, group, strides, dilations, begin, end, out_sp)
-        if route not in ("pointwise", "grid", "winograd"):
+        if route not in ("pointwise", "grid", "winograd", "winograd23"):
             return None  # the direct kernel's own cached entry (``run_direct``) or the numpy paths
         fuse = epi is not None and (z is None or (z.shape == (x.shape[0], pk.w.shape[0], *out_sp)
                                                   and z.dtype == x.dtype))

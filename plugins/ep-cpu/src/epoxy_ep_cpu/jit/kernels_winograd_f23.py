@@ -1,0 +1,150 @@
+"""Winograd F(2x2, 3x3)'s tile transforms, compiled: the small-map twin of ``kernels_winograd``.
+
+Why: on 7x7 maps F(4x4, 3x3) has 4 tiles, so its 36 GEMMs are 4 columns wide and run at a
+fraction of BLAS's speed (512 -> 512 channels: 4.2 ms on one thread), while the grid GEMM does
+all 9 multiplies per output (2.6-3.2 ms). F(2x2, 3x3) does 4 of them on 16 tiles: its 16 GEMMs
+took 1.8 ms, and its transforms (4x4 tiles at step 2, additions only) are small next to them.
+Same layouts and conventions as ``kernels_winograd`` (which holds the call class): ``v`` is
+(16, C, n * tiles), ``prod`` (16, M, n * tiles), element ``4 k + l`` of a tile is row ``k``,
+column ``l`` of ``B^T d B``; the weights are ``ops/conv.winograd_weights``'s (16, M, C).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange, uint64
+
+from .activations import activate
+from .threads import serial_twin
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _input_plane(x, v, p, c_count, h, w, top, left, ty, tx, tiles_total, rows, tmp, loc):  # pragma: no cover
+    """B^T d B of every 4x4 tile (step 2) of input plane ``p`` into ``v`` (16, C, n * tiles),
+    through the plane's own (16, tiles) block ``loc``; ``rows``/``tmp``: 4 * (2 tx + 2)."""
+    b = p // c_count
+    c = p - b * c_count
+    wp = uint64(2 * tx + 2)
+    plane = uint64(p * h * w)
+    ks = uint64(ty * tx)
+    base = uint64(c * tiles_total + b * ty * tx)
+    lo = uint64(left)
+    hi = uint64(min(2 * tx + 2, left + w))
+    txu = uint64(tx)
+    for i in range(ty):
+        for r in range(4):
+            src = 2 * i + r - top
+            row = uint64(r) * wp
+            if src < 0 or src >= h:
+                for q in range(wp):
+                    rows[row + q] = 0.0
+                continue
+            for q in range(lo):
+                rows[row + q] = 0.0
+            off = plane + uint64(src * w) - lo
+            for q in range(lo, hi):
+                rows[row + q] = x[off + q]
+            for q in range(hi, wp):
+                rows[row + q] = 0.0
+        for q in range(wp):  # over the tile's rows: (d0 - d2, d1 + d2, d2 - d1, d1 - d3)
+            z0 = rows[q]
+            z1 = rows[wp + q]
+            z2 = rows[2 * wp + q]
+            z3 = rows[3 * wp + q]
+            tmp[q] = z0 - z2
+            tmp[wp + q] = z1 + z2
+            tmp[2 * wp + q] = z2 - z1
+            tmp[3 * wp + q] = z1 - z3
+        t0 = uint64(i * tx)
+        for k in range(4):  # over the tile's columns
+            tr = uint64(k) * wp
+            o = uint64(4 * k) * ks + t0
+            for j in range(txu):
+                q = tr + uint64(2) * j
+                z0 = tmp[q]
+                z1 = tmp[q + uint64(1)]
+                z2 = tmp[q + uint64(2)]
+                z3 = tmp[q + uint64(3)]
+                loc[o + j] = z0 - z2
+                loc[o + ks + j] = z1 + z2
+                loc[o + uint64(2) * ks + j] = z2 - z1
+                loc[o + uint64(3) * ks + j] = z1 - z3
+    big = uint64(c_count * tiles_total)
+    for e in range(16):
+        dst = uint64(e) * big + base
+        src = uint64(e) * ks
+        for t in range(ks):
+            v[dst + t] = loc[src + t]
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _output_plane(prod, bias, z, y, p, m_count, oh, ow, ty, tx, tiles_total, s, line, act, alpha,
+                  beta):  # pragma: no cover
+    """A^T P A of every tile of output plane ``p`` from ``prod`` (16, M, n * tiles), plus the
+    bias and the residual, through the activation, into ``y``. ``s``: 8 * tx, ``line``: 2 * tx."""
+    b = p // m_count
+    m = p - b * m_count
+    ks = uint64(m_count * tiles_total)
+    base = uint64(m * tiles_total + b * ty * tx)
+    bv = bias[m]
+    has_z = z.shape[0] > 0
+    plane = uint64(p * oh * ow)
+    txu = uint64(tx)
+    owu = uint64(ow)
+    for i in range(ty):
+        t0 = base + uint64(i * tx)
+        for col in range(4):  # over the tile's rows: (p0 + p1 + p2, p1 - p2 - p3)
+            src = uint64(col) * ks + t0
+            sl = uint64(col) * txu
+            for j in range(txu):
+                p0 = prod[src + j]
+                p1 = prod[src + uint64(4) * ks + j]
+                p2 = prod[src + uint64(8) * ks + j]
+                p3 = prod[src + uint64(12) * ks + j]
+                s[sl + j] = p0 + p1 + p2
+                s[uint64(4) * txu + sl + j] = p1 - p2 - p3
+        for a in range(2):
+            oy = 2 * i + a
+            if oy >= oh:
+                break
+            sa = uint64(4 * a) * txu
+            for j in range(txu):
+                q0 = s[sa + j]
+                q1 = s[sa + txu + j]
+                q2 = s[sa + uint64(2) * txu + j]
+                q3 = s[sa + uint64(3) * txu + j]
+                line[uint64(2) * j] = q0 + q1 + q2
+                line[uint64(2) * j + uint64(1)] = q1 - q2 - q3
+            d = plane + uint64(oy * ow)
+            for ox in range(owu):
+                val = line[ox] + bv
+                if has_z:
+                    val += z[d + ox]
+                y[d + ox] = activate(val, act, alpha, beta)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def input_parallel(x, v, dims):  # pragma: no cover - compiled
+    n, c, h, w, top, left, ty, tx = dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], dims[7]
+    tiles_total = n * ty * tx
+    for p in prange(n * c):
+        rows = np.empty(4 * (2 * tx + 2), dtype=x.dtype)
+        tmp = np.empty(4 * (2 * tx + 2), dtype=x.dtype)
+        loc = np.empty(16 * ty * tx, dtype=x.dtype)
+        _input_plane(x, v, p, c, h, w, top, left, ty, tx, tiles_total, rows, tmp, loc)
+
+
+input_serial = serial_twin(input_parallel)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def output_parallel(prod, bias, z, y, dims, act, alpha, beta):  # pragma: no cover - compiled
+    n, m, oh, ow, ty, tx = dims[0], dims[8], dims[9], dims[10], dims[6], dims[7]
+    tiles_total = n * ty * tx
+    for p in prange(n * m):
+        s = np.empty(8 * tx, dtype=prod.dtype)
+        line = np.empty(2 * tx, dtype=prod.dtype)
+        _output_plane(prod, bias, z, y, p, m, oh, ow, ty, tx, tiles_total, s, line, act, alpha, beta)
+
+
+output_serial = serial_twin(output_parallel)
