@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange, uint64
 
-from .activations import activate
+from .kernels_winograd import load_rows, scatter_plane, store_row
 from .threads import serial_twin
 
 
@@ -28,24 +28,9 @@ def _input_plane(x, v, p, c_count, h, w, top, left, ty, tx, tiles_total, rows, t
     plane = uint64(p * h * w)
     ks = uint64(ty * tx)
     base = uint64(c * tiles_total + b * ty * tx)
-    lo = uint64(left)
-    hi = uint64(min(2 * tx + 2, left + w))
     txu = uint64(tx)
     for i in range(ty):
-        for r in range(4):
-            src = 2 * i + r - top
-            row = uint64(r) * wp
-            if src < 0 or src >= h:
-                for q in range(wp):
-                    rows[row + q] = 0.0
-                continue
-            for q in range(lo):
-                rows[row + q] = 0.0
-            off = plane + uint64(src * w) - lo
-            for q in range(lo, hi):
-                rows[row + q] = x[off + q]
-            for q in range(hi, wp):
-                rows[row + q] = 0.0
+        load_rows(x, rows, plane, h, w, top, left, wp, 2 * i, 4)
         for q in range(wp):  # over the tile's rows: (d0 - d2, d1 + d2, d2 - d1, d1 - d3)
             z0 = rows[q]
             z1 = rows[wp + q]
@@ -69,12 +54,7 @@ def _input_plane(x, v, p, c_count, h, w, top, left, ty, tx, tiles_total, rows, t
                 loc[o + ks + j] = z1 + z2
                 loc[o + uint64(2) * ks + j] = z2 - z1
                 loc[o + uint64(3) * ks + j] = z1 - z3
-    big = uint64(c_count * tiles_total)
-    for e in range(16):
-        dst = uint64(e) * big + base
-        src = uint64(e) * ks
-        for t in range(ks):
-            v[dst + t] = loc[src + t]
+    scatter_plane(loc, v, 16, ks, uint64(c_count * tiles_total), base)
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -90,7 +70,6 @@ def _output_plane(prod, bias, z, y, p, m_count, oh, ow, ty, tx, tiles_total, s, 
     has_z = z.shape[0] > 0
     plane = uint64(p * oh * ow)
     txu = uint64(tx)
-    owu = uint64(ow)
     for i in range(ty):
         t0 = base + uint64(i * tx)
         for col in range(4):  # over the tile's rows: (p0 + p1 + p2, p1 - p2 - p3)
@@ -115,12 +94,7 @@ def _output_plane(prod, bias, z, y, p, m_count, oh, ow, ty, tx, tiles_total, s, 
                 q3 = s[sa + uint64(3) * txu + j]
                 line[uint64(2) * j] = q0 + q1 + q2
                 line[uint64(2) * j + uint64(1)] = q1 - q2 - q3
-            d = plane + uint64(oy * ow)
-            for ox in range(owu):
-                val = line[ox] + bv
-                if has_z:
-                    val += z[d + ox]
-                y[d + ox] = activate(val, act, alpha, beta)
+            store_row(line, y, z, plane + uint64(oy * ow), ow, bv, has_z, act, alpha, beta)
 
 
 @njit(parallel=True, cache=True, nogil=True)
