@@ -23,61 +23,15 @@ import numpy as np
 from numba import njit, prange, uint64
 
 from . import direct
-from .activations import activate
 from .kernels_conv import call_accepts
 from .scratch import scratch
 from .threads import GRAIN, serial_twin, use
+from .winograd_rows import load_rows, scatter_plane, store_row
 
 _NO_Z = {dt: np.empty(0, dtype=dt) for dt in (np.dtype(np.float32),)}
 #: the transforms' coefficients as float32: Python float literals would make numba compute in
 #: float64 and convert back (1.7x slower input transform, measured)
 _F2, _F4, _F5, _F8 = np.float32(2.0), np.float32(4.0), np.float32(5.0), np.float32(8.0)
-
-
-@njit(cache=True, nogil=True, boundscheck=False, inline="always")
-def load_rows(x, rows, plane, h, w, top, left, wp, first, count):  # pragma: no cover - compiled
-    """Input rows ``first - top`` .. (``count`` of them) of the plane at ``plane``, zero-padded
-    to ``wp`` columns with ``left`` zeros first, into ``rows`` (count x wp): a tile band of
-    either variant."""
-    lo = uint64(left)
-    hi = uint64(min(wp, left + w))
-    for r in range(count):
-        src = first + r - top
-        row = uint64(r) * wp
-        if src < 0 or src >= h:
-            for q in range(wp):
-                rows[row + q] = 0.0
-            continue
-        for q in range(lo):
-            rows[row + q] = 0.0
-        off = plane + uint64(src * w) - lo
-        for q in range(lo, hi):
-            rows[row + q] = x[off + q]
-        for q in range(hi, wp):
-            rows[row + q] = 0.0
-
-
-@njit(cache=True, nogil=True, boundscheck=False, inline="always")
-def scatter_plane(loc, v, elements, ks, big, base):  # pragma: no cover - compiled
-    """A plane's (elements, tiles) block ``loc`` into ``v``'s runs: element ``e``'s ``ks``
-    tiles at ``e * big + base`` (36 or 16 contiguous runs a plane; written per tile row as
-    short scattered runs they measured ~2x slower)."""
-    for e in range(elements):
-        dst = uint64(e) * big + base
-        src = uint64(e) * ks
-        for t in range(ks):
-            v[dst + t] = loc[src + t]
-
-
-@njit(cache=True, nogil=True, boundscheck=False, inline="always")
-def store_row(line, y, z, d, ow, bv, has_z, act, alpha, beta):  # pragma: no cover - compiled
-    """One output row from the output transform's ``line``: plus the bias and the residual,
-    through the activation, into ``y`` at ``d``."""
-    for ox in range(uint64(ow)):
-        val = line[ox] + bv
-        if has_z:
-            val += z[d + ox]
-        y[d + ox] = activate(val, act, alpha, beta)
 
 
 @njit(cache=True, nogil=True, boundscheck=False)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange, uint64
 
-from .kernels_winograd import load_rows, scatter_plane, store_row
 from .threads import serial_twin
+from .winograd_rows import load_rows, scatter_plane, store_row
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
