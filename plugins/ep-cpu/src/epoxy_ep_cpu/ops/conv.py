@@ -1008,18 +1008,20 @@ class _Jit:
     __slots__ = ("f23", "f43", "grid", "module", "nthreads", "pointwise", "winograd")
 
     def __init__(self, module: ModuleType, nthreads: int, pointwise: ModuleType | None = None,
-                 grid: ModuleType | None = None, winograd: tuple[str, ...] = (), f43: ModuleType | None = None) -> None:
+                 grid: ModuleType | None = None, winograd: tuple[str, ...] = (),
+                 compiled_winograd: ModuleType | None = None) -> None:
         self.module, self.nthreads, self.pointwise, self.grid = module, nthreads, pointwise, grid
         self.winograd = winograd
-        self.f43 = f43 if "F(4,3)" in winograd else None  # kernels_winograd: F(4x4, 3x3) ...
-        self.f23 = f43 if "F(2,3)" in winograd else None  # ... and F(2x2, 3x3) (tile 2)
+        # kernels_winograd runs both variants (F(2,3) with tile 2), each where the option allows it
+        self.f43 = compiled_winograd if "F(4,3)" in winograd else None
+        self.f23 = compiled_winograd if "F(2,3)" in winograd else None
 
     def route(self, shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeights, group: int, strides, dilations,
               begin, end, out_sp) -> str | None:
         """Which compiled path runs a 2-D layer of this input shape: "pointwise" (1x1 GEMM),
-        "grid" (grid im2col + GEMM), "winograd" (F(4x4, 3x3) with compiled transforms, the
-        layers whose numpy path would be F(4,3)), "direct" (the direct kernel), or None (the
-        numpy paths)."""
+        "grid" (grid im2col + GEMM), "winograd" / "winograd23" (F(4x4, 3x3) / F(2x2, 3x3)
+        with compiled transforms: ``use_f43_jit``, ``use_f23_jit``, and the layers whose numpy
+        path would be F(4,3)), "direct" (the direct kernel), or None (the numpy paths)."""
         c, m = shape[1], pk.w.shape[0]
         direct = use_jit(c, m, group, pk.kernel, strides, begin, end, out_sp, dtype)
         if self.pointwise is not None and self.pointwise.is_pointwise(pk.kernel, strides, begin, end, group, c):
