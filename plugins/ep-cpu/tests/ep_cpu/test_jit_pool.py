@@ -86,22 +86,30 @@ def _spec(case):
                     outputs=tuple(node.output), attributes=attrs, input_types=(), output_types=())
 
 
+def _spy_calls(monkeypatch) -> list[str]:
+    """Records each call of the two windowed kernels' prepared calls, by class name."""
+    from epoxy_ep_cpu.jit import kernels_pool, kernels_pool_rows
+
+    calls: list[str] = []
+    for cls in (kernels_pool.Pool2dCall, kernels_pool_rows.RowsPoolCall):
+        real = cls.__call__
+        monkeypatch.setattr(cls, "__call__", lambda self, x, _real=real: calls.append(type(self).__name__)
+                            or _real(self, x))
+    return calls
+
+
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
-def test_jit_on_dispatches_to_the_compiled_pool(monkeypatch, op):
-    from epoxy_ep_cpu.jit import kernels_pool
-
-    real, calls = kernels_pool.Pool2dCall.__call__, []
-
-    def spy(self, x):
-        calls.append(1)
-        return real(self, x)
-
-    monkeypatch.setattr(kernels_pool.Pool2dCall, "__call__", spy)
-    case = one_node(op, [_x(1, (1, 2, 8, 8), np.float32)], {"kernel_shape": [3, 3], "strides": [2, 2]}, 22)
+@pytest.mark.parametrize(("attrs", "kernel"), [({"kernel_shape": [3, 3], "strides": [2, 2]}, "RowsPoolCall"),
+                                               ({"kernel_shape": [3, 3], "strides": [2, 2], "dilations": [2, 2]},
+                                                "Pool2dCall")])
+def test_jit_on_dispatches_to_the_compiled_pool(monkeypatch, op, attrs, kernel):
+    """Undilated windows run the row-buffer kernel, dilated ones the general one."""
+    calls = _spy_calls(monkeypatch)
+    case = one_node(op, [_x(1, (1, 2, 9, 9), np.float32)], attrs, 22)
     run_cpu(case, False)
     assert calls == []
     run_cpu(case, True)
-    assert calls == [1]
+    assert calls == [kernel]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -194,42 +202,103 @@ def test_same_size_3x3_pools_nan_and_infinities(monkeypatch):
     assert len(calls) == 2
 
 
-_PARALLEL = [(*c, "pool2d_parallel") for c in CASES[:3]] + [
-    ((2, 5, 12, 10), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, "same3_parallel")]  # the whole-plane kernel
+_PARALLEL = [(*c, "kernels_pool_rows", "rows_parallel") for c in CASES[:3]] + [
+    ((1, 3, 10, 10), {"kernel_shape": [3, 3], "strides": [2, 2], "dilations": [2, 2]}, "kernels_pool",
+     "pool2d_parallel"),
+    ((2, 5, 12, 10), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, "kernels_pool", "same3_parallel")]  # whole planes
 
 
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
-@pytest.mark.parametrize(("shape", "attrs", "kernel"), _PARALLEL, ids=_ids(_PARALLEL))
-def test_parallel_variant_matches_the_serial_one(monkeypatch, op, shape, attrs, kernel):
+@pytest.mark.parametrize(("shape", "attrs", "module", "kernel"), _PARALLEL, ids=_ids(_PARALLEL))
+def test_parallel_variant_matches_the_serial_one(monkeypatch, op, shape, attrs, module, kernel):
     """Inputs big enough for two threads run the ``prange`` variant: forced here (grain 1),
     it must give the serial kernel's values exactly."""
-    from epoxy_ep_cpu.jit import kernels_pool
+    import importlib
 
+    compiled = importlib.import_module(f"epoxy_ep_cpu.jit.{module}")
     case = one_node(op, [_x(11, shape, np.float32)], attrs, 22)
     serial = run_cpu(case, True, jit_threads=1)
-    monkeypatch.setattr(kernels_pool, "GRAIN", 1)
-    real, calls = getattr(kernels_pool, kernel), []
-    monkeypatch.setattr(kernels_pool, kernel, lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(compiled, "GRAIN", 1)
+    real, calls = getattr(compiled, kernel), []
+    monkeypatch.setattr(compiled, kernel, lambda *a: calls.append(1) or real(*a))
     close(run_cpu(case, True, jit_threads=2), serial, 0, 0)
     assert calls == [1]
 
 
-def test_routing_keeps_unpadded_strided_pools_over_small_planes_on_numpy():
-    """Measured (use_jit_pool's docstring): numpy's strided slices win on many small planes
-    without padding (squeezenet's [256, 27, 27] s2 MaxPool); padded or large planes compile."""
+def test_routing_of_unpadded_strided_pools_over_small_planes():
+    """Measured (use_jit_pool's docstring): numpy's strided slices beat the general kernel on
+    many small planes without padding (squeezenet's [256, 27, 27] s2 MaxPool), the row-buffer
+    kernel beats both: such pools run compiled only where the row kernel takes them."""
     from epoxy.contract import NodeSpec
     from epoxy_ep_cpu.ops import pool
 
-    def routed(shape, ceil):
+    def routed(shape, ceil, rows_fit):
         attrs = {"kernel_shape": (3, 3), "strides": (2, 2), "ceil_mode": ceil}
         a = pool._PoolAttrs(NodeSpec(0, "p", "MaxPool", "", 17, ("x",), ("y",), attrs, (), ()))
         x = np.zeros(shape, np.float32)
         _, begin, end, extra = a.geometry(x)
-        return pool.use_jit_pool(x, a, begin, end, extra)
+        return pool.use_jit_pool(x, a, begin, end, extra, rows_fit)
 
-    assert not routed((1, 256, 27, 27), 0) and not routed((1, 512, 13, 13), 0)
-    assert routed((1, 256, 26, 26), 1)  # ceil_mode pads: the compiled kernel
-    assert routed((1, 64, 111, 111), 0) and routed((1, 8, 32, 32), 0)  # large planes, small tensors
+    assert not routed((1, 256, 27, 27), 0, False) and not routed((1, 512, 13, 13), 0, False)
+    assert routed((1, 256, 27, 27), 0, True) and routed((1, 512, 13, 13), 0, True)
+    assert routed((1, 256, 26, 26), 1, False)  # ceil_mode pads: the general kernel
+    assert routed((1, 64, 111, 111), 0, False) and routed((1, 8, 32, 32), 0, False)  # large planes, small tensors
+
+
+@pytest.mark.parametrize(("kernel", "strides", "dilations", "begin", "in_sp", "out_sp", "fits"), [
+    ((3, 3), (2, 2), (1, 1), (0, 0), (27, 27), (13, 13), True),
+    ((3, 3), (2, 2), (1, 1), (1, 1), (112, 112), (56, 56), True),
+    ((2, 2), (2, 2), (1, 1), (0, 0), (7, 7), (4, 4), True),  # ceil mode: the last window half outside
+    ((3, 3), (2, 2), (2, 2), (0, 0), (12, 12), (4, 4), False),  # dilated
+    ((2, 2), (2, 2), (1, 1), (2, 0), (6, 6), (4, 3), False),  # a pad as large as the window
+    ((2, 2), (3, 3), (1, 1), (1, 1), (4, 4), (3, 3), False),  # the last window wholly in the padding
+])
+def test_row_kernel_fits_only_windows_that_reach_the_input(kernel, strides, dilations, begin, in_sp, out_sp, fits):
+    from epoxy_ep_cpu.jit import kernels_pool_rows
+
+    assert kernels_pool_rows.fits(kernel, strides, dilations, begin, in_sp, out_sp) is fits
+
+
+# (x shape, attributes) of the row-buffer kernel: every branch of its plane loops (3, 2 and 1
+# window rows; 3-, 2- and 5-wide windows; strides 1, 2, 3; pads; ceil mode; batch 2)
+ROWS = [
+    ((2, 3, 13, 11), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+    ((1, 4, 12, 12), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 3, 9, 10), {"kernel_shape": [2, 2], "strides": [2, 2], "pads": [1, 0, 0, 1], "ceil_mode": 1}),
+    ((1, 2, 16, 16), {"kernel_shape": [2, 3], "strides": [2, 2], "pads": [0, 1, 0, 1]}),
+    ((1, 2, 11, 11), {"kernel_shape": [5, 5], "strides": [3, 3], "pads": [2, 2, 2, 2]}),
+    ((1, 2, 7, 7), {"kernel_shape": [3, 2], "strides": [1, 1]}),
+    ((1, 3, 5, 17), {"kernel_shape": [3, 3], "strides": [2, 1], "pads": [0, 1, 1, 1]}),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("shape", "attrs"), ROWS, ids=_ids(ROWS))
+@pytest.mark.parametrize(("op", "include_pad"), [("MaxPool", None), ("AveragePool", 0), ("AveragePool", 1)])
+@pytest.mark.parametrize("specials", [False, True])
+def test_row_kernel_matches_the_numpy_path_bit_for_bit(monkeypatch, shape, attrs, op, include_pad, dtype, specials):
+    """The numpy path's values, and its bits but for the sign of a zero (as everywhere in
+    this file: numpy's fmax of -0 and +0 returns either), on magnitudes down to the
+    subnormals, with zeros of both signs; with ``specials`` some planes hold NaN or
+    infinities (MaxPool's NaN-aware loops, and an infinity's false alarm in the NaN scan)
+    and others none (the plain max)."""
+    calls = _spy_calls(monkeypatch)
+    rng = np.random.default_rng(sum(shape) + len(attrs))
+    x = (rng.standard_normal(shape) * rng.choice([1.0, 1e-38, 1e-43, 3e37], size=shape)).astype(dtype)
+    x[rng.random(shape) < 0.1] = 0.0
+    x[rng.random(shape) < 0.1] = -0.0
+    if specials:
+        x[0, 0, 1, 1] = np.nan
+        x[0, 0, 0, :] = np.nan  # a whole first row
+        x[0, 1, 2, 0] = np.inf
+        x[-1, -1, -1, -1] = -np.inf
+    extra = {} if include_pad is None else {"count_include_pad": include_pad}
+    case = one_node(op, [x], {**attrs, **extra}, 22)
+    on, off = run_cpu(case, True), run_cpu(case, False)
+    assert calls == ["RowsPoolCall"]
+    np.testing.assert_array_equal(on[0], off[0])  # NaN where NaN
+    nonzero = off[0] != 0
+    np.testing.assert_array_equal(on[0][nonzero].view(np.uint8), off[0][nonzero].view(np.uint8))
 
 
 def _batch_axis_pool(op: str, attrs: dict) -> bytes:
@@ -253,13 +322,13 @@ def test_each_input_shape_prepares_one_call(monkeypatch, op):
     from epoxy_ep_cpu.jit import kernels_pool
 
     made: list[tuple[int, ...]] = []
-    real_init = kernels_pool.Pool2dCall.__init__
+    real_init = kernels_pool.rows.RowsPoolCall.__init__
 
     def counting_init(self, shape, *args):
         made.append(shape)
         real_init(self, shape, *args)
 
-    monkeypatch.setattr(kernels_pool.Pool2dCall, "__init__", counting_init)
+    monkeypatch.setattr(kernels_pool.rows.RowsPoolCall, "__init__", counting_init)
     model = _batch_axis_pool(op, {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]})
     on = epoxy.InferenceSession(model, providers=[("cpu", {"jit": True})])
     off = epoxy.InferenceSession(model, providers=[("cpu", {"jit": False})])

@@ -211,14 +211,20 @@ class _JitPool:
 
     def _prepare(self, x: np.ndarray, a: _PoolAttrs, counts_of: CountsOf | None) -> Any:
         out_sp, begin, end, extra = a.geometry(x)  # raises for a bad rank or a buffer too large
-        if min(out_sp) <= 0 or not self.module.pool2d_fits(x, begin) or not use_jit_pool(x, a, begin, end, extra):
+        if min(out_sp) <= 0 or not self.module.pool2d_fits(x, begin):
+            return None
+        # a window over the whole image (one output per plane) stays on numpy's passes: the
+        # row kernel's loops are too short there ([2048, 7, 7] 7x7 average: 0.17 ms, numpy 0.11)
+        rows_fit = math.prod(out_sp) > 1 and self.module.rows.fits(a.kernel, a.strides, a.dilations, begin,
+                                                                   x.shape[2:], out_sp)
+        if not use_jit_pool(x, a, begin, end, extra, rows_fit):
             return None
         counts = None
         if counts_of is not None:
             ch, cw = counts_of(x.shape[2:], out_sp, begin, end)
             counts = (ch, cw)
-        return self.module.Pool2dCall(x.shape, x.dtype, a.kernel, a.strides, a.dilations, begin, out_sp, counts,
-                                      self.nthreads)
+        return self.module.prepare(x.shape, x.dtype, a.kernel, a.strides, a.dilations, begin, out_sp, counts,
+                                   self.nthreads)
 
 
 #: stride-1 pools run compiled only on inputs of at most this many elements
@@ -230,7 +236,7 @@ _JIT_POOL_SMALL_MAX = 1 << 16
 
 
 def use_jit_pool(x: np.ndarray, a: _PoolAttrs, begin: list[int], end: list[int],
-                 extra: Sequence[int] = ()) -> bool:
+                 extra: Sequence[int] = (), rows_fit: bool = False) -> bool:
     """Whether the compiled kernel runs this 2-D float MaxPool / AveragePool (pads >= 0).
     Measured against the numpy passes, 1 thread, 3x3 windows: strided pools 0.37-0.9x the
     numpy time ([8, 32, 32] s2 0.39x, [64, 112, 112] s2 0.69x (max) / 0.55x (average), [256,
@@ -240,9 +246,14 @@ def use_jit_pool(x: np.ndarray, a: _PoolAttrs, begin: list[int], end: list[int],
     Strided pools that need no padding over many small planes stay on numpy too: its strided
     slices win there ([256, 27, 27] s2 1.3x, [512, 13, 13] s2 1.5x; squeezenet's last MaxPool);
     ``extra`` is ceil_mode's padding past ``end``. Padded 3x3 stride-1 pools of any size run
-    compiled (their whole-plane kernel: [192, 28, 28] 0.25-0.3x the numpy time)."""
+    compiled (their whole-plane kernel: [192, 28, 28] 0.25-0.3x the numpy time), and so do
+    the pools of ``rows_fit`` (``kernels_pool_rows.fits``: undilated windows, each reaching
+    the input) at any size: their row-buffer kernel beat numpy on every shape measured
+    (bench/README, session 18)."""
     if x.ndim != 4 or a.nsp != 2:
         return False
+    if rows_fit and x.dtype in (np.float32, np.float64) and min(begin) >= 0 and min(end) >= 0:
+        return True
     strided = a.strides != (1, 1)
     unpadded_small_planes = (strided and max(begin) == 0 and max(end) == 0 and max(extra, default=0) == 0
                              and x.shape[2] * x.shape[3] < _JIT_POOL_MIN_PLANE and x.size > _JIT_POOL_SMALL_MAX)

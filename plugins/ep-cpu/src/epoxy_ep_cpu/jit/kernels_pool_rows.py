@@ -1,0 +1,302 @@
+"""Compiled 2-D MaxPool / AveragePool for undilated windows whose every window reaches the
+input (the strided pools of the CNNs, and windows covering the whole image), through one
+padded row buffer per output row.
+
+Why a second windowed kernel: ``kernels_pool._pool_plane`` treats each output row's edge
+windows one by one with bounds checks and divides outputs in a separate loop; on stride-2
+pools that bookkeeping, not the arithmetic, was the time (1 thread, [96, 109, 109] 3x3 s2
+MaxPool 0.40 ms, [272, 14, 14] 3x3 s2 AveragePool 0.10 ms; onnxruntime 0.23 and 0.016).
+Here the window rows of an output row are folded into a buffer that already holds the
+padding (the fold's identity: NaN under fmax, -inf for a plane without NaN, +0 for sums),
+so every output folds the same ``kw`` buffer entries with a constant step and the divisor
+is applied in the same loop. Same operands in the same order as ``_pool_plane`` (and the
+numpy path), so the same bits: a +0 identity added to a sum that starts from +0 changes
+nothing, and NaN is fmax's identity. The guard :func:`fits` keeps out geometries with a
+window wholly in the padding (its value would depend on the identity)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numba import njit, prange, uint64
+
+from . import direct
+from .pool_folds import MAX, MAX_NO_NAN, SUM, has_nan, max2, max2_finite
+from .threads import GRAIN, serial_twin, use
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _fold_rows(x, r, starts, count, base, wd, mode):  # pragma: no cover - compiled
+    """``r[base:base + wd]`` = the ``count`` input rows at ``starts`` folded element by
+    element, in order (two or three rows in one vectorized loop, more row by row)."""
+    b = uint64(base)
+    w = uint64(wd)
+    s0 = uint64(starts[0])
+    if count == 3:
+        s1, s2 = uint64(starts[1]), uint64(starts[2])
+        if mode == MAX_NO_NAN:
+            for i in range(w):
+                r[b + i] = max2_finite(x[s2 + i], max2_finite(x[s1 + i], x[s0 + i]))
+        elif mode == MAX:
+            for i in range(w):
+                r[b + i] = max2(x[s2 + i], max2(x[s1 + i], x[s0 + i]))
+        else:
+            for i in range(w):
+                r[b + i] = (x[s0 + i] + x[s1 + i]) + x[s2 + i]
+        return
+    if count == 2:
+        s1 = uint64(starts[1])
+        if mode == MAX_NO_NAN:
+            for i in range(w):
+                r[b + i] = max2_finite(x[s1 + i], x[s0 + i])
+        elif mode == MAX:
+            for i in range(w):
+                r[b + i] = max2(x[s1 + i], x[s0 + i])
+        else:
+            for i in range(w):
+                r[b + i] = x[s0 + i] + x[s1 + i]
+        return
+    for i in range(w):
+        r[b + i] = x[s0 + i]
+    for k in range(1, count):
+        sk = uint64(starts[k])
+        if mode == MAX_NO_NAN:
+            for i in range(w):
+                r[b + i] = max2_finite(x[sk + i], r[b + i])
+        elif mode == MAX:
+            for i in range(w):
+                r[b + i] = max2(x[sk + i], r[b + i])
+        else:
+            for i in range(w):
+                r[b + i] += x[sk + i]
+
+
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def _fold_columns(r, y, yo, n, s, kw, e, div, do, mode):  # pragma: no cover - compiled
+    """``n`` outputs from ``yo``: output ``i`` folds ``r[i * s + k]``, k < kw (sums from
+    ``e``, then divided by ``div[do + i]``). Inlined with constant steps (see
+    ``kernels_pool._columns``)."""
+    one, two = uint64(1), uint64(2)  # unsigned throughout: an int64 operand makes numba index with wraparound checks
+    if mode == MAX_NO_NAN and kw == 3:
+        for i in range(n):
+            b = i * s
+            y[yo + i] = max2_finite(r[b + two], max2_finite(r[b + one], r[b]))
+    elif mode == MAX_NO_NAN and kw == 2:
+        for i in range(n):
+            b = i * s
+            y[yo + i] = max2_finite(r[b + one], r[b])
+    elif mode == MAX and kw == 3:
+        for i in range(n):
+            b = i * s
+            y[yo + i] = max2(r[b + two], max2(r[b + one], r[b]))
+    elif mode == MAX and kw == 2:
+        for i in range(n):
+            b = i * s
+            y[yo + i] = max2(r[b + one], r[b])
+    elif mode == SUM and kw == 3:
+        for i in range(n):
+            b = i * s
+            y[yo + i] = (((e + r[b]) + r[b + one]) + r[b + two]) / div[do + i]
+    elif mode == SUM and kw == 2:
+        for i in range(n):
+            b = i * s
+            y[yo + i] = ((e + r[b]) + r[b + one]) / div[do + i]
+    else:
+        for i in range(n):
+            b = i * s
+            a = r[b] if mode != SUM else e + r[b]
+            for k in range(one, uint64(kw)):
+                if mode == MAX_NO_NAN:
+                    a = max2_finite(r[b + k], a)
+                elif mode == MAX:
+                    a = max2(r[b + k], a)
+                else:
+                    a = a + r[b + k]
+            y[yo + i] = a if mode != SUM else a / div[do + i]
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _plane_max_s2(x, y, r, xb, yb, h, wd, oh, ow, kh, kw, pt, pl, cols):  # pragma: no cover - compiled
+    """:func:`_plane`'s MAX_NO_NAN case for stride-2 windows of 2 or 3 (the CNNs' MaxPools),
+    with the window rows' offsets computed in place and every loop written out: through the
+    general plane function's mode and count dispatch the same loops ran 1.4x slower."""
+    w = uint64(wd)
+    b = uint64(pl)
+    one, two = uint64(1), uint64(2)
+    for oy in range(oh):
+        first = max(0, 2 * oy - pt)
+        count = min(h, 2 * oy - pt + kh) - first
+        s0 = uint64(xb + first * wd)
+        if count == 3:
+            for i in range(uint64(cols)):
+                r[b + i] = max2_finite(x[s0 + w + w + i], max2_finite(x[s0 + w + i], x[s0 + i]))
+        elif count == 2:
+            for i in range(uint64(cols)):
+                r[b + i] = max2_finite(x[s0 + w + i], x[s0 + i])
+        else:
+            for i in range(uint64(cols)):
+                r[b + i] = x[s0 + i]
+        yo = uint64(yb + oy * ow)
+        if kw == 3:
+            for i in range(uint64(ow)):
+                y[yo + i] = max2_finite(r[i + i + two], max2_finite(r[i + i + one], r[i + i]))
+        else:
+            for i in range(uint64(ow)):
+                y[yo + i] = max2_finite(r[i + i + one], r[i + i])
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _plane_sum(x, y, div, r, e, xb, yb, h, wd, oh, ow, kh, kw, sh, sw, pt, pl, cols):  # pragma: no cover
+    """:func:`_plane` for AveragePool: each output's sum from ``e`` (+0) over its window's
+    row sums, in the numpy path's order (rows first, then columns), divided by its
+    ``div`` entry in the same loop; the loops written out as in :func:`_plane_max_s2`."""
+    w = uint64(wd)
+    b = uint64(pl)
+    one, two = uint64(1), uint64(2)
+    for oy in range(oh):
+        first = max(0, oy * sh - pt)
+        count = min(h, oy * sh - pt + kh) - first
+        s0 = uint64(xb + first * wd)
+        if count == 3:
+            for i in range(uint64(cols)):
+                r[b + i] = (x[s0 + i] + x[s0 + w + i]) + x[s0 + w + w + i]
+        elif count == 2:
+            for i in range(uint64(cols)):
+                r[b + i] = x[s0 + i] + x[s0 + w + i]
+        else:
+            for i in range(uint64(cols)):
+                r[b + i] = x[s0 + i]
+            for k in range(one, uint64(count)):
+                sk = s0 + k * w
+                for i in range(uint64(cols)):
+                    r[b + i] += x[sk + i]
+        yo = uint64(yb + oy * ow)
+        do = uint64(oy * ow)
+        if sw == 2 and kw == 3:
+            for i in range(uint64(ow)):
+                y[yo + i] = (((e + r[i + i]) + r[i + i + one]) + r[i + i + two]) / div[do + i]
+        elif sw == 2 and kw == 2:
+            for i in range(uint64(ow)):
+                y[yo + i] = ((e + r[i + i]) + r[i + i + one]) / div[do + i]
+        else:
+            for i in range(uint64(ow)):
+                c = i * uint64(sw)
+                a = e + r[c]
+                for k in range(one, uint64(kw)):
+                    a += r[c + k]
+                y[yo + i] = a / div[do + i]
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _plane(x, y, div, ident, r, starts, p, h, wd, oh, ow, kh, kw, sh, sw, pt, pl, rw, is_max):  # pragma: no cover
+    """Plane ``p`` of an (H, W) -> (oh, ow) pool with a (kh, kw) window, strides (sh, sw),
+    pads (pt, pl) at the start and a row buffer ``rw`` wide; ``ident``: each mode's identity
+    in ``x``'s dtype; ``r`` (``rw``) and ``starts`` (kh) are scratch. The buffer's entry ``j``
+    is the input column ``j - pl``; the entries outside the input hold the identity. The
+    geometry comes as scalars: read from an array here it made the row loop 1.8x slower."""
+    xb = p * h * wd
+    yb = p * oh * ow
+    mode = SUM
+    if is_max:
+        mode = MAX if has_nan(x, xb, h * wd) else MAX_NO_NAN
+    e = ident[SUM]
+    fill = ident[mode]
+    cols = min(wd, rw - pl)  # input columns some window reads
+    for j in range(pl):
+        r[j] = fill
+    for j in range(pl + cols, rw):
+        r[j] = fill
+    if mode == SUM:
+        _plane_sum(x, y, div, r, e, xb, yb, h, wd, oh, ow, kh, kw, sh, sw, pt, pl, cols)
+        return
+    if mode == MAX_NO_NAN and sh == 2 and sw == 2 and 2 <= kh <= 3 and 2 <= kw <= 3:
+        _plane_max_s2(x, y, r, xb, yb, h, wd, oh, ow, kh, kw, pt, pl, cols)
+        return
+    for oy in range(oh):
+        count = 0
+        for ki in range(kh):
+            iy = oy * sh + ki - pt
+            if 0 <= iy < h:
+                starts[count] = xb + iy * wd
+                count += 1
+        _fold_rows(x, r, starts, count, pl, cols, mode)
+        yo = uint64(yb + oy * ow)
+        do = uint64(oy * ow)
+        n = uint64(ow)
+        if sw == 2:
+            _fold_columns(r, y, yo, n, uint64(2), kw, e, div, do, mode)
+        elif sw == 1:
+            _fold_columns(r, y, yo, n, uint64(1), kw, e, div, do, mode)
+        else:
+            _fold_columns(r, y, yo, n, uint64(sw), kw, e, div, do, mode)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def rows_parallel(x, y, dims, div, ident, planes, is_max, shares):  # pragma: no cover - compiled
+    h, wd, oh, ow, kh, kw, sh, sw, pt, pl, rw = (dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6],
+                                                 dims[7], dims[8], dims[9], dims[10])
+    for t in prange(shares):  # one share of planes a thread (``shares`` <= planes), its scratch allocated once
+        r = np.empty(rw, dtype=x.dtype)
+        starts = np.empty(kh, dtype=np.int64)
+        for p in range(t * planes // shares, (t + 1) * planes // shares):
+            _plane(x, y, div, ident, r, starts, p, h, wd, oh, ow, kh, kw, sh, sw, pt, pl, rw, is_max)
+
+
+rows_serial = serial_twin(rows_parallel)
+
+
+#: per dtype, each fold's identity, indexed by mode: +0 (SUM), NaN (MAX), -inf (MAX_NO_NAN)
+_IDENTITY = {np.dtype(t): np.array([0.0, np.nan, -np.inf], dtype=t) for t in (np.float32, np.float64)}
+
+
+def fits(kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int], begin: Sequence[int],
+         in_sp: Sequence[int], out_sp: Sequence[int]) -> bool:
+    """Whether this kernel runs a 2-D pool: undilated, pads smaller than the window, and
+    every window's first row and column inside the input (ceil mode's last windows may
+    reach past it, never wholly)."""
+    if tuple(dilations) != (1, 1) or len(kernel) != 2:
+        return False
+    for k, s, b, size, o in zip(kernel, strides, begin, in_sp, out_sp):
+        if not 0 <= b < k or (o - 1) * s - b >= size:
+            return False
+    return True
+
+
+class RowsPoolCall:
+    """One pool node's call for one input shape and dtype (see the module docstring);
+    ``counts``: AveragePool's divisor factors per output row and column, None for MaxPool.
+    Callers pass ``x`` C-contiguous of ``dtype``."""
+
+    __slots__ = ("_count", "_fn", "_rest", "_work", "dtype", "out_shape", "shape")
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, kernel: Sequence[int], strides: Sequence[int],
+                 begin: Sequence[int], out_sp: Sequence[int], counts: tuple[np.ndarray, np.ndarray] | None,
+                 nthreads: int) -> None:
+        n, c, h, wd = shape
+        oh, ow = int(out_sp[0]), int(out_sp[1])
+        self.shape, self.dtype = shape, dtype
+        self.out_shape = (n, c, oh, ow)
+        width = (ow - 1) * strides[1] + kernel[1]
+        dims = np.array((h, wd, oh, ow, kernel[0], kernel[1], strides[0], strides[1], begin[0], begin[1], width),
+                        dtype=np.int64)
+        div = np.ones(1, dtype=dtype)
+        if counts is not None:
+            both = np.multiply.outer(counts[0].astype(np.int64), counts[1].astype(np.int64)).reshape(-1)
+            div = np.maximum(both, 1).astype(dtype)
+        self._work = n * c * h * wd
+        self._count = max(1, min(nthreads, n * c, self._work // GRAIN))
+        self._fn: Any = None
+        self._rest = (dims, div, _IDENTITY[dtype], n * c, counts is None, self._count)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        y = np.empty(self.out_shape, dtype=self.dtype)
+        args = (x.reshape(-1), y.reshape(-1), *self._rest)
+        fn = self._fn
+        if fn is None:
+            fn = self._fn = direct.overload(rows_parallel if self._count > 1 else rows_serial, args)
+        if self._count > 1:
+            use(self._count, self._work)
+        fn(*args)
+        return y
