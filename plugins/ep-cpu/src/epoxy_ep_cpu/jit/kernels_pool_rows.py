@@ -1,17 +1,19 @@
-"""Compiled 2-D MaxPool / AveragePool for undilated windows whose every window reaches the
-input (the strided pools of the CNNs, and windows covering the whole image), through one
-padded row buffer per output row.
+"""Compiled 2-D MaxPool / AveragePool for undilated windows that each reach the input (the
+CNNs' strided pools), through one padded row buffer per output row.
 
 Why a second windowed kernel: ``kernels_pool._pool_plane`` treats each output row's edge
 windows one by one with bounds checks and divides outputs in a separate loop; on stride-2
 pools that bookkeeping, not the arithmetic, was the time (1 thread, [96, 109, 109] 3x3 s2
-MaxPool 0.40 ms, [272, 14, 14] 3x3 s2 AveragePool 0.10 ms; onnxruntime 0.23 and 0.016).
+MaxPool 0.46 ms, [272, 14, 14] 3x3 s2 AveragePool 0.11 ms; onnxruntime 0.23 and 0.016).
 Here the window rows of an output row are folded into a buffer that already holds the
 padding (the fold's identity: NaN under fmax, -inf for a plane without NaN, +0 for sums),
-so every output folds the same ``kw`` buffer entries with a constant step and the divisor
-is applied in the same loop. Same operands in the same order as ``_pool_plane`` (and the
-numpy path), so the same bits: a +0 identity added to a sum that starts from +0 changes
-nothing, and NaN is fmax's identity. The guard :func:`fits` keeps out geometries with a
+so every output folds the same ``kw`` buffer entries at a constant step, and AveragePool
+divides in the same loop (now 0.26 and 0.05 ms; bench/pool_paths.py). Three plane loops:
+sums (:func:`_plane_sum`), the plain max of a NaN-free plane under 2- or 3-wide stride-2
+windows (:func:`_plane_max_s2`, the common case, written out), and the general max. Same
+operands in the same order as ``_pool_plane`` and the numpy path, so the same values and,
+but for the sign of a zero, the same bits: a +0 identity added to a sum that starts from +0
+changes nothing, and NaN is fmax's identity. :func:`fits` keeps out geometries with a
 window wholly in the padding (its value would depend on the identity)."""
 
 from __future__ import annotations
@@ -27,94 +29,34 @@ from .pool_folds import MAX, MAX_NO_NAN, SUM, has_nan, max2, max2_finite
 from .threads import GRAIN, serial_twin, use
 
 
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def _max(v, a, mode):  # pragma: no cover - compiled
+    return max2_finite(v, a) if mode == MAX_NO_NAN else max2(v, a)
+
+
 @njit(cache=True, nogil=True, boundscheck=False)
-def _fold_rows(x, r, starts, count, base, wd, mode):  # pragma: no cover - compiled
-    """``r[base:base + wd]`` = the ``count`` input rows at ``starts`` folded element by
-    element, in order (two or three rows in one vectorized loop, more row by row)."""
+def _max_rows(x, r, starts, count, base, wd, mode):  # pragma: no cover - compiled
+    """``r[base:base + wd]`` = the max of the ``count`` input rows at ``starts``, folded in
+    order (MAX or MAX_NO_NAN; the general case: planes with NaN, unusual windows)."""
     b = uint64(base)
-    w = uint64(wd)
     s0 = uint64(starts[0])
-    if count == 3:
-        s1, s2 = uint64(starts[1]), uint64(starts[2])
-        if mode == MAX_NO_NAN:
-            for i in range(w):
-                r[b + i] = max2_finite(x[s2 + i], max2_finite(x[s1 + i], x[s0 + i]))
-        elif mode == MAX:
-            for i in range(w):
-                r[b + i] = max2(x[s2 + i], max2(x[s1 + i], x[s0 + i]))
-        else:
-            for i in range(w):
-                r[b + i] = (x[s0 + i] + x[s1 + i]) + x[s2 + i]
-        return
-    if count == 2:
-        s1 = uint64(starts[1])
-        if mode == MAX_NO_NAN:
-            for i in range(w):
-                r[b + i] = max2_finite(x[s1 + i], x[s0 + i])
-        elif mode == MAX:
-            for i in range(w):
-                r[b + i] = max2(x[s1 + i], x[s0 + i])
-        else:
-            for i in range(w):
-                r[b + i] = x[s0 + i] + x[s1 + i]
-        return
-    for i in range(w):
+    for i in range(uint64(wd)):
         r[b + i] = x[s0 + i]
     for k in range(1, count):
         sk = uint64(starts[k])
-        if mode == MAX_NO_NAN:
-            for i in range(w):
-                r[b + i] = max2_finite(x[sk + i], r[b + i])
-        elif mode == MAX:
-            for i in range(w):
-                r[b + i] = max2(x[sk + i], r[b + i])
-        else:
-            for i in range(w):
-                r[b + i] += x[sk + i]
+        for i in range(uint64(wd)):
+            r[b + i] = _max(x[sk + i], r[b + i], mode)
 
 
-@njit(cache=True, nogil=True, boundscheck=False, inline="always")
-def _fold_columns(r, y, yo, n, s, kw, e, div, do, mode):  # pragma: no cover - compiled
-    """``n`` outputs from ``yo``: output ``i`` folds ``r[i * s + k]``, k < kw (sums from
-    ``e``, then divided by ``div[do + i]``). Inlined with constant steps (see
-    ``kernels_pool._columns``)."""
-    one, two = uint64(1), uint64(2)  # unsigned throughout: an int64 operand makes numba index with wraparound checks
-    if mode == MAX_NO_NAN and kw == 3:
-        for i in range(n):
-            b = i * s
-            y[yo + i] = max2_finite(r[b + two], max2_finite(r[b + one], r[b]))
-    elif mode == MAX_NO_NAN and kw == 2:
-        for i in range(n):
-            b = i * s
-            y[yo + i] = max2_finite(r[b + one], r[b])
-    elif mode == MAX and kw == 3:
-        for i in range(n):
-            b = i * s
-            y[yo + i] = max2(r[b + two], max2(r[b + one], r[b]))
-    elif mode == MAX and kw == 2:
-        for i in range(n):
-            b = i * s
-            y[yo + i] = max2(r[b + one], r[b])
-    elif mode == SUM and kw == 3:
-        for i in range(n):
-            b = i * s
-            y[yo + i] = (((e + r[b]) + r[b + one]) + r[b + two]) / div[do + i]
-    elif mode == SUM and kw == 2:
-        for i in range(n):
-            b = i * s
-            y[yo + i] = ((e + r[b]) + r[b + one]) / div[do + i]
-    else:
-        for i in range(n):
-            b = i * s
-            a = r[b] if mode != SUM else e + r[b]
-            for k in range(one, uint64(kw)):
-                if mode == MAX_NO_NAN:
-                    a = max2_finite(r[b + k], a)
-                elif mode == MAX:
-                    a = max2(r[b + k], a)
-                else:
-                    a = a + r[b + k]
-            y[yo + i] = a if mode != SUM else a / div[do + i]
+@njit(cache=True, nogil=True, boundscheck=False)
+def _max_columns(r, y, yo, n, s, kw, mode):  # pragma: no cover - compiled
+    """``n`` outputs from ``yo``: output ``i`` is the max of ``r[i * s + k]``, k < kw, in order."""
+    for i in range(uint64(n)):
+        b = i * uint64(s)
+        a = r[b]
+        for k in range(uint64(1), uint64(kw)):
+            a = _max(r[b + k], a, mode)
+        y[uint64(yo) + i] = a
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -221,16 +163,8 @@ def _plane(x, y, div, ident, r, starts, p, h, wd, oh, ow, kh, kw, sh, sw, pt, pl
             if 0 <= iy < h:
                 starts[count] = xb + iy * wd
                 count += 1
-        _fold_rows(x, r, starts, count, pl, cols, mode)
-        yo = uint64(yb + oy * ow)
-        do = uint64(oy * ow)
-        n = uint64(ow)
-        if sw == 2:
-            _fold_columns(r, y, yo, n, uint64(2), kw, e, div, do, mode)
-        elif sw == 1:
-            _fold_columns(r, y, yo, n, uint64(1), kw, e, div, do, mode)
-        else:
-            _fold_columns(r, y, yo, n, uint64(sw), kw, e, div, do, mode)
+        _max_rows(x, r, starts, count, pl, cols, mode)
+        _max_columns(r, y, yb + oy * ow, ow, sw, kw, mode)
 
 
 @njit(parallel=True, cache=True, nogil=True)

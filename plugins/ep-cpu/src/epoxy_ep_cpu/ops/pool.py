@@ -246,14 +246,12 @@ def use_jit_pool(x: np.ndarray, a: _PoolAttrs, begin: list[int], end: list[int],
     Strided pools that need no padding over many small planes stay on numpy too: its strided
     slices win there ([256, 27, 27] s2 1.3x, [512, 13, 13] s2 1.5x; squeezenet's last MaxPool);
     ``extra`` is ceil_mode's padding past ``end``. Padded 3x3 stride-1 pools of any size run
-    compiled (their whole-plane kernel: [192, 28, 28] 0.25-0.3x the numpy time), and so do
-    the pools of ``rows_fit`` (``kernels_pool_rows.fits``: undilated windows, each reaching
-    the input) at any size: their row-buffer kernel beat numpy on every shape measured
-    (bench/README, session 18)."""
+    compiled (their whole-plane kernel: [192, 28, 28] 0.25-0.3x the numpy time). Strided
+    pools of ``rows_fit`` (``kernels_pool_rows.fits``: undilated windows, each reaching the
+    input) compile over small planes too: their row-buffer kernel beats numpy there
+    ([256, 27, 27] s2 0.5x, [512, 28, 28] 2x2 s2 0.65x; bench/README, session 18)."""
     if x.ndim != 4 or a.nsp != 2:
         return False
-    if rows_fit and x.dtype in (np.float32, np.float64) and min(begin) >= 0 and min(end) >= 0:
-        return True
     strided = a.strides != (1, 1)
     unpadded_small_planes = (strided and max(begin) == 0 and max(end) == 0 and max(extra, default=0) == 0
                              and x.shape[2] * x.shape[3] < _JIT_POOL_MIN_PLANE and x.size > _JIT_POOL_SMALL_MAX)
@@ -262,7 +260,7 @@ def use_jit_pool(x: np.ndarray, a: _PoolAttrs, begin: list[int], end: list[int],
         and min(begin) >= 0
         and min(end) >= 0
         and (strided or x.size <= _JIT_POOL_STRIDE1_MAX or _same_size_3x3(a, begin, end, extra))
-        and not unpadded_small_planes
+        and (rows_fit or not unpadded_small_planes)
     )
 
 
