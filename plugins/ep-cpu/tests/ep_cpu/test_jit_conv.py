@@ -55,6 +55,13 @@ CASES = [
     ((2, 3, 17, 15), (4, 3, 4, 4), {"strides": [4, 4]}),  # patchify, batch 2, a remainder
     ((1, 4, 9, 11), (6, 2, 3, 2), {"group": 2, "strides": [3, 2], "dilations": [1, 2], "pads": [1, 0, 2, 1]}),
     ((1, 4, 5, 5), (4, 1, 3, 3), {"group": 4, "pads": [3, 3, 3, 3]}),  # pads past the kernel: zero rows
+    # stride-1 depthwise (kernels_depthwise): 5-wide rows, the general row loop (2, 4 wide), one
+    # kernel row, non-square windows, asymmetric pads, batch 3 over 7 channels
+    ((3, 7, 9, 8), (7, 1, 5, 5), {"group": 7, "pads": [2, 1, 2, 3]}),
+    ((1, 6, 8, 10), (6, 1, 2, 4), {"group": 6, "pads": [0, 2, 1, 1]}),
+    ((2, 5, 6, 12), (5, 1, 1, 7), {"group": 5, "pads": [0, 3, 0, 3]}),
+    ((1, 3, 11, 4), (3, 1, 7, 1), {"group": 3, "pads": [3, 0, 3, 0]}),
+    ((1, 9, 4, 4), (9, 1, 7, 7), {"group": 9, "pads": [3, 3, 3, 3]}),  # convnext's 7x7 on a 4x4 map
 ]
 
 
@@ -98,10 +105,27 @@ def test_jit_on_dispatches_to_the_compiled_conv(monkeypatch):
 
     monkeypatch.setattr(kernels_conv, "run_conv2d", spy)
     x, w, b = _data(1, (1, 4, 6, 6), (4, 1, 3, 3), np.float32, True)
-    case = one_node("Conv", [x, w, b], {"group": 4}, 22)  # weights fed at run time: packed per call
+    case = one_node("Conv", [x, w, b], {"group": 4, "strides": [2, 2]}, 22)  # weights fed at run time
     run_cpu(case, False)
     assert calls == []
     run_cpu(case, True)
+    assert calls == [1]
+
+
+@pytest.mark.parametrize("const", [False, True])
+def test_stride_one_depthwise_layers_run_the_depthwise_kernel(monkeypatch, const):
+    """Stride-1 depthwise layers (weights constant or fed at run time) run
+    ``kernels_depthwise``, not the direct kernel."""
+    from epoxy_ep_cpu.jit import kernels_conv, kernels_depthwise
+
+    calls = []
+    real = kernels_depthwise.DepthwiseCall.__call__
+    monkeypatch.setattr(kernels_depthwise.DepthwiseCall, "__call__",
+                        lambda self, x, z: calls.append(1) or real(self, x, z))
+    monkeypatch.setattr(kernels_conv, "run_conv2d", lambda *a: pytest.fail("the direct kernel ran"))
+    x, w, b = _data(1, (1, 4, 6, 6), (4, 1, 3, 3), np.float32, True)
+    case = one_node("Conv", [x, In(w, const=const), In(b, const=const)], {"group": 4, "pads": [1, 1, 1, 1]}, 22)
+    close(run_cpu(case, True), run_reference(case), *_tol(x, w))
     assert calls == [1]
 
 
@@ -200,8 +224,9 @@ _PARALLEL_CASES = CASES[:4] + CASES[10:12]
 def test_parallel_variant_matches_the_serial_one(monkeypatch, x_shape, w_shape, attrs):
     """Layers big enough for two threads run the ``prange`` variants: forced here on small
     ones (grain 1), they must give the serial kernels' values exactly (same order per output):
-    the direct kernel's for depthwise and grouped layers, the grid GEMM's for group-1 ones."""
-    from epoxy_ep_cpu.jit import kernels_conv, kernels_conv_gemm
+    the depthwise kernel's for stride-1 depthwise layers, the direct kernel's for other
+    depthwise and grouped layers, the grid GEMM's for group-1 ones."""
+    from epoxy_ep_cpu.jit import kernels_conv, kernels_conv_gemm, kernels_depthwise
 
     x, w, b = _data(8, x_shape, w_shape, np.float32, True)
     case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], attrs, 22)
@@ -215,6 +240,9 @@ def test_parallel_variant_matches_the_serial_one(monkeypatch, x_shape, w_shape, 
     direct = group > 1 or (x_shape[0] == 1 and kernels_conv.block_layout(w_shape, (1, 1), (1, 1), out_sp, group)[4])
     module, names = ((kernels_conv, ("flat_parallel",)) if direct
                      else (kernels_conv_gemm, ("cols_parallel", "store_parallel")))
+    if kernels_depthwise.fits(x_shape[1], w_shape[0], group, w_shape[2:], attrs.get("strides", (1, 1)),
+                              attrs.get("dilations", (1, 1)), [0, 0], [0, 0]):
+        module, names = kernels_depthwise, ("depthwise_parallel",)
     for name in names:
         real = getattr(module, name)
         monkeypatch.setattr(module, name, lambda *a, _real=real: calls.append(1) or _real(*a))

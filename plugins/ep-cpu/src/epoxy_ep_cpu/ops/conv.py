@@ -794,7 +794,7 @@ def conv_kernel(node: NodeSpec, epi: Epilogue | None = None) -> Callable[..., np
     winograd = current.winograd_paths
     compiled = jit.kernels("conv")
     fast = (_Jit(compiled, jit.thread_count(), jit.kernels("pointwise"), jit.kernels("conv_gemm"), winograd,
-                 jit.kernels("winograd"))
+                 jit.kernels("winograd"), jit.kernels("depthwise"))
             if compiled is not None else None)
     w_const, b_const = constant_input(node, 1), constant_input(node, 2)
     prepacked = None
@@ -1005,12 +1005,13 @@ class _Jit:
     calls (``jit/kernels_pointwise.py``, ``jit/kernels_conv_gemm.py``) of a provider running
     the jit tier, and the Winograd variants its options allow."""
 
-    __slots__ = ("f23", "f43", "grid", "module", "nthreads", "pointwise", "winograd")
+    __slots__ = ("depthwise", "f23", "f43", "grid", "module", "nthreads", "pointwise", "winograd")
 
     def __init__(self, module: ModuleType, nthreads: int, pointwise: ModuleType | None = None,
                  grid: ModuleType | None = None, winograd: tuple[str, ...] = (),
-                 compiled_winograd: ModuleType | None = None) -> None:
+                 compiled_winograd: ModuleType | None = None, depthwise: ModuleType | None = None) -> None:
         self.module, self.nthreads, self.pointwise, self.grid = module, nthreads, pointwise, grid
+        self.depthwise = depthwise
         self.winograd = winograd
         # kernels_winograd runs both variants (F(2,3) with tile 2), each where the option allows it
         self.f43 = compiled_winograd if "F(4,3)" in winograd else None
@@ -1021,8 +1022,11 @@ class _Jit:
         """Which compiled path runs a 2-D layer of this input shape: "pointwise" (1x1 GEMM),
         "grid" (grid im2col + GEMM), "winograd" / "winograd23" (F(4x4, 3x3) / F(2x2, 3x3)
         with compiled transforms: ``use_f43_jit``, ``use_f23_jit``, and the layers whose numpy
-        path would be F(4,3)), "direct" (the direct kernel), or None (the numpy paths)."""
+        path would be F(4,3)), "depthwise" (stride-1 depthwise layers: ``kernels_depthwise``),
+        "direct" (the direct kernel), or None (the numpy paths)."""
         c, m = shape[1], pk.w.shape[0]
+        if self.depthwise is not None and self.depthwise.fits(c, m, group, pk.kernel, strides, dilations, begin, end):
+            return "depthwise"
         direct = use_jit(c, m, group, pk.kernel, strides, begin, end, out_sp, dtype)
         if self.pointwise is not None and self.pointwise.is_pointwise(pk.kernel, strides, begin, end, group, c):
             return "pointwise"
@@ -1070,6 +1074,9 @@ class _Jit:
         if route == "winograd23":
             return self.f23.WinogradCall(shape, dtype, pk.winograd(), bias, begin, out_sp, code, alpha, beta,
                                          self.nthreads, tile=2)
+        if route == "depthwise":
+            return self.depthwise.DepthwiseCall(shape, dtype, pk.w, bias, begin, out_sp, code, alpha, beta,
+                                                self.nthreads)
         if route == "grid":
             return self.grid.GridConvCall(shape, dtype, pk.w, bias, strides, dilations, begin, out_sp, code, alpha,
                                           beta, self.nthreads)
@@ -1083,7 +1090,7 @@ class _Jit:
         if x.ndim != 4 or x.dtype != pk.w.dtype:
             return None
         route = self.route(x.shape, x.dtype, pk, group, strides, dilations, begin, end, out_sp)
-        if route not in ("pointwise", "grid", "winograd", "winograd23"):
+        if route not in ("pointwise", "grid", "winograd", "winograd23", "depthwise"):
             return None  # the direct kernel's own cached entry (``run_direct``) or the numpy paths
         fuse = epi is not None and (z is None or (z.shape == (x.shape[0], pk.w.shape[0], *out_sp)
                                                   and z.dtype == x.dtype))

@@ -1,0 +1,176 @@
+"""Compiled stride-1 depthwise 2-D convolution (one input channel per output channel), NCHW,
+with FusedConv's epilogue in the same pass.
+
+Why not the direct kernel (``kernels_conv``): it updates an output plane one kernel position
+at a time, so each of a 7x7 kernel's 49 taps loads and stores the whole accumulator, and the
+exact-span loops end in a scalar remainder; on depthwise layers that ran 2-7x slower than
+onnxruntime (1 thread: [136, 28, 28] 3x3 0.14 ms against 0.061, [8, 16, 8, 8] 7x7 0.10
+against 0.016; bench/README, session 18). Here a plane is padded once into a scratch grid
+``wp`` wide, and each kernel row is one pass over the flat grid that folds all ``kw`` taps of
+that row (3, 5 and 7 written out), so the accumulator moves once per kernel row and the
+taps' loads are unit-stride runs a lane apart. The grid's ``wp - ow`` extra columns per row
+are computed and dropped by the store, which applies bias (folded into the first row's
+pass), the residual and the activation. One compiled specialization per dtype."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numba import njit, prange, uint64
+
+from . import direct, kernels_conv
+from .activations import activate
+from .kernels_conv import call_accepts
+from .threads import GRAIN, serial_twin, use
+
+
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def _pad(x, xp, xb, h, wd, hp, wp, pt, pl):  # pragma: no cover - compiled
+    """``xp[:hp * wp]`` = the plane at ``x[xb:]`` placed at row ``pt``, column ``pl`` of a
+    zeroed (hp, wp) grid (the input rows and columns past the grid are not read)."""
+    w = uint64(wp)
+    cols = uint64(max(0, min(wd, wp - pl)))
+    for r in range(uint64(hp)):
+        rb = r * w
+        iy = int(r) - pt
+        if iy < 0 or iy >= h:
+            for j in range(w):
+                xp[rb + j] = 0.0
+            continue
+        for j in range(uint64(pl)):
+            xp[rb + j] = 0.0
+        sb = uint64(xb + iy * wd)
+        db = rb + uint64(pl)
+        for j in range(cols):
+            xp[db + j] = x[sb + j]
+        for j in range(uint64(pl) + cols, w):
+            xp[rb + j] = 0.0
+
+
+@njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"}, inline="always")
+def _kernel_row(xp, acc, w, wo, base, span, kw, first, bv):  # pragma: no cover - compiled
+    """``acc[:span] (+)= sum_j w[wo + j] * xp[base + j + q]``: one kernel row's taps in one
+    pass (``first``: the accumulator starts from the bias ``bv`` instead)."""
+    wk = w[wo:wo + kw]
+    b = uint64(base)
+    one, two, three = uint64(1), uint64(2), uint64(3)
+    if kw == 3:
+        w0, w1, w2 = wk[0], wk[1], wk[2]
+        if first:
+            for q in range(uint64(span)):
+                acc[q] = bv + (w0 * xp[b + q] + w1 * xp[b + q + one] + w2 * xp[b + q + two])
+        else:
+            for q in range(uint64(span)):
+                acc[q] += w0 * xp[b + q] + w1 * xp[b + q + one] + w2 * xp[b + q + two]
+        return
+    if kw == 5:
+        w0, w1, w2, w3, w4 = wk[0], wk[1], wk[2], wk[3], wk[4]
+        for q in range(uint64(span)):
+            s = (w0 * xp[b + q] + w1 * xp[b + q + one] + w2 * xp[b + q + two] + w3 * xp[b + q + three]
+                 + w4 * xp[b + q + uint64(4)])
+            acc[q] = (bv + s) if first else acc[q] + s
+        return
+    if kw == 7:
+        w0, w1, w2, w3, w4, w5, w6 = wk[0], wk[1], wk[2], wk[3], wk[4], wk[5], wk[6]
+        for q in range(uint64(span)):
+            s = (w0 * xp[b + q] + w1 * xp[b + q + one] + w2 * xp[b + q + two] + w3 * xp[b + q + three]
+                 + w4 * xp[b + q + uint64(4)] + w5 * xp[b + q + uint64(5)] + w6 * xp[b + q + uint64(6)])
+            acc[q] = (bv + s) if first else acc[q] + s
+        return
+    if first:
+        for q in range(uint64(span)):
+            acc[q] = bv
+    for j in range(uint64(kw)):
+        wv = wk[j]
+        for q in range(uint64(span)):
+            acc[q] += wv * xp[b + j + q]
+
+
+@njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
+def _plane(x, w, bias, z, y, xp, acc, p, c, h, wd, oh, ow, kh, kw, pt, pl, act, alpha, beta):  # pragma: no cover
+    """Output plane ``p`` (= batch * C + channel) of a stride-1 depthwise layer; ``xp`` and
+    ``acc`` are scratch of the padded grid's size ((oh + kh - 1) x (ow + kw - 1))."""
+    ch = p % c
+    hp, wp = oh + kh - 1, ow + kw - 1
+    _pad(x, xp, p * h * wd, h, wd, hp, wp, pt, pl)
+    span = (oh - 1) * wp + ow
+    wb = ch * kh * kw
+    for ki in range(kh):
+        _kernel_row(xp, acc, w, wb + ki * kw, ki * wp, span, kw, ki == 0, bias[ch])
+    yb = uint64(p * oh * ow)
+    w_ = uint64(wp)
+    o = uint64(ow)
+    has_z = z.shape[0] > 0
+    for oy in range(uint64(oh)):
+        rb = yb + oy * o
+        ab = oy * w_
+        for ox in range(o):
+            v = acc[ab + ox]
+            if has_z:
+                v += z[rb + ox]
+            y[rb + ox] = activate(v, act, alpha, beta)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def depthwise_parallel(x, w, bias, z, y, dims, planes, shares, act, alpha, beta):  # pragma: no cover - compiled
+    c, h, wd, oh, ow, kh, kw, pt, pl = dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], dims[7], dims[8]
+    grid = (oh + kh - 1) * (ow + kw - 1)
+    for t in prange(shares):  # one share of planes a thread, its scratch allocated once
+        xp = np.empty(grid, dtype=x.dtype)
+        acc = np.empty(grid, dtype=x.dtype)
+        for p in range(t * planes // shares, (t + 1) * planes // shares):
+            _plane(x, w, bias, z, y, xp, acc, p, c, h, wd, oh, ow, kh, kw, pt, pl, act, alpha, beta)
+
+
+depthwise_serial = serial_twin(depthwise_parallel)
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_NO_Z = {dt: np.empty(0, dtype=dt) for dt in _FLOATS}
+
+
+def fits(c: int, m: int, group: int, kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int],
+         begin: Sequence[int], end: Sequence[int]) -> bool:
+    """Whether this kernel runs a layer: 2-D, depthwise (one input channel per group, one
+    output channel per input channel), stride 1, undilated, pads >= 0."""
+    return (len(kernel) == 2 and group == c == m and tuple(strides) == (1, 1) and tuple(dilations) == (1, 1)
+            and min(begin) >= 0 and min(end) >= 0)
+
+
+class DepthwiseCall:
+    """One depthwise layer's call for one input shape (:func:`fits`), prepared: the geometry,
+    thread count and overload are settled once. Callers pass ``x`` C-contiguous of ``dtype``
+    and ``z`` None or a C-contiguous array of ``out_shape`` and ``dtype`` (:meth:`accepts`)."""
+
+    __slots__ = ("_count", "_fn", "_head", "_rest", "dims", "dtype", "out_shape", "shape")
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
+                 begin: Sequence[int], out_sp: Sequence[int], act: int, alpha: float, beta: float,
+                 nthreads: int) -> None:
+        n, c, h, wd = shape
+        kh, kw = int(w.shape[2]), int(w.shape[3])
+        oh, ow = int(out_sp[0]), int(out_sp[1])
+        self.shape, self.dtype = shape, dtype
+        self.out_shape = (n, c, oh, ow)
+        self.dims = np.array((c, h, wd, oh, ow, kh, kw, int(begin[0]), int(begin[1])), dtype=np.int64)
+        planes = n * c
+        self._count = max(1, min(nthreads, planes, planes * oh * ow * kh * kw // kernels_conv.MAC_GRAIN))
+        self._head = (np.ascontiguousarray(w, dtype=dtype).reshape(-1), np.ascontiguousarray(bias, dtype=dtype))
+        self._rest = (self.dims, planes, self._count, act, dtype.type(alpha), dtype.type(beta))
+        self._fn: Any = None
+
+    def accepts(self, x: np.ndarray, z: np.ndarray | None) -> bool:
+        return x.shape == self.shape and call_accepts(x, z, self.dtype, self.out_shape)
+
+    def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
+        dt = self.dtype
+        y = np.empty(self.out_shape, dtype=dt)
+        args = (x.reshape(-1), *self._head, _NO_Z[dt] if z is None else z.reshape(-1), y.reshape(-1), *self._rest)
+        fn = self._fn
+        if fn is None:
+            fn = self._fn = direct.overload(depthwise_serial if self._count == 1 else depthwise_parallel, args)
+        if self._count > 1:
+            use(self._count, self._count * GRAIN)
+        fn(*args)
+        return y
