@@ -62,6 +62,12 @@ CASES = [
     ((2, 5, 6, 12), (5, 1, 1, 7), {"group": 5, "pads": [0, 3, 0, 3]}),
     ((1, 3, 11, 4), (3, 1, 7, 1), {"group": 3, "pads": [3, 0, 3, 0]}),
     ((1, 9, 4, 4), (9, 1, 7, 7), {"group": 9, "pads": [3, 3, 3, 3]}),  # convnext's 7x7 on a 4x4 map
+    # stride-2 depthwise (its phase grids): odd and even sizes, both pad parities, 2- to 7-wide
+    ((1, 5, 13, 12), (5, 1, 5, 5), {"group": 5, "strides": [2, 2], "pads": [2, 1, 2, 2]}),
+    ((2, 3, 9, 10), (3, 1, 7, 7), {"group": 3, "strides": [2, 2], "pads": [3, 3, 3, 3]}),
+    ((1, 4, 8, 7), (4, 1, 2, 2), {"group": 4, "strides": [2, 2]}),
+    ((1, 3, 7, 6), (3, 1, 3, 3), {"group": 3, "strides": [2, 2], "pads": [0, 1, 1, 0]}),
+    ((1, 2, 5, 5), (2, 1, 4, 4), {"group": 2, "strides": [2, 2], "pads": [1, 2, 2, 1]}),
 ]
 
 
@@ -105,7 +111,7 @@ def test_jit_on_dispatches_to_the_compiled_conv(monkeypatch):
 
     monkeypatch.setattr(kernels_conv, "run_conv2d", spy)
     x, w, b = _data(1, (1, 4, 6, 6), (4, 1, 3, 3), np.float32, True)
-    case = one_node("Conv", [x, w, b], {"group": 4, "strides": [2, 2]}, 22)  # weights fed at run time
+    case = one_node("Conv", [x, w, b], {"group": 4, "dilations": [2, 2]}, 22)  # weights fed at run time
     run_cpu(case, False)
     assert calls == []
     run_cpu(case, True)

@@ -41,6 +41,71 @@ def _place(x, xp, xb, h, wd, wp, pt, pl):  # pragma: no cover - compiled
             xp[db + j] = x[sb + j]
 
 
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def _place_s2(x, xp, xb, h, wd, hq, wq, pt, pl):  # pragma: no cover - compiled
+    """Stride 2: the plane split by the parity of its padded row and column into four
+    (hq, wq) phase grids (phase (pr, pc) at ``((pr * 2 + pc) * hq) * wq``), so that every
+    kernel position reads one unit-stride run of one phase; only the interior is written
+    (see :func:`_place`), input rows and columns no window reads are skipped. An input row's
+    column pairs (2t, 2t + 1) go to the two column phases in one loop (a deinterleave)."""
+    pa = pl % 2  # the column phase of even input columns; odd ones take the other
+    ia, ib = pl // 2, (pl + 1) // 2  # the phase index of input columns 0 and 1
+    pairs = min(wd // 2, wq - ia, wq - ib)
+    for r in range(h):
+        pr = r + pt
+        ri = pr // 2
+        if ri >= hq:
+            break
+        sb = uint64(xb + r * wd)
+        row = (pr % 2 * 2) * hq + ri
+        da = uint64((row + pa * hq) * wq + ia)
+        db = uint64((row + (1 - pa) * hq) * wq + ib)
+        for t in range(uint64(max(0, pairs))):
+            xp[da + t] = x[sb + t + t]
+            xp[db + t] = x[sb + t + t + uint64(1)]
+        for j in range(2 * max(0, pairs), wd):  # an odd width's last column, or columns past the grid
+            d = (j + pl) // 2
+            if d < wq:
+                xp[uint64((row + (j + pl) % 2 * hq) * wq + d)] = x[sb + uint64(j)]
+
+
+@njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"}, inline="always")
+def _kernel_row_s2(xp, acc, w, wo, g0, g1, span, kw, first, bv):  # pragma: no cover - compiled
+    """Stride 2: ``acc[:span] (+)= sum_j w[wo + j] * phase_j[j // 2 + q]``, the even taps from
+    the phase grid at ``g0``, the odd ones from ``g1`` (3, 5 and 7 wide written out)."""
+    wk = w[wo:wo + kw]
+    a, b = uint64(g0), uint64(g1)
+    one, two, three = uint64(1), uint64(2), uint64(3)
+    if kw == 3:
+        w0, w1, w2 = wk[0], wk[1], wk[2]
+        for q in range(uint64(span)):
+            s = w0 * xp[a + q] + w1 * xp[b + q] + w2 * xp[a + q + one]
+            acc[q] = (bv + s) if first else acc[q] + s
+        return
+    if kw == 5:
+        w0, w1, w2, w3, w4 = wk[0], wk[1], wk[2], wk[3], wk[4]
+        for q in range(uint64(span)):
+            s = (w0 * xp[a + q] + w1 * xp[b + q] + w2 * xp[a + q + one] + w3 * xp[b + q + one]
+                 + w4 * xp[a + q + two])
+            acc[q] = (bv + s) if first else acc[q] + s
+        return
+    if kw == 7:
+        w0, w1, w2, w3, w4, w5, w6 = wk[0], wk[1], wk[2], wk[3], wk[4], wk[5], wk[6]
+        for q in range(uint64(span)):
+            s = (w0 * xp[a + q] + w1 * xp[b + q] + w2 * xp[a + q + one] + w3 * xp[b + q + one]
+                 + w4 * xp[a + q + two] + w5 * xp[b + q + two] + w6 * xp[a + q + three])
+            acc[q] = (bv + s) if first else acc[q] + s
+        return
+    if first:
+        for q in range(uint64(span)):
+            acc[q] = bv
+    for j in range(uint64(kw)):
+        wv = wk[j]
+        o = (a if j % two == 0 else b) + j // two
+        for q in range(uint64(span)):
+            acc[q] += wv * xp[o + q]
+
+
 @njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"}, inline="always")
 def _kernel_row(xp, acc, w, wo, base, span, kw, first, bv):  # pragma: no cover - compiled
     """``acc[:span] (+)= sum_j w[wo + j] * xp[base + j + q]``: one kernel row's taps in one
@@ -81,16 +146,26 @@ def _kernel_row(xp, acc, w, wo, base, span, kw, first, bv):  # pragma: no cover 
 
 
 @njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
-def _plane(x, w, bias, z, y, xp, acc, p, c, h, wd, oh, ow, kh, kw, pt, pl, act, alpha, beta):  # pragma: no cover
-    """Output plane ``p`` (= batch * C + channel) of a stride-1 depthwise layer; ``xp`` (the
-    padded grid, (oh + kh - 1) x (ow + kw - 1), its padding zero) and ``acc`` are scratch."""
+def _plane(x, w, bias, z, y, xp, acc, p, c, h, wd, oh, ow, kh, kw, s, pt, pl, act, alpha, beta):  # pragma: no cover
+    """Output plane ``p`` (= batch * C + channel) of a depthwise layer of stride ``s`` (1 or
+    2); ``xp`` (the padded grid, (oh + kh - 1) x (ow + kw - 1), or its four phase grids of
+    (oh + (kh - 1) // 2) x (ow + (kw - 1) // 2), the padding zero) and ``acc`` are scratch;
+    the grid's row width ``wp`` is also the accumulator's."""
     ch = p % c
-    wp = ow + kw - 1
-    _place(x, xp, p * h * wd, h, wd, wp, pt, pl)
-    span = (oh - 1) * wp + ow
     wb = ch * kh * kw
-    for ki in range(kh):
-        _kernel_row(xp, acc, w, wb + ki * kw, ki * wp, span, kw, ki == 0, bias[ch])
+    if s == 1:
+        wp = ow + kw - 1
+        _place(x, xp, p * h * wd, h, wd, wp, pt, pl)
+        span = (oh - 1) * wp + ow
+        for ki in range(kh):
+            _kernel_row(xp, acc, w, wb + ki * kw, ki * wp, span, kw, ki == 0, bias[ch])
+    else:
+        hq, wp = oh + (kh - 1) // 2, ow + (kw - 1) // 2
+        _place_s2(x, xp, p * h * wd, h, wd, hq, wp, pt, pl)
+        span = (oh - 1) * wp + ow
+        for ki in range(kh):
+            g0 = ((ki % 2 * 2) * hq + ki // 2) * wp  # phase (ki % 2, 0), row ki // 2
+            _kernel_row_s2(xp, acc, w, wb + ki * kw, g0, g0 + hq * wp, span, kw, ki == 0, bias[ch])
     yb = uint64(p * oh * ow)
     w_ = uint64(wp)
     o = uint64(ow)
@@ -107,13 +182,17 @@ def _plane(x, w, bias, z, y, xp, acc, p, c, h, wd, oh, ow, kh, kw, pt, pl, act, 
 
 @njit(parallel=True, cache=True, nogil=True)
 def depthwise_parallel(x, w, bias, z, y, dims, planes, shares, act, alpha, beta):  # pragma: no cover - compiled
-    c, h, wd, oh, ow, kh, kw, pt, pl = dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], dims[7], dims[8]
-    grid = (oh + kh - 1) * (ow + kw - 1)
+    c, h, wd, oh, ow, kh, kw, pt, pl, s = (dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], dims[7],
+                                           dims[8], dims[9])
+    if s == 1:
+        grid = (oh + kh - 1) * (ow + kw - 1)
+    else:
+        grid = 4 * (oh + (kh - 1) // 2) * (ow + (kw - 1) // 2)
     for t in prange(shares):  # one share of planes a thread, its scratch allocated once
         xp = np.zeros(grid, dtype=x.dtype)  # the padding stays zero: planes write the interior only
         acc = np.empty(grid, dtype=x.dtype)
         for p in range(t * planes // shares, (t + 1) * planes // shares):
-            _plane(x, w, bias, z, y, xp, acc, p, c, h, wd, oh, ow, kh, kw, pt, pl, act, alpha, beta)
+            _plane(x, w, bias, z, y, xp, acc, p, c, h, wd, oh, ow, kh, kw, s, pt, pl, act, alpha, beta)
 
 
 depthwise_serial = serial_twin(depthwise_parallel)
@@ -125,9 +204,9 @@ _NO_Z = {dt: np.empty(0, dtype=dt) for dt in _FLOATS}
 def fits(c: int, m: int, group: int, kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int],
          begin: Sequence[int], end: Sequence[int]) -> bool:
     """Whether this kernel runs a layer: 2-D, depthwise (one input channel per group, one
-    output channel per input channel), stride 1, undilated, pads >= 0."""
-    return (len(kernel) == 2 and group == c == m and tuple(strides) == (1, 1) and tuple(dilations) == (1, 1)
-            and min(begin) >= 0 and min(end) >= 0)
+    output channel per input channel), stride 1 or 2 on both axes, undilated, pads >= 0."""
+    return (len(kernel) == 2 and group == c == m and tuple(strides) in ((1, 1), (2, 2))
+            and tuple(dilations) == (1, 1) and min(begin) >= 0 and min(end) >= 0)
 
 
 class DepthwiseCall:
@@ -139,13 +218,13 @@ class DepthwiseCall:
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
                  begin: Sequence[int], out_sp: Sequence[int], act: int, alpha: float, beta: float,
-                 nthreads: int) -> None:
+                 nthreads: int, stride: int = 1) -> None:
         n, c, h, wd = shape
         kh, kw = int(w.shape[2]), int(w.shape[3])
         oh, ow = int(out_sp[0]), int(out_sp[1])
         self.shape, self.dtype = shape, dtype
         self.out_shape = (n, c, oh, ow)
-        self.dims = np.array((c, h, wd, oh, ow, kh, kw, int(begin[0]), int(begin[1])), dtype=np.int64)
+        self.dims = np.array((c, h, wd, oh, ow, kh, kw, int(begin[0]), int(begin[1]), stride), dtype=np.int64)
         planes = n * c
         self._count = max(1, min(nthreads, planes, planes * oh * ow * kh * kw // kernels_conv.MAC_GRAIN))
         self._head = (np.ascontiguousarray(w, dtype=dtype).reshape(-1), np.ascontiguousarray(bias, dtype=dtype))

@@ -1022,7 +1022,7 @@ class _Jit:
         """Which compiled path runs a 2-D layer of this input shape: "pointwise" (1x1 GEMM),
         "grid" (grid im2col + GEMM), "winograd" / "winograd23" (F(4x4, 3x3) / F(2x2, 3x3)
         with compiled transforms: ``use_f43_jit``, ``use_f23_jit``, and the layers whose numpy
-        path would be F(4,3)), "depthwise" (stride-1 depthwise layers: ``kernels_depthwise``),
+        path would be F(4,3)), "depthwise" (stride-1 and -2 depthwise layers: ``kernels_depthwise``),
         "direct" (the direct kernel), or None (the numpy paths)."""
         c, m = shape[1], pk.w.shape[0]
         if self.depthwise is not None and self.depthwise.fits(c, m, group, pk.kernel, strides, dilations, begin, end):
@@ -1076,7 +1076,7 @@ class _Jit:
                                          self.nthreads, tile=2)
         if route == "depthwise":
             return self.depthwise.DepthwiseCall(shape, dtype, pk.w, bias, begin, out_sp, code, alpha, beta,
-                                                self.nthreads)
+                                                self.nthreads, int(strides[0]))
         if route == "grid":
             return self.grid.GridConvCall(shape, dtype, pk.w, bias, strides, dilations, begin, out_sp, code, alpha,
                                           beta, self.nthreads)
