@@ -1,16 +1,18 @@
-"""Compiled stride-1 depthwise 2-D convolution (one input channel per output channel), NCHW,
-with FusedConv's epilogue in the same pass.
+"""Compiled depthwise 2-D convolution (one input channel per output channel), stride 1 or 2,
+NCHW, with FusedConv's epilogue in the same pass.
 
 Why not the direct kernel (``kernels_conv``): it updates an output plane one kernel position
 at a time, so each of a 7x7 kernel's 49 taps loads and stores the whole accumulator, and the
 exact-span loops end in a scalar remainder; on depthwise layers that ran 2-7x slower than
 onnxruntime (1 thread: [136, 28, 28] 3x3 0.14 ms against 0.061, [8, 16, 8, 8] 7x7 0.10
-against 0.016; bench/README, session 18). Here a plane is padded once into a scratch grid
-``wp`` wide, and each kernel row is one pass over the flat grid that folds all ``kw`` taps of
-that row (3, 5 and 7 written out), so the accumulator moves once per kernel row and the
-taps' loads are unit-stride runs a lane apart. The grid's ``wp - ow`` extra columns per row
-are computed and dropped by the store, which applies bias (folded into the first row's
-pass), the residual and the activation. One compiled specialization per dtype."""
+against 0.016, [96, 112, 112] 3x3 stride 2 0.66 against 0.25; bench/README, session 18).
+Here a plane is placed once into a scratch grid ``wp`` wide whose padding stays zero (one
+grid per thread's share of planes; for stride 2, four phase grids by row and column parity,
+so each kernel position still reads a unit-stride run), and each kernel row is one pass over
+the flat grid that folds all ``kw`` taps of that row (3, 5 and 7 written out): the
+accumulator moves once per kernel row instead of once per tap. The grid's ``wp - ow`` extra
+columns per row are computed and dropped by the store, which applies the residual and the
+activation (the bias starts the first row's pass). One compiled specialization per dtype."""
 
 from __future__ import annotations
 
@@ -210,7 +212,8 @@ def fits(c: int, m: int, group: int, kernel: Sequence[int], strides: Sequence[in
 
 
 class DepthwiseCall:
-    """One depthwise layer's call for one input shape (:func:`fits`), prepared: the geometry,
+    """One depthwise layer's call for one input shape (:func:`fits`; ``stride`` 1 or 2 on
+    both axes), prepared: the geometry,
     thread count and overload are settled once. Callers pass ``x`` C-contiguous of ``dtype``
     and ``z`` None or a C-contiguous array of ``out_shape`` and ``dtype`` (:meth:`accepts`)."""
 

@@ -556,7 +556,8 @@ def use_jit(c: int, m: int, group: int, kernel: tuple[int, ...], strides: tuple[
 
     - depthwise (one input channel per group), any stride and dilation: 0.36-0.65x the numpy
       time on the exporter CNNs (3x3 to 7x7, 8 to 48 channels, stride 1 and 2), 0.45-0.8x on
-      shufflenet's (136-544 channels, 7x7 to 56x56);
+      shufflenet's (136-544 channels, 7x7 to 56x56); ``_Jit.route`` sends the undilated ones of
+      stride 1 and 2 to ``kernels_depthwise``, the others to the direct kernel;
     - other layers with few multiply-adds (``_JIT_MAX_MACS``, ``_JIT_MAX_MACS_1X1``), any
       stride: the tiny exporter CNNs' convolutions and stems. Larger ones keep the BLAS paths,
       and so do grouped convs with many channels per group (shufflenet's 1x1 groups of 6-136
