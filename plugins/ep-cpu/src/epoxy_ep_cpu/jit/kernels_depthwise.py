@@ -72,79 +72,44 @@ def _place_s2(x, xp, xb, h, wd, hq, wq, pt, pl):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"}, inline="always")
-def _kernel_row_s2(xp, acc, w, wo, g0, g1, span, kw, first, bv):  # pragma: no cover - compiled
-    """Stride 2: ``acc[:span] (+)= sum_j w[wo + j] * phase_j[j // 2 + q]``, the even taps from
-    the phase grid at ``g0``, the odd ones from ``g1`` (3, 5 and 7 wide written out)."""
+def _kernel_row(xp, acc, w, wo, a, b, step, span, kw, first, bv):  # pragma: no cover - compiled
+    """``acc[:span] (+)= sum_j w[wo + j] * xp[o_j + q]``: one kernel row's taps in one pass
+    (``first``: the accumulator starts from the bias ``bv`` instead). Tap ``j`` reads from
+    ``o_j = (a if j is even else b) + (j // 2) * step``: stride 1 passes the row's start,
+    the next column and step 2; stride 2 the row in the even and the odd column phase and
+    step 1 (3, 5 and 7 taps written out; callers pass the steps as constants)."""
     wk = w[wo:wo + kw]
-    a, b = uint64(g0), uint64(g1)
-    one, two, three = uint64(1), uint64(2), uint64(3)
+    p0, p1 = uint64(a), uint64(b)
+    d = uint64(step)
     if kw == 3:
         w0, w1, w2 = wk[0], wk[1], wk[2]
         for q in range(uint64(span)):
-            s = w0 * xp[a + q] + w1 * xp[b + q] + w2 * xp[a + q + one]
+            s = w0 * xp[p0 + q] + w1 * xp[p1 + q] + w2 * xp[p0 + d + q]
             acc[q] = (bv + s) if first else acc[q] + s
         return
     if kw == 5:
         w0, w1, w2, w3, w4 = wk[0], wk[1], wk[2], wk[3], wk[4]
         for q in range(uint64(span)):
-            s = (w0 * xp[a + q] + w1 * xp[b + q] + w2 * xp[a + q + one] + w3 * xp[b + q + one]
-                 + w4 * xp[a + q + two])
+            s = (w0 * xp[p0 + q] + w1 * xp[p1 + q] + w2 * xp[p0 + d + q] + w3 * xp[p1 + d + q]
+                 + w4 * xp[p0 + d + d + q])
             acc[q] = (bv + s) if first else acc[q] + s
         return
     if kw == 7:
         w0, w1, w2, w3, w4, w5, w6 = wk[0], wk[1], wk[2], wk[3], wk[4], wk[5], wk[6]
         for q in range(uint64(span)):
-            s = (w0 * xp[a + q] + w1 * xp[b + q] + w2 * xp[a + q + one] + w3 * xp[b + q + one]
-                 + w4 * xp[a + q + two] + w5 * xp[b + q + two] + w6 * xp[a + q + three])
+            s = (w0 * xp[p0 + q] + w1 * xp[p1 + q] + w2 * xp[p0 + d + q] + w3 * xp[p1 + d + q]
+                 + w4 * xp[p0 + d + d + q] + w5 * xp[p1 + d + d + q] + w6 * xp[p0 + d + d + d + q])
             acc[q] = (bv + s) if first else acc[q] + s
         return
     if first:
         for q in range(uint64(span)):
             acc[q] = bv
+    two = uint64(2)
     for j in range(uint64(kw)):
         wv = wk[j]
-        o = (a if j % two == 0 else b) + j // two
+        o = (p0 if j % two == 0 else p1) + (j // two) * d
         for q in range(uint64(span)):
             acc[q] += wv * xp[o + q]
-
-
-@njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"}, inline="always")
-def _kernel_row(xp, acc, w, wo, base, span, kw, first, bv):  # pragma: no cover - compiled
-    """``acc[:span] (+)= sum_j w[wo + j] * xp[base + j + q]``: one kernel row's taps in one
-    pass (``first``: the accumulator starts from the bias ``bv`` instead)."""
-    wk = w[wo:wo + kw]
-    b = uint64(base)
-    one, two, three = uint64(1), uint64(2), uint64(3)
-    if kw == 3:
-        w0, w1, w2 = wk[0], wk[1], wk[2]
-        if first:
-            for q in range(uint64(span)):
-                acc[q] = bv + (w0 * xp[b + q] + w1 * xp[b + q + one] + w2 * xp[b + q + two])
-        else:
-            for q in range(uint64(span)):
-                acc[q] += w0 * xp[b + q] + w1 * xp[b + q + one] + w2 * xp[b + q + two]
-        return
-    if kw == 5:
-        w0, w1, w2, w3, w4 = wk[0], wk[1], wk[2], wk[3], wk[4]
-        for q in range(uint64(span)):
-            s = (w0 * xp[b + q] + w1 * xp[b + q + one] + w2 * xp[b + q + two] + w3 * xp[b + q + three]
-                 + w4 * xp[b + q + uint64(4)])
-            acc[q] = (bv + s) if first else acc[q] + s
-        return
-    if kw == 7:
-        w0, w1, w2, w3, w4, w5, w6 = wk[0], wk[1], wk[2], wk[3], wk[4], wk[5], wk[6]
-        for q in range(uint64(span)):
-            s = (w0 * xp[b + q] + w1 * xp[b + q + one] + w2 * xp[b + q + two] + w3 * xp[b + q + three]
-                 + w4 * xp[b + q + uint64(4)] + w5 * xp[b + q + uint64(5)] + w6 * xp[b + q + uint64(6)])
-            acc[q] = (bv + s) if first else acc[q] + s
-        return
-    if first:
-        for q in range(uint64(span)):
-            acc[q] = bv
-    for j in range(uint64(kw)):
-        wv = wk[j]
-        for q in range(uint64(span)):
-            acc[q] += wv * xp[b + j + q]
 
 
 @njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
@@ -160,14 +125,14 @@ def _plane(x, w, bias, z, y, xp, acc, p, c, h, wd, oh, ow, kh, kw, s, pt, pl, ac
         _place(x, xp, p * h * wd, h, wd, wp, pt, pl)
         span = (oh - 1) * wp + ow
         for ki in range(kh):
-            _kernel_row(xp, acc, w, wb + ki * kw, ki * wp, span, kw, ki == 0, bias[ch])
+            _kernel_row(xp, acc, w, wb + ki * kw, ki * wp, ki * wp + 1, 2, span, kw, ki == 0, bias[ch])
     else:
         hq, wp = oh + (kh - 1) // 2, ow + (kw - 1) // 2
         _place_s2(x, xp, p * h * wd, h, wd, hq, wp, pt, pl)
         span = (oh - 1) * wp + ow
         for ki in range(kh):
             g0 = ((ki % 2 * 2) * hq + ki // 2) * wp  # phase (ki % 2, 0), row ki // 2
-            _kernel_row_s2(xp, acc, w, wb + ki * kw, g0, g0 + hq * wp, span, kw, ki == 0, bias[ch])
+            _kernel_row(xp, acc, w, wb + ki * kw, g0, g0 + hq * wp, 1, span, kw, ki == 0, bias[ch])
     yb = uint64(p * oh * ow)
     w_ = uint64(wp)
     o = uint64(ow)
