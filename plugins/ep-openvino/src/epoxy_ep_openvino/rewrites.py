@@ -13,6 +13,15 @@ OpenVINO 2026.4: conv 512->1000 on 13x13, channels 992-999). The ONNX backend ca
 test_squeezenet turns that into a wrong softmax. AveragePool over the whole image (static
 spatial size) or ReduceMean over the flattened image computes every channel the same way at
 the same speed (bench: within 1-2% on the light models).
+
+QuantizeLinear of a Concat: OpenVINO 2026.4's CPU plugin dies with SIGSEGV while compiling
+``Concat -> Q -> DQ -> Mul/Add/Sub (constant) or BatchNormalization -> Q`` (found on densenet121
+written by onnxruntime's ``quantize_static`` without its pre-processing: every BatchNormalization
+after a dense block's Concat; reduced to a five-node model, the Concat's inputs float or
+quantized alike). A segfault takes the whole process, the session and the user's program with
+it, so the group never gets that shape: ``Q(Concat(x1, ..., xn))`` becomes
+``Concat(Q(x1), ..., Q(xn))``, which is the same codes (per-tensor Q is elementwise), and which
+OpenVINO compiles (int8 layer counts and speed unchanged on the QDQ light models).
 """
 
 from __future__ import annotations
@@ -37,6 +46,16 @@ class RewriteContext:
     shapes: Callable[[str], tuple[Any, ...] | None]
     fresh: FreshNames
     initializers: list[onnx.TensorProto] = field(default_factory=list)
+    #: value name -> the node writing it, and -> how many node inputs or group outputs read it
+    producers: dict[str, onnx.NodeProto] = field(default_factory=dict)
+    reads: dict[str, int] = field(default_factory=dict)
+    #: nodes a rewrite took into its replacement (left out of the rewritten graph)
+    absorbed: set[int] = field(default_factory=set)
+
+    def sole_reader_of(self, name: str) -> onnx.NodeProto | None:
+        """The node writing ``name`` when the node being rewritten is its only reader."""
+        node = self.producers.get(name)
+        return node if node is not None and self.reads.get(name) == 1 else None
 
     def constant(self, hint: str, array: np.ndarray) -> str:
         name = self.fresh(hint)
@@ -72,8 +91,40 @@ def _global_average_pool(node: onnx.NodeProto, ctx: RewriteContext) -> list[onnx
     ]
 
 
+def _is_scalar(ctx: RewriteContext, name: str) -> bool:
+    shape = ctx.shapes(name)
+    return shape is not None and all(d == 1 for d in shape)
+
+
+def _quantize_concat_parts(node: onnx.NodeProto, ctx: RewriteContext) -> list[onnx.NodeProto] | None:
+    """``Q(Concat(x1..xn))`` -> ``Concat(Q(x1)..Q(xn))`` for a per-tensor Q that alone reads
+    the Concat (see the module docstring: OpenVINO crashes on the first form)."""
+    concat = ctx.sole_reader_of(node.input[0])
+    if concat is None or concat.op_type != "Concat" or concat.domain not in ("", "ai.onnx"):
+        return None
+    if any(a.name == "block_size" for a in node.attribute) or not all(_is_scalar(ctx, n) for n in node.input[1:] if n):
+        return None
+    parts = []
+    for k, x in enumerate(concat.input):
+        q = onnx.NodeProto()
+        q.CopyFrom(node)
+        q.name = ctx.fresh(f"{node.name or node.output[0]}__part{k}")
+        del q.input[:]
+        q.input.extend([x, *node.input[1:]])
+        del q.output[:]
+        q.output.append(ctx.fresh(f"{node.output[0]}__part{k}"))
+        parts.append(q)
+    ctx.absorbed.add(id(concat))
+    joined = helper.make_node("Concat", [q.output[0] for q in parts], list(node.output), name=concat.name)
+    joined.attribute.extend(concat.attribute)
+    return [*parts, joined]
+
+
 #: op type (default domain) -> its rewrite
-REWRITES: dict[str, Rewrite] = {"GlobalAveragePool": _global_average_pool}
+REWRITES: dict[str, Rewrite] = {
+    "GlobalAveragePool": _global_average_pool,
+    "QuantizeLinear": _quantize_concat_parts,
+}
 
 
 def apply_rewrites(model: onnx.ModelProto, shapes: Callable[[str], tuple[Any, ...] | None]) -> int:
@@ -86,6 +137,12 @@ def apply_rewrites(model: onnx.ModelProto, shapes: Callable[[str], tuple[Any, ..
     taken.update(t.name for t in graph.initializer)
     taken.update(v.name for v in graph.input)
     ctx = RewriteContext(opset, shapes, FreshNames(taken))
+    for node in graph.node:
+        ctx.producers.update((name, node) for name in node.output if name)
+        for name in node.input:
+            ctx.reads[name] = ctx.reads.get(name, 0) + 1
+    for out in graph.output:
+        ctx.reads[out.name] = ctx.reads.get(out.name, 0) + 1
     nodes: list[onnx.NodeProto] = []
     replaced = 0
     for node in graph.node:
@@ -98,6 +155,6 @@ def apply_rewrites(model: onnx.ModelProto, shapes: Callable[[str], tuple[Any, ..
             replaced += 1
     if replaced:
         del graph.node[:]
-        graph.node.extend(nodes)
+        graph.node.extend(n for n in nodes if id(n) not in ctx.absorbed)
         graph.initializer.extend(ctx.initializers)
     return replaced
