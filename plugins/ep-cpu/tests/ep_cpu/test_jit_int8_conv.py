@@ -24,6 +24,7 @@ LAYERS = [  # (x shape, w shape, attributes)
     ((1, 16, 14, 14), (32, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
     ((2, 24, 9, 11), (20, 24, 3, 2), {"strides": [2, 1], "pads": [0, 1, 2, 1]}),
     ((1, 32, 7, 7), (64, 32, 1, 1), {}),
+    ((2, 32, 5, 6), (16, 32, 1, 1), {}),  # 1x1 stride 1: the channels-last image is the patch matrix
     ((1, 16, 12, 12), (8, 16, 3, 3), {"dilations": [2, 2], "pads": [2, 2, 2, 2]}),
 ]
 
@@ -38,8 +39,8 @@ def _count_gemm(monkeypatch) -> list[int]:
     monkeypatch.setattr(kernels_int8_conv, "MIN_MACS", 0)
     monkeypatch.setattr(kernels_int8_gemm, "MIN_MACS", 0)
     ran: list[int] = []
-    real = kernels_int8_conv.PackedInt8Conv.rows
-    monkeypatch.setattr(kernels_int8_conv.PackedInt8Conv, "rows",
+    real = kernels_int8_conv.PackedInt8Conv.patch_matrix
+    monkeypatch.setattr(kernels_int8_conv.PackedInt8Conv, "patch_matrix",
                         lambda self, *a: (lambda r: ran.append(r is not None) or r)(real(self, *a)))
     return ran
 
@@ -101,8 +102,8 @@ def test_small_and_few_channel_layers_keep_the_float_sums(monkeypatch):
     """Below MIN_MACS, or with fewer than MIN_CHANNELS input channels (a 3-channel stem), the
     GEMM does not take the layer (measured slower there); the values are the same."""
     ran: list[int] = []
-    real = kernels_int8_conv.PackedInt8Conv.rows
-    monkeypatch.setattr(kernels_int8_conv.PackedInt8Conv, "rows",
+    real = kernels_int8_conv.PackedInt8Conv.patch_matrix
+    monkeypatch.setattr(kernels_int8_conv.PackedInt8Conv, "patch_matrix",
                         lambda self, *a: (lambda r: ran.append(r is not None) or r)(real(self, *a)))
     rng = np.random.default_rng(9)
     small = _qlinear(rng, np.uint8, np.uint8, (1, 16, 8, 8), (16, 16, 3, 3), {"pads": [1, 1, 1, 1]}, False, True)
@@ -111,3 +112,36 @@ def test_small_and_few_channel_layers_keep_the_float_sums(monkeypatch):
     for case in (small, stem):
         close(run_cpu(case, True), run_cpu(case, False), 0, 0)
     assert not any(ran)
+
+
+@needs_vnni
+@pytest.mark.parametrize("w_dtype", [np.int8, np.uint8], ids=["int8-weights", "uint8-weights-zp"])
+def test_chained_layers_read_each_others_channels_last_codes(monkeypatch, w_dtype):
+    """QLinearConv -> Relu-as-Max -> QLinearConv (1x1, then 3x3 padded): the first layer's output
+    is an NCHW view of channels-last codes that the Max and the second layer read as they are;
+    codes equal the numpy path's; uint8 weights with a zero point take the GEMM's row term."""
+    import onnx
+    from _hostile import Case
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(7)
+    info = np.iinfo(w_dtype)
+    w1 = rng.integers(info.min, info.max + 1, (48, 32, 1, 1)).astype(w_dtype)
+    w2 = rng.integers(info.min, info.max + 1, (24, 48, 3, 3)).astype(w_dtype)
+    wzp = np.array(0 if w_dtype == np.int8 else 131, w_dtype)
+    inits = {"xs": np.float32(0.05), "xz": np.uint8(120), "w1": w1, "ws": np.float32(0.01), "wz": wzp,
+             "ys": np.float32(0.9), "yz": np.uint8(90), "w2": w2, "zs": np.float32(1.7), "zz": np.uint8(77)}
+    nodes = [helper.make_node("QLinearConv", ["x", "xs", "xz", "w1", "ws", "wz", "ys", "yz"], ["y"]),
+             helper.make_node("Max", ["y", "yz"], ["r"]),
+             helper.make_node("QLinearConv", ["r", "ys", "yz", "w2", "ws", "wz", "zs", "zz"], ["z"], pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.UINT8, [2, 32, 9, 10])],
+                              [helper.make_tensor_value_info("z", TensorProto.UINT8, [2, 24, 9, 10])],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    case = Case(model, {"x": rng.integers(0, 256, (2, 32, 9, 10)).astype(np.uint8)})
+    off = run_cpu(case, False)
+    ran = _count_gemm(monkeypatch)
+    on = run_cpu(case, True, runs=2)
+    assert ran == [True, True, True, True]
+    close(on, off, 0, 0)

@@ -190,7 +190,8 @@ class PackedInt8Weights:
     scalar or one per column), packed once for the kernel: transposed to (Np, Kp) int8,
     shifted to signed (``ob``), zero padded; with its column sums and zero points as int64."""
 
-    __slots__ = ("_base", "_offset", "_packed", "_packed_at", "_row_factor", "_slope", "k", "n", "nthreads")
+    __slots__ = ("_base", "_base64", "_offset", "_packed", "_packed_at", "_row_factor", "_slope", "_slope64", "k", "n",
+                 "nthreads")
 
     def __init__(self, b: np.ndarray, zero_point: np.ndarray | None, nthreads: int) -> None:
         k, n = b.shape
@@ -208,8 +209,10 @@ class PackedInt8Weights:
         col_sums = b.sum(axis=0, dtype=_I64)
         zb = np.zeros(1, _I64) if zero_point is None else np.asarray(zero_point).astype(_I64).reshape(-1)
         ob = self._offset
-        self._base = {oa: (k * oa * ob - oa * col_sums).astype(_I32) for oa in (0, 128)}
-        self._slope = np.broadcast_to(k * zb - col_sums, (n,)).astype(_I32)
+        self._base64 = {oa: k * oa * ob - oa * col_sums for oa in (0, 128)}
+        self._slope64 = np.ascontiguousarray(np.broadcast_to(k * zb - col_sums, (n,)))
+        self._base = {oa: base.astype(_I32) for oa, base in self._base64.items()}
+        self._slope = self._slope64.astype(_I32)
         factor = ob - zb  # the row term's factor: one, or per column
         self._row_factor = factor if factor.any() else None
 
@@ -228,6 +231,37 @@ class PackedInt8Weights:
         """``(a - zero_point) @ (B - its zero point)`` as int32 for ``a (..., M, K)`` of 8-bit
         codes with a scalar (or absent) zero point of its dtype; None for what this does not
         take (the caller's float32-BLAS path runs it), including products too small to win."""
+        taken = self._taken(a, zero_point)
+        if taken is None:
+            return None
+        rows, za = taken
+        c = self._kernel_product(rows)
+        c += self._base[128 if a.dtype == _I8 else 0]
+        if za:
+            c += np.int32(za) * self._slope
+        if self._row_factor is not None:
+            sums = rows.sum(axis=1, dtype=_I64)
+            c += (sums[:, None] * self._row_factor[None, :]).astype(_I32)
+        return c.reshape(a.shape[:-1] + (self.n,))
+
+    def product_parts(self, a: np.ndarray, zero_point: np.ndarray | None) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(V, column_term)`` for 2-D ``a (M, K)``: the kernel's int32 product ``V (Mp, Np)``
+        (padded; rows and columns past M and N are not sums) and the int64 per-column term, so
+        that :meth:`matmul` is ``int32(V[:M, :N] + column_term)``. For an epilogue that reads
+        ``V`` once (requantization) instead of two more int32 passes here. None where
+        :meth:`matmul` is None or has a row term (weights with a zero point off their offset)."""
+        if self._row_factor is not None or a.ndim != 2:
+            return None
+        taken = self._taken(a, zero_point)
+        if taken is None:
+            return None
+        rows, za = taken
+        oa = 128 if a.dtype == _I8 else 0
+        return self._kernel_product(rows, trim=False), self._base64[oa] + za * self._slope64
+
+    def _taken(self, a: np.ndarray, zero_point: np.ndarray | None) -> tuple[np.ndarray, int] | None:
+        """``a`` as (M, K) rows and its zero point as an int, or None for what the kernel does not
+        take: not 8-bit codes of this K, a zero point not a scalar of ``a``'s dtype, too few MACs."""
         if a.dtype not in (_U8, _I8) or a.ndim < 2 or a.shape[-1] != self.k:
             return None
         if zero_point is not None:
@@ -240,18 +274,11 @@ class PackedInt8Weights:
         m = math.prod(a.shape[:-1])
         if m * self.n * self.k < MIN_MACS:
             return None
-        rows = a.reshape(m, self.k)
-        c = self._kernel_product(rows)
-        c += self._base[128 if a.dtype == _I8 else 0]
-        if za:
-            c += np.int32(za) * self._slope
-        if self._row_factor is not None:
-            sums = rows.sum(axis=1, dtype=_I64)
-            c += (sums[:, None] * self._row_factor[None, :]).astype(_I32)
-        return c.reshape(a.shape[:-1] + (self.n,))
+        return a.reshape(m, self.k), za
 
-    def _kernel_product(self, rows: np.ndarray) -> np.ndarray:
-        """``V = (rows + oa) @ packed.T`` (int32, M x N, C-contiguous)."""
+    def _kernel_product(self, rows: np.ndarray, trim: bool = True) -> np.ndarray:
+        """``V = (rows + oa) @ packed.T`` (int32, M x N, C-contiguous; padded to the tiles when
+        not ``trim``)."""
         m, k = rows.shape
         n_pad, k_pad = self._packed.shape
         m_pad = _round_up(m, TILE_ROWS)
@@ -277,6 +304,6 @@ class PackedInt8Weights:
             fn(*args, bounds[0], bounds[1])
             for done in rest:
                 done.result()
-        if (m_pad, n_pad) != (m, self.n):
+        if trim and (m_pad, n_pad) != (m, self.n):
             return np.ascontiguousarray(c[:m, :self.n])
         return c

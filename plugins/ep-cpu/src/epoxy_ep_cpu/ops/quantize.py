@@ -202,6 +202,10 @@ def dequantize_linear(node: NodeSpec):
     fixed_out = _onnx_dtype(out_code) if out_code else None
 
     def run(x: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarray | None = None) -> np.ndarray:
+        # codes QLinearConv wrote channels last arrive as an NCHW view: the float tensor starts
+        # C-ordered, or every float op after it would walk the strided layout (a residual Sum
+        # of one such tensor and a C-ordered one ran 5x slower)
+        x = x if x.flags.c_contiguous else np.ascontiguousarray(x)
         if fixed_out is not None:
             out_dt = fixed_out
         elif x_scale.dtype in _FLOAT_COMPUTE:
