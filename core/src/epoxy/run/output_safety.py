@@ -31,7 +31,9 @@ def owners_of(values: Iterable[Any]) -> set[int]:
 
 
 def detach_aliases(results: Sequence[Any], feeds: Iterable[Any], constant_owners: set[int]) -> list[Any]:
-    """``results`` with every array that shares an owner with a feed or a constant copied."""
+    """``results`` with every array that shares an owner with a feed or a constant copied, and
+    every other array C-ordered (a kernel may hand back a strided view, e.g. ep-cpu's int8
+    convolution writes channels last; callers get the layout onnxruntime gives them)."""
     feeds = list(feeds)
     if all(type(v) is np.ndarray and v.base is None and id(v) not in constant_owners
            and not any(v is f for f in feeds) for v in results):
@@ -43,7 +45,9 @@ def detach_aliases(results: Sequence[Any], feeds: Iterable[Any], constant_owners
 
     def detach(value: Any, inside_shared: bool = False) -> Any:
         if isinstance(value, np.ndarray):
-            return value.copy() if id(memory_owner(value)) in shared else value
+            if id(memory_owner(value)) in shared:
+                return value.copy()
+            return value if value.flags.c_contiguous else np.ascontiguousarray(value)
         if isinstance(value, list):  # sequence outputs: their elements
             inside = inside_shared or id(value) in shared
             return [detach(v, inside) for v in value]

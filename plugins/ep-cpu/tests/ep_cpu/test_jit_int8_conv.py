@@ -145,3 +145,4 @@ def test_chained_layers_read_each_others_channels_last_codes(monkeypatch, w_dtyp
     on = run_cpu(case, True, runs=2)
     assert ran == [True, True, True, True]
     close(on, off, 0, 0)
+    assert on[0].flags.c_contiguous  # the session C-orders what the kernel wrote channels last
