@@ -38,6 +38,7 @@ class BuiltinPasses:
             ReshapeTransposeSimplifyPass,
             RMSNormFusionPass,
         )
+        from .passes.qdq_add import QDQAddPass
         from .passes.qdq_conv_integer import QDQConvToIntegerPass
         from .passes.qdq_matmul import QDQMatMulToIntegerPass
         from .passes.qdq_pairs import QuantizeDequantizePairPass
@@ -54,6 +55,7 @@ class BuiltinPasses:
         # rounding, see the passes), then the other weights' DQs folded for its float kernels; a
         # provider running QDQ in int8 itself keeps them
         register(QDQPassThroughPass(), level="extended", providers=("cpu",))  # exact: codes moved as they are
+        register(QDQAddPass(), level="extended", providers=("cpu",))  # exact: the float reading in one pass
         register(QDQConvToQLinearPass(), level="extended", providers=("cpu",))
         register(QDQConvToIntegerPass(), level="extended", providers=("cpu",))  # the ones read as float
         register(QDQMatMulToIntegerPass(), level="extended", providers=("cpu",))

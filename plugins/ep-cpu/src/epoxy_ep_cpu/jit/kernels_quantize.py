@@ -158,3 +158,53 @@ def run_scale_columns(acc: np.ndarray, scale: np.ndarray, bias: np.ndarray | Non
     y = np.empty(rows.shape, np.float32)
     pick(scale_columns, scale_columns_serial, nthreads, acc.size)(rows, s, b, y)
     return y.reshape(acc.shape)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _add_span(a, b, start, stop, params, relu, y):  # pragma: no cover - compiled
+    # QuantizedAdd's steps, each in float32 as the QDQ graph's ops take them (ops/quantized_add.py)
+    za, sa, zb, sb, sy, zy, lo, hi = (params[0], params[1], params[2], params[3], params[4], params[5], params[6],
+                                      params[7])
+    zero = np.float32(0.0)
+    xa, xb, ys = a[start:stop], b[start:stop], y[start:stop]  # slices: indexing from 0 vectorizes (9x)
+    for i in range(ys.shape[0]):
+        v = (np.float32(xa[i]) - za) * sa + (np.float32(xb[i]) - zb) * sb
+        if relu:
+            v = zero if v < zero else v
+        q = np.rint(v / sy) + zy
+        q = lo if q < lo else q
+        q = hi if q > hi else q
+        ys[i] = zero if q != q else q
+
+
+@njit(parallel=True, cache=True, nogil=True, error_model="numpy")
+def quantized_add(a, b, params, relu, y):  # pragma: no cover - compiled
+    """``y = Q(max?(DQ(a) + DQ(b)))`` over flat 8-bit ``a``, ``b``, ``y``; ``params`` float32
+    (a_zp, a_scale, b_zp, b_scale, y_scale, y_zp, lo, hi); CHUNK-element spans."""
+    n = y.shape[0]
+    for c in prange((n + CHUNK - 1) // CHUNK):
+        _add_span(a, b, c * CHUNK, min(c * CHUNK + CHUNK, n), params, relu, y)
+
+
+quantized_add_serial = serial_twin(quantized_add)
+
+
+def run_quantized_add(a: np.ndarray, b: np.ndarray, params: np.ndarray, relu: bool, dtype: np.dtype,
+                      nthreads: int) -> np.ndarray:
+    """:func:`quantized_add` over two same-shape arrays. When either holds the channels-last codes
+    QLinearConv writes, both are read channels last (the other copied so once) and the result
+    is laid out the same way: a residual chain's codes then stay channels last from block to
+    block, and each block's convolution reads them without a transpose."""
+    channels_last = a.ndim == 4 and any(not x.flags.c_contiguous and _channels_last(x) for x in (a, b))
+    if channels_last:
+        a, b = (np.ascontiguousarray(x.transpose(0, 2, 3, 1)) for x in (a, b))
+    else:
+        a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    y = np.empty(a.shape, dtype)
+    pick(quantized_add, quantized_add_serial, nthreads, y.size)(a.reshape(-1), b.reshape(-1), params, relu,
+                                                                 y.reshape(-1))
+    return y.transpose(0, 3, 1, 2) if channels_last else y
+
+
+def _channels_last(x: np.ndarray) -> bool:
+    return bool(x.transpose(0, 2, 3, 1).flags.c_contiguous)

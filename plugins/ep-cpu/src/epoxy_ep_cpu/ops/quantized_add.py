@@ -1,0 +1,67 @@
+"""``com.epoxy.cpu::QuantizedAdd``: a QDQ residual addition on its codes (written by the core's
+``QDQAddPass``, ``epoxy/optimize/passes/qdq_add.py``, which says why the values are the graph's).
+
+``QuantizedAdd(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point)``,
+attribute ``relu`` (0 or 1): ``QuantizeLinear(max?(DequantizeLinear(a) + DequantizeLinear(b), 0))``
+with scalar float32 scales and 8-bit zero points, each step in float32 as those ops compute it
+here (``ops/quantize.py``: ``float32(codes - zp) * scale``; ``sat(rint(v / scale) + zp)``, NaN to
+code 0). The jit tier runs it as one compiled pass that keeps its inputs' layout (the
+channels-last codes QLinearConv hands on); the numpy path runs the graph's steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from epoxy.contract import NodeSpec
+
+from .. import jit
+from ..registry import KERNELS
+from .fused import DOMAIN
+from .quantize import dequantize_f32, int_range, quantize_f32
+
+_F32 = np.dtype(np.float32)
+_CODES = (np.dtype(np.uint8), np.dtype(np.int8))
+
+
+class QuantizedAddError(TypeError):
+    """An input of a QuantizedAdd node has a type or size the fused op does not take."""
+
+
+def _check(node: NodeSpec, codes: tuple[np.ndarray, ...], params: tuple[np.ndarray, ...]) -> None:
+    for name, value in zip(("a", "b"), codes):
+        if value.dtype not in _CODES:
+            raise QuantizedAddError(f"node {node.name!r} ({node.qualified_op}): input {name} must hold 8-bit codes, "
+                                    f"got {value.dtype}")
+    for name, value in zip(("a_scale", "a_zero_point", "b_scale", "b_zero_point", "y_scale", "y_zero_point"), params):
+        want = _F32 if name.endswith("scale") else None
+        wrong_type = value.dtype != want if want is not None else value.dtype not in _CODES
+        if value.size != 1 or wrong_type:
+            raise QuantizedAddError(f"node {node.name!r} ({node.qualified_op}): {name} must be a scalar "
+                                    f"{'float32' if want is not None else '8-bit integer'}, got {value.dtype} "
+                                    f"of shape {list(value.shape)}")
+
+
+@KERNELS.register("QuantizedAdd", 1, domain=DOMAIN)
+def quantized_add(node: NodeSpec) -> Callable[..., np.ndarray]:
+    relu = bool(int(node.attr("relu", 0)))
+    compiled = jit.kernels("quantize")
+    nthreads = jit.thread_count() if compiled is not None else 0
+
+    def run(a: np.ndarray, a_scale: np.ndarray, a_zp: np.ndarray, b: np.ndarray, b_scale: np.ndarray,
+            b_zp: np.ndarray, y_scale: np.ndarray, y_zp: np.ndarray) -> np.ndarray:
+        _check(node, (a, b), (a_scale, a_zp, b_scale, b_zp, y_scale, y_zp))
+        if compiled is not None and a.shape == b.shape and a.size:
+            lo, hi = int_range(y_zp.dtype)
+            params = np.array([a_zp.reshape(()), a_scale.reshape(()), b_zp.reshape(()), b_scale.reshape(()),
+                               y_scale.reshape(()), y_zp.reshape(()), lo, hi], dtype=_F32)
+            return compiled.run_quantized_add(a, b, params, relu, y_zp.dtype, nthreads)
+        v = dequantize_f32(a, a_scale.reshape(()), a_zp.reshape(())) + dequantize_f32(b, b_scale.reshape(()),
+                                                                                      b_zp.reshape(()))
+        if relu:
+            np.maximum(v, _F32.type(0), out=v)
+        return quantize_f32(v, y_scale.reshape(()), y_zp.reshape(()), y_zp.dtype)
+
+    return run
