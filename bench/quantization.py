@@ -284,6 +284,7 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in (
     Runtime("epoxy-cpu", load_epoxy_cpu, "epoxy"),
     Runtime("onnxruntime", load_ort, "ort"),
     Runtime("onnxruntime-epoxyq", load_ort, "epoxy"),
+    Runtime("epoxy-cpu-ortq", load_epoxy_cpu, "ort"),  # the QDQ file a user brings from onnxruntime's tool
     Runtime("openvino", load_native_ov, "epoxy"),
 )}
 DEFAULT_RUNTIMES = "epoxy-ov,epoxy-cpu,onnxruntime,onnxruntime-epoxyq,openvino"
