@@ -60,7 +60,7 @@ class QDQAddPass(RewritePass):
                 continue
             relu = sole_consumer(node.outputs[0])
             tail = relu if is_op(relu, "Relu") else node
-            found = _quantizer(tail)  # type: ignore[arg-type]
+            found = _quantizer(tail)
             if found is None:
                 continue
             q, _ = found
