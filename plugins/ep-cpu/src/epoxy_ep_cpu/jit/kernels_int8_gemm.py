@@ -18,6 +18,8 @@ walked in blocks of ``BLOCK_COLS`` so a block of B stays in cache while every ro
 Measured on this kind of machine (1 thread, padding copies and zero-point terms included):
 128 x 768 x 768 in 0.83 ms and 128 x 768 x 3072 in 2.82 ms (107 GMAC/s), against 2.17 and
 10.7 ms on the float32-chunk path and 1.70 / 9.7 ms for plain sgemm.
+With the shuffle-tree totals (session 19, same shapes, zero-point terms included): 0.42 and
+1.63 ms (181-185 GMAC/s).
 
 Codes of other signedness and the zero points are folded in exactly: with ``a_u = a + oa``
 (``oa`` = 128 for int8 activations, which makes them unsigned) and ``b_s = b - ob`` (``ob`` =
