@@ -54,8 +54,12 @@ MAX_K = 1 << 16
 #: (the ctypes call 3, each buffer address 2, the padding copy and the zero-point terms);
 #: 64 x 64 x 64 (0.26 M) ran at 0.84x that path's speed, 64 x 256 x 256 (4.2 M) at 1.44x
 MIN_MACS = 1 << 20
-#: multiply-adds per thread below which a product runs on fewer threads
-MACS_PER_THREAD = 1 << 24
+#: multiply-adds per thread below which a product runs on fewer threads. Measured on this
+#: 2-vCPU machine (session 19): 128 x 768 x 3072 runs 1.58x faster on two threads, 512 x 768 x
+#: 3072 1.78x, but a resnet layer's 3136 x 576 x 64 only 1.19x alone, and inside a model the
+#: hand-off to the worker made the 2-thread QDQ resnet50 slower than serial GEMMs (39.7 vs
+#: 37.1 ms); at 2**26 the conv layers stay serial (38.0 ms) and transformer-sized products split
+MACS_PER_THREAD = 1 << 26
 
 _REQUIRED_FEATURES = ("avx512f", "avx512bw", "avx512vnni")
 _U8, _I8, _I32, _I64 = np.dtype(np.uint8), np.dtype(np.int8), np.dtype(np.int32), np.dtype(np.int64)
