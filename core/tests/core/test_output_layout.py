@@ -18,3 +18,5 @@ def test_strided_and_fortran_results_come_back_c_ordered() -> None:
         assert got.flags.c_contiguous
         np.testing.assert_array_equal(got, want)
     assert out[2] is plain  # already C-ordered and unshared: returned as it is
+    [alone] = detach_aliases([fortran], [], set())  # owns its memory: the fast path's case
+    assert alone.flags.c_contiguous
