@@ -181,8 +181,12 @@ def rows_parallel(x, y, dims, div, ident, planes, is_max, shares):  # pragma: no
 rows_serial = serial_twin(rows_parallel)
 
 
-#: per dtype, each fold's identity, indexed by mode: +0 (SUM), NaN (MAX), -inf (MAX_NO_NAN)
+#: per dtype, each fold's identity, indexed by mode: +0 (SUM), NaN (MAX), -inf (MAX_NO_NAN);
+#: 8-bit codes (MaxPool on a QDQ model's codes) have no NaN, so only MAX_NO_NAN's minimum is used
 _IDENTITY = {np.dtype(t): np.array([0.0, np.nan, -np.inf], dtype=t) for t in (np.float32, np.float64)}
+_IDENTITY.update({np.dtype(t): np.array([0, np.iinfo(t).min, np.iinfo(t).min], dtype=t) for t in (np.uint8, np.int8)})
+#: the integer dtypes this kernel takes (MaxPool only: see ``ops/pool.py``)
+CODES = (np.dtype(np.uint8), np.dtype(np.int8))
 
 
 def fits(kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int], begin: Sequence[int],
