@@ -27,18 +27,16 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from ...kit.passes import Namer, RewritePass, ensure_opset, graph_nodes, is_op, make_node, replace, sole_consumer
-from .qdq_match import dq_parts, drop_if_unread
-from .qdq_passthrough import _params, _quantizer
+from .qdq_match import code_params, dq_parts, drop_if_unread, sole_quantizer
+from .qdq_pairs import DOMAIN, DOMAIN_VERSION  # the cpu provider's op domain, named once
 
-DOMAIN = "com.epoxy.cpu"
-DOMAIN_VERSION = 1
 OP_TYPE = "QuantizedAdd"
 
 
 def _dequantized(value: ir.Value | None) -> tuple[ir.Node, list[ir.Value]] | None:
     """The DQ producing ``value`` and its (codes, scale, zero point), when scalar and constant."""
     parts = dq_parts(value)
-    if parts is None or parts[3] is None or _params(parts[2], parts[3]) is None:
+    if parts is None or parts[3] is None or code_params(parts[2], parts[3]) is None:
         return None
     return parts[0], [parts[1], parts[2], parts[3]]
 
@@ -60,7 +58,7 @@ class QDQAddPass(RewritePass):
                 continue
             relu = sole_consumer(node.outputs[0])
             tail = relu if is_op(relu, "Relu") else node
-            found = _quantizer(tail)
+            found = sole_quantizer(tail)
             if found is None:
                 continue
             q, _ = found

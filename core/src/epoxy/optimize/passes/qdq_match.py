@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx_ir as ir
 
-from ...kit.passes import attr, constant, dtype_of, graph_nodes, is_op, opset_of
+from ...kit.passes import attr, constant, dtype_of, graph_nodes, is_op, opset_of, sole_consumer
 
 F32 = np.dtype(np.float32)
 #: the 8-bit code types the integer kernels take
@@ -41,6 +41,27 @@ def scalar_params(scale: ir.Value, zp: ir.Value | None) -> tuple[np.ndarray, np.
     if zp is not None and (z is None or z.size != 1 or z.dtype not in CODES):
         return None
     return s, z
+
+
+CodeParams = tuple[float, int, np.dtype]
+
+
+def code_params(scale: ir.Value, zp: ir.Value | None) -> CodeParams | None:
+    """(scale, zero point, codes dtype) of constant scalar parameters with an 8-bit zero point."""
+    found = scalar_params(scale, zp)
+    z = found[1] if found is not None else None
+    if found is None or z is None:
+        return None
+    return float(found[0].reshape(())), int(z.reshape(())), z.dtype
+
+
+def sole_quantizer(node: ir.Node) -> tuple[ir.Node, CodeParams] | None:
+    """The QuantizeLinear that alone reads ``node``'s output, with its parameters."""
+    q = sole_consumer(node.outputs[0])
+    if not is_op(q, "QuantizeLinear") or len(q.inputs) < 3 or q.inputs[2] is None or attr(q, "output_dtype", 0):
+        return None
+    params = code_params(q.inputs[1], q.inputs[2])  # type: ignore[arg-type]
+    return (q, params) if params is not None else None
 
 
 @dataclass(frozen=True)

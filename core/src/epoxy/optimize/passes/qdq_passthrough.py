@@ -22,49 +22,25 @@ opset 12 (8-bit MaxPool and Max), MaxPool without its Indices output.
 
 from __future__ import annotations
 
-import numpy as np
 import onnx_ir as ir
 
 from ...kit.passes import (
     Namer,
     RewritePass,
-    attr,
     copy_attributes,
     graph_nodes,
     is_op,
     make_node,
     opset_of,
     replace,
-    sole_consumer,
 )
-from .qdq_match import dq_parts, drop_if_unread, scalar_params
+from .qdq_match import code_params, dq_parts, drop_if_unread, sole_quantizer
 
 #: op -> (indices of its data inputs, None: all; the opset from which it takes 8-bit codes)
 MOVES: dict[str, tuple[tuple[int, ...] | None, int]] = {
     "MaxPool": ((0,), 12), "Reshape": ((0,), 5), "Flatten": ((0,), 9), "Squeeze": ((0,), 11),
     "Unsqueeze": ((0,), 11), "Transpose": ((0,), 1), "Concat": (None, 4), "Relu": ((0,), 12),
 }
-
-_Params = tuple[float, int, np.dtype]
-
-
-def _params(scale: ir.Value, zp: ir.Value | None) -> _Params | None:
-    """(scale, zero point, codes dtype) of constant scalar parameters with an 8-bit zero point."""
-    found = scalar_params(scale, zp)
-    z = found[1] if found is not None else None
-    if found is None or z is None:
-        return None
-    return float(found[0].reshape(())), int(z.reshape(())), z.dtype
-
-
-def _quantizer(node: ir.Node) -> tuple[ir.Node, _Params] | None:
-    """The QuantizeLinear that alone reads ``node``'s output, with its parameters."""
-    q = sole_consumer(node.outputs[0])
-    if not is_op(q, "QuantizeLinear") or len(q.inputs) < 3 or q.inputs[2] is None or attr(q, "output_dtype", 0):
-        return None
-    params = _params(q.inputs[1], q.inputs[2])  # type: ignore[arg-type]
-    return (q, params) if params is not None else None
-
 
 class QDQPassThroughPass(RewritePass):
     """``DQ -> MaxPool/Reshape/Flatten/Squeeze/Unsqueeze/Transpose/Concat/Relu -> Q`` with one set
@@ -78,7 +54,7 @@ class QDQPassThroughPass(RewritePass):
             spec = MOVES.get(node.op_type) if node.graph is graph and is_op(node, node.op_type) else None
             if spec is None or len(node.outputs) != 1 or opset_of(model, node) < spec[1] or not node.inputs:
                 continue
-            found = _quantizer(node)
+            found = sole_quantizer(node)
             if found is None:
                 continue
             q, params = found
@@ -86,7 +62,7 @@ class QDQPassThroughPass(RewritePass):
             codes, dqs = list(node.inputs), []
             for i in data:
                 parts = dq_parts(node.inputs[i])
-                if parts is None or _params(parts[2], parts[3]) != params:
+                if parts is None or code_params(parts[2], parts[3]) != params:
                     break
                 codes[i] = parts[1]
                 dqs.append(parts[0])
