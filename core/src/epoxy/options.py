@@ -225,6 +225,7 @@ _FIELDS: dict[str, tuple[Any, Callable[[str, Any], Any]]] = {
     "context_enable": (False, _flag),
     "context_file_path": ("", _text),
     "context_embed_mode": (True, _flag),
+    "session_cache_dir": ("", _text),
 }
 
 #: ``add_session_config_entry`` keys that take effect: key -> (attribute, value parser)
@@ -243,6 +244,7 @@ _CONFIG_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     TIMEOUT_KEY: ("run_timeout_s", lambda v: timeout_seconds(TIMEOUT_KEY, v)),
     "epoxy.provider_selection_policy": ("provider_selection_policy", lambda v: v.strip() or None),
     "epoxy.tune_budget_s": ("tune_budget_s", lambda v: float(v)),
+    "epoxy.session_cache_dir": ("session_cache_dir", str.strip),
 }
 #: keys with a fixed meaning epoxy can only honour at one value (else an error says why)
 _CONFIG_FIXED: dict[str, tuple[str, str]] = {
@@ -288,7 +290,10 @@ class SessionOptions:
     measure a model for). onnxruntime's EPContext entries: ``ep.context_enable`` =
     ``1`` writes the session's compiled model (``epoxy compile``'s output, docs/AOT.md) to
     ``ep.context_file_path`` (default: the model's path with ``_ctx.onnx``), blobs embedded unless
-    ``ep.context_embed_mode`` is ``0`` (then side files beside it).
+    ``ep.context_embed_mode`` is ``0`` (then side files beside it). ``session_cache_dir``
+    (``epoxy.session_cache_dir``, else ``$EPOXY_SESSION_CACHE_DIR``; default off): a folder where
+    the prepared model is kept, so later sessions of the same model and options skip checking,
+    shape inference, optimizing and provider compilation (:mod:`epoxy.aot.session_cache`).
     """
 
     # The attributes' types, for type checkers only (no class attributes): ``__init__`` sets
@@ -322,6 +327,7 @@ class SessionOptions:
     context_enable: bool
     context_file_path: str
     context_embed_mode: bool
+    session_cache_dir: str
     _config: dict[str, str]
     _dim_overrides: dict[str, dict[str, int]]
     _initializers: dict[str, Any]

@@ -14,6 +14,7 @@ from typing import Any, cast
 
 from .aot.capture import active as active_capture
 from .aot.providers import AotProvider, ArtifactLedger, RecordedPartition, wrap
+from .aot.format import METADATA_KEY as COMPILED_METADATA_KEY
 from .aot.reader import CompiledModelReader
 from .api.device_io import DeviceIO
 from .api.ort_value import OrtValue, feed_value
@@ -189,7 +190,62 @@ class InferenceSession:
         if self._options.context_enable:  # onnxruntime's ep.context_enable: write the compiled model too
             self._build_and_write_context(providers, provider_options)
         else:
+            self._build_through_cache(providers, provider_options)
+
+    def _build_through_cache(self, providers: Sequence[Any] | None, provider_options: Any) -> None:
+        """``_build``, from the session cache's prepared model when there is one, storing it
+        there when there is not (:mod:`epoxy.aot.session_cache`; off unless configured)."""
+        from .aot import session_cache
+
+        folder = session_cache.cache_folder(self._options)
+        if folder is None:
             self._build(providers, provider_options)
+            return
+        reason = (session_cache.ineligible_reason(self._source, self._options, providers)
+                  or (None if _auto_policy(providers) is None else "a provider selection policy chooses the providers"))
+        if reason is not None:
+            self._build(providers, provider_options)
+            self._report.notes.append(f"session cache not used: {reason}")
+            return
+        installed = {e.name: str(e.distribution_version or getattr(e.factory, "version", ""))
+                     for e in self._registry.entries()}
+        cache = session_cache.SessionCache(folder, self._source, self._options,
+                                           _normalize_providers(providers, provider_options, self._registry),
+                                           installed)
+        entry, why = cache.lookup()
+        if entry is not None:
+            try:
+                self._build(providers, provider_options, cached=entry)
+                return
+            except Exception as exc:  # noqa: BLE001 - the same model and options built before: the entry is at fault
+                why = (f"session cache entry {entry.model_path} could not be used ({type(exc).__name__}: {exc}); "
+                       "removed, the model is prepared again")
+                cache.discard()
+        self._store_in_cache(cache, providers, provider_options, why)
+
+    def _store_in_cache(self, cache: Any, providers: Sequence[Any] | None, provider_options: Any,
+                        why: str | None) -> None:
+        """A fresh build, written to the session cache (a failure to write is a warning only)."""
+        from .aot.capture import capturing
+        from .aot.writer import write_compiled
+
+        with capturing(compile_only=False) as capture:
+            self._build(providers, provider_options)
+        notes = self._report.notes
+        if why:
+            notes.append(why)
+        if self._from_compiled_model:
+            notes.append("session cache not used: the model is an epoxy compiled model already")
+            return
+        try:
+            path = cache.store(lambda out: write_compiled(self, capture.groups, out), self._load_warnings,
+                               self._prepared_notes, self.applied_passes)
+        except Exception as exc:  # noqa: BLE001 - a full disk or a read-only folder must not fail the session
+            note = f"session cache: this model could not be stored ({type(exc).__name__}: {exc}); the session is unaffected"
+            warnings.warn(note, RuntimeWarning, stacklevel=4)
+            notes.append(note)
+            return
+        notes.append(f"prepared model stored in the session cache: {path}")
 
     def _build_and_write_context(self, providers: Sequence[Any] | None, provider_options: Any) -> None:
         """``_build`` recording what providers compile, then the compiled model written where
@@ -211,11 +267,12 @@ class InferenceSession:
         summary = write_compiled(self, capture.groups, target, embed=self._options.context_embed_mode)
         self._report.notes.append(f"compiled model written to {target} ({len(summary.groups)} compiled group(s))")
 
-    def _build(self, providers: Sequence[Any] | None, provider_options: Any) -> None:
-        """Everything from the model source to a runnable plan (again on ``set_providers``)."""
-        if self._adopt_measured(providers):
+    def _build(self, providers: Sequence[Any] | None, provider_options: Any, cached: Any = None) -> None:
+        """Everything from the model source to a runnable plan (again on ``set_providers``);
+        from ``cached`` (a :class:`~epoxy.aot.session_cache.CachedEntry`) when given."""
+        if cached is None and self._adopt_measured(providers):
             return
-        model = self._source
+        model = self._source if cached is None else cached.model_path
         self.timings: dict[str, float] = {}
         self._profile_start_ns = time.time_ns()
         notes: list[str] = []
@@ -228,17 +285,25 @@ class InferenceSession:
         limit = self._options.memory_limit_bytes
         reader = CompiledModelReader()
         loaded = load_model(model, check=self._options.check_model, infer_shapes=self._options.infer_shapes,
-                            memory_limit=limit, prepare=model_edits(self._options), compiled=reader)
+                            memory_limit=limit, prepare=None if cached else model_edits(self._options),
+                            compiled=reader, trusted=cached is not None)
         notes.extend(reader.notes)
         if limit is not None:
             check_static_values(loaded.model.graph, limit)
-        for note in loaded.warnings:
+        load_warnings = loaded.warnings if cached is None else cached.warnings
+        for note in load_warnings:
             warnings.warn(note, RuntimeWarning, stacklevel=3)
-        notes.extend(loaded.warnings)
+        self._load_warnings = list(load_warnings)
+        self._from_compiled_model = reader.compiled and cached is None
+        if cached is None:
+            notes.extend(loaded.warnings)
         self._metadata = ModelMetadata.of(loaded.model)
+        if cached is not None:  # the cache's compiled-model record is not the model's own metadata
+            self._metadata.custom_metadata_map.pop(COMPILED_METADATA_KEY, None)
         t1 = time.perf_counter()
         capture = active_capture()  # epoxy compile's session: export what providers compile
-        chosen = self._create_providers(providers, provider_options, notes, compile_only=capture is not None)
+        chosen = self._create_providers(providers, provider_options, notes,
+                                        compile_only=capture is not None and capture.compile_only)
         ledger = ArtifactLedger()
         if reader.groups or capture is not None:
             versions = {name: str(getattr(getattr(self._registry.get(name), "factory", None), "version", ""))
@@ -246,16 +311,23 @@ class InferenceSession:
             chosen = wrap(chosen, reader.groups, versions, ledger, capture, RecordedPartition.of(reader.metadata))
         t_providers = time.perf_counter()  # provider creation is timed apart from the optimizer
         names = [name for name, _ in chosen]
+        optimizer_notes_from = len(notes)
         inlined = inline_local_functions(loaded.model)
         if inlined:
             notes.append(f"inlined {inlined} call(s) of model-local functions")
         level = self._options.optimization_level
-        if reader.compiled:  # optimized (and typed) when it was compiled: the groups' nodes must stay as they are
+        if cached is not None:  # prepared by an earlier session: say what that one said
+            self.applied_passes = list(cached.applied_passes)
+            notes.extend(cached.notes)
+            notes.append(f"prepared from the session cache: {cached.model_path} (stored {cached.created}); loading "
+                         "checks, shape inference and the optimizer ran when it was stored")
+        elif reader.compiled:  # optimized (and typed) when it was compiled: the groups' nodes must stay as they are
             self.applied_passes = []
             notes.append("an epoxy compiled model: optimized when compiled, so the optimizer and shape inference "
                          "were skipped")
         else:
             self.applied_passes = optimize(loaded.model, self._registry.passes(), level, names, notes)
+        self._prepared_notes = [*loaded.warnings, *notes[optimizer_notes_from:]] if cached is None else []
         if self._options.optimized_model_filepath:
             save_optimized(loaded.model, self._options.optimized_model_filepath)
             notes.append(f"optimized model ({level}) written to {self._options.optimized_model_filepath}")

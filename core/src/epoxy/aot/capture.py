@@ -53,9 +53,10 @@ _ACTIVE: ContextVar[Capture | None] = ContextVar("epoxy_aot_capture", default=No
 
 
 @contextmanager
-def capturing(progress: Progress | None = None) -> Iterator[Capture]:
-    """Sessions built inside record their compiled groups into the yielded :class:`Capture`."""
-    capture = Capture(progress)
+def capturing(progress: Progress | None = None, compile_only: bool = True) -> Iterator[Capture]:
+    """Sessions built inside record their compiled groups into the yielded :class:`Capture`
+    (``compile_only=False``: only providers that can run here take part, as in any session)."""
+    capture = Capture(progress, compile_only=compile_only)
     token = _ACTIVE.set(capture)
     try:
         yield capture

@@ -384,7 +384,7 @@ def _densify_sparse(proto: onnx.ModelProto, source: str) -> None:
 def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes: bool = True,
                memory_limit: int | None = None,
                prepare: Callable[[onnx.ModelProto], None] | None = None,
-               compiled: Any = None) -> LoadedModel:
+               compiled: Any = None, trusted: bool = False) -> LoadedModel:
     """Read, validate and shape-infer a model, returning it as an ``onnx_ir`` model.
 
     ``check``: ``"warn"`` (default): onnx.checker complaints about a model that is safe to
@@ -398,11 +398,14 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
     ``ModelProto`` passed in is copied before ``prepare`` or a repair edits it).
     ``compiled``: an :class:`epoxy.aot.reader.CompiledModelReader`; an epoxy compiled model's
     context nodes are expanded back into their groups' nodes before the checks, and shape
-    inference is skipped when it says the graph is typed already."""
-    mode = check_mode(check)
+    inference is skipped when it says the graph is typed already.
+    ``trusted``: a file epoxy wrote itself from a model that passed every check here (the
+    session cache, :mod:`epoxy.aot.session_cache`): the text, checker, graph and attribute
+    checks are not repeated; the size and memory-limit checks are."""
+    mode = "off" if trusted else check_mode(check)
     proto, name, base_dir, mapped = _read_proto(source, None if compiled is None else compiled.file_backed)
     owned = not isinstance(source, onnx.ModelProto)  # whether `proto` may be edited in place
-    bad_text = _first_bad_text(proto, "model")
+    bad_text = None if trusted else _first_bad_text(proto, "model")
     if bad_text is not None:
         raise ModelLoadError(f"{name}: a name or string field is not valid UTF-8: {bad_text}")
     from ..run.limits import check_declared_ranks, check_proto_data, check_proto_sizes
@@ -439,7 +442,7 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
     # refusals of what is unsafe to run, repairs of what onnxruntime reads one way (a
     # dry run first when the proto is the caller's: it is copied only when repaired)
     unverifiable = frozenset(mapped)
-    repairs = vet_model(proto, name, unverifiable, repair=owned)
+    repairs = [] if trusted else vet_model(proto, name, unverifiable, repair=owned)
     if repairs and not owned:
         proto, owned = _copy(proto), True
         repairs = vet_model(proto, name, unverifiable)
@@ -454,7 +457,8 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
             notes.append(f"{name}: onnx.checker: {later} (loaded anyway, as onnxruntime loads such models; "
                          "check_model='strict' refuses them)")
         notes.extend(vet_nodes(proto, name, known=f"{complaint} {later or ''}"))
-    check_attributes(proto, name)  # values onnx's inference would crash on, before it runs
+    if not trusted:
+        check_attributes(proto, name)  # values onnx's inference would crash on, before it runs
     if infer_shapes:
         inferred = _infer_shapes(skeleton or proto, name, notes, editable=skeleton is not None or owned)
         if skeleton is not None:
