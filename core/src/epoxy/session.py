@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from .aot.capture import active as active_capture
-from .aot.providers import AotProvider, ArtifactLedger, RecordedPartition, wrap
 from .aot.format import METADATA_KEY as COMPILED_METADATA_KEY
+from .aot.providers import AotProvider, ArtifactLedger, RecordedPartition, wrap
 from .aot.reader import CompiledModelReader
 from .api.device_io import DeviceIO
 from .api.ort_value import OrtValue, feed_value
@@ -241,7 +241,8 @@ class InferenceSession:
             path = cache.store(lambda out: write_compiled(self, capture.groups, out), self._load_warnings,
                                self._prepared_notes, self.applied_passes)
         except Exception as exc:  # noqa: BLE001 - a full disk or a read-only folder must not fail the session
-            note = f"session cache: this model could not be stored ({type(exc).__name__}: {exc}); the session is unaffected"
+            note = (f"session cache: this model could not be stored ({type(exc).__name__}: {exc}); "
+                    "the session is unaffected")
             warnings.warn(note, RuntimeWarning, stacklevel=4)
             notes.append(note)
             return

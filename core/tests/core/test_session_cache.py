@@ -181,7 +181,8 @@ def test_load_warnings_are_given_again_from_the_cache(tmp_path, make_registry):
     c = np.array([1.0, -2.0, 3.0, -4.0], np.float32)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])
-    nodes = [helper.make_node("Add", ["x", "c"], ["a"], name="add"), helper.make_node("Relu", ["a"], ["y"], name="relu")]
+    nodes = [helper.make_node("Add", ["x", "c"], ["a"], name="add"),
+             helper.make_node("Relu", ["a"], ["y"], name="relu")]
     model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], [numpy_helper.from_array(c, "c")]),
                               opset_imports=[helper.make_opsetid("", 9)])
     model.ir_version = 3
