@@ -197,7 +197,7 @@ class InferenceSession:
         there when there is not (:mod:`epoxy.aot.session_cache`; off unless configured)."""
         from .aot import session_cache
 
-        folder = session_cache.cache_folder(self._options)
+        folder = session_cache.cache_folder(self._options, self._source)
         if folder is None:
             self._build(providers, provider_options)
             return

@@ -141,6 +141,10 @@ def test_the_environment_variable_turns_it_on(tmp_path, make_registry, monkeypat
     _session(str(path), epoxy.SessionOptions(), make_registry)
     session, _, _ = _session(str(path), epoxy.SessionOptions(), make_registry)
     assert _from_cache(session) and len(_records(folder)) == 1
+    for _ in range(2):  # models made in memory are cached only when the options ask
+        in_memory, _, _ = _session(path.read_bytes(), epoxy.SessionOptions(), make_registry)
+        assert not _from_cache(in_memory)
+    assert len(_records(folder)) == 1
 
 
 def test_off_by_default(tmp_path, make_registry):

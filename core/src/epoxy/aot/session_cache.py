@@ -2,7 +2,7 @@
 disk, and later sessions of the same model and options start from it.
 
 Opt-in, like OpenVINO's ``CACHE_DIR``: ``SessionOptions.session_cache_dir`` (config entry
-``epoxy.session_cache_dir``), else ``$EPOXY_SESSION_CACHE_DIR``. An entry is an epoxy compiled
+``epoxy.session_cache_dir``), else ``$EPOXY_SESSION_CACHE_DIR`` for models given by path. An entry is an epoxy compiled
 model (:mod:`epoxy.aot.writer`: the optimized graph, provider blobs inside) plus a JSON record
 beside it. The record is written last, atomically, and says what the entry was made from:
 
@@ -58,9 +58,13 @@ class CachedEntry:
     created: str = ""
 
 
-def cache_folder(options: Any) -> Path | None:
-    """The folder the options (else the environment) name, or None: caching is off."""
-    named = str(getattr(options, "session_cache_dir", "") or "").strip() or os.environ.get(CACHE_ENV, "").strip()
+def cache_folder(options: Any, source: Any) -> Path | None:
+    """The folder the options name, or None: caching is off. The environment variable
+    covers models given as file paths only: tools that build sessions of models made in
+    memory (calibration, tuning, reduction) must not fill a process-wide cache with them."""
+    named = str(getattr(options, "session_cache_dir", "") or "").strip()
+    if not named and isinstance(source, (str, os.PathLike)):
+        named = os.environ.get(CACHE_ENV, "").strip()
     return Path(named).expanduser() if named else None
 
 
