@@ -40,14 +40,19 @@ _WEIGHT_DTYPES = ("int8", "uint8")
 
 
 class _QOperatorRewrite:
-    """Replaces each site's MatMul/Gemm by the integer chain, in place, in graph order."""
+    """Replaces each site's MatMul/Gemm by the integer chain, in place, in graph order; a
+    site inside an If branch or a Loop/Scan body gets its chain and its quantized weight in
+    that subgraph (onnxruntime's QDQ fusions look a weight up in the node's own graph)."""
 
     def __init__(self, model: onnx.ModelProto, *, weight_dtype: str, per_channel: bool, reduce_range: bool) -> None:
-        self.graph = model.graph
+        self.main = model.graph
+        self.graph = model.graph  # the graph being rewritten
         self.names = _Names(model)
         self.weight_dtype, self.per_channel, self.reduce_range = weight_dtype, per_channel, reduce_range
-        self.activations: dict[str, tuple[str, str, str]] = {}  # float tensor -> (q, scale, zero point)
-        self.weights: dict[tuple[str, bool], tuple[str, str, np.ndarray]] = {}  # -> (q, zero point, scale)
+        # (graph, float tensor) -> (q, scale, zero point): one DynamicQuantizeLinear per graph reading it
+        self.activations: dict[tuple[int, str], tuple[str, str, str]] = {}
+        # (graph, weight, transB) -> (q, zero point, scale)
+        self.weights: dict[tuple[int, str, bool], tuple[str, str, np.ndarray]] = {}
         self.replaced: set[str] = set()
         self.out_nodes: list[onnx.NodeProto] = []
 
@@ -62,16 +67,17 @@ class _QOperatorRewrite:
         return out
 
     def _activation(self, name: str) -> tuple[str, str, str]:
-        if name not in self.activations:
+        key = (id(self.graph), name)
+        if key not in self.activations:
             q, scale, zp = (self.names(f"{name}_quantized"), self.names(f"{name}_scale"),
                             self.names(f"{name}_zero_point"))
             self.out_nodes.append(helper.make_node("DynamicQuantizeLinear", [name], [q, scale, zp],
                                                    name=self.names(f"{name}_DynamicQuantizeLinear")))
-            self.activations[name] = (q, scale, zp)
-        return self.activations[name]
+            self.activations[key] = (q, scale, zp)
+        return self.activations[key]
 
     def _weight(self, site: WeightSite) -> tuple[str, str, np.ndarray]:
-        key = (site.node.input[1], site.trans_b)
+        key = (id(self.graph), site.node.input[1], site.trans_b)
         if key not in self.weights:
             symmetric = self.weight_dtype == "int8"
             qt = quantize_weight(site.weight, dtype=self.weight_dtype, axis=1 if self.per_channel else None,  # type: ignore[arg-type]
@@ -113,15 +119,20 @@ class _QOperatorRewrite:
 
     def run(self, sites: list[WeightSite]) -> list[str]:
         by_node = {id(s.node): s for s in sites}
-        for node in self.graph.node:
-            site = by_node.get(id(node))
-            if site is None:
-                self.out_nodes.append(node)
-            else:
-                self._site(site)
-        del self.graph.node[:]
-        self.graph.node.extend(self.out_nodes)
-        drop_unused_initializers(self.graph, self.replaced)
+        graphs = {id(s.graph or self.main): s.graph or self.main for s in sites}
+        # subgraphs before the graphs holding them: rewriting a graph's node list copies its
+        # nodes, and a subgraph must be final by then (sites come outer graph first)
+        for graph in reversed(graphs.values()):
+            self.graph, self.out_nodes = graph, []
+            for node in graph.node:
+                site = by_node.get(id(node))
+                if site is None:
+                    self.out_nodes.append(node)
+                else:
+                    self._site(site)
+            del graph.node[:]
+            graph.node.extend(self.out_nodes)
+        drop_unused_initializers(self.main, self.replaced)
         return [s.label for s in sites]
 
 

@@ -52,11 +52,46 @@ class WeightSite:
     label: str
     weight: np.ndarray
     trans_b: bool
+    #: the graph holding ``node``: the model's, or an If branch / Loop or Scan body inside it
+    graph: onnx.GraphProto | None = None
 
 
 def node_label(node: onnx.NodeProto, index: int) -> str:
     """The node's name, or ``op_type #index`` when it has none (as qdq.py names nodes)."""
     return node.name or f"{node.op_type} #{index}"
+
+
+@dataclass(frozen=True)
+class GraphScope:
+    """One graph of a model with what its nodes see: the labels of its nodes (a subgraph's
+    prefixed by the node and attribute holding it, ``Loop #3/body/MatMul #0``) and the
+    constant initializers in scope (its own and every enclosing graph's, minus names a
+    graph declares as an input, which are fed at run time)."""
+
+    graph: onnx.GraphProto
+    labels: tuple[str, ...]
+    constants: dict[str, onnx.TensorProto]
+
+
+def graph_scopes(model: onnx.ModelProto) -> list[GraphScope]:
+    """The model's graph, then every subgraph (If branches, Loop and Scan bodies), depth first."""
+    scopes: list[GraphScope] = []
+
+    def visit(graph: onnx.GraphProto, prefix: str, outer: dict[str, onnx.TensorProto]) -> None:
+        inputs = {i.name for i in graph.input}
+        constants = {name: t for name, t in outer.items() if name not in inputs}
+        constants.update((i.name, i) for i in graph.initializer if i.name not in inputs)
+        labels = tuple(prefix + node_label(n, i) for i, n in enumerate(graph.node))
+        scopes.append(GraphScope(graph, labels, constants))
+        for node, label in zip(graph.node, labels, strict=True):
+            for attr in node.attribute:
+                subs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+                for k, sub in enumerate(subs):
+                    name = attr.name if len(subs) == 1 else f"{attr.name}[{k}]"
+                    visit(sub, f"{label}/{name}/", constants)
+
+    visit(model.graph, "", {})
+    return scopes
 
 
 def _attr(node: onnx.NodeProto, name: str, default: float | int) -> float | int:
@@ -86,50 +121,60 @@ def _why_not(node: onnx.NodeProto, inits: dict[str, onnx.TensorProto], types: di
 def find_sites(model: onnx.ModelProto, types: dict[str, int], *, op_types: Collection[str],
                nodes_to_include: Collection[str] | None, nodes_to_exclude: Collection[str],
                op_types_to_exclude: Collection[str]) -> tuple[list[WeightSite], list[tuple[str, str]]]:
-    """The quantizable nodes of the top-level graph and ``(node, why)`` for the rest of the
-    requested ones. A node named in ``nodes_to_include`` that cannot be quantized raises
+    """The quantizable nodes, subgraphs included (a Loop body's MatMul reading an outer
+    weight is the hot one of an unrolled-by-Loop RNN), and ``(node, why)`` for the rest of
+    the requested ones. A node named in ``nodes_to_include`` that cannot be quantized raises
     :class:`QuantizationError`: the user asked for it by name."""
     unsupported = sorted(set(op_types) - SUPPORTED_OP_TYPES)
     if unsupported:
         raise ValueError(f"op_types {unsupported} are not supported; choose from {sorted(SUPPORTED_OP_TYPES)}")
-    graph = model.graph
-    labels = [node_label(n, i) for i, n in enumerate(graph.node)]
+    scopes = graph_scopes(model)
+    all_labels = {label for scope in scopes for label in scope.labels}
     for what, names in (("nodes_to_exclude", nodes_to_exclude), ("nodes_to_include", nodes_to_include or ())):
-        unknown = sorted(set(names) - set(labels))
+        unknown = sorted(set(names) - all_labels)
         if unknown:
             raise ValueError(f"{what} names nodes the model does not have: {', '.join(unknown)}")
-    inputs = {i.name for i in graph.input}
-    # an initializer that is also a graph input can be fed at run time: not a constant
-    inits = {i.name: i for i in graph.initializer if i.name not in inputs}
     sites: list[WeightSite] = []
     kept: list[tuple[str, str]] = []
-    for node, label in zip(graph.node, labels, strict=True):
-        if node.op_type not in SUPPORTED_OP_TYPES or node.domain not in ("", "ai.onnx"):
-            continue
-        named = nodes_to_include is not None and label in nodes_to_include
-        if nodes_to_include is not None and not named:
-            continue
-        if node.op_type not in op_types:
-            if named:
-                raise QuantizationError(f"node {label!r} ({node.op_type}) was named in nodes_to_include but "
-                                        f"{node.op_type} is not in op_types", node=label, op_type=node.op_type)
-            continue
-        if label in nodes_to_exclude or node.op_type in op_types_to_exclude:
-            kept.append((label, "excluded by name" if label in nodes_to_exclude else "its op type is excluded"))
-            continue
-        why = _why_not(node, inits, types)
-        if why is None and node.op_type == "Gemm" and _attr(node, "transA", 0):
-            why = "Gemm with transA=1 (only the weight side is rewritten)"
-        if why is not None:
-            if named:
-                raise QuantizationError(f"node {label!r} ({node.op_type}) cannot be quantized: {why}",
-                                        node=label, op_type=node.op_type)
-            kept.append((label, why))
-            continue
-        trans_b = node.op_type == "Gemm" and bool(_attr(node, "transB", 0))
-        w = numpy_helper.to_array(inits[node.input[1]]).astype(np.float32)
-        sites.append(WeightSite(node, label, w.T if trans_b else w, trans_b))
+    for scope in scopes:
+        for node, label in zip(scope.graph.node, scope.labels, strict=True):
+            site = _site(node, label, scope, types, op_types=op_types, nodes_to_include=nodes_to_include,
+                         nodes_to_exclude=nodes_to_exclude, op_types_to_exclude=op_types_to_exclude, kept=kept)
+            if site is not None:
+                sites.append(site)
     return sites, kept
+
+
+def _site(node: onnx.NodeProto, label: str, scope: GraphScope, types: dict[str, int], *, op_types: Collection[str],
+          nodes_to_include: Collection[str] | None, nodes_to_exclude: Collection[str],
+          op_types_to_exclude: Collection[str], kept: list[tuple[str, str]]) -> WeightSite | None:
+    """``node`` as a site, or None (with the reason appended to ``kept`` when it was asked for)."""
+    if node.op_type not in SUPPORTED_OP_TYPES or node.domain not in ("", "ai.onnx"):
+        return None
+    named = nodes_to_include is not None and label in nodes_to_include
+    if nodes_to_include is not None and not named:
+        return None
+    if node.op_type not in op_types:
+        if named:
+            raise QuantizationError(f"node {label!r} ({node.op_type}) was named in nodes_to_include but "
+                                    f"{node.op_type} is not in op_types", node=label, op_type=node.op_type)
+        return None
+    if label in nodes_to_exclude or node.op_type in op_types_to_exclude:
+        kept.append((label, "excluded by name" if label in nodes_to_exclude else "its op type is excluded"))
+        return None
+    inits = scope.constants
+    why = _why_not(node, inits, types)
+    if why is None and node.op_type == "Gemm" and _attr(node, "transA", 0):
+        why = "Gemm with transA=1 (only the weight side is rewritten)"
+    if why is not None:
+        if named:
+            raise QuantizationError(f"node {label!r} ({node.op_type}) cannot be quantized: {why}",
+                                    node=label, op_type=node.op_type)
+        kept.append((label, why))
+        return None
+    trans_b = node.op_type == "Gemm" and bool(_attr(node, "transB", 0))
+    w = numpy_helper.to_array(inits[node.input[1]]).astype(np.float32)
+    return WeightSite(node, label, w.T if trans_b else w, trans_b, scope.graph)
 
 
 def gemm_alpha_beta(node: onnx.NodeProto) -> tuple[float, float]:
@@ -150,6 +195,13 @@ def drop_unused_initializers(graph: onnx.GraphProto, candidates: Collection[str]
             used.update(node.input)
             for a in node.attribute:
                 stack.extend(([a.g] if a.HasField("g") else []) + list(a.graphs))
-    kept = [i for i in graph.initializer if i.name not in candidates or i.name in used]
-    del graph.initializer[:]
-    graph.initializer.extend(kept)
+    stack = [graph]
+    while stack:  # a subgraph's own weight may have been quantized too
+        g = stack.pop()
+        kept = [i for i in g.initializer if i.name not in candidates or i.name in used]
+        if len(kept) != len(g.initializer):
+            del g.initializer[:]
+            g.initializer.extend(kept)
+        for node in g.node:
+            for a in node.attribute:
+                stack.extend(([a.g] if a.HasField("g") else []) + list(a.graphs))

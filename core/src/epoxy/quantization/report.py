@@ -72,14 +72,21 @@ class NodeCounts:
 
 
 def count_nodes(model: onnx.ModelProto) -> NodeCounts:
-    """Classify the top-level graph's nodes. A QDQ node counts as int8 when every non-empty
-    float input comes from a DequantizeLinear (a runtime fuses it into an integer kernel)."""
-    graph = model.graph
-    producer = {o: n.op_type for n in graph.node for o in n.output}
-    inits = {i.name: i.data_type for i in graph.initializer}
+    """Classify the compute nodes, those inside If branches and Loop/Scan bodies included
+    (labelled ``Loop #3/body/MatMul #0``; the If/Loop/Scan node itself only holds them). A
+    QDQ node counts as int8 when every non-empty float input comes from a DequantizeLinear
+    (a runtime fuses it into an integer kernel). Value names are unique across a model's
+    graphs, so one producer map serves every scope."""
+    from epoxy.quantization.matmul_weights import graph_scopes
+
+    scopes = graph_scopes(model)
+    nodes = [(node, label) for scope in scopes for node, label in zip(scope.graph.node, scope.labels, strict=True)]
+    producer = {o: n.op_type for n, _ in nodes for o in n.output}
+    inits = {i.name: i.data_type for scope in scopes for i in scope.graph.initializer}
     try:
+        inferred = onnx.shape_inference.infer_shapes(model)
         types = {vi.name: vi.type.tensor_type.elem_type
-                 for vi in onnx.shape_inference.infer_shapes(model).graph.value_info}
+                 for scope in graph_scopes(inferred) for vi in scope.graph.value_info}
     except Exception:  # no types: the low-float count stays empty
         types = {}
     int8: list[str] = []
@@ -87,8 +94,9 @@ def count_nodes(model: onnx.ModelProto) -> NodeCounts:
     low: list[str] = []
     f32: list[str] = []
     plumbing: Counter[str] = Counter()
-    for k, node in enumerate(graph.node):
-        label = node.name or f"{node.op_type} #{k}"
+    for node, label in nodes:
+        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+            continue  # If / Loop / Scan: their bodies' nodes are counted
         if node.op_type in _PLUMBING or node.op_type == "Constant":
             plumbing[node.op_type] += 1
             continue

@@ -72,7 +72,23 @@ def _static(model: onnx.ModelProto, stats: CalibrationStats | None, o: SchemeOpt
                           weight_dtype=o.weight_dtype, per_channel=o.per_channel,  # type: ignore[arg-type]
                           reduce_range=o.reduce_range, op_types=o.op_types or None,
                           nodes_to_exclude=o.nodes_to_exclude, providers=o.providers, format=o.format or "qdq")
-    return out, []
+    return out, _subgraphs_kept_float(out)  # labels as the written model has them
+
+
+def _subgraphs_kept_float(model: onnx.ModelProto) -> list[str]:
+    """One note per If branch / Loop or Scan body: static calibration sees the model's
+    graph only (a body's values change per iteration and are no graph output), so a
+    body's nodes stay float; the weight-side schemes quantize them."""
+    from epoxy.quantization.matmul_weights import graph_scopes
+
+    notes = []
+    for scope in graph_scopes(model)[1:]:
+        if scope.labels:
+            where = scope.labels[0].rsplit("/", 1)[0]
+            notes.append(f"{where}: its {len(scope.labels)} node(s) kept float (static calibration does not reach "
+                         "If/Loop/Scan bodies; --mode dynamic, weight-int8 or weight-int4 quantize their MatMul/Gemm "
+                         "weights)")
+    return notes
 
 
 def _float(dtype: str) -> Scheme:

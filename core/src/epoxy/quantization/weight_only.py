@@ -155,37 +155,48 @@ def quantize_stored(site: WeightSite, spec: WeightSpec) -> StoredWeight:
 
 
 def rewrite_weights(model: onnx.ModelProto, sites: list[WeightSite], spec: WeightSpec) -> list[str]:
-    """Put each site's weight behind a DequantizeLinear, in place; one quantized copy per
-    weight initializer however many nodes read it. Returns the quantized node labels."""
-    graph = model.graph
+    """Put each site's weight behind a DequantizeLinear, in place: per graph reading a
+    weight (the model's, or an If branch / Loop or Scan body), one quantized copy and one
+    DequantizeLinear however many of its nodes read it, both in that graph (onnxruntime's
+    DequantizeLinear fusions look the weight up in the node's own graph). Returns the
+    quantized node labels."""
+    main = model.graph
     names = _Names(model)
-    made: dict[str, str] = {}
-    new_nodes: dict[int, list[onnx.NodeProto]] = {}
-    positions = {id(n): i for i, n in enumerate(graph.node)}
+    stored: dict[str, StoredWeight] = {}  # weight -> its quantized values (computed once)
+    made: dict[tuple[int, str], str] = {}  # (graph, weight) -> dequantized name
+    new_nodes: dict[int, dict[int, list[onnx.NodeProto]]] = {}  # graph -> node position -> DQ nodes
+    graphs = {id(s.graph or main): s.graph or main for s in sites}
+    positions = {id(n): i for g in graphs.values() for i, n in enumerate(g.node)}
     for site in sites:
+        graph = site.graph or main
         weight = site.node.input[1]
-        if weight not in made:
-            sw = quantize_stored(site, spec)
-            q = names(f"{weight}_quantized")
-            scale, zp, out = names(f"{weight}_scale"), names(f"{weight}_zero_point"), names(f"{weight}_dequantized")
+        if weight not in stored:
+            stored[weight] = quantize_stored(site, spec)
+        key = (id(graph), weight)
+        if key not in made:
+            sw = stored[weight]
+            q, scale, zp = names(f"{weight}_quantized"), names(f"{weight}_scale"), names(f"{weight}_zero_point")
             graph.initializer.extend([numpy_helper.from_array(sw.values, q),
                                       numpy_helper.from_array(sw.scale.astype(np.float32), scale),
                                       numpy_helper.from_array(sw.zero_point, zp)])
+            out = names(f"{weight}_dequantized")
             dq = helper.make_node("DequantizeLinear", [q, scale, zp], [out], name=names(f"{out}_node"))
             if sw.axis is not None:
                 dq.attribute.append(helper.make_attribute("axis", sw.axis))
             if sw.block_size is not None:
                 dq.attribute.append(helper.make_attribute("block_size", sw.block_size))
-            new_nodes.setdefault(positions[id(site.node)], []).append(dq)
-            made[weight] = out
-        site.node.input[1] = made[weight]
-    ordered: list[onnx.NodeProto] = []
-    for i, node in enumerate(graph.node):
-        ordered.extend(new_nodes.get(i, []))
-        ordered.append(node)
-    del graph.node[:]
-    graph.node.extend(ordered)
-    drop_unused_initializers(graph, set(made))
+            new_nodes.setdefault(id(graph), {}).setdefault(positions[id(site.node)], []).append(dq)
+            made[key] = out
+        site.node.input[1] = made[key]
+    for graph in reversed(graphs.values()):  # subgraphs first: a graph's rewrite copies its nodes
+        inserted = new_nodes.get(id(graph), {})
+        ordered: list[onnx.NodeProto] = []
+        for i, node in enumerate(graph.node):
+            ordered.extend(inserted.get(i, []))
+            ordered.append(node)
+        del graph.node[:]
+        graph.node.extend(ordered)
+    drop_unused_initializers(main, set(stored))
     return [s.label for s in sites]
 
 
