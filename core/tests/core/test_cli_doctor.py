@@ -128,3 +128,17 @@ def test_help_shows_an_example():
     sub = next(a for a in parser._actions if a.dest == "command").choices["doctor"]  # type: ignore[union-attr]
     assert "example:" in sub.format_help() and "epoxy doctor --json" in sub.format_help()
 
+
+
+def test_every_epoxy_variable_the_code_reads_is_known():
+    """A variable the core or a bundled plugin reads but the doctor calls unknown would send a
+    user chasing a misspelling that is not one: every ``"EPOXY_..."`` literal in their sources."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    sources = [root / "core" / "src", *sorted((root / "plugins").glob("*/src")), root / "serve" / "src"]
+    named = {m for src in sources if src.is_dir() for path in src.rglob("*.py")
+             for m in re.findall(r"[\"'](EPOXY_[A-Z0-9_]+)[\"']", path.read_text(encoding="utf-8"))}
+    assert "EPOXY_SESSION_CACHE_DIR" in named  # the scan found the sources
+    assert sorted(named - set(env.KNOWN)) == []
