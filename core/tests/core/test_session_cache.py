@@ -219,3 +219,20 @@ def test_a_folder_that_cannot_be_written_is_a_warning_only(tmp_path, make_regist
     session, _, caught = _session(str(path), _options(blocker / "cache"), make_registry)
     assert any("could not be stored" in w for w in caught)
     np.testing.assert_array_equal(session.run(None, FEED)[0], _expected())
+
+
+def test_new_external_data_is_a_miss(tmp_path, make_registry):
+    model = onnx.load(_model(tmp_path / "inline.onnx"))
+    path, folder = tmp_path / "m.onnx", tmp_path / "cache"
+    onnx.save(model, path, save_as_external_data=True, location="m.data", size_threshold=0)
+    _session(str(path), _options(folder), make_registry)
+    hit, _, _ = _session(str(path), _options(folder), make_registry)
+    assert _from_cache(hit)
+    assert str((tmp_path / "m.data").resolve()) in _records(folder)[0].read_text()  # stamped in the record
+    new_weights = (3.0, -3.0, 0.5, 1.0)
+    other = onnx.load(_model(tmp_path / "other.onnx", new_weights))
+    onnx.save(other, tmp_path / "staging.onnx", save_as_external_data=True, location="staging.data", size_threshold=0)
+    os.replace(tmp_path / "staging.data", tmp_path / "m.data")  # new weights, the same model file
+    session, _, _ = _session(str(path), _options(folder), make_registry)
+    assert not _from_cache(session)
+    np.testing.assert_array_equal(session.run(None, FEED)[0], _expected(new_weights))
