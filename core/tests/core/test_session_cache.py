@@ -32,7 +32,7 @@ def _own_key(tmp_path_factory, monkeypatch):
 def _model(path: Path, weights=(0.5, -1.0, 2.0, -0.25)) -> Path:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])
-    w = helper.make_tensor("w", TensorProto.FLOAT, [4], list(weights))
+    w = numpy_helper.from_array(np.asarray(weights, np.float32), "w")  # raw data: can be saved as external data
     nodes = [helper.make_node("Add", ["x", "w"], ["a"], name="add"),
              helper.make_node("Relu", ["a"], ["r"], name="relu"),
              helper.make_node("Neg", ["r"], ["n"], name="neg"),
