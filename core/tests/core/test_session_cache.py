@@ -236,3 +236,20 @@ def test_new_external_data_is_a_miss(tmp_path, make_registry):
     session, _, _ = _session(str(path), _options(folder), make_registry)
     assert not _from_cache(session)
     np.testing.assert_array_equal(session.run(None, FEED)[0], _expected(new_weights))
+
+
+def test_sessions_created_at_once_share_one_entry(tmp_path, make_registry):
+    """Threads of one process (as processes would) miss together, each store an entry; the
+    last record wins and every later session starts from it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    path, folder = _model(tmp_path / "m.onnx"), tmp_path / "cache"
+    with ThreadPoolExecutor(4) as pool:
+        sessions = list(pool.map(lambda _: _session(str(path), _options(folder), make_registry)[0], range(4)))
+    for session in sessions:
+        np.testing.assert_array_equal(session.run(None, FEED)[0], _expected())
+    (record,) = _records(folder)
+    assert (folder / json.loads(record.read_text())["model_file"]).is_file()
+    later, _, _ = _session(str(path), _options(folder), make_registry)
+    assert _from_cache(later)
+    np.testing.assert_array_equal(later.run(None, FEED)[0], _expected())

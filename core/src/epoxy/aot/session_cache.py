@@ -18,7 +18,8 @@ beside it. The record is written last, atomically, and says what the entry was m
 A session from the cache says so in its partition report notes. An entry that cannot be
 used (unreadable, or its model no longer loads) is removed with a note and the model is
 prepared again. Two processes storing the same entry at once each write their own files;
-the record that lands last wins, and readers never see half an entry.
+the record that lands last wins, readers never see half an entry, and files another
+writer may still need are removed only once they are a minute old.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ from ..version import __version__
 CACHE_ENV = "EPOXY_SESSION_CACHE_DIR"
 #: bumped when the record's layout changes; other layouts are misses
 FORMAT = 1
+#: seconds after which another entry's files of the same key are surely not being written or read
+STALE_AFTER_S = 60.0
 #: session options that cannot change the prepared graph (left out of the key)
 _UNKEYED_OPTIONS = frozenset({
     "enable_profiling", "profile_file_prefix", "log_severity_level", "log_verbosity_level", "logid",
@@ -164,13 +167,19 @@ class SessionCache:
             pass
         self._remove_older(keep=None)
 
-    def _remove_older(self, keep: str | None) -> None:
+    def _remove_older(self, keep: str | None, grace_s: float = STALE_AFTER_S) -> None:
+        """Remove this key's files but ``keep``'s; with a ``keep``, only files older than
+        ``grace_s``: another process may be writing its entry of the same key right now (its
+        record lands after ours), or reading the one we replace."""
+        now = time.time()
         for path in self.folder.glob(f"{self.key}-*"):
-            if keep is None or not path.name.startswith(keep):
-                try:
+            if keep is not None and path.name.startswith(keep):
+                continue
+            try:
+                if keep is None or now - path.stat().st_mtime > grace_s:
                     path.unlink()  # a reader that has it open or mapped keeps its copy (POSIX)
-                except OSError:
-                    pass
+            except OSError:
+                pass
 
 
 def _model_identity(source: Any) -> Any:
