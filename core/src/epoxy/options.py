@@ -362,6 +362,10 @@ class SessionOptions:
         changed = ", ".join(f"{n}={getattr(self, n)!r}" for n, (d, _) in _FIELDS.items() if getattr(self, n) != d)
         return f"SessionOptions({changed})"
 
+    def field_values(self) -> dict[str, Any]:
+        """Every attribute's current value, in ``repr``'s order (the session cache keys on them)."""
+        return {name: getattr(self, name) for name in _FIELDS}
+
     # -- derived views the session reads ---------------------------------------------------
     @property
     def optimization_level(self) -> str:

@@ -220,9 +220,7 @@ def _file_stamp(path: Path) -> list[Any]:
 
 def _keyed_options(options: Any) -> dict[str, Any]:
     """The session options that can shape the prepared graph, as text."""
-    from ..options import _FIELDS
-
-    keyed = {name: str(getattr(options, name)) for name in _FIELDS if name not in _UNKEYED_OPTIONS}
+    keyed = {name: str(value) for name, value in options.field_values().items() if name not in _UNKEYED_OPTIONS}
     keyed["free_dimension_overrides"] = json.dumps(options.free_dimension_overrides, sort_keys=True)
     return keyed  # config entries act through the attributes above (unknown ones have no effect)
 
