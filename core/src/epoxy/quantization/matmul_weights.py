@@ -71,6 +71,8 @@ class GraphScope:
     graph: onnx.GraphProto
     labels: tuple[str, ...]
     constants: dict[str, onnx.TensorProto]
+    #: ``Loop #3/body`` (the holding node's label and the attribute), "" for the model's graph
+    where: str = ""
 
 
 def graph_scopes(model: onnx.ModelProto) -> list[GraphScope]:
@@ -82,7 +84,7 @@ def graph_scopes(model: onnx.ModelProto) -> list[GraphScope]:
         constants = {name: t for name, t in outer.items() if name not in inputs}
         constants.update((i.name, i) for i in graph.initializer if i.name not in inputs)
         labels = tuple(prefix + node_label(n, i) for i, n in enumerate(graph.node))
-        scopes.append(GraphScope(graph, labels, constants))
+        scopes.append(GraphScope(graph, labels, constants, prefix[:-1]))
         for node, label in zip(graph.node, labels, strict=True):
             for attr in node.attribute:
                 subs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)

@@ -84,10 +84,9 @@ def _subgraphs_kept_float(model: onnx.ModelProto) -> list[str]:
     notes = []
     for scope in graph_scopes(model)[1:]:
         if scope.labels:
-            where = scope.labels[0].rsplit("/", 1)[0]
-            notes.append(f"{where}: its {len(scope.labels)} node(s) kept float (static calibration does not reach "
-                         "If/Loop/Scan bodies; --mode dynamic, weight-int8 or weight-int4 quantize their MatMul/Gemm "
-                         "weights)")
+            notes.append(f"{scope.where}: its {len(scope.labels)} node(s) kept float (static calibration does not "
+                         "reach If/Loop/Scan bodies; --mode dynamic, weight-int8 or weight-int4 quantize their "
+                         "MatMul/Gemm weights)")
     return notes
 
 
