@@ -80,8 +80,12 @@ class _Match:
 #: the layers worth running on codes, as the cpu provider's int8 GEMM takes them
 #: (``epoxy_ep_cpu/jit/kernels_int8_conv.py``): at least this many multiply-adds per image and
 #: input channels per group. Smaller layers run its float kernels faster than integer sums
-#: (squeezenet's 1x1 squeeze layers: 17.9 ms for the model in float, 24.4 ms on codes)
-MIN_MACS = 1 << 24
+#: (squeezenet's 1x1 squeeze layers: 17.9 ms for the model in float, 24.4 ms on codes, before
+#: the GEMM kept channels-last codes). 2**22 since session 20: with channels-last codes between
+#: layers, whole models on their QDQ files, median ms from 2**24 to 2**22, 1 / 2 threads:
+#: inception_v1 27.2 -> 24.9 / 23.3 -> 22.1, squeezenet 10.2 -> 9.5 / 11.0 -> 10.4, resnet50
+#: unchanged (54 / 53); at 2**20 squeezenet on one thread lost (11.0)
+MIN_MACS = 1 << 22
 MIN_CHANNELS = 16
 #: weight ranks of 1-D to 3-D convolutions and beyond (output channels first)
 CONV_RANKS = tuple(range(3, 9))
