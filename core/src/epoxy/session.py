@@ -229,6 +229,7 @@ class InferenceSession:
         from .aot.capture import capturing
         from .aot.writer import write_compiled
 
+        cache.stamp_sources()
         with capturing(compile_only=False) as capture:
             self._build(providers, provider_options)
         notes = self._report.notes

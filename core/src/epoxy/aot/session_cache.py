@@ -107,6 +107,12 @@ class SessionCache:
         }
         text = json.dumps(self.key_material, sort_keys=True, default=repr)
         self.key = hashlib.sha256(text.encode()).hexdigest()[:40]
+        self.stamps: list[list[Any]] = []
+
+    def stamp_sources(self) -> None:
+        """Record the model's files as they are now, before the session reads them: a file
+        replaced while the session is prepared then makes the entry a miss, never stale."""
+        self.stamps = [_file_stamp(p) for p in _model_files(self.source)]
 
     @property
     def record_path(self) -> Path:
@@ -150,7 +156,7 @@ class SessionCache:
         model_path = self.folder / f"{stem}.onnx"
         write(model_path)
         record = {"key": self.key_material, "model_file": model_path.name, "model_size": model_path.stat().st_size,
-                  "depends_on": [_file_stamp(p) for p in _model_files(self.source)],
+                  "depends_on": self.stamps,
                   "warnings": list(warnings), "notes": list(notes), "applied_passes": list(applied_passes),
                   "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         tmp = self.folder / f".{stem}.json.tmp"
