@@ -187,23 +187,16 @@ def gemm_alpha_beta(node: onnx.NodeProto) -> tuple[float, float]:
 
 
 def drop_unused_initializers(graph: onnx.GraphProto, candidates: Collection[str]) -> None:
-    """Remove the ``candidates`` initializers that no node or graph output reads any more
-    (subgraphs included)."""
-    used = {o.name for o in graph.output}
-    stack = [graph]
-    while stack:
-        g = stack.pop()
+    """Remove the ``candidates`` initializers that no node or graph output reads any more,
+    in ``graph`` and every subgraph (a subgraph's own weight may have been quantized too)."""
+    graphs = [graph]
+    for g in graphs:  # grows while it is walked: every subgraph, once
         for node in g.node:
-            used.update(node.input)
             for a in node.attribute:
-                stack.extend(([a.g] if a.HasField("g") else []) + list(a.graphs))
-    stack = [graph]
-    while stack:  # a subgraph's own weight may have been quantized too
-        g = stack.pop()
+                graphs.extend(([a.g] if a.HasField("g") else []) + list(a.graphs))
+    used = {o.name for o in graph.output} | {name for g in graphs for node in g.node for name in node.input}
+    for g in graphs:
         kept = [i for i in g.initializer if i.name not in candidates or i.name in used]
         if len(kept) != len(g.initializer):
             del g.initializer[:]
             g.initializer.extend(kept)
-        for node in g.node:
-            for a in node.attribute:
-                stack.extend(([a.g] if a.HasField("g") else []) + list(a.graphs))
