@@ -10,7 +10,7 @@ import onnx_ir as ir
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from epoxy.optimize.passes.qdq_add import DOMAIN, OP_TYPE, QDQAddPass
+from epoxy.optimize.passes.qdq_add import DOMAIN, FUSED_OPS, QDQAddPass
 
 U8 = TensorProto.UINT8
 SHAPE = [1, 4, 5, 5]
@@ -45,13 +45,14 @@ def _apply(proto: onnx.ModelProto) -> tuple[ir.Model, int]:
     return model, p.count
 
 
-@pytest.mark.parametrize("add_op", ["Add", "Sum"])
+@pytest.mark.parametrize("add_op", ["Add", "Sum", "Mul"])
 @pytest.mark.parametrize("relu", [False, True], ids=["plain", "relu"])
 def test_residual_add_becomes_one_op_on_codes(add_op, relu):
     model, count = _apply(_model(add_op, relu))
     assert count == 1
     (node,) = list(model.graph)
-    assert (node.domain, node.op_type) == (DOMAIN, OP_TYPE)
+    assert (node.domain, node.op_type) == (DOMAIN, FUSED_OPS[add_op])
+    assert FUSED_OPS[add_op] == ("QuantizedMul" if add_op == "Mul" else "QuantizedAdd")
     assert [v.name for v in node.inputs] == ["a", "sa", "za", "b", "sb", "zb", "sy", "zy"]
     assert node.attributes["relu"].value == int(relu)
     assert node.outputs[0].name == "y" and node.outputs[0].dtype == ir.DataType.UINT8

@@ -40,6 +40,7 @@ class BuiltinPasses:
         )
         from .passes.qdq_add import QDQAddPass
         from .passes.qdq_conv_integer import QDQConvToIntegerPass
+        from .passes.qdq_lookup import QDQConcatRequantizePass, QDQLookupPass
         from .passes.qdq_matmul import QDQMatMulToIntegerPass
         from .passes.qdq_pairs import QuantizeDequantizePairPass
         from .passes.qdq_passthrough import QDQPassThroughPass
@@ -56,6 +57,9 @@ class BuiltinPasses:
         # provider running QDQ in int8 itself keeps them
         register(QDQPassThroughPass(), level="extended", providers=("cpu",))  # exact: codes moved as they are
         register(QDQAddPass(), level="extended", providers=("cpu",))  # exact: the float reading in one pass
+        # exact: tables of the graph's own ops over the 256 codes, folded by the plan builder
+        register(QDQLookupPass(), level="extended", providers=("cpu",))
+        register(QDQConcatRequantizePass(), level="extended", providers=("cpu",))
         register(QDQConvToQLinearPass(), level="extended", providers=("cpu",))
         register(QDQConvToIntegerPass(), level="extended", providers=("cpu",))  # the ones read as float
         register(QDQMatMulToIntegerPass(), level="extended", providers=("cpu",))

@@ -1,7 +1,8 @@
-"""``com.epoxy.cpu::QuantizedAdd`` (the core's QDQAddPass): a QDQ residual addition run as one
-op on the codes gives the QDQ graph's codes bit for bit (level ``extended`` against ``disable``,
-jit on and off; onnxruntime with its optimizer off as the oracle), in C order and on the
-channels-last codes QLinearConv hands on; inputs of the wrong kind are named."""
+"""``com.epoxy.cpu::QuantizedAdd`` / ``QuantizedMul`` (the core's QDQAddPass): a QDQ residual
+addition or a product of two tensors run as one op on the codes gives the QDQ graph's codes bit
+for bit (level ``extended`` against ``disable``, jit on and off; onnxruntime with its optimizer
+off as the oracle), in C order and on the channels-last codes QLinearConv hands on; inputs of
+the wrong kind are named."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import epoxy
 CODES = {np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int8): TensorProto.INT8}
 
 
-def _residual(a_dtype, b_dtype, y_dtype, relu: bool, shape, b_shape=None, prefix=()) -> onnx.ModelProto:
+def _residual(a_dtype, b_dtype, y_dtype, relu: bool, shape, b_shape=None, prefix=(), op="Add") -> onnx.ModelProto:
     """``DQ(a) + DQ(b) [-> Relu] -> Q``, the scales chosen so the sum often leaves the range."""
     inits = {"sa": np.float32(0.043), "za": np.array(7, a_dtype), "sb": np.float32(0.0271),
              "zb": np.array(-5 if np.dtype(b_dtype) == np.int8 else 140, b_dtype), "sy": np.float32(0.0389),
@@ -25,7 +26,7 @@ def _residual(a_dtype, b_dtype, y_dtype, relu: bool, shape, b_shape=None, prefix
     a_name = nodes[-1].output[0] if nodes else "a"
     nodes += [helper.make_node("DequantizeLinear", [a_name, "sa", "za"], ["da"]),
               helper.make_node("DequantizeLinear", ["b", "sb", "zb"], ["db"]),
-              helper.make_node("Add", ["da", "db"], ["s"])]
+              helper.make_node(op, ["da", "db"], ["s"])]
     if relu:
         nodes.append(helper.make_node("Relu", ["s"], ["r"]))
     nodes.append(helper.make_node("QuantizeLinear", ["r" if relu else "s", "sy", "zy"], ["y"]))
@@ -58,25 +59,28 @@ def _ort(model, feeds):
                                     (np.uint8, np.int8, np.int8)], ids=["u8", "s8-u8-s8", "u8-s8-s8"])
 @pytest.mark.parametrize("relu", [False, True], ids=["plain", "relu"])
 @pytest.mark.parametrize("jit", [True, False], ids=["jit", "numpy"])
-def test_codes_equal_the_qdq_graph(dtypes, relu, jit):
+@pytest.mark.parametrize("op", ["Add", "Mul"])
+def test_codes_equal_the_qdq_graph(dtypes, relu, jit, op):
     rng = np.random.default_rng(11)
     shape = (2, 16, 33, 35)  # more elements than one compiled chunk
-    model = _residual(*dtypes, relu, shape)
+    model = _residual(*dtypes, relu, shape, op=op)
     feeds = {"a": _codes(rng, dtypes[0], shape), "b": _codes(rng, dtypes[1], shape)}
     graph, graph_ops = _run(model, feeds, "disable", jit)
     fused, fused_ops = _run(model, feeds, "extended", jit)
-    assert "Add" in graph_ops and fused_ops == ["QuantizedAdd"]
+    assert op in graph_ops and fused_ops == [f"Quantized{op}"]
     np.testing.assert_array_equal(fused, graph)
     np.testing.assert_array_equal(fused, _ort(model, feeds))
     assert fused.dtype == np.dtype(dtypes[2])
 
 
-def test_broadcast_inputs_take_the_numpy_steps():
+@pytest.mark.parametrize("op", ["Add", "Mul"])
+def test_broadcast_inputs_take_the_numpy_steps(op):
+    """A squeeze-excite gate: [N, C, H, W] * [N, C, 1, 1]."""
     rng = np.random.default_rng(5)
-    model = _residual(np.uint8, np.uint8, np.uint8, True, (1, 8, 6, 6), b_shape=(1, 8, 1, 1))
+    model = _residual(np.uint8, np.uint8, np.uint8, True, (1, 8, 6, 6), b_shape=(1, 8, 1, 1), op=op)
     feeds = {"a": _codes(rng, np.uint8, (1, 8, 6, 6)), "b": _codes(rng, np.uint8, (1, 8, 1, 1))}
     fused, ops = _run(model, feeds, "extended")
-    assert ops == ["QuantizedAdd"]
+    assert ops == [f"Quantized{op}"]
     np.testing.assert_array_equal(fused, _run(model, feeds, "disable")[0])
 
 
@@ -86,8 +90,8 @@ def test_channels_last_codes_from_qlinear_conv_stay_channels_last(monkeypatch):
     from epoxy_ep_cpu.jit import kernels_int8_gemm, kernels_quantize
 
     seen: list[bool] = []
-    real = kernels_quantize.run_quantized_add
-    monkeypatch.setattr(kernels_quantize, "run_quantized_add",
+    real = kernels_quantize.run_quantized_binary
+    monkeypatch.setattr(kernels_quantize, "run_quantized_binary",
                         lambda a, *rest: seen.append(a.flags.c_contiguous) or real(a, *rest))
     rng = np.random.default_rng(2)
     w = _codes(rng, np.int8, (64, 64, 1, 1))

@@ -161,14 +161,17 @@ def run_scale_columns(acc: np.ndarray, scale: np.ndarray, bias: np.ndarray | Non
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _add_span(a, b, start, stop, params, relu, y):  # pragma: no cover - compiled
-    # QuantizedAdd's steps, each in float32 as the QDQ graph's ops take them (ops/quantized_add.py)
+def _binary_span(a, b, start, stop, params, relu, mul, y):  # pragma: no cover - compiled
+    # QuantizedAdd's / QuantizedMul's steps, each in float32 as the QDQ graph's ops take them
+    # (ops/quantized_add.py); ``mul`` is the same for the whole call, so LLVM unswitches it
     za, sa, zb, sb, sy, zy, lo, hi = (params[0], params[1], params[2], params[3], params[4], params[5], params[6],
                                       params[7])
     zero = np.float32(0.0)
     xa, xb, ys = a[start:stop], b[start:stop], y[start:stop]  # slices: indexing from 0 vectorizes (9x)
     for i in range(ys.shape[0]):
-        v = (np.float32(xa[i]) - za) * sa + (np.float32(xb[i]) - zb) * sb
+        va = (np.float32(xa[i]) - za) * sa
+        vb = (np.float32(xb[i]) - zb) * sb
+        v = va * vb if mul else va + vb
         if relu:
             v = zero if v < zero else v
         q = np.rint(v / sy) + zy
@@ -178,33 +181,66 @@ def _add_span(a, b, start, stop, params, relu, y):  # pragma: no cover - compile
 
 
 @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
-def quantized_add(a, b, params, relu, y):  # pragma: no cover - compiled
-    """``y = Q(max?(DQ(a) + DQ(b)))`` over flat 8-bit ``a``, ``b``, ``y``; ``params`` float32
-    (a_zp, a_scale, b_zp, b_scale, y_scale, y_zp, lo, hi); CHUNK-element spans."""
+def quantized_binary(a, b, params, relu, mul, y):  # pragma: no cover - compiled
+    """``y = Q(max?(DQ(a) + DQ(b)))`` (``mul``: ``DQ(a) * DQ(b)``) over flat 8-bit ``a``, ``b``,
+    ``y``; ``params`` float32 (a_zp, a_scale, b_zp, b_scale, y_scale, y_zp, lo, hi); CHUNK-element
+    spans."""
     n = y.shape[0]
     for c in prange((n + CHUNK - 1) // CHUNK):
-        _add_span(a, b, c * CHUNK, min(c * CHUNK + CHUNK, n), params, relu, y)
+        _binary_span(a, b, c * CHUNK, min(c * CHUNK + CHUNK, n), params, relu, mul, y)
 
 
-quantized_add_serial = serial_twin(quantized_add)
+quantized_binary_serial = serial_twin(quantized_binary)
 
 
-def run_quantized_add(a: np.ndarray, b: np.ndarray, params: np.ndarray, relu: bool, dtype: np.dtype,
-                      nthreads: int) -> np.ndarray:
-    """:func:`quantized_add` over two same-shape arrays. When either holds the channels-last codes
-    QLinearConv writes, both are read channels last (the other copied so once) and the result
-    is laid out the same way: a residual chain's codes then stay channels last from block to
-    block, and each block's convolution reads them without a transpose."""
+def run_quantized_binary(a: np.ndarray, b: np.ndarray, params: np.ndarray, relu: bool, mul: bool, dtype: np.dtype,
+                         nthreads: int) -> np.ndarray:
+    """:func:`quantized_binary` over two same-shape arrays. When either holds the channels-last
+    codes QLinearConv writes, both are read channels last (the other copied so once) and the
+    result is laid out the same way: a residual chain's codes then stay channels last from block
+    to block, and each block's convolution reads them without a transpose."""
     channels_last = a.ndim == 4 and any(not x.flags.c_contiguous and _channels_last(x) for x in (a, b))
     if channels_last:
         a, b = (np.ascontiguousarray(x.transpose(0, 2, 3, 1)) for x in (a, b))
     else:
         a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
     y = np.empty(a.shape, dtype)
-    pick(quantized_add, quantized_add_serial, nthreads, y.size)(a.reshape(-1), b.reshape(-1), params, relu,
-                                                                 y.reshape(-1))
+    pick(quantized_binary, quantized_binary_serial, nthreads, y.size)(a.reshape(-1), b.reshape(-1), params, relu, mul,
+                                                                     y.reshape(-1))
     return y.transpose(0, 3, 1, 2) if channels_last else y
 
 
 def _channels_last(x: np.ndarray) -> bool:
     return bool(x.transpose(0, 2, 3, 1).flags.c_contiguous)
+
+
+@njit(cache=True, nogil=True)
+def _lookup_span(codes, table, start, stop, y):  # pragma: no cover - compiled
+    xs, ys = codes[start:stop], y[start:stop]
+    for i in range(ys.shape[0]):
+        ys[i] = table[xs[i]]
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def lookup(codes, table, y):  # pragma: no cover - compiled
+    """``y[i] = table[codes[i]]`` over flat uint8 ``codes`` / ``y`` and a 256-byte ``table``."""
+    n = y.shape[0]
+    for c in prange((n + CHUNK - 1) // CHUNK):
+        _lookup_span(codes, table, c * CHUNK, min(c * CHUNK + CHUNK, n), y)
+
+
+lookup_serial = serial_twin(lookup)
+
+
+def run_lookup(codes: np.ndarray, table: np.ndarray, nthreads: int) -> np.ndarray:
+    """:func:`lookup` over ``codes`` of any layout whose elements are one dense block (C order,
+    or the channels-last codes QLinearConv hands on): the result has the same strides, so a
+    chain of int8 layers stays channels last. ``table`` 256 codes in bit-pattern order."""
+    order = np.argsort([-s for s in codes.strides], kind="stable")
+    dense = codes.transpose(order)
+    if not dense.flags.c_contiguous:
+        dense, order = np.ascontiguousarray(codes), np.arange(codes.ndim)
+    y = np.empty(dense.shape, table.dtype)
+    pick(lookup, lookup_serial, nthreads, y.size)(dense.reshape(-1).view(np.uint8), table.view(np.uint8),
+                                                 y.reshape(-1).view(np.uint8))
+    return y.transpose(np.argsort(order))

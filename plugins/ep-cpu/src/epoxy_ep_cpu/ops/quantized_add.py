@@ -1,12 +1,14 @@
-"""``com.epoxy.cpu::QuantizedAdd``: a QDQ residual addition on its codes (written by the core's
+"""``com.epoxy.cpu::QuantizedAdd`` and ``QuantizedMul``: a QDQ model's addition (a residual) or
+product of two tensors (SiLU's and HardSwish's ``x * gate``) on its codes (written by the core's
 ``QDQAddPass``, ``epoxy/optimize/passes/qdq_add.py``, which says why the values are the graph's).
 
 ``QuantizedAdd(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point)``,
 attribute ``relu`` (0 or 1): ``QuantizeLinear(max?(DequantizeLinear(a) + DequantizeLinear(b), 0))``
 with scalar float32 scales and 8-bit zero points, each step in float32 as those ops compute it
 here (``ops/quantize.py``: ``float32(codes - zp) * scale``; ``sat(rint(v / scale) + zp)``, NaN to
-code 0). The jit tier runs it as one compiled pass that keeps its inputs' layout (the
-channels-last codes QLinearConv hands on); the numpy path runs the graph's steps.
+code 0); ``QuantizedMul`` the same with ``*``. The jit tier runs same-shape inputs as one
+compiled pass that keeps their layout (the channels-last codes QLinearConv hands on); the numpy
+path runs the graph's steps, broadcasting too.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ _CODES = (np.dtype(np.uint8), np.dtype(np.int8))
 
 
 class QuantizedAddError(TypeError):
-    """An input of a QuantizedAdd node has a type or size the fused op does not take."""
+    """An input of a QuantizedAdd / QuantizedMul node has a type or size the fused op does not take."""
 
 
 def _check(node: NodeSpec, codes: tuple[np.ndarray, ...], params: tuple[np.ndarray, ...]) -> None:
@@ -46,6 +48,15 @@ def _check(node: NodeSpec, codes: tuple[np.ndarray, ...], params: tuple[np.ndarr
 
 @KERNELS.register("QuantizedAdd", 1, domain=DOMAIN)
 def quantized_add(node: NodeSpec) -> Callable[..., np.ndarray]:
+    return _quantized_binary(node, np.add, mul=False)
+
+
+@KERNELS.register("QuantizedMul", 1, domain=DOMAIN)
+def quantized_mul(node: NodeSpec) -> Callable[..., np.ndarray]:
+    return _quantized_binary(node, np.multiply, mul=True)
+
+
+def _quantized_binary(node: NodeSpec, combine: np.ufunc, mul: bool) -> Callable[..., np.ndarray]:
     relu = bool(int(node.attr("relu", 0)))
     compiled = jit.kernels("quantize")
     nthreads = jit.thread_count() if compiled is not None else 0
@@ -57,9 +68,9 @@ def quantized_add(node: NodeSpec) -> Callable[..., np.ndarray]:
             lo, hi = int_range(y_zp.dtype)
             params = np.array([a_zp.reshape(()), a_scale.reshape(()), b_zp.reshape(()), b_scale.reshape(()),
                                y_scale.reshape(()), y_zp.reshape(()), lo, hi], dtype=_F32)
-            return compiled.run_quantized_add(a, b, params, relu, y_zp.dtype, nthreads)
-        v = dequantize_f32(a, a_scale.reshape(()), a_zp.reshape(())) + dequantize_f32(b, b_scale.reshape(()),
-                                                                                      b_zp.reshape(()))
+            return compiled.run_quantized_binary(a, b, params, relu, mul, y_zp.dtype, nthreads)
+        v = combine(dequantize_f32(a, a_scale.reshape(()), a_zp.reshape(())),
+                    dequantize_f32(b, b_scale.reshape(()), b_zp.reshape(())))
         if relu:
             np.maximum(v, _F32.type(0), out=v)
         return quantize_f32(v, y_scale.reshape(()), y_zp.reshape(()), y_zp.dtype)

@@ -1,0 +1,49 @@
+"""``com.epoxy.cpu::QuantizedLookup(codes, table)``: an op of a QDQ model run on its 8-bit codes
+by table (written by the core's ``QDQLookupPass`` / ``QDQConcatRequantizePass``,
+``epoxy/optimize/passes/qdq_lookup.py``, which says why the values are the QDQ graph's).
+
+``table`` holds 256 codes in bit-pattern order: the output element is ``table[byte of the code]``.
+The jit tier runs it as one compiled byte pass that keeps the input's layout (the channels-last
+codes QLinearConv hands on); the numpy path indexes the table with the codes' bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from epoxy.contract import NodeSpec
+
+from .. import jit
+from ..registry import KERNELS
+from .fused import DOMAIN
+
+_CODES = (np.dtype(np.uint8), np.dtype(np.int8))
+
+
+class QuantizedLookupError(TypeError):
+    """An input of a QuantizedLookup node has a type or size the op does not take."""
+
+
+def _check(node: NodeSpec, codes: np.ndarray, table: np.ndarray) -> None:
+    if codes.dtype not in _CODES:
+        raise QuantizedLookupError(f"node {node.name!r} ({node.qualified_op}): input codes must hold 8-bit codes, "
+                                   f"got {codes.dtype}")
+    if table.dtype not in _CODES or table.shape != (256,):
+        raise QuantizedLookupError(f"node {node.name!r} ({node.qualified_op}): input table must be 256 8-bit codes, "
+                                   f"got {table.dtype} of shape {list(table.shape)}")
+
+
+@KERNELS.register("QuantizedLookup", 1, domain=DOMAIN)
+def quantized_lookup(node: NodeSpec) -> Callable[..., np.ndarray]:
+    compiled = jit.kernels("quantize")
+    nthreads = jit.thread_count() if compiled is not None else 0
+
+    def run(codes: np.ndarray, table: np.ndarray) -> np.ndarray:
+        _check(node, codes, table)
+        if compiled is not None and codes.size:
+            return compiled.run_lookup(codes, np.ascontiguousarray(table), nthreads)
+        return table[codes.view(np.uint8)]
+
+    return run

@@ -1,0 +1,166 @@
+"""``com.epoxy.cpu::QuantizedLookup`` (the core's QDQLookupPass / QDQConcatRequantizePass): a
+QDQ model's one-input ops and mixed-scale Concats run on the codes by table, the tables folded
+once at session creation by the provider's own kernels. The codes equal the QDQ graph's bit for
+bit (level ``extended`` against ``disable``, jit on and off), onnxruntime with its optimizer off
+agrees within one code (its float kernels are not ours), only the lookups run per call, the
+channels-last codes QLinearConv hands on keep their layout, and wrong inputs are named."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import epoxy
+
+CODES = {np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int8): TensorProto.INT8}
+SHAPE = (2, 8, 37, 41)  # more elements than one compiled chunk
+
+#: op -> (extra inputs as initializers, attributes): the ops quantizers wrap in DQ/Q
+OPS = {
+    "Sigmoid": ({}, {}), "Tanh": ({}, {}), "LeakyRelu": ({}, {"alpha": 0.1}), "HardSigmoid": ({}, {}),
+    "HardSwish": ({}, {}), "Gelu": ({}, {}), "Elu": ({}, {"alpha": 0.7}), "Softplus": ({}, {}),
+    "Clip": ({"lo": np.float32(0.0), "hi": np.float32(6.0)}, {}), "Exp": ({}, {}), "Relu": ({}, {}),
+    "Mul": ({"k": np.float32(-0.75)}, {}), "Div": ({"k": np.array([2.5], np.float32)}, {}),
+}
+
+
+def _codes(rng, dtype, shape):
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max + 1, shape).astype(dtype)
+
+
+def _params(dtype, scale, zero):
+    return np.float32(scale), np.array(zero if np.dtype(dtype) == np.uint8 else zero - 128, dtype)
+
+
+def _unary(op: str, in_dtype, out_dtype) -> onnx.ModelProto:
+    extra, attrs = OPS[op]
+    sx, zx = _params(in_dtype, 0.031, 120)
+    sy, zy = _params(out_dtype, 0.0207 if op not in ("Exp", "Mul", "Div") else 0.37, 90)
+    inits = {"sx": sx, "zx": zx, "sy": sy, "zy": zy, **extra}
+    nodes = [helper.make_node("DequantizeLinear", ["x", "sx", "zx"], ["dx"]),
+             helper.make_node(op, ["dx", *extra], ["f"], name="act", **attrs),
+             helper.make_node("QuantizeLinear", ["f", "sy", "zy"], ["y"])]
+    graph = helper.make_graph(nodes, "unary", [helper.make_tensor_value_info("x", CODES[np.dtype(in_dtype)], SHAPE)],
+                              [helper.make_tensor_value_info("y", CODES[np.dtype(out_dtype)], SHAPE)],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
+
+
+def _concat(dtypes, out_dtype) -> onnx.ModelProto:
+    nodes, inputs, inits, names = [], [], {}, []
+    for i, dtype in enumerate(dtypes):
+        inits[f"s{i}"], inits[f"z{i}"] = _params(dtype, 0.02 + 0.013 * i, 100 + 9 * i)
+        nodes.append(helper.make_node("DequantizeLinear", [f"x{i}", f"s{i}", f"z{i}"], [f"d{i}"]))
+        inputs.append(helper.make_tensor_value_info(f"x{i}", CODES[np.dtype(dtype)], SHAPE))
+        names.append(f"d{i}")
+    inits["sy"], inits["zy"] = _params(out_dtype, 0.033, 110)
+    if len(dtypes) > 2:  # the last input already in the output's parameters: taken as it is
+        inits[f"s{len(dtypes) - 1}"], inits[f"z{len(dtypes) - 1}"] = inits["sy"], inits["zy"]
+        inputs[-1] = helper.make_tensor_value_info(f"x{len(dtypes) - 1}", CODES[np.dtype(out_dtype)], SHAPE)
+    nodes += [helper.make_node("Concat", names, ["c"], axis=1, name="join"),
+              helper.make_node("QuantizeLinear", ["c", "sy", "zy"], ["y"])]
+    out_shape = [SHAPE[0], SHAPE[1] * len(dtypes), *SHAPE[2:]]
+    graph = helper.make_graph(nodes, "concat", inputs,
+                              [helper.make_tensor_value_info("y", CODES[np.dtype(out_dtype)], out_shape)],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def _run(model, feeds, level, jit=True):
+    """The output and the op types that ran per call (profiled: folded constants do not run)."""
+    opts = epoxy.SessionOptions(graph_optimization_level=level, enable_profiling=True)
+    sess = epoxy.InferenceSession(model.SerializeToString(), opts, providers=[("cpu", {"jit": jit})])
+    out = sess.run(None, feeds)[0]
+    ran = sorted({row["op_type"] for row in sess.profile_summary(50)})
+    sess.end_profiling()
+    return out, ran
+
+
+def _ort(model, feeds):
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # the QDQ graph as written
+    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+
+
+def _within_one_code(a, b):
+    assert a.dtype == b.dtype
+    assert np.abs(a.astype(np.int32) - b.astype(np.int32)).max() <= 1
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+@pytest.mark.parametrize("dtypes", [(np.uint8, np.uint8), (np.int8, np.uint8), (np.uint8, np.int8)],
+                         ids=["u8", "s8-u8", "u8-s8"])
+def test_unary_op_on_codes_equals_the_qdq_graph(op, dtypes, tmp_path):
+    rng = np.random.default_rng(3)
+    model = _unary(op, *dtypes)
+    feeds = {"x": _codes(rng, dtypes[0], SHAPE)}
+    graph, graph_ran = _run(model, feeds, "disable")
+    fused, fused_ran = _run(model, feeds, "extended")
+    assert op in graph_ran and fused_ran == ["QuantizedLookup"]  # the table chain was folded
+    np.testing.assert_array_equal(fused, graph)
+    assert fused.dtype == np.dtype(dtypes[1]) and fused.shape == SHAPE
+    _within_one_code(fused, _ort(model, feeds))
+
+
+@pytest.mark.parametrize("jit", [True, False], ids=["jit", "numpy"])
+def test_every_code_maps_as_the_graph_does(jit):
+    """All 256 codes through LeakyRelu, numpy and compiled lookups alike."""
+    model = _unary("LeakyRelu", np.int8, np.int8)
+    x = np.broadcast_to(np.arange(-128, 128, dtype=np.int8), SHAPE[:-1] + (256,))
+    model.graph.input[0].type.tensor_type.shape.dim[-1].dim_value = 256
+    model.graph.output[0].type.tensor_type.shape.dim[-1].dim_value = 256
+    feeds = {"x": np.ascontiguousarray(x)}
+    fused, ran = _run(model, feeds, "extended", jit)
+    assert ran == ["QuantizedLookup"]
+    np.testing.assert_array_equal(fused, _run(model, feeds, "disable", jit)[0])
+
+
+@pytest.mark.parametrize("dtypes", [(np.uint8, np.uint8), (np.uint8, np.int8, np.uint8)], ids=["two", "three"])
+@pytest.mark.parametrize("out_dtype", [np.uint8, np.int8], ids=["to-u8", "to-s8"])
+def test_concat_of_different_scales_joins_codes(dtypes, out_dtype):
+    rng = np.random.default_rng(4)
+    model = _concat(dtypes, out_dtype)
+    feeds = {f"x{i}": _codes(rng, d, SHAPE) for i, d in enumerate(dtypes)}
+    if len(dtypes) > 2:
+        feeds[f"x{len(dtypes) - 1}"] = _codes(rng, out_dtype, SHAPE)
+    graph, graph_ran = _run(model, feeds, "disable")
+    fused, fused_ran = _run(model, feeds, "extended")
+    assert "DequantizeLinear" in graph_ran
+    assert "DequantizeLinear" not in fused_ran and "QuantizeLinear" not in fused_ran
+    assert "Concat" in fused_ran and "QuantizedLookup" in fused_ran
+    np.testing.assert_array_equal(fused, graph)
+    np.testing.assert_array_equal(fused, _ort(model, feeds))  # a requantization: no float op in between
+
+
+def test_channels_last_codes_keep_their_layout():
+    from epoxy_ep_cpu.jit import kernels_quantize
+
+    rng = np.random.default_rng(6)
+    codes = np.ascontiguousarray(_codes(rng, np.uint8, (1, 13, 17, 64))).transpose(0, 3, 1, 2)  # NCHW view
+    table = rng.integers(-128, 128, 256).astype(np.int8)
+    out = kernels_quantize.run_lookup(codes, table, 2)
+    np.testing.assert_array_equal(out, table[codes])
+    assert out.strides == tuple(s for s in codes.strides) and out.dtype == np.int8
+    odd = _codes(rng, np.uint8, (4, 6, 8))[:, ::2]  # not one dense block: copied first
+    np.testing.assert_array_equal(kernels_quantize.run_lookup(odd, table, 1), table[odd])
+
+
+def test_wrong_inputs_are_named():
+    from epoxy_ep_cpu.ops.quantized_lookup import QuantizedLookupError, quantized_lookup
+
+    class Node:
+        name, qualified_op = "act", "com.epoxy.cpu::QuantizedLookup"
+
+        @staticmethod
+        def attr(name, default=None):
+            return default
+
+    run = quantized_lookup(Node())
+    with pytest.raises(QuantizedLookupError, match="input codes must hold 8-bit codes"):
+        run(np.zeros(4, np.float32), np.zeros(256, np.uint8))
+    with pytest.raises(QuantizedLookupError, match="input table must be 256 8-bit codes"):
+        run(np.zeros(4, np.uint8), np.zeros(255, np.uint8))
