@@ -44,6 +44,7 @@ class BuiltinPasses:
         from .passes.qdq_matmul import QDQMatMulToIntegerPass
         from .passes.qdq_pairs import QuantizeDequantizePairPass
         from .passes.qdq_passthrough import QDQPassThroughPass
+        from .passes.qdq_pool import QDQGlobalAveragePoolPass
         from .passes.qdq_qlinear import QDQConvToQLinearPass
 
         # Constant nodes become initializers so kernels see their values (NodeSpec.constants)
@@ -60,6 +61,8 @@ class BuiltinPasses:
         # exact: tables of the graph's own ops over the 256 codes, folded by the plan builder
         register(QDQLookupPass(), level="extended", providers=("cpu",))
         register(QDQConcatRequantizePass(), level="extended", providers=("cpu",))
+        # within one code: the exact mean's rounding (the graph rounds float32 sums first)
+        register(QDQGlobalAveragePoolPass(), level="extended", providers=("cpu",))
         register(QDQConvToQLinearPass(), level="extended", providers=("cpu",))
         register(QDQConvToIntegerPass(), level="extended", providers=("cpu",))  # the ones read as float
         register(QDQMatMulToIntegerPass(), level="extended", providers=("cpu",))

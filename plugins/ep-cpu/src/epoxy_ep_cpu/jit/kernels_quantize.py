@@ -244,3 +244,46 @@ def run_lookup(codes: np.ndarray, table: np.ndarray, nthreads: int) -> np.ndarra
     pick(lookup, lookup_serial, nthreads, y.size)(dense.reshape(-1).view(np.uint8), table.view(np.uint8),
                                                  y.reshape(-1).view(np.uint8))
     return y.transpose(np.argsort(order))
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def sum_rows(x, out):  # pragma: no cover - compiled
+    """``out[r] = sum(x[r, :])`` over 8-bit rows, exact in int32 (rows up to 8M elements)."""
+    for r in prange(x.shape[0]):
+        acc = np.int32(0)
+        row = x[r]
+        for i in range(row.shape[0]):
+            acc += np.int32(row[i])
+        out[r] = acc
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def sum_positions(x, out):  # pragma: no cover - compiled
+    """``out[n, c] = sum(x[n, :, c])`` over a channels-last 8-bit block [N, positions, C]."""
+    for n in prange(x.shape[0]):
+        acc = np.zeros(x.shape[2], np.int32)
+        for p in range(x.shape[1]):
+            row = x[n, p]
+            for c in range(row.shape[0]):
+                acc[c] += np.int32(row[c])
+        out[n] = acc
+
+
+sum_rows_serial = serial_twin(sum_rows)
+sum_positions_serial = serial_twin(sum_positions)
+
+
+def run_channel_sums(codes: np.ndarray, nthreads: int) -> np.ndarray:
+    """The [N, C] int32 sums of 8-bit ``codes`` [N, C, spatial...] over their spatial axes, read
+    in the order they lie (C order, or the channels-last codes QLinearConv hands on)."""
+    n, c = codes.shape[:2]
+    if codes.ndim > 2 and not codes.flags.c_contiguous:
+        last = codes.transpose(0, *range(2, codes.ndim), 1)
+        if last.flags.c_contiguous:
+            out = np.empty((n, c), np.int32)
+            pick(sum_positions, sum_positions_serial, nthreads, codes.size)(last.reshape(n, -1, c), out)
+            return out
+    rows = np.ascontiguousarray(codes).reshape(n * c, -1)
+    out = np.empty(n * c, np.int32)
+    pick(sum_rows, sum_rows_serial, nthreads, codes.size)(rows, out)
+    return out.reshape(n, c)

@@ -1,0 +1,56 @@
+"""Run a QDQ model's global average pool on its codes: ``DQ(c) -> GlobalAveragePool -> Q`` with
+per-tensor parameters becomes ``com.epoxy.cpu::QuantizedGlobalAveragePool(c, x_scale, x_zp,
+y_scale, y_zp)``.
+
+Why: quantizers wrap the pool in DQ/Q (epoxy's ``quantize_static`` gives it its own scale,
+onnxruntime's does too), and squeeze-excite blocks pool a whole feature map per block; run as
+written that is a dequantize pass writing 4 bytes an element, the float pool reading them, and
+a quantize pass. On the codes it is one read of 1 byte an element into exact integer sums.
+
+The values: the mean ``(sum(c) - n * x_zp) * x_scale / n`` from exact integer sums, divided by
+``y_scale`` and rounded half to even in float64, so each output is the exact mean's code. The
+QDQ graph rounds its float32 sums first, so the two can differ by one code where the mean lies
+within float32 rounding of a half step (as onnxruntime's QLinearGlobalAveragePool, and the
+QLinearConv rewrite here, agree with the float reading within one step). Level ``extended``,
+cpu only, like the other QDQ passes.
+
+What is required: GlobalAveragePool whose input is a DequantizeLinear output with a constant
+scalar float32 scale and an 8-bit zero point, read only by a QuantizeLinear with such
+parameters (no ``output_dtype``).
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from ...kit.passes import Namer, RewritePass, ensure_opset, graph_nodes, is_op, make_node, replace
+from .qdq_match import code_params, dq_parts, drop_if_unread, sole_quantizer
+from .qdq_pairs import DOMAIN, DOMAIN_VERSION  # the cpu provider's op domain, named once
+
+OP_TYPE = "QuantizedGlobalAveragePool"
+
+
+class QDQGlobalAveragePoolPass(RewritePass):
+    """``DQ(c) -> GlobalAveragePool -> Q`` with scalar parameters -> ``QuantizedGlobalAveragePool``."""
+
+    max_sweeps = 1
+
+    def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
+        count = 0
+        for node in graph_nodes(graph):
+            if node.graph is not graph or not is_op(node, "GlobalAveragePool") or len(node.outputs) != 1:
+                continue
+            parts = dq_parts(node.inputs[0])
+            found = sole_quantizer(node)
+            if parts is None or found is None or code_params(parts[2], parts[3]) is None:
+                continue
+            dq, codes, scale, zp = parts
+            q = found[0]
+            fused = make_node(namer, OP_TYPE, [codes, scale, zp, q.inputs[1], q.inputs[2]],
+                              name=node.name or "global_average_pool", domain=DOMAIN, version=DOMAIN_VERSION)
+            replace(graph, [node, q], [fused], [q.outputs[0]], [fused.outputs[0]])
+            drop_if_unread(graph, dq)
+            count += 1
+        if count:
+            ensure_opset(model, DOMAIN, DOMAIN_VERSION)
+        return count
