@@ -63,3 +63,17 @@ def test_inputs_of_unknown_dtype_or_rank_always_take_the_full_check() -> None:
     declared = {"a": ValueType("tensor", 0, None, (2,)), "b": ValueType("tensor", 1, F32, None)}
     fast = ExactFeeds(declared, {"a", "b"})
     assert fast.check({"a": np.zeros(2, F32), "b": np.zeros(1, F32)}) is None
+
+
+def test_a_read_only_feed_is_copied_once_by_the_full_check() -> None:
+    """Read-only buffers (np.frombuffer over a request, Arrow blocks) reach kernels writable: numba
+    would otherwise compile a read-only variant of each kernel they meet."""
+    body = np.arange(6, dtype=F32).tobytes()
+    x = np.frombuffer(body, F32).reshape(2, 3)
+    assert not x.flags.writeable
+    feeds = _feeds(x=x)
+    assert ExactFeeds(DECLARED, REQUIRED).check(feeds) is None
+    checked = check_feeds(feeds, DECLARED, REQUIRED)
+    assert checked["x"].flags.writeable and checked["x"] is not x
+    np.testing.assert_array_equal(checked["x"], x)
+    assert checked["y"] is feeds["y"]  # writable feeds are not copied

@@ -107,6 +107,12 @@ def check_tensor(name: str, value: Any, vt: ValueType, symbols: dict[str, int]) 
     else:
         _check_dtype(name, value.dtype, vt)
     _check_shape(name, tuple(value.shape), vt, symbols)
+    if not value.flags.writeable:
+        # a read-only buffer (np.frombuffer over a request body, an Arrow block in Ray Data, a
+        # memory map): compiled kernels (ep-cpu's numba tier) type read-only arrays apart and
+        # would compile, and cache, a second variant of each for it, seconds in a fresh
+        # process; one copy costs microseconds. The caller's buffer is never written either way.
+        value = value.copy()
     return value
 
 
@@ -266,8 +272,8 @@ def check_value(name: str, value: Any, vt: ValueType, symbols: dict[str, int]) -
 
 
 class ExactFeeds:
-    """The common case checked fast: every feed a numpy array of exactly its input's declared
-    dtype and rank, its static dims equal and its symbolic dims consistent. Anything else
+    """The common case checked fast: every feed a writable numpy array of exactly its input's
+    declared dtype and rank, its static dims equal and its symbolic dims consistent. Anything else
     (a missing or unknown name, a list, a wrong dtype...) goes to :func:`check_feeds`, which
     says what is wrong; a feed this accepts passes :func:`check_feeds` unchanged."""
 
@@ -285,7 +291,7 @@ class ExactFeeds:
         symbols: dict[str, int] = {}
         for name, value in feeds.items():
             spec = types.get(name)
-            if spec is None or type(value) is not np.ndarray or value.dtype != spec[0]:
+            if spec is None or type(value) is not np.ndarray or value.dtype != spec[0] or not value.flags.writeable:
                 return None
             shape, want = value.shape, spec[1]
             if len(shape) != len(want):
