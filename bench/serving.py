@@ -16,6 +16,9 @@ project venv keeps numpy 2, so not that one):
 
 Clients and servers share the machine's cores: on 2 cores the client threads take a real part of
 the CPU, so the figures compare runtimes and settings with each other, not with a remote client.
+``--rounds N`` measures every served cell N times, the runtimes' order swapped each round (so
+neither always goes first after a deploy), and the ratios compare the medians over rounds:
+on a shared machine one round's cell moves by 30 %.
 """
 
 from __future__ import annotations
@@ -122,6 +125,7 @@ class Cell:
     p50_ms: float = 0.0
     p99_ms: float = 0.0
     first_error: str = ""
+    round: int = 0  # --rounds: which measurement of this setting
 
 
 def first_line(exc: BaseException) -> str:
@@ -344,10 +348,19 @@ def engine_refusal(name: str) -> str | None:
     return None
 
 
+def median_cells(cells: Sequence[Cell]) -> list[Cell]:
+    """One cell per setting: the round with the median throughput (the lower middle of an even
+    count), so its latencies and counts stay one real measurement."""
+    groups: dict[tuple[str, str, bool, int], list[Cell]] = {}
+    for c in cells:
+        groups.setdefault((c.engine, c.runtime, c.batching, c.concurrency), []).append(c)
+    return [sorted(group, key=lambda c: c.throughput)[(len(group) - 1) // 2] for group in groups.values()]
+
+
 def ratios(cells: Sequence[Cell]) -> list[str]:
     """epoxy / onnxruntime per setting, batched / unbatched at the highest concurrency, and each
-    served setting against its runtime's raw loop."""
-    by = {(c.engine, c.runtime, c.batching, c.concurrency): c for c in cells}
+    served setting against its runtime's raw loop (over the median cells when there are rounds)."""
+    by = {(c.engine, c.runtime, c.batching, c.concurrency): c for c in median_cells(cells)}
     lines = []
     for (engine, runtime, batching, conc), cell in sorted(by.items()):
         if engine == "raw" or runtime != "epoxy":
@@ -372,11 +385,13 @@ def ratios(cells: Sequence[Cell]) -> list[str]:
 
 
 def table(cells: Sequence[Cell]) -> str:
-    rows = ["| engine | runtime | batching | concurrency | requests | errors | mismatches | req/s | p50 ms | p99 ms |",
-            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = ["| engine | runtime | batching | concurrency | round | requests | errors | mismatches | req/s | p50 ms "
+            "| p99 ms |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for c in cells:
-        rows.append(f"| {c.engine} | {c.runtime} | {'on' if c.batching else 'off'} | {c.concurrency} | {c.requests} "
-                    f"| {c.errors} | {c.mismatches} | {c.throughput:.0f} | {c.p50_ms:.1f} | {c.p99_ms:.1f} |")
+        rows.append(f"| {c.engine} | {c.runtime} | {'on' if c.batching else 'off'} | {c.concurrency} | {c.round} "
+                    f"| {c.requests} | {c.errors} | {c.mismatches} | {c.throughput:.0f} | {c.p50_ms:.1f} "
+                    f"| {c.p99_ms:.1f} |")
     return "\n".join(rows)
 
 
@@ -393,6 +408,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-concurrent-batches", type=int, default=0,
                         help="Ray: batches one replica may run at once (0: deployment's default, one per "
                              "session thread)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="measure each served cell this many times, runtimes' order swapped each round")
     parser.add_argument("--json", help="write every cell here")
     args = parser.parse_args(argv)
     levels = [int(c) for c in args.concurrency.split(",")]
@@ -419,13 +436,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 log(f"{name}: skipped: could not start: {first_line(exc)}")
                 continue
             try:
-                for batching in (False, True):
-                    for runtime, url, model in deployments(runtimes, batching):
-                        log(f"{name} {runtime} batching={'on' if batching else 'off'}: serving at {url} "
+                for batching, turn in [(b, r) for r in range(max(1, args.rounds)) for b in (False, True)]:
+                    order = list(runtimes) if turn % 2 == 0 else list(reversed(runtimes))
+                    for runtime, url, model in deployments(order, batching):
+                        log(f"{name} {runtime} batching={'on' if batching else 'off'} round {turn}: serving at {url} "
                             f"({time.perf_counter() - t:.0f} s)")
                         warm(url, model, images, 8)
                         for level in levels:
-                            cell = load(url, model, Cell(name, runtime, batching, level), images, wanted,
+                            cell = load(url, model, Cell(name, runtime, batching, level, round=turn), images, wanted,
                                         args.seconds, args.requests)
                             cells.append(cell)
                             log(f"  c={level}: {cell.throughput:.0f} req/s p50 {cell.p50_ms:.1f} ms "
