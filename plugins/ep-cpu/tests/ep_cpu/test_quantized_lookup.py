@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
+from _qdq_codes import codes as _codes
+from _qdq_codes import run_ort as _ort
 from onnx import TensorProto, helper, numpy_helper
 
 import epoxy
@@ -25,11 +26,6 @@ OPS = {
     "Clip": ({"lo": np.float32(0.0), "hi": np.float32(6.0)}, {}), "Exp": ({}, {}), "Relu": ({}, {}),
     "Mul": ({"k": np.float32(-0.75)}, {}), "Div": ({"k": np.array([2.5], np.float32)}, {}),
 }
-
-
-def _codes(rng, dtype, shape):
-    info = np.iinfo(dtype)
-    return rng.integers(info.min, info.max + 1, shape).astype(dtype)
 
 
 def _params(dtype, scale, zero):
@@ -78,12 +74,6 @@ def _run(model, feeds, level, jit=True):
     ran = sorted({row["op_type"] for row in sess.profile_summary(50)})
     sess.end_profiling()
     return out, ran
-
-
-def _ort(model, feeds):
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # the QDQ graph as written
-    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
 
 
 def _within_one_code(a, b):

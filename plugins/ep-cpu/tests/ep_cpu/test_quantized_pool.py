@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
+from _qdq_codes import codes as _codes
+from _qdq_codes import run_epoxy as _run
+from _qdq_codes import run_ort as _ort
 from onnx import TensorProto, helper, numpy_helper
-
-import epoxy
 
 CODES = {np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int8): TensorProto.INT8}
 
@@ -30,23 +30,6 @@ def _pool(x_dtype, y_dtype, shape, prefix=()) -> onnx.ModelProto:
                               [helper.make_tensor_value_info("y", CODES[np.dtype(y_dtype)], out_shape)],
                               [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
-
-
-def _codes(rng, dtype, shape):
-    info = np.iinfo(dtype)
-    return rng.integers(info.min, info.max + 1, shape).astype(dtype)
-
-
-def _run(model, feeds, level, jit=True):
-    sess = epoxy.InferenceSession(model.SerializeToString(), epoxy.SessionOptions(graph_optimization_level=level),
-                                  providers=[("cpu", {"jit": jit})])
-    return sess.run(None, feeds)[0], [n.op_type for n in sess._graph.nodes]
-
-
-def _ort(model, feeds):
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # the QDQ graph as written
-    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
 
 
 def _exact_mean_codes(x, zx, sx, sy, zy, dtype):
