@@ -64,16 +64,27 @@ UNARY_OPS = frozenset({
 BINARY_OPS = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min"})
 
 
-def _all_codes(graph: ir.Graph, namer: Namer, dtype: np.dtype) -> ir.Value:
-    """The 256 codes of ``dtype`` in bit-pattern order: entry ``b`` is the code whose byte is ``b``."""
-    return add_initializer(graph, namer, "lookup/codes", np.arange(256, dtype=np.uint8).view(dtype))
+class _AllCodes:
+    """The 256 codes of a dtype in bit-pattern order (entry ``b`` is the code whose byte is
+    ``b``), one initializer per graph and dtype however many tables read it."""
+
+    def __init__(self, graph: ir.Graph, namer: Namer) -> None:
+        self.graph, self.namer = graph, namer
+        self.made: dict[np.dtype, ir.Value] = {}
+
+    def __call__(self, dtype: np.dtype) -> ir.Value:
+        if dtype not in self.made:
+            self.made[dtype] = add_initializer(self.graph, self.namer, "lookup/codes",
+                                               np.arange(256, dtype=np.uint8).view(dtype))
+        return self.made[dtype]
 
 
-def _table(graph: ir.Graph, namer: Namer, name: str, dq: ir.Node, dtype: np.dtype,
+def _table(all_codes: _AllCodes, name: str, dq: ir.Node, dtype: np.dtype,
            op: ir.Node | None, data_index: int, q: ir.Node) -> tuple[list[ir.Node], ir.Value]:
     """The constant chain ``Q(op(DQ(all codes)))`` (no op: ``Q(DQ(all codes))``) and its output:
     a copy of the pattern's own nodes on every code, for the plan builder to fold."""
-    codes = _all_codes(graph, namer, dtype)
+    namer = all_codes.namer
+    codes = all_codes(dtype)
     dq_all = make_node(namer, "DequantizeLinear", [codes, *dq.inputs[1:]], name=f"{name}/table_dq")
     copy_attributes(dq, dq_all)
     chain, last = [dq_all], dq_all.outputs[0]
@@ -122,6 +133,7 @@ class QDQLookupPass(RewritePass):
 
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
+        all_codes = _AllCodes(graph, namer)
         for node in graph_nodes(graph):
             if node.graph is not graph or len(node.outputs) != 1:
                 continue
@@ -136,7 +148,7 @@ class QDQLookupPass(RewritePass):
             dq, codes = parts[0], parts[1]
             q = found[0]
             name = node.name or node.op_type.lower()
-            chain, table = _table(graph, namer, name, dq, _codes_dtype(params), node, index, q)
+            chain, table = _table(all_codes, name, dq, _codes_dtype(params), node, index, q)
             lookup = _lookup(namer, name, codes, table)
             replace(graph, [node, q], [*chain, lookup], [q.outputs[0]], [lookup.outputs[0]])
             drop_if_unread(graph, dq)
@@ -159,6 +171,7 @@ class QDQConcatRequantizePass(RewritePass):
 
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
+        all_codes = _AllCodes(graph, namer)
         for node in graph_nodes(graph):
             if node.graph is not graph or not is_op(node, "Concat") or len(node.outputs) != 1 or not node.inputs:
                 continue
@@ -178,7 +191,7 @@ class QDQConcatRequantizePass(RewritePass):
                 if p == out_params:
                     codes.append(side[1])
                     continue
-                chain, table = _table(graph, namer, f"{name}/in{i}", side[0], _codes_dtype(p), None, 0, q)
+                chain, table = _table(all_codes, f"{name}/in{i}", side[0], _codes_dtype(p), None, 0, q)
                 lookup = _lookup(namer, f"{name}/in{i}", side[1], table)
                 new_nodes += [*chain, lookup]
                 codes.append(lookup.outputs[0])
