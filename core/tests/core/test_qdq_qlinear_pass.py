@@ -26,14 +26,14 @@ def any_size(monkeypatch):
 
 
 def _model(*, relu: bool = True, bias: str = "exact", per_channel: bool = True, x_dtype=np.uint8,
-           extra_reader: bool = False) -> onnx.ModelProto:
+           extra_reader: bool = False, y_zp: int | None = None) -> onnx.ModelProto:
     """x -> Q -> DQ -> Conv(DQ(W), DQ(B)) [-> Relu] -> Q -> DQ -> y (3x3, 8 -> 6 channels)."""
     m = 6
     w = RNG.integers(-127, 128, (m, 8, 3, 3)).astype(np.int8)
     ws = (RNG.uniform(0.002, 0.01, m) if per_channel else np.array(0.005)).astype(np.float32)
     xs, x_zp = np.float32(0.04), np.array(128 if x_dtype == np.uint8 else 0, x_dtype)
     inits = {"xs": np.array(xs), "xz": x_zp, "w": w, "ws": ws, "wz": np.zeros(ws.shape, np.int8),
-             "ys": np.array(np.float32(0.3)), "yz": np.array(5 if relu else 128, np.uint8)}
+             "ys": np.array(np.float32(0.3)), "yz": np.array((5 if relu else 128) if y_zp is None else y_zp, np.uint8)}
     nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
              helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
              helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0)]
@@ -81,6 +81,20 @@ def test_rewritten_convolutions_keep_their_codes_within_one_step(any_size, relu,
     assert np.mean(got == want) > 0.9  # the rounding differs only near half steps
     if relu:
         assert (got >= 0).all()
+
+
+def test_a_relu_above_the_lowest_code_needs_no_max(any_size):
+    """A range calibrated after the Relu starts at 0 (uint8 zero point 0): no code lies below
+    the zero point, so the Relu on the codes is nothing; the values stay those of the graph."""
+    model = _model(relu=True, y_zp=0)
+    rewritten, count = _rewrite(model)
+    assert count == 1
+    assert [n.op_type for n in rewritten.graph.node] == ["QuantizeLinear", "QLinearConv", "DequantizeLinear"]
+    x = {"x": (RNG.standard_normal((2, 8, 7, 9)) * 2).astype(np.float32)}
+    want = ReferenceEvaluator(model).run(None, x)[0]
+    got = ReferenceEvaluator(rewritten).run(None, x)[0]
+    assert np.abs(got - want).max() <= 0.3 * 1.0001 and np.mean(got == want) > 0.9
+    assert (got >= 0).all() and (want == 0).any()  # the Relu did cut values
 
 
 @pytest.mark.parametrize(("case", "kwargs"), [

@@ -17,7 +17,9 @@ where they differ by one (tests bound it); this is the int8 execution the model 
 for, and why the pass is at level ``extended`` (``basic`` keeps the float reading of the graph).
 
 A Relu between the Conv and the Q is ``max(code, y_zp)`` on the codes (Q is monotonic and
-maps 0 to y_zp), so it becomes an integer Max. The bias must be a DQ of int32 codes whose
+maps 0 to y_zp), so it becomes an integer Max, or nothing when ``y_zp`` is the codes' lowest
+value (a range calibrated after the Relu starts at 0: uint8 zero point 0), since no code lies
+below it. The bias must be a DQ of int32 codes whose
 scale is ``x_scale * w_scale`` (as quantizers write it) with zero points 0; per-channel weights
 quantized along the output axis; scalar activation scales and zero points.
 
@@ -36,6 +38,7 @@ from ...kit.passes import (
     Namer,
     RewritePass,
     attr,
+    constant,
     copy_attributes,
     is_op,
     make_node,
@@ -131,6 +134,12 @@ def _match(model: ir.Model, conv: ir.Node) -> _Match | None:
     return _Match(old, inputs, relu, q, dqs)
 
 
+def _lowest_code(zero_point: ir.Value | None) -> bool:
+    """True when the constant zero point is its type's lowest code: ``max(code, zp)`` keeps every code."""
+    zp = constant(zero_point)
+    return zp is not None and zp.size == 1 and zp.dtype.kind in "iu" and int(zp.reshape(())) == np.iinfo(zp.dtype).min
+
+
 class QDQConvToQLinearPass(RewritePass):
     """``DQ -> Conv [-> Relu] -> Q`` with quantized weights (and bias) -> ``QLinearConv``."""
 
@@ -140,13 +149,14 @@ class QDQConvToQLinearPass(RewritePass):
         count = 0
         for conv in layer_nodes(model, graph, "Conv", since=10):  # QLinearConv is opset 10
             found = _match(model, conv)
+            clamp = found is not None and found.relu is not None and not _lowest_code(found.q.inputs[2])
             # Max takes 8-bit codes from opset 12
-            if found is None or (found.relu is not None and opset_of(model, conv) < 12):
+            if found is None or (clamp and opset_of(model, conv) < 12):
                 continue
             qconv = make_node(namer, "QLinearConv", found.inputs, name=conv.name or "conv")
             copy_attributes(conv, qconv)
             new = [qconv]
-            if found.relu is not None:  # Q(max(y, 0)) = max(Q(y), y_zp): the Relu on the codes
+            if clamp and found.relu is not None:  # Q(max(y, 0)) = max(Q(y), y_zp): the Relu on the codes
                 new.append(make_node(namer, "Max", [qconv.outputs[0], found.q.inputs[2]],
                                      name=found.relu.name or "relu"))
             replace(graph, found.old, new, [found.q.outputs[0]], [new[-1].outputs[0]])
