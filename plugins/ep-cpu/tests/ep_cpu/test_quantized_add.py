@@ -57,14 +57,23 @@ def test_codes_equal_the_qdq_graph(dtypes, relu, jit, op):
 
 
 @pytest.mark.parametrize("op", ["Add", "Mul"])
-def test_broadcast_inputs_take_the_numpy_steps(op):
-    """A squeeze-excite gate: [N, C, H, W] * [N, C, 1, 1]."""
+@pytest.mark.parametrize(("a_shape", "b_shape"), [((2, 8, 6, 7), (2, 8, 1, 1)), ((2, 8, 1, 1), (2, 8, 6, 7)),
+                                                  ((1, 8, 6, 7), (1, 1, 6, 7))],
+                         ids=["gate-second", "gate-first", "other-broadcast"])
+@pytest.mark.parametrize("jit", [True, False], ids=["jit", "numpy"])
+def test_broadcast_inputs_equal_the_qdq_graph(op, a_shape, b_shape, jit):
+    """A squeeze-excite gate ([N, C, H, W] * [N, C, 1, 1], either side: one compiled pass over
+    the planes) and another broadcast (the numpy steps) give the QDQ graph's codes."""
     rng = np.random.default_rng(5)
-    model = _residual(np.uint8, np.uint8, np.uint8, True, (1, 8, 6, 6), b_shape=(1, 8, 1, 1), op=op)
-    feeds = {"a": _codes(rng, np.uint8, (1, 8, 6, 6)), "b": _codes(rng, np.uint8, (1, 8, 1, 1))}
-    fused, ops = _run(model, feeds, "extended")
+    out_shape = tuple(max(x, y) for x, y in zip(a_shape, b_shape))
+    model = _residual(np.uint8, np.int8, np.uint8, True, out_shape, b_shape=b_shape, op=op)
+    model.graph.input[0].type.tensor_type.shape.dim[2].dim_value = a_shape[2]
+    model.graph.input[0].type.tensor_type.shape.dim[3].dim_value = a_shape[3]
+    feeds = {"a": _codes(rng, np.uint8, a_shape), "b": _codes(rng, np.int8, b_shape)}
+    fused, ops = _run(model, feeds, "extended", jit)
     assert ops == [f"Quantized{op}"]
-    np.testing.assert_array_equal(fused, _run(model, feeds, "disable")[0])
+    np.testing.assert_array_equal(fused, _run(model, feeds, "disable", jit)[0])
+    np.testing.assert_array_equal(fused, _ort(model, feeds))
 
 
 def test_channels_last_codes_from_qlinear_conv_stay_channels_last(monkeypatch):

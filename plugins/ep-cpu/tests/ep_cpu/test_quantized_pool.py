@@ -64,9 +64,9 @@ def test_channels_last_codes_from_qlinear_conv_are_summed_as_they_lie(monkeypatc
     from epoxy_ep_cpu.jit import kernels_int8_gemm, kernels_quantize
 
     seen: list[bool] = []
-    real = kernels_quantize.run_channel_sums
-    monkeypatch.setattr(kernels_quantize, "run_channel_sums",
-                        lambda x, n: seen.append(x.flags.c_contiguous) or real(x, n))
+    real = kernels_quantize.run_channel_means
+    monkeypatch.setattr(kernels_quantize, "run_channel_means",
+                        lambda x, *rest: seen.append(x.flags.c_contiguous) or real(x, *rest))
     rng = np.random.default_rng(2)
     params = {"cs": np.float32(0.043), "cz": np.uint8(7), "w": _codes(rng, np.int8, (64, 64, 1, 1)),
               "ws": np.float32(0.01), "wz": np.int8(0), "os": np.float32(0.05), "oz": np.uint8(7)}

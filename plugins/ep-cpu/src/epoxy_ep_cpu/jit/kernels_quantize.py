@@ -214,6 +214,41 @@ def _channels_last(x: np.ndarray) -> bool:
     return bool(x.transpose(0, 2, 3, 1).flags.c_contiguous)
 
 
+@njit(parallel=True, cache=True, nogil=True, error_model="numpy")
+def quantized_binary_rows(a, b, params, relu, mul, y):  # pragma: no cover - compiled
+    """:func:`quantized_binary` with ``b`` one value per row of ``a`` / ``y`` [rows, inner]: a
+    per-channel gate ``[N, C, H, W] * [N, C, 1, 1]`` read as rows of N * C planes."""
+    za, sa, zb, sb, sy, zy, lo, hi = (params[0], params[1], params[2], params[3], params[4], params[5], params[6],
+                                      params[7])
+    zero = np.float32(0.0)
+    for r in prange(a.shape[0]):
+        vb = (np.float32(b[r]) - zb) * sb
+        xa, ys = a[r], y[r]
+        for i in range(ys.shape[0]):
+            va = (np.float32(xa[i]) - za) * sa
+            v = va * vb if mul else va + vb
+            if relu:
+                v = zero if v < zero else v
+            q = np.rint(v / sy) + zy
+            q = lo if q < lo else q
+            q = hi if q > hi else q
+            ys[i] = zero if q != q else q
+
+
+quantized_binary_rows_serial = serial_twin(quantized_binary_rows)
+
+
+def run_quantized_binary_rows(a: np.ndarray, b: np.ndarray, params: np.ndarray, relu: bool, mul: bool,
+                              dtype: np.dtype, nthreads: int) -> np.ndarray:
+    """``a`` [N, C, ...] with ``b`` [N, C, 1, ...] (one value per channel plane), in C order."""
+    a = np.ascontiguousarray(a)
+    rows = a.shape[0] * a.shape[1]
+    y = np.empty(a.shape, dtype)
+    pick(quantized_binary_rows, quantized_binary_rows_serial, nthreads, y.size)(
+        a.reshape(rows, -1), np.ascontiguousarray(b).reshape(rows), params, relu, mul, y.reshape(rows, -1))
+    return y
+
+
 @njit(cache=True, nogil=True)
 def _lookup_span(codes, table, start, stop, y):  # pragma: no cover - compiled
     xs, ys = codes[start:stop], y[start:stop]
@@ -246,44 +281,55 @@ def run_lookup(codes: np.ndarray, table: np.ndarray, nthreads: int) -> np.ndarra
     return y.transpose(np.argsort(order))
 
 
+@njit(cache=True, nogil=True, error_model="numpy")
+def _mean_code(total, count, params, dtype_lo, dtype_hi):  # pragma: no cover - compiled
+    # (sum - count * x_zp) exact in int64, then one float64 rounding: the exact mean's code
+    centred = np.float64(np.int64(total) - np.int64(count) * np.int64(params[0]))
+    q = np.rint(centred * params[1]) + params[2]
+    return dtype_lo if q < dtype_lo else (dtype_hi if q > dtype_hi else q)
+
+
 @njit(parallel=True, cache=True, nogil=True)
-def sum_rows(x, out):  # pragma: no cover - compiled
-    """``out[r] = sum(x[r, :])`` over 8-bit rows, exact in int32 (rows up to 8M elements)."""
+def mean_rows(x, params, out):  # pragma: no cover - compiled
+    """``out[r]``: the code of the mean of 8-bit row ``x[r, :]``; ``params`` float64 (x_zp,
+    x_scale / (y_scale * count), y_zp, lo, hi); sums exact in int32 (rows up to 8M elements)."""
     for r in prange(x.shape[0]):
         acc = np.int32(0)
         row = x[r]
         for i in range(row.shape[0]):
             acc += np.int32(row[i])
-        out[r] = acc
+        out[r] = _mean_code(acc, row.shape[0], params, params[3], params[4])
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def sum_positions(x, out):  # pragma: no cover - compiled
-    """``out[n, c] = sum(x[n, :, c])`` over a channels-last 8-bit block [N, positions, C]."""
+def mean_positions(x, params, out):  # pragma: no cover - compiled
+    """``out[n, c]``: the code of the mean of ``x[n, :, c]`` over a channels-last 8-bit block
+    [N, positions, C]; ``params`` as :func:`mean_rows`."""
     for n in prange(x.shape[0]):
         acc = np.zeros(x.shape[2], np.int32)
         for p in range(x.shape[1]):
             row = x[n, p]
             for c in range(row.shape[0]):
                 acc[c] += np.int32(row[c])
-        out[n] = acc
+        for c in range(x.shape[2]):
+            out[n, c] = _mean_code(acc[c], x.shape[1], params, params[3], params[4])
 
 
-sum_rows_serial = serial_twin(sum_rows)
-sum_positions_serial = serial_twin(sum_positions)
+mean_rows_serial = serial_twin(mean_rows)
+mean_positions_serial = serial_twin(mean_positions)
 
 
-def run_channel_sums(codes: np.ndarray, nthreads: int) -> np.ndarray:
-    """The [N, C] int32 sums of 8-bit ``codes`` [N, C, spatial...] over their spatial axes, read
-    in the order they lie (C order, or the channels-last codes QLinearConv hands on)."""
+def run_channel_means(codes: np.ndarray, params: np.ndarray, dtype: np.dtype, nthreads: int) -> np.ndarray:
+    """The [N, C] codes (of ``dtype``) of the means of 8-bit ``codes`` [N, C, spatial...] over
+    their spatial axes, read in the order they lie (C order, or the channels-last codes
+    QLinearConv hands on); ``params`` as :func:`mean_rows`."""
     n, c = codes.shape[:2]
+    out = np.empty((n, c), dtype)
     if codes.ndim > 2 and not codes.flags.c_contiguous:
         last = codes.transpose(0, *range(2, codes.ndim), 1)
         if last.flags.c_contiguous:
-            out = np.empty((n, c), np.int32)
-            pick(sum_positions, sum_positions_serial, nthreads, codes.size)(last.reshape(n, -1, c), out)
+            pick(mean_positions, mean_positions_serial, nthreads, codes.size)(last.reshape(n, -1, c), params, out)
             return out
     rows = np.ascontiguousarray(codes).reshape(n * c, -1)
-    out = np.empty(n * c, np.int32)
-    pick(sum_rows, sum_rows_serial, nthreads, codes.size)(rows, out)
-    return out.reshape(n, c)
+    pick(mean_rows, mean_rows_serial, nthreads, codes.size)(rows, params, out.reshape(-1))
+    return out
