@@ -160,24 +160,30 @@ def run_scale_columns(acc: np.ndarray, scale: np.ndarray, bias: np.ndarray | Non
     return y.reshape(acc.shape)
 
 
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _binary_code(va, vb, relu, mul, sy, zy, lo, hi):  # pragma: no cover - compiled
+    # the sum or product of two dequantized values, its Relu, then QuantizeLinear's division,
+    # rounding and saturation (NaN to code 0), all in float32; selects, not branches, so the
+    # loops that call it (inlined) vectorize
+    zero = np.float32(0.0)
+    v = va * vb if mul else va + vb
+    if relu:
+        v = zero if v < zero else v
+    q = np.rint(v / sy) + zy
+    q = lo if q < lo else q
+    q = hi if q > hi else q
+    return zero if q != q else q
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def _binary_span(a, b, start, stop, params, relu, mul, y):  # pragma: no cover - compiled
     # QuantizedAdd's / QuantizedMul's steps, each in float32 as the QDQ graph's ops take them
     # (ops/quantized_add.py); ``mul`` is the same for the whole call, so LLVM unswitches it
     za, sa, zb, sb, sy, zy, lo, hi = (params[0], params[1], params[2], params[3], params[4], params[5], params[6],
                                       params[7])
-    zero = np.float32(0.0)
     xa, xb, ys = a[start:stop], b[start:stop], y[start:stop]  # slices: indexing from 0 vectorizes (9x)
     for i in range(ys.shape[0]):
-        va = (np.float32(xa[i]) - za) * sa
-        vb = (np.float32(xb[i]) - zb) * sb
-        v = va * vb if mul else va + vb
-        if relu:
-            v = zero if v < zero else v
-        q = np.rint(v / sy) + zy
-        q = lo if q < lo else q
-        q = hi if q > hi else q
-        ys[i] = zero if q != q else q
+        ys[i] = _binary_code((np.float32(xa[i]) - za) * sa, (np.float32(xb[i]) - zb) * sb, relu, mul, sy, zy, lo, hi)
 
 
 @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
@@ -220,19 +226,11 @@ def quantized_binary_rows(a, b, params, relu, mul, y):  # pragma: no cover - com
     per-channel gate ``[N, C, H, W] * [N, C, 1, 1]`` read as rows of N * C planes."""
     za, sa, zb, sb, sy, zy, lo, hi = (params[0], params[1], params[2], params[3], params[4], params[5], params[6],
                                       params[7])
-    zero = np.float32(0.0)
     for r in prange(a.shape[0]):
         vb = (np.float32(b[r]) - zb) * sb
         xa, ys = a[r], y[r]
         for i in range(ys.shape[0]):
-            va = (np.float32(xa[i]) - za) * sa
-            v = va * vb if mul else va + vb
-            if relu:
-                v = zero if v < zero else v
-            q = np.rint(v / sy) + zy
-            q = lo if q < lo else q
-            q = hi if q > hi else q
-            ys[i] = zero if q != q else q
+            ys[i] = _binary_code((np.float32(xa[i]) - za) * sa, vb, relu, mul, sy, zy, lo, hi)
 
 
 quantized_binary_rows_serial = serial_twin(quantized_binary_rows)
