@@ -32,3 +32,15 @@ def run_ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> np.ndarray:
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+
+
+class StubNode:
+    """The little of a NodeSpec the ops' kernel builders read (no attributes set): for calling a
+    kernel directly with inputs a session would refuse earlier."""
+
+    def __init__(self, name: str, op_type: str) -> None:
+        self.name, self.qualified_op = name, f"com.epoxy.cpu::{op_type}"
+
+    @staticmethod
+    def attr(name: str, default: Any = None) -> Any:
+        return default

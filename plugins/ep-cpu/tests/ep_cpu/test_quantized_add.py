@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from _qdq_codes import StubNode
 from _qdq_codes import codes as _codes
 from _qdq_codes import run_epoxy as _run
 from _qdq_codes import run_ort as _ort
@@ -104,14 +105,7 @@ def test_channels_last_codes_from_qlinear_conv_stay_channels_last(monkeypatch):
 def test_wrong_codes_are_named():
     from epoxy_ep_cpu.ops.quantized_add import QuantizedAddError, quantized_add
 
-    class Node:
-        name, qualified_op = "res", "com.epoxy.cpu::QuantizedAdd"
-
-        @staticmethod
-        def attr(name, default=None):
-            return default
-
-    run = quantized_add(Node())
+    run = quantized_add(StubNode("res", "QuantizedAdd"))
     s, z = np.float32(0.1), np.uint8(3)
     with pytest.raises(QuantizedAddError, match="input b must hold 8-bit codes"):
         run(np.zeros(4, np.uint8), s, z, np.zeros(4, np.float32), s, z, s, z)

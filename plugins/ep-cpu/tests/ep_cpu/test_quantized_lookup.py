@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from _qdq_codes import StubNode
 from _qdq_codes import codes as _codes
 from _qdq_codes import run_ort as _ort
 from onnx import TensorProto, helper, numpy_helper
@@ -142,14 +143,7 @@ def test_channels_last_codes_keep_their_layout():
 def test_wrong_inputs_are_named():
     from epoxy_ep_cpu.ops.quantized_lookup import QuantizedLookupError, quantized_lookup
 
-    class Node:
-        name, qualified_op = "act", "com.epoxy.cpu::QuantizedLookup"
-
-        @staticmethod
-        def attr(name, default=None):
-            return default
-
-    run = quantized_lookup(Node())
+    run = quantized_lookup(StubNode("act", "QuantizedLookup"))
     with pytest.raises(QuantizedLookupError, match="input codes must hold 8-bit codes"):
         run(np.zeros(4, np.float32), np.zeros(256, np.uint8))
     with pytest.raises(QuantizedLookupError, match="input table must be 256 8-bit codes"):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from _qdq_codes import StubNode
 from _qdq_codes import codes as _codes
 from _qdq_codes import run_epoxy as _run
 from _qdq_codes import run_ort as _ort
@@ -86,14 +87,7 @@ def test_channels_last_codes_from_qlinear_conv_are_summed_as_they_lie(monkeypatc
 def test_wrong_inputs_are_named():
     from epoxy_ep_cpu.ops.quantized_pool import QuantizedPoolError, quantized_global_average_pool
 
-    class Node:
-        name, qualified_op = "pool", "com.epoxy.cpu::QuantizedGlobalAveragePool"
-
-        @staticmethod
-        def attr(name, default=None):
-            return default
-
-    run = quantized_global_average_pool(Node())
+    run = quantized_global_average_pool(StubNode("pool", "QuantizedGlobalAveragePool"))
     s, z = np.float32(0.1), np.uint8(3)
     with pytest.raises(QuantizedPoolError, match="input x must be 8-bit codes of rank 3 or more"):
         run(np.zeros((1, 4), np.uint8), s, z, s, z)
