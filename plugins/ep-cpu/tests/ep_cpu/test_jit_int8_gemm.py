@@ -55,6 +55,29 @@ def test_kernel_is_exact(monkeypatch, a_dtype, b_dtype, a_shape, n, b_zero, a_ze
 
 
 @needs_vnni
+@pytest.mark.parametrize("rows", [1, 5, 6, 7, 13, 100])
+@pytest.mark.parametrize("n", [16, 48, 64, 80, 200])
+def test_kernel_reads_rows_in_place_and_takes_every_edge_tile(monkeypatch, rows, n):
+    """Rows of a wider array are read where they are (no copy: the row stride is passed to the
+    kernel); every row count left over by the 6-row tiles and every column tile width (16 to 64)
+    gives the exact product, on one thread and split over two."""
+    rng = np.random.default_rng(rows * 1000 + n)
+    wide = _codes(rng, np.uint8, (rows, 96))
+    a = wide[:, :64]  # K = 64: a multiple of 4, rows 96 bytes apart
+    b = _codes(rng, np.int8, (64, n))
+    monkeypatch.setattr(int8_gemm, "MIN_MACS", 0)
+    copies: list[tuple[int, ...]] = []
+    real_empty = np.empty
+    monkeypatch.setattr(int8_gemm.np, "empty", lambda shape, dtype=None: (copies.append((shape, dtype)),
+                                                                        real_empty(shape, dtype=dtype))[1])
+    for threads, per_thread in ((1, 1 << 40), (2, 1)):
+        monkeypatch.setattr(int8_gemm, "MACS_PER_THREAD", per_thread)
+        got = int8_gemm.PackedInt8Weights(b, None, nthreads=threads).matmul(a, None)
+        np.testing.assert_array_equal(got, _exact(a, b, None, None))
+    assert all(dtype != np.uint8 for _, dtype in copies), copies  # the activations were never copied
+
+
+@needs_vnni
 def test_kernel_wraps_like_an_int32_accumulator():
     """Sums past int32 (K = 65536 of 255 * -128) wrap exactly as the float32 path's int64 -> int32."""
     k = int8_gemm.MAX_K

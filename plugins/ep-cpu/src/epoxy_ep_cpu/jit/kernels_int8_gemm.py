@@ -4,22 +4,26 @@ QLinearConv through ``kernels_int8_conv``).
 
 Why: numpy and OpenBLAS have no integer GEMM, so the integer kernels compute exactly on float32
 BLAS (``ops/_int_matmul.py``) and an int8 model ran at best at float32 speed. One VNNI
-instruction (``vpdpbusd``) multiplies 64 unsigned by 64 signed bytes and adds them into 16 int32
-lanes; numba cannot emit it (it widens integer arithmetic to int64), so the microkernel is
-written here in LLVM IR and compiled by llvmlite (numba's own code generator) for this CPU,
-once per process, at the first integer product big enough to use it.
+instruction (``vpdpbusd``) multiplies 64 unsigned by 64 signed bytes in groups of four and adds
+each group into one of 16 int32 lanes; numba cannot emit it (it widens integer arithmetic to
+int64), so the microkernel is written here in LLVM IR and compiled by llvmlite (numba's own code
+generator) for this CPU, once per process, at the first integer product big enough to use it.
 
-The kernel multiplies ``A (Mp, Kp) uint8`` by ``B (Np, Kp) int8`` (weights transposed and packed
-once: rows padded to a multiple of 4, K to a multiple of 64 with zeros, so padding adds
-nothing) in tiles of 4 rows x 4 columns: 16 accumulators of 16 int32 lanes stay in registers
-while K is walked 64 bytes at a time; the tile's sixteen accumulators are then summed by one
-shuffle tree (``_tile_totals_ir``) and stored four lanes per row. The columns are
-walked in blocks of ``BLOCK_COLS`` so a block of B stays in cache while every row tile reads it.
-Measured on this kind of machine (1 thread, padding copies and zero-point terms included):
-128 x 768 x 768 in 0.83 ms and 128 x 768 x 3072 in 2.82 ms (107 GMAC/s), against 2.17 and
-10.7 ms on the float32-chunk path and 1.70 / 9.7 ms for plain sgemm.
-With the shuffle-tree totals (session 19, same shapes, zero-point terms included): 0.42 and
-1.63 ms (181-185 GMAC/s).
+The kernel multiplies ``A (M, Kp) uint8`` (rows ``lda`` bytes apart) by the packed weights: B's
+columns in tiles of ``TILE_COLS`` (64; the last tile 16, 32 or 48 wide), each tile stored as
+``(Kp / 4, width, 4)`` int8, so that four consecutive K bytes of 16 columns fill one register.
+A register tile is ``TILE_ROWS`` (6) rows x 64 columns: 24 accumulators of 16 int32 lanes, one
+per output element, stay in registers while K is walked four bytes at a time (per step: four
+loads of B, six broadcasts of four A bytes, 24 ``vpdpbusd``), then are stored as they are.
+Rows and columns at the edges take smaller tiles of the same code, so nothing is padded but K
+(to a multiple of 4, with zeros in B) and N (to a multiple of 16). Columns are walked in panels
+of ~256 KB of B, which stay in the L2 cache while every row tile reads them.
+
+Measured on this kind of machine (Zen 4, 1 thread, exact results, product only): 3136 x 64 x
+256 (a 1x1 convolution of a 64-channel 56x56 map) 0.61 -> 0.26 ms, 3136 x 576 x 64 0.57 ->
+0.51, 128 x 768 x 3072 1.44 -> 1.32 (230 GMAC/s), against the kernel it replaced, which kept one
+accumulator per output element's 64-byte K slices and summed each accumulator's lanes at the
+end: that cost as much as the products themselves when K is 64 (session 22).
 
 Codes of other signedness and the zero points are folded in exactly: with ``a_u = a + oa``
 (``oa`` = 128 for int8 activations, which makes them unsigned) and ``b_s = b - ob`` (``ob`` =
@@ -42,12 +46,13 @@ from typing import Any
 
 import numpy as np
 
-#: rows and columns of one register tile; bytes of K per step (one zmm register)
-TILE_ROWS, TILE_COLS, K_STEP = 4, 4, 64
-#: columns of B one pass over the rows reads (32 x 768 int8 = 24 KB: B's block stays in L1/L2
-#: while every row tile reads it; a whole 768 x 3072 B streamed from L3 per row tile made the
-#: kernel memory-bound)
-BLOCK_COLS = 32
+#: rows of one register tile, and its columns (16 int32 lanes per register, VECTORS registers)
+TILE_ROWS, VECTORS = 6, 4
+TILE_COLS = 16 * VECTORS
+#: bytes of K per ``vpdpbusd`` lane (K is padded to this), columns per register (N is padded to it)
+K_GROUP, LANES = 4, 16
+#: bytes of packed B one column panel holds: the panel stays in L2 while every row tile reads it
+PANEL_BYTES = 256 * 1024
 #: longest K whose kernel sums cannot overflow int32 (K * 255 * 128 < 2**31)
 MAX_K = 1 << 16
 #: multiply-adds below which the float32-chunk path is faster: a call's fixed cost is ~18 us
@@ -83,88 +88,96 @@ def support() -> str | None:
     return f"this CPU lacks {', '.join(missing)}" if missing else None
 
 
-def _tile_ir() -> str:
-    """LLVM IR of ``gemm_u8s8(A, B, C, np, kp, first, last)``: rows [first, last) of
-    ``C (., np) = A (., kp) @ B (np, kp).T`` (first, last, np multiples of the tile, kp of
-    K_STEP). Typed-pointer syntax, which every llvmlite numba supports reads."""
-    rows, cols = range(TILE_ROWS), range(TILE_COLS)
-    vec = "<16 x i32>"
-    out = [
-        f"declare {vec} @llvm.x86.avx512.vpdpbusd.512({vec}, {vec}, {vec})",
-        "define void @gemm_u8s8(i8* noalias nocapture readonly %A, i8* noalias nocapture readonly %B, "
-        "i32* noalias nocapture %C, i64 %np, i64 %kp, i64 %first, i64 %last) {",
-        "entry:", "  br label %blocks",
-        # column blocks of BLOCK_COLS: a block of B stays in cache while every row tile reads it
-        "blocks:", "  %jb = phi i64 [0, %entry], [%jb.next, %rows.done]",
-        f"  %jb.next = add i64 %jb, {BLOCK_COLS}",
-        "  %jb.past = icmp ugt i64 %jb.next, %np",
-        "  %jb.end = select i1 %jb.past, i64 %np, i64 %jb.next",
-        "  br label %rows",
-        "rows:", "  %i = phi i64 [%first, %blocks], [%i.next, %cols.done]",
-    ]
-    for r in rows:
-        out += [f"  %row{r} = add i64 %i, {r}", f"  %a.base{r} = mul i64 %row{r}, %kp"]
-    out += ["  br label %cols", "cols:", "  %j = phi i64 [%jb, %rows], [%j.next, %k.done]"]
-    for c in cols:
-        out += [f"  %col{c} = add i64 %j, {c}", f"  %b.base{c} = mul i64 %col{c}, %kp"]
-    out += ["  br label %k.loop", "k.loop:", "  %k = phi i64 [0, %cols], [%k.next, %k.loop]"]
-    out += [f"  %acc{r}{c} = phi {vec} [zeroinitializer, %cols], [%sum{r}{c}, %k.loop]" for r in rows for c in cols]
-    for name, base, ptr, count in (("a", "a.base", "%A", rows), ("b", "b.base", "%B", cols)):
-        for t in count:
-            out += [f"  %{name}.at{t} = add i64 %{base}{t}, %k",
-                    f"  %{name}.p{t} = getelementptr i8, i8* {ptr}, i64 %{name}.at{t}",
-                    f"  %{name}.q{t} = bitcast i8* %{name}.p{t} to {vec}*",
-                    f"  %{name}{t} = load {vec}, {vec}* %{name}.q{t}, align 1"]
-    out += [f"  %sum{r}{c} = call {vec} @llvm.x86.avx512.vpdpbusd.512({vec} %acc{r}{c}, {vec} %a{r}, {vec} %b{c})"
-            for r in rows for c in cols]
-    out += [f"  %k.next = add i64 %k, {K_STEP}", "  %k.end = icmp uge i64 %k.next, %kp",
-            "  br i1 %k.end, label %k.done, label %k.loop", "k.done:"]
-    out += _tile_totals_ir([f"%sum{r}{c}" for r in rows for c in cols])
-    for r in rows:  # the totals vector holds the tile row by row: one 4-lane store per row
-        lanes = ", ".join(f"i32 {TILE_COLS * r + c}" for c in cols)
-        out += [f"  %c.row{r} = mul i64 %row{r}, %np",
-                f"  %c.at{r} = add i64 %c.row{r}, %j",
-                f"  %c.p{r} = getelementptr i32, i32* %C, i64 %c.at{r}",
-                f"  %c.q{r} = bitcast i32* %c.p{r} to <{TILE_COLS} x i32>*",
-                f"  %c.v{r} = shufflevector {vec} %totals, {vec} undef, <{TILE_COLS} x i32> <{lanes}>",
-                f"  store <{TILE_COLS} x i32> %c.v{r}, <{TILE_COLS} x i32>* %c.q{r}, align 4"]
-    out += [f"  %j.next = add i64 %j, {TILE_COLS}", "  %j.end = icmp uge i64 %j.next, %jb.end",
-            "  br i1 %j.end, label %cols.done, label %cols",
-            "cols.done:", f"  %i.next = add i64 %i, {TILE_ROWS}", "  %i.end = icmp uge i64 %i.next, %last",
-            "  br i1 %i.end, label %rows.done, label %rows",
-            "rows.done:", "  %blocks.end = icmp uge i64 %jb.next, %np",
-            "  br i1 %blocks.end, label %exit, label %blocks", "exit:", "  ret void", "}"]
-    return "\n".join(out)
+_VEC = "<16 x i32>"
 
 
-def _tile_totals_ir(accumulators: list[str]) -> list[str]:
-    """IR summing each of 16 accumulators' 16 lanes into one vector ``%totals`` (lane j: the total
-    of accumulator j). Why not a ``vector.reduce.add`` per accumulator: with K = 64 (a 64-channel
-    1x1 convolution) a tile's sixteen reductions cost several times its one step of dot products.
-    A tree halves the lanes at each level: two vectors whose lanes hold groups of partial sums
-    are split into the first and second halves of every group and added, so each level halves
-    the partials per accumulator and doubles the accumulators per vector (45 shuffles and adds
-    in all, against ~130). int32 addition wraps, so any order gives the same totals."""
-    vec = "<16 x i32>"
-    level, out, group = list(accumulators), [], 16
-    for depth in range(4):
-        half, merged = group // 2, []
-        for pair in range(len(level) // 2):
-            first: list[int] = []
-            second: list[int] = []
-            for start in range(0, 32, group):  # each group of either vector: its two halves
-                first += range(start, start + half)
-                second += range(start + half, start + group)
-            name = f"%tree{depth}.{pair}"
-            for tag, lanes in (("lo", first), ("hi", second)):
-                mask = ", ".join(f"i32 {lane}" for lane in lanes)
-                out.append(f"  {name}.{tag} = shufflevector {vec} {level[2 * pair]}, {vec} {level[2 * pair + 1]}, "
-                           f"<16 x i32> <{mask}>")
-            out.append(f"  {name} = add {vec} {name}.lo, {name}.hi")
-            merged.append(name)
-        level, group = merged, half
-    out.append(f"  %totals = add {vec} {level[0]}, zeroinitializer")
-    return out
+def _gemm_ir() -> str:
+    """LLVM IR of ``gemm_u8s8(A, B, C, lda, ldc, kq, np, nc, first, last)``: rows [first, last)
+    of ``C (., np) = A (., 4 kq) @ B`` for B packed as :class:`PackedInt8Weights` packs it
+    (``np`` a multiple of 16, ``nc`` of TILE_COLS). Typed-pointer syntax, which every llvmlite
+    numba supports reads."""
+    out = [f"declare {_VEC} @llvm.x86.avx512.vpdpbusd.512({_VEC}, {_VEC}, {_VEC})"]
+    for rows in range(1, TILE_ROWS + 1):
+        for vectors in range(1, VECTORS + 1):
+            out += _tile_ir(rows, vectors)
+    return "\n".join(out + _driver_ir())
+
+
+def _tile_ir(rows: int, vectors: int) -> list[str]:
+    """``tile_R_V(A, B, C, kq, lda, ldc)``: the R x 16V block of C at ``C`` from R rows of A and
+    one packed column tile of width 16V, every accumulator in a register."""
+    r_range, v_range = range(rows), range(vectors)
+    out = [f"define internal void @tile_{rows}_{vectors}(i8* noalias nocapture readonly %A, "
+           "i8* noalias nocapture readonly %B, i32* noalias nocapture %C, i64 %kq, i64 %lda, i64 %ldc) alwaysinline {",
+           "entry:"]
+    for r in r_range:
+        out += [f"  %a.off{r} = mul i64 {r}, %lda", f"  %a.row{r} = getelementptr i8, i8* %A, i64 %a.off{r}"]
+    out += ["  br label %k.loop", "k.loop:", "  %q = phi i64 [0, %entry], [%q.next, %k.loop]"]
+    out += [f"  %acc{r}.{v} = phi {_VEC} [zeroinitializer, %entry], [%sum{r}.{v}, %k.loop]"
+            for r in r_range for v in v_range]
+    out += [f"  %b.step = mul i64 %q, {K_GROUP * LANES * vectors}", f"  %a.step = mul i64 %q, {K_GROUP}"]
+    for v in v_range:  # 16 columns x 4 K bytes of the tile, contiguous
+        out += [f"  %b.at{v} = add i64 %b.step, {K_GROUP * LANES * v}",
+                f"  %b.p{v} = getelementptr i8, i8* %B, i64 %b.at{v}",
+                f"  %b.q{v} = bitcast i8* %b.p{v} to {_VEC}*",
+                f"  %b{v} = load {_VEC}, {_VEC}* %b.q{v}, align 1"]
+    for r in r_range:  # four K bytes of a row, in every lane
+        out += [f"  %a.p{r} = getelementptr i8, i8* %a.row{r}, i64 %a.step",
+                f"  %a.q{r} = bitcast i8* %a.p{r} to i32*",
+                f"  %a.s{r} = load i32, i32* %a.q{r}, align 1",
+                f"  %a.i{r} = insertelement {_VEC} undef, i32 %a.s{r}, i32 0",
+                f"  %a{r} = shufflevector {_VEC} %a.i{r}, {_VEC} undef, <16 x i32> zeroinitializer"]
+    out += [f"  %sum{r}.{v} = call {_VEC} @llvm.x86.avx512.vpdpbusd.512({_VEC} %acc{r}.{v}, {_VEC} %a{r}, {_VEC} %b{v})"
+            for r in r_range for v in v_range]
+    out += ["  %q.next = add i64 %q, 1", "  %k.end = icmp uge i64 %q.next, %kq",
+            "  br i1 %k.end, label %store, label %k.loop", "store:"]
+    for r in r_range:
+        out.append(f"  %c.off{r} = mul i64 {r}, %ldc")
+        for v in v_range:
+            out += [f"  %c.at{r}.{v} = add i64 %c.off{r}, {LANES * v}",
+                    f"  %c.p{r}.{v} = getelementptr i32, i32* %C, i64 %c.at{r}.{v}",
+                    f"  %c.q{r}.{v} = bitcast i32* %c.p{r}.{v} to {_VEC}*",
+                    f"  store {_VEC} %sum{r}.{v}, {_VEC}* %c.q{r}.{v}, align 4"]
+    return out + ["  ret void", "}"]
+
+
+def _driver_ir() -> list[str]:
+    """The loops over column panels, row tiles and column tiles; each tile calls the
+    ``tile_R_V`` its size needs (R = rows left up to TILE_ROWS, V = columns left / 16 up to
+    VECTORS)."""
+    out = ["define void @gemm_u8s8(i8* noalias nocapture readonly %A, i8* noalias nocapture readonly %B, "
+           "i32* noalias nocapture %C, i64 %lda, i64 %ldc, i64 %kq, i64 %np, i64 %nc, i64 %first, i64 %last) {",
+           "entry:", f"  %kp = mul i64 %kq, {K_GROUP}", "  %no.rows = icmp uge i64 %first, %last",
+           "  br i1 %no.rows, label %exit, label %panels",
+           "panels:", "  %p.first = phi i64 [0, %entry], [%p.last, %rows.done]",
+           "  %p.next = add i64 %p.first, %nc", "  %p.past = icmp ugt i64 %p.next, %np",
+           "  %p.last = select i1 %p.past, i64 %np, i64 %p.next", "  br label %rows",
+           "rows:", "  %i = phi i64 [%first, %panels], [%i.next, %cols.done]",
+           "  %rows.left = sub i64 %last, %i", f"  %rows.many = icmp ugt i64 %rows.left, {TILE_ROWS}",
+           f"  %tile.rows = select i1 %rows.many, i64 {TILE_ROWS}, i64 %rows.left",
+           "  %a.off = mul i64 %i, %lda", "  %a.tile = getelementptr i8, i8* %A, i64 %a.off",
+           "  %c.row = mul i64 %i, %ldc", "  br label %cols",
+           "cols:", "  %j = phi i64 [%p.first, %rows], [%j.next, %tile.done]",
+           "  %cols.left = sub i64 %p.last, %j", f"  %cols.many = icmp ugt i64 %cols.left, {TILE_COLS}",
+           f"  %tile.cols = select i1 %cols.many, i64 {TILE_COLS}, i64 %cols.left",
+           f"  %tile.vectors = udiv i64 %tile.cols, {LANES}",
+           "  %b.off = mul i64 %j, %kp", "  %b.tile = getelementptr i8, i8* %B, i64 %b.off",
+           "  %c.off = add i64 %c.row, %j", "  %c.tile = getelementptr i32, i32* %C, i64 %c.off",
+           "  %rows.index = sub i64 %tile.rows, 1", f"  %rows.base = mul i64 %rows.index, {VECTORS}",
+           "  %vectors.index = sub i64 %tile.vectors, 1", "  %which = add i64 %rows.base, %vectors.index",
+           "  switch i64 %which, label %tile.done ["]
+    sizes = [(r, v) for r in range(1, TILE_ROWS + 1) for v in range(1, VECTORS + 1)]
+    out += [f"    i64 {(r - 1) * VECTORS + v - 1}, label %tile{r}.{v}" for r, v in sizes] + ["  ]"]
+    for r, v in sizes:
+        out += [f"tile{r}.{v}:",
+                f"  call void @tile_{r}_{v}(i8* %a.tile, i8* %b.tile, i32* %c.tile, i64 %kq, i64 %lda, i64 %ldc)",
+                "  br label %tile.done"]
+    return out + ["tile.done:", "  %j.next = add i64 %j, %tile.cols", "  %j.end = icmp uge i64 %j.next, %p.last",
+                  "  br i1 %j.end, label %cols.done, label %cols",
+                  "cols.done:", "  %i.next = add i64 %i, %tile.rows", "  %i.end = icmp uge i64 %i.next, %last",
+                  "  br i1 %i.end, label %rows.done, label %rows",
+                  "rows.done:", "  %p.end = icmp uge i64 %p.last, %np", "  br i1 %p.end, label %exit, label %panels",
+                  "exit:", "  ret void", "}"]
 
 
 _lock = threading.Lock()
@@ -187,12 +200,11 @@ def _kernel() -> Any:
             target = llvm.Target.from_default_triple()
             machine = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
                                                    features=llvm.get_host_cpu_features().flatten(), opt=3)
-            module = llvm.parse_assembly(_tile_ir())
+            module = llvm.parse_assembly(_gemm_ir())
             module.verify()
             engine = llvm.create_mcjit_compiler(module, machine)
             engine.finalize_object()
-            signature = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
-                                         ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
+            signature = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 3, *[ctypes.c_int64] * 7)
             _compiled["engine"] = engine  # the code lives as long as its engine
             _compiled["fn"] = signature(engine.get_function_address("gemm_u8s8"))
         return _compiled["fn"]
@@ -225,23 +237,20 @@ def _round_up(x: int, m: int) -> int:
 
 class PackedInt8Weights:
     """A constant right operand ``B (K, N)`` of 8-bit codes with its zero point (None, a
-    scalar or one per column), packed once for the kernel: transposed to (Np, Kp) int8,
-    shifted to signed (``ob``), zero padded; with its column sums and zero points as int64."""
+    scalar or one per column), packed once for the kernel (:func:`_packed_tiles`); with its
+    column sums and zero points as int64."""
 
-    __slots__ = ("_base", "_base64", "_offset", "_packed", "_packed_at", "_row_factor", "_slope", "_slope64", "k", "n",
-                 "nthreads")
+    __slots__ = ("_base", "_base64", "_k_pad", "_n_pad", "_offset", "_packed", "_packed_at", "_panel", "_row_factor",
+                 "_slope", "_slope64", "k", "n", "nthreads")
 
     def __init__(self, b: np.ndarray, zero_point: np.ndarray | None, nthreads: int) -> None:
         k, n = b.shape
         self.k, self.n, self.nthreads = k, n, max(1, nthreads)
         self._offset = 128 if b.dtype == _U8 else 0
-        packed = np.zeros((_round_up(n, TILE_COLS), _round_up(k, K_STEP)), dtype=_I8)
-        if self._offset:
-            np.bitwise_xor(b.T, np.uint8(0x80), out=packed[:n, :k].view(_U8))  # b - 128 as int8
-        else:
-            packed[:n, :k] = b.T
-        self._packed = packed
-        self._packed_at = packed.ctypes.data
+        self._packed = _packed_tiles(b, self._offset)
+        self._packed_at = self._packed.ctypes.data
+        self._k_pad, self._n_pad = _round_up(k, K_GROUP), _round_up(n, LANES)
+        self._panel = max(TILE_COLS, PANEL_BYTES // self._k_pad // TILE_COLS * TILE_COLS)
         # the column term of the module docstring, ``K (oa ob + za zb) - (oa + za) colsum(b)``,
         # split as base[oa] + za * slope, each wrapped to int32 once (int32 arithmetic wraps)
         col_sums = b.sum(axis=0, dtype=_I64)
@@ -283,8 +292,8 @@ class PackedInt8Weights:
         return c.reshape(a.shape[:-1] + (self.n,))
 
     def product_parts(self, a: np.ndarray, zero_point: np.ndarray | None) -> tuple[np.ndarray, np.ndarray] | None:
-        """``(V, column_term)`` for 2-D ``a (M, K)``: the kernel's int32 product ``V (Mp, Np)``
-        (padded; rows and columns past M and N are not sums) and the int64 per-column term, so
+        """``(V, column_term)`` for 2-D ``a (M, K)``: the kernel's int32 product ``V (M, Np)``
+        (columns past N are not sums) and the int64 per-column term, so
         that :meth:`matmul` is ``int32(V[:M, :N] + column_term)``. For an epilogue that reads
         ``V`` once (requantization) instead of two more int32 passes here. None where
         :meth:`matmul` is None or has a row term (weights with a zero point off their offset)."""
@@ -315,33 +324,51 @@ class PackedInt8Weights:
         return a.reshape(m, self.k), za
 
     def _kernel_product(self, rows: np.ndarray, trim: bool = True) -> np.ndarray:
-        """``V = (rows + oa) @ packed.T`` (int32, M x N, C-contiguous; padded to the tiles when
-        not ``trim``)."""
+        """``V = (rows + oa) @ packed`` (int32, M x N, C-contiguous; M x Np, the columns past N
+        not sums, when not ``trim``)."""
         m, k = rows.shape
-        n_pad, k_pad = self._packed.shape
-        m_pad = _round_up(m, TILE_ROWS)
-        if rows.dtype == _U8 and (m_pad, k_pad) == (m, k) and rows.flags.c_contiguous:
-            a = rows
-        else:  # the padding is never read into a kept sum: B's padded columns are zero
-            a = np.empty((m_pad, k_pad), dtype=_U8)
+        k_pad, n_pad = self._k_pad, self._n_pad
+        if rows.dtype == _U8 and k == k_pad and rows.strides[1] == 1 and rows.strides[0] >= k:
+            a, lda = rows, rows.strides[0]  # the kernel reads rows where they are
+        else:  # K's padding is never read into a sum: B's padded rows are zero
+            a, lda = np.empty((m, k_pad), dtype=_U8), k_pad
             if rows.dtype == _I8:
-                np.bitwise_xor(rows.view(_U8), np.uint8(0x80), out=a[:m, :k])  # a + 128 as uint8
+                np.bitwise_xor(rows.view(_U8), np.uint8(0x80), out=a[:, :k])  # a + 128 as uint8
             else:
-                a[:m, :k] = rows
-        c = np.empty((m_pad, n_pad), dtype=_I32)
+                a[:, :k] = rows
+        c = np.empty((m, n_pad), dtype=_I32)
         fn = _kernel()
-        tiles = m_pad // TILE_ROWS
+        tiles = -(-m // TILE_ROWS)
         count = max(1, min(self.nthreads, tiles, (m * n_pad * k_pad) // MACS_PER_THREAD))
-        args = (a.ctypes.data, self._packed_at, c.ctypes.data, n_pad, k_pad)
+        args = (a.ctypes.data, self._packed_at, c.ctypes.data, lda, n_pad, k_pad // K_GROUP, n_pad, self._panel)
         if count == 1:
-            fn(*args, 0, m_pad)
+            fn(*args, 0, m)
         else:
-            bounds = [TILE_ROWS * (tiles * t // count) for t in range(count + 1)]
+            bounds = [min(m, TILE_ROWS * (tiles * t // count)) for t in range(count + 1)]
             pool = _workers()
             rest = [pool.submit(fn, *args, bounds[t], bounds[t + 1]) for t in range(1, count)]
             fn(*args, bounds[0], bounds[1])
             for done in rest:
                 done.result()
-        if trim and (m_pad, n_pad) != (m, self.n):
-            return np.ascontiguousarray(c[:m, :self.n])
+        if trim and n_pad != self.n:
+            return np.ascontiguousarray(c[:, :self.n])
         return c
+
+
+def _packed_tiles(b: np.ndarray, offset: int) -> np.ndarray:
+    """``B (K, N)`` shifted to signed by ``offset`` (128 for uint8 codes), zero padded to
+    (Kp, Np) and laid out as the kernel reads it: column tiles of TILE_COLS (the last one
+    narrower), tile ``[j, j + w)`` at bytes ``[j Kp, (j + w) Kp)`` as ``(Kp / 4, w, 4)``."""
+    k, n = b.shape
+    k_pad, n_pad = _round_up(k, K_GROUP), _round_up(n, LANES)
+    signed = np.zeros((k_pad, n_pad), dtype=_I8)
+    if offset:
+        np.bitwise_xor(b, np.uint8(0x80), out=signed[:k, :n].view(_U8))  # b - 128 as int8
+    else:
+        signed[:k, :n] = b
+    packed = np.empty(k_pad * n_pad, dtype=_I8)
+    for first in range(0, n_pad, TILE_COLS):
+        width = min(TILE_COLS, n_pad - first)
+        tile = signed[:, first:first + width].reshape(k_pad // K_GROUP, K_GROUP, width).transpose(0, 2, 1)
+        packed[first * k_pad:(first + width) * k_pad] = tile.reshape(-1)
+    return packed
