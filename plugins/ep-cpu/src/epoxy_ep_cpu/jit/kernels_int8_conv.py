@@ -64,8 +64,9 @@ patches_serial = serial_twin(patches)
 
 @njit(parallel=True, cache=True, nogil=True)
 def requantize(raw, column, bias, scale, zero_point, lo, hi, y):  # pragma: no cover - compiled
-    """QLinearConv's output, channels last, from the GEMM's padded int32 product ``raw`` and its
-    int64 ``column`` term (``kernels_int8_gemm.product_parts``) into ``y`` (N*P, M): per element
+    """QLinearConv's output, channels last, from an int32 product ``raw`` and its int64
+    ``column`` term (``kernels_int8_gemm.product_parts``) into ``y`` (N*P, M), for weights the
+    GEMM's own requantizing epilogue does not take (a zero point off their offset): per element
     the sum ``int32(raw + column)`` (the GEMM's wrapped result), then
     ``clip(rint((float64(sum) + bias[m]) * scale[m]) + zero_point, lo, hi)``: the numpy path's
     float64 steps in its order (every value exact until the multiply). Rows in, rows out: both
@@ -189,18 +190,22 @@ class PackedInt8Conv:
         or one per output channel), rounded, plus ``y_zero_point``, saturated to its dtype;
         None as for :meth:`sums`. The result is an (N, M, OH, OW) view of a channels-last
         array: the next int8 convolution takes it channels last without a transpose."""
-        parts = self._parts(x, zero_point, strides, dilations, begin, out_sp)
-        if parts is None:
+        a = self.patch_matrix(x, zero_point, strides, dilations, begin, out_sp)
+        if a is None:
             return None
-        raw, column = parts
         n, oh, ow = x.shape[0], int(out_sp[0]), int(out_sp[1])
-        out_dtype = np.asarray(y_zero_point).dtype
-        info = np.iinfo(out_dtype)
-        y = np.empty((n * oh * ow, self.m), dtype=out_dtype)
-        b = np.zeros(0, np.int64) if bias is None else np.ascontiguousarray(bias.reshape(-1), dtype=np.int64)
-        per_channel = np.ascontiguousarray(np.broadcast_to(scale.reshape(-1), (self.m,)), dtype=np.float64)
-        pick(requantize, requantize_serial, self.nthreads, y.size)(raw, column, b, per_channel,
-             float(np.asarray(y_zero_point).reshape(())), float(info.min), float(info.max), y)
+        y = self._gemm.requantized(a, zero_point, bias, scale, y_zero_point)
+        if y is None:  # weights with a row term: their exact sums, then one compiled pass
+            sums = self._gemm.matmul(a, zero_point)
+            if sums is None:
+                return None
+            out_dtype = np.asarray(y_zero_point).dtype
+            info = np.iinfo(out_dtype)
+            y = np.empty((n * oh * ow, self.m), dtype=out_dtype)
+            b = np.zeros(0, np.int64) if bias is None else np.ascontiguousarray(bias.reshape(-1), dtype=np.int64)
+            per_channel = np.ascontiguousarray(np.broadcast_to(scale.reshape(-1), (self.m,)), dtype=np.float64)
+            pick(requantize, requantize_serial, self.nthreads, y.size)(sums, np.zeros(self.m, np.int64), b,
+                 per_channel, float(np.asarray(y_zero_point).reshape(())), float(info.min), float(info.max), y)
         return y.reshape(n, oh, ow, self.m).transpose(0, 3, 1, 2)
 
     def scaled(self, x: np.ndarray, zero_point: np.ndarray | None, strides: Sequence[int], dilations: Sequence[int],

@@ -46,11 +46,8 @@ from typing import Any
 
 import numpy as np
 
-#: rows of one register tile, and its columns (16 int32 lanes per register, VECTORS registers)
-TILE_ROWS, VECTORS = 6, 4
-TILE_COLS = 16 * VECTORS
-#: bytes of K per ``vpdpbusd`` lane (K is padded to this), columns per register (N is padded to it)
-K_GROUP, LANES = 4, 16
+from .int8_gemm_ir import EPILOGUES, K_GROUP, LANES, TILE_COLS, TILE_ROWS, module_ir
+
 #: bytes of packed B one column panel holds: the panel stays in L2 while every row tile reads it
 PANEL_BYTES = 256 * 1024
 #: longest K whose kernel sums cannot overflow int32 (K * 255 * 128 < 2**31)
@@ -88,126 +85,38 @@ def support() -> str | None:
     return f"this CPU lacks {', '.join(missing)}" if missing else None
 
 
-_VEC = "<16 x i32>"
-
-
-def _gemm_ir() -> str:
-    """LLVM IR of ``gemm_u8s8(A, B, C, lda, ldc, kq, np, nc, first, last)``: rows [first, last)
-    of ``C (., np) = A (., 4 kq) @ B`` for B packed as :class:`PackedInt8Weights` packs it
-    (``np`` a multiple of 16, ``nc`` of TILE_COLS). Typed-pointer syntax, which every llvmlite
-    numba supports reads."""
-    out = [f"declare {_VEC} @llvm.x86.avx512.vpdpbusd.512({_VEC}, {_VEC}, {_VEC})"]
-    for rows in range(1, TILE_ROWS + 1):
-        for vectors in range(1, VECTORS + 1):
-            out += _tile_ir(rows, vectors)
-    return "\n".join(out + _driver_ir())
-
-
-def _tile_ir(rows: int, vectors: int) -> list[str]:
-    """``tile_R_V(A, B, C, kq, lda, ldc)``: the R x 16V block of C at ``C`` from R rows of A and
-    one packed column tile of width 16V, every accumulator in a register."""
-    r_range, v_range = range(rows), range(vectors)
-    out = [f"define internal void @tile_{rows}_{vectors}(i8* noalias nocapture readonly %A, "
-           "i8* noalias nocapture readonly %B, i32* noalias nocapture %C, i64 %kq, i64 %lda, i64 %ldc) alwaysinline {",
-           "entry:"]
-    for r in r_range:
-        out += [f"  %a.off{r} = mul i64 {r}, %lda", f"  %a.row{r} = getelementptr i8, i8* %A, i64 %a.off{r}"]
-    out += ["  br label %k.loop", "k.loop:", "  %q = phi i64 [0, %entry], [%q.next, %k.loop]"]
-    out += [f"  %acc{r}.{v} = phi {_VEC} [zeroinitializer, %entry], [%sum{r}.{v}, %k.loop]"
-            for r in r_range for v in v_range]
-    out += [f"  %b.step = mul i64 %q, {K_GROUP * LANES * vectors}", f"  %a.step = mul i64 %q, {K_GROUP}"]
-    for v in v_range:  # 16 columns x 4 K bytes of the tile, contiguous
-        out += [f"  %b.at{v} = add i64 %b.step, {K_GROUP * LANES * v}",
-                f"  %b.p{v} = getelementptr i8, i8* %B, i64 %b.at{v}",
-                f"  %b.q{v} = bitcast i8* %b.p{v} to {_VEC}*",
-                f"  %b{v} = load {_VEC}, {_VEC}* %b.q{v}, align 1"]
-    for r in r_range:  # four K bytes of a row, in every lane
-        out += [f"  %a.p{r} = getelementptr i8, i8* %a.row{r}, i64 %a.step",
-                f"  %a.q{r} = bitcast i8* %a.p{r} to i32*",
-                f"  %a.s{r} = load i32, i32* %a.q{r}, align 1",
-                f"  %a.i{r} = insertelement {_VEC} undef, i32 %a.s{r}, i32 0",
-                f"  %a{r} = shufflevector {_VEC} %a.i{r}, {_VEC} undef, <16 x i32> zeroinitializer"]
-    out += [f"  %sum{r}.{v} = call {_VEC} @llvm.x86.avx512.vpdpbusd.512({_VEC} %acc{r}.{v}, {_VEC} %a{r}, {_VEC} %b{v})"
-            for r in r_range for v in v_range]
-    out += ["  %q.next = add i64 %q, 1", "  %k.end = icmp uge i64 %q.next, %kq",
-            "  br i1 %k.end, label %store, label %k.loop", "store:"]
-    for r in r_range:
-        out.append(f"  %c.off{r} = mul i64 {r}, %ldc")
-        for v in v_range:
-            out += [f"  %c.at{r}.{v} = add i64 %c.off{r}, {LANES * v}",
-                    f"  %c.p{r}.{v} = getelementptr i32, i32* %C, i64 %c.at{r}.{v}",
-                    f"  %c.q{r}.{v} = bitcast i32* %c.p{r}.{v} to {_VEC}*",
-                    f"  store {_VEC} %sum{r}.{v}, {_VEC}* %c.q{r}.{v}, align 4"]
-    return out + ["  ret void", "}"]
-
-
-def _driver_ir() -> list[str]:
-    """The loops over column panels, row tiles and column tiles; each tile calls the
-    ``tile_R_V`` its size needs (R = rows left up to TILE_ROWS, V = columns left / 16 up to
-    VECTORS)."""
-    out = ["define void @gemm_u8s8(i8* noalias nocapture readonly %A, i8* noalias nocapture readonly %B, "
-           "i32* noalias nocapture %C, i64 %lda, i64 %ldc, i64 %kq, i64 %np, i64 %nc, i64 %first, i64 %last) {",
-           "entry:", f"  %kp = mul i64 %kq, {K_GROUP}", "  %no.rows = icmp uge i64 %first, %last",
-           "  br i1 %no.rows, label %exit, label %panels",
-           "panels:", "  %p.first = phi i64 [0, %entry], [%p.last, %rows.done]",
-           "  %p.next = add i64 %p.first, %nc", "  %p.past = icmp ugt i64 %p.next, %np",
-           "  %p.last = select i1 %p.past, i64 %np, i64 %p.next", "  br label %rows",
-           "rows:", "  %i = phi i64 [%first, %panels], [%i.next, %cols.done]",
-           "  %rows.left = sub i64 %last, %i", f"  %rows.many = icmp ugt i64 %rows.left, {TILE_ROWS}",
-           f"  %tile.rows = select i1 %rows.many, i64 {TILE_ROWS}, i64 %rows.left",
-           "  %a.off = mul i64 %i, %lda", "  %a.tile = getelementptr i8, i8* %A, i64 %a.off",
-           "  %c.row = mul i64 %i, %ldc", "  br label %cols",
-           "cols:", "  %j = phi i64 [%p.first, %rows], [%j.next, %tile.done]",
-           "  %cols.left = sub i64 %p.last, %j", f"  %cols.many = icmp ugt i64 %cols.left, {TILE_COLS}",
-           f"  %tile.cols = select i1 %cols.many, i64 {TILE_COLS}, i64 %cols.left",
-           f"  %tile.vectors = udiv i64 %tile.cols, {LANES}",
-           "  %b.off = mul i64 %j, %kp", "  %b.tile = getelementptr i8, i8* %B, i64 %b.off",
-           "  %c.off = add i64 %c.row, %j", "  %c.tile = getelementptr i32, i32* %C, i64 %c.off",
-           "  %rows.index = sub i64 %tile.rows, 1", f"  %rows.base = mul i64 %rows.index, {VECTORS}",
-           "  %vectors.index = sub i64 %tile.vectors, 1", "  %which = add i64 %rows.base, %vectors.index",
-           "  switch i64 %which, label %tile.done ["]
-    sizes = [(r, v) for r in range(1, TILE_ROWS + 1) for v in range(1, VECTORS + 1)]
-    out += [f"    i64 {(r - 1) * VECTORS + v - 1}, label %tile{r}.{v}" for r, v in sizes] + ["  ]"]
-    for r, v in sizes:
-        out += [f"tile{r}.{v}:",
-                f"  call void @tile_{r}_{v}(i8* %a.tile, i8* %b.tile, i32* %c.tile, i64 %kq, i64 %lda, i64 %ldc)",
-                "  br label %tile.done"]
-    return out + ["tile.done:", "  %j.next = add i64 %j, %tile.cols", "  %j.end = icmp uge i64 %j.next, %p.last",
-                  "  br i1 %j.end, label %cols.done, label %cols",
-                  "cols.done:", "  %i.next = add i64 %i, %tile.rows", "  %i.end = icmp uge i64 %i.next, %last",
-                  "  br i1 %i.end, label %rows.done, label %rows",
-                  "rows.done:", "  %p.end = icmp uge i64 %p.last, %np", "  br i1 %p.end, label %exit, label %panels",
-                  "exit:", "  ret void", "}"]
-
-
 _lock = threading.Lock()
 _compiled: dict[str, Any] = {}
 
 
-def _kernel() -> Any:
-    """The compiled ``gemm_u8s8`` as a ctypes function (it releases the GIL while it runs);
-    compiled at the first call in a process (~0.1 s), kept with its engine."""
-    fn = _compiled.get("fn")
+def _kernel(epilogue: str = "int32") -> Any:
+    """The compiled ``gemm_<epilogue>`` (``int8_gemm_ir.EPILOGUES``) as a ctypes function (it
+    releases the GIL while it runs); every entry point is compiled at the first call in a
+    process (~0.3 s) and kept with its engine."""
+    fn = _compiled.get(epilogue)
     if fn is not None:
         return fn
     reason = support()  # also sets up llvmlite's native target
     if reason is not None:
         raise RuntimeError(f"the int8 GEMM cannot run here: {reason}")
     with _lock:
-        if "fn" not in _compiled:
+        if epilogue not in _compiled:
             import llvmlite.binding as llvm
 
             target = llvm.Target.from_default_triple()
             machine = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
                                                    features=llvm.get_host_cpu_features().flatten(), opt=3)
-            module = llvm.parse_assembly(_gemm_ir())
+            module = llvm.parse_assembly(module_ir())
             module.verify()
             engine = llvm.create_mcjit_compiler(module, machine)
             engine.finalize_object()
-            signature = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 3, *[ctypes.c_int64] * 7)
             _compiled["engine"] = engine  # the code lives as long as its engine
-            _compiled["fn"] = signature(engine.get_function_address("gemm_u8s8"))
-        return _compiled["fn"]
+            for name, spec in EPILOGUES.items():
+                signature = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 3, *[ctypes.c_int64] * 7,
+                                             *[ctypes.c_void_p] * len(spec.columns),
+                                             *[ctypes.c_double] * len(spec.scalars))
+                _compiled[name] = signature(engine.get_function_address(f"gemm_{name}"))
+        return _compiled[epilogue]
 
 
 _pool: ThreadPoolExecutor | None = None
@@ -240,8 +149,8 @@ class PackedInt8Weights:
     scalar or one per column), packed once for the kernel (:func:`_packed_tiles`); with its
     column sums and zero points as int64."""
 
-    __slots__ = ("_base", "_base64", "_k_pad", "_n_pad", "_offset", "_packed", "_packed_at", "_panel", "_row_factor",
-                 "_slope", "_slope64", "k", "n", "nthreads")
+    __slots__ = ("_base", "_base64", "_columns", "_k_pad", "_n_pad", "_offset", "_packed", "_packed_at", "_panel",
+                 "_row_factor", "_slope", "_slope64", "k", "n", "nthreads")
 
     def __init__(self, b: np.ndarray, zero_point: np.ndarray | None, nthreads: int) -> None:
         k, n = b.shape
@@ -251,6 +160,7 @@ class PackedInt8Weights:
         self._packed_at = self._packed.ctypes.data
         self._k_pad, self._n_pad = _round_up(k, K_GROUP), _round_up(n, LANES)
         self._panel = max(TILE_COLS, PANEL_BYTES // self._k_pad // TILE_COLS * TILE_COLS)
+        self._columns: dict[tuple[int, int], np.ndarray] = {}
         # the column term of the module docstring, ``K (oa ob + za zb) - (oa + za) colsum(b)``,
         # split as base[oa] + za * slope, each wrapped to int32 once (int32 arithmetic wraps)
         col_sums = b.sum(axis=0, dtype=_I64)
@@ -323,9 +233,58 @@ class PackedInt8Weights:
             return None
         return a.reshape(m, self.k), za
 
+    def requantized(self, a: np.ndarray, zero_point: np.ndarray | None, bias: np.ndarray | None,
+                    scale: np.ndarray, y_zero_point: np.ndarray) -> np.ndarray | None:
+        """QLinearConv's output codes ``(M, N)`` (of ``y_zero_point``'s dtype) for 2-D ``a (M,
+        K)``: per element ``clip(rint((float64(sum) + bias[n]) * scale[n]) + y_zero_point)``,
+        ``sum`` the exact int32 ``(a - zero_point) @ (B - its zero point)``, computed in the
+        kernel's epilogue as the sums leave the registers (the int32 sums never reach memory).
+        ``bias``: None or int32 per column; ``scale``: float64, one or per column. A view with
+        row stride Np when N is not a multiple of 16. None where :meth:`product_parts` is."""
+        if self._row_factor is not None or a.ndim != 2:
+            return None
+        taken = self._taken(a, zero_point)
+        if taken is None:
+            return None
+        rows, za = taken
+        n, n_pad = self.n, self._n_pad
+        biases = np.zeros(n_pad, np.float64)
+        if bias is not None:
+            biases[:n] = bias.reshape(-1)
+        scales = np.zeros(n_pad, np.float64)
+        scales[:n] = scale.reshape(-1)
+        out_dtype = np.asarray(y_zero_point).dtype
+        info = np.iinfo(out_dtype)
+        y = np.empty((rows.shape[0], n_pad), dtype=out_dtype)
+        column = self._column_term(128 if a.dtype == _I8 else 0, za)
+        self._run("requantize", rows, y, (column.ctypes.data, biases.ctypes.data, scales.ctypes.data),
+                  (float(np.asarray(y_zero_point).reshape(())), float(info.min), float(info.max)))
+        return y if n_pad == n else y[:, :n]
+
+    def _column_term(self, oa: int, za: int) -> np.ndarray:
+        """The column term as wrapped int32, padded to Np; kept per (offset, zero point):
+        a layer sees one input zero point."""
+        key = (oa, za)
+        term = self._columns.get(key)
+        if term is None:
+            term = np.zeros(self._n_pad, _I32)
+            term[:self.n] = (self._base64[oa] + za * self._slope64).astype(_I32)
+            self._columns[key] = term
+        return term
+
     def _kernel_product(self, rows: np.ndarray, trim: bool = True) -> np.ndarray:
         """``V = (rows + oa) @ packed`` (int32, M x N, C-contiguous; M x Np, the columns past N
         not sums, when not ``trim``)."""
+        c = np.empty((rows.shape[0], self._n_pad), dtype=_I32)
+        self._run("int32", rows, c, (), ())
+        if trim and self._n_pad != self.n:
+            return np.ascontiguousarray(c[:, :self.n])
+        return c
+
+    def _run(self, epilogue: str, rows: np.ndarray, out: np.ndarray, columns: tuple[int, ...],
+             scalars: tuple[float, ...]) -> None:
+        """``rows (M, K)`` times the packed weights into ``out (M, Np)`` through ``epilogue``,
+        the row tiles split over the threads when the product is large enough."""
         m, k = rows.shape
         k_pad, n_pad = self._k_pad, self._n_pad
         if rows.dtype == _U8 and k == k_pad and rows.strides[1] == 1 and rows.strides[0] >= k:
@@ -336,23 +295,19 @@ class PackedInt8Weights:
                 np.bitwise_xor(rows.view(_U8), np.uint8(0x80), out=a[:, :k])  # a + 128 as uint8
             else:
                 a[:, :k] = rows
-        c = np.empty((m, n_pad), dtype=_I32)
-        fn = _kernel()
+        fn = _kernel(epilogue)
         tiles = -(-m // TILE_ROWS)
         count = max(1, min(self.nthreads, tiles, (m * n_pad * k_pad) // MACS_PER_THREAD))
-        args = (a.ctypes.data, self._packed_at, c.ctypes.data, lda, n_pad, k_pad // K_GROUP, n_pad, self._panel)
+        head = (a.ctypes.data, self._packed_at, out.ctypes.data, lda, n_pad, k_pad // K_GROUP, n_pad, self._panel)
         if count == 1:
-            fn(*args, 0, m)
-        else:
-            bounds = [min(m, TILE_ROWS * (tiles * t // count)) for t in range(count + 1)]
-            pool = _workers()
-            rest = [pool.submit(fn, *args, bounds[t], bounds[t + 1]) for t in range(1, count)]
-            fn(*args, bounds[0], bounds[1])
-            for done in rest:
-                done.result()
-        if trim and n_pad != self.n:
-            return np.ascontiguousarray(c[:, :self.n])
-        return c
+            fn(*head, 0, m, *columns, *scalars)
+            return
+        bounds = [min(m, TILE_ROWS * (tiles * t // count)) for t in range(count + 1)]
+        pool = _workers()
+        rest = [pool.submit(fn, *head, bounds[t], bounds[t + 1], *columns, *scalars) for t in range(1, count)]
+        fn(*head, bounds[0], bounds[1], *columns, *scalars)
+        for done in rest:
+            done.result()
 
 
 def _packed_tiles(b: np.ndarray, offset: int) -> np.ndarray:

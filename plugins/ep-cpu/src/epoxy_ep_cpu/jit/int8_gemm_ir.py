@@ -1,0 +1,199 @@
+"""LLVM IR text of the int8 GEMM (``kernels_int8_gemm`` compiles it with llvmlite).
+
+Why IR text: the kernel's one instruction, ``vpdpbusd`` (64 unsigned by 64 signed bytes, summed
+in groups of four into 16 int32 lanes), is an LLVM intrinsic that numba cannot emit.
+
+A register tile is ``TILE_ROWS`` rows x ``VECTORS`` registers of 16 columns: one accumulator per
+output element, kept in registers while K is walked four bytes at a time (per step: a load of
+B per register, a broadcast of four A bytes per row, one ``vpdpbusd`` per accumulator). B is
+packed in column tiles of ``TILE_COLS``, each ``(Kp / 4, width, 4)``, so that four consecutive K
+bytes of 16 columns are one register load. Edge tiles (fewer rows, fewer columns) are the same
+code with smaller R and V. The driver walks column panels (``nc`` columns, sized by the caller
+so a panel of B stays in L2), the row tiles, then the column tiles of the panel.
+
+Each epilogue is one way of storing a tile's accumulators, a registry entry with the extra
+parameters it needs: ``int32`` stores the sums; ``requantize`` stores QLinearConv's output
+codes, ``clip(rint((float64(int32(sum + column)) + bias) * scale) + zero_point, lo, hi)`` per
+element, the numpy path's float64 steps in its order, so the int32 sums never go to memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+#: rows of one register tile, and its registers of 16 int32 columns
+TILE_ROWS, VECTORS = 6, 4
+#: bytes of K per ``vpdpbusd`` lane (K is padded to this); columns per register (N is padded to it)
+K_GROUP, LANES = 4, 16
+TILE_COLS = LANES * VECTORS
+
+_VEC = "<16 x i32>"
+_DOUBLES = "<16 x double>"
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """How a tile's accumulators leave the registers.
+
+    ``out_type``: the element type of the output rows (``ldo`` elements apart);
+    ``columns``: per-column arrays ``(type, name)``, which the driver offsets to the tile;
+    ``scalars``: ``(type, name)`` passed through unchanged; ``store(rows, vectors)``: the IR
+    storing ``%sum{r}.{v}`` at ``%out`` (rows ``%ldo`` apart)."""
+
+    out_type: str
+    columns: tuple[tuple[str, str], ...]
+    scalars: tuple[tuple[str, str], ...]
+    store: Callable[[int, int], list[str]]
+
+    def tile_params(self) -> str:
+        return ", ".join([f"{t}* %{n}" for t, n in self.columns] + [f"{t} %{n}" for t, n in self.scalars])
+
+
+def _store_int32(rows: int, vectors: int) -> list[str]:
+    out = []
+    for r in range(rows):
+        out.append(f"  %o.off{r} = mul i64 {r}, %ldo")
+        for v in range(vectors):
+            out += [f"  %o.at{r}.{v} = add i64 %o.off{r}, {LANES * v}",
+                    f"  %o.p{r}.{v} = getelementptr i32, i32* %out, i64 %o.at{r}.{v}",
+                    f"  %o.q{r}.{v} = bitcast i32* %o.p{r}.{v} to {_VEC}*",
+                    f"  store {_VEC} %sum{r}.{v}, {_VEC}* %o.q{r}.{v}, align 4"]
+    return out
+
+
+def _splat(name: str, scalar: str, vector: str, element: str) -> list[str]:
+    return [f"  %{name}.one = insertelement {vector} undef, {element} {scalar}, i32 0",
+            f"  %{name} = shufflevector {vector} %{name}.one, {vector} undef, <16 x i32> zeroinitializer"]
+
+
+def _store_requantized(rows: int, vectors: int) -> list[str]:
+    out = (_splat("zp.v", "%zero_point", _DOUBLES, "double") + _splat("lo.v", "%lo", _DOUBLES, "double")
+           + _splat("hi.v", "%hi", _DOUBLES, "double"))
+    for v in range(vectors):  # the tile's per-column terms, read once for its rows
+        for name, vector, element in (("column", _VEC, "i32"), ("bias", _DOUBLES, "double"),
+                                      ("scale", _DOUBLES, "double")):
+            out += [f"  %{name}.p{v} = getelementptr {element}, {element}* %{name}, i64 {LANES * v}",
+                    f"  %{name}.q{v} = bitcast {element}* %{name}.p{v} to {vector}*",
+                    f"  %{name}.v{v} = load {vector}, {vector}* %{name}.q{v}, align 1"]
+    for r in range(rows):
+        out.append(f"  %o.off{r} = mul i64 {r}, %ldo")
+        for v in range(vectors):
+            t = f"{r}.{v}"
+            out += [f"  %int.{t} = add {_VEC} %sum{t}, %column.v{v}",  # int32 wraps, as the sums do
+                    f"  %f.{t} = sitofp {_VEC} %int.{t} to {_DOUBLES}",
+                    f"  %biased.{t} = fadd {_DOUBLES} %f.{t}, %bias.v{v}",
+                    f"  %scaled.{t} = fmul {_DOUBLES} %biased.{t}, %scale.v{v}",
+                    f"  %rounded.{t} = call {_DOUBLES} @llvm.rint.v16f64({_DOUBLES} %scaled.{t})",
+                    f"  %shifted.{t} = fadd {_DOUBLES} %rounded.{t}, %zp.v",
+                    f"  %floor.{t} = call {_DOUBLES} @llvm.maxnum.v16f64({_DOUBLES} %shifted.{t}, {_DOUBLES} %lo.v)",
+                    f"  %clipped.{t} = call {_DOUBLES} @llvm.minnum.v16f64({_DOUBLES} %floor.{t}, {_DOUBLES} %hi.v)",
+                    f"  %code32.{t} = fptosi {_DOUBLES} %clipped.{t} to {_VEC}",
+                    f"  %code.{t} = trunc {_VEC} %code32.{t} to <16 x i8>",  # the byte of a u8 or s8 code
+                    f"  %o.at{t} = add i64 %o.off{r}, {LANES * v}",
+                    f"  %o.p{t} = getelementptr i8, i8* %out, i64 %o.at{t}",
+                    f"  %o.q{t} = bitcast i8* %o.p{t} to <16 x i8>*",
+                    f"  store <16 x i8> %code.{t}, <16 x i8>* %o.q{t}, align 1"]
+    return out
+
+
+EPILOGUES: dict[str, Epilogue] = {
+    "int32": Epilogue("i32", (), (), _store_int32),
+    "requantize": Epilogue("i8", (("i32", "column"), ("double", "bias"), ("double", "scale")),
+                           (("double", "zero_point"), ("double", "lo"), ("double", "hi")), _store_requantized),
+}
+
+_DECLARATIONS = [f"declare {_VEC} @llvm.x86.avx512.vpdpbusd.512({_VEC}, {_VEC}, {_VEC})",
+                 f"declare {_DOUBLES} @llvm.rint.v16f64({_DOUBLES})",
+                 f"declare {_DOUBLES} @llvm.maxnum.v16f64({_DOUBLES}, {_DOUBLES})",
+                 f"declare {_DOUBLES} @llvm.minnum.v16f64({_DOUBLES}, {_DOUBLES})"]
+
+
+def module_ir() -> str:
+    """Every epilogue's entry point ``gemm_<epilogue>(A, B, out, lda, ldo, kq, np, nc, first,
+    last, <columns>, <scalars>)``: rows [first, last) of ``A (., 4 kq) @ B`` (``np`` a multiple
+    of 16, ``nc`` of TILE_COLS). Typed-pointer syntax, which every llvmlite numba supports reads."""
+    out = list(_DECLARATIONS)
+    for name, epilogue in EPILOGUES.items():
+        for rows in range(1, TILE_ROWS + 1):
+            for vectors in range(1, VECTORS + 1):
+                out += _tile_ir(name, epilogue, rows, vectors)
+        out += _driver_ir(name, epilogue)
+    return "\n".join(out)
+
+
+def _tile_ir(name: str, epilogue: Epilogue, rows: int, vectors: int) -> list[str]:
+    """``<name>_tile_R_V``: the R x 16V block at ``%out`` from R rows of A and one packed column
+    tile of width 16V."""
+    r_range, v_range = range(rows), range(vectors)
+    extra = epilogue.tile_params()
+    out = [f"define internal void @{name}_tile_{rows}_{vectors}(i8* noalias nocapture readonly %A, "
+           f"i8* noalias nocapture readonly %B, {epilogue.out_type}* noalias nocapture %out, i64 %kq, i64 %lda, "
+           f"i64 %ldo{', ' + extra if extra else ''}) alwaysinline {{", "entry:"]
+    for r in r_range:
+        out += [f"  %a.off{r} = mul i64 {r}, %lda", f"  %a.row{r} = getelementptr i8, i8* %A, i64 %a.off{r}"]
+    out += ["  br label %k.loop", "k.loop:", "  %q = phi i64 [0, %entry], [%q.next, %k.loop]"]
+    out += [f"  %acc{r}.{v} = phi {_VEC} [zeroinitializer, %entry], [%sum{r}.{v}, %k.loop]"
+            for r in r_range for v in v_range]
+    out += [f"  %b.step = mul i64 %q, {K_GROUP * LANES * vectors}", f"  %a.step = mul i64 %q, {K_GROUP}"]
+    for v in v_range:  # 16 columns x 4 K bytes of the tile, contiguous
+        out += [f"  %b.at{v} = add i64 %b.step, {K_GROUP * LANES * v}",
+                f"  %b.p{v} = getelementptr i8, i8* %B, i64 %b.at{v}",
+                f"  %b.q{v} = bitcast i8* %b.p{v} to {_VEC}*",
+                f"  %b{v} = load {_VEC}, {_VEC}* %b.q{v}, align 1"]
+    for r in r_range:  # four K bytes of a row, in every lane
+        out += [f"  %a.p{r} = getelementptr i8, i8* %a.row{r}, i64 %a.step",
+                f"  %a.q{r} = bitcast i8* %a.p{r} to i32*",
+                f"  %a.s{r} = load i32, i32* %a.q{r}, align 1"]
+        out += _splat(f"a{r}", f"%a.s{r}", _VEC, "i32")
+    out += [f"  %sum{r}.{v} = call {_VEC} @llvm.x86.avx512.vpdpbusd.512({_VEC} %acc{r}.{v}, {_VEC} %a{r}, {_VEC} %b{v})"
+            for r in r_range for v in v_range]
+    out += ["  %q.next = add i64 %q, 1", "  %k.end = icmp uge i64 %q.next, %kq",
+            "  br i1 %k.end, label %store, label %k.loop", "store:"]
+    return out + epilogue.store(rows, vectors) + ["  ret void", "}"]
+
+
+def _driver_ir(name: str, epilogue: Epilogue) -> list[str]:
+    """``gemm_<name>``: the loops over column panels, row tiles and column tiles; each tile
+    calls the ``<name>_tile_R_V`` its size needs (R = rows left up to TILE_ROWS, V = columns
+    left / 16 up to VECTORS)."""
+    out_t = epilogue.out_type
+    params = "".join(f", {t}* %{n}.all" for t, n in epilogue.columns) + "".join(
+        f", {t} %{n}" for t, n in epilogue.scalars)
+    out = [f"define void @gemm_{name}(i8* noalias nocapture readonly %A, i8* noalias nocapture readonly %B, "
+           f"{out_t}* noalias nocapture %out.all, i64 %lda, i64 %ldo, i64 %kq, i64 %np, i64 %nc, i64 %first, "
+           f"i64 %last{params}) {{",
+           "entry:", f"  %kp = mul i64 %kq, {K_GROUP}", "  %no.rows = icmp uge i64 %first, %last",
+           "  br i1 %no.rows, label %exit, label %panels",
+           "panels:", "  %p.first = phi i64 [0, %entry], [%p.last, %rows.done]",
+           "  %p.next = add i64 %p.first, %nc", "  %p.past = icmp ugt i64 %p.next, %np",
+           "  %p.last = select i1 %p.past, i64 %np, i64 %p.next", "  br label %rows",
+           "rows:", "  %i = phi i64 [%first, %panels], [%i.next, %cols.done]",
+           "  %rows.left = sub i64 %last, %i", f"  %rows.many = icmp ugt i64 %rows.left, {TILE_ROWS}",
+           f"  %tile.rows = select i1 %rows.many, i64 {TILE_ROWS}, i64 %rows.left",
+           "  %a.off = mul i64 %i, %lda", "  %a.tile = getelementptr i8, i8* %A, i64 %a.off",
+           "  %o.row = mul i64 %i, %ldo", "  br label %cols",
+           "cols:", "  %j = phi i64 [%p.first, %rows], [%j.next, %tile.done]",
+           "  %cols.left = sub i64 %p.last, %j", f"  %cols.many = icmp ugt i64 %cols.left, {TILE_COLS}",
+           f"  %tile.cols = select i1 %cols.many, i64 {TILE_COLS}, i64 %cols.left",
+           f"  %tile.vectors = udiv i64 %tile.cols, {LANES}",
+           "  %b.off = mul i64 %j, %kp", "  %b.tile = getelementptr i8, i8* %B, i64 %b.off",
+           "  %o.off = add i64 %o.row, %j", f"  %out.tile = getelementptr {out_t}, {out_t}* %out.all, i64 %o.off"]
+    out += [f"  %{n} = getelementptr {t}, {t}* %{n}.all, i64 %j" for t, n in epilogue.columns]
+    out += ["  %rows.index = sub i64 %tile.rows, 1", f"  %rows.base = mul i64 %rows.index, {VECTORS}",
+            "  %vectors.index = sub i64 %tile.vectors, 1", "  %which = add i64 %rows.base, %vectors.index",
+            "  switch i64 %which, label %tile.done ["]
+    sizes = [(r, v) for r in range(1, TILE_ROWS + 1) for v in range(1, VECTORS + 1)]
+    out += [f"    i64 {(r - 1) * VECTORS + v - 1}, label %tile{r}.{v}" for r, v in sizes] + ["  ]"]
+    extra = "".join(f", {t}* %{n}" for t, n in epilogue.columns) + "".join(f", {t} %{n}" for t, n in epilogue.scalars)
+    for r, v in sizes:
+        out += [f"tile{r}.{v}:",
+                f"  call void @{name}_tile_{r}_{v}(i8* %a.tile, i8* %b.tile, {out_t}* %out.tile, i64 %kq, "
+                f"i64 %lda, i64 %ldo{extra})",
+                "  br label %tile.done"]
+    return out + ["tile.done:", "  %j.next = add i64 %j, %tile.cols", "  %j.end = icmp uge i64 %j.next, %p.last",
+                  "  br i1 %j.end, label %cols.done, label %cols",
+                  "cols.done:", "  %i.next = add i64 %i, %tile.rows", "  %i.end = icmp uge i64 %i.next, %last",
+                  "  br i1 %i.end, label %rows.done, label %rows",
+                  "rows.done:", "  %p.end = icmp uge i64 %p.last, %np", "  br i1 %p.end, label %exit, label %panels",
+                  "exit:", "  ret void", "}"]
