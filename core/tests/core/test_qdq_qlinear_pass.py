@@ -112,3 +112,18 @@ def test_small_layers_keep_the_float_reading():
     """Below MIN_MACS per image (or MIN_CHANNELS inputs) the float kernels are faster: no rewrite."""
     rewritten, count = _rewrite(_model())
     assert count == 0 and "QLinearConv" not in [n.op_type for n in rewritten.graph.node]
+
+
+def test_few_channel_layers_need_a_wide_receptive_field():
+    """A 3-channel stem is taken when one output pixel reads MIN_FIELD codes or more (7x7: 147),
+    not as a 3x3 (27): measured faster and slower on codes respectively (qdq_qlinear.MIN_FIELD)."""
+
+    class _Output:
+        shape = (1, 64, 112, 112)
+
+    class _Conv:
+        outputs = [_Output()]
+
+    assert qdq_qlinear.large_enough(_Conv(), np.zeros((64, 3, 7, 7), np.int8))  # type: ignore[arg-type]
+    assert not qdq_qlinear.large_enough(_Conv(), np.zeros((64, 3, 3, 3), np.int8))  # type: ignore[arg-type]
+    assert qdq_qlinear.large_enough(_Conv(), np.zeros((64, 16, 1, 1), np.int8))  # type: ignore[arg-type]

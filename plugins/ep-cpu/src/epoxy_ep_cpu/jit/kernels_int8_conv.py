@@ -21,9 +21,13 @@ from numba import njit, prange
 from . import kernels_int8_gemm as int8_gemm
 from .threads import pick, serial_twin
 
-#: input channels from which the patches are runs worth copying (a 3-channel stem's patches are
-#: 3-byte runs: 2.9 ms of a 224x224 7x7 stem, where the float path is as fast as fp32)
+#: input channels from which a layer takes the GEMM, or (fewer channels) the length of one
+#: output pixel's receptive field, C * kh * kw codes: a 3-channel 7x7 stem (147) runs on codes
+#: in 1.5 ms against the float path's 3.7 (224x224, stride 2: its patches are 7 runs of 21 bytes
+#: per pixel); a 3x3 one (27) gained nothing. The same thresholds as the core's QDQ rewrites
+#: (``qdq_qlinear.MIN_CHANNELS``, ``MIN_FIELD``)
 MIN_CHANNELS = 16
+MIN_FIELD = 128
 #: multiply-adds from which a layer takes the GEMM: below, the patches, the padding and the
 #: transposes cost more than they save (16 -> 32 channels 3x3 on 32x32, 5 M: 0.65 ms against
 #: the float path's 0.55, before the GEMM kept channels-last codes and 1x1 layers skipped the
@@ -34,29 +38,43 @@ MIN_MACS = 1 << 22
 
 @njit(parallel=True, cache=True, nogil=True)
 def patches(x, fill, a, dims):  # pragma: no cover - compiled
-    """Rows of ``a`` (N*OH*OW, kh*kw*C), one per output pixel, from channels-last ``x``
-    (N, H, W, C); ``dims``: N, H, W, C, kh, kw, sh, sw, dh, dw, pad top, pad left, OH, OW."""
-    n, h, w, c, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow = (dims[0], dims[1], dims[2], dims[3], dims[4], dims[5],
-                                                          dims[6], dims[7], dims[8], dims[9], dims[10], dims[11],
-                                                          dims[12], dims[13])
-    k = kh * kw * c
+    """Rows of ``a`` (N*OH*OW rows of ``kp`` bytes, the first kh*kw*C of them set), one per
+    output pixel, from channels-last ``x`` (N, H, W, C); ``dims``: N, H, W, C, kh, kw, sh, sw,
+    dh, dw, pad top, pad left, OH, OW, kp. A kernel row inside the image with dilation 1 is one
+    run of kw*C contiguous bytes (a 3-channel stem's 7x7 window: 7 runs of 21 bytes, not 49 of 3)."""
+    n, h, w, c, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow, kp = (dims[0], dims[1], dims[2], dims[3], dims[4], dims[5],
+                                                              dims[6], dims[7], dims[8], dims[9], dims[10], dims[11],
+                                                              dims[12], dims[13], dims[14])
+    span = kw * c
     for r in prange(n * oh):
         b = r // oh
         oy = r - b * oh
         for ox in range(ow):
-            row = a[(r * ow + ox) * k:(r * ow + ox + 1) * k]
+            row = a[(r * ow + ox) * kp:(r * ow + ox) * kp + kh * span]
+            ix0 = ox * sw - pl
+            whole = dw == 1 and ix0 >= 0 and ix0 + kw <= w
             for ki in range(kh):
                 iy = oy * sh + ki * dh - pt
-                for kj in range(kw):
-                    ix = ox * sw + kj * dw - pl
-                    run = row[(ki * kw + kj) * c:(ki * kw + kj + 1) * c]
-                    if iy < 0 or iy >= h or ix < 0 or ix >= w:
-                        for ci in range(c):
-                            run[ci] = fill
-                    else:
-                        src = x[((b * h + iy) * w + ix) * c:((b * h + iy) * w + ix + 1) * c]
-                        for ci in range(c):
-                            run[ci] = src[ci]
+                out = row[ki * span:(ki + 1) * span]
+                if iy < 0 or iy >= h:
+                    for e in range(span):
+                        out[e] = fill
+                elif whole:
+                    start = ((b * h + iy) * w + ix0) * c
+                    src = x[start:start + span]
+                    for e in range(span):
+                        out[e] = src[e]
+                else:
+                    for kj in range(kw):
+                        ix = ix0 + kj * dw
+                        run = out[kj * c:(kj + 1) * c]
+                        if ix < 0 or ix >= w:
+                            for ci in range(c):
+                                run[ci] = fill
+                        else:
+                            src = x[((b * h + iy) * w + ix) * c:((b * h + iy) * w + ix + 1) * c]
+                            for ci in range(c):
+                                run[ci] = src[ci]
 
 
 patches_serial = serial_twin(patches)
@@ -256,17 +274,18 @@ class PackedInt8Conv:
         _, _, kh, kw = self.shape
         oh, ow = int(out_sp[0]), int(out_sp[1])
         k = kh * kw * c
-        if c < MIN_CHANNELS or n * oh * ow * k * self.m < MIN_MACS or 0 in (n, oh, ow):
+        if (c < MIN_CHANNELS and k < MIN_FIELD) or n * oh * ow * k * self.m < MIN_MACS or 0 in (n, oh, ow):
             return None
         channels_last = np.ascontiguousarray(x.transpose(0, 2, 3, 1))  # free for a view requantized() wrote
         if (kh, kw, oh, ow) == (1, 1, h, w) and tuple(strides) == (1, 1):
             return channels_last.reshape(n * h * w, c)
         fill = x.dtype.type(0 if zero_point is None else np.asarray(zero_point).reshape(()))
+        k_pad = self._gemm.k_pad  # rows as long as the GEMM reads them: no padding copy there
         dims = np.array((n, h, w, c, kh, kw, strides[0], strides[1], dilations[0], dilations[1], begin[0], begin[1],
-                         oh, ow), dtype=np.int64)
-        a = np.empty(n * oh * ow * k, dtype=x.dtype)
+                         oh, ow, k_pad), dtype=np.int64)
+        a = np.empty(n * oh * ow * k_pad, dtype=x.dtype)
         pick(patches, patches_serial, self.nthreads, a.size)(channels_last.reshape(-1), fill, a, dims)
-        return a.reshape(n * oh * ow, k)
+        return a.reshape(n * oh * ow, k_pad)[:, :k]
 
 
 def pack(w: Any, zero_point: Any, group: int, nthreads: int) -> PackedInt8Conv | None:

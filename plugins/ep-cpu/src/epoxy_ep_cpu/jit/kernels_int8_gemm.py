@@ -173,6 +173,11 @@ class PackedInt8Weights:
         factor = ob - zb  # the row term's factor: one, or per column
         self._row_factor = factor if factor.any() else None
 
+    @property
+    def k_pad(self) -> int:
+        """K padded as the kernel reads it: rows of A this long (past K, any bytes) are read in place."""
+        return self._k_pad
+
     @staticmethod
     def fits(b: np.ndarray, zero_point: np.ndarray | None) -> bool:
         """Whether :class:`PackedInt8Weights` takes ``b``: 2-D 8-bit codes, K <= MAX_K, a
@@ -287,7 +292,7 @@ class PackedInt8Weights:
         the row tiles split over the threads when the product is large enough."""
         m, k = rows.shape
         k_pad, n_pad = self._k_pad, self._n_pad
-        if rows.dtype == _U8 and k == k_pad and rows.strides[1] == 1 and rows.strides[0] >= k:
+        if rows.dtype == _U8 and _padded_rows(rows, k_pad):
             a, lda = rows, rows.strides[0]  # the kernel reads rows where they are
         else:  # K's padding is never read into a sum: B's padded rows are zero
             a, lda = np.empty((m, k_pad), dtype=_U8), k_pad
@@ -308,6 +313,21 @@ class PackedInt8Weights:
         fn(*head, bounds[0], bounds[1], *columns, *scalars)
         for done in rest:
             done.result()
+
+
+def _padded_rows(rows: np.ndarray, k_pad: int) -> bool:
+    """Whether the kernel may read ``rows (M, K)`` in place, ``k_pad`` bytes a row: rows
+    contiguous, ``k_pad`` apart at least, and the last row's bytes past K inside the buffer
+    (they multiply B's zero padding: any value adds nothing)."""
+    if rows.strides[1] != 1 or rows.strides[0] < k_pad:
+        return False
+    if rows.shape[1] == k_pad:
+        return True
+    owner = rows.base  # numpy keeps the array that owns the memory here
+    if not isinstance(owner, np.ndarray) or not owner.flags.c_contiguous:
+        return False
+    end = owner.ctypes.data + owner.nbytes
+    return bool(rows.ctypes.data + (rows.shape[0] - 1) * rows.strides[0] + k_pad <= end)
 
 
 def _packed_tiles(b: np.ndarray, offset: int) -> np.ndarray:
