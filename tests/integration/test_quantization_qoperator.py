@@ -24,7 +24,7 @@ from onnx import helper, numpy_helper
 from test_quantization_qdq import FAMILIES, MAX_REL_ERROR, cnn, family_model, feeds, mlp, rel, run_epoxy, run_ort
 
 from epoxy.quantization import collect
-from epoxy.quantization.qdq import QuantizationError, quantize_static
+from epoxy.quantization.qdq import DEFAULT_OP_TYPES, QuantizationError, quantize_static
 from epoxy.quantization.schemes import SchemeOptions, get
 
 pytest.importorskip("onnxruntime")
@@ -98,12 +98,22 @@ def test_qoperator_equals_its_qdq_twin_within_one_step(case):
         assert diff <= step * 1.001, (run.__name__, diff / step)
 
 
-def test_qoperator_with_cpu_defaults_converts_only_conv_matmul_gemm():
+def test_qoperator_with_the_weighted_op_set_converts_only_conv_matmul_gemm():
+    model = family_model("add")
+    stats = collect(model, feeds("cnn", 0, 2), providers=("cpu",))
+    qop = quantize_static(model, stats, format="qoperator", op_types=DEFAULT_OP_TYPES)
+    ops = [n.op_type for n in qop.graph.node]
+    assert ops.count("QLinearConv") == 3 and "QGemm" in ops and "Add" in ops and "QLinearAdd" not in ops
+    test = feeds("cnn", 99, 1)[0]
+    np.testing.assert_allclose(run_epoxy(qop, test), run_ort(qop, test), rtol=1e-4, atol=1e-4)
+
+
+def test_qoperator_with_cpu_defaults_converts_the_add_too():
     model = family_model("add")
     stats = collect(model, feeds("cnn", 0, 2), providers=("cpu",))
     qop = quantize_static(model, stats, format="qoperator")
     ops = [n.op_type for n in qop.graph.node]
-    assert ops.count("QLinearConv") == 3 and "QGemm" in ops and "Add" in ops and "QLinearAdd" not in ops
+    assert ops.count("QLinearConv") == 3 and "QGemm" in ops and "QLinearAdd" in ops and "Add" not in ops
     test = feeds("cnn", 99, 1)[0]
     np.testing.assert_allclose(run_epoxy(qop, test), run_ort(qop, test), rtol=1e-4, atol=1e-4)
 
@@ -156,7 +166,7 @@ def test_bad_format_and_missing_range_are_refused_by_name():
     model = cnn()
     with pytest.raises(ValueError, match="qdq, qoperator"):
         quantize_static(model, feeds("cnn", 0, 1), format="qlinear")
-    stats = collect(model, feeds("cnn", 0, 1), tensors=["x", "c1", "r1", "c2", "f"], providers=("cpu",))
+    stats = collect(model, feeds("cnn", 0, 1), tensors=["x", "c1", "r1", "c2", "g", "f"], providers=("cpu",))
     with pytest.raises(QuantizationError, match="'fc'.*'y'") as info:  # the output's Q needs y's range
         quantize_static(model, stats, format="qoperator")
     assert info.value.node == "fc" and info.value.op_type == "Gemm"

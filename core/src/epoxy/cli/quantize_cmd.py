@@ -57,7 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="7-bit weights (default: on for x86 CPUs without VNNI)")
     parser.add_argument("--providers", default="cpu", help="comma-separated, priority order (default cpu)")
     parser.add_argument("--include-op", action="append", metavar="OP",
-                        help="op types to quantize (repeatable; default Conv, MatMul, Gemm)")
+                        help="op types to quantize (repeatable; default: what the first provider runs in int8, "
+                             "the whole chain between convolutions for cpu and openvino)")
     parser.add_argument("--exclude-node", action="append", default=[], metavar="NODE",
                         help="a node name to keep in float (repeatable)")
     parser.add_argument("--max-rel-error", type=_positive_float, default=0.02,

@@ -25,23 +25,24 @@ class Candidate:
 
 def candidates(base: SchemeOptions, providers: tuple[str, ...], features: frozenset[str],
                available: set[str], has_calibration: bool) -> list[Candidate]:
-    """Static per-channel and per-tensor (with calibration data), and per-channel over the whole
-    int8 chain where the target's default op set is narrower and the user named none; dynamic
-    when installed; the float modes the target computes natively.
+    """Static per-channel and per-tensor (with calibration data), and per-channel over the other
+    op set (the weighted layers alone where the target's default is the whole int8 chain, the
+    whole chain where it is the weighted layers) when the user named none; dynamic when
+    installed; the float modes the target computes natively.
 
-    Why the whole chain: the cpu default quantizes the weighted layers only, which suits small
-    CNNs and encoders; a residual CNN runs faster with its adds, pools and activations on codes
-    too (resnet50 on cpu, 1 thread: 45.6 against 59.7 ms, 2.25 % against 2.11 % from fp32;
-    squeezenet the other way, 9.9 against 8.8 ms), so auto measures both."""
-    from epoxy.quantization.qdq import OPENVINO_OP_TYPES, default_op_types
+    Why both op sets: which is faster depends on the model (cpu, 1 thread, session 22: the
+    whole chain ran resnet50 1.57x faster than its weighted layers alone, shufflenet 0.93x)."""
+    from epoxy.quantization.qdq import CHAIN_OP_TYPES, DEFAULT_OP_TYPES, default_op_types
 
     out: list[Candidate] = []
     if has_calibration:
         out.append(Candidate("static per-channel", "static", replace(base, per_channel=True)))
         out.append(Candidate("static per-tensor", "static", replace(base, per_channel=False)))
-        if base.op_types is None and set(default_op_types(providers)) < set(OPENVINO_OP_TYPES):
-            out.append(Candidate("static per-channel, whole int8 chain", "static",
-                                 replace(base, per_channel=True, op_types=OPENVINO_OP_TYPES)))
+        if base.op_types is None:
+            chain = set(default_op_types(providers)) >= set(CHAIN_OP_TYPES)
+            label, ops = (("weighted layers only", DEFAULT_OP_TYPES) if chain else ("whole int8 chain", CHAIN_OP_TYPES))
+            twin = replace(base, per_channel=True, op_types=ops)
+            out.append(Candidate(f"static per-channel, {label}", "static", twin))
     if "dynamic" in available:
         out.append(Candidate("dynamic", "dynamic", base))
     out += [Candidate(mode, mode, base) for mode in float_candidates(providers, features) if mode in available]

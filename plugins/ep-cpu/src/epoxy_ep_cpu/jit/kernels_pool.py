@@ -29,6 +29,7 @@ import numpy as np
 from numba import njit, prange, uint64
 
 from . import direct
+from . import kernels_pool_codes as codes  # noqa: F401 - reached as ``module.codes``
 from . import kernels_pool_rows as rows
 from .pool_folds import MAX, MAX_NO_NAN, SUM, has_nan, max2, max2_finite
 from .threads import GRAIN, serial_twin, use

@@ -20,6 +20,7 @@ from ..registry import KERNELS
 from ._attr_checks import check_at_least, invalid
 from ._conv_util import compute_dtype, kernel_offsets, pad_spatial, padded_shape, resolve_pads
 from ._flags import flag
+from ._layout import as_nchw, channels_last
 from ._util import buffer_guard, output_guard, work_bytes_dtype
 
 _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
@@ -103,6 +104,9 @@ def _max_fill_and_ufunc(dtype: np.dtype) -> tuple[Any, np.ufunc]:
 
 def _max_pool(x: np.ndarray, a: _PoolAttrs, want_indices: bool, storage_order: int, fast: _JitPool | None = None):
     if fast is not None and not want_indices:
+        kept = fast.channels_last_max(x, a)
+        if kept is not None:
+            return kept, None
         call = fast.prepared(x, a)
         if call is not None:
             return call(x if x.flags.c_contiguous else np.ascontiguousarray(x)), None
@@ -208,6 +212,19 @@ class _JitPool:
                     self._calls.clear()
                 self._calls[key] = call
         return call
+
+    def channels_last_max(self, x: np.ndarray, a: _PoolAttrs) -> np.ndarray | None:
+        """MaxPool of 8-bit codes that are an NCHW view of channels-last ones (an int8
+        convolution's output) on the channels-last kernel, the result channels last again;
+        None for any other input."""
+        nhwc = channels_last(x)
+        if nhwc is None or a.nsp != 2:
+            return None
+        out_sp, begin, _, _ = a.geometry(x)  # raises for a buffer too large
+        if min(out_sp) <= 0 or min(begin) < 0:
+            return None
+        return as_nchw(self.module.codes.max_pool(nhwc, a.kernel, a.strides, a.dilations, begin, out_sp,
+                                                  self.nthreads))
 
     def _prepare(self, x: np.ndarray, a: _PoolAttrs, counts_of: CountsOf | None) -> Any:
         out_sp, begin, end, extra = a.geometry(x)  # raises for a bad rank or a buffer too large

@@ -5,7 +5,7 @@ by table (written by the core's ``QDQLookupPass`` / ``QDQConcatRequantizePass``,
 ``table`` holds 256 codes in bit-pattern order: the output element is ``table[byte of the code]``.
 The jit tier runs it as one compiled byte pass that keeps the input's layout (the channels-last
 codes QLinearConv hands on); small tensors and the numpy path index the table with the codes'
-bytes (``np.take``).
+bytes (``np.take``), channels last where the codes are.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from epoxy.contract import NodeSpec
 
 from .. import jit
 from ..registry import KERNELS
+from ._layout import as_nchw, channels_last
 from .fused import DOMAIN
 
 _CODES = (np.dtype(np.uint8), np.dtype(np.int8))
@@ -48,6 +49,9 @@ def quantized_lookup(node: NodeSpec) -> Callable[..., np.ndarray]:
         _check(node, codes, table)
         if compiled is not None and codes.size >= COMPILED_FROM:
             return compiled.run_lookup(codes, np.ascontiguousarray(table), nthreads)
+        nhwc = channels_last(codes)
+        if nhwc is not None:  # keep the channels-last layout for the next convolution
+            return as_nchw(np.take(table, nhwc.view(np.uint8)))
         return np.take(table, codes.view(np.uint8))
 
     return run

@@ -18,6 +18,7 @@ from epoxy.kit.random import unseeded_generator
 from ..registry import KERNELS
 from ._attr_checks import check_at_least, invalid, static_rank
 from ._flags import flag
+from ._layout import CODES, as_nchw, channels_last
 from ._shape_util import (
     arr,
     const_ints,
@@ -294,9 +295,18 @@ def concat(node: NodeSpec):
         dtype = arrays[0].dtype
         if dtype.kind == "O":
             return np.concatenate(arrays, axis=a)
+        if a == 1 and rank == 4 and dtype in CODES and any(channels_last(x) is not None for x in arrays):
+            return _channels_last_concat(arrays, dtype)
         return np.concatenate(arrays, axis=a, dtype=dtype)
 
     return run
+
+
+def _channels_last_concat(arrays: list[np.ndarray], dtype: np.dtype) -> np.ndarray:
+    """Concat over channels of codes, some of them channels last (an inception block's branch
+    outputs): written channels last, so the pool or convolution that reads it takes it as it is."""
+    parts = [x.transpose(0, 2, 3, 1) for x in arrays]
+    return as_nchw(np.concatenate(parts, axis=3, dtype=dtype))
 
 
 _SMALL_CONCAT = 16  # elements per input under which a list concatenation beats np.concatenate
