@@ -24,6 +24,7 @@ def any_size(monkeypatch):
     """The small layers here count as large enough (qdq_qlinear.MIN_MACS / MIN_CHANNELS)."""
     monkeypatch.setattr(qdq_qlinear, "MIN_MACS", 0)
     monkeypatch.setattr(qdq_qlinear, "MIN_CHANNELS", 1)
+    monkeypatch.setattr(qdq_qlinear, "TAKE_GROUPED", True)
 
 
 def _model(*, per_channel: bool = True, x_dtype=np.uint8, bias: str = "float", group: int = 1,
@@ -126,3 +127,14 @@ def test_small_layers_keep_the_float_reading():
     """Below the int8 GEMM's MIN_MACS the float kernels are faster: no rewrite."""
     out, count = _rewrite(_model())
     assert count == 0 and "Conv" in _ops(out)
+
+
+def test_grouped_layers_keep_the_float_reading_by_default(monkeypatch):
+    """The cpu provider's int8 GEMM runs group-1 layers only: a grouped layer on codes would run
+    its exact sums on the float path, slower than the float reading (qdq_qlinear.MIN_MACS)."""
+    monkeypatch.setattr(qdq_qlinear, "MIN_MACS", 0)
+    monkeypatch.setattr(qdq_qlinear, "MIN_CHANNELS", 1)
+    _, count = _rewrite(_model(per_channel=True, x_dtype=np.uint8, bias="float", group=2))
+    assert count == 0
+    _, count = _rewrite(_model(per_channel=True, x_dtype=np.uint8, bias="float", group=1))
+    assert count == 1

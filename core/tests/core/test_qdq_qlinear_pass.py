@@ -23,6 +23,7 @@ def any_size(monkeypatch):
     """The 8 -> 6 channel layer here counts as large enough (MIN_MACS, MIN_CHANNELS)."""
     monkeypatch.setattr(qdq_qlinear, "MIN_MACS", 0)
     monkeypatch.setattr(qdq_qlinear, "MIN_CHANNELS", 0)
+    monkeypatch.setattr(qdq_qlinear, "TAKE_GROUPED", True)
 
 
 def _model(*, relu: bool = True, bias: str = "exact", per_channel: bool = True, x_dtype=np.uint8,
@@ -123,6 +124,7 @@ def test_few_channel_layers_need_a_wide_receptive_field():
 
     class _Conv:
         outputs = [_Output()]
+        attributes: dict = {}
 
     assert qdq_qlinear.large_enough(_Conv(), np.zeros((64, 3, 7, 7), np.int8))  # type: ignore[arg-type]
     assert not qdq_qlinear.large_enough(_Conv(), np.zeros((64, 3, 3, 3), np.int8))  # type: ignore[arg-type]

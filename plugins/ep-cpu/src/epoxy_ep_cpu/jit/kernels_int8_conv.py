@@ -32,8 +32,8 @@ MIN_FIELD = 128
 #: transposes cost more than they save (16 -> 32 channels 3x3 on 32x32, 5 M: 0.65 ms against
 #: the float path's 0.55, before the GEMM kept channels-last codes and 1x1 layers skipped the
 #: patch copy). The same threshold as the core's QDQ rewrites (``qdq_qlinear.MIN_MACS``, where
-#: the whole-model measurements behind 2**22 are)
-MIN_MACS = 1 << 22
+#: the whole-model measurements behind it are)
+MIN_MACS = 1 << 20
 
 
 @njit(parallel=True, cache=True, nogil=True)
