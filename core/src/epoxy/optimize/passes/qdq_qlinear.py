@@ -114,7 +114,7 @@ def large_enough(conv: ir.Node, w: np.ndarray) -> bool:
     shape = conv.outputs[0].shape
     if shape is None or len(shape) != w.ndim or not all(isinstance(d, int) for d in list(shape)[2:]):
         return False
-    if int(attr(conv, "group", 1) or 1) != 1 and not TAKE_GROUPED:  # type: ignore[arg-type]
+    if int(attr(conv, "group", 1) or 1) != 1 and not TAKE_GROUPED:
         return False
     spatial = int(np.prod([int(d) for d in list(shape)[2:]]))  # type: ignore[arg-type]
     field = int(np.prod(w.shape[1:]))
