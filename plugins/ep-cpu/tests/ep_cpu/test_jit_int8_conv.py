@@ -148,3 +148,31 @@ def test_chained_layers_read_each_others_channels_last_codes(monkeypatch, w_dtyp
     assert ran == [True, True, True, True]
     close(on, off, 0, 0)
     assert on[0].flags.c_contiguous  # the session C-orders what the kernel wrote channels last
+
+
+@needs_vnni
+@pytest.mark.parametrize("fed", ["none", "x_scale", "y_zero_point"])
+def test_requantization_terms_from_constants_or_per_call(monkeypatch, fed):
+    """Constant scales, zero point and bias: the terms are made once at kernel build; with one
+    of them fed, per call. Both through the GEMM (counted), both equal to the numpy path."""
+    rng = np.random.default_rng(5)
+    case = _qlinear(rng, np.uint8, np.uint8, (1, 16, 14, 14), (32, 16, 3, 3), {"pads": [1, 1, 1, 1]}, True, True)
+    if fed != "none":
+        index = {"x_scale": 1, "y_zero_point": 7}[fed]
+        name = case.model.graph.node[0].input[index]
+        init = next(i for i in case.model.graph.initializer if i.name == name)
+        from onnx import helper, numpy_helper
+
+        value = numpy_helper.to_array(init)
+        case.model.graph.initializer.remove(init)
+        case.model.graph.input.append(helper.make_tensor_value_info(name, init.data_type, list(value.shape)))
+        case.feeds[name] = value
+    made: list[int] = []
+    real = kernels_int8_gemm.Requantization.__init__
+    monkeypatch.setattr(kernels_int8_gemm.Requantization, "__init__",
+                        lambda self, *a: made.append(1) or real(self, *a))
+    ran = _count_gemm(monkeypatch)
+    on = run_cpu(case, True, runs=3)
+    assert ran == [True] * 3
+    assert len(made) == (1 if fed == "none" else 3)  # once at build, or once a call
+    close(on, run_cpu(case, False), 0, 0)

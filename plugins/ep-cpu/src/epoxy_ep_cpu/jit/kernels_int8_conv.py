@@ -201,29 +201,36 @@ class PackedInt8Conv:
         n, oh, ow = x.shape[0], int(out_sp[0]), int(out_sp[1])
         return np.ascontiguousarray(rows.reshape(n, oh * ow, self.m).transpose(0, 2, 1)).reshape(n, self.m, oh, ow)
 
+    def requantization(self, bias: np.ndarray | None, scale: np.ndarray,
+                       y_zero_point: np.ndarray) -> int8_gemm.Requantization:
+        """The requantization terms :meth:`requantized` reads (``int8_gemm.Requantization``):
+        made once per node when the scales, zero point and bias are constants."""
+        return self._gemm.requantization(bias, scale, y_zero_point)
+
     def requantized(self, x: np.ndarray, zero_point: np.ndarray | None, strides: Sequence[int],
-                    dilations: Sequence[int], begin: Sequence[int], out_sp: Sequence[int], bias: np.ndarray | None,
-                    scale: np.ndarray, y_zero_point: np.ndarray) -> np.ndarray | None:
-        """QLinearConv's output: the sums plus the int32 ``bias``, times ``scale`` (float64, one
-        or one per output channel), rounded, plus ``y_zero_point``, saturated to its dtype;
-        None as for :meth:`sums`. The result is an (N, M, OH, OW) view of a channels-last
-        array: the next int8 convolution takes it channels last without a transpose."""
+                    dilations: Sequence[int], begin: Sequence[int], out_sp: Sequence[int],
+                    terms: int8_gemm.Requantization) -> np.ndarray | None:
+        """QLinearConv's output: the sums plus the int32 bias, times the scale (float64, one or
+        one per output channel), rounded, plus the output zero point, saturated to its dtype
+        (``terms``, :meth:`requantization`); None as for :meth:`sums`. The result is an (N, M,
+        OH, OW) view of a channels-last array: the next int8 convolution takes it channels
+        last without a transpose."""
         a = self.patch_matrix(x, zero_point, strides, dilations, begin, out_sp)
         if a is None:
             return None
         n, oh, ow = x.shape[0], int(out_sp[0]), int(out_sp[1])
-        y = self._gemm.requantized(a, zero_point, bias, scale, y_zero_point)
+        y = self._gemm.requantized(a, zero_point, terms)
         if y is None:  # weights with a row term: their exact sums, then one compiled pass
             sums = self._gemm.matmul(a, zero_point)
             if sums is None:
                 return None
-            out_dtype = np.asarray(y_zero_point).dtype
-            info = np.iinfo(out_dtype)
-            y = np.empty((n * oh * ow, self.m), dtype=out_dtype)
+            lo, hi = terms.scalars[1:]
+            y = np.empty((n * oh * ow, self.m), dtype=terms.dtype)
+            bias = terms.bias
             b = np.zeros(0, np.int64) if bias is None else np.ascontiguousarray(bias.reshape(-1), dtype=np.int64)
-            per_channel = np.ascontiguousarray(np.broadcast_to(scale.reshape(-1), (self.m,)), dtype=np.float64)
+            per_channel = np.ascontiguousarray(np.broadcast_to(terms.scale.reshape(-1), (self.m,)), dtype=np.float64)
             pick(requantize, requantize_serial, self.nthreads, y.size)(sums, np.zeros(self.m, np.int64), b,
-                 per_channel, float(np.asarray(y_zero_point).reshape(())), float(info.min), float(info.max), y)
+                 per_channel, terms.scalars[0], lo, hi, y)
         return y.reshape(n, oh, ow, self.m).transpose(0, 3, 1, 2)
 
     def scaled(self, x: np.ndarray, zero_point: np.ndarray | None, strides: Sequence[int], dilations: Sequence[int],

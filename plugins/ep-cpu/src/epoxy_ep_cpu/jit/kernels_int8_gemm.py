@@ -238,33 +238,28 @@ class PackedInt8Weights:
             return None
         return a.reshape(m, self.k), za
 
-    def requantized(self, a: np.ndarray, zero_point: np.ndarray | None, bias: np.ndarray | None,
-                    scale: np.ndarray, y_zero_point: np.ndarray) -> np.ndarray | None:
-        """QLinearConv's output codes ``(M, N)`` (of ``y_zero_point``'s dtype) for 2-D ``a (M,
-        K)``: per element ``clip(rint((float64(sum) + bias[n]) * scale[n]) + y_zero_point)``,
-        ``sum`` the exact int32 ``(a - zero_point) @ (B - its zero point)``, computed in the
-        kernel's epilogue as the sums leave the registers (the int32 sums never reach memory).
-        ``bias``: None or int32 per column; ``scale``: float64, one or per column. A view with
-        row stride Np when N is not a multiple of 16. None where :meth:`product_parts` is."""
+    def requantization(self, bias: np.ndarray | None, scale: np.ndarray,
+                       y_zero_point: np.ndarray) -> Requantization:
+        """The epilogue's terms for :meth:`requantized`, padded to this product's columns: built
+        once per node when they are constants, else per call."""
+        return Requantization(self.n, self._n_pad, bias, scale, y_zero_point)
+
+    def requantized(self, a: np.ndarray, zero_point: np.ndarray | None, terms: Requantization) -> np.ndarray | None:
+        """QLinearConv's output codes ``(M, N)`` (of ``terms.dtype``) for 2-D ``a (M, K)``: per
+        element ``clip(rint((float64(sum) + bias[n]) * scale[n]) + y_zero_point)``, ``sum`` the
+        exact int32 ``(a - zero_point) @ (B - its zero point)``, computed in the kernel's
+        epilogue as the sums leave the registers (the int32 sums never reach memory). A view
+        with row stride Np when N is not a multiple of 16. None where :meth:`product_parts` is."""
         if self._row_factor is not None or a.ndim != 2:
             return None
         taken = self._taken(a, zero_point)
         if taken is None:
             return None
         rows, za = taken
-        n, n_pad = self.n, self._n_pad
-        biases = np.zeros(n_pad, np.float64)
-        if bias is not None:
-            biases[:n] = bias.reshape(-1)
-        scales = np.zeros(n_pad, np.float64)
-        scales[:n] = scale.reshape(-1)
-        out_dtype = np.asarray(y_zero_point).dtype
-        info = np.iinfo(out_dtype)
-        y = np.empty((rows.shape[0], n_pad), dtype=out_dtype)
+        y = np.empty((rows.shape[0], self._n_pad), dtype=terms.dtype)
         column = self._column_term(128 if a.dtype == _I8 else 0, za)
-        self._run("requantize", rows, y, (column.ctypes.data, biases.ctypes.data, scales.ctypes.data),
-                  (float(np.asarray(y_zero_point).reshape(())), float(info.min), float(info.max)))
-        return y if n_pad == n else y[:, :n]
+        self._run("requantize", rows, y, (column.ctypes.data, *terms.addresses), terms.scalars)
+        return y if self._n_pad == self.n else y[:, :self.n]
 
     def _column_term(self, oa: int, za: int) -> np.ndarray:
         """The column term as wrapped int32, padded to Np; kept per (offset, zero point):
@@ -313,6 +308,28 @@ class PackedInt8Weights:
         fn(*head, bounds[0], bounds[1], *columns, *scalars)
         for done in rest:
             done.result()
+
+
+class Requantization:
+    """QLinearConv's requantization as the GEMM's epilogue reads it: ``bias`` (None or int32 per
+    column) and ``scale`` (float64, one or per column) as float64 padded to Np, the output
+    zero point and its dtype's range as floats. Keeps the inputs for the paths that requantize
+    outside the kernel (weights with a row term)."""
+
+    __slots__ = ("_biases", "_scales", "addresses", "bias", "dtype", "scalars", "scale", "y_zero_point")
+
+    def __init__(self, n: int, n_pad: int, bias: np.ndarray | None, scale: np.ndarray,
+                 y_zero_point: np.ndarray) -> None:
+        self.bias, self.scale, self.y_zero_point = bias, scale, y_zero_point
+        self._biases = np.zeros(n_pad, np.float64)
+        if bias is not None:
+            self._biases[:n] = bias.reshape(-1)
+        self._scales = np.zeros(n_pad, np.float64)
+        self._scales[:n] = scale.reshape(-1)
+        self.addresses = (self._biases.ctypes.data, self._scales.ctypes.data)
+        self.dtype = np.asarray(y_zero_point).dtype
+        info = np.iinfo(self.dtype)
+        self.scalars = (float(np.asarray(y_zero_point).reshape(())), float(info.min), float(info.max))
 
 
 def _padded_rows(rows: np.ndarray, k_pad: int) -> bool:

@@ -1194,26 +1194,56 @@ def _saturate(y: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return np.clip(y, info.min, info.max).astype(dtype)
 
 
+def _requant_scale(x_scale: Any, w_scale: Any, y_scale: Any, nsp: int) -> np.ndarray:
+    """QLinearConv's ``x_scale * w_scale / y_scale`` in float32, as float64 (one, or per output
+    channel shaped for an ``nsp``-D output); inf/NaN for a zero ``y_scale``."""
+    xs = np.float32(np.asarray(x_scale).reshape(()))
+    ws = np.asarray(w_scale, dtype=np.float32)
+    ws = ws.reshape(()) if ws.size == 1 else ws.reshape(_bias_shape(-1, nsp))
+    ys = np.float32(np.asarray(y_scale).reshape(()))
+    with np.errstate(all="ignore"):  # a zero y_scale: the float path saturates it
+        return (xs * ws / ys).astype(np.float64)
+
+
+def _constant_requantization(node: NodeSpec, packed: Any) -> Any:
+    """The int8 GEMM's requantization terms made once, when the node's scales, output zero
+    point and bias are constants (a QDQ model's layers): per call they cost more than a small
+    layer's product (building and padding five arrays)."""
+    if packed is None:
+        return None
+    xs, ws, ys, yz = (constant_input(node, i) for i in (1, 4, 6, 7))
+    has_bias = len(node.inputs) > 8 and bool(node.inputs[8])
+    bias = constant_input(node, 8) if has_bias else None
+    if xs is None or ws is None or ys is None or yz is None or (has_bias and bias is None):
+        return None
+    scale = _requant_scale(xs, ws, ys, 2)
+    if not np.isfinite(scale).all():
+        return None
+    return packed.requantization(bias, scale, yz)
+
+
 @KERNELS.register("QLinearConv", 10)
 def qlinear_conv(node: NodeSpec):
     geo = _Geometry(node)
     group = int(node.attr("group", 1))
     packed = _int8_weights(node, 3, 5, group)
     compiled = jit.kernels("int8_conv")
+    constant_terms = _constant_requantization(node, packed)
 
     def run(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, b=None):
         nsp = x.ndim - 2
-        xs = np.float32(np.asarray(x_scale).reshape(()))
-        ws = np.asarray(w_scale, dtype=np.float32)
-        ws = ws.reshape(()) if ws.size == 1 else ws.reshape(_bias_shape(-1, nsp))
-        ys = np.float32(np.asarray(y_scale).reshape(()))
-        with np.errstate(all="ignore"):  # a zero y_scale: the float path below saturates it
-            scale = (xs * ws / ys).astype(np.float64)
-        if packed is not None and x.ndim == 4 and np.isfinite(scale).all():
+        if constant_terms is not None and x.ndim == 4:
+            _, strides, dilations, begin, _, out_sp = _geometry_for(geo, x, w, group)
+            done = packed.requantized(x, x_zero_point, strides, dilations, begin, out_sp, constant_terms)
+            if done is not None:
+                return done
+        scale = _requant_scale(x_scale, w_scale, y_scale, nsp)
+        if packed is not None and constant_terms is None and x.ndim == 4 and np.isfinite(scale).all():
             # the int8 GEMM's exact sums and one compiled pass of the steps below, in their order
             _, strides, dilations, begin, _, out_sp = _geometry_for(geo, x, w, group)
             zp = y_zero_point if y_zero_point is not None else np.uint8(0)
-            done = packed.requantized(x, x_zero_point, strides, dilations, begin, out_sp, b, scale, zp)
+            done = packed.requantized(x, x_zero_point, strides, dilations, begin, out_sp,
+                                      packed.requantization(b, scale, zp))
             if done is not None:
                 return done
         acc = _integer_conv(geo, group, x, w, x_zero_point, w_zero_point)
