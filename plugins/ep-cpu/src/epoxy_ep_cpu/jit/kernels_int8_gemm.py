@@ -60,8 +60,13 @@ MIN_MACS = 1 << 20
 #: 2-vCPU machine (session 19): 128 x 768 x 3072 runs 1.58x faster on two threads, 512 x 768 x
 #: 3072 1.78x, but a resnet layer's 3136 x 576 x 64 only 1.19x alone, and inside a model the
 #: hand-off to the worker made the 2-thread QDQ resnet50 slower than serial GEMMs (39.7 vs
-#: 37.1 ms); at 2**26 the conv layers stay serial (38.0 ms) and transformer-sized products split
-MACS_PER_THREAD = 1 << 26
+#: 37.1 ms); at 2**26 the conv layers stay serial (38.0 ms) and transformer-sized products split.
+#: 2**24 since session 22: with its stem and adds on codes too, a QDQ resnet50 runs no float GEMM
+#: whose OpenBLAS worker would keep spinning on the second core, and its layers split pay (2
+#: threads, epoxy's whole-chain QDQ files, median ms from 2**26 to 2**24: resnet50 26.8 -> 19.9,
+#: densenet121 47.7 -> 38.8; models with float convolutions left lose a little: inception_v1
+#: 16.1 -> 16.5, inception_v2 17.2 -> 17.5, squeezenet 5.48 -> 5.54; 2**22 and 2**20 lost more)
+MACS_PER_THREAD = 1 << 24
 
 _REQUIRED_FEATURES = ("avx512f", "avx512bw", "avx512vnni")
 _U8, _I8, _I32, _I64 = np.dtype(np.uint8), np.dtype(np.int8), np.dtype(np.int32), np.dtype(np.int64)
