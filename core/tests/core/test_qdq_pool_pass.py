@@ -10,7 +10,13 @@ import onnx_ir as ir
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from epoxy.optimize.passes.qdq_pool import DOMAIN, OP_TYPE, QDQGlobalAveragePoolPass
+from epoxy.optimize.passes.qdq_pool import (
+    DOMAIN,
+    OP_TYPE,
+    WINDOWED_OP_TYPE,
+    QDQAveragePoolPass,
+    QDQGlobalAveragePoolPass,
+)
 
 PARAMS = {"sx": np.float32(0.05), "zx": np.uint8(128), "sy": np.float32(0.02), "zy": np.int8(1),
           "sv": np.array([0.1, 0.2, 0.3, 0.4], np.float32)}
@@ -49,3 +55,31 @@ def test_left_alone(variant):
     model, count = _apply(_model(**variant))
     assert count == 0
     assert "GlobalAveragePool" in [n.op_type for n in model.graph]
+
+
+def _windowed(kernel_shape: list[int]) -> onnx.ModelProto:
+    model = _model()
+    pool = model.graph.node[1]
+    pool.op_type = "AveragePool"
+    pool.attribute.extend([helper.make_attribute("kernel_shape", kernel_shape),
+                           helper.make_attribute("count_include_pad", 1)])
+    return model
+
+
+def test_windowed_pool_becomes_one_op_with_its_attributes():
+    model = ir.serde.deserialize_model(_windowed([3, 3]))
+    p = QDQAveragePoolPass()
+    p(model)
+    assert p.count == 1
+    (node,) = list(model.graph)
+    assert (node.domain, node.op_type) == (DOMAIN, WINDOWED_OP_TYPE)
+    assert [v.name for v in node.inputs] == ["x", "sx", "zx", "sy", "zy"]
+    assert list(node.attributes["kernel_shape"].value) == [3, 3] and node.attributes["count_include_pad"].value == 1
+    onnx.checker.check_model(ir.serde.serialize_model(model))
+
+
+def test_windowed_pools_other_than_2d_are_left_alone():
+    model = ir.serde.deserialize_model(_windowed([3]))
+    p = QDQAveragePoolPass()
+    p(model)
+    assert p.count == 0 and "AveragePool" in [n.op_type for n in model.graph]

@@ -44,7 +44,7 @@ class BuiltinPasses:
         from .passes.qdq_matmul import QDQMatMulToIntegerPass
         from .passes.qdq_pairs import QuantizeDequantizePairPass
         from .passes.qdq_passthrough import QDQPassThroughPass
-        from .passes.qdq_pool import QDQGlobalAveragePoolPass
+        from .passes.qdq_pool import QDQAveragePoolPass, QDQGlobalAveragePoolPass
         from .passes.qdq_qlinear import QDQConvToQLinearPass
 
         # Constant nodes become initializers so kernels see their values (NodeSpec.constants)
@@ -63,6 +63,7 @@ class BuiltinPasses:
         register(QDQConcatRequantizePass(), level="extended", providers=("cpu",))
         # within one code: the exact mean's rounding (the graph rounds float32 sums first)
         register(QDQGlobalAveragePoolPass(), level="extended", providers=("cpu",))
+        register(QDQAveragePoolPass(), level="extended", providers=("cpu",))
         register(QDQConvToQLinearPass(), level="extended", providers=("cpu",))
         register(QDQConvToIntegerPass(), level="extended", providers=("cpu",))  # the ones read as float
         register(QDQMatMulToIntegerPass(), level="extended", providers=("cpu",))

@@ -66,3 +66,56 @@ def max_pool(nhwc: np.ndarray, kernel: Sequence[int], strides: Sequence[int], di
     lowest = nhwc.dtype.type(np.iinfo(nhwc.dtype).min)
     pick(max_pool_nhwc, max_pool_nhwc_serial, nthreads, nhwc.size)(nhwc, y, lowest, dims)
     return y
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def average_pool_nhwc(x, y, dims, shift, factor, params):  # pragma: no cover - compiled
+    """``y (N, OH, OW, C)`` codes = the average of each window of codes ``x (N, H, W, C)``:
+    ``clip(rint((S - shift) * factor) + y_zp)`` with ``S`` the window's exact sum and, per
+    output position, ``shift`` = its positions inside the input times x_zp and ``factor`` =
+    x_scale / y_scale over its divisor (both (OH, OW) float64, made by the caller);
+    ``dims`` as :func:`max_pool_nhwc`; ``params``: y_zp, lowest code, highest code."""
+    n, h, w, c = x.shape
+    _, oh, ow, _ = y.shape
+    kh, kw, sh, sw, dh, dw, pt, pl = dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], dims[7]
+    zy, lo, hi = params[0], params[1], params[2]
+    for r in prange(n * oh):
+        b = r // oh
+        oy = r - b * oh
+        acc = np.empty(c, np.int32)
+        for ox in range(ow):
+            for ci in range(c):
+                acc[ci] = 0
+            for ki in range(kh):
+                iy = oy * sh - pt + ki * dh
+                if iy < 0 or iy >= h:
+                    continue
+                for kj in range(kw):
+                    ix = ox * sw - pl + kj * dw
+                    if ix < 0 or ix >= w:
+                        continue
+                    src = x[b, iy, ix]
+                    for ci in range(c):
+                        acc[ci] += np.int32(src[ci])
+            s0 = shift[oy, ox]
+            f = factor[oy, ox]
+            out = y[b, oy, ox]
+            for ci in range(c):
+                v = np.rint((np.float64(acc[ci]) - s0) * f) + zy
+                v = lo if v < lo else v
+                out[ci] = hi if v > hi else v
+
+
+average_pool_nhwc_serial = serial_twin(average_pool_nhwc)
+
+
+def average_pool(nhwc: np.ndarray, kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int],
+                 begin: Sequence[int], shift: np.ndarray, factor: np.ndarray, params: np.ndarray, dtype: np.dtype,
+                 nthreads: int) -> np.ndarray:
+    """AveragePool of channels-last codes ``nhwc`` into new channels-last codes of ``dtype``
+    (:func:`average_pool_nhwc`; the output's spatial shape is ``shift``'s)."""
+    n, _, _, c = nhwc.shape
+    y = np.empty((n, *shift.shape, c), dtype=dtype)
+    dims = np.array((*kernel, *strides, *dilations, begin[0], begin[1]), dtype=np.int64)
+    pick(average_pool_nhwc, average_pool_nhwc_serial, nthreads, nhwc.size)(nhwc, y, dims, shift, factor, params)
+    return y
