@@ -217,14 +217,18 @@ class PackedInt8Weights:
         that :meth:`matmul` is ``int32(V[:M, :N] + column_term)``. For an epilogue that reads
         ``V`` once (requantization) instead of two more int32 passes here. None where
         :meth:`matmul` is None or has a row term (weights with a zero point off their offset)."""
-        if self._row_factor is not None or a.ndim != 2:
-            return None
-        taken = self._taken(a, zero_point)
+        taken = self._taken_2d(a, zero_point)
         if taken is None:
             return None
         rows, za = taken
         oa = 128 if a.dtype == _I8 else 0
         return self._kernel_product(rows, trim=False), self._base64[oa] + za * self._slope64
+
+    def _taken_2d(self, a: np.ndarray, zero_point: np.ndarray | None) -> tuple[np.ndarray, int] | None:
+        """:meth:`_taken` for the epilogue paths: 2-D ``a`` and weights without a row term."""
+        if self._row_factor is not None or a.ndim != 2:
+            return None
+        return self._taken(a, zero_point)
 
     def _taken(self, a: np.ndarray, zero_point: np.ndarray | None) -> tuple[np.ndarray, int] | None:
         """``a`` as (M, K) rows and its zero point as an int, or None for what the kernel does not
@@ -255,9 +259,7 @@ class PackedInt8Weights:
         exact int32 ``(a - zero_point) @ (B - its zero point)``, computed in the kernel's
         epilogue as the sums leave the registers (the int32 sums never reach memory). A view
         with row stride Np when N is not a multiple of 16. None where :meth:`product_parts` is."""
-        if self._row_factor is not None or a.ndim != 2:
-            return None
-        taken = self._taken(a, zero_point)
+        taken = self._taken_2d(a, zero_point)
         if taken is None:
             return None
         rows, za = taken
