@@ -7,7 +7,7 @@ processes; two sessions side by side, their runs interleaved, see the same condi
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python bench/pass_ab.py MODEL.onnx \\
         --passes qdq_lookup:QDQLookupPass,qdq_lookup:QDQConcatRequantizePass,qdq_pool:QDQGlobalAveragePoolPass
     ... bench/pass_ab.py light_squeezenet --quantize onnxruntime --passes qdq_lookup:QDQConcatRequantizePass
-    ... bench/pass_ab.py light_resnet50 --quantize epoxy --switch qdq_qlinear:_lowest_code=false --threads 1,2
+    ... bench/pass_ab.py light_inception_v2 --quantize epoxy --passes qdq_pool:QDQAveragePoolPass --threads 1,2
 
 ``MODEL``: an .onnx path or a bench model name (``bench/models.py``). ``--quantize``: first
 quantize it statically (QDQ, per channel, u8 activations / s8 weights, MinMax on seeded random

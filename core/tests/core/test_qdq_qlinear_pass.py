@@ -129,3 +129,49 @@ def test_few_channel_layers_need_a_wide_receptive_field():
     assert qdq_qlinear.large_enough(_Conv(), np.zeros((64, 3, 7, 7), np.int8))  # type: ignore[arg-type]
     assert not qdq_qlinear.large_enough(_Conv(), np.zeros((64, 3, 3, 3), np.int8))  # type: ignore[arg-type]
     assert qdq_qlinear.large_enough(_Conv(), np.zeros((64, 16, 1, 1), np.int8))  # type: ignore[arg-type]
+
+
+def _with_clip(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model's Relu replaced by Clip(0, 6) (ReLU6), bounds as constant inputs."""
+    relu = next(n for n in model.graph.node if n.op_type == "Relu")
+    model.graph.initializer.extend([numpy_helper.from_array(np.array(0, np.float32), "lo"),
+                                    numpy_helper.from_array(np.array(6, np.float32), "hi")])
+    clip = helper.make_node("Clip", [relu.input[0], "lo", "hi"], list(relu.output), name="relu6")
+    model.graph.node.insert(list(model.graph.node).index(relu), clip)
+    model.graph.node.remove(relu)
+    return model
+
+
+def test_a_clip_becomes_max_and_min_on_the_codes(any_size):
+    """ReLU6 between the Conv and the Q: Q(clip(y, 0, 6)) = clip(Q(y), Q(0), Q(6)), an integer
+    Max and Min on QLinearConv's codes (here y_zp 5 and Q(6) = 25 are inside the codes' range);
+    the values stay those of the graph within a step, and the clip does cut."""
+    model = _with_clip(_model(relu=True))
+    rewritten, count = _rewrite(model)
+    assert count == 1
+    ops = [n.op_type for n in rewritten.graph.node]
+    assert ops == ["QuantizeLinear", "QLinearConv", "Max", "Min", "DequantizeLinear"], ops
+    x = {"x": (RNG.standard_normal((2, 8, 7, 9)) * 4).astype(np.float32)}
+    want = ReferenceEvaluator(model).run(None, x)[0]
+    got = ReferenceEvaluator(rewritten).run(None, x)[0]
+    assert np.abs(got - want).max() <= 0.3 * 1.0001 and np.mean(got == want) > 0.9
+    assert got.max() <= 6.0 and (want == 6.0).any() and got.min() >= 0.0
+
+
+def test_a_relu6_over_the_calibrated_range_needs_nothing(any_size):
+    """y_zp 0 and Q(6) saturating at 255 (a range calibrated after the ReLU6): no Max, no Min."""
+    model = _with_clip(_model(relu=True, y_zp=0))
+    scale = next(i for i in model.graph.initializer if i.name == "ys")
+    scale.CopyFrom(numpy_helper.from_array(np.array(6 / 255, np.float32), "ys"))
+    rewritten, count = _rewrite(model)
+    assert count == 1
+    assert [n.op_type for n in rewritten.graph.node] == ["QuantizeLinear", "QLinearConv", "DequantizeLinear"]
+
+
+def test_a_clip_with_a_computed_bound_is_left_alone(any_size):
+    model = _with_clip(_model(relu=True))
+    hi = next(i for i in model.graph.initializer if i.name == "hi")
+    model.graph.initializer.remove(hi)
+    model.graph.input.append(helper.make_tensor_value_info("hi", TensorProto.FLOAT, []))
+    _, count = _rewrite(model)
+    assert count == 0

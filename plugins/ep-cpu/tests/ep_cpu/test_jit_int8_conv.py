@@ -176,3 +176,42 @@ def test_requantization_terms_from_constants_or_per_call(monkeypatch, fed):
     assert ran == [True] * 3
     assert len(made) == (1 if fed == "none" else 3)  # once at build, or once a call
     close(on, run_cpu(case, False), 0, 0)
+
+
+DEPTHWISE = [  # (x shape, attributes)
+    ((1, 24, 14, 14), {"pads": [1, 1, 1, 1]}),
+    ((2, 32, 15, 13), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 16, 12, 12), {"dilations": [2, 2], "pads": [2, 0, 2, 1]}),
+    ((1, 40, 9, 9), {"kernel_shape": [5, 5], "pads": [2, 2, 2, 2]}),
+]
+
+
+@pytest.mark.parametrize(("x_dtype", "y_dtype"), [(np.uint8, np.uint8), (np.int8, np.uint8), (np.uint8, np.int8)])
+@pytest.mark.parametrize(("x_shape", "attrs"), DEPTHWISE, ids=[str(c[1]) for c in DEPTHWISE])
+@pytest.mark.parametrize("w_zp", ["zero", "per-channel"])
+def test_depthwise_qlinear_conv_equals_the_numpy_path(monkeypatch, x_dtype, y_dtype, x_shape, attrs, w_zp):
+    """Depthwise layers (group = channels, one input each) on the compiled channels-last kernel
+    (counted), from C-ordered codes: the numpy path's codes exactly, and onnxruntime's within
+    one code where it runs the type pair."""
+    from onnx import numpy_helper
+
+    from epoxy_ep_cpu.jit import kernels_int8_depthwise
+
+    rng = np.random.default_rng(sum(x_shape))
+    c = x_shape[1]
+    k = attrs.get("kernel_shape", [3, 3])
+    case = _qlinear(rng, x_dtype, y_dtype, x_shape, (c, 1, *k), {**attrs, "group": c}, True, True)
+    if w_zp == "per-channel":
+        name = case.model.graph.node[0].input[5]
+        init = next(i for i in case.model.graph.initializer if i.name == name)
+        init.CopyFrom(numpy_helper.from_array(_codes(rng, np.int8, (c,)), name))
+    ran: list[tuple[int, ...]] = []
+    real = kernels_int8_depthwise.depthwise_nhwc_serial
+    monkeypatch.setattr(kernels_int8_depthwise, "depthwise_nhwc_serial",
+                        lambda x, *a: ran.append(x.shape) or real(x, *a))
+    monkeypatch.setattr(kernels_int8_depthwise, "depthwise_nhwc", kernels_int8_depthwise.depthwise_nhwc_serial)
+    on = run_cpu(case, True, runs=2)
+    assert len(ran) == 2
+    close(on, run_cpu(case, False), 0, 0)
+    if x_dtype == np.uint8 and y_dtype == np.uint8 and w_zp == "zero":
+        close(on, run_onnxruntime(case), 0, 1)

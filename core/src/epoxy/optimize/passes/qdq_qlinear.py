@@ -19,7 +19,10 @@ for, and why the pass is at level ``extended`` (``basic`` keeps the float readin
 A Relu between the Conv and the Q is ``max(code, y_zp)`` on the codes (Q is monotonic and
 maps 0 to y_zp), so it becomes an integer Max, or nothing when ``y_zp`` is the codes' lowest
 value (a range calibrated after the Relu starts at 0: uint8 zero point 0), since no code lies
-below it. The bias must be a DQ of int32 codes whose
+below it. A Clip with constant bounds (ReLU6: MobileNet's activation) is the same on both
+sides: ``clip(code, Q(lo), Q(hi))`` as an integer Max and/or Min, each left out where its bound
+is the codes' own limit (a range calibrated after a ReLU6 is [0, 6]: nothing is left). The
+bias must be a DQ of int32 codes whose
 scale is ``x_scale * w_scale`` (as quantizers write it) with zero points 0; per-channel weights
 quantized along the output axis; scalar activation scales and zero points.
 
@@ -37,6 +40,7 @@ import onnx_ir as ir
 from ...kit.passes import (
     Namer,
     RewritePass,
+    add_initializer,
     attr,
     constant,
     copy_attributes,
@@ -104,19 +108,30 @@ MIN_FIELD = 128
 #: whether grouped layers are rewritten (see MIN_MACS: not on the cpu provider; the rewrite itself
 #: is exact for them, and its tests switch this on)
 TAKE_GROUPED = False
+#: multiply-adds per image from which a depthwise layer (one input channel per output channel)
+#: runs on codes: the cpu provider's channels-last depthwise kernel (``kernels_int8_depthwise``).
+#: Every one (session 22: a torch-exported MobileNetV2 at 224x224, epoxy's QDQ file, 1 / 2
+#: threads, median ms with its 17 depthwise layers in float against on codes: 11.6 -> 7.2 /
+#: 12.1 -> 7.5; from 2**16 or 2**18 no faster)
+MIN_DEPTHWISE_MACS = 0
 #: weight ranks of 1-D to 3-D convolutions and beyond (output channels first)
 CONV_RANKS = tuple(range(3, 9))
 
 
-def large_enough(conv: ir.Node, w: np.ndarray) -> bool:
+def large_enough(conv: ir.Node, w: np.ndarray, *, depthwise: bool = False) -> bool:
     """Whether the layer (group 1) reaches MIN_MACS per image (its inferred output's spatial
-    dims are known) with MIN_CHANNELS input channels, or a receptive field of MIN_FIELD codes."""
+    dims are known) with MIN_CHANNELS input channels, or a receptive field of MIN_FIELD codes;
+    with ``depthwise`` (QLinearConv, which the cpu provider runs depthwise on codes), also a 2-D
+    depthwise layer of MIN_DEPTHWISE_MACS."""
     shape = conv.outputs[0].shape
     if shape is None or len(shape) != w.ndim or not all(isinstance(d, int) for d in list(shape)[2:]):
         return False
-    if int(attr(conv, "group", 1) or 1) != 1 and not TAKE_GROUPED:
-        return False
     spatial = int(np.prod([int(d) for d in list(shape)[2:]]))  # type: ignore[arg-type]
+    group = int(attr(conv, "group", 1) or 1)
+    if group != 1 and depthwise and w.ndim == 4 and w.shape[1] == 1 and w.shape[0] == group:
+        return spatial * int(np.prod(w.shape)) >= MIN_DEPTHWISE_MACS
+    if group != 1 and not TAKE_GROUPED:
+        return False
     field = int(np.prod(w.shape[1:]))
     return (w.shape[1] >= MIN_CHANNELS or field >= MIN_FIELD) and spatial * int(np.prod(w.shape)) >= MIN_MACS
 
@@ -124,7 +139,7 @@ def large_enough(conv: ir.Node, w: np.ndarray) -> bool:
 def _match(model: ir.Model, conv: ir.Node) -> _Match | None:
     x = dq_parts(conv.inputs[0])
     weights = channel_weights(conv.inputs[1], model, channel_axis=0, ranks=CONV_RANKS)
-    if x is None or weights is None or not large_enough(conv, weights.codes_value):
+    if x is None or weights is None or not large_enough(conv, weights.codes_value, depthwise=True):
         return None
     x_node, x_codes, x_scale, x_zp = x
     w_node, w_codes, w_scale, w_zp = weights.node, weights.codes, weights.scale, weights.zero_point
@@ -137,7 +152,7 @@ def _match(model: ir.Model, conv: ir.Node) -> _Match | None:
     if bias is None:
         return None
     nxt = sole_consumer(conv.outputs[0])
-    relu = nxt if is_op(nxt, "Relu") else None
+    relu = nxt if is_op(nxt, "Relu") or (is_op(nxt, "Clip") and _clip_bounds(model, nxt) is not None) else None
     q = sole_consumer(relu.outputs[0]) if relu is not None else nxt
     if q is None or not is_op(q, "QuantizeLinear") or len(q.inputs) < 3 or q.inputs[2] is None:
         return None
@@ -151,14 +166,61 @@ def _match(model: ir.Model, conv: ir.Node) -> _Match | None:
     return _Match(old, inputs, relu, q, dqs)
 
 
-def _lowest_code(zero_point: ir.Value | None) -> bool:
-    """True when the constant zero point is its type's lowest code: ``max(code, zp)`` keeps every code."""
-    zp = constant(zero_point)
-    return zp is not None and zp.size == 1 and zp.dtype.kind in "iu" and int(zp.reshape(())) == np.iinfo(zp.dtype).min
+def _clip_bounds(model: ir.Model, clip: ir.Node) -> tuple[float | None, float | None] | None:
+    """A Clip's constant (min, max), None for an absent bound; None when a bound is computed at
+    run time (then the Clip is no activation this pass can take)."""
+    if opset_of(model, clip) < 11:
+        lo, hi = attr(clip, "min"), attr(clip, "max")
+        return (None if lo is None else float(lo), None if hi is None else float(hi))
+    bounds: list[float | None] = []
+    for index in (1, 2):
+        value = clip.inputs[index] if len(clip.inputs) > index else None
+        if value is None:
+            bounds.append(None)
+            continue
+        array = constant(value)
+        if array is None or array.size != 1:
+            return None
+        bounds.append(float(array.reshape(())))
+    return bounds[0], bounds[1]
+
+
+def _bound_code(bound: float, q: ir.Node) -> int | None:
+    """``QuantizeLinear(bound)`` with the Q's constant parameters, as its kernel computes it
+    (float32 division, rounding half to even, saturation): Q is monotonic, so
+    ``Q(clip(v, lo, hi)) = clip(Q(v), Q(lo), Q(hi))`` and the Clip can act on the codes."""
+    scale, zp = constant(q.inputs[1]), constant(q.inputs[2])
+    if scale is None or zp is None:
+        return None
+    info = np.iinfo(zp.dtype)
+    with np.errstate(all="ignore"):
+        code = np.rint(np.float32(bound) / np.float32(scale.reshape(()))) + float(zp.reshape(()))
+    return int(np.clip(code, info.min, info.max))
+
+
+def _code_clamps(model: ir.Model, found: _Match) -> list[tuple[str, int]]:
+    """The integer ops that do the match's activation on QLinearConv's codes: ``("Max", code)``
+    and/or ``("Min", code)``, leaving out a bound at the codes' own limit (a Relu's bound is
+    the zero point: nothing when that is the lowest code)."""
+    relu, q = found.relu, found.q
+    if relu is None:
+        return []
+    zp = constant(q.inputs[2])
+    if zp is None:
+        return []
+    info = np.iinfo(zp.dtype)
+    lo, hi = (0.0, None) if is_op(relu, "Relu") else _clip_bounds(model, relu) or (None, None)
+    clamps = []
+    for op, bound, limit in (("Max", lo, info.min), ("Min", hi, info.max)):
+        code = None if bound is None else _bound_code(bound, q)
+        if code is not None and code != limit:
+            clamps.append((op, code))
+    return clamps
 
 
 class QDQConvToQLinearPass(RewritePass):
-    """``DQ -> Conv [-> Relu] -> Q`` with quantized weights (and bias) -> ``QLinearConv``."""
+    """``DQ -> Conv [-> Relu | Clip] -> Q`` with quantized weights (and bias) -> ``QLinearConv``
+    [-> Max / Min on the codes]."""
 
     max_sweeps = 1
 
@@ -166,16 +228,19 @@ class QDQConvToQLinearPass(RewritePass):
         count = 0
         for conv in layer_nodes(model, graph, "Conv", since=10):  # QLinearConv is opset 10
             found = _match(model, conv)
-            clamp = found is not None and found.relu is not None and not _lowest_code(found.q.inputs[2])
-            # Max takes 8-bit codes from opset 12
-            if found is None or (clamp and opset_of(model, conv) < 12):
+            clamps = _code_clamps(model, found) if found is not None else []
+            # Max and Min take 8-bit codes from opset 12
+            if found is None or (clamps and opset_of(model, conv) < 12):
                 continue
             qconv = make_node(namer, "QLinearConv", found.inputs, name=conv.name or "conv")
             copy_attributes(conv, qconv)
             new = [qconv]
-            if clamp and found.relu is not None:  # Q(max(y, 0)) = max(Q(y), y_zp): the Relu on the codes
-                new.append(make_node(namer, "Max", [qconv.outputs[0], found.q.inputs[2]],
-                                     name=found.relu.name or "relu"))
+            zp = constant(found.q.inputs[2])
+            for op, code in clamps:  # Q(clip(y, lo, hi)) = clip(Q(y), Q(lo), Q(hi)): the activation on the codes
+                assert zp is not None and found.relu is not None
+                bound = add_initializer(graph, namer, f"{conv.name or 'conv'}_{op.lower()}_code",
+                                        np.array(code, dtype=zp.dtype))
+                new.append(make_node(namer, op, [new[-1].outputs[0], bound], name=found.relu.name or "activation"))
             replace(graph, found.old, new, [found.q.outputs[0]], [new[-1].outputs[0]])
             for dq in found.dqs:  # a DQ only the Conv read goes with it
                 drop_if_unread(graph, dq)

@@ -323,17 +323,17 @@ class Requantization:
     zero point and its dtype's range as floats. Keeps the inputs for the paths that requantize
     outside the kernel (weights with a row term)."""
 
-    __slots__ = ("_biases", "_scales", "addresses", "bias", "dtype", "scalars", "scale", "y_zero_point")
+    __slots__ = ("addresses", "bias", "biases", "dtype", "scalars", "scale", "scales", "y_zero_point")
 
     def __init__(self, n: int, n_pad: int, bias: np.ndarray | None, scale: np.ndarray,
                  y_zero_point: np.ndarray) -> None:
         self.bias, self.scale, self.y_zero_point = bias, scale, y_zero_point
-        self._biases = np.zeros(n_pad, np.float64)
+        self.biases = np.zeros(n_pad, np.float64)
         if bias is not None:
-            self._biases[:n] = bias.reshape(-1)
-        self._scales = np.zeros(n_pad, np.float64)
-        self._scales[:n] = scale.reshape(-1)
-        self.addresses = (self._biases.ctypes.data, self._scales.ctypes.data)
+            self.biases[:n] = bias.reshape(-1)
+        self.scales = np.zeros(n_pad, np.float64)
+        self.scales[:n] = scale.reshape(-1)
+        self.addresses = (self.biases.ctypes.data, self.scales.ctypes.data)
         self.dtype = np.asarray(y_zero_point).dtype
         info = np.iinfo(self.dtype)
         self.scalars = (float(np.asarray(y_zero_point).reshape(())), float(info.min), float(info.max))

@@ -1150,10 +1150,11 @@ def _integer_conv(geo: _Geometry, group: int, x, w, x_zp, w_zp) -> np.ndarray:
     return conv_nd(xf, wf, group, strides, dilations, begin, end, out_sp).astype(np.float64, copy=False)
 
 
-def _int8_weights(node: NodeSpec, w_index: int, zp_index: int, group: int) -> Any:
-    """The constant weights packed for the jit tier's int8 GEMM (``jit/kernels_int8_conv.py``),
-    or None: jit off, no AVX512-VNNI here, fed weights or a layer it does not take."""
-    module = jit.kernels("int8_conv")
+def _int8_weights(node: NodeSpec, w_index: int, zp_index: int, group: int, kernels: str = "int8_conv") -> Any:
+    """The constant weights packed for the jit tier's int8 GEMM (``jit/kernels_int8_conv.py``;
+    ``kernels="int8_depthwise"``: its depthwise kernel), or None: jit off, no AVX512-VNNI here
+    (the GEMM), fed weights or a layer it does not take."""
+    module = jit.kernels(kernels)
     if module is None:
         return None
     w = constant_input(node, w_index)
@@ -1226,7 +1227,7 @@ def _constant_requantization(node: NodeSpec, packed: Any) -> Any:
 def qlinear_conv(node: NodeSpec):
     geo = _Geometry(node)
     group = int(node.attr("group", 1))
-    packed = _int8_weights(node, 3, 5, group)
+    packed = _int8_weights(node, 3, 5, group) or _int8_weights(node, 3, 5, group, "int8_depthwise")
     compiled = jit.kernels("int8_conv")
     constant_terms = _constant_requantization(node, packed)
 
