@@ -22,7 +22,6 @@ from numba import njit, prange
 
 from . import kernels_int8_gemm as int8_gemm
 from .threads import pick, serial_twin
-from .window_taps import taps
 
 _CODES = (np.dtype(np.uint8), np.dtype(np.int8))
 
@@ -41,14 +40,18 @@ def depthwise_nhwc(x, weights, x_zp, dims, bias, scale, params, y):  # pragma: n
         b = r // oh
         oy = r - b * oh
         acc = np.empty(c, np.int32)
-        ki0, ki1 = taps(oy, sh, pt, dh, kh, h)
         for ox in range(ow):
-            kj0, kj1 = taps(ox, sw, pl, dw, kw, w)
             for ci in range(c):
                 acc[ci] = 0
-            for ki in range(ki0, ki1):
-                for kj in range(kj0, kj1):
-                    src = x[b, oy * sh - pt + ki * dh, ox * sw - pl + kj * dw]
+            for ki in range(kh):
+                iy = oy * sh - pt + ki * dh
+                if iy < 0 or iy >= h:
+                    continue
+                for kj in range(kw):
+                    ix = ox * sw - pl + kj * dw
+                    if ix < 0 or ix >= w:
+                        continue
+                    src = x[b, iy, ix]
                     wk = weights[ki, kj]
                     for ci in range(c):
                         acc[ci] += (np.int32(src[ci]) - x_zp) * wk[ci]

@@ -21,7 +21,6 @@ import numpy as np
 from numba import njit, prange
 
 from .threads import pick, serial_twin
-from .window_taps import taps
 
 #: the code dtypes this kernel takes
 CODES = (np.dtype(np.uint8), np.dtype(np.int8))
@@ -37,15 +36,19 @@ def max_pool_nhwc(x, y, lowest, dims):  # pragma: no cover - compiled
     for r in prange(n * oh):
         b = r // oh
         oy = r - b * oh
-        ki0, ki1 = taps(oy, sh, pt, dh, kh, h)
         for ox in range(ow):
-            kj0, kj1 = taps(ox, sw, pl, dw, kw, w)
             out = y[b, oy, ox]
             for ci in range(c):
                 out[ci] = lowest
-            for ki in range(ki0, ki1):
-                for kj in range(kj0, kj1):
-                    src = x[b, oy * sh - pt + ki * dh, ox * sw - pl + kj * dw]
+            for ki in range(kh):
+                iy = oy * sh - pt + ki * dh
+                if iy < 0 or iy >= h:
+                    continue
+                for kj in range(kw):
+                    ix = ox * sw - pl + kj * dw
+                    if ix < 0 or ix >= w:
+                        continue
+                    src = x[b, iy, ix]
                     for ci in range(c):
                         if src[ci] > out[ci]:
                             out[ci] = src[ci]
@@ -80,14 +83,18 @@ def average_pool_nhwc(x, y, dims, shift, factor, params):  # pragma: no cover - 
         b = r // oh
         oy = r - b * oh
         acc = np.empty(c, np.int32)
-        ki0, ki1 = taps(oy, sh, pt, dh, kh, h)
         for ox in range(ow):
-            kj0, kj1 = taps(ox, sw, pl, dw, kw, w)
             for ci in range(c):
                 acc[ci] = 0
-            for ki in range(ki0, ki1):
-                for kj in range(kj0, kj1):
-                    src = x[b, oy * sh - pt + ki * dh, ox * sw - pl + kj * dw]
+            for ki in range(kh):
+                iy = oy * sh - pt + ki * dh
+                if iy < 0 or iy >= h:
+                    continue
+                for kj in range(kw):
+                    ix = ox * sw - pl + kj * dw
+                    if ix < 0 or ix >= w:
+                        continue
+                    src = x[b, iy, ix]
                     for ci in range(c):
                         acc[ci] += np.int32(src[ci])
             s0 = shift[oy, ox]
