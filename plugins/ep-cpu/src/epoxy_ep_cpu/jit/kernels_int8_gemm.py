@@ -319,15 +319,14 @@ class PackedInt8Weights:
 
 class Requantization:
     """QLinearConv's requantization as the GEMM's epilogue reads it: ``bias`` (None or int32 per
-    column) and ``scale`` (float64, one or per column) as float64 padded to Np, the output
-    zero point and its dtype's range as floats. Keeps the inputs for the paths that requantize
-    outside the kernel (weights with a row term)."""
+    column) and ``scale`` (float64, one or per column) as float64 padded to Np (``biases``,
+    ``scales``; also read by the kernels that requantize outside the GEMM), the output zero
+    point and its dtype's range as floats (``scalars``)."""
 
-    __slots__ = ("addresses", "bias", "biases", "dtype", "scalars", "scale", "scales", "y_zero_point")
+    __slots__ = ("addresses", "biases", "dtype", "scalars", "scales")
 
     def __init__(self, n: int, n_pad: int, bias: np.ndarray | None, scale: np.ndarray,
                  y_zero_point: np.ndarray) -> None:
-        self.bias, self.scale, self.y_zero_point = bias, scale, y_zero_point
         self.biases = np.zeros(n_pad, np.float64)
         if bias is not None:
             self.biases[:n] = bias.reshape(-1)
