@@ -131,6 +131,25 @@ def test_few_channel_layers_need_a_wide_receptive_field():
     assert qdq_qlinear.large_enough(_Conv(), np.zeros((64, 16, 1, 1), np.int8))  # type: ignore[arg-type]
 
 
+def test_grouped_layers_are_taken_on_the_group_thresholds():
+    """QLinearConv takes grouped layers (the cpu provider runs one GEMM per group) on the same
+    thresholds, channels counted per group; ConvInteger's rewrite (no grouped kernel) does not."""
+    import onnx_ir as ir
+
+    class _Output:
+        shape = (1, 272, 14, 14)
+
+    class _Conv:
+        outputs = [_Output()]
+        attributes = {"group": ir.AttrInt64("group", 4)}
+
+    shufflenet = np.zeros((272, 68, 1, 1), np.int8)  # 3.6 M multiply-adds, 68 channels a group
+    assert qdq_qlinear.large_enough(_Conv(), shufflenet, depthwise=True, grouped=True)  # type: ignore[arg-type]
+    assert not qdq_qlinear.large_enough(_Conv(), shufflenet)  # type: ignore[arg-type]
+    few = np.zeros((272, 6, 1, 1), np.int8)  # 6 channels a group, a 6-code receptive field
+    assert not qdq_qlinear.large_enough(_Conv(), few, depthwise=True, grouped=True)  # type: ignore[arg-type]
+
+
 def _with_clip(model: onnx.ModelProto) -> onnx.ModelProto:
     """The model's Relu replaced by Clip(0, 6) (ReLU6), bounds as constant inputs."""
     relu = next(n for n in model.graph.node if n.op_type == "Relu")

@@ -215,3 +215,77 @@ def test_depthwise_qlinear_conv_equals_the_numpy_path(monkeypatch, x_dtype, y_dt
     close(on, run_cpu(case, False), 0, 0)
     if x_dtype == np.uint8 and y_dtype == np.uint8 and w_zp == "zero":
         close(on, run_onnxruntime(case), 0, 1)
+
+
+GROUPED = [  # (x shape, w shape, attributes): several input channels per group
+    ((1, 136, 14, 14), (136, 34, 1, 1), {"group": 4}),  # ShuffleNet's: 34 codes a group, 34 outputs
+    ((2, 64, 7, 7), (64, 16, 1, 1), {"group": 4}),  # whole registers
+    ((1, 32, 10, 10), (48, 16, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}),
+    ((1, 48, 11, 9), (24, 16, 3, 3), {"group": 3, "strides": [2, 2], "pads": [1, 0, 1, 1]}),
+]
+
+
+def _count_grouped(monkeypatch) -> list[bool]:
+    """Force the grouped GEMM on for any layer size and count the layers it ran."""
+    from epoxy_ep_cpu.jit import kernels_int8_grouped
+
+    monkeypatch.setattr(kernels_int8_grouped, "MIN_MACS", 0)
+    ran: list[bool] = []
+    real = kernels_int8_grouped.PackedGroupedInt8.requantized
+    monkeypatch.setattr(kernels_int8_grouped.PackedGroupedInt8, "requantized",
+                        lambda self, *a: (lambda r: ran.append(r is not None) or r)(real(self, *a)))
+    return ran
+
+
+@needs_vnni
+@pytest.mark.parametrize(("x_dtype", "y_dtype"), [(np.uint8, np.uint8), (np.int8, np.uint8), (np.uint8, np.int8)])
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), GROUPED, ids=[str(c[1]) for c in GROUPED])
+@pytest.mark.parametrize(("per_channel", "bias"), [(False, False), (True, True)], ids=["tensor", "channel+bias"])
+def test_grouped_qlinear_conv_equals_the_numpy_path(monkeypatch, x_dtype, y_dtype, x_shape, w_shape, attrs,
+                                                    per_channel, bias):
+    """Grouped layers (not depthwise) through one GEMM per group (counted): the numpy path's
+    codes exactly, and onnxruntime's within one code where it runs the type pair."""
+    case = _qlinear(np.random.default_rng(sum(x_shape)), x_dtype, y_dtype, x_shape, w_shape, attrs, per_channel, bias)
+    off = run_cpu(case, False)
+    ran = _count_grouped(monkeypatch)
+    on = run_cpu(case, True, runs=2)
+    assert ran == [True, True]
+    close(on, off, 0, 0)
+    if x_dtype == np.uint8 and y_dtype == np.uint8:
+        close(off, run_onnxruntime(case), 0, 1)
+
+
+@needs_vnni
+@pytest.mark.parametrize(("w_dtype", "w_zp", "taken"), [(np.int8, 0, True), (np.uint8, 128, True),
+                                                         (np.uint8, 131, False)],
+                         ids=["int8-weights", "uint8-weights-centred", "uint8-weights-off-centre"])
+def test_chained_grouped_layers(monkeypatch, w_dtype, w_zp, taken):
+    """Grouped 1x1 -> grouped 3x3: the second layer reads the first one's channels-last codes,
+    whose rows keep room for the last group's overhang (34 outputs a group, stored 48 wide).
+    Weights whose zero point is off their centre need a row term the requantizing epilogue
+    does not take: those layers keep the float sums. Codes equal the numpy path's either way."""
+    import onnx
+    from _hostile import Case
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(11)
+    info = np.iinfo(w_dtype)
+    w1 = rng.integers(info.min, info.max + 1, (136, 34, 1, 1)).astype(w_dtype)
+    w2 = rng.integers(info.min, info.max + 1, (64, 68, 3, 3)).astype(w_dtype)
+    inits = {"xs": np.float32(0.05), "xz": np.uint8(120), "w1": w1, "ws": np.float32(0.01),
+             "wz": np.array(w_zp, w_dtype), "ys": np.float32(0.9), "yz": np.uint8(90), "w2": w2,
+             "zs": np.float32(1.7), "zz": np.uint8(77)}
+    nodes = [helper.make_node("QLinearConv", ["x", "xs", "xz", "w1", "ws", "wz", "ys", "yz"], ["y"], group=4),
+             helper.make_node("QLinearConv", ["y", "ys", "yz", "w2", "ws", "wz", "zs", "zz"], ["z"], group=2,
+                              pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 136, 9, 10])],
+                              [helper.make_tensor_value_info("z", TensorProto.UINT8, [1, 64, 9, 10])],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    case = Case(model, {"x": rng.integers(0, 256, (1, 136, 9, 10)).astype(np.uint8)})
+    off = run_cpu(case, False)
+    ran = _count_grouped(monkeypatch)
+    on = run_cpu(case, True, runs=2)
+    assert ran == ([True] * 4 if taken else [])
+    close(on, off, 0, 0)

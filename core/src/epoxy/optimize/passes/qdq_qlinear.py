@@ -95,9 +95,9 @@ class _Match:
 #: with the GEMM's 6 x 64 register tiles and its requantizing epilogue (epoxy's whole-chain QDQ
 #: files, 1 / 2 threads, median ms from 2**22 to 2**20: squeezenet 6.61 -> 5.70 / 6.22 -> 5.35,
 #: inception_v1 18.6 -> 17.4 / 18.5 -> 17.3, inception_v2 unchanged; lower gained nothing more).
-#: Grouped layers are never taken: the GEMM runs group-1 layers, and a grouped QLinearConv runs
-#: its exact sums on the float path, slower than the float reading (shufflenet at 2**20 with
-#: its grouped 1x1 layers on codes: 7.3 -> 9.5 ms)
+#: Grouped layers (several input channels per group) are taken by this rewrite alone, on the
+#: same thresholds: the cpu provider runs them as one GEMM per group (``kernels_int8_grouped``);
+#: ``QDQConvToIntegerPass`` leaves them in float (ConvInteger has no grouped kernel)
 MIN_MACS = 1 << 20
 MIN_CHANNELS = 16
 #: a layer with fewer input channels is taken when one output pixel's receptive field (C * kh *
@@ -105,8 +105,8 @@ MIN_CHANNELS = 16
 #: QDQ file 1.04-1.07x faster and inception_v1's 1.03-1.09x (1 / 2 threads, session 22), a
 #: 3-channel 3x3 stem (K = 27, squeezenet) 0.95-1.06x
 MIN_FIELD = 128
-#: whether grouped layers are rewritten (see MIN_MACS: not on the cpu provider; the rewrite itself
-#: is exact for them, and its tests switch this on)
+#: whether ``QDQConvToIntegerPass`` rewrites grouped layers too (see MIN_MACS: not on the cpu
+#: provider; the rewrite itself is exact for them, and its tests switch this on)
 TAKE_GROUPED = False
 #: multiply-adds per image from which a depthwise layer (one input channel per output channel)
 #: runs on codes: the cpu provider's channels-last depthwise kernel (``kernels_int8_depthwise``).
@@ -118,11 +118,12 @@ MIN_DEPTHWISE_MACS = 0
 CONV_RANKS = tuple(range(3, 9))
 
 
-def large_enough(conv: ir.Node, w: np.ndarray, *, depthwise: bool = False) -> bool:
+def large_enough(conv: ir.Node, w: np.ndarray, *, depthwise: bool = False, grouped: bool = False) -> bool:
     """Whether the layer (group 1) reaches MIN_MACS per image (its inferred output's spatial
     dims are known) with MIN_CHANNELS input channels, or a receptive field of MIN_FIELD codes;
     with ``depthwise`` (QLinearConv, which the cpu provider runs depthwise on codes), also a 2-D
-    depthwise layer of MIN_DEPTHWISE_MACS."""
+    depthwise layer of MIN_DEPTHWISE_MACS; with ``grouped`` (QLinearConv, which it runs one GEMM
+    per group), a 2-D grouped layer on the group-1 thresholds, its channels counted per group."""
     shape = conv.outputs[0].shape
     if shape is None or len(shape) != w.ndim or not all(isinstance(d, int) for d in list(shape)[2:]):
         return False
@@ -130,7 +131,7 @@ def large_enough(conv: ir.Node, w: np.ndarray, *, depthwise: bool = False) -> bo
     group = int(attr(conv, "group", 1) or 1)
     if group != 1 and depthwise and w.ndim == 4 and w.shape[1] == 1 and w.shape[0] == group:
         return spatial * int(np.prod(w.shape)) >= MIN_DEPTHWISE_MACS
-    if group != 1 and not TAKE_GROUPED:
+    if group != 1 and not (TAKE_GROUPED or (grouped and w.ndim == 4)):
         return False
     field = int(np.prod(w.shape[1:]))
     return (w.shape[1] >= MIN_CHANNELS or field >= MIN_FIELD) and spatial * int(np.prod(w.shape)) >= MIN_MACS
@@ -139,7 +140,7 @@ def large_enough(conv: ir.Node, w: np.ndarray, *, depthwise: bool = False) -> bo
 def _match(model: ir.Model, conv: ir.Node) -> _Match | None:
     x = dq_parts(conv.inputs[0])
     weights = channel_weights(conv.inputs[1], model, channel_axis=0, ranks=CONV_RANKS)
-    if x is None or weights is None or not large_enough(conv, weights.codes_value, depthwise=True):
+    if x is None or weights is None or not large_enough(conv, weights.codes_value, depthwise=True, grouped=True):
         return None
     x_node, x_codes, x_scale, x_zp = x
     w_node, w_codes, w_scale, w_zp = weights.node, weights.codes, weights.scale, weights.zero_point

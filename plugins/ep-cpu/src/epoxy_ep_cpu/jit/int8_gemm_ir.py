@@ -112,14 +112,44 @@ _DECLARATIONS = [f"declare {_VEC} @llvm.x86.avx512.vpdpbusd.512({_VEC}, {_VEC}, 
 def module_ir() -> str:
     """Every epilogue's entry point ``gemm_<epilogue>(A, B, out, lda, ldo, kq, np, nc, first,
     last, <columns>, <scalars>)``: rows [first, last) of ``A (., 4 kq) @ B`` (``np`` a multiple
-    of 16, ``nc`` of TILE_COLS). Typed-pointer syntax, which every llvmlite numba supports reads."""
+    of 16, ``nc`` of TILE_COLS); and its grouped twin ``gemm_<epilogue>_groups`` (:func:`_groups_ir`).
+    Typed-pointer syntax, which every llvmlite numba supports reads."""
     out = list(_DECLARATIONS)
     for name, epilogue in EPILOGUES.items():
         for rows in range(1, TILE_ROWS + 1):
             for vectors in range(1, VECTORS + 1):
                 out += _tile_ir(name, epilogue, rows, vectors)
         out += _driver_ir(name, epilogue)
+        out += _groups_ir(name, epilogue)
     return "\n".join(out)
+
+
+def _groups_ir(name: str, epilogue: Epilogue) -> list[str]:
+    """``gemm_<name>_groups(A, B, out, lda, ldo, kq, np, nc, first, last, groups, a_step,
+    b_step, o_step, <columns>, <scalars>)``: ``gemm_<name>`` once per group of a grouped
+    convolution, group g reading A at ``g * a_step`` bytes, its packed B at ``g * b_step``
+    bytes, writing at ``g * o_step`` output elements, its column arrays ``g * np`` elements in
+    (each group's padded to ``np``). One call for every group: a call from Python costs more
+    than a small group's product."""
+    out_t = epilogue.out_type
+    params = "".join(f", {t}* %{n}.all" for t, n in epilogue.columns) + "".join(
+        f", {t} %{n}" for t, n in epilogue.scalars)
+    out = [f"define void @gemm_{name}_groups(i8* %A, i8* %B, {out_t}* %out, i64 %lda, i64 %ldo, i64 %kq, i64 %np, "
+           f"i64 %nc, i64 %first, i64 %last, i64 %groups, i64 %a.step, i64 %b.step, i64 %o.step{params}) {{",
+           "entry:", "  %none = icmp eq i64 %groups, 0", "  br i1 %none, label %exit, label %group",
+           "group:", "  %g = phi i64 [0, %entry], [%g.next, %group]",
+           "  %a.at = mul i64 %g, %a.step", "  %a.g = getelementptr i8, i8* %A, i64 %a.at",
+           "  %b.at = mul i64 %g, %b.step", "  %b.g = getelementptr i8, i8* %B, i64 %b.at",
+           "  %o.at = mul i64 %g, %o.step", f"  %o.g = getelementptr {out_t}, {out_t}* %out, i64 %o.at",
+           "  %c.at = mul i64 %g, %np"]
+    out += [f"  %{n}.g = getelementptr {t}, {t}* %{n}.all, i64 %c.at" for t, n in epilogue.columns]
+    extra = "".join(f", {t}* %{n}.g" for t, n in epilogue.columns) + "".join(
+        f", {t} %{n}" for t, n in epilogue.scalars)
+    out += [f"  call void @gemm_{name}(i8* %a.g, i8* %b.g, {out_t}* %o.g, i64 %lda, i64 %ldo, i64 %kq, i64 %np, "
+            f"i64 %nc, i64 %first, i64 %last{extra})",
+            "  %g.next = add i64 %g, 1", "  %g.end = icmp uge i64 %g.next, %groups",
+            "  br i1 %g.end, label %exit, label %group", "exit:", "  ret void", "}"]
+    return out
 
 
 def _tile_ir(name: str, epilogue: Epilogue, rows: int, vectors: int) -> list[str]:

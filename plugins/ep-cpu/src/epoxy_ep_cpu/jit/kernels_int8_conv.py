@@ -274,15 +274,28 @@ class PackedInt8Conv:
         if (c < MIN_CHANNELS and k < MIN_FIELD) or n * oh * ow * k * self.m < MIN_MACS or 0 in (n, oh, ow):
             return None
         channels_last = np.ascontiguousarray(x.transpose(0, 2, 3, 1))  # free for a view requantized() wrote
-        if (kh, kw, oh, ow) == (1, 1, h, w) and tuple(strides) == (1, 1):
-            return channels_last.reshape(n * h * w, c)
-        fill = x.dtype.type(0 if zero_point is None else np.asarray(zero_point).reshape(()))
-        k_pad = self._gemm.k_pad  # rows as long as the GEMM reads them: no padding copy there
-        dims = np.array((n, h, w, c, kh, kw, strides[0], strides[1], dilations[0], dilations[1], begin[0], begin[1],
-                         oh, ow, k_pad), dtype=np.int64)
-        a = np.empty(n * oh * ow * k_pad, dtype=x.dtype)
-        pick(patches, patches_serial, self.nthreads, a.size)(channels_last.reshape(-1), fill, a, dims)
-        return a.reshape(n * oh * ow, k_pad)[:, :k]
+        return patch_rows(channels_last, zero_point, (kh, kw), strides, dilations, begin, out_sp, self._gemm.k_pad,
+                          self.nthreads)
+
+
+def patch_rows(channels_last: np.ndarray, zero_point: np.ndarray | None, kernel: Sequence[int],
+               strides: Sequence[int], dilations: Sequence[int], begin: Sequence[int], out_sp: Sequence[int],
+               k_pad: int, nthreads: int, into: np.ndarray | None = None) -> np.ndarray:
+    """The (N*OH*OW, kh*kw*C) patch rows of C-ordered channels-last codes ``(N, H, W, C)`` as
+    the GEMM multiplies them (:func:`patches`; padding holds the zero point), each row in a
+    buffer ``k_pad`` bytes long so the GEMM reads it in place (``into``: that buffer, flat,
+    else a new one). A 1x1 stride-1 unpadded layer's patches are the image itself."""
+    n, h, w, c = channels_last.shape
+    kh, kw = int(kernel[0]), int(kernel[1])
+    oh, ow = int(out_sp[0]), int(out_sp[1])
+    if (kh, kw, oh, ow) == (1, 1, h, w) and tuple(strides) == (1, 1) and into is None:
+        return channels_last.reshape(n * h * w, c)
+    fill = channels_last.dtype.type(0 if zero_point is None else np.asarray(zero_point).reshape(()))
+    dims = np.array((n, h, w, c, kh, kw, strides[0], strides[1], dilations[0], dilations[1], begin[0], begin[1],
+                     oh, ow, k_pad), dtype=np.int64)
+    a = np.empty(n * oh * ow * k_pad, dtype=channels_last.dtype) if into is None else into
+    pick(patches, patches_serial, nthreads, a.size)(channels_last.reshape(-1), fill, a, dims)
+    return a.reshape(n * oh * ow, k_pad)[:, :kh * kw * c]
 
 
 def pack(w: Any, zero_point: Any, group: int, nthreads: int) -> PackedInt8Conv | None:

@@ -95,9 +95,9 @@ _compiled: dict[str, Any] = {}
 
 
 def _kernel(epilogue: str = "int32") -> Any:
-    """The compiled ``gemm_<epilogue>`` (``int8_gemm_ir.EPILOGUES``) as a ctypes function (it
-    releases the GIL while it runs); every entry point is compiled at the first call in a
-    process (~0.3 s) and kept with its engine."""
+    """The compiled ``gemm_<epilogue>`` (``int8_gemm_ir.EPILOGUES``, or ``<epilogue>_groups``
+    for the grouped twin) as a ctypes function (it releases the GIL while it runs); every entry
+    point is compiled at the first call in a process (~0.3 s) and kept with its engine."""
     fn = _compiled.get(epilogue)
     if fn is not None:
         return fn
@@ -117,10 +117,11 @@ def _kernel(epilogue: str = "int32") -> Any:
             engine.finalize_object()
             _compiled["engine"] = engine  # the code lives as long as its engine
             for name, spec in EPILOGUES.items():
-                signature = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 3, *[ctypes.c_int64] * 7,
-                                             *[ctypes.c_void_p] * len(spec.columns),
-                                             *[ctypes.c_double] * len(spec.scalars))
-                _compiled[name] = signature(engine.get_function_address(f"gemm_{name}"))
+                for entry, counts in ((name, 7), (f"{name}_groups", 11)):  # the grouped twin: 4 more counts
+                    signature = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 3, *[ctypes.c_int64] * counts,
+                                                 *[ctypes.c_void_p] * len(spec.columns),
+                                                 *[ctypes.c_double] * len(spec.scalars))
+                    _compiled[entry] = signature(engine.get_function_address(f"gemm_{entry}"))
         return _compiled[epilogue]
 
 
@@ -177,6 +178,13 @@ class PackedInt8Weights:
         self._slope = self._slope64.astype(_I32)
         factor = ob - zb  # the row term's factor: one, or per column
         self._row_factor = factor if factor.any() else None
+
+    @property
+    def row_term(self) -> bool:
+        """Whether the sums need a per-row term (weights whose zero point is off their offset:
+        uint8 codes not centred on 128, int8 codes not on 0); the requantizing epilogue does not
+        take those (:meth:`requantized` is None)."""
+        return self._row_factor is not None
 
     @property
     def k_pad(self) -> int:
@@ -302,19 +310,26 @@ class PackedInt8Weights:
                 np.bitwise_xor(rows.view(_U8), np.uint8(0x80), out=a[:, :k])  # a + 128 as uint8
             else:
                 a[:, :k] = rows
-        fn = _kernel(epilogue)
-        tiles = -(-m // TILE_ROWS)
-        count = max(1, min(self.nthreads, tiles, (m * n_pad * k_pad) // MACS_PER_THREAD))
         head = (a.ctypes.data, self._packed_at, out.ctypes.data, lda, n_pad, k_pad // K_GROUP, n_pad, self._panel)
-        if count == 1:
-            fn(*head, 0, m, *columns, *scalars)
-            return
-        bounds = [min(m, TILE_ROWS * (tiles * t // count)) for t in range(count + 1)]
-        pool = _workers()
-        rest = [pool.submit(fn, *head, bounds[t], bounds[t + 1], *columns, *scalars) for t in range(1, count)]
-        fn(*head, bounds[0], bounds[1], *columns, *scalars)
-        for done in rest:
-            done.result()
+        _launch(_kernel(epilogue), head, (), m, m * n_pad * k_pad, self.nthreads, columns + scalars)
+
+
+def _launch(fn: Any, head: tuple[int, ...], middle: tuple[int, ...], m: int, macs: int, nthreads: int,
+            tail: tuple[Any, ...]) -> None:
+    """``fn(*head, first, last, *middle, *tail)`` over rows [0, m), the row tiles split over up
+    to ``nthreads`` threads (the calling one takes the first share) when ``macs`` is large
+    enough (MACS_PER_THREAD)."""
+    tiles = -(-m // TILE_ROWS)
+    count = max(1, min(nthreads, tiles, macs // MACS_PER_THREAD))
+    if count == 1:
+        fn(*head, 0, m, *middle, *tail)
+        return
+    bounds = [min(m, TILE_ROWS * (tiles * t // count)) for t in range(count + 1)]
+    pool = _workers()
+    rest = [pool.submit(fn, *head, bounds[t], bounds[t + 1], *middle, *tail) for t in range(1, count)]
+    fn(*head, bounds[0], bounds[1], *middle, *tail)
+    for done in rest:
+        done.result()
 
 
 class Requantization:
@@ -336,6 +351,102 @@ class Requantization:
         self.dtype = np.asarray(y_zero_point).dtype
         info = np.iinfo(self.dtype)
         self.scalars = (float(np.asarray(y_zero_point).reshape(())), float(info.min), float(info.max))
+
+
+class GroupedInt8Weights:
+    """The constant right operands of a grouped product, ``B_g (K, N)`` of 8-bit codes per group
+    with their zero points, packed back to back (each as :class:`PackedInt8Weights` packs it) for
+    the kernel's grouped entry point, which multiplies every group in one call: a grouped
+    convolution's groups are small products (ShuffleNet's: 196 x 68 x 68), where the ~8 us of a
+    call from Python per group cost as much as a product."""
+
+    __slots__ = ("_columns", "_packed", "_packed_at", "_panel", "_parts", "groups", "k", "k_pad", "n", "n_pad",
+                 "nthreads")
+
+    def __init__(self, bs: list[np.ndarray], zero_points: list[np.ndarray | None], nthreads: int) -> None:
+        self._parts = [PackedInt8Weights(b, zp, nthreads) for b, zp in zip(bs, zero_points)]
+        first = self._parts[0]
+        self.groups, self.k, self.n, self.nthreads = len(bs), first.k, first.n, first.nthreads
+        self.k_pad, self.n_pad, self._panel = first._k_pad, first._n_pad, first._panel
+        self._packed = np.concatenate([part._packed for part in self._parts])
+        self._packed_at = self._packed.ctypes.data
+        self._columns: dict[tuple[int, int], np.ndarray] = {}
+
+    @property
+    def row_term(self) -> bool:
+        """Whether any group's sums need a row term (:attr:`PackedInt8Weights.row_term`)."""
+        return any(part.row_term for part in self._parts)
+
+    def requantization(self, bias: np.ndarray | None, scale: np.ndarray,
+                       y_zero_point: np.ndarray) -> Requantization:
+        """The epilogue's terms for every group, each group's padded to Np: ``bias`` (None or
+        int32) and ``scale`` (one, or per output column of all groups, G * N)."""
+        g, n, n_pad = self.groups, self.n, self.n_pad
+        scales = np.zeros((g, n_pad), np.float64)
+        scales[:, :n] = np.broadcast_to(np.asarray(scale, np.float64).reshape(-1), (g * n,)).reshape(g, n)
+        biases = None
+        if bias is not None:
+            biases = np.zeros((g, n_pad), np.float64)
+            biases[:, :n] = np.asarray(bias).reshape(g, n)
+        return Requantization(g * n_pad, g * n_pad, None if biases is None else biases.reshape(-1),
+                              scales.reshape(-1), y_zero_point)
+
+    def requantized(self, a: np.ndarray, zero_point: np.ndarray | None, terms: Requantization) -> np.ndarray | None:
+        """QLinearConv's output codes ``(M, G * N)`` for ``a (G, M, K)``, group g's rows ``a[g]``
+        (any strides with unit steps along K: a 1x1 layer's groups are column slices of the
+        channels-last image), group g's codes in columns ``[g N, (g + 1) N)``. The kernel stores
+        whole rows of Np codes, so a group overwrites the start of the next one's columns, which
+        that group then writes (groups run in order within a row), and the rows keep Np - N
+        columns of room for the last group, dropped by a copy. None for weights with a row term,
+        or ``a`` not 8-bit codes of this K with a scalar zero point of its dtype."""
+        if self.row_term or a.ndim != 3 or a.shape[0] != self.groups or a.shape[2] != self.k:
+            return None
+        if a.dtype not in (_U8, _I8) or a.strides[2] != 1:
+            return None
+        if zero_point is not None and (np.asarray(zero_point).size != 1 or np.asarray(zero_point).dtype != a.dtype):
+            return None
+        za = 0 if zero_point is None else int(np.asarray(zero_point).reshape(()))
+        oa = 128 if a.dtype == _I8 else 0
+        g, m, k = a.shape
+        if a.dtype == _U8 and _readable(a, self.k_pad):
+            rows = a
+        else:  # a copy the kernel reads: K padded, int8 codes made unsigned (+128)
+            rows = np.empty((g, m, self.k_pad), dtype=_U8)
+            if a.dtype == _I8:
+                np.bitwise_xor(a.view(_U8), np.uint8(0x80), out=rows[:, :, :k])
+            else:
+                rows[:, :, :k] = a
+        width = g * self.n + self.n_pad - self.n
+        y = np.empty((m, width), dtype=terms.dtype)
+        column = self._column_term(oa, za)
+        head = (rows.ctypes.data, self._packed_at, y.ctypes.data, rows.strides[1], width, self.k_pad // K_GROUP,
+                self.n_pad, self._panel)
+        middle = (g, rows.strides[0], self.k_pad * self.n_pad, self.n)
+        _launch(_kernel("requantize_groups"), head, middle, m, g * m * self.n_pad * self.k_pad, self.nthreads,
+                (column.ctypes.data, *terms.addresses, *terms.scalars))
+        # C-ordered rows: the ops after a grouped layer (a channel shuffle's reshapes, a residual
+        # add) read channels-last codes fast only when contiguous (ShuffleNet 7.15 -> 6.70 ms)
+        return y if width == g * self.n else np.ascontiguousarray(y[:, :g * self.n])
+
+    def _column_term(self, oa: int, za: int) -> np.ndarray:
+        """Every group's column term (:meth:`PackedInt8Weights._column_term`), back to back."""
+        key = (oa, za)
+        term = self._columns.get(key)
+        if term is None:
+            term = np.concatenate([part._column_term(oa, za) for part in self._parts])
+            self._columns[key] = term
+        return term
+
+
+def _readable(a: np.ndarray, k_pad: int) -> bool:
+    """Whether the kernel may read every row of ``a (G, M, K)`` ``k_pad`` bytes long in place:
+    the last one's bytes past K still inside the array that owns the memory (past K a row
+    multiplies B's zero padding: any value adds nothing)."""
+    owner = a if a.base is None else a.base
+    if a.size == 0 or not isinstance(owner, np.ndarray) or not owner.flags.c_contiguous or min(a.strides) < 0:
+        return False
+    last = a.ctypes.data + (a.shape[0] - 1) * a.strides[0] + (a.shape[1] - 1) * a.strides[1]
+    return bool(last + k_pad <= owner.ctypes.data + owner.nbytes)
 
 
 def _padded_rows(rows: np.ndarray, k_pad: int) -> bool:

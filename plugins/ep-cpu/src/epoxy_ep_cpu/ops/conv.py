@@ -1152,8 +1152,8 @@ def _integer_conv(geo: _Geometry, group: int, x, w, x_zp, w_zp) -> np.ndarray:
 
 def _int8_weights(node: NodeSpec, w_index: int, zp_index: int, group: int, kernels: str = "int8_conv") -> Any:
     """The constant weights packed for the jit tier's int8 GEMM (``jit/kernels_int8_conv.py``;
-    ``kernels="int8_depthwise"``: its depthwise kernel), or None: jit off, no AVX512-VNNI here
-    (the GEMM), fed weights or a layer it does not take."""
+    ``kernels="int8_depthwise"``: its depthwise kernel; ``"int8_grouped"``: one GEMM per group),
+    or None: jit off, no AVX512-VNNI here (the GEMM), fed weights or a layer it does not take."""
     module = jit.kernels(kernels)
     if module is None:
         return None
@@ -1227,7 +1227,8 @@ def _constant_requantization(node: NodeSpec, packed: Any) -> Any:
 def qlinear_conv(node: NodeSpec):
     geo = _Geometry(node)
     group = int(node.attr("group", 1))
-    packed = _int8_weights(node, 3, 5, group) or _int8_weights(node, 3, 5, group, "int8_depthwise")
+    packed = (_int8_weights(node, 3, 5, group) or _int8_weights(node, 3, 5, group, "int8_depthwise")
+              or _int8_weights(node, 3, 5, group, "int8_grouped"))
     compiled = jit.kernels("int8_conv")
     constant_terms = _constant_requantization(node, packed)
 
