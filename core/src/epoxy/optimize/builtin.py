@@ -38,6 +38,7 @@ class BuiltinPasses:
             ReshapeTransposeSimplifyPass,
             RMSNormFusionPass,
         )
+        from .passes.channel_shuffle import ChannelShufflePass
         from .passes.qdq_add import QDQAddPass
         from .passes.qdq_conv_integer import QDQConvToIntegerPass
         from .passes.qdq_lookup import QDQConcatRequantizePass, QDQLookupPass
@@ -76,6 +77,8 @@ class BuiltinPasses:
         register(ConvAffineFoldPass(), level="basic")
         register(MatMulAddToGemmPass(), level="extended")
         register(ReshapeTransposeSimplifyPass(), level="basic")
+        # after the QDQ passes: the shuffle then moves int8 codes, which the cpu op keeps channels last
+        register(ChannelShufflePass(), level="extended", providers=("cpu",))
         register(GeluFusionPass(), level="extended")
         register(LayerNormFusionPass(), level="extended")
         # an opset-23 op: only where cpu runs first (other providers may not claim it)
