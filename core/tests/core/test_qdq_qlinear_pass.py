@@ -117,7 +117,8 @@ def test_small_layers_keep_the_float_reading():
 
 def test_few_channel_layers_need_a_wide_receptive_field():
     """A 3-channel stem is taken when one output pixel reads MIN_FIELD codes or more (7x7: 147),
-    not as a 3x3 (27): measured faster and slower on codes respectively (qdq_qlinear.MIN_FIELD)."""
+    or as a 3x3 (27) with 32 output channels or more, not with 24: measured faster and slower
+    on codes respectively (qdq_qlinear.MIN_FIELD, MIN_NARROW_FIELD, MIN_NARROW_OUTPUTS)."""
 
     class _Output:
         shape = (1, 64, 112, 112)
@@ -127,7 +128,9 @@ def test_few_channel_layers_need_a_wide_receptive_field():
         attributes: dict = {}
 
     assert qdq_qlinear.large_enough(_Conv(), np.zeros((64, 3, 7, 7), np.int8))  # type: ignore[arg-type]
-    assert not qdq_qlinear.large_enough(_Conv(), np.zeros((64, 3, 3, 3), np.int8))  # type: ignore[arg-type]
+    assert qdq_qlinear.large_enough(_Conv(), np.zeros((64, 3, 3, 3), np.int8))  # type: ignore[arg-type]
+    assert not qdq_qlinear.large_enough(_Conv(), np.zeros((24, 3, 3, 3), np.int8))  # type: ignore[arg-type]
+    assert not qdq_qlinear.large_enough(_Conv(), np.zeros((64, 2, 3, 3), np.int8))  # type: ignore[arg-type]
     assert qdq_qlinear.large_enough(_Conv(), np.zeros((64, 16, 1, 1), np.int8))  # type: ignore[arg-type]
 
 

@@ -100,20 +100,23 @@ def test_conv_integer_sums_are_exact(monkeypatch, x_dtype, x_shape, w_shape, att
 
 def test_small_and_few_channel_layers_keep_the_float_sums(monkeypatch):
     """Below MIN_MACS, or with fewer than MIN_CHANNELS input channels and a receptive field
-    under MIN_FIELD codes (a 3-channel 3x3 stem), the GEMM does not take the layer (measured
-    slower there); a 3-channel 7x7 stem (147 codes) it takes. The values are the same."""
+    under MIN_FIELD codes (a 3-channel 3x3 stem with 24 outputs), the GEMM does not take the
+    layer (measured slower there); a 3-channel 7x7 stem (147 codes) it takes, and a 3x3 one
+    with 64 outputs (MIN_NARROW_FIELD, MIN_NARROW_OUTPUTS). The values are the same."""
     ran: list[int] = []
     real = kernels_int8_conv.PackedInt8Conv.patch_matrix
     monkeypatch.setattr(kernels_int8_conv.PackedInt8Conv, "patch_matrix",
                         lambda self, *a: (lambda r: ran.append(r is not None) or r)(real(self, *a)))
     rng = np.random.default_rng(9)
     small = _qlinear(rng, np.uint8, np.uint8, (1, 16, 8, 8), (16, 16, 3, 3), {"pads": [1, 1, 1, 1]}, False, True)
-    narrow = _qlinear(rng, np.uint8, np.uint8, (1, 3, 96, 96), (64, 3, 3, 3), {"pads": [1, 1, 1, 1]}, False, True)
+    narrow = _qlinear(rng, np.uint8, np.uint8, (1, 3, 96, 96), (24, 3, 3, 3), {"pads": [1, 1, 1, 1]}, False, True)
     stem = _qlinear(rng, np.uint8, np.uint8, (1, 3, 64, 64), (64, 3, 7, 7), {"pads": [3, 3, 3, 3], "strides": [2, 2]},
                     False, True)
-    for case in (small, narrow, stem):
+    wide = _qlinear(rng, np.uint8, np.uint8, (1, 3, 96, 96), (64, 3, 3, 3), {"pads": [1, 1, 1, 1]}, False, True)
+    for case in (small, narrow, stem, wide):
         close(run_cpu(case, True), run_cpu(case, False), 0, 0)
-    assert ran == [False, False, kernels_int8_gemm.support() is None]
+    vnni = kernels_int8_gemm.support() is None
+    assert ran == [False, False, vnni, vnni]
 
 
 @needs_vnni

@@ -109,6 +109,11 @@ MIN_CHANNELS = 16
 #: QDQ file 1.04-1.07x faster and inception_v1's 1.03-1.09x (1 / 2 threads, session 22), a
 #: 3-channel 3x3 stem (K = 27, squeezenet) 0.95-1.06x
 MIN_FIELD = 128
+#: or reaches this with this many output channels: a 3x3 stem (27 codes) since session 23, with
+#: the GEMM's 6 x 64 register tiles (epoxy's QDQ files, median ms, 1 / 2 threads, float stem ->
+#: stem on codes: squeezenet's 3 -> 64 5.07 -> 4.73 / 5.05 -> 4.84, MobileNetV2's 3 -> 32 7.29
+#: -> 6.94 / 7.39 -> 7.13; ShuffleNet's 3 -> 24 lost, 6.06 -> 6.15 / 5.97 -> 6.17)
+MIN_NARROW_FIELD, MIN_NARROW_OUTPUTS = 27, 32
 #: whether ``QDQConvToIntegerPass`` rewrites grouped layers too (see MIN_MACS: not on the cpu
 #: provider; the rewrite itself is exact for them, and its tests switch this on)
 TAKE_GROUPED = False
@@ -124,7 +129,8 @@ CONV_RANKS = tuple(range(3, 9))
 
 def large_enough(conv: ir.Node, w: np.ndarray, *, depthwise: bool = False, grouped: bool = False) -> bool:
     """Whether the layer (group 1) reaches MIN_MACS per image (its inferred output's spatial
-    dims are known) with MIN_CHANNELS input channels, or a receptive field of MIN_FIELD codes;
+    dims are known) with MIN_CHANNELS input channels, or a receptive field of MIN_FIELD codes
+    (MIN_NARROW_FIELD with MIN_NARROW_OUTPUTS output channels);
     with ``depthwise`` (QLinearConv, which the cpu provider runs depthwise on codes), also a 2-D
     depthwise layer of MIN_DEPTHWISE_MACS; with ``grouped`` (QLinearConv, which it runs one GEMM
     per group), a 2-D grouped layer on the group-1 thresholds, its channels counted per group."""
@@ -138,7 +144,8 @@ def large_enough(conv: ir.Node, w: np.ndarray, *, depthwise: bool = False, group
     if group != 1 and not (TAKE_GROUPED or (grouped and w.ndim == 4)):
         return False
     field = int(np.prod(w.shape[1:]))
-    return (w.shape[1] >= MIN_CHANNELS or field >= MIN_FIELD) and spatial * int(np.prod(w.shape)) >= MIN_MACS
+    narrow = group == 1 and field >= MIN_NARROW_FIELD and w.shape[0] >= MIN_NARROW_OUTPUTS
+    return (w.shape[1] >= MIN_CHANNELS or field >= MIN_FIELD or narrow) and spatial * int(np.prod(w.shape)) >= MIN_MACS
 
 
 def _match(model: ir.Model, conv: ir.Node) -> _Match | None:

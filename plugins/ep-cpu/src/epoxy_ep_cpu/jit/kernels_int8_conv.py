@@ -24,10 +24,14 @@ from .threads import pick, serial_twin
 #: input channels from which a layer takes the GEMM, or (fewer channels) the length of one
 #: output pixel's receptive field, C * kh * kw codes: a 3-channel 7x7 stem (147) runs on codes
 #: in 1.5 ms against the float path's 3.7 (224x224, stride 2: its patches are 7 runs of 21 bytes
-#: per pixel); a 3x3 one (27) gained nothing. The same thresholds as the core's QDQ rewrites
+#: per pixel); a 3x3 one (27) gained nothing before the 6 x 64 tiles. The same thresholds as the
+#: core's QDQ rewrites
 #: (``qdq_qlinear.MIN_CHANNELS``, ``MIN_FIELD``)
 MIN_CHANNELS = 16
 MIN_FIELD = 128
+#: or that many codes with that many output channels: a 3x3 stem with 32 outputs or more (the
+#: core's ``qdq_qlinear.MIN_NARROW_FIELD``, ``MIN_NARROW_OUTPUTS``, where the measurements are)
+MIN_NARROW_FIELD, MIN_NARROW_OUTPUTS = 27, 32
 #: multiply-adds from which a layer takes the GEMM: below, the patches, the padding and the
 #: transposes cost more than they save (16 -> 32 channels 3x3 on 32x32, 5 M: 0.65 ms against
 #: the float path's 0.55, before the GEMM kept channels-last codes and 1x1 layers skipped the
@@ -271,7 +275,8 @@ class PackedInt8Conv:
         _, _, kh, kw = self.shape
         oh, ow = int(out_sp[0]), int(out_sp[1])
         k = kh * kw * c
-        if (c < MIN_CHANNELS and k < MIN_FIELD) or n * oh * ow * k * self.m < MIN_MACS or 0 in (n, oh, ow):
+        few = c < MIN_CHANNELS and k < MIN_FIELD and not (k >= MIN_NARROW_FIELD and self.m >= MIN_NARROW_OUTPUTS)
+        if few or n * oh * ow * k * self.m < MIN_MACS or 0 in (n, oh, ow):
             return None
         channels_last = np.ascontiguousarray(x.transpose(0, 2, 3, 1))  # free for a view requantized() wrote
         return patch_rows(channels_last, zero_point, (kh, kw), strides, dilations, begin, out_sp, self._gemm.k_pad,
