@@ -45,6 +45,20 @@ def _count_gemm(monkeypatch) -> list[int]:
     return ran
 
 
+def _chain_case(nodes, inits, x_shape, z_shape, rng):
+    """A checked opset-13 model of ``nodes`` from uint8 ``x`` to uint8 ``z``, with random codes."""
+    import onnx
+    from _hostile import Case
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.UINT8, list(x_shape))],
+                              [helper.make_tensor_value_info("z", TensorProto.UINT8, list(z_shape))],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    return Case(model, {"x": rng.integers(0, 256, x_shape).astype(np.uint8)})
+
+
 def _qlinear(rng, x_dtype, y_dtype, x_shape, w_shape, attrs, per_channel, bias):
     x = _codes(rng, x_dtype, x_shape)
     w = _codes(rng, np.int8, w_shape)
@@ -125,9 +139,7 @@ def test_chained_layers_read_each_others_channels_last_codes(monkeypatch, w_dtyp
     """QLinearConv -> Relu-as-Max -> QLinearConv (1x1, then 3x3 padded): the first layer's output
     is an NCHW view of channels-last codes that the Max and the second layer read as they are;
     codes equal the numpy path's; uint8 weights with a zero point take the GEMM's row term."""
-    import onnx
-    from _hostile import Case
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper
 
     rng = np.random.default_rng(7)
     info = np.iinfo(w_dtype)
@@ -139,12 +151,7 @@ def test_chained_layers_read_each_others_channels_last_codes(monkeypatch, w_dtyp
     nodes = [helper.make_node("QLinearConv", ["x", "xs", "xz", "w1", "ws", "wz", "ys", "yz"], ["y"]),
              helper.make_node("Max", ["y", "yz"], ["r"]),
              helper.make_node("QLinearConv", ["r", "ys", "yz", "w2", "ws", "wz", "zs", "zz"], ["z"], pads=[1, 1, 1, 1])]
-    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.UINT8, [2, 32, 9, 10])],
-                              [helper.make_tensor_value_info("z", TensorProto.UINT8, [2, 24, 9, 10])],
-                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    onnx.checker.check_model(model)
-    case = Case(model, {"x": rng.integers(0, 256, (2, 32, 9, 10)).astype(np.uint8)})
+    case = _chain_case(nodes, inits, (2, 32, 9, 10), (2, 24, 9, 10), rng)
     off = run_cpu(case, False)
     ran = _count_gemm(monkeypatch)
     on = run_cpu(case, True, runs=2)
@@ -267,9 +274,7 @@ def test_chained_grouped_layers(monkeypatch, w_dtype, w_zp, taken):
     whose rows keep room for the last group's overhang (34 outputs a group, stored 48 wide).
     Weights whose zero point is off their centre need a row term the requantizing epilogue
     does not take: those layers keep the float sums. Codes equal the numpy path's either way."""
-    import onnx
-    from _hostile import Case
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper
 
     rng = np.random.default_rng(11)
     info = np.iinfo(w_dtype)
@@ -281,12 +286,7 @@ def test_chained_grouped_layers(monkeypatch, w_dtype, w_zp, taken):
     nodes = [helper.make_node("QLinearConv", ["x", "xs", "xz", "w1", "ws", "wz", "ys", "yz"], ["y"], group=4),
              helper.make_node("QLinearConv", ["y", "ys", "yz", "w2", "ws", "wz", "zs", "zz"], ["z"], group=2,
                               pads=[1, 1, 1, 1])]
-    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 136, 9, 10])],
-                              [helper.make_tensor_value_info("z", TensorProto.UINT8, [1, 64, 9, 10])],
-                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    onnx.checker.check_model(model)
-    case = Case(model, {"x": rng.integers(0, 256, (1, 136, 9, 10)).astype(np.uint8)})
+    case = _chain_case(nodes, inits, (1, 136, 9, 10), (1, 64, 9, 10), rng)
     off = run_cpu(case, False)
     ran = _count_grouped(monkeypatch)
     on = run_cpu(case, True, runs=2)
