@@ -188,3 +188,46 @@ def test_a_forked_child_runs_threaded_products(monkeypatch):
     with ctx.Pool(1) as pool:
         got = pool.apply_async(packed.matmul, (a, None)).get(timeout=60)
     np.testing.assert_array_equal(got, want)
+
+
+#: (scale, bias) per output column: products on half steps (exact ties), a hair above or below
+#: one (float32 rounds them onto the tie: the float64 steps must decide), large biases near the
+#: float32 limit, small and random scales
+_HALF_STEP_COLUMNS = [(0.5, 0), (float(np.float32(0.1)), 0), (float(np.float32(1 / 3)), 1), (float(np.float32(0.1)), 5),
+                      (2.0 ** -7, -64), (float(np.float32(0.001)), 1234), (float(np.float32(1e-5)), -77_777),
+                      (float(np.float32(3e-7)), (1 << 23) - 300), (float(np.float32(0.7)), -3),
+                      (float(np.float32(1.5)), -128), (float(np.float32(0.25)), 7), (float(np.float32(0.0625)), -9),
+                      (float(np.float32(0.2)), 2), (float(np.float32(0.3)), -11), (float(np.float32(0.9)), 0),
+                      (float(np.float32(0.45)), 3)]
+
+
+@needs_vnni
+@pytest.mark.parametrize("y_dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("large_bias", [False, True], ids=["float32-epilogue", "float64-epilogue"])
+def test_requantizing_epilogue_on_half_steps(monkeypatch, y_dtype, large_bias):
+    """The requantizing epilogue's codes equal the numpy path's float64 steps on sums chosen to
+    land on, and a float32 rounding away from, half steps: where float32 rounding alone would
+    give another code (asserted to happen in this data), the epilogue takes the float64 steps
+    for that vector. A bias of 2**23 or more selects the float64 epilogue for every vector."""
+    scales = np.array([s for s, _ in _HALF_STEP_COLUMNS], np.float64)
+    biases = np.array([b for _, b in _HALF_STEP_COLUMNS], np.int64)
+    if large_bias:
+        biases[0] = 1 << 23
+    monkeypatch.setattr(int8_gemm, "MIN_MACS", 0)
+    k, n = 4, len(_HALF_STEP_COLUMNS)
+    b = np.zeros((k, n), np.int8)
+    b[0] = 1  # every column's sum is the row's first code
+    a = np.zeros((256 * 6, k), np.uint8)
+    a[:, 0] = np.tile(np.arange(256), 6)
+    packed = int8_gemm.PackedInt8Weights(b, None, 1)
+    info = np.iinfo(y_dtype)
+    zp = np.array(3 if y_dtype == np.uint8 else -2, y_dtype)
+    terms = packed.requantization(biases.astype(np.int32), scales, zp)
+    assert terms.epilogue == ("requantize" if large_bias else "requantize_f32")
+    got = packed.requantized(a, np.uint8(0), terms)
+    exact = a[:, :1].astype(np.float64) + biases[None, :]
+    want = np.clip(np.rint(exact * scales[None, :]) + float(zp), info.min, info.max).astype(y_dtype)
+    np.testing.assert_array_equal(got, want)
+    if not large_bias:  # the data does reach the cases the float64 fallback is for
+        single = np.rint(exact.astype(np.float32) * scales.astype(np.float32)[None, :]).astype(np.float64)
+        assert (np.clip(single + float(zp), info.min, info.max) != want).any()

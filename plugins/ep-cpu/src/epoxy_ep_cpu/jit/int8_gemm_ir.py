@@ -30,6 +30,7 @@ TILE_COLS = LANES * VECTORS
 
 _VEC = "<16 x i32>"
 _DOUBLES = "<16 x double>"
+_FLOATS = "<16 x float>"
 
 
 @dataclass(frozen=True)
@@ -67,46 +68,131 @@ def _splat(name: str, scalar: str, vector: str, element: str) -> list[str]:
             f"  %{name} = shufflevector {vector} %{name}.one, {vector} undef, <16 x i32> zeroinitializer"]
 
 
-def _store_requantized(rows: int, vectors: int) -> list[str]:
-    out = (_splat("zp.v", "%zero_point", _DOUBLES, "double") + _splat("lo.v", "%lo", _DOUBLES, "double")
-           + _splat("hi.v", "%hi", _DOUBLES, "double"))
-    for v in range(vectors):  # the tile's per-column terms, read once for its rows
-        for name, vector, element in (("column", _VEC, "i32"), ("bias", _DOUBLES, "double"),
-                                      ("scale", _DOUBLES, "double")):
+def _column_loads(vectors: int, columns: tuple[tuple[str, str, str], ...]) -> list[str]:
+    """The tile's per-column terms ``(name, vector type, element type)``, read once for its rows."""
+    out = []
+    for v in range(vectors):
+        for name, vector, element in columns:
             out += [f"  %{name}.p{v} = getelementptr {element}, {element}* %{name}, i64 {LANES * v}",
                     f"  %{name}.q{v} = bitcast {element}* %{name}.p{v} to {vector}*",
                     f"  %{name}.v{v} = load {vector}, {vector}* %{name}.q{v}, align 1"]
+    return out
+
+
+def _requantize_f64(t: str, v: int, code: str) -> list[str]:
+    """``%{code}`` (16 codes) from ``%int.{t}``: the numpy path's float64 steps in its order."""
+    return [f"  %f.{t} = sitofp {_VEC} %int.{t} to {_DOUBLES}",
+            f"  %biased.{t} = fadd {_DOUBLES} %f.{t}, %bias.v{v}",
+            f"  %scaled.{t} = fmul {_DOUBLES} %biased.{t}, %scale.v{v}",
+            f"  %rounded.{t} = call {_DOUBLES} @llvm.rint.v16f64({_DOUBLES} %scaled.{t})",
+            f"  %shifted.{t} = fadd {_DOUBLES} %rounded.{t}, %zp.v",
+            f"  %floor.{t} = call {_DOUBLES} @llvm.maxnum.v16f64({_DOUBLES} %shifted.{t}, {_DOUBLES} %lo.v)",
+            f"  %clipped.{t} = call {_DOUBLES} @llvm.minnum.v16f64({_DOUBLES} %floor.{t}, {_DOUBLES} %hi.v)",
+            f"  %code32.{t} = fptosi {_DOUBLES} %clipped.{t} to {_VEC}",
+            f"  %{code} = trunc {_VEC} %code32.{t} to <16 x i8>"]  # the byte of a u8 or s8 code
+
+
+def _store_code(r: int, v: int, code: str) -> list[str]:
+    t = f"{r}.{v}"
+    return [f"  %o.at{t} = add i64 %o.off{r}, {LANES * v}",
+            f"  %o.p{t} = getelementptr i8, i8* %out, i64 %o.at{t}",
+            f"  %o.q{t} = bitcast i8* %o.p{t} to <16 x i8>*",
+            f"  store <16 x i8> %{code}, <16 x i8>* %o.q{t}, align 1"]
+
+
+_F64_SCALARS = ("zp", "%zero_point"), ("lo", "%lo"), ("hi", "%hi")
+_F64_COLUMNS = (("column", _VEC, "i32"), ("bias", _DOUBLES, "double"), ("scale", _DOUBLES, "double"))
+
+
+def _store_requantized(rows: int, vectors: int) -> list[str]:
+    out = [line for name, scalar in _F64_SCALARS for line in _splat(f"{name}.v", scalar, _DOUBLES, "double")]
+    out += _column_loads(vectors, _F64_COLUMNS)
+    for r in range(rows):
+        out.append(f"  %o.off{r} = mul i64 {r}, %ldo")
+        for v in range(vectors):
+            t = f"{r}.{v}"
+            out.append(f"  %int.{t} = add {_VEC} %sum{t}, %column.v{v}")  # int32 wraps, as the sums do
+            out += _requantize_f64(t, v, f"code.{t}") + _store_code(r, v, f"code.{t}")
+    return out
+
+
+def _store_requantized_f32(rows: int, vectors: int) -> list[str]:
+    """:func:`_store_requantized` in float32 where that gives the same codes, per vector of 16:
+    the integer within 2**23 (exact in float32, plus a bias the caller checked is too), the
+    product ``p`` rounded to float32 with its exact error ``e = fma(x, s, -p)``, and ``rint(p)``
+    kept when ``p + e`` lies as far from a half step as ``p`` does (``|e| < 0.5 - |p - rint(p)|``,
+    or ``e == 0``): then ``rint(p + e)``, the float64 path's, is ``rint(p)``. A vector with any
+    other lane takes the float64 steps. The scales must be float32 values (the caller checks):
+    float64 then computes ``x * s`` exactly, i.e. ``p + e``."""
+    out = [line for name, scalar in _F64_SCALARS for line in _splat(f"{name}.v", scalar, _DOUBLES, "double")]
+    for name, scalar in _F64_SCALARS:
+        out += [f"  %{name}.s32 = fptrunc double {scalar} to float"]
+        out += _splat(f"{name}.f", f"%{name}.s32", _FLOATS, "float")
+    out += _column_loads(vectors, _F64_COLUMNS + (("bias32", _FLOATS, "float"), ("scale32", _FLOATS, "float")))
     for r in range(rows):
         out.append(f"  %o.off{r} = mul i64 {r}, %ldo")
         for v in range(vectors):
             t = f"{r}.{v}"
             out += [f"  %int.{t} = add {_VEC} %sum{t}, %column.v{v}",  # int32 wraps, as the sums do
-                    f"  %f.{t} = sitofp {_VEC} %int.{t} to {_DOUBLES}",
-                    f"  %biased.{t} = fadd {_DOUBLES} %f.{t}, %bias.v{v}",
-                    f"  %scaled.{t} = fmul {_DOUBLES} %biased.{t}, %scale.v{v}",
-                    f"  %rounded.{t} = call {_DOUBLES} @llvm.rint.v16f64({_DOUBLES} %scaled.{t})",
-                    f"  %shifted.{t} = fadd {_DOUBLES} %rounded.{t}, %zp.v",
-                    f"  %floor.{t} = call {_DOUBLES} @llvm.maxnum.v16f64({_DOUBLES} %shifted.{t}, {_DOUBLES} %lo.v)",
-                    f"  %clipped.{t} = call {_DOUBLES} @llvm.minnum.v16f64({_DOUBLES} %floor.{t}, {_DOUBLES} %hi.v)",
-                    f"  %code32.{t} = fptosi {_DOUBLES} %clipped.{t} to {_VEC}",
-                    f"  %code.{t} = trunc {_VEC} %code32.{t} to <16 x i8>",  # the byte of a u8 or s8 code
-                    f"  %o.at{t} = add i64 %o.off{r}, {LANES * v}",
-                    f"  %o.p{t} = getelementptr i8, i8* %out, i64 %o.at{t}",
-                    f"  %o.q{t} = bitcast i8* %o.p{t} to <16 x i8>*",
-                    f"  store <16 x i8> %code.{t}, <16 x i8>* %o.q{t}, align 1"]
+                    f"  %lift.{t} = add {_VEC} %int.{t}, {_splat_const('i32', 1 << 23)}",
+                    f"  %small.{t} = icmp ult {_VEC} %lift.{t}, {_splat_const('i32', 1 << 24)}",
+                    f"  %fi.{t} = sitofp {_VEC} %int.{t} to {_FLOATS}",
+                    f"  %x.{t} = fadd {_FLOATS} %fi.{t}, %bias32.v{v}",
+                    f"  %p.{t} = fmul {_FLOATS} %x.{t}, %scale32.v{v}",
+                    f"  %negp.{t} = fneg {_FLOATS} %p.{t}",
+                    f"  %e.{t} = call {_FLOATS} @llvm.fma.v16f32({_FLOATS} %x.{t}, {_FLOATS} %scale32.v{v}, "
+                    f"{_FLOATS} %negp.{t})",
+                    f"  %r.{t} = call {_FLOATS} @llvm.rint.v16f32({_FLOATS} %p.{t})",
+                    f"  %d.{t} = fsub {_FLOATS} %p.{t}, %r.{t}",
+                    f"  %ad.{t} = call {_FLOATS} @llvm.fabs.v16f32({_FLOATS} %d.{t})",
+                    f"  %gap.{t} = fsub {_FLOATS} {_splat_const('float', '5.000000e-01')}, %ad.{t}",
+                    f"  %ae.{t} = call {_FLOATS} @llvm.fabs.v16f32({_FLOATS} %e.{t})",
+                    f"  %room.{t} = fcmp olt {_FLOATS} %ae.{t}, %gap.{t}",
+                    f"  %exact.{t} = fcmp oeq {_FLOATS} %e.{t}, zeroinitializer",
+                    f"  %same.{t} = or <16 x i1> %room.{t}, %exact.{t}",
+                    f"  %ok.{t} = and <16 x i1> %same.{t}, %small.{t}",
+                    f"  %okbits.{t} = bitcast <16 x i1> %ok.{t} to i16",
+                    f"  %all.{t} = icmp eq i16 %okbits.{t}, -1",
+                    f"  br i1 %all.{t}, label %fast.{t}, label %slow.{t}",
+                    f"fast.{t}:",
+                    f"  %shifted32.{t} = fadd {_FLOATS} %r.{t}, %zp.f",
+                    f"  %floor32.{t} = call {_FLOATS} @llvm.maxnum.v16f32({_FLOATS} %shifted32.{t}, {_FLOATS} %lo.f)",
+                    f"  %clipped32.{t} = call {_FLOATS} @llvm.minnum.v16f32({_FLOATS} %floor32.{t}, {_FLOATS} %hi.f)",
+                    f"  %codef32.{t} = fptosi {_FLOATS} %clipped32.{t} to {_VEC}",
+                    f"  %codef.{t} = trunc {_VEC} %codef32.{t} to <16 x i8>",
+                    f"  br label %join.{t}",
+                    f"slow.{t}:"]
+            out += _requantize_f64(t, v, f"coded.{t}")
+            out += [f"  br label %join.{t}", f"join.{t}:",
+                    f"  %code.{t} = phi <16 x i8> [%codef.{t}, %fast.{t}], [%coded.{t}, %slow.{t}]"]
+            out += _store_code(r, v, f"code.{t}")
     return out
+
+
+def _splat_const(element: str, value: object) -> str:
+    return f"<{', '.join([f'{element} {value}'] * LANES)}>"
 
 
 EPILOGUES: dict[str, Epilogue] = {
     "int32": Epilogue("i32", (), (), _store_int32),
     "requantize": Epilogue("i8", (("i32", "column"), ("double", "bias"), ("double", "scale")),
                            (("double", "zero_point"), ("double", "lo"), ("double", "hi")), _store_requantized),
+    # the same codes, float32 where that gives them (the caller checks the scales and biases)
+    "requantize_f32": Epilogue("i8", (("i32", "column"), ("double", "bias"), ("double", "scale"),
+                                      ("float", "bias32"), ("float", "scale32")),
+                               (("double", "zero_point"), ("double", "lo"), ("double", "hi")),
+                               _store_requantized_f32),
 }
 
 _DECLARATIONS = [f"declare {_VEC} @llvm.x86.avx512.vpdpbusd.512({_VEC}, {_VEC}, {_VEC})",
                  f"declare {_DOUBLES} @llvm.rint.v16f64({_DOUBLES})",
                  f"declare {_DOUBLES} @llvm.maxnum.v16f64({_DOUBLES}, {_DOUBLES})",
-                 f"declare {_DOUBLES} @llvm.minnum.v16f64({_DOUBLES}, {_DOUBLES})"]
+                 f"declare {_DOUBLES} @llvm.minnum.v16f64({_DOUBLES}, {_DOUBLES})",
+                 f"declare {_FLOATS} @llvm.rint.v16f32({_FLOATS})",
+                 f"declare {_FLOATS} @llvm.fabs.v16f32({_FLOATS})",
+                 f"declare {_FLOATS} @llvm.fma.v16f32({_FLOATS}, {_FLOATS}, {_FLOATS})",
+                 f"declare {_FLOATS} @llvm.maxnum.v16f32({_FLOATS}, {_FLOATS})",
+                 f"declare {_FLOATS} @llvm.minnum.v16f32({_FLOATS}, {_FLOATS})"]
 
 
 def module_ir() -> str:

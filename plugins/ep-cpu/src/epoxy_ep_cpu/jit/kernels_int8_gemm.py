@@ -52,6 +52,9 @@ from .int8_gemm_ir import EPILOGUES, K_GROUP, LANES, TILE_COLS, TILE_ROWS, modul
 PANEL_BYTES = 256 * 1024
 #: longest K whose kernel sums cannot overflow int32 (K * 255 * 128 < 2**31)
 MAX_K = 1 << 16
+#: integers and biases below this take the float32 requantization (``Requantization``): their
+#: sum stays exact in float32
+F32_EXACT = 1 << 23
 #: multiply-adds below which the float32-chunk path is faster: a call's fixed cost is ~18 us
 #: (the ctypes call 3, each buffer address 2, the padding copy and the zero-point terms);
 #: 64 x 64 x 64 (0.26 M) ran at 0.84x that path's speed, 64 x 256 x 256 (4.2 M) at 1.44x
@@ -273,7 +276,7 @@ class PackedInt8Weights:
         rows, za = taken
         y = np.empty((rows.shape[0], self._n_pad), dtype=terms.dtype)
         column = self._column_term(128 if a.dtype == _I8 else 0, za)
-        self._run("requantize", rows, y, (column.ctypes.data, *terms.addresses), terms.scalars)
+        self._run(terms.epilogue, rows, y, (column.ctypes.data, *terms.addresses), terms.scalars)
         return y if self._n_pad == self.n else y[:, :self.n]
 
     def _column_term(self, oa: int, za: int) -> np.ndarray:
@@ -336,9 +339,15 @@ class Requantization:
     """QLinearConv's requantization as the GEMM's epilogue reads it: ``bias`` (None or int32 per
     column) and ``scale`` (float64, one or per column) as float64 padded to Np (``biases``,
     ``scales``; also read by the kernels that requantize outside the GEMM), the output zero
-    point and its dtype's range as floats (``scalars``)."""
+    point and its dtype's range as floats (``scalars``), and the epilogue that reads them
+    (``epilogue``, its column ``addresses``): ``requantize_f32`` when the scales are float32
+    values and the biases within 2**23 (then float32 steps give the float64 codes wherever a
+    vector's products are not within their rounding error of a half step: those vectors take
+    the float64 steps; ``int8_gemm_ir._store_requantized_f32``), else ``requantize``. Float32
+    halves the epilogue's vector work: on ShuffleNet's 34-deep grouped layers it costs more
+    than the product."""
 
-    __slots__ = ("addresses", "biases", "dtype", "scalars", "scales")
+    __slots__ = ("addresses", "biases", "biases32", "dtype", "epilogue", "scalars", "scales", "scales32")
 
     def __init__(self, n: int, n_pad: int, bias: np.ndarray | None, scale: np.ndarray,
                  y_zero_point: np.ndarray) -> None:
@@ -347,10 +356,17 @@ class Requantization:
             self.biases[:n] = bias.reshape(-1)
         self.scales = np.zeros(n_pad, np.float64)
         self.scales[:n] = scale.reshape(-1)
-        self.addresses = (self.biases.ctypes.data, self.scales.ctypes.data)
         self.dtype = np.asarray(y_zero_point).dtype
         info = np.iinfo(self.dtype)
         self.scalars = (float(np.asarray(y_zero_point).reshape(())), float(info.min), float(info.max))
+        self.biases32 = self.biases.astype(np.float32)
+        self.scales32 = self.scales.astype(np.float32)
+        f32 = (bool(np.array_equal(self.scales32.astype(np.float64), self.scales))
+               and bool((np.abs(self.biases) < F32_EXACT).all()))
+        self.epilogue = "requantize_f32" if f32 else "requantize"
+        self.addresses: tuple[int, ...] = (self.biases.ctypes.data, self.scales.ctypes.data)
+        if f32:
+            self.addresses += (self.biases32.ctypes.data, self.scales32.ctypes.data)
 
 
 class GroupedInt8Weights:
@@ -422,7 +438,7 @@ class GroupedInt8Weights:
         head = (rows.ctypes.data, self._packed_at, y.ctypes.data, rows.strides[1], width, self.k_pad // K_GROUP,
                 self.n_pad, self._panel)
         middle = (g, rows.strides[0], self.k_pad * self.n_pad, self.n)
-        _launch(_kernel("requantize_groups"), head, middle, m, g * m * self.n_pad * self.k_pad, self.nthreads,
+        _launch(_kernel(f"{terms.epilogue}_groups"), head, middle, m, g * m * self.n_pad * self.k_pad, self.nthreads,
                 (column.ctypes.data, *terms.addresses, *terms.scalars))
         # C-ordered rows: the ops after a grouped layer (a channel shuffle's reshapes, a residual
         # add) read channels-last codes fast only when contiguous (ShuffleNet 7.15 -> 6.70 ms)
