@@ -344,8 +344,7 @@ class Requantization:
     values and the biases within 2**23 (then float32 steps give the float64 codes wherever a
     vector's products are not within their rounding error of a half step: those vectors take
     the float64 steps; ``int8_gemm_ir._store_requantized_f32``), else ``requantize``. Float32
-    halves the epilogue's vector work: on ShuffleNet's 34-deep grouped layers it costs more
-    than the product."""
+    halves the epilogue's vector work (2-3% on QDQ CNNs, bench/README.md "Session 23")."""
 
     __slots__ = ("addresses", "biases", "biases32", "dtype", "epilogue", "scalars", "scales", "scales32")
 
