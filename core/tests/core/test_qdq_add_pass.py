@@ -66,3 +66,19 @@ def test_left_alone(variant):
     model, count = _apply(_model(**variant))
     assert count == 0
     assert "Add" in [n.op_type for n in model.graph]
+
+
+def test_an_add_of_constant_codes_is_left_to_folding():
+    """Both inputs DQ of constants (a QDQLookupPass table chain): no fused op, which plan-time
+    folding (standard ops only) would leave to run on every call."""
+    proto = _model()
+    a_info, b_info = proto.graph.input
+    rng = np.random.default_rng(0)
+    proto.graph.initializer.extend([
+        numpy_helper.from_array(rng.integers(0, 256, [d.dim_value for d in a_info.type.tensor_type.shape.dim])
+                                .astype(np.uint8), "a"),
+        numpy_helper.from_array(rng.integers(-128, 128, [d.dim_value for d in b_info.type.tensor_type.shape.dim])
+                                .astype(np.int8), "b")])
+    del proto.graph.input[:]
+    model, count = _apply(proto)
+    assert count == 0 and "Add" in [n.op_type for n in model.graph]

@@ -19,7 +19,9 @@ SHAPE = [1, 4, 5, 5]
 PARAMS = {"sx": np.float32(0.05), "zx": np.int8(-3), "sy": np.float32(0.02), "zy": np.uint8(128),
           "sv": np.array([0.1, 0.2, 0.3, 0.4], np.float32), "k": np.float32(3.0),
           "kv": np.array([1.0, 2.0, 3.0, 4.0], np.float32).reshape(1, 4, 1, 1),
-          "k5": np.ones((1, 1, 1, 1, 1), np.float32),
+          "k5": np.ones((1, 1, 1, 1, 1), np.float32), "kw": np.arange(5, dtype=np.float32).reshape(1, 1, 1, 5),
+          "g": np.full(4, 1.5, np.float32), "b": np.zeros(4, np.float32), "m": np.zeros(4, np.float32),
+          "v": np.ones(4, np.float32),
           "lo": np.float32(0.0), "hi": np.float32(6.0), "cx": np.zeros(SHAPE, np.int8)}
 
 
@@ -70,7 +72,7 @@ def test_elementwise_op_becomes_a_table_lookup(op, inputs, attrs):
     ("Sigmoid", ["dx"], {"x_scale": "sv"}),  # per-channel DQ
     ("Sigmoid", ["dx"], {"extra_reader": True}),  # the float value is read elsewhere
     ("Sigmoid", ["dx"], {"codes": "cx"}),  # constant codes: left to constant folding
-    ("Mul", ["dx", "kv"], {}),  # a per-channel operand: not a function of one code
+    ("Mul", ["dx", "kv"], {}),  # a per-channel operand, but the data's channels unknown (no shapes)
     ("Mul", ["dx", "k5"], {}),  # a one-element operand of higher rank would grow the shape
     ("Mul", ["dx", "dx"], {}),  # two tensors
     ("Softmax", ["dx"], {}),  # not elementwise
@@ -110,3 +112,37 @@ def test_concat_requantizes_the_inputs_of_other_parameters():
 def test_concat_left_alone(scales, zps):
     model, count = _apply(_concat(scales, zps), QDQConcatRequantizePass)
     assert count == 0
+
+
+def _inferred(proto: onnx.ModelProto) -> onnx.ModelProto:
+    return onnx.shape_inference.infer_shapes(proto)
+
+
+@pytest.mark.parametrize(("op", "inputs"), [("Mul", ["dx", "kv"]), ("Add", ["kv", "dx"]),
+                                            ("BatchNormalization", ["dx", "g", "b", "m", "v"])],
+                         ids=["mul", "add", "batchnorm"])
+def test_per_channel_constants_take_a_table_per_channel(op, inputs):
+    """One value per channel (axis 1, the channel count known from the shapes): the table chain
+    runs on every code of every channel, laid out (1, C, 1, 256)."""
+    model, count = _apply(_inferred(_model(op, inputs)))
+    assert count == 1
+    lookup = model.graph.outputs[0].producer()
+    assert (lookup.domain, lookup.op_type) == (DOMAIN, OP_TYPE)
+    f = lookup.inputs[1].producer().inputs[0].producer()
+    assert f.op_type == op
+    grid = f.inputs[inputs.index("dx")].producer().inputs[0].const_value.numpy()
+    assert grid.shape == (1, 4, 1, 256) and grid.dtype == np.int8
+    assert all(row.view(np.uint8).tolist() == list(range(256)) for row in grid.reshape(4, 256))
+
+
+@pytest.mark.parametrize(("op", "inputs", "attrs"), [
+    ("Mul", ["dx", "kw"], {}),  # one value per column, not per channel
+    ("BatchNormalization", ["dx", "g", "b", "m", "v"], {"training_mode": 1}),
+], ids=["along-width", "training-mode"])
+def test_other_constants_stay(op, inputs, attrs):
+    proto = _model(op, inputs, **attrs)
+    if attrs:  # training mode has three outputs' worth of semantics: keep the model valid as written
+        proto.opset_import[0].version = 15
+    model, count = _apply(_inferred(proto))
+    assert count == 0
+    assert op in [n.op_type for n in model.graph]

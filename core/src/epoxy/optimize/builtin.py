@@ -58,9 +58,10 @@ class BuiltinPasses:
         # rounding, see the passes), then the other weights' DQs folded for its float kernels; a
         # provider running QDQ in int8 itself keeps them
         register(QDQPassThroughPass(), level="extended", providers=("cpu",))  # exact: codes moved as they are
-        register(QDQAddPass(), level="extended", providers=("cpu",))  # exact: the float reading in one pass
-        # exact: tables of the graph's own ops over the 256 codes, folded by the plan builder
+        # exact: tables of the graph's own ops over the 256 codes, folded by the plan builder; before
+        # QDQAddPass, so that an Add or Mul of a constant (per tensor or per channel) is a table
         register(QDQLookupPass(), level="extended", providers=("cpu",))
+        register(QDQAddPass(), level="extended", providers=("cpu",))  # exact: the float reading in one pass
         register(QDQConcatRequantizePass(), level="extended", providers=("cpu",))
         # within one code: the exact mean's rounding (the graph rounds float32 sums first)
         register(QDQGlobalAveragePoolPass(), level="extended", providers=("cpu",))

@@ -148,3 +148,75 @@ def test_wrong_inputs_are_named():
         run(np.zeros(4, np.float32), np.zeros(256, np.uint8))
     with pytest.raises(QuantizedLookupError, match="input table must be 256 8-bit codes"):
         run(np.zeros(4, np.uint8), np.zeros(255, np.uint8))
+
+
+def _per_channel(op: str, in_dtype, out_dtype, quantized_operand: bool) -> onnx.ModelProto:
+    """``DQ -> op -> Q`` with one constant per channel: Mul/Add by a (C, 1, 1) operand (an
+    initializer, or a DequantizeLinear of constant codes as onnxruntime's tool writes it), or an
+    inference BatchNormalization."""
+    rng = np.random.default_rng(4)
+    c = SHAPE[1]
+    sx, zx = _params(in_dtype, 0.031, 120)
+    sy, zy = _params(out_dtype, 0.05, 90)
+    inits = {"sx": sx, "zx": zx, "sy": sy, "zy": zy}
+    nodes = [helper.make_node("DequantizeLinear", ["x", "sx", "zx"], ["dx"])]
+    if op == "BatchNormalization":
+        inits.update(g=rng.uniform(0.5, 2, c).astype(np.float32), b=rng.uniform(-1, 1, c).astype(np.float32),
+                     m=rng.uniform(-1, 1, c).astype(np.float32), v=rng.uniform(0.5, 2, c).astype(np.float32))
+        nodes.append(helper.make_node(op, ["dx", "g", "b", "m", "v"], ["f"], name="bn"))
+    elif quantized_operand:
+        inits.update(kq=rng.integers(-127, 128, (c, 1, 1)).astype(np.int8), ks=np.float32(0.02), kz=np.int8(0))
+        nodes += [helper.make_node("DequantizeLinear", ["kq", "ks", "kz"], ["k"]),
+                  helper.make_node(op, ["dx", "k"], ["f"], name="per_channel")]
+    else:
+        inits["k"] = rng.uniform(-2, 2, (c, 1, 1)).astype(np.float32)
+        nodes.append(helper.make_node(op, ["k", "dx"], ["f"], name="per_channel"))  # the constant first
+    nodes.append(helper.make_node("QuantizeLinear", ["f", "sy", "zy"], ["y"]))
+    x_info = helper.make_tensor_value_info("x", CODES[np.dtype(in_dtype)], SHAPE)
+    graph = helper.make_graph(nodes, "per_channel", [x_info],
+                              [helper.make_tensor_value_info("y", CODES[np.dtype(out_dtype)], SHAPE)],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+@pytest.mark.parametrize(("op", "quantized_operand"), [("Mul", False), ("Add", False), ("Mul", True), ("Add", True),
+                                                       ("BatchNormalization", False)],
+                         ids=["mul", "add", "mul-of-dq", "add-of-dq", "batchnorm"])
+@pytest.mark.parametrize("dtypes", [(np.uint8, np.uint8), (np.int8, np.uint8), (np.uint8, np.int8)],
+                         ids=["u8", "s8-u8", "u8-s8"])
+@pytest.mark.parametrize("jit", [True, False], ids=["jit", "numpy"])
+def test_per_channel_ops_take_one_table_per_channel(op, quantized_operand, dtypes, jit):
+    """A constant per channel (onnxruntime's DenseNet file keeps BN, Mul and Add so between Q/DQ
+    pairs): one lookup with a table per channel, the table chain folded, the QDQ graph's codes
+    bit for bit, onnxruntime's within one code."""
+    rng = np.random.default_rng(5)
+    model = _per_channel(op, *dtypes, quantized_operand)
+    feeds = {"x": _codes(rng, dtypes[0], SHAPE)}
+    graph, graph_ran = _run(model, feeds, "disable", jit)
+    fused, fused_ran = _run(model, feeds, "extended", jit)
+    assert op in graph_ran and fused_ran == ["QuantizedLookup"]
+    np.testing.assert_array_equal(fused, graph)
+    _within_one_code(fused, _ort(model, feeds))
+
+
+def test_per_channel_lookup_keeps_channels_last_codes():
+    from epoxy_ep_cpu.jit import kernels_quantize
+
+    rng = np.random.default_rng(7)
+    codes = np.ascontiguousarray(_codes(rng, np.uint8, (2, 5, 6, 24))).transpose(0, 3, 1, 2)  # NCHW view
+    tables = rng.integers(-128, 128, (24, 256)).astype(np.int8)
+    want = tables[np.arange(24)[None, :, None, None], codes]
+    out = kernels_quantize.run_channel_lookup(codes, tables, 2)
+    np.testing.assert_array_equal(out, want)
+    assert out.strides == codes.strides
+    dense = np.ascontiguousarray(codes)
+    np.testing.assert_array_equal(kernels_quantize.run_channel_lookup(dense, tables, 1), want)
+
+
+def test_a_table_that_fits_no_channel_count_is_named():
+    from epoxy_ep_cpu.ops.quantized_lookup import QuantizedLookupError, quantized_lookup
+
+    run = quantized_lookup(StubNode("bn", "QuantizedLookup"))
+    with pytest.raises(QuantizedLookupError, match=r"256 per channel .* shape \[1, 5, 1, 256\] for codes of shape "
+                                                   r"\[1, 4, 3, 3\]"):
+        run(np.zeros((1, 4, 3, 3), np.uint8), np.zeros((1, 5, 1, 256), np.uint8))

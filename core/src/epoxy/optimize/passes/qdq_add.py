@@ -19,15 +19,28 @@ of the QDQ graph; level ``extended`` with the other QDQ passes, cpu first (a pro
 QDQ in int8 itself reads the pattern).
 
 What is required: Add (or a two-input Sum) or Mul whose inputs are both DequantizeLinear outputs with
-constant scalar float32 scales and 8-bit zero points; its output read only by a QuantizeLinear
-with such parameters (no ``output_dtype``), or only by a Relu read only by one.
+constant scalar float32 scales and 8-bit zero points, not both of constant codes (constant
+folding computes those: a ``QDQLookupPass`` table is such a chain); its output read only by a
+QuantizeLinear with such parameters (no ``output_dtype``), or only by a Relu read only by one.
+An Add or Mul of one constant (per tensor or per channel) is ``QDQLookupPass``'s, which runs
+first.
 """
 
 from __future__ import annotations
 
 import onnx_ir as ir
 
-from ...kit.passes import Namer, RewritePass, ensure_opset, graph_nodes, is_op, make_node, replace, sole_consumer
+from ...kit.passes import (
+    Namer,
+    RewritePass,
+    constant,
+    ensure_opset,
+    graph_nodes,
+    is_op,
+    make_node,
+    replace,
+    sole_consumer,
+)
 from .qdq_match import code_params, dq_parts, drop_if_unread, sole_quantizer
 from .qdq_pairs import DOMAIN, DOMAIN_VERSION  # the cpu provider's op domain, named once
 
@@ -60,6 +73,8 @@ class QDQAddPass(RewritePass):
             sides = [_dequantized(v) for v in node.inputs]
             if sides[0] is None or sides[1] is None:
                 continue
+            if all(constant(side[1][0]) is not None for side in sides if side is not None):
+                continue  # constants (a lookup's table chain): folded at plan time as standard ops
             relu = sole_consumer(node.outputs[0])
             tail = relu if is_op(relu, "Relu") else node
             found = sole_quantizer(tail)

@@ -23,9 +23,17 @@ would have run on the tensor, applied to every code it can hold. The codes are l
 bit-pattern order (``0..255`` viewed as the codes' type), so the kernel indexes the table with
 the code's byte.
 
+Per channel: an arithmetic op whose constant operand holds one value per channel (shape
+``(C, 1, 1)`` against ``(N, C, H, W)`` data), or a BatchNormalization in inference mode with
+constant parameters (onnxruntime's ``quantize_static`` leaves a pre-activation DenseNet's BN,
+Mul and Add per channel between Q/DQ pairs), becomes a lookup with one table per channel: the
+chain runs on every code of every channel (the codes laid out as ``(1, C, 1, 1, 256)``, the
+data's rank with the codes last), and the kernel reads entry ``[c, byte]``.
+
 What is required: a DequantizeLinear output with a constant scalar float32 scale and an 8-bit
-zero point as the op's data input, its other inputs constants (a one-element one for the
-arithmetic ops, no wider than the data); the op's output read only by a QuantizeLinear with
+zero point as the op's data input, its other inputs constants or DequantizeLinear of constants
+(a one-element one for the arithmetic ops, no wider than the data, or one per channel of data
+whose channel count the shapes give); the op's output read only by a QuantizeLinear with
 such parameters (no ``output_dtype``). A DQ whose codes are themselves constant is left to
 constant folding. Level ``extended``, cpu only, like the other QDQ passes: a provider that runs
 QDQ in int8 itself reads the pattern.
@@ -49,7 +57,7 @@ from ...kit.passes import (
     rank_of,
     replace,
 )
-from .qdq_match import CodeParams, code_params, dq_parts, drop_if_unread, sole_quantizer
+from .qdq_match import CodeParams, code_params, constant_dq, dq_parts, drop_if_unread, sole_quantizer
 from .qdq_pairs import DOMAIN, DOMAIN_VERSION  # the cpu provider's op domain, named once
 
 OP_TYPE = "QuantizedLookup"
@@ -72,19 +80,34 @@ class _AllCodes:
         self.graph, self.namer = graph, namer
         self.made: dict[np.dtype, ir.Value] = {}
 
+        self.grids: dict[tuple[np.dtype, int, int], ir.Value] = {}
+
     def __call__(self, dtype: np.dtype) -> ir.Value:
         if dtype not in self.made:
             self.made[dtype] = add_initializer(self.graph, self.namer, "lookup/codes",
                                                np.arange(256, dtype=np.uint8).view(dtype))
         return self.made[dtype]
 
+    def per_channel(self, dtype: np.dtype, channels: int, rank: int) -> ir.Value:
+        """The 256 codes for each of ``channels`` channels, shaped ``(1, C, 1.., 256)`` with
+        ``rank`` dims: data of that rank with the codes on its last axis."""
+        key = (dtype, channels, rank)
+        if key not in self.grids:
+            grid = np.broadcast_to(np.arange(256, dtype=np.uint8).view(dtype), (channels, 256))
+            shape = (1, channels) + (1,) * (rank - 3) + (256,)
+            self.grids[key] = add_initializer(self.graph, self.namer, "lookup/channel_codes",
+                                              np.ascontiguousarray(grid).reshape(shape))
+        return self.grids[key]
+
 
 def _table(all_codes: _AllCodes, name: str, dq: ir.Node, dtype: np.dtype,
-           op: ir.Node | None, data_index: int, q: ir.Node) -> tuple[list[ir.Node], ir.Value]:
+           op: ir.Node | None, data_index: int, q: ir.Node,
+           channels: tuple[int, int] | None = None) -> tuple[list[ir.Node], ir.Value]:
     """The constant chain ``Q(op(DQ(all codes)))`` (no op: ``Q(DQ(all codes))``) and its output:
-    a copy of the pattern's own nodes on every code, for the plan builder to fold."""
+    a copy of the pattern's own nodes on every code, for the plan builder to fold; with
+    ``channels`` (C, the data's rank), on every code of every channel."""
     namer = all_codes.namer
-    codes = all_codes(dtype)
+    codes = all_codes(dtype) if channels is None else all_codes.per_channel(dtype, *channels)
     dq_all = make_node(namer, "DequantizeLinear", [codes, *dq.inputs[1:]], name=f"{name}/table_dq")
     copy_attributes(dq, dq_all)
     chain, last = [dq_all], dq_all.outputs[0]
@@ -105,20 +128,63 @@ def _lookup(namer: Namer, name: str, codes: ir.Value, table: ir.Value) -> ir.Nod
     return make_node(namer, OP_TYPE, [codes, table], name=name, domain=DOMAIN)
 
 
-def _data_input(node: ir.Node) -> int | None:
-    """The index of the one tensor input of an elementwise op the table can stand for."""
+def _fixed(value: ir.Value | None) -> np.ndarray | None:
+    """``value`` when no feed changes it: a constant, or a DequantizeLinear of constants
+    (onnxruntime's tool quantizes a Mul's per-channel operand too); its codes, whose shape it
+    has, for the latter."""
+    found = constant(value)
+    if found is not None:
+        return found
+    dq = constant_dq(value)
+    return None if dq is None else dq.codes_value
+
+
+def _channels(data: ir.Value | None, operand: np.ndarray) -> tuple[int, int] | None:
+    """(C, rank) when ``operand`` holds one value per channel (axis 1) of ``data``: shaped
+    ``(C, 1.., 1)`` or ``(1, C, 1.., 1)`` against data of known channels and rank >= 3."""
+    rank = rank_of(data)
+    if data is None or data.shape is None or rank is None or rank < 3 or operand.ndim > rank:
+        return None
+    c = data.shape[1]
+    if not isinstance(c, int) or c < 2:
+        return None
+    padded = (1,) * (rank - operand.ndim) + tuple(operand.shape)
+    return (c, rank) if padded == (1, c) + (1,) * (rank - 2) else None
+
+
+def _data_input(node: ir.Node) -> tuple[int, tuple[int, int] | None] | None:
+    """The index of the one tensor input of an elementwise op the table can stand for, and
+    (C, rank) when it takes one table per channel."""
+    if is_op(node, "BatchNormalization"):
+        training = node.attributes.get("training_mode")
+        if len(node.inputs) != 5 or len(node.outputs) != 1 or (training is not None and training.value):
+            return None
+        params = [_fixed(v) for v in node.inputs[1:]]
+        rank = rank_of(node.inputs[0])
+        data = node.inputs[0]
+        if any(p is None for p in params) or rank is None or rank < 3 or data is None or data.shape is None:
+            return None
+        c = data.shape[1]
+        if not isinstance(c, int) or c < 2 or not all(p is not None and p.shape == (c,) for p in params):
+            return None
+        return 0, (c, rank)
     if is_op(node, tuple(UNARY_OPS)):
         others = node.inputs[1:]
-        return 0 if all(v is None or constant(v) is not None for v in others) else None
+        return (0, None) if all(v is None or constant(v) is not None for v in others) else None
     if not is_op(node, tuple(BINARY_OPS)) or len(node.inputs) != 2:
         return None
     for index, other in ((0, node.inputs[1]), (1, node.inputs[0])):
-        value = constant(other)
-        if value is None or value.size != 1:
+        value = _fixed(other)
+        if value is None:
             continue
         data_rank = rank_of(node.inputs[index])
-        if value.ndim == 0 or (data_rank is not None and value.ndim <= data_rank):  # no broadcast growth
-            return index
+        if value.size == 1:
+            if value.ndim == 0 or (data_rank is not None and value.ndim <= data_rank):  # no broadcast growth
+                return index, None
+            continue
+        channels = _channels(node.inputs[index], value)
+        if channels is not None:
+            return index, channels
     return None
 
 
@@ -137,9 +203,10 @@ class QDQLookupPass(RewritePass):
         for node in graph_nodes(graph):
             if node.graph is not graph or len(node.outputs) != 1:
                 continue
-            index = _data_input(node)
-            if index is None:
+            found_input = _data_input(node)
+            if found_input is None:
                 continue
+            index, channels = found_input
             parts = dq_parts(node.inputs[index])
             params = code_params(parts[2], parts[3]) if parts is not None else None
             found = sole_quantizer(node)
@@ -148,7 +215,7 @@ class QDQLookupPass(RewritePass):
             dq, codes = parts[0], parts[1]
             q = found[0]
             name = node.name or node.op_type.lower()
-            chain, table = _table(all_codes, name, dq, _codes_dtype(params), node, index, q)
+            chain, table = _table(all_codes, name, dq, _codes_dtype(params), node, index, q, channels)
             lookup = _lookup(namer, name, codes, table)
             replace(graph, [node, q], [*chain, lookup], [q.outputs[0]], [lookup.outputs[0]])
             drop_if_unread(graph, dq)

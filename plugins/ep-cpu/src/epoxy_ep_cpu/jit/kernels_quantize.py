@@ -279,6 +279,52 @@ def run_lookup(codes: np.ndarray, table: np.ndarray, nthreads: int) -> np.ndarra
     return y.transpose(np.argsort(order))
 
 
+@njit(parallel=True, cache=True, nogil=True)
+def lookup_planes(codes, tables, y):  # pragma: no cover - compiled
+    """``y[r, i] = tables[r % C, codes[r, i]]`` over (N*C, P) uint8 planes: plane r is channel r % C."""
+    planes = codes.shape[0]
+    c = tables.shape[0]
+    for r in prange(planes):
+        table, src, dst = tables[r % c], codes[r], y[r]
+        for i in range(src.shape[0]):
+            dst[i] = table[src[i]]
+
+
+lookup_planes_serial = serial_twin(lookup_planes)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def lookup_rows(codes, tables, y):  # pragma: no cover - compiled
+    """``y[p, c] = tables[c * 256 + codes[p, c]]`` over (P, C) uint8 channels-last rows."""
+    for r in prange(codes.shape[0]):
+        src, dst = codes[r], y[r]
+        for ci in range(src.shape[0]):
+            dst[ci] = tables[ci * 256 + src[ci]]
+
+
+lookup_rows_serial = serial_twin(lookup_rows)
+
+
+def run_channel_lookup(codes: np.ndarray, tables: np.ndarray, nthreads: int) -> np.ndarray:
+    """Per-channel lookups (axis 1, ``tables`` (C, 256) in bit-pattern order): channels-last
+    codes (an NCHW view, as QLinearConv hands them on) by rows, written channels last; others
+    by planes, in C order."""
+    c = codes.shape[1]
+    tables8 = np.ascontiguousarray(tables).view(np.uint8)
+    nhwc = codes.transpose(0, *range(2, codes.ndim), 1) if codes.ndim >= 3 else None
+    if nhwc is not None and nhwc.flags.c_contiguous and not codes.flags.c_contiguous:
+        y = np.empty(nhwc.shape, tables.dtype)
+        pick(lookup_rows, lookup_rows_serial, nthreads, y.size)(
+            nhwc.reshape(-1, c).view(np.uint8), tables8.reshape(-1), y.reshape(-1, c).view(np.uint8))
+        return y.transpose(0, codes.ndim - 1, *range(1, codes.ndim - 1))
+    dense = np.ascontiguousarray(codes)
+    y = np.empty(dense.shape, tables.dtype)
+    planes = dense.shape[0] * c
+    pick(lookup_planes, lookup_planes_serial, nthreads, y.size)(
+        dense.reshape(planes, -1).view(np.uint8), tables8.reshape(c, 256), y.reshape(planes, -1).view(np.uint8))
+    return y
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def _mean_code(total, count, params, dtype_lo, dtype_hi):  # pragma: no cover - compiled
     # (sum - count * x_zp) exact in int64, then one float64 rounding: the exact mean's code
