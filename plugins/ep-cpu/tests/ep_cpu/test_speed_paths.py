@@ -240,6 +240,17 @@ def test_use_winograd_thresholds():
     assert conv_ops.use_winograd(128, 64, [28, 28], prepacked=False)
 
 
+def _transform_homes(transform: str) -> list:
+    """Where ``transform`` is looked up: the numpy module, and the jit tier's compiled
+    transforms (float32 weights, when numba is here: the provider then calls those)."""
+    homes = [conv_ops]
+    try:
+        from epoxy_ep_cpu.jit import kernels_winograd_weights
+    except ImportError:
+        return homes
+    return homes + ([kernels_winograd_weights] if hasattr(kernels_winograd_weights, transform) else [])
+
+
 @pytest.mark.parametrize("dtype,transform", [(np.float64, "winograd_weights"), (np.float32, "f43_weights")])
 def test_conv_prepacks_winograd_at_session_creation(dtype, transform):
     # a 40x40 map: the jit tier's GEMM takes small maps from Winograd (and then builds no layout)
@@ -247,13 +258,17 @@ def test_conv_prepacks_winograd_at_session_creation(dtype, transform):
     w = (RNG.standard_normal((64, 128, 3, 3)) * 0.1).astype(dtype)
     attrs = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
     calls = []
-    real = getattr(conv_ops, transform)
+    homes = _transform_homes(transform)
+    reals = [getattr(home, transform) for home in homes]
 
-    def counting(v):
-        calls.append(v.shape)
-        return real(v)
+    def counted(real):
+        def counting(v):
+            calls.append(v.shape)
+            return real(v)
+        return counting
 
-    setattr(conv_ops, transform, counting)
+    for home, real in zip(homes, reals):
+        setattr(home, transform, counted(real))
     try:
         fn = kernel("Conv", 2, attrs, constants={1: w}, input_types=[x_type, None])
         assert calls == [(64, 128, 3, 3)]  # in the factory
@@ -262,7 +277,8 @@ def test_conv_prepacks_winograd_at_session_creation(dtype, transform):
         fn(x, w)
         assert len(calls) == 1  # never again
     finally:
-        setattr(conv_ops, transform, real)
+        for home, real in zip(homes, reals):
+            setattr(home, transform, real)
     np.testing.assert_allclose(got, conv_reference(x, w, **attrs), rtol=1e-4, atol=2e-4)
 
 
