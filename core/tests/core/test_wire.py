@@ -57,3 +57,36 @@ def test_truncated_large_file_is_a_model_load_error(make_registry, tmp_path, cut
     path.write_bytes(data[:-cut] + bytes(1 << 20))  # large enough to be mapped, garbage tail
     with pytest.raises(ModelLoadError):
         InferenceSession(path, providers=["cpu"], registry=make_registry())
+
+
+def test_weights_are_copied_on_small_pages_and_the_setting_restored(tmp_path, monkeypatch):
+    # numpy's huge-page request is off while the copies are made (kernel compaction stalls:
+    # wire._small_pages), and back to what it was afterwards, also when the load fails
+    from epoxy.load import wire
+
+    multiarray = np._core.multiarray
+    real = multiarray._set_madvise_hugepage
+    states: list[bool] = []
+
+    def spy(enabled):
+        states.append(bool(enabled))
+        return real(enabled)
+
+    monkeypatch.setattr(multiarray, "_set_madvise_hugepage", spy)
+    before = real(True)
+    real(before)
+    model, w, _ = _big_model()
+    path = tmp_path / "big.onnx"
+    onnx.save(model, path)
+    _, arrays = load_mapped(path)
+    np.testing.assert_array_equal(arrays["w"], w)
+    assert states == [False, before]
+    states.clear()
+
+    def failing_copy(*args):
+        raise RuntimeError("copy failed")
+
+    monkeypatch.setattr(wire, "_copy_spans", failing_copy)
+    with pytest.raises(RuntimeError, match="copy failed"):
+        load_mapped(path)
+    assert states == [False, before]

@@ -11,6 +11,7 @@ once while loading instead of three times.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import mmap
 from collections.abc import Callable, Iterator
@@ -160,6 +161,15 @@ def load_mapped(path: Path, file_backed: Callable[[onnx.GraphProto], set[str]] |
     proto.ParseFromString(bytes(skeleton))
     arrays: dict[str, np.ndarray] = {}
     lazy = file_backed(proto.graph) if file_backed is not None else set()
+    with _small_pages():
+        _copy_spans(mapping, spans, proto, lazy, arrays)
+    if not lazy.intersection(arrays):
+        mapping.close()  # else the views keep it open (closing it under them is refused)
+    return proto, arrays
+
+
+def _copy_spans(mapping: mmap.mmap, spans: list[MappedSpan], proto: onnx.ModelProto, lazy: set[str],
+                arrays: dict[str, np.ndarray]) -> None:
     for span in spans:
         if span.index >= len(proto.graph.initializer):
             raise WireFormatError(f"initializer number {span.index} is not in the parsed graph")
@@ -181,9 +191,28 @@ def load_mapped(path: Path, file_backed: Callable[[onnx.GraphProto], set[str]] |
         arrays[tensor.name] = array
         del view
         _drop_pages(mapping, span.offset, span.length)
-    if not lazy.intersection(arrays):
-        mapping.close()  # else the views keep it open (closing it under them is refused)
-    return proto, arrays
+
+
+@contextlib.contextmanager
+def _small_pages() -> Iterator[None]:
+    """numpy's large arrays allocated on 4 KiB pages while weights are copied out of the file.
+
+    Why: numpy asks the kernel for transparent huge pages on every array of 4 MiB and more,
+    and where free memory is fragmented the kernel compacts memory on the first touch of each
+    2 MiB page. Measured on this workplace's 2-vCPU VM (vgg19's 548 MB of weights from the
+    session cache, four creations in a row, two processes each way): 175-1730 ms with huge
+    pages, 350-580 ms without, and the runs that follow within 2% either way (vgg19 and the
+    bert encoder, 1 thread). Longer series still show an occasional 1.5 s load without huge
+    pages: the VM's memory, which no page size avoids."""
+    toggle = getattr(getattr(getattr(np, "_core", None), "multiarray", None), "_set_madvise_hugepage", None)
+    if toggle is None:
+        yield
+        return
+    previous = toggle(False)
+    try:
+        yield
+    finally:
+        toggle(previous)
 
 
 def _drop_pages(mapping: mmap.mmap, offset: int, length: int) -> None:
