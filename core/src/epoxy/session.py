@@ -33,6 +33,7 @@ from .optimize import optimize
 from .options import RunOptions, SessionOptions
 from .partition.report import PartitionReport
 from .plan.compile_graph import partition_and_plan
+from .plan.gc_pause import collector_paused
 from .plan.placement import HOST, IOPlacement, device_key
 from .plugins import ProviderRegistry, default_registry, strict_mode
 from .run.executor import SequentialExecutor
@@ -187,10 +188,11 @@ class InferenceSession:
             providers = self._options.added_providers()
         self._registry = registry or default_registry()
         self._fallback_on_failure = True  # onnxruntime's enable_fallback()/disable_fallback()
-        if self._options.context_enable:  # onnxruntime's ep.context_enable: write the compiled model too
-            self._build_and_write_context(providers, provider_options)
-        else:
-            self._build_through_cache(providers, provider_options)
+        with collector_paused():  # the build's objects all survive it: no full collections meanwhile
+            if self._options.context_enable:  # onnxruntime's ep.context_enable: write the compiled model too
+                self._build_and_write_context(providers, provider_options)
+            else:
+                self._build_through_cache(providers, provider_options)
 
     def _build_through_cache(self, providers: Sequence[Any] | None, provider_options: Any) -> None:
         """``_build``, from the session cache's prepared model when there is one, storing it
@@ -664,7 +666,8 @@ class InferenceSession:
         does; the model is loaded, optimized and partitioned again."""
         if providers is None:
             raise InvalidArgumentError("set_providers needs a list of providers, e.g. ['cpu']")
-        self._build(providers, provider_options)
+        with collector_paused():
+            self._build(providers, provider_options)
 
     def disable_fallback(self) -> None:
         """From the next :meth:`set_providers` on, cpu is not appended as the fallback: a node

@@ -137,6 +137,8 @@ def _function_contexts(proto: onnx.ModelProto) -> Iterator[tuple[onnx.FunctionPr
     """Each local function with the attributes of each of its call sites (defaults filled),
     or its defaults alone when nothing calls it. A call inside another function body passes
     its own literal attributes (references through two levels of calls are not followed)."""
+    if not proto.functions:  # the walk below costs ~10 ms on a 1700-node model: skip it when unused
+        return
     calls: dict[tuple[str, str, str], list[onnx.NodeProto]] = {}
     stack: list[Iterable[onnx.NodeProto]] = [proto.graph.node, *(f.node for f in proto.functions)]
     while stack:
