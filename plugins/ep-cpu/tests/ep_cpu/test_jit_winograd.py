@@ -27,6 +27,8 @@ def _calls(monkeypatch, tile: int = 4) -> list[tuple[int, ...]]:
 
     if tile == 4:
         monkeypatch.setattr(conv_ops, "_F43_JIT_MIN_PAIR_POSITIONS", {1: 0, 2: 0})
+        monkeypatch.setattr(conv_ops, "_F43_JIT_MIN_TILES_THREADS", 0)
+        monkeypatch.setattr(conv_ops, "_F43_JIT_NARROW_TILES_THREADS", 0)
     else:
         monkeypatch.setattr(conv_ops, "use_f43_jit", lambda *a: False)
         monkeypatch.setattr(conv_ops, "_F43_JIT_MIN_TILES", 1 << 30)  # every map "too small" for F(4,3)
@@ -178,10 +180,17 @@ def test_use_f23_jit_thresholds():
 
 def test_use_f43_jit_thresholds():
     """The routing's numbers (ops/conv.py): 16 tiles at least; channel pairs x positions from
-    ~0.8 M on one thread and ~10 M on two."""
+    ~0.8 M on one thread and ~10 M on two; on two threads 25 tiles an image at least, and
+    under 100 tiles 32 M pairs x positions."""
     use = conv_ops.use_f43_jit
     assert not use(1, 512, 512, [7, 7], 1) and not use(1, 512, 512, [12, 12], 2)  # 4 and 9 tiles
     assert use(1, 128, 32, [56, 56], 1) and use(1, 128, 32, [56, 56], 2)
     assert use(1, 32, 32, [28, 28], 1) and not use(1, 32, 32, [14, 14], 1)
     assert use(1, 128, 128, [14, 14], 1) and not use(1, 128, 128, [14, 14], 2)
-    assert use(4, 128, 128, [14, 14], 2)  # the batch adds positions
+    # two threads: 14x14 maps (16 tiles) never, whatever the channels or the batch
+    assert use(1, 512, 512, [14, 14], 1) and not use(1, 512, 512, [14, 14], 2)
+    assert use(4, 256, 256, [14, 14], 1) and not use(4, 256, 256, [14, 14], 2)
+    # 28x28 (49 tiles): wide layers keep F(4,3), 12.8 M pairs x positions do not
+    assert use(1, 256, 256, [28, 28], 2) and use(1, 512, 512, [28, 28], 2)
+    assert use(1, 128, 128, [28, 28], 1) and not use(1, 128, 128, [28, 28], 2)
+    assert use(1, 64, 64, [56, 56], 2)  # 196 tiles

@@ -897,15 +897,30 @@ def _grid_replaces_numpy(shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeigh
 #: fewer than 16 tiles (7x7 and 12x12 maps: 512 channels on 7x7 2.2 against 4.0, 2 threads)
 _F43_JIT_MIN_TILES = 16
 _F43_JIT_MIN_PAIR_POSITIONS = {1: 3 << 18, 2: 10 << 20}
+#: and on two threads, where its transforms run on one thread and its 36 GEMMs of ``tiles``
+#: columns split poorly: never on fewer than 25 tiles an image (maps up to 16x16), nor on
+#: fewer than 100 (up to 36x36) below 32 M channel pairs x positions; F(2,3) takes those
+#: (session 24, 2 threads, each call after a 2-thread BLAS matmul, median of 40 interleaved,
+#: F(4,3) / F(2,3) ms: 256 -> 256 on 14x14 1.56 / 1.29, 384 -> 384 on 13x13 3.07 / 2.49, 512
+#: -> 512 on 14x14 5.29 / 4.43, 128 -> 128 on 28x28 1.57 / 1.38; kept: 256 -> 256 on 28x28
+#: 3.29 / 3.69, 512 -> 512 on 28x28 10.4 / 12.4, 64 -> 64 on 56x56 1.58 / 1.72)
+_F43_JIT_MIN_TILES_THREADS = 25
+_F43_JIT_NARROW_TILES_THREADS = 100
+_F43_JIT_NARROW_MIN_PAIRS_THREADS = 32 << 20
 
 
 def use_f43_jit(n: int, c: int, m: int, out_sp: Sequence[int], nthreads: int) -> bool:
     """Whether the compiled F(4x4, 3x3) runs a float32 3x3 stride-1 layer of ``n`` images
     rather than the grid GEMM (the figures above)."""
     oh, ow = int(out_sp[0]), int(out_sp[1])
-    if n * -(-oh // 4) * -(-ow // 4) < _F43_JIT_MIN_TILES:
+    tiles = -(-oh // 4) * -(-ow // 4)
+    pairs = c * m * n * oh * ow
+    if n * tiles < _F43_JIT_MIN_TILES:
         return False
-    return c * m * n * oh * ow >= _F43_JIT_MIN_PAIR_POSITIONS[min(max(nthreads, 1), 2)]
+    if nthreads > 1 and (tiles < _F43_JIT_MIN_TILES_THREADS or (
+            tiles < _F43_JIT_NARROW_TILES_THREADS and pairs < _F43_JIT_NARROW_MIN_PAIRS_THREADS)):
+        return False
+    return pairs >= _F43_JIT_MIN_PAIR_POSITIONS[min(max(nthreads, 1), 2)]
 
 
 #: F(2x2, 3x3) with compiled transforms (``kernels_winograd`` with tile 2) on the maps the
