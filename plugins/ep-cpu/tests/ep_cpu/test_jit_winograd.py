@@ -104,14 +104,17 @@ def test_compiled_f43_fused_conv_epilogue(monkeypatch, act, params, residual, ti
         close(on, run_onnxruntime(case), 1e-4, _atol(off))
 
 
+@pytest.mark.parametrize("x_shape,w_shape", [((2, 6, 17, 13), (10, 6, 3, 3)), ((2, 19, 17, 13), (37, 19, 3, 3))],
+                         ids=["one-chunk", "partial-chunks"])
 @pytest.mark.parametrize("tile", [4, 2], ids=["F43", "F23"])
-def test_parallel_transforms_match_the_serial_ones(monkeypatch, tile):
+def test_parallel_transforms_match_the_serial_ones(monkeypatch, tile, x_shape, w_shape):
     """Forced onto two threads (grain 1), the prange transforms give the serial ones' values
-    exactly: each plane is transformed by one thread, in the same order."""
+    exactly: each plane is transformed by one thread, in the same order (planes in chunks of
+    ``PLANES_PER_CHUNK``: 38 and 74 planes end in a partial chunk)."""
     from epoxy_ep_cpu.jit import kernels_winograd, kernels_winograd_f23
 
     _calls(monkeypatch, tile)
-    x, w, b = _data(41, (2, 6, 17, 13), (10, 6, 3, 3))
+    x, w, b = _data(41, x_shape, w_shape)
     case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], {"pads": [1, 0, 1, 2]}, 22)
     serial = run_cpu(case, True, jit_threads=1, runs=2)
     monkeypatch.setattr(kernels_winograd, "GRAIN", 1)

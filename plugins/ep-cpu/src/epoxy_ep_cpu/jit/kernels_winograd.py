@@ -26,7 +26,7 @@ from . import direct
 from .kernels_conv import call_accepts
 from .scratch import scratch
 from .threads import GRAIN, serial_twin, use
-from .winograd_rows import load_rows, scatter_plane, store_row
+from .winograd_rows import PLANES_PER_CHUNK, load_rows, scatter_plane, store_row
 
 _NO_Z = {dt: np.empty(0, dtype=dt) for dt in (np.dtype(np.float32),)}
 #: the transforms' coefficients as float32: Python float literals would make numba compute in
@@ -149,11 +149,13 @@ def _output_plane(prod, bias, z, y, p, m_count, oh, ow, ty, tx, tiles_total, s, 
 def input_parallel(x, v, dims):  # pragma: no cover - compiled
     n, c, h, w, top, left, ty, tx = dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], dims[7]
     tiles_total = n * ty * tx
-    for p in prange(n * c):
+    planes = n * c
+    for chunk in prange((planes + PLANES_PER_CHUNK - 1) // PLANES_PER_CHUNK):
         rows = np.empty(6 * (4 * tx + 2), dtype=x.dtype)
         tmp = np.empty(6 * (4 * tx + 2), dtype=x.dtype)
         loc = np.empty(36 * ty * tx, dtype=x.dtype)
-        _input_plane(x, v, p, c, h, w, top, left, ty, tx, tiles_total, rows, tmp, loc)
+        for p in range(chunk * PLANES_PER_CHUNK, min(planes, (chunk + 1) * PLANES_PER_CHUNK)):
+            _input_plane(x, v, p, c, h, w, top, left, ty, tx, tiles_total, rows, tmp, loc)
 
 
 input_serial = serial_twin(input_parallel)
@@ -163,10 +165,12 @@ input_serial = serial_twin(input_parallel)
 def output_parallel(prod, bias, z, y, dims, act, alpha, beta):  # pragma: no cover - compiled
     n, m, oh, ow, ty, tx = dims[0], dims[8], dims[9], dims[10], dims[6], dims[7]
     tiles_total = n * ty * tx
-    for p in prange(n * m):
+    planes = n * m
+    for chunk in prange((planes + PLANES_PER_CHUNK - 1) // PLANES_PER_CHUNK):
         s = np.empty(24 * tx, dtype=prod.dtype)
         line = np.empty(4 * tx, dtype=prod.dtype)
-        _output_plane(prod, bias, z, y, p, m, oh, ow, ty, tx, tiles_total, s, line, act, alpha, beta)
+        for p in range(chunk * PLANES_PER_CHUNK, min(planes, (chunk + 1) * PLANES_PER_CHUNK)):
+            _output_plane(prod, bias, z, y, p, m, oh, ow, ty, tx, tiles_total, s, line, act, alpha, beta)
 
 
 output_serial = serial_twin(output_parallel)

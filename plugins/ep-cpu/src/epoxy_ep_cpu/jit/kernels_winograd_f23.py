@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit, prange, uint64
 
 from .threads import serial_twin
-from .winograd_rows import load_rows, scatter_plane, store_row
+from .winograd_rows import PLANES_PER_CHUNK, load_rows, scatter_plane, store_row
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -101,11 +101,13 @@ def _output_plane(prod, bias, z, y, p, m_count, oh, ow, ty, tx, tiles_total, s, 
 def input_parallel(x, v, dims):  # pragma: no cover - compiled
     n, c, h, w, top, left, ty, tx = dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], dims[7]
     tiles_total = n * ty * tx
-    for p in prange(n * c):
+    planes = n * c
+    for chunk in prange((planes + PLANES_PER_CHUNK - 1) // PLANES_PER_CHUNK):
         rows = np.empty(4 * (2 * tx + 2), dtype=x.dtype)
         tmp = np.empty(4 * (2 * tx + 2), dtype=x.dtype)
         loc = np.empty(16 * ty * tx, dtype=x.dtype)
-        _input_plane(x, v, p, c, h, w, top, left, ty, tx, tiles_total, rows, tmp, loc)
+        for p in range(chunk * PLANES_PER_CHUNK, min(planes, (chunk + 1) * PLANES_PER_CHUNK)):
+            _input_plane(x, v, p, c, h, w, top, left, ty, tx, tiles_total, rows, tmp, loc)
 
 
 input_serial = serial_twin(input_parallel)
@@ -115,10 +117,12 @@ input_serial = serial_twin(input_parallel)
 def output_parallel(prod, bias, z, y, dims, act, alpha, beta):  # pragma: no cover - compiled
     n, m, oh, ow, ty, tx = dims[0], dims[8], dims[9], dims[10], dims[6], dims[7]
     tiles_total = n * ty * tx
-    for p in prange(n * m):
+    planes = n * m
+    for chunk in prange((planes + PLANES_PER_CHUNK - 1) // PLANES_PER_CHUNK):
         s = np.empty(8 * tx, dtype=prod.dtype)
         line = np.empty(2 * tx, dtype=prod.dtype)
-        _output_plane(prod, bias, z, y, p, m, oh, ow, ty, tx, tiles_total, s, line, act, alpha, beta)
+        for p in range(chunk * PLANES_PER_CHUNK, min(planes, (chunk + 1) * PLANES_PER_CHUNK)):
+            _output_plane(prod, bias, z, y, p, m, oh, ow, ty, tx, tiles_total, s, line, act, alpha, beta)
 
 
 output_serial = serial_twin(output_parallel)
