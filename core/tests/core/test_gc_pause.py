@@ -18,7 +18,7 @@ def _model() -> bytes:
     node = helper.make_node("Relu", ["x"], ["y"])
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]).SerializeToString()
 
 
 @pytest.fixture
@@ -29,7 +29,7 @@ def collector_on():
     (gc.enable if was else gc.disable)()
 
 
-def test_paused_during_the_build_and_enabled_after(collector_on, monkeypatch):
+def test_paused_during_the_build_and_enabled_after(collector_on, monkeypatch, make_registry):
     seen: list[bool] = []
     real = epoxy.InferenceSession._build_through_cache
 
@@ -38,7 +38,7 @@ def test_paused_during_the_build_and_enabled_after(collector_on, monkeypatch):
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(epoxy.InferenceSession, "_build_through_cache", spy)
-    sess = epoxy.InferenceSession(_model(), providers=["cpu"])
+    sess = epoxy.InferenceSession(_model(), providers=["cpu"], registry=make_registry())
     assert seen == [False] and gc.isenabled()
     seen.clear()
     monkeypatch.setattr(epoxy.InferenceSession, "_build", lambda self, *a, **k: seen.append(gc.isenabled()))
@@ -46,17 +46,17 @@ def test_paused_during_the_build_and_enabled_after(collector_on, monkeypatch):
     assert seen == [False] and gc.isenabled()
 
 
-def test_enabled_again_after_a_failed_build(collector_on):
+def test_enabled_again_after_a_failed_build(collector_on, make_registry):
     with pytest.raises(epoxy.EpoxyError):
-        epoxy.InferenceSession(b"not a model", providers=["cpu"])
+        epoxy.InferenceSession(b"not a model", providers=["cpu"], registry=make_registry())
     assert gc.isenabled()
 
 
-def test_left_off_when_the_caller_had_it_off():
+def test_left_off_when_the_caller_had_it_off(make_registry):
     was = gc.isenabled()
     gc.disable()
     try:
-        epoxy.InferenceSession(_model(), providers=["cpu"])
+        epoxy.InferenceSession(_model(), providers=["cpu"], registry=make_registry())
         assert not gc.isenabled()
     finally:
         (gc.enable if was else gc.disable)()
