@@ -6,6 +6,7 @@ import functools
 import importlib
 from dataclasses import dataclass
 
+from . import compile_notice
 from .config import configure
 
 
@@ -47,4 +48,5 @@ def availability() -> Availability:
         return Availability(False, reason=f"numba cannot be imported: {type(exc).__name__}: {exc}")
     if _threadsafe_layer() is None:
         return Availability(False, numba.__version__, "no thread-safe numba threading layer (needs libgomp or tbb)")
+    compile_notice.install(str(numba.config.CACHE_DIR or ""))  # a cold cache's first run says why it waits
     return Availability(True, numba.__version__)
