@@ -46,6 +46,19 @@ def test_first_compile_warns_once_and_each_logs_its_time(notices):
     assert len(infos) == 2 and all("compiled epoxy_ep_cpu.fake_kernels._twice in" in m for m in infos)
 
 
+def test_a_kernel_compiling_the_kernels_it_calls_logs_each(notices):
+    inner = _kernel("epoxy_ep_cpu.fake_kernels")
+
+    def outer(x):  # pragma: no cover - compiled
+        return inner(x) + 1
+
+    outer.__module__ = "epoxy_ep_cpu.fake_kernels"
+    assert numba.njit(outer)(3) == 7
+    infos = [r.getMessage() for r in notices.records if r.levelno == logging.INFO]
+    assert len(infos) == 2 and "fake_kernels._twice" in infos[0] and "fake_kernels." in infos[1], infos
+    assert "outer" in infos[1]
+
+
 def test_other_packages_kernels_say_nothing(notices):
     assert _kernel("somebody_else.kernels")(3) == 6
     assert not notices.records

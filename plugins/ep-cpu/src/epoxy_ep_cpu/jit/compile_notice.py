@@ -66,17 +66,18 @@ def _listener_class(base: type) -> type:
     class Notice(base):
         def __init__(self, cache_dir: str) -> None:
             self.cache_dir = cache_dir
-            self._started: dict[int, float] = {}
+            # per thread, a stack: a kernel's compilation compiles the functions it calls inside it
+            self._started: dict[int, list[float]] = {}
 
         def on_start(self, event: Any) -> None:
             if _own(event) is not None:
                 _first_notice(self.cache_dir)
-                self._started[threading.get_ident()] = time.perf_counter()
+                self._started.setdefault(threading.get_ident(), []).append(time.perf_counter())
 
         def on_end(self, event: Any) -> None:
             name = _own(event)
-            began = self._started.pop(threading.get_ident(), None)
-            if name is not None and began is not None:
-                logger.info("ep-cpu: compiled %s in %.2f s", name, time.perf_counter() - began)
+            stack = self._started.get(threading.get_ident())
+            if name is not None and stack:
+                logger.info("ep-cpu: compiled %s in %.2f s", name, time.perf_counter() - stack.pop())
 
     return Notice
