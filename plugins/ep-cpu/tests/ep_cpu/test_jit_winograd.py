@@ -105,26 +105,56 @@ def test_compiled_f43_fused_conv_epilogue(monkeypatch, act, params, residual, ti
 
 
 @pytest.mark.parametrize("x_shape,w_shape", [((2, 6, 17, 13), (10, 6, 3, 3)), ((2, 19, 17, 13), (37, 19, 3, 3))],
-                         ids=["one-chunk", "partial-chunks"])
+                         ids=["even", "odd-planes"])
 @pytest.mark.parametrize("tile", [4, 2], ids=["F43", "F23"])
-def test_parallel_transforms_match_the_serial_ones(monkeypatch, tile, x_shape, w_shape):
-    """Forced onto two threads (grain 1), the prange transforms give the serial ones' values
-    exactly: each plane is transformed by one thread, in the same order (planes in chunks of
-    ``PLANES_PER_CHUNK``: 38 and 74 planes end in a partial chunk)."""
-    from epoxy_ep_cpu.jit import kernels_winograd, kernels_winograd_f23
+def test_transforms_split_over_two_threads_match_one_thread(monkeypatch, tile, x_shape, w_shape):
+    """Forced onto two threads (grain 1), the transforms run as two shares of planes
+    (``threads.run_shares``: the caller and a helper thread) and give the one-thread values
+    exactly: each plane is transformed by one thread, in the same order."""
+    from epoxy_ep_cpu.jit import kernels_winograd, threads
 
     _calls(monkeypatch, tile)
     x, w, b = _data(41, x_shape, w_shape)
     case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], {"pads": [1, 0, 1, 2]}, 22)
     serial = run_cpu(case, True, jit_threads=1, runs=2)
     monkeypatch.setattr(kernels_winograd, "GRAIN", 1)
-    launched = []
-    module = kernels_winograd if tile == 4 else kernels_winograd_f23
-    for name in ("input_parallel", "output_parallel"):
-        real = getattr(module, name)
-        monkeypatch.setattr(module, name, lambda *a, _real=real: launched.append(1) or _real(*a))
+    shares: list[tuple[int, int]] = []
+    real = threads.run_shares
+
+    def spy(fn, args, total, count):
+        shares.append((total, count))
+        return real(fn, args, total, count)
+
+    monkeypatch.setattr(kernels_winograd, "run_shares", spy)
     close(run_cpu(case, True, jit_threads=2, runs=2), serial, 0, 0)
-    assert len(launched) == 4  # both kernels, on both runs
+    planes_in, planes_out = x_shape[0] * x_shape[1], x_shape[0] * w_shape[0]
+    assert shares == [(planes_in, 2), (planes_out, 2)] * 2  # both transforms, on both runs
+
+
+def test_run_shares_covers_the_range_once_in_order_and_reports_errors():
+    from epoxy_ep_cpu.jit import threads
+
+    seen: list[tuple[int, int]] = []
+    lock = __import__("threading").Lock()
+
+    def record(tag, first, last):
+        with lock:
+            seen.append((first, last))
+
+    for total, count in ((10, 3), (5, 8), (1, 2), (7, 1)):
+        seen.clear()
+        threads.run_shares(record, ("t",), total, count)
+        spans = sorted(seen)
+        assert spans[0][0] == 0 and spans[-1][1] == total
+        assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))  # contiguous, no overlap
+        assert len(spans) == min(count, total)
+
+    def failing(first, last):
+        if first > 0:
+            raise ValueError("helper share failed")
+
+    with pytest.raises(ValueError, match="helper share failed"):
+        threads.run_shares(failing, (), 4, 2)
 
 
 def test_non_finite_inputs_spread_as_in_the_numpy_f43():

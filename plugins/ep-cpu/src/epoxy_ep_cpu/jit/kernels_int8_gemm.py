@@ -39,14 +39,13 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
-import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from .int8_gemm_ir import EPILOGUES, K_GROUP, LANES, TILE_COLS, TILE_ROWS, module_ir
+from .threads import worker_pool
 
 #: bytes of packed B one column panel holds: the panel stays in L2 while every row tile reads it
 PANEL_BYTES = 256 * 1024
@@ -127,26 +126,6 @@ def _kernel(epilogue: str = "int32") -> Any:
                     _compiled[entry] = signature(engine.get_function_address(f"gemm_{entry}"))
         return _compiled[epilogue]
 
-
-_pool: ThreadPoolExecutor | None = None
-
-
-def _workers() -> ThreadPoolExecutor:
-    global _pool
-    with _lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(thread_name_prefix="epoxy-int8-gemm")
-        return _pool
-
-
-def _forget_workers() -> None:
-    """In a forked child the parent's workers do not exist, but its executor would count
-    them as idle and queue work for nobody: the child starts a pool of its own."""
-    global _pool
-    _pool = None
-
-
-os.register_at_fork(after_in_child=_forget_workers)
 
 
 def _round_up(x: int, m: int) -> int:
@@ -328,7 +307,7 @@ def _launch(fn: Any, head: tuple[int, ...], middle: tuple[int, ...], m: int, mac
         fn(*head, 0, m, *middle, *tail)
         return
     bounds = [min(m, TILE_ROWS * (tiles * t // count)) for t in range(count + 1)]
-    pool = _workers()
+    pool = worker_pool()
     rest = [pool.submit(fn, *head, bounds[t], bounds[t + 1], *middle, *tail) for t in range(1, count)]
     fn(*head, bounds[0], bounds[1], *middle, *tail)
     for done in rest:

@@ -20,13 +20,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numba import njit, prange, uint64
+from numba import njit, uint64
 
 from . import direct
 from .kernels_conv import call_accepts
 from .scratch import scratch
-from .threads import GRAIN, serial_twin, use
-from .winograd_rows import PLANES_PER_CHUNK, load_rows, scatter_plane, store_row
+from .threads import GRAIN, run_shares
+from .winograd_rows import load_rows, scatter_plane, store_row
 
 _NO_Z = {dt: np.empty(0, dtype=dt) for dt in (np.dtype(np.float32),)}
 #: the transforms' coefficients as float32: Python float literals would make numba compute in
@@ -145,35 +145,29 @@ def _output_plane(prod, bias, z, y, p, m_count, oh, ow, ty, tx, tiles_total, s, 
             store_row(line, y, z, plane + uint64(oy * ow), ow, bv, has_z, act, alpha, beta)
 
 
-@njit(parallel=True, cache=True, nogil=True)
-def input_parallel(x, v, dims):  # pragma: no cover - compiled
-    n, c, h, w, top, left, ty, tx = dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], dims[7]
-    tiles_total = n * ty * tx
-    planes = n * c
-    for chunk in prange((planes + PLANES_PER_CHUNK - 1) // PLANES_PER_CHUNK):
-        rows = np.empty(6 * (4 * tx + 2), dtype=x.dtype)
-        tmp = np.empty(6 * (4 * tx + 2), dtype=x.dtype)
-        loc = np.empty(36 * ty * tx, dtype=x.dtype)
-        for p in range(chunk * PLANES_PER_CHUNK, min(planes, (chunk + 1) * PLANES_PER_CHUNK)):
-            _input_plane(x, v, p, c, h, w, top, left, ty, tx, tiles_total, rows, tmp, loc)
+@njit(cache=True, nogil=True)
+def input_planes(x, v, dims, first, last):  # pragma: no cover - compiled
+    """The input transform of planes [first, last) (= image * C + channel): a share of
+    ``threads.run_shares``, the whole layer on one thread."""
+    tx, ty = dims[7], dims[6]
+    tiles_total = dims[0] * ty * tx
+    rows = np.empty(6 * (4 * tx + 2), dtype=x.dtype)
+    tmp = np.empty(6 * (4 * tx + 2), dtype=x.dtype)
+    loc = np.empty(36 * ty * tx, dtype=x.dtype)
+    for p in range(first, last):
+        _input_plane(x, v, p, dims[1], dims[2], dims[3], dims[4], dims[5], ty, tx, tiles_total, rows, tmp, loc)
 
 
-input_serial = serial_twin(input_parallel)
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def output_parallel(prod, bias, z, y, dims, act, alpha, beta):  # pragma: no cover - compiled
-    n, m, oh, ow, ty, tx = dims[0], dims[8], dims[9], dims[10], dims[6], dims[7]
-    tiles_total = n * ty * tx
-    planes = n * m
-    for chunk in prange((planes + PLANES_PER_CHUNK - 1) // PLANES_PER_CHUNK):
-        s = np.empty(24 * tx, dtype=prod.dtype)
-        line = np.empty(4 * tx, dtype=prod.dtype)
-        for p in range(chunk * PLANES_PER_CHUNK, min(planes, (chunk + 1) * PLANES_PER_CHUNK)):
-            _output_plane(prod, bias, z, y, p, m, oh, ow, ty, tx, tiles_total, s, line, act, alpha, beta)
-
-
-output_serial = serial_twin(output_parallel)
+@njit(cache=True, nogil=True)
+def output_planes(prod, bias, z, y, dims, act, alpha, beta, first, last):  # pragma: no cover - compiled
+    """The output transform and store of output planes [first, last) (= image * M + channel)."""
+    tx, ty = dims[7], dims[6]
+    tiles_total = dims[0] * ty * tx
+    s = np.empty(24 * tx, dtype=prod.dtype)
+    line = np.empty(4 * tx, dtype=prod.dtype)
+    for p in range(first, last):
+        _output_plane(prod, bias, z, y, p, dims[8], dims[9], dims[10], ty, tx, tiles_total, s, line, act, alpha,
+                      beta)
 
 
 def tile_counts(out_sp: tuple[int, int] | list[int], tile: int = 4) -> tuple[int, int]:
@@ -181,16 +175,16 @@ def tile_counts(out_sp: tuple[int, int] | list[int], tile: int = 4) -> tuple[int
     return -(-int(out_sp[0]) // tile), -(-int(out_sp[1]) // tile)
 
 
-def _f23_kernels() -> tuple[Any, Any, Any, Any]:
+def _f23_kernels() -> tuple[Any, Any]:
     from . import kernels_winograd_f23 as f23
 
-    return f23.input_parallel, f23.input_serial, f23.output_parallel, f23.output_serial
+    return f23.input_planes, f23.output_planes
 
 
-#: output tile size -> (transformed elements per tile, the transform kernels: input parallel /
-#: serial, output parallel / serial), F(4x4, 3x3) here, F(2x2, 3x3) in kernels_winograd_f23
+#: output tile size -> (transformed elements per tile, the transform kernels over a range of
+#: planes: input, output), F(4x4, 3x3) here, F(2x2, 3x3) in kernels_winograd_f23
 VARIANTS: dict[int, tuple[int, Any]] = {
-    4: (36, lambda: (input_parallel, input_serial, output_parallel, output_serial)),
+    4: (36, lambda: (input_planes, output_planes)),
     2: (16, _f23_kernels),
 }
 
@@ -234,17 +228,15 @@ class WinogradCall:
     def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
         dt = self.dtype
         c, m, k = self.shape[1], self.out_shape[1], self._elements
+        n = self.shape[0]
         tiles = self.v_size // (k * c)
         v = scratch("winograd.v", self.v_size, dt)
-        parallel = self._count > 1
-        if parallel:
-            use(self._count, self._count * GRAIN)
-        in_par, in_ser, out_par, out_ser = self._kernels
+        input_planes, output_planes = self._kernels
         args = (x.reshape(-1), v, self._dims)
         fn = self._in
         if fn is None:
-            fn = self._in = direct.overload(in_par if parallel else in_ser, args)
-        fn(*args)
+            fn = self._in = direct.overload(input_planes, (*args, 0, n * c))
+        run_shares(fn, args, n * c, self._count)
         prod = scratch("winograd.prod", self.prod_size, dt).reshape(k, m, tiles)
         np.matmul(self._u, v.reshape(k, c, tiles), out=prod)
         y = np.empty(self.out_shape, dtype=dt)
@@ -252,7 +244,6 @@ class WinogradCall:
                   self._dims, *self._tail)
         fn = self._out
         if fn is None:
-            fn = self._out = direct.overload(out_par if parallel else out_ser, stored)
-        fn(*stored)
+            fn = self._out = direct.overload(output_planes, (*stored, 0, n * m))
+        run_shares(fn, stored, n * m, self._count)
         return y
-

@@ -12,10 +12,9 @@ column ``l`` of ``B^T d B``; the weights are ``ops/conv.winograd_weights``'s (16
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange, uint64
+from numba import njit, uint64
 
-from .threads import serial_twin
-from .winograd_rows import PLANES_PER_CHUNK, load_rows, scatter_plane, store_row
+from .winograd_rows import load_rows, scatter_plane, store_row
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -97,32 +96,26 @@ def _output_plane(prod, bias, z, y, p, m_count, oh, ow, ty, tx, tiles_total, s, 
             store_row(line, y, z, plane + uint64(oy * ow), ow, bv, has_z, act, alpha, beta)
 
 
-@njit(parallel=True, cache=True, nogil=True)
-def input_parallel(x, v, dims):  # pragma: no cover - compiled
-    n, c, h, w, top, left, ty, tx = dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], dims[7]
-    tiles_total = n * ty * tx
-    planes = n * c
-    for chunk in prange((planes + PLANES_PER_CHUNK - 1) // PLANES_PER_CHUNK):
-        rows = np.empty(4 * (2 * tx + 2), dtype=x.dtype)
-        tmp = np.empty(4 * (2 * tx + 2), dtype=x.dtype)
-        loc = np.empty(16 * ty * tx, dtype=x.dtype)
-        for p in range(chunk * PLANES_PER_CHUNK, min(planes, (chunk + 1) * PLANES_PER_CHUNK)):
-            _input_plane(x, v, p, c, h, w, top, left, ty, tx, tiles_total, rows, tmp, loc)
+@njit(cache=True, nogil=True)
+def input_planes(x, v, dims, first, last):  # pragma: no cover - compiled
+    """The input transform of planes [first, last) (= image * C + channel): a share of
+    ``threads.run_shares``, the whole layer on one thread."""
+    tx, ty = dims[7], dims[6]
+    tiles_total = dims[0] * ty * tx
+    rows = np.empty(4 * (2 * tx + 2), dtype=x.dtype)
+    tmp = np.empty(4 * (2 * tx + 2), dtype=x.dtype)
+    loc = np.empty(16 * ty * tx, dtype=x.dtype)
+    for p in range(first, last):
+        _input_plane(x, v, p, dims[1], dims[2], dims[3], dims[4], dims[5], ty, tx, tiles_total, rows, tmp, loc)
 
 
-input_serial = serial_twin(input_parallel)
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def output_parallel(prod, bias, z, y, dims, act, alpha, beta):  # pragma: no cover - compiled
-    n, m, oh, ow, ty, tx = dims[0], dims[8], dims[9], dims[10], dims[6], dims[7]
-    tiles_total = n * ty * tx
-    planes = n * m
-    for chunk in prange((planes + PLANES_PER_CHUNK - 1) // PLANES_PER_CHUNK):
-        s = np.empty(8 * tx, dtype=prod.dtype)
-        line = np.empty(2 * tx, dtype=prod.dtype)
-        for p in range(chunk * PLANES_PER_CHUNK, min(planes, (chunk + 1) * PLANES_PER_CHUNK)):
-            _output_plane(prod, bias, z, y, p, m, oh, ow, ty, tx, tiles_total, s, line, act, alpha, beta)
-
-
-output_serial = serial_twin(output_parallel)
+@njit(cache=True, nogil=True)
+def output_planes(prod, bias, z, y, dims, act, alpha, beta, first, last):  # pragma: no cover - compiled
+    """The output transform and store of output planes [first, last) (= image * M + channel)."""
+    tx, ty = dims[7], dims[6]
+    tiles_total = dims[0] * ty * tx
+    s = np.empty(8 * tx, dtype=prod.dtype)
+    line = np.empty(2 * tx, dtype=prod.dtype)
+    for p in range(first, last):
+        _output_plane(prod, bias, z, y, p, dims[8], dims[9], dims[10], ty, tx, tiles_total, s, line, act, alpha,
+                      beta)

@@ -10,8 +10,11 @@ count), capped at numba's pool size. The ``jit_threads`` option overrides it.
 
 from __future__ import annotations
 
+import os
 import threading
 import types
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 _controller: Any = None
@@ -94,3 +97,51 @@ def pick(parallel: Any, serial: Any, nthreads: int, work: int) -> Any:
         return serial
     use(nthreads, work)
     return parallel
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def worker_pool() -> ThreadPoolExecutor:
+    """The process's helper threads for kernels split into shares by hand (:func:`run_shares`,
+    the int8 GEMM's row tiles): started at the first split, reused after."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(thread_name_prefix="epoxy-cpu-jit")
+        return _pool
+
+
+def _forget_pool() -> None:
+    """In a forked child the parent's workers do not exist, but its executor would count
+    them as idle and queue work for nobody: the child starts a pool of its own."""
+    global _pool
+    _pool = None
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
+
+def run_shares(fn: Callable[..., Any], args: tuple[Any, ...], total: int, count: int) -> None:
+    """``fn(*args, first, last)`` over [0, total) in ``count`` contiguous shares, the calling
+    thread taking the first and :func:`worker_pool` the others (``fn`` must release the GIL:
+    ``nogil=True``).
+
+    Why not a numba ``prange``: a parallel kernel is a second compilation of the same loop,
+    and numba's parallel lowering made it the slowest one: 6-8 s a Winograd transform cold
+    against 1.1-1.5 s for the serial kernel (bench/README, session 24), paid at a model's
+    first run with an empty kernel cache. Waking a helper costs tens of microseconds either
+    way (numba's OpenMP workers sleep too, ``OMP_WAIT_POLICY=PASSIVE``)."""
+    count = max(1, min(count, total))
+    if count == 1:
+        fn(*args, 0, total)
+        return
+    bounds = [total * t // count for t in range(count + 1)]
+    pool = worker_pool()
+    rest = [pool.submit(fn, *args, bounds[t], bounds[t + 1]) for t in range(1, count)]
+    try:
+        fn(*args, bounds[0], bounds[1])
+    finally:
+        for done in rest:
+            done.result()

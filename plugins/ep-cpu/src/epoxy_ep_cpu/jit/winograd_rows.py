@@ -8,11 +8,6 @@ from numba import njit, uint64
 
 from .activations import activate
 
-#: planes a parallel iteration of either variant's transforms runs with one set of scratch rows
-#: (allocated per plane they cost 5-10% of a small map's transforms: 128 channels on 14x14,
-#: F(4,3) input 0.137 -> 0.124 ms, session 24)
-PLANES_PER_CHUNK = 16
-
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
 def load_rows(x, rows, plane, h, w, top, left, wp, first, count):  # pragma: no cover - compiled
