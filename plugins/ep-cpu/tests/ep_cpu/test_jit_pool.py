@@ -200,7 +200,7 @@ def test_same_size_3x3_pools_nan_and_infinities(monkeypatch):
     assert len(calls) == 2
 
 
-_PARALLEL = [(*c, "kernels_pool_rows", "rows_parallel") for c in CASES[:3]] + [
+_PARALLEL = [(*c, "kernels_pool_rows", "run_shares") for c in CASES[:3]] + [
     ((1, 3, 10, 10), {"kernel_shape": [3, 3], "strides": [2, 2], "dilations": [2, 2]}, "kernels_pool",
      "pool2d_parallel"),
     ((2, 5, 12, 10), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, "kernels_pool", "same3_parallel")]  # whole planes
@@ -209,8 +209,9 @@ _PARALLEL = [(*c, "kernels_pool_rows", "rows_parallel") for c in CASES[:3]] + [
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
 @pytest.mark.parametrize(("shape", "attrs", "module", "kernel"), _PARALLEL, ids=_ids(_PARALLEL))
 def test_parallel_variant_matches_the_serial_one(monkeypatch, op, shape, attrs, module, kernel):
-    """Inputs big enough for two threads run the ``prange`` variant: forced here (grain 1),
-    it must give the serial kernel's values exactly."""
+    """Inputs big enough for two threads run the ``prange`` variant (the row-buffer kernel:
+    two shares of planes, ``threads.run_shares``): forced here (grain 1), it must give the
+    serial kernel's values exactly."""
     import importlib
 
     compiled = importlib.import_module(f"epoxy_ep_cpu.jit.{module}")
@@ -218,9 +219,10 @@ def test_parallel_variant_matches_the_serial_one(monkeypatch, op, shape, attrs, 
     serial = run_cpu(case, True, jit_threads=1)
     monkeypatch.setattr(compiled, "GRAIN", 1)
     real, calls = getattr(compiled, kernel), []
-    monkeypatch.setattr(compiled, kernel, lambda *a: calls.append(1) or real(*a))
+    shares = kernel == "run_shares"  # (fn, args, total, count): the share count is recorded
+    monkeypatch.setattr(compiled, kernel, lambda *a: calls.append(a[3] if shares else 1) or real(*a))
     close(run_cpu(case, True, jit_threads=2), serial, 0, 0)
-    assert calls == [1]
+    assert calls == ([2] if shares else [1])
 
 
 def test_routing_of_unpadded_strided_pools_over_small_planes():

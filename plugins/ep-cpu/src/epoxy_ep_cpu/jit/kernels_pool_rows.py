@@ -22,11 +22,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from numba import njit, prange, uint64
+from numba import njit, uint64
 
 from . import direct
 from .pool_folds import MAX, MAX_NO_NAN, SUM, has_nan, max2, max2_finite
-from .threads import GRAIN, serial_twin, use
+from .threads import GRAIN, run_shares
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
@@ -167,18 +167,16 @@ def _plane(x, y, div, ident, r, starts, p, h, wd, oh, ow, kh, kw, sh, sw, pt, pl
         _max_columns(r, y, yb + oy * ow, ow, sw, kw, mode)
 
 
-@njit(parallel=True, cache=True, nogil=True)
-def rows_parallel(x, y, dims, div, ident, planes, is_max, shares):  # pragma: no cover - compiled
+@njit(cache=True, nogil=True)
+def rows_planes(x, y, dims, div, ident, is_max, first, last):  # pragma: no cover - compiled
+    """Planes [first, last): a share of ``threads.run_shares`` (one scratch row for them all),
+    the whole pool on one thread."""
     h, wd, oh, ow, kh, kw, sh, sw, pt, pl, rw = (dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6],
                                                  dims[7], dims[8], dims[9], dims[10])
-    for t in prange(shares):  # one share of planes a thread (``shares`` <= planes), its scratch allocated once
-        r = np.empty(rw, dtype=x.dtype)
-        starts = np.empty(kh, dtype=np.int64)
-        for p in range(t * planes // shares, (t + 1) * planes // shares):
-            _plane(x, y, div, ident, r, starts, p, h, wd, oh, ow, kh, kw, sh, sw, pt, pl, rw, is_max)
-
-
-rows_serial = serial_twin(rows_parallel)
+    r = np.empty(rw, dtype=x.dtype)
+    starts = np.empty(kh, dtype=np.int64)
+    for p in range(first, last):
+        _plane(x, y, div, ident, r, starts, p, h, wd, oh, ow, kh, kw, sh, sw, pt, pl, rw, is_max)
 
 
 #: per dtype, each fold's identity, indexed by mode: +0 (SUM), NaN (MAX), -inf (MAX_NO_NAN);
@@ -207,7 +205,7 @@ class RowsPoolCall:
     ``counts``: AveragePool's divisor factors per output row and column, None for MaxPool.
     Callers pass ``x`` C-contiguous of ``dtype``."""
 
-    __slots__ = ("_count", "_fn", "_rest", "_work", "dtype", "out_shape", "shape")
+    __slots__ = ("_count", "_fn", "_planes", "_rest", "dtype", "out_shape", "shape")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, kernel: Sequence[int], strides: Sequence[int],
                  begin: Sequence[int], out_sp: Sequence[int], counts: tuple[np.ndarray, np.ndarray] | None,
@@ -223,18 +221,17 @@ class RowsPoolCall:
         if counts is not None:
             both = np.multiply.outer(counts[0].astype(np.int64), counts[1].astype(np.int64)).reshape(-1)
             div = np.maximum(both, 1).astype(dtype)
-        self._work = n * c * h * wd
-        self._count = max(1, min(nthreads, n * c, self._work // GRAIN))
+        work = n * c * h * wd
+        self._planes = n * c
+        self._count = max(1, min(nthreads, n * c, work // GRAIN))
         self._fn: Any = None
-        self._rest = (dims, div, _IDENTITY[dtype], n * c, counts is None, self._count)
+        self._rest = (dims, div, _IDENTITY[dtype], counts is None)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         y = np.empty(self.out_shape, dtype=self.dtype)
         args = (x.reshape(-1), y.reshape(-1), *self._rest)
         fn = self._fn
         if fn is None:
-            fn = self._fn = direct.overload(rows_parallel if self._count > 1 else rows_serial, args)
-        if self._count > 1:
-            use(self._count, self._work)
-        fn(*args)
+            fn = self._fn = direct.overload(rows_planes, (*args, 0, self._planes))
+        run_shares(fn, args, self._planes, self._count)
         return y
