@@ -244,16 +244,19 @@ def test_parallel_variant_matches_the_serial_one(monkeypatch, x_shape, w_shape, 
     out_sp = [x_shape[2 + i] + attrs.get("pads", [0] * 4)[i] + attrs.get("pads", [0] * 4)[i + 2] - w_shape[2 + i] + 1
               for i in range(2)]
     direct = group > 1 or (x_shape[0] == 1 and kernels_conv.block_layout(w_shape, (1, 1), (1, 1), out_sp, group)[4])
-    module, names = ((kernels_conv, ("flat_parallel",)) if direct
-                     else (kernels_conv_gemm, ("cols_parallel", "store_parallel")))
+    # the grid GEMM's im2col and store run as two shares of planes each (threads.run_shares)
+    module, names, per_run = ((kernels_conv, ("flat_parallel",), 1) if direct
+                              else (kernels_conv_gemm, ("run_shares",), 2))
     if kernels_depthwise.fits(x_shape[1], w_shape[0], group, w_shape[2:], attrs.get("strides", (1, 1)),
                               attrs.get("dilations", (1, 1)), [0, 0], [0, 0]):
-        module, names = kernels_depthwise, ("depthwise_parallel",)
+        module, names, per_run = kernels_depthwise, ("depthwise_parallel",), 1
+    shares = names == ("run_shares",)
     for name in names:
         real = getattr(module, name)
-        monkeypatch.setattr(module, name, lambda *a, _real=real: calls.append(1) or _real(*a))
+        monkeypatch.setattr(module, name, lambda *a, _real=real: calls.append(a[3] if shares else 1) or _real(*a))
     close(run_cpu(case, True, jit_threads=2, runs=2), serial, 0, 0)
-    assert len(calls) == 2 * len(names)  # each kernel, on both runs
+    assert len(calls) == 2 * per_run  # each kernel, on both runs
+    assert not shares or set(calls) == {2}  # on two threads
 
 
 def test_without_numba_conv_and_fused_conv_run_the_numpy_path(monkeypatch):

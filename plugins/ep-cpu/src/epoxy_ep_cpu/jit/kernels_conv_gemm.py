@@ -24,13 +24,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from numba import njit, prange, uint64
+from numba import njit, uint64
 
 from . import direct
 from .activations import activate
 from .kernels_conv import _geometry, _offsets, _pad_plane, call_accepts
 from .scratch import scratch
-from .threads import GRAIN, serial_twin, use
+from .threads import GRAIN, run_shares
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _NO_Z = {dt: np.empty(0, dtype=dt) for dt in _FLOATS}
@@ -98,12 +98,14 @@ def _store_plane(acc, bias, z, y, p, m, span, wq, oh, ow, act, alpha, beta):  # 
             y[d + ox] = v
 
 
-@njit(parallel=True, cache=True, nogil=True)
-def cols_parallel(x, xp, cols, pdims, dims, planes, compact):  # pragma: no cover - compiled
+@njit(cache=True, nogil=True)
+def cols_planes(x, xp, cols, pdims, dims, compact, first, last):  # pragma: no cover - compiled
+    """Input planes [first, last) padded and written as their im2col rows: a share of
+    ``threads.run_shares``, the whole layer on one thread."""
     offs = _offsets(dims)
     psize, wq, ks, oh, ow = dims[1], dims[3], dims[6] * dims[7], dims[8], dims[9]
     span = (oh - 1) * wq + ow
-    for p in prange(planes):
+    for p in range(first, last):
         _pad_plane(x, xp, pdims, p)
         if compact:
             _compact_rows_of_plane(xp, cols, offs, p, psize, ks, oh, ow, wq)
@@ -111,20 +113,15 @@ def cols_parallel(x, xp, cols, pdims, dims, planes, compact):  # pragma: no cove
             _rows_of_plane(xp, cols, offs, p, psize, ks, span)
 
 
-cols_serial = serial_twin(cols_parallel)
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def store_parallel(acc, bias, z, y, dims, planes, compact, act, alpha, beta):  # pragma: no cover - compiled
+@njit(cache=True, nogil=True)
+def store_planes(acc, bias, z, y, dims, compact, act, alpha, beta, first, last):  # pragma: no cover - compiled
+    """Output planes [first, last) stored from the GEMM's rows (a share, as above)."""
     wq, m, oh, ow = dims[3], dims[4], dims[8], dims[9]
     span = (oh - 1) * wq + ow
     if compact:  # the GEMM's rows hold the output positions only
         wq, span = ow, oh * ow
-    for p in prange(planes):
+    for p in range(first, last):
         _store_plane(acc, bias, z, y, p, m, span, wq, oh, ow, act, alpha, beta)
-
-
-store_serial = serial_twin(store_parallel)
 
 
 class GridConvCall:
@@ -135,7 +132,8 @@ class GridConvCall:
     C-contiguous array of ``out_shape`` and ``dtype`` (:meth:`accepts` checks both), as for
     ``kernels_conv.Conv2dCall``, whose interface this shares."""
 
-    __slots__ = ("_cols", "_count", "_gemm_shape", "_head", "_store", "_tail", "_w", "bias", "cols_size", "dtype",
+    __slots__ = ("_cols", "_count", "_gemm_shape", "_head", "_planes", "_store", "_tail", "_w", "bias", "cols_size",
+                 "dtype",
                  "out_shape", "shape", "xp_size")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
@@ -155,8 +153,9 @@ class GridConvCall:
         self._gemm_shape = ((n, ck, span), (n, m, span))
         self._w = np.ascontiguousarray(w.reshape(m, ck))
         self.bias = bias
-        self._head = (pdims, dims, n * c, compact)
-        self._tail = (dims, n * m, compact, act, dtype.type(alpha), dtype.type(beta))
+        self._head = (pdims, dims, compact)
+        self._tail = (dims, compact, act, dtype.type(alpha), dtype.type(beta))
+        self._planes = (n * c, n * m)
         work = self.cols_size + n * m * oh * ow
         self._count = max(1, min(nthreads, n * c, work // GRAIN))
         self._cols: Any = None
@@ -177,13 +176,11 @@ class GridConvCall:
         # per thread (``scratch``: fresh multi-MB arrays page-faulted, ~4 ms of squeezenet's run)
         cols = scratch("grid.cols", self.cols_size, dt)
         args = (x.reshape(-1), scratch("grid.padded", self.xp_size, dt), cols, *self._head)
-        parallel = self._count > 1
-        if parallel:
-            use(self._count, self._count * GRAIN)
+        planes_in, planes_out = self._planes
         fn = self._cols
         if fn is None:
-            fn = self._cols = direct.overload(cols_parallel if parallel else cols_serial, args)
-        fn(*args)
+            fn = self._cols = direct.overload(cols_planes, (*args, 0, planes_in))
+        run_shares(fn, args, planes_in, self._count)
         cols_shape, acc_shape = self._gemm_shape
         acc = scratch("grid.acc", math.prod(acc_shape), dt).reshape(acc_shape)
         np.matmul(self._w, cols.reshape(cols_shape), out=acc)
@@ -191,6 +188,6 @@ class GridConvCall:
         stored = (acc.reshape(-1), self.bias, _NO_Z[dt] if z is None else z.reshape(-1), y.reshape(-1), *self._tail)
         fn = self._store
         if fn is None:
-            fn = self._store = direct.overload(store_parallel if parallel else store_serial, stored)
-        fn(*stored)
+            fn = self._store = direct.overload(store_planes, (*stored, 0, planes_out))
+        run_shares(fn, stored, planes_out, self._count)
         return y
