@@ -180,7 +180,10 @@ class GridConvCall:
         fn = self._cols
         if fn is None:
             fn = self._cols = direct.overload(cols_planes, (*args, 0, planes_in))
-        run_shares(fn, args, planes_in, self._count)
+        if self._count > 1:
+            run_shares(fn, args, planes_in, self._count)
+        else:  # one thread: the kernel called directly (a tiny layer's call is a few us)
+            fn(*args, 0, planes_in)
         cols_shape, acc_shape = self._gemm_shape
         acc = scratch("grid.acc", math.prod(acc_shape), dt).reshape(acc_shape)
         np.matmul(self._w, cols.reshape(cols_shape), out=acc)
@@ -189,5 +192,8 @@ class GridConvCall:
         fn = self._store
         if fn is None:
             fn = self._store = direct.overload(store_planes, (*stored, 0, planes_out))
-        run_shares(fn, stored, planes_out, self._count)
+        if self._count > 1:
+            run_shares(fn, stored, planes_out, self._count)
+        else:  # one thread: the kernel called directly (a tiny layer's call is a few us)
+            fn(*stored, 0, planes_out)
         return y

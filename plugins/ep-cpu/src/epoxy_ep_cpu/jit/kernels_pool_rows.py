@@ -233,5 +233,8 @@ class RowsPoolCall:
         fn = self._fn
         if fn is None:
             fn = self._fn = direct.overload(rows_planes, (*args, 0, self._planes))
-        run_shares(fn, args, self._planes, self._count)
+        if self._count > 1:
+            run_shares(fn, args, self._planes, self._count)
+        else:  # one thread: the kernel called directly (a tiny layer's call is a few us)
+            fn(*args, 0, self._planes)
         return y

@@ -236,7 +236,10 @@ class WinogradCall:
         fn = self._in
         if fn is None:
             fn = self._in = direct.overload(input_planes, (*args, 0, n * c))
-        run_shares(fn, args, n * c, self._count)
+        if self._count > 1:
+            run_shares(fn, args, n * c, self._count)
+        else:  # one thread: the kernel called directly (a tiny layer's call is a few us)
+            fn(*args, 0, n * c)
         prod = scratch("winograd.prod", self.prod_size, dt).reshape(k, m, tiles)
         np.matmul(self._u, v.reshape(k, c, tiles), out=prod)
         y = np.empty(self.out_shape, dtype=dt)
@@ -245,5 +248,8 @@ class WinogradCall:
         fn = self._out
         if fn is None:
             fn = self._out = direct.overload(output_planes, (*stored, 0, n * m))
-        run_shares(fn, stored, n * m, self._count)
+        if self._count > 1:
+            run_shares(fn, stored, n * m, self._count)
+        else:  # one thread: the kernel called directly (a tiny layer's call is a few us)
+            fn(*stored, 0, n * m)
         return y
