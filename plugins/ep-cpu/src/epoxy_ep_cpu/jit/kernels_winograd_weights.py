@@ -2,9 +2,9 @@
 
 Why: the numpy transform (``ops/_winograd_f43.f43_weights``) is one float64 GEMM of the
 (36, 9) Kronecker matrix by every 3x3 kernel, then a float32 copy: memory-bound on a
-(36, M * C) float64 temporary that is 8x the weight. vgg19's sixteen 3x3 layers spent ~0.45 s
-of a 1.1 s cached session creation there (512 x 512 channels: 21 ms a layer), squeezenet's
-eight layers ~3 ms of 17. Here each block of kernels is transformed in cache, separably
+(36, M * C) float64 temporary that is 8x the weight, page-faulted fresh each layer. vgg19's
+sixteen 3x3 layers spent 1.01 s of its 1.1 s partition from the session cache there (now 77-93
+ms; 512 x 512 channels alone: 20.5 -> 10.6 ms). Here each block of kernels is transformed in cache, separably
 (``t = G g`` then ``t G^T``, 162 float64 multiply-adds a kernel instead of 324), and written
 once as float32 into the ``(36, M, C)`` layout the GEMMs read.
 

@@ -133,10 +133,10 @@ def run_shares(fn: Callable[..., Any], args: tuple[Any, ...], total: int, count:
     against 1.1-1.5 s for the serial kernel (bench/README, session 24), paid at a model's
     first run with an empty kernel cache. Waking a helper costs tens of microseconds either
     way (numba's OpenMP workers sleep too, ``OMP_WAIT_POLICY=PASSIVE``)."""
-    count = max(1, min(count, total))
-    if count == 1:
+    if count <= 1 or total <= 1:  # hot callers skip this call on one thread (1-4% of a tiny CNN)
         fn(*args, 0, total)
         return
+    count = min(count, total)
     bounds = [total * t // count for t in range(count + 1)]
     pool = worker_pool()
     rest = [pool.submit(fn, *args, bounds[t], bounds[t + 1]) for t in range(1, count)]
