@@ -4,9 +4,14 @@
 node on the best installed provider that claims it, the rest on cpu.
 """
 
+# ruff: noqa: E402  (sympy is deferred before the package's own imports, which may load onnx_ir)
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+
+from .deferred_imports import defer_sympy
+
+defer_sympy()  # before anything imports onnx_ir: sympy loads only if something uses it
 
 from .api.runtime_info import (
     get_build_info,
@@ -51,7 +56,7 @@ if TYPE_CHECKING:
     from .load.model_meta import ModelMetadata
     from .session import InferenceSession, NodeArg
 
-#: loaded on first use: the session brings in onnx / onnx_ir (and sympy through it), ~0.2 s
+#: loaded on first use: the session brings in onnx / onnx_ir, ~0.2 s
 #: that ``epoxy providers`` and other registry-only uses need not pay
 _LAZY = {
     "InferenceSession": "session",

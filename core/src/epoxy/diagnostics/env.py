@@ -20,6 +20,7 @@ KNOWN: dict[str, str] = {
     "EPOXY_STRAIGHT_LINE": "generated straight-line executor (0 off, always)",
     "EPOXY_COMPILE_KEY": "key file signing compiled models",
     "EPOXY_SESSION_CACHE_DIR": "session cache folder for models loaded from files (prepared once, then reused)",
+    "EPOXY_EAGER_SYMPY": "import sympy with onnx_ir instead of at its first use (1: eager)",
     "EPOXY_TUNE_CACHE_DIR": "where max_performance keeps its provider decisions",
     "EPOXY_CPU_JIT": "cpu provider: numba-compiled kernels on/off",
     "EPOXY_CPU_JIT_CACHE_DIR": "cpu provider: where numba caches compiled kernels",
