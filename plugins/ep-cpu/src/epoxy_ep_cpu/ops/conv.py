@@ -87,6 +87,19 @@ class _Geometry:
         self._span_guard(span_shape, wide)
         self._out_guard(out_shape, wide)
 
+    def lift_1d(self) -> bool:
+        """See a 1-D layer as a 2-D one of height 1, so the 2-D paths (the compiled ones and
+        their prepared calls) run it; False, and nothing changed, when its attributes are not
+        those of a 1-D layer (the general path then reports what is wrong)."""
+        one = (self.kernel, self._strides, self._dilations)
+        if any(v is not None and len(v) != 1 for v in one) or (self._pads is not None and len(self._pads) != 2):
+            return False
+        self.kernel = [1, *self.kernel] if self.kernel is not None else None
+        self._strides = [1, *self._strides] if self._strides is not None else None
+        self._dilations = [1, *self._dilations] if self._dilations is not None else None
+        self._pads = [0, self._pads[0], 0, self._pads[1]] if self._pads is not None else None
+        return True
+
     def get(self, nsp: int, kernel: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
         strides = tuple(self._strides) if self._strides else (1,) * nsp
         dilations = tuple(self._dilations) if self._dilations else (1,) * nsp
@@ -798,13 +811,50 @@ def conv_kernel(node: NodeSpec, epi: Epilogue | None = None) -> Callable[..., np
     returns ``epi``'s tail applied, in the jit kernel's own pass when it runs the layer."""
     geo = _Geometry(node)
     group = int(node.attr("group", 1))
+    w_const, b_const = constant_input(node, 1), constant_input(node, 2)
+    if _spatial_rank(node, geo, w_const) == 1 and geo.lift_1d():
+        return _lifted_1d(_conv_2d_kernel(node, epi, geo, group, w_const if w_const is None else w_const[:, :, None, :],
+                                          b_const), geo)
+    return _conv_2d_kernel(node, epi, geo, group, w_const, b_const)
+
+
+def _spatial_rank(node: NodeSpec, geo: _Geometry, w_const: np.ndarray | None) -> int | None:
+    """The layer's number of spatial axes, when known at session creation."""
+    if geo.kernel:
+        return len(geo.kernel)
+    if w_const is not None:
+        return w_const.ndim - 2
+    xt = node.input_types[0] if node.input_types else None
+    return len(xt.shape) - 2 if xt is not None and xt.shape is not None else None
+
+
+def _lifted_1d(run_2d: Callable[..., np.ndarray], geo: _Geometry) -> Callable[..., np.ndarray]:
+    """A 1-D layer's kernel: its input, weight and residual viewed with a height axis of 1
+    (no copies), the 2-D kernel run, the axis dropped again. Why: the 2-D paths have the
+    compiled kernels and prepared calls; a 1-D layer (an audio encoder's stem: 16 -> 32
+    channels on 40 steps) took ~35 us on the general numpy path."""
+
+    def run(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, z: np.ndarray | None = None) -> np.ndarray:
+        if x.ndim != 3 or w.ndim != 3:
+            raise ValueError(f"a 1-D convolution (kernel_shape {tuple(geo.kernel or ())[1:] or '?'}) needs a 3-D "
+                             f"input and weight, got input {x.shape} and weight {w.shape}")
+        if z is not None and z.ndim:
+            z = z.reshape(z.shape[:-1] + (1,) + z.shape[-1:])  # broadcasts against y as before
+        y = run_2d(x[:, :, None, :], w[:, :, None, :], b, z)
+        return y.reshape(y.shape[:-2] + y.shape[-1:])
+
+    return run
+
+
+def _conv_2d_kernel(node: NodeSpec, epi: Epilogue | None, geo: _Geometry, group: int, w_const: np.ndarray | None,
+                    b_const: np.ndarray | None) -> Callable[..., np.ndarray]:
+    """Conv's kernel for any rank but a lifted 1-D layer's (``conv_kernel``)."""
     current = settings.current()
     winograd = current.winograd_paths
     compiled = jit.kernels("conv")
     fast = (_Jit(compiled, jit.thread_count(), jit.kernels("pointwise"), jit.kernels("conv_gemm"), winograd,
                  jit.kernels("winograd"), jit.kernels("depthwise"))
             if compiled is not None else None)
-    w_const, b_const = constant_input(node, 1), constant_input(node, 2)
     prepacked = None
     has_b = len(node.inputs) > 2 and bool(node.inputs[2])
     if w_const is not None and (b_const is not None or not has_b) and w_const.dtype.kind == "f":
