@@ -61,7 +61,9 @@ _DECODE = ({"batch": 1, "sequence": 1, "past_sequence": 15, "total_sequence": 16
 
 FAMILIES: tuple[Family, ...] = (
     Family("resnet", "ResNet-style CNN (zoo cnn_models)", "cnn:resnet", _IMAGES),
-    Family("mobilenetv2", "MobileNetV2-style CNN (zoo cnn_models; no v3 there)", "cnn:mobilenetv2", _IMAGES),
+    Family("mobilenetv2", "MobileNetV2-style CNN (zoo cnn_models)", "cnn:mobilenetv2", _IMAGES),
+    Family("mobilenetv3", "MobileNetV3-style CNN, mobilenet_v3_small's layout (zoo cnn_models)", "cnn:mobilenetv3",
+           _IMAGES),
     Family("efficientnet", "EfficientNet-style CNN (zoo cnn_models)", "cnn:efficientnet", _IMAGES),
     Family("convnext", "ConvNeXt-style CNN (bench/exporter_models.py)", "convnext", _IMAGES),
     Family("bert", "BertModel, sdpa (zoo hf_models)", "hf:bert", _TEXT),

@@ -92,6 +92,64 @@ class MobileNetV2(nn.Module):
         return self.classifier(torch.flatten(x, 1))
 
 
+class HardSqueezeExcite(nn.Module):
+    """MobileNetV3's squeeze-and-excitation: pool, 1x1 reduce + ReLU, 1x1 expand + Hardsigmoid, scale."""
+
+    def __init__(self, channels: int, reduced: int) -> None:
+        super().__init__()
+        self.reduce = nn.Conv2d(channels, reduced, 1)
+        self.expand = nn.Conv2d(reduced, channels, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = F.adaptive_avg_pool2d(x, 1)
+        return x * F.hardsigmoid(self.expand(F.relu(self.reduce(s))))
+
+
+class InvertedResidualV3(nn.Module):
+    """MobileNetV3's block: 1x1 expand (when wider), depthwise (3x3 or 5x5), each + BN + ReLU or
+    Hardswish, optional squeeze-excite, linear 1x1 project, residual when the shape is kept."""
+
+    def __init__(self, c_in: int, hidden: int, c_out: int, kernel: int, stride: int, se: bool,
+                 act: type[nn.Module]) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        if hidden != c_in:
+            layers += [nn.Conv2d(c_in, hidden, 1, bias=False), _bn(hidden), act()]
+        layers += [nn.Conv2d(hidden, hidden, kernel, stride, kernel // 2, groups=hidden, bias=False), _bn(hidden),
+                   act()]
+        if se:
+            layers.append(HardSqueezeExcite(hidden, max(8, hidden // 4)))
+        layers += [nn.Conv2d(hidden, c_out, 1, bias=False), _bn(c_out)]
+        self.body = nn.Sequential(*layers)
+        self.residual = stride == 1 and c_in == c_out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.body(x)
+        return x + y if self.residual else y
+
+
+class MobileNetV3(nn.Module):
+    """torchvision's mobilenet_v3_small layout at a few channels: stem conv + Hardswish; blocks
+    with ReLU then Hardswish, 3x3 and 5x5 depthwise, squeeze-excite; 1x1 head + Hardswish, pool,
+    Linear + Hardswish, dropout, Linear."""
+
+    def __init__(self, classes: int = 10) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 8, 3, 2, 1, bias=False), _bn(8), nn.Hardswish(),
+            InvertedResidualV3(8, 8, 8, 3, 2, True, nn.ReLU),
+            InvertedResidualV3(8, 32, 12, 3, 2, False, nn.ReLU),
+            InvertedResidualV3(12, 48, 12, 3, 1, False, nn.ReLU),
+            InvertedResidualV3(12, 48, 16, 5, 2, True, nn.Hardswish),
+            InvertedResidualV3(16, 64, 16, 5, 1, True, nn.Hardswish),
+            nn.Conv2d(16, 48, 1, bias=False), _bn(48), nn.Hardswish())
+        self.classifier = nn.Sequential(nn.Linear(48, 64), nn.Hardswish(), nn.Dropout(0.2), nn.Linear(64, classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.adaptive_avg_pool2d(self.features(x), 1)
+        return self.classifier(torch.flatten(x, 1))
+
+
 class Fire(nn.Module):
     """SqueezeNet's fire module: 1x1 squeeze, then 1x1 and 3x3 expands concatenated."""
 
@@ -190,7 +248,7 @@ class UNet(nn.Module):
 
 
 FAMILIES: dict[str, Callable[[], nn.Module]] = {
-    "resnet": ResNet, "mobilenetv2": MobileNetV2, "squeezenet": SqueezeNet,
+    "resnet": ResNet, "mobilenetv2": MobileNetV2, "mobilenetv3": MobileNetV3, "squeezenet": SqueezeNet,
     "efficientnet": EfficientNet, "unet": UNet,
 }
 

@@ -49,6 +49,7 @@ def derived(key: str, source: Build, tool: Callable[[Path, Path], None]) -> Buil
 CNN_NAMES = {
     "resnet": "ResNet-style CNN (basic blocks, BatchNorm, residual Add, max pool, adaptive avg pool, Linear)",
     "mobilenetv2": "MobileNetV2-style CNN (inverted residuals, depthwise conv, ReLU6)",
+    "mobilenetv3": "MobileNetV3-style CNN (Hardswish, 5x5 depthwise conv, Hardsigmoid squeeze-excitation)",
     "squeezenet": "SqueezeNet-style CNN (fire modules, Concat, ceil-mode max pool)",
     "efficientnet": "EfficientNet-style CNN (MBConv, SiLU, squeeze-excitation)",
     "unet": "UNet-style CNN (ConvTranspose2d and bilinear interpolate up, skip Concat)",

@@ -48,7 +48,10 @@ An "xfail" cell is a strict `pytest.mark.xfail` whose reason is shown: when it s
 CI fails until the mark and this table are updated. The ops column lists the ops of the main
 graph; a domain other than the default is spelled out (`com.microsoft.`).
 
-CI runs these in the `models_torch` nox session (`nox -s models_torch`). Each test checks its
+CI runs these in the `models_torch` nox session (`nox -s models_torch`); there the quantization
+checks (`test_torch_zoo_quantize.py`) quantize each exporter-made model in one mode, the modes
+rotating over the models, and `EPOXY_ZOO_QUANTIZE_ALL=1 nox -s models_torch` runs every model in
+every mode (3x that file's time). Each test checks its
 own cells here against what it just found; regenerate the table with
 `python tests/models_torch/zoo_table.py` in a venv with that session's wheels. The ops and
 node counts hold for the versions below.

@@ -3,6 +3,8 @@ DeformConv, Col2Im (onnx.reference is the oracle)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from _nn_oracle import RNG, _model, check, f32, run_epoxy  # noqa: E402,F401
@@ -28,8 +30,12 @@ from onnx.reference import ReferenceEvaluator
 )
 def test_conv(xs, ws, attrs):
     x, w, b = f32(*xs), f32(*ws), f32(ws[0])
-    check("Conv", [x, w, b], attrs, rtol=1e-4, atol=1e-4)
-    check("Conv", [x, w], attrs, rtol=1e-4, atol=1e-4, opset=1)
+    # an absolute error bound that grows with the sums: F(4x4, 3x3) Winograd (the large case's
+    # path) is off by ~3e-6 of the largest output everywhere, near-zero outputs included
+    # (32 -> 4 channels: outputs up to ~55, errors up to 1.6e-4 on random draws)
+    atol = 1e-4 * max(1.0, math.prod(ws[1:]) / 32)
+    check("Conv", [x, w, b], attrs, rtol=1e-4, atol=atol)
+    check("Conv", [x, w], attrs, rtol=1e-4, atol=atol, opset=1)
 
 
 def test_conv_dtypes_and_empty():

@@ -60,6 +60,7 @@ ACTIVATIONS = [
     ("Clip", {}, [("lo", 0.0)]),
     ("Sigmoid", {}, []),
     ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}, []),
+    ("HardSwish", {}, []),
     ("Tanh", {}, []),
 ]
 
@@ -187,6 +188,18 @@ def test_gemm_relu():  # type: ignore[no-untyped-def]
         nodes, [helper.make_tensor_value_info("x", F, [3, 8])], [helper.make_tensor_value_info("y", F, None)], inits
     )
     fused = compare(m, {"x": rand(3, 8)})
+    assert fused_ops(fused) == ["FusedGemm"]
+
+
+@pytest.mark.parametrize("op", ["HardSwish", "HardSigmoid"])
+def test_gemm_hard_activation(op):  # type: ignore[no-untyped-def]
+    """MobileNetV3's classifier: Linear + Hardswish becomes one FusedGemm."""
+    inits = [init("w", rand(6, 8)), init("b", rand(6))]
+    nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["g"], transB=1), helper.make_node(op, ["g"], ["y"])]
+    m = build(
+        nodes, [helper.make_tensor_value_info("x", F, [3, 8])], [helper.make_tensor_value_info("y", F, None)], inits
+    )
+    fused = compare(m, {"x": rand(3, 8) * 4}, rtol=0, atol=0)
     assert fused_ops(fused) == ["FusedGemm"]
 
 

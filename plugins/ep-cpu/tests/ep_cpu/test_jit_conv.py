@@ -215,12 +215,37 @@ def test_fused_conv_applies_residual_and_activation_in_the_kernel(monkeypatch):
     close(run_cpu(case, True), off, *_tol(x, w))
 
 
+@pytest.mark.parametrize("shape", [((1, 4, 9, 9), (4, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]}),  # depthwise
+                                   ((1, 8, 6, 6), (8, 8, 3, 3), {"pads": [1, 1, 1, 1]}),  # direct / grid
+                                   ((1, 8, 6, 6), (16, 8, 1, 1), {})])  # pointwise
+@pytest.mark.parametrize(("act", "params"), [("HardSwish", ()), ("HardSigmoid", ()), ("HardSigmoid", (0.3, 0.4))])
+def test_hard_activations_in_the_kernel_match_the_standalone_ops(monkeypatch, shape, act, params):
+    """epoxy's own FusedConv with MobileNetV3's activations: applied in the compiled pass (the
+    numpy tail never runs), equal to the numpy path; NaN and infinities as the standalone op."""
+    from epoxy_ep_cpu.ops import fused
+    from epoxy_ep_cpu.ops.fused import DOMAIN
+
+    x_shape, w_shape, attrs = shape
+    x, w, b = _data(11, x_shape, w_shape, np.float32, True)
+    x *= 4  # past the hard activations' knees at -3 and 3
+    tol = _tol(x, w)
+    x[0, 0, 0, :3] = [np.nan, np.inf, -np.inf]
+    full = dict(attrs, activation=act, **({"activation_params": list(params)} if params else {}))
+    case = one_node("FusedConv", [x, In(w, const=True), In(b, const=True)], full, 1, domain=DOMAIN)
+    off = run_cpu(case, False)
+    monkeypatch.setattr(fused, "_add_then_activate", lambda *a: pytest.fail("numpy tail ran"))
+    on = run_cpu(case, True, runs=2)
+    close(on, off, *tol)
+    assert np.array_equal(np.isnan(on[0]), np.isnan(off[0]))
+
+
 def test_activation_codes_agree_with_the_kernel():
     from epoxy_ep_cpu.jit import activations
 
     codes = {name: code for name, (code, _) in conv_ops.JIT_ACTIVATIONS.items()}
     assert codes == {"": activations.ACT_NONE, "Relu": activations.ACT_RELU, "LeakyRelu": activations.ACT_LEAKY,
-                     "Clip": activations.ACT_CLIP}
+                     "Clip": activations.ACT_CLIP, "HardSigmoid": activations.ACT_HARD_SIGMOID,
+                     "HardSwish": activations.ACT_HARD_SWISH}
 
 
 _PARALLEL_CASES = CASES[:4] + CASES[10:12]

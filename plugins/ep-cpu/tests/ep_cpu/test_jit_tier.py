@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -157,10 +158,29 @@ def test_cache_dir_defaults_under_the_user_cache_and_a_users_numba_setting_wins(
     assert config.default_cache_dir() == tmp_path / "epoxy" / "numba"
     monkeypatch.setenv(config.CACHE_ENV, str(tmp_path / "mine"))
     config.configure()
-    assert numba_config.CACHE_DIR == str(tmp_path / "mine")
+    assert numba_config.CACHE_DIR == str(tmp_path / "mine" / f"sources-{config.sources_digest()}")
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "users"))
     config.configure()
     assert numba_config.CACHE_DIR == str(tmp_path / "users")
+
+
+def test_kernel_cache_folder_follows_the_sources(tmp_path):
+    """numba keys a cached kernel on its own file only, so a helper edited in another module
+    (an activation inlined into every conv kernel) must change the folder: any source change
+    does, the same sources elsewhere (a new checkout) give the same folder."""
+    import shutil
+
+    from epoxy_ep_cpu.jit import config
+
+    here = Path(config.__file__).parent
+    copy = tmp_path / "jit"
+    shutil.copytree(here, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert config.sources_digest(copy) == config.sources_digest()
+    helper = copy / "activations.py"
+    helper.write_text(helper.read_text() + "\n# edited\n")
+    assert config.sources_digest(copy) != config.sources_digest()
+    assert config.kernel_cache_dir().name == f"sources-{config.sources_digest()}"
+    assert config.kernel_cache_dir().parent == config.default_cache_dir()
 
 
 def test_openmp_workers_sleep_unless_the_user_chose_a_wait_policy(monkeypatch):

@@ -7,6 +7,7 @@ Why environment variables: numba reads them once, when it is imported; a user's 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 
 from epoxy.kit.user_dirs import user_cache_dir
 
-#: where compiled kernels are cached unless NUMBA_CACHE_DIR is set
+#: the folder under which compiled kernels are cached unless NUMBA_CACHE_DIR is set
 CACHE_ENV = "EPOXY_CPU_JIT_CACHE_DIR"
 
 
@@ -23,12 +24,39 @@ def default_cache_dir() -> Path:
     return user_cache_dir("numba", CACHE_ENV)
 
 
+#: the jit tier's own folder, whose sources name the kernel cache
+_SOURCES = Path(__file__).resolve().parent
+
+
+def sources_digest(folder: Path = _SOURCES) -> str:
+    """A digest of the jit tier's sources (``folder``'s ``.py`` files, names and contents).
+
+    Why: numba keys a cached kernel on the stamp of its own file only, but the kernels inline
+    or call helpers of other modules (``activations.activate``, ``fast_math``, the shared pad
+    and row loops): an edit there left the machine code of every kernel using it stale,
+    running the old helper (found when an activation code was added). The kernels are cached
+    in a folder named after this digest instead, so any change of the tier's sources starts
+    from an empty cache, and the same sources (another checkout, a reinstall) find theirs."""
+    digest = hashlib.blake2b(digest_size=8)
+    for path in sorted(folder.glob("*.py")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def kernel_cache_dir() -> Path:
+    """Where numba caches this version of the kernels: ``default_cache_dir() /
+    sources-<sources_digest()>``."""
+    return default_cache_dir() / f"sources-{sources_digest()}"
+
+
 def configure() -> None:
     """Point numba at our cache directory and a thread-safe threading layer, unless the user
-    chose; numba writes cache files to a temporary name and renames them, so two processes
+    chose (a user's ``NUMBA_CACHE_DIR`` is used as given: clear it after editing the tier's
+    sources); numba writes cache files to a temporary name and renames them, so two processes
     compiling the same kernel at once both end with a valid cache entry."""
     if not os.environ.get("NUMBA_CACHE_DIR"):
-        os.environ["NUMBA_CACHE_DIR"] = str(default_cache_dir())
+        os.environ["NUMBA_CACHE_DIR"] = str(kernel_cache_dir())
     if not os.environ.get("NUMBA_THREADING_LAYER"):
         os.environ["NUMBA_THREADING_LAYER"] = "threadsafe"
     # OpenMP workers that spin after a parallel kernel fight OpenBLAS's spinning workers for

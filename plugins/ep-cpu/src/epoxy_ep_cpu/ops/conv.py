@@ -1064,12 +1064,14 @@ class Epilogue:
 
 
 #: FusedConv activations the jit kernel applies in its pass -> (code, parameter defaults):
-#: exact elementwise ops, so they agree with the standalone kernels bit for bit
+#: elementwise ops computed as the standalone kernels compute them (``jit/activations.py``)
 JIT_ACTIVATIONS: dict[str, tuple[int, tuple[float, float]]] = {
     "": (0, (0.0, 0.0)),
     "Relu": (1, (0.0, 0.0)),
     "LeakyRelu": (2, (0.01, 0.0)),
     "Clip": (3, (-math.inf, math.inf)),
+    "HardSigmoid": (4, (0.2, 0.5)),
+    "HardSwish": (5, (6.0, 0.5)),  # divisor and offset, fixed: HardSwish has no parameters
 }
 
 

@@ -10,7 +10,7 @@ in place on that fresh result, saving the intermediate tensors and dispatches:
 - ``FusedMatMul(A, B, C?)``: ``Y = act(MatMul(A, B) + C)``.
 - ``FusedGemm(A, B, C?)``: Gemm attributes plus ``activation``; ``Y = act(Gemm(A, B, C))``.
 
-``activation`` is one of Relu, LeakyRelu, Clip, Sigmoid, HardSigmoid, Tanh, Gelu
+``activation`` is one of Relu, LeakyRelu, Clip, Sigmoid, HardSigmoid, HardSwish, Tanh, Gelu
 (``""``: none) with ``activation_params`` (floats: LeakyRelu alpha; Clip min, max;
 HardSigmoid alpha, beta) and ``activation_approximate`` (Gelu).
 """
@@ -53,7 +53,7 @@ from epoxy.kit.passes import (
 from .. import jit
 from ..registry import KERNELS
 from ._broadcast import fits_into
-from .activation import relu_into
+from .activation import hard_sigmoid_into, hard_swish_into, relu_into
 from .conv import JIT_ACTIVATIONS, Epilogue, conv_kernel
 
 DOMAIN = "com.epoxy.cpu"
@@ -163,7 +163,23 @@ def activation_fn(node: NodeSpec) -> Callable[[np.ndarray], np.ndarray] | None:
     if name == "HardSigmoid":
         alpha = params[0] if params else 0.2
         beta = params[1] if len(params) > 1 else 0.5
-        return _kernel(_act_spec(node, "HardSigmoid", 22, {"alpha": alpha, "beta": beta}))
+        slow_hs = _kernel(_act_spec(node, "HardSigmoid", 22, {"alpha": alpha, "beta": beta}))
+
+        def hard_sigmoid(y: np.ndarray) -> np.ndarray:
+            if y.dtype in _FAST:
+                return hard_sigmoid_into(y, alpha, beta, out=y)
+            return slow_hs(y)
+
+        return hard_sigmoid
+    if name == "HardSwish":
+        slow_hw = _kernel(_act_spec(node, "HardSwish", 22, {}))
+
+        def hard_swish(y: np.ndarray) -> np.ndarray:
+            if y.dtype in _FAST:
+                return hard_swish_into(y, out=y)
+            return slow_hw(y)
+
+        return hard_swish
     if name == "Gelu":
         approximate = node.attr("activation_approximate", "none")
         return _kernel(_act_spec(node, "Gelu", 20, {"approximate": approximate}))
@@ -317,7 +333,7 @@ def _activation_of(model: ir.Model, node: ir.Node | None, x: ir.Value) -> dict[s
     op = node.op_type
     if len(node.outputs) != 1:
         return None
-    if op in ("Relu", "Sigmoid", "Tanh") and len(node.inputs) == 1:
+    if op in ("Relu", "Sigmoid", "Tanh", "HardSwish") and len(node.inputs) == 1:
         return {"activation": op}
     if op == "LeakyRelu":
         return {"activation": op, "activation_params": [float(attr(node, "alpha", 0.01))]}
