@@ -17,6 +17,7 @@ from _jit_cases import close, run_cpu
 pytest.importorskip("numba")
 
 from epoxy_ep_cpu.ops import conv as conv_ops  # noqa: E402
+from epoxy_ep_cpu.ops.fused import DOMAIN  # noqa: E402
 
 
 def _tol(x: np.ndarray, w: np.ndarray) -> tuple[float, float]:
@@ -135,6 +136,37 @@ def test_stride_one_depthwise_layers_run_the_depthwise_kernel(monkeypatch, const
     assert calls == [1]
 
 
+SMALL_MAPS = [((8, 6, 2, 2), (6, 1, 5, 5), {"group": 6, "pads": [2, 2, 2, 2]}),  # mobilenet_v3's last maps
+              ((2, 5, 4, 4), (5, 1, 5, 5), {"group": 5, "pads": [2, 2, 2, 2], "strides": [2, 2]}),
+              ((1, 3, 2, 3), (3, 1, 3, 3), {"group": 3, "pads": [0, 1, 1, 0]}),  # asymmetric pads, 2x2 out
+              ((1, 4, 1, 1), (4, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]})]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), SMALL_MAPS, ids=_ids(SMALL_MAPS))
+def test_depthwise_small_maps_take_the_per_output_kernel(monkeypatch, x_shape, w_shape, attrs, residual, dtype):
+    """Depthwise layers with at most ``SMALL_MAP`` outputs a plane run ``depthwise_small`` (only
+    the taps that reach the input), with FusedConv's residual and activation, matching the numpy
+    path and the reference."""
+    from epoxy_ep_cpu.jit import kernels_depthwise
+
+    used = []
+    real = kernels_depthwise.depthwise_small
+    monkeypatch.setattr(kernels_depthwise, "depthwise_small", lambda *a: used.append(1) or real(*a))
+    monkeypatch.setattr(kernels_depthwise.direct, "overload", lambda fn, sample: fn)
+    x, w, b = _data(sum(x_shape), x_shape, w_shape, dtype, True)
+    case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], attrs, 22)
+    close(run_cpu(case, True, runs=2), run_reference(case), *_tol(x, w))
+    assert used
+    if residual:
+        out = run_reference(case)[0]
+        z = np.random.default_rng(3).standard_normal(out.shape).astype(dtype)
+        fused = one_node("FusedConv", [x, In(w, const=True), In(b, const=True), z],
+                         dict(attrs, activation="HardSwish"), 1, domain=DOMAIN)
+        close(run_cpu(fused, True, runs=2), run_cpu(fused, False), *_tol(x, w))
+
+
 def test_large_plain_conv_keeps_the_numpy_path(monkeypatch):
     from epoxy_ep_cpu.jit import kernels_conv
 
@@ -223,7 +255,6 @@ def test_hard_activations_in_the_kernel_match_the_standalone_ops(monkeypatch, sh
     """epoxy's own FusedConv with MobileNetV3's activations: applied in the compiled pass (the
     numpy tail never runs), equal to the numpy path; NaN and infinities as the standalone op."""
     from epoxy_ep_cpu.ops import fused
-    from epoxy_ep_cpu.ops.fused import DOMAIN
 
     x_shape, w_shape, attrs = shape
     x, w, b = _data(11, x_shape, w_shape, np.float32, True)

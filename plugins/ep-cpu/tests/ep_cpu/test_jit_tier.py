@@ -183,6 +183,24 @@ def test_kernel_cache_folder_follows_the_sources(tmp_path):
     assert config.kernel_cache_dir().parent == config.default_cache_dir()
 
 
+def test_a_kernels_module_imported_first_still_caches_in_the_sources_folder(tmp_path):
+    """numba fixes a dispatcher's cache folder when the module defining it is imported: one
+    imported before any session (a test, a user) must not fall back to the package's
+    __pycache__, whose entries outlive edits of the helpers the kernels inline."""
+    import subprocess
+    import sys
+
+    code = ("from epoxy_ep_cpu.jit import config, kernels_conv\n"
+            "print(kernels_conv.flat_serial._cache._cache_path)\n"
+            "print(config.kernel_cache_dir())\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR",)}
+    env["EPOXY_CPU_JIT_CACHE_DIR"] = str(tmp_path)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    used, expected = out.stdout.split()
+    assert used.startswith(expected) and expected.startswith(str(tmp_path))
+
+
 def test_openmp_workers_sleep_unless_the_user_chose_a_wait_policy(monkeypatch):
     """Spinning OpenMP workers fight OpenBLAS's spinning workers for the cores (docs/THREADING.md):
     the tier asks for sleeping workers, and a user's own OMP_WAIT_POLICY wins."""

@@ -17,7 +17,15 @@ from contextlib import contextmanager
 from types import ModuleType
 
 from .. import settings
+from .config import configure
 from .probe import availability
+
+# numba fixes a dispatcher's cache folder when the dispatcher is made, at its module's import:
+# a kernels module imported before the folder was chosen (a test, a user's direct import) read
+# and wrote numba's default, the package's __pycache__, whose entries outlive edits of the
+# helpers the kernels inline. Choosing it here (environment variables only, numba not
+# imported) comes before any kernels module.
+configure()
 
 __all__ = ["availability", "kernels", "remembering", "thread_count"]
 
