@@ -203,6 +203,50 @@ def test_gemm_hard_activation(op):  # type: ignore[no-untyped-def]
     assert fused_ops(fused) == ["FusedGemm"]
 
 
+def _silu_model(head: str, *, order: str = "xs", extra_reader: str = "", residual: bool = False):  # type: ignore[no-untyped-def]
+    """``head`` (Conv 3->6 or MatMul 8->6), [+ residual Add,] then SiLU as exporters write it:
+    ``Mul(h, Sigmoid(h))`` (``order`` "sx": the Mul's operands swapped); ``extra_reader``: a
+    third reader of h ("h") or of the sigmoid ("s"), which keeps the nodes apart."""
+    if head == "Conv":
+        inits = [init("w", rand(6, 3, 3, 3)), init("b", rand(6))]
+        nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1])]
+        x_info, shape = helper.make_tensor_value_info("x", F, [2, 3, 8, 8]), (2, 3, 8, 8)
+    else:
+        inits = [init("w", rand(8, 6))]
+        nodes = [helper.make_node("MatMul", ["x", "w"], ["c"])]
+        x_info, shape = helper.make_tensor_value_info("x", F, [4, 8]), (4, 8)
+    h = "c"
+    if residual:
+        inits.append(init("r", rand(6, 1, 1) if head == "Conv" else rand(6)))
+        nodes.append(helper.make_node("Add", ["c", "r"], ["h"]))
+        h = "h"
+    nodes.append(helper.make_node("Sigmoid", [h], ["s"]))
+    nodes.append(helper.make_node("Mul", [h, "s"] if order == "xs" else ["s", h], ["y"]))
+    outputs = [helper.make_tensor_value_info("y", F, None)]
+    if extra_reader:
+        nodes.append(helper.make_node("Neg", [h if extra_reader == "h" else "s"], ["other"]))
+        outputs.append(helper.make_tensor_value_info("other", F, None))
+    return build(nodes, [x_info], outputs, inits), {"x": rand(*shape) * 4}
+
+
+@pytest.mark.parametrize("head", ["Conv", "MatMul"])
+@pytest.mark.parametrize("order", ["xs", "sx"])
+@pytest.mark.parametrize("residual", [False, True])
+def test_silu_becomes_the_fused_activation(head, order, residual):  # type: ignore[no-untyped-def]
+    model, feeds = _silu_model(head, order=order, residual=residual)
+    fused = compare(model, feeds)
+    # 2-D MatMul + Add: the core's Gemm rewrite may run first (then a FusedGemm)
+    assert fused_ops(fused) in ([["FusedConv"]] if head == "Conv" else [["FusedMatMul"], ["FusedGemm"]])
+    assert fused._graph.nodes[0].attributes["activation"] in ("SiLU", b"SiLU")
+
+
+@pytest.mark.parametrize("extra_reader", ["h", "s"])
+def test_silu_with_another_reader_is_not_fused(extra_reader):  # type: ignore[no-untyped-def]
+    model, feeds = _silu_model("Conv", extra_reader=extra_reader)
+    fused = compare(model, feeds)
+    assert "Sigmoid" in fused_ops(fused) and "Mul" in fused_ops(fused)
+
+
 def test_fusions_do_not_run_at_basic():  # type: ignore[no-untyped-def]
     inits = [init("w", rand(4, 3, 1, 1))]
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Relu", ["c"], ["y"])]

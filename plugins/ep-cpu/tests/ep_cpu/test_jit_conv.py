@@ -250,10 +250,12 @@ def test_fused_conv_applies_residual_and_activation_in_the_kernel(monkeypatch):
 @pytest.mark.parametrize("shape", [((1, 4, 9, 9), (4, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]}),  # depthwise
                                    ((1, 8, 6, 6), (8, 8, 3, 3), {"pads": [1, 1, 1, 1]}),  # direct / grid
                                    ((1, 8, 6, 6), (16, 8, 1, 1), {})])  # pointwise
-@pytest.mark.parametrize(("act", "params"), [("HardSwish", ()), ("HardSigmoid", ()), ("HardSigmoid", (0.3, 0.4))])
+@pytest.mark.parametrize(("act", "params"), [("HardSwish", ()), ("HardSigmoid", ()), ("HardSigmoid", (0.3, 0.4)),
+                                             ("SiLU", ())])
 def test_hard_activations_in_the_kernel_match_the_standalone_ops(monkeypatch, shape, act, params):
-    """epoxy's own FusedConv with MobileNetV3's activations: applied in the compiled pass (the
-    numpy tail never runs), equal to the numpy path; NaN and infinities as the standalone op."""
+    """epoxy's own FusedConv with MobileNetV3's and EfficientNet's activations: applied in the
+    compiled pass, or SiLU right after it on its fresh output (the general numpy tail never
+    runs), equal to the numpy path; NaN and infinities as the standalone ops."""
     from epoxy_ep_cpu.ops import fused
 
     x_shape, w_shape, attrs = shape

@@ -151,3 +151,18 @@ def test_float32_erf_and_gelu_stay_within_half_an_ulp_and_a_hair() -> None:
     edges = np.float32([np.nan, np.inf, -np.inf, 0.0, -0.0])
     np.testing.assert_array_equal(kernels_special.small("erf")(edges), np.float32([np.nan, 1, -1, 0, -0.0]))
     np.testing.assert_array_equal(kernels_special.small("gelu")(edges), np.float32([np.nan, np.inf, np.nan, 0, -0.0]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_silu_is_the_sigmoid_loops_value_times_x(dtype) -> None:
+    """The fused SiLU's one pass gives the bits of the compiled Sigmoid followed by Mul (the
+    graph as exporters write it), NaN, infinities and underflow included."""
+    x = (np.random.default_rng(5).standard_normal(1000) * 30).astype(dtype)
+    x[:5] = [np.nan, np.inf, -np.inf, -200.0, 0.0]
+    silu, sigmoid = kernels_special.small("silu"), kernels_special.small("sigmoid")
+    got, gate = silu(x), sigmoid(x)
+    assert got is not None and gate is not None and got.dtype == x.dtype
+    with np.errstate(invalid="ignore"):
+        want = x * gate
+    np.testing.assert_array_equal(got, want)
+    assert np.isnan(got[2])  # -inf * sigmoid(-inf) = -inf * 0

@@ -34,7 +34,7 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 #: (float32, median of 3000 calls), jit / numpy us: Erf 512: 7.3 / 19.4, 2048: 25.0 / 25.3,
 #: 4096: 50 / 34; Gelu 512: 8.3 / 22.5, 2048: 25.7 / 37.3, 4096: 55 / 38; Sigmoid 512: 4.0 / 7.8,
 #: 2048: 13.7 / 10.0
-SMALL = {"erf": 2048, "gelu": 2048, "sigmoid": 1024}
+SMALL = {"erf": 2048, "gelu": 2048, "sigmoid": 1024, "silu": 1024}
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 
 
@@ -68,7 +68,28 @@ def sigmoid_f32_loop(x, out):  # pragma: no cover - compiled
         out[i] = 1.0 / (1.0 + fast_exp(-np.float64(x[i])))  # -inf: 1 / (1 + 2**1000) rounds to 0
 
 
-LOOPS = {"erf": erf_loop, "gelu": gelu_loop, "sigmoid": sigmoid_loop}
+@njit(cache=True, nogil=True)
+def silu_loop(x, out):  # pragma: no cover - compiled
+    """``x * sigmoid(x)`` (SiLU, fused after a convolution or product: ``ops/fused.py``), the
+    product of the Sigmoid loop's value and ``x``: the same bits as the two ops run apart."""
+    for i in range(x.shape[0]):
+        v = np.float64(x[i])
+        if v >= 0.0:
+            s = 1.0 / (1.0 + math.exp(-v))
+        else:  # NaN stays NaN; -inf: -inf * 0 = NaN, as Sigmoid then Mul give
+            e = math.exp(v)
+            s = e / (1.0 + e)
+        out[i] = x[i] * x.dtype.type(s)
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"}, error_model="numpy", boundscheck=False)
+def silu_f32_loop(x, out):  # pragma: no cover - compiled
+    for i in range(x.shape[0]):
+        s = np.float32(1.0 / (1.0 + fast_exp(-np.float64(x[i]))))  # sigmoid_f32_loop's value
+        out[i] = x[i] * s
+
+
+LOOPS = {"erf": erf_loop, "gelu": gelu_loop, "sigmoid": sigmoid_loop, "silu": silu_loop}
 @njit(cache=True, nogil=True, fastmath={"contract"}, error_model="numpy", boundscheck=False)
 def erf_f32_loop(x, out):  # pragma: no cover - compiled
     for i in range(x.shape[0]):
@@ -85,8 +106,8 @@ def gelu_f32_loop(x, out):  # pragma: no cover - compiled
 #: float32 loops on ``fast_math`` and the most elements they take (serial; timed at 1 thread,
 #: float32 us jit / numpy: Sigmoid 512: 0.9 / 3.3, 2048: 3.1 / 7.4, 8192: 8.8 / 12.1, larger
 #: alike; Gelu 2048: 9 / 37 (the libm loop 31), 32768: 143 / ~600 (libm 750))
-F32_LOOPS = {"erf": erf_f32_loop, "gelu": gelu_f32_loop, "sigmoid": sigmoid_f32_loop}
-SMALL_F32 = {"erf": 1 << 22, "gelu": 1 << 22, "sigmoid": 1 << 16}
+F32_LOOPS = {"erf": erf_f32_loop, "gelu": gelu_f32_loop, "sigmoid": sigmoid_f32_loop, "silu": silu_f32_loop}
+SMALL_F32 = {"erf": 1 << 22, "gelu": 1 << 22, "sigmoid": 1 << 16, "silu": 1 << 16}
 _F32 = np.dtype(np.float32)
 
 

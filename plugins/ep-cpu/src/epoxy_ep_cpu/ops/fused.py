@@ -10,7 +10,8 @@ in place on that fresh result, saving the intermediate tensors and dispatches:
 - ``FusedMatMul(A, B, C?)``: ``Y = act(MatMul(A, B) + C)``.
 - ``FusedGemm(A, B, C?)``: Gemm attributes plus ``activation``; ``Y = act(Gemm(A, B, C))``.
 
-``activation`` is one of Relu, LeakyRelu, Clip, Sigmoid, HardSigmoid, HardSwish, Tanh, Gelu
+``activation`` is one of Relu, LeakyRelu, Clip, Sigmoid, HardSigmoid, HardSwish, SiLU
+(``x * sigmoid(x)``, written by exporters as ``Sigmoid`` + ``Mul``), Tanh, Gelu
 (``""``: none) with ``activation_params`` (floats: LeakyRelu alpha; Clip min, max;
 HardSigmoid alpha, beta) and ``activation_approximate`` (Gelu).
 """
@@ -39,6 +40,7 @@ from epoxy.kit.passes import (
     RewritePass,
     attr,
     constant,
+    consumers,
     copy_attributes,
     dtype_of,
     ensure_opset,
@@ -151,6 +153,22 @@ def activation_fn(node: NodeSpec) -> Callable[[np.ndarray], np.ndarray] | None:
         return clip
     if name == "Sigmoid":
         return _kernel(_act_spec(node, "Sigmoid", 13, {}))
+    if name == "SiLU":
+        gate = _kernel(_act_spec(node, "Sigmoid", 13, {}))
+        special = jit.kernels("special")
+        one_pass = special.small("silu") if special is not None else None
+
+        def silu(y: np.ndarray) -> np.ndarray:
+            if one_pass is not None:
+                done = one_pass(y)  # the compiled Sigmoid's value times y, in one pass: the same bits
+                if done is not None:
+                    return done
+            s = gate(y)
+            if y.dtype in _FAST and s.dtype == y.dtype:
+                return np.multiply(y, s, out=y)
+            return np.asarray(y * s).astype(y.dtype, copy=False)
+
+        return silu
     if name == "Tanh":
         slow = _kernel(_act_spec(node, "Tanh", 13, {}))
 
@@ -318,12 +336,37 @@ def _take_activation(
     model: ir.Model, nodes: list[ir.Node], nxt: ir.Node | None, out: ir.Value
 ) -> tuple[dict[str, Any] | None, ir.Value]:
     """When ``nxt`` is an activation of ``out``, append it to ``nodes`` (the nodes a fusion
-    replaces) and return its attributes and output; else ``(None, out)``."""
+    replaces) and return its attributes and output; else ``(None, out)``. SiLU as exporters
+    write it (``Mul(out, Sigmoid(out))``, two readers of ``out``) counts as one."""
+    if nxt is None:
+        silu = _silu_of(out)
+        if silu is None:
+            return None, out
+        nodes.extend(silu)
+        return {"activation": "SiLU"}, silu[-1].outputs[0]
     act = _activation_of(model, nxt, out)
-    if act is None or nxt is None:
+    if act is None:
         return None, out
     nodes.append(nxt)
     return act, nxt.outputs[0]
+
+
+def _silu_of(x: ir.Value) -> list[ir.Node] | None:
+    """``[Sigmoid, Mul]`` computing ``x * sigmoid(x)`` when they are ``x``'s only readers (SiLU,
+    Swish: EfficientNet's and YOLO's activation, LLaMA's gate), else None."""
+    if x.is_graph_output():
+        return None
+    readers = consumers(x)
+    sigmoid = next((n for n in readers if is_op(n, "Sigmoid") and len(n.inputs) == 1), None)
+    mul = next((n for n in readers if is_op(n, "Mul")), None)
+    if len(readers) != 2 or sigmoid is None or mul is None or len(sigmoid.outputs) != 1 or len(mul.outputs) != 1:
+        return None
+    gate = sigmoid.outputs[0]
+    if sole_consumer(gate) is not mul or len(mul.inputs) != 2 or {id(v) for v in mul.inputs} != {id(x), id(gate)}:
+        return None
+    if len(list(x.uses())) != 2:  # x read once by each
+        return None
+    return [sigmoid, mul]
 
 
 def _activation_of(model: ir.Model, node: ir.Node | None, x: ir.Value) -> dict[str, Any] | None:
