@@ -1064,18 +1064,18 @@ class Epilogue:
 
 
 #: FusedConv activations the jit kernel applies in its pass -> (code, parameter defaults):
-#: elementwise ops computed as the standalone kernels compute them (``jit/activations.py``)
+#: exact elementwise ops, so they agree with the standalone kernels bit for bit
 JIT_ACTIVATIONS: dict[str, tuple[int, tuple[float, float]]] = {
     "": (0, (0.0, 0.0)),
     "Relu": (1, (0.0, 0.0)),
     "LeakyRelu": (2, (0.01, 0.0)),
     "Clip": (3, (-math.inf, math.inf)),
-    "HardSigmoid": (4, (0.2, 0.5)),
-    "HardSwish": (5, (6.0, 0.5)),  # divisor and offset, fixed: HardSwish has no parameters
 }
-# SiLU is not here: an ``exp`` in the store pass kept LLVM from vectorizing it for every
-# activation (the serving CNN's 3 -> 16 Relu layer 20 -> 39 us); it runs right after the kernel,
-# on its fresh output (``Epilogue.after``: the compiled small-tensor Sigmoid, then a multiply)
+# The others (HardSigmoid, HardSwish, SiLU, ...) run right after the kernel, in place on its
+# fresh output (``Epilogue.after``). Each code in the store pass is a branch of every kernel's
+# inner loop: an ``exp`` there (SiLU) kept LLVM from vectorizing the store for every activation
+# (the serving CNN's 3 -> 16 Relu layer 20 -> 39 us), and HardSigmoid/HardSwish's arithmetic
+# slowed squeezenet's Relu layers (9.5 -> 10.95 ms, 1 thread, alternated processes)
 
 
 class _Jit:
