@@ -166,3 +166,20 @@ def test_silu_is_the_sigmoid_loops_value_times_x(dtype) -> None:
         want = x * gate
     np.testing.assert_array_equal(got, want)
     assert np.isnan(got[2])  # -inf * sigmoid(-inf) = -inf * 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("name", "params"), [("hard_swish", (6.0, 0.5)), ("hard_sigmoid", (0.2, 0.5)),
+                                              ("hard_sigmoid", (0.3, 0.4))])
+def test_hard_activations_in_one_pass_give_the_numpy_passes_bits(name, params, dtype) -> None:
+    from epoxy_ep_cpu.ops.activation import hard_sigmoid_into, hard_swish_into
+
+    x = (np.random.default_rng(6).standard_normal(3000) * 6).astype(dtype)
+    x[:4] = [np.nan, np.inf, -np.inf, -0.0]
+    got = kernels_special.hard(name)(x, *params)
+    with np.errstate(invalid="ignore"):
+        want = hard_swish_into(x) if name == "hard_swish" else hard_sigmoid_into(x, *params)
+    assert got is not None and got.dtype == x.dtype
+    np.testing.assert_array_equal(got, want)
+    assert kernels_special.hard(name)(x[::2], *params) is None  # strided: the numpy path
+    assert kernels_special.hard(name)(np.zeros(kernels_special.SMALL_HARD + 1, dtype), *params) is None

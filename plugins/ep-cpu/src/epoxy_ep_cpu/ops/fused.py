@@ -182,8 +182,13 @@ def activation_fn(node: NodeSpec) -> Callable[[np.ndarray], np.ndarray] | None:
         alpha = params[0] if params else 0.2
         beta = params[1] if len(params) > 1 else 0.5
         slow_hs = _kernel(_act_spec(node, "HardSigmoid", 22, {"alpha": alpha, "beta": beta}))
+        one_pass_hs = _special_hard("hard_sigmoid")
 
         def hard_sigmoid(y: np.ndarray) -> np.ndarray:
+            if one_pass_hs is not None:
+                done = one_pass_hs(y, alpha, beta)
+                if done is not None:
+                    return done
             if y.dtype in _FAST:
                 return hard_sigmoid_into(y, alpha, beta, out=y)
             return slow_hs(y)
@@ -191,8 +196,13 @@ def activation_fn(node: NodeSpec) -> Callable[[np.ndarray], np.ndarray] | None:
         return hard_sigmoid
     if name == "HardSwish":
         slow_hw = _kernel(_act_spec(node, "HardSwish", 22, {}))
+        one_pass_hw = _special_hard("hard_swish")
 
         def hard_swish(y: np.ndarray) -> np.ndarray:
+            if one_pass_hw is not None:
+                done = one_pass_hw(y, 6.0, 0.5)
+                if done is not None:
+                    return done
             if y.dtype in _FAST:
                 return hard_swish_into(y, out=y)
             return slow_hw(y)
@@ -202,6 +212,13 @@ def activation_fn(node: NodeSpec) -> Callable[[np.ndarray], np.ndarray] | None:
         approximate = node.attr("activation_approximate", "none")
         return _kernel(_act_spec(node, "Gelu", 20, {"approximate": approximate}))
     raise Unsupported(f"unknown fused activation {name!r}")
+
+
+def _special_hard(name: str) -> Callable[[np.ndarray, float, float], np.ndarray | None] | None:
+    """The jit tier's one-pass hard activation ``name`` (``jit/kernels_special.hard``), when the
+    provider building the kernel runs that tier: the same bits as the numpy passes."""
+    special = jit.kernels("special")
+    return special.hard(name) if special is not None else None
 
 
 def _owned(y: np.ndarray, *inputs: np.ndarray | None) -> np.ndarray:
