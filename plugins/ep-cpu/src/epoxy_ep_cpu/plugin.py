@@ -21,12 +21,15 @@ def epoxy_register_passes(register: Any) -> None:
     from .ops.fused_attention import attention_passes
     from .ops.fused_batchnorm import CpuBatchNormActivationPass
     from .ops.fused_int8 import CpuConvIntegerToFloatPass, CpuMatMulIntegerToFloatPass
+    from .ops.squeeze_excite import CpuSqueezeExcitePass
 
     # exact up to float rounding (tests/ep_cpu/test_attention_fusion.py): on by default
     for pass_ in attention_passes():
         register(pass_, level="basic", providers=("cpu",))
     for pass_ in cpu_passes():
         register(pass_, level="extended", providers=("cpu",))
+    # after cpu_passes: a block's 1x1 convolutions carry their activations by then
+    register(CpuSqueezeExcitePass(), level="extended", providers=("cpu",))
     # after cpu_passes: a BatchNorm after a Conv is folded into it there first
     register(CpuBatchNormActivationPass(), level="extended", providers=("cpu",))
     # a dynamic int8 MatMul's Cast -> Mul [-> Add] tail: the chain's values bit for bit
