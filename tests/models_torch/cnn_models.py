@@ -92,17 +92,20 @@ class MobileNetV2(nn.Module):
         return self.classifier(torch.flatten(x, 1))
 
 
-class HardSqueezeExcite(nn.Module):
-    """MobileNetV3's squeeze-and-excitation: pool, 1x1 reduce + ReLU, 1x1 expand + Hardsigmoid, scale."""
+class SqueezeExcite(nn.Module):
+    """Squeeze-and-excitation: pool, 1x1 reduce + ``inner``, 1x1 expand + ``gate``, scale
+    (EfficientNet's SiLU and sigmoid by default; MobileNetV3's ReLU and Hardsigmoid)."""
 
-    def __init__(self, channels: int, reduced: int) -> None:
+    def __init__(self, channels: int, reduced: int, inner: Callable[[torch.Tensor], torch.Tensor] = F.silu,
+                 gate: Callable[[torch.Tensor], torch.Tensor] = torch.sigmoid) -> None:
         super().__init__()
         self.reduce = nn.Conv2d(channels, reduced, 1)
         self.expand = nn.Conv2d(reduced, channels, 1)
+        self.inner, self.gate = inner, gate
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         s = F.adaptive_avg_pool2d(x, 1)
-        return x * F.hardsigmoid(self.expand(F.relu(self.reduce(s))))
+        return x * self.gate(self.expand(self.inner(self.reduce(s))))
 
 
 class InvertedResidualV3(nn.Module):
@@ -118,7 +121,7 @@ class InvertedResidualV3(nn.Module):
         layers += [nn.Conv2d(hidden, hidden, kernel, stride, kernel // 2, groups=hidden, bias=False), _bn(hidden),
                    act()]
         if se:
-            layers.append(HardSqueezeExcite(hidden, max(8, hidden // 4)))
+            layers.append(SqueezeExcite(hidden, max(8, hidden // 4), F.relu, F.hardsigmoid))
         layers += [nn.Conv2d(hidden, c_out, 1, bias=False), _bn(c_out)]
         self.body = nn.Sequential(*layers)
         self.residual = stride == 1 and c_in == c_out
@@ -177,19 +180,6 @@ class SqueezeNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.flatten(self.classifier(self.features(x)), 1)
-
-
-class SqueezeExcite(nn.Module):
-    """EfficientNet's squeeze-and-excitation: pool, 1x1 reduce + SiLU, 1x1 expand + sigmoid, scale."""
-
-    def __init__(self, channels: int, reduced: int) -> None:
-        super().__init__()
-        self.reduce = nn.Conv2d(channels, reduced, 1)
-        self.expand = nn.Conv2d(reduced, channels, 1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        s = F.adaptive_avg_pool2d(x, 1)
-        return x * torch.sigmoid(self.expand(F.silu(self.reduce(s))))
 
 
 class MBConv(nn.Module):

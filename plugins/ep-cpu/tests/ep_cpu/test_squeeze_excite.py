@@ -130,3 +130,20 @@ def test_jit_on_runs_the_compiled_block(monkeypatch):
     plain, fused = _sessions(model, True)
     np.testing.assert_allclose(fused.run(None, feeds)[0], plain.run(None, feeds)[0], rtol=1e-5, atol=1e-6)
     assert calls == [(2, C, 5, 6)]
+
+
+def test_float16_blocks_keep_their_ops():
+    """A float16 model (onnxruntime's fp16 conversion of a MobileNetV3) keeps the unfused ops,
+    which widen to float32 one by one, and runs."""
+    from onnx import numpy_helper as nh
+
+    model = onnx.load_from_string(_model("Relu", "HardSigmoid")[0])
+    for tensor in model.graph.initializer:
+        tensor.CopyFrom(nh.from_array(nh.to_array(tensor).astype(np.float16), tensor.name))
+    for value in list(model.graph.input) + list(model.graph.output) + list(model.graph.value_info):
+        value.type.tensor_type.elem_type = TensorProto.FLOAT16
+    feeds = {"x": np.random.default_rng(1).standard_normal((2, C, 5, 6)).astype(np.float16)}
+    plain, fused = _sessions(model.SerializeToString(), True)
+    assert "SqueezeExcite" not in _ops(fused)
+    np.testing.assert_allclose(fused.run(None, feeds)[0].astype(np.float32),
+                               plain.run(None, feeds)[0].astype(np.float32), rtol=1e-2, atol=1e-2)

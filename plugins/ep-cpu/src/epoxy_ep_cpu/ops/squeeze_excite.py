@@ -35,8 +35,10 @@ from epoxy.kit.passes import (
 
 from .. import jit
 from ..registry import KERNELS
-from .fused import _FLOAT_TYPES, DOMAIN, DOMAIN_VERSION, activation_fn
+from .fused import DOMAIN, DOMAIN_VERSION, activation_fn
 
+#: the element types the fused block runs (float16 blocks keep their ops: each widens on its own)
+_FUSED_TYPES = (ir.DataType.FLOAT, ir.DataType.DOUBLE)
 #: activations the fused block takes on each 1x1 convolution -> the compiled kernel's code
 ACTIVATION_CODES = {"": 0, "Relu": 1, "Sigmoid": 2, "HardSigmoid": 3, "SiLU": 4, "HardSwish": 5}
 #: (alpha, beta) when the node gives none: HardSigmoid's ONNX defaults, HardSwish's 1/6 and 0.5
@@ -96,7 +98,7 @@ class CpuSqueezeExcitePass(RewritePass):
             if pool.graph is not graph:
                 continue
             x = _pooled(model, pool)
-            if x is None or dtype_of(x) not in _FLOAT_TYPES or len(pool.outputs) != 1:
+            if x is None or dtype_of(x) not in _FUSED_TYPES or len(pool.outputs) != 1:
                 continue
             reduce = sole_consumer(pool.outputs[0])
             first = _pointwise(reduce, pool.outputs[0])
