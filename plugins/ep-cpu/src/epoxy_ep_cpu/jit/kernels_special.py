@@ -51,15 +51,26 @@ def gelu_loop(x, out):  # pragma: no cover - compiled
         out[i] = 0.5 * v * (1.0 + math.erf(v * _INV_SQRT_2))
 
 
+@njit(inline="always", cache=True, nogil=True)
+def sigmoid64(v):  # pragma: no cover - compiled
+    """The logistic function of a float64 without overflow: ``exp`` of ``-|v|`` only; NaN
+    stays NaN (shared with ``kernels_squeeze_excite``)."""
+    if v >= 0.0:
+        return 1.0 / (1.0 + math.exp(-v))
+    e = math.exp(v)  # NaN falls through to this branch and stays NaN
+    return e / (1.0 + e)
+
+
+@njit(inline="always", cache=True, nogil=True)
+def unit(t):  # pragma: no cover - compiled
+    """``t`` clipped to [0, 1] as numpy's clip does it; NaN stays NaN."""
+    return 0.0 if t < 0 else (1.0 if t > 1 else t)
+
+
 @njit(cache=True, nogil=True)
 def sigmoid_loop(x, out):  # pragma: no cover - compiled
     for i in range(x.shape[0]):
-        v = np.float64(x[i])
-        if v >= 0.0:
-            out[i] = 1.0 / (1.0 + math.exp(-v))
-        else:  # exp(v) cannot overflow here; NaN falls through to this branch and stays NaN
-            e = math.exp(v)
-            out[i] = e / (1.0 + e)
+        out[i] = sigmoid64(np.float64(x[i]))
 
 
 @njit(cache=True, nogil=True, fastmath={"contract"}, error_model="numpy", boundscheck=False)
@@ -72,14 +83,8 @@ def sigmoid_f32_loop(x, out):  # pragma: no cover - compiled
 def silu_loop(x, out):  # pragma: no cover - compiled
     """``x * sigmoid(x)`` (SiLU, fused after a convolution or product: ``ops/fused.py``), the
     product of the Sigmoid loop's value and ``x``: the same bits as the two ops run apart."""
-    for i in range(x.shape[0]):
-        v = np.float64(x[i])
-        if v >= 0.0:
-            s = 1.0 / (1.0 + math.exp(-v))
-        else:  # NaN stays NaN; -inf: -inf * 0 = NaN, as Sigmoid then Mul give
-            e = math.exp(v)
-            s = e / (1.0 + e)
-        out[i] = x[i] * x.dtype.type(s)
+    for i in range(x.shape[0]):  # -inf: -inf * 0 = NaN, as Sigmoid then Mul give
+        out[i] = x[i] * x.dtype.type(sigmoid64(np.float64(x[i])))
 
 
 @njit(cache=True, nogil=True, fastmath={"contract"}, error_model="numpy", boundscheck=False)
@@ -94,17 +99,14 @@ def hard_sigmoid_loop(x, out, alpha, beta):  # pragma: no cover - compiled
     """``clip(x * alpha + beta, 0, 1)`` in ``x``'s dtype (``alpha``, ``beta`` of it), rounded
     as the numpy passes round it (no contraction): the same bits; NaN stays NaN."""
     for i in range(x.shape[0]):
-        t = x[i] * alpha + beta
-        out[i] = 0.0 if t < 0 else (1.0 if t > 1 else t)
+        out[i] = unit(x[i] * alpha + beta)
 
 
 @njit(cache=True, nogil=True, error_model="numpy", boundscheck=False)
 def hard_swish_loop(x, out, six, half):  # pragma: no cover - compiled
     """``x * clip(x / 6 + 0.5, 0, 1)`` in ``x``'s dtype, as the numpy passes compute it."""
     for i in range(x.shape[0]):
-        v = x[i]
-        t = v / six + half
-        out[i] = v * (0.0 if t < 0 else (1.0 if t > 1 else t))
+        out[i] = x[i] * unit(x[i] / six + half)
 
 
 #: the most elements the hard activations' loops take (one pass against the numpy path's four:

@@ -8,12 +8,11 @@ pool and the products are a few thousand multiply-adds, less than waking a worke
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit, uint64
 
 from . import direct
+from .kernels_special import sigmoid64, unit
 
 
 @njit(inline="always", cache=True, nogil=True)
@@ -21,16 +20,14 @@ def _act(v, code, alpha, beta):  # pragma: no cover - compiled
     """Codes of ``ops/squeeze_excite.ACTIVATION_CODES`` on a float64 ``v``; NaN stays NaN."""
     if code == 1:
         return 0.0 if v < 0 else v
-    if code == 2 or code == 4:
-        e = math.exp(-abs(v))
-        s = 1.0 / (1.0 + e) if v >= 0 else e / (1.0 + e)
-        return s if code == 2 else v * s
+    if code == 2:
+        return sigmoid64(v)
+    if code == 4:
+        return v * sigmoid64(v)
     if code == 3:
-        t = v * alpha + beta
-        return 0.0 if t < 0 else (1.0 if t > 1 else t)
+        return unit(v * alpha + beta)
     if code == 5:
-        t = v / 6.0 + 0.5
-        return v * (0.0 if t < 0 else (1.0 if t > 1 else t))
+        return v * unit(v / 6.0 + 0.5)
     return v
 
 
