@@ -155,8 +155,7 @@ def activation_fn(node: NodeSpec) -> Callable[[np.ndarray], np.ndarray] | None:
         return _kernel(_act_spec(node, "Sigmoid", 13, {}))
     if name == "SiLU":
         gate = _kernel(_act_spec(node, "Sigmoid", 13, {}))
-        special = jit.kernels("special")
-        one_pass = special.small("silu") if special is not None else None
+        one_pass = _special(lambda module: module.small("silu"))
 
         def silu(y: np.ndarray) -> np.ndarray:
             if one_pass is not None:
@@ -182,7 +181,7 @@ def activation_fn(node: NodeSpec) -> Callable[[np.ndarray], np.ndarray] | None:
         alpha = params[0] if params else 0.2
         beta = params[1] if len(params) > 1 else 0.5
         slow_hs = _kernel(_act_spec(node, "HardSigmoid", 22, {"alpha": alpha, "beta": beta}))
-        one_pass_hs = _special_hard("hard_sigmoid")
+        one_pass_hs = _special(lambda module: module.hard("hard_sigmoid"))
 
         def hard_sigmoid(y: np.ndarray) -> np.ndarray:
             if one_pass_hs is not None:
@@ -196,7 +195,7 @@ def activation_fn(node: NodeSpec) -> Callable[[np.ndarray], np.ndarray] | None:
         return hard_sigmoid
     if name == "HardSwish":
         slow_hw = _kernel(_act_spec(node, "HardSwish", 22, {}))
-        one_pass_hw = _special_hard("hard_swish")
+        one_pass_hw = _special(lambda module: module.hard("hard_swish"))
 
         def hard_swish(y: np.ndarray) -> np.ndarray:
             if one_pass_hw is not None:
@@ -214,11 +213,12 @@ def activation_fn(node: NodeSpec) -> Callable[[np.ndarray], np.ndarray] | None:
     raise Unsupported(f"unknown fused activation {name!r}")
 
 
-def _special_hard(name: str) -> Callable[[np.ndarray, float, float], np.ndarray | None] | None:
-    """The jit tier's one-pass hard activation ``name`` (``jit/kernels_special.hard``), when the
-    provider building the kernel runs that tier: the same bits as the numpy passes."""
+def _special(pick: Callable[[Any], Any]) -> Any:
+    """``pick(jit/kernels_special)``: a one-pass compiled activation giving the numpy passes'
+    bits (SiLU, HardSigmoid, HardSwish), when the provider building the kernel runs the jit
+    tier; else None."""
     special = jit.kernels("special")
-    return special.hard(name) if special is not None else None
+    return pick(special) if special is not None else None
 
 
 def _owned(y: np.ndarray, *inputs: np.ndarray | None) -> np.ndarray:

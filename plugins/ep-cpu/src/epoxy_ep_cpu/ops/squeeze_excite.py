@@ -41,8 +41,8 @@ from .fused import DOMAIN, DOMAIN_VERSION, activation_fn
 _FUSED_TYPES = (ir.DataType.FLOAT, ir.DataType.DOUBLE)
 #: activations the fused block takes on each 1x1 convolution -> the compiled kernel's code
 ACTIVATION_CODES = {"": 0, "Relu": 1, "Sigmoid": 2, "HardSigmoid": 3, "SiLU": 4, "HardSwish": 5}
-#: (alpha, beta) when the node gives none: HardSigmoid's ONNX defaults, HardSwish's 1/6 and 0.5
-_DEFAULT_PARAMS = {"HardSigmoid": (0.2, 0.5), "HardSwish": (1 / 6, 0.5)}
+#: (alpha, beta) when the node gives none: HardSigmoid's ONNX defaults (the others take none)
+_DEFAULT_PARAMS = {"HardSigmoid": (0.2, 0.5)}
 
 
 def _pooled(model: ir.Model, node: ir.Node | None) -> ir.Value | None:
