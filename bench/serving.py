@@ -286,7 +286,7 @@ def ray_engine(path: str, args: argparse.Namespace) -> tuple[Deployments, Callab
         concurrent = args.max_concurrent_batches or 1  # replicas of 1 CPU: one batch per session thread
         plan = ray_app.ModelPlan(MODEL, "1", path, None, mbs, args.batch_wait_ms, threads=1,
                                  max_concurrent_batches=concurrent)
-        ongoing = max(8, mbs * (concurrent + 1))  # what deployment() gives a replica
+        ongoing = ray_app.default_max_ongoing(mbs, concurrent)  # what deployment() gives a replica
         model = serve.deployment(name=f"ort-{MODEL}", num_replicas=args.replicas, max_ongoing_requests=ongoing,
                                  ray_actor_options={"num_cpus": 1.0})(OrtModelServer).bind(plan)
         if "__call__" in vars(ray_app.ModelServer):

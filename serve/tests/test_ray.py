@@ -117,8 +117,8 @@ def test_build_from_cli_config(repository: Path) -> None:
 
 
 def test_concurrent_batches_follow_the_replica_threads(repository: Path) -> None:
-    def settings(**kwargs: Any) -> tuple[int, int, int]:
-        bound = epoxy_serve.deployment(repository / "cnn/1/model.onnx", name="cnn", max_batch_size=16,
+    def settings(max_batch_size: int = 16, **kwargs: Any) -> tuple[int, int, int]:
+        bound = epoxy_serve.deployment(repository / "cnn/1/model.onnx", name="cnn", max_batch_size=max_batch_size,
                                        **kwargs)._bound_deployment
         plan = bound.init_args[0]
         return plan.threads, plan.concurrent_batches, bound._deployment_config.max_ongoing_requests
@@ -127,6 +127,9 @@ def test_concurrent_batches_follow_the_replica_threads(repository: Path) -> None
     assert settings(replica_cpus=2) == (2, 2, 48)
     assert settings(max_concurrent_batches=3) == (1, 3, 64)
     assert settings(max_concurrent_batches=3, max_ongoing_requests=20) == (1, 3, 20)
+    # unbatched replicas still take 32 at once: fewer makes Ray's proxy retry the rest (CPU)
+    assert settings(max_batch_size=0) == (1, 1, 32)
+    assert settings(max_batch_size=4) == (1, 1, 32)
 
 
 def test_cuda_replicas_ask_ray_for_a_gpu() -> None:

@@ -37,6 +37,17 @@ EXTENSIONS = ["binary_tensor_data", "model_configuration", "metrics"]
 PROVIDER_RESOURCES: dict[str, dict[str, float]] = {"cuda": {"num_gpus": 1}}
 #: errors of a replica that died or cannot be reached: the request gets a 503, never a hang
 REPLICA_GONE: tuple[type[BaseException], ...] = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)
+#: the fewest requests a replica accepts at once by default. With fewer than the clients send,
+#: Ray's proxy holds the rest and keeps retrying them against full replicas, which costs more
+#: CPU than the requests: 32 clients on two 1-CPU replicas of a small CNN, unbatched, went from
+#: 147 to 250 requests/s when each replica took 32 instead of 8 (bench/README.md, session 26)
+MIN_ONGOING_REQUESTS = 32
+
+
+def default_max_ongoing(max_batch_size: int, concurrent_batches: int) -> int:
+    """Requests one replica accepts at once: at least :data:`MIN_ONGOING_REQUESTS`, and room for
+    the batches running and one filling (Ray warns below ``max_batch_size`` x concurrent)."""
+    return max(MIN_ONGOING_REQUESTS, max_batch_size * (concurrent_batches + 1))
 
 
 @dataclass(frozen=True)
@@ -312,8 +323,7 @@ def deployment(model: str | Path | bytes | Sequence[ModelSource], *, name: str |
     provider_tuple = tuple(providers) if providers else None
     threads = max(1, int(replica_cpus))
     concurrent = max_concurrent_batches if max_concurrent_batches > 0 else threads
-    # room for the batches running and one filling (Ray warns below max_batch_size x concurrent)
-    ongoing = max_ongoing_requests or max(8, max_batch_size * (concurrent + 1))
+    ongoing = max_ongoing_requests or default_max_ongoing(max_batch_size, concurrent)
     handles: dict[str, dict[str, Any]] = {}
     for model_name, version, source in found:
         # replicas on one node must not oversubscribe its cores: each session gets the CPUs Ray
