@@ -55,14 +55,24 @@ MODEL = "cnn"
 TOLERANCE = 1e-5
 
 
+def _weights(rng: np.random.Generator, name: str, *shape: int) -> onnx.TensorProto:
+    """He-scaled random weights: outputs stay near 1 however wide the layer, so the 1e-5 check holds."""
+    fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+    scale = np.sqrt(2.0 / fan_in) if len(shape) > 1 else 0.1
+    return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+
+def _model(name: str, nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto]) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        nodes, name, [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", 3, SIZE, SIZE])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", CLASSES])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
 def make_cnn(seed: int = 0) -> onnx.ModelProto:
     """Conv 3->16 (3x3) Relu, Conv 16->32 (3x3, stride 2) Relu, global pool, Gemm to 10 classes;
-    the batch axis N is dynamic so requests can merge."""
+    the batch axis N is dynamic so requests can merge. A run is ~0.1 ms: serving costs dominate."""
     rng = np.random.default_rng(seed)
-
-    def weight(name: str, *shape: int) -> onnx.TensorProto:
-        return numpy_helper.from_array((rng.standard_normal(shape) * 0.2).astype(np.float32), name)
-
     nodes = [
         helper.make_node("Conv", ["image", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c1"], ["r1"]),
@@ -72,12 +82,36 @@ def make_cnn(seed: int = 0) -> onnx.ModelProto:
         helper.make_node("Flatten", ["p"], ["f"]),
         helper.make_node("Gemm", ["f", "w3", "b3"], ["logits"], transB=1),
     ]
-    inits = [weight("w1", 16, 3, 3, 3), weight("b1", 16), weight("w2", 32, 16, 3, 3), weight("b2", 32),
-             weight("w3", CLASSES, 32), weight("b3", CLASSES)]
-    graph = helper.make_graph(
-        nodes, "cnn", [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", 3, SIZE, SIZE])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", CLASSES])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    inits = [_weights(rng, "w1", 16, 3, 3, 3), _weights(rng, "b1", 16), _weights(rng, "w2", 32, 16, 3, 3),
+             _weights(rng, "b2", 32), _weights(rng, "w3", CLASSES, 32), _weights(rng, "b3", CLASSES)]
+    return _model("cnn", nodes, inits)
+
+
+def make_cnn_fc(seed: int = 0) -> onnx.ModelProto:
+    """The same two convolutions, wider (32, 64), then an AlexNet/VGG-style classifier: Flatten
+    (16384) -> Gemm 1024 -> Relu -> Gemm 10. The first Gemm's 64 MB of weights make a batch-1
+    run memory-bound (a matrix-vector product) where a merged batch reads them once: the model
+    on which dynamic batching pays even behind Ray Serve's per-request cost."""
+    rng = np.random.default_rng(seed)
+    nodes = [
+        helper.make_node("Conv", ["image", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Relu", ["c2"], ["r2"]),
+        helper.make_node("Flatten", ["r2"], ["f"]),
+        helper.make_node("Gemm", ["f", "w3", "b3"], ["h"], transB=1),
+        helper.make_node("Relu", ["h"], ["rh"]),
+        helper.make_node("Gemm", ["rh", "w4", "b4"], ["logits"], transB=1),
+    ]
+    flat = 64 * (SIZE // 2) * (SIZE // 2)
+    inits = [_weights(rng, "w1", 32, 3, 3, 3), _weights(rng, "b1", 32), _weights(rng, "w2", 64, 32, 3, 3),
+             _weights(rng, "b2", 64), _weights(rng, "w3", 1024, flat), _weights(rng, "b3", 1024),
+             _weights(rng, "w4", CLASSES, 1024), _weights(rng, "b4", CLASSES)]
+    return _model("cnn_fc", nodes, inits)
+
+
+#: ``--model`` choices
+MODELS: dict[str, Callable[[], onnx.ModelProto]] = {"cnn": make_cnn, "cnn-fc": make_cnn_fc}
 
 
 class OrtServedModel(ServedModel):
@@ -410,6 +444,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "session thread)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="measure each served cell this many times, runtimes' order swapped each round")
+    parser.add_argument("--model", choices=sorted(MODELS), default="cnn",
+                        help="cnn: a run of ~0.1 ms; cnn-fc: a 64 MB classifier, memory-bound at batch 1")
     parser.add_argument("--json", help="write every cell here")
     args = parser.parse_args(argv)
     levels = [int(c) for c in args.concurrency.split(",")]
@@ -418,7 +454,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory() as folder:
         path = str(Path(folder) / f"{MODEL}.onnx")
-        onnx.save(make_cnn(), path)
+        onnx.save(MODELS[args.model](), path)
         images = np.random.default_rng(1).standard_normal((64, 3, SIZE, SIZE)).astype(np.float32)
         wanted = np.asarray(epoxy.InferenceSession(path).run(None, {"image": images})[0])
         cells = [raw_loop(path, runtime, images, wanted, args.seconds, args.requests) for runtime in runtimes]

@@ -50,11 +50,14 @@ class CpuProviderFactory:
         described = TABLE.describe()
         here = availability().describe()
         if availability().available:
-            from .jit.kernels_int8_gemm import support
+            from .jit import kernels_int8_gemm, kernels_sgemm
 
-            reason = support()
+            reason = kernels_int8_gemm.support()
             here += ("; int8 GEMM on AVX512-VNNI" if reason is None
                      else f"; no int8 GEMM ({reason}): integer products run on float32 BLAS")
+            reason = kernels_sgemm.support()
+            here += ("; float32 GEMM of 2-32 rows on AVX-512" if reason is None
+                     else f"; no float32 few-rows GEMM ({reason}): every float product runs on BLAS")
         described["jit"] = f"{described['jit']} [here: {here}]"
         from .malloc_policy import status
 

@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from . import llvm_module
 from .int8_gemm_ir import EPILOGUES, K_GROUP, LANES, TILE_COLS, TILE_ROWS, module_ir
 from .threads import worker_pool
 
@@ -78,18 +79,7 @@ _U8, _I8, _I32, _I64 = np.dtype(np.uint8), np.dtype(np.int8), np.dtype(np.int32)
 def support() -> str | None:
     """None when the kernel can run here, else why not (no llvmlite, or a CPU without
     AVX512-VNNI: the float32-BLAS path runs then). Probed once; compiles nothing."""
-    try:
-        import llvmlite.binding as llvm
-    except Exception as exc:  # noqa: BLE001 - an ImportError or a broken llvmlite
-        return f"llvmlite cannot be imported: {type(exc).__name__}: {exc}"
-    try:
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        features = llvm.get_host_cpu_features()
-    except Exception as exc:  # noqa: BLE001 - no native target
-        return f"llvmlite has no native target: {type(exc).__name__}: {exc}"
-    missing = [f for f in _REQUIRED_FEATURES if not features.get(f)]
-    return f"this CPU lacks {', '.join(missing)}" if missing else None
+    return llvm_module.missing(_REQUIRED_FEATURES)
 
 
 _lock = threading.Lock()
@@ -108,24 +98,15 @@ def _kernel(epilogue: str = "int32") -> Any:
         raise RuntimeError(f"the int8 GEMM cannot run here: {reason}")
     with _lock:
         if epilogue not in _compiled:
-            import llvmlite.binding as llvm
-
-            target = llvm.Target.from_default_triple()
-            machine = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
-                                                   features=llvm.get_host_cpu_features().flatten(), opt=3)
-            module = llvm.parse_assembly(module_ir())
-            module.verify()
-            engine = llvm.create_mcjit_compiler(module, machine)
-            engine.finalize_object()
-            _compiled["engine"] = engine  # the code lives as long as its engine
+            signatures: dict[str, list[Any]] = {}
             for name, spec in EPILOGUES.items():
                 for entry, counts in ((name, 7), (f"{name}_groups", 11)):  # the grouped twin: 4 more counts
-                    signature = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 3, *[ctypes.c_int64] * counts,
-                                                 *[ctypes.c_void_p] * len(spec.columns),
-                                                 *[ctypes.c_double] * len(spec.scalars))
-                    _compiled[entry] = signature(engine.get_function_address(f"gemm_{entry}"))
+                    signatures[f"gemm_{entry}"] = [*[ctypes.c_void_p] * 3, *[ctypes.c_int64] * counts,
+                                                   *[ctypes.c_void_p] * len(spec.columns),
+                                                   *[ctypes.c_double] * len(spec.scalars)]
+            functions = llvm_module.compile_functions(module_ir(), signatures)
+            _compiled.update({name.removeprefix("gemm_"): fn for name, fn in functions.items()})
         return _compiled[epilogue]
-
 
 
 def _round_up(x: int, m: int) -> int:

@@ -55,6 +55,7 @@ from epoxy.kit.passes import (
 from .. import jit
 from ..registry import KERNELS
 from ._broadcast import fits_into
+from ._dense_weights import DenseWeights
 from .activation import hard_sigmoid_into, hard_swish_into, relu_into
 from .conv import JIT_ACTIVATIONS, Epilogue, conv_kernel
 
@@ -298,13 +299,14 @@ def fused_matmul(node: NodeSpec):
     dense = _dense_layer(node)
 
     def run(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
-        if dense is not None and a.dtype == dense[0].dtype and a.ndim >= 2 and a.flags.c_contiguous:
-            w, b_planned, bias = dense
+        if dense is not None and a.dtype == dense[1].dtype and a.ndim >= 2 and a.flags.c_contiguous:
+            weights, b_planned, bias = dense
+            w = weights.w
             if a.shape[-1] == w.shape[0] and b is b_planned:
                 shape = a.shape[:-1] + (w.shape[1],)
                 # the added term: the constant bias, or a residual of exactly the output's shape
                 if c is None or c is bias or (type(c) is np.ndarray and c.dtype == w.dtype and c.shape == shape):
-                    y = np.matmul(a.reshape(-1, w.shape[0]), w).reshape(shape)  # fresh: the tail may overwrite it
+                    y = weights.product(a.reshape(-1, w.shape[0])).reshape(shape)  # fresh: the tail may overwrite it
                     if c is not None:
                         np.add(y, c, out=y)
                     return act(y) if act is not None else y
@@ -313,7 +315,7 @@ def fused_matmul(node: NodeSpec):
     return run
 
 
-def _dense_layer(node: NodeSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
+def _dense_layer(node: NodeSpec) -> tuple[DenseWeights, np.ndarray, np.ndarray | None] | None:
     """(weight, the weight object the plan passes, constant 1-D bias or None) when ``node``
     is a dense layer: a constant float32/64 2-D weight. Then a run is one GEMM over the
     flattened rows plus an in-place add of the bias or of a residual of the output's shape,
@@ -327,7 +329,7 @@ def _dense_layer(node: NodeSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray | N
         return None
     bias = c if c is not None and c.ndim == 1 and c.shape[0] == w.shape[1] and c.dtype == w.dtype else None
     weight = w if w.flags.c_contiguous else np.ascontiguousarray(w)
-    return weight, w, bias
+    return DenseWeights(weight), w, bias
 
 
 @KERNELS.register("FusedGemm", DOMAIN_VERSION, domain=DOMAIN)

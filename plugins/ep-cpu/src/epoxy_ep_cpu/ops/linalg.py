@@ -10,6 +10,7 @@ from epoxy.contract import NodeSpec
 
 from ..registry import KERNELS
 from ._broadcast import fits_into
+from ._dense_weights import DenseWeights
 from ._flags import flag
 from ._int_matmul import row_zero_point, weights_product
 from ._out import FAST_FLOATS, accepts_out
@@ -33,9 +34,13 @@ def _rows(shape: tuple[int, ...]) -> int:
     return math.prod(shape[:-1])
 
 
-def _matmul_2d_weight(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _matmul_2d_weight(a: np.ndarray, b: np.ndarray | DenseWeights) -> np.ndarray:
     """``a (..., K) @ b (K, N)`` as one GEMM over all the leading rows of ``a`` (numpy would
-    run one GEMM per leading index)."""
+    run one GEMM per leading index); a constant ``b`` comes as its :class:`DenseWeights`."""
+    if isinstance(b, DenseWeights):
+        if a.ndim == 2 or (a.ndim > 2 and a.flags.c_contiguous):
+            return b.product(a.reshape(_rows(a.shape), a.shape[-1])).reshape(a.shape[:-1] + b.w.shape[-1:])
+        b = b.w
     if a.ndim > 2 and a.flags.c_contiguous:
         return np.matmul(a.reshape(_rows(a.shape), a.shape[-1]), b).reshape(a.shape[:-1] + b.shape[-1:])
     return np.matmul(a, b)
@@ -48,7 +53,7 @@ def matmul(node: NodeSpec):
     if b_const is not None and b_const.ndim == 2 and b_const.dtype.kind == "f":
         # the weight in the dtype and layout the GEMM wants, once
         cdt = _float_compute(b_const.dtype) or b_const.dtype
-        packed = (b_const.dtype, np.ascontiguousarray(b_const, dtype=cdt))
+        packed = (b_const.dtype, DenseWeights(np.ascontiguousarray(b_const, dtype=cdt)))
 
     def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         dtype = a.dtype
@@ -67,13 +72,18 @@ def matmul(node: NodeSpec):
 
     def into(out: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         """GEMM straight into the planned buffer: float32/64, 2-D right operand."""
-        w = packed[1] if packed is not None and packed[0] == a.dtype else b
+        dense = packed[1] if packed is not None and packed[0] == a.dtype else None
+        w = b if dense is None else dense.w
         if not (a.dtype == w.dtype == out.dtype and out.dtype in FAST_FLOATS and w.ndim == 2 and a.ndim >= 2):
             return None
         if out.shape != a.shape[:-1] + (w.shape[1],) or a.shape[-1] != w.shape[0] or not a.flags.c_contiguous:
             return None
         rows = _rows(a.shape)
-        np.matmul(a.reshape(rows, a.shape[-1]), w, out=out.reshape(rows, w.shape[1]))
+        a2, out2 = a.reshape(rows, a.shape[-1]), out.reshape(rows, w.shape[1])
+        if dense is not None:
+            dense.product(a2, out2)
+        else:
+            np.matmul(a2, w, out=out2)
         return out
 
     return accepts_out(run, into)
@@ -85,17 +95,24 @@ def gemm(node: NodeSpec):
     beta = float(node.attr("beta", 1.0))
     trans_a = flag(node, "transA", 0)
     trans_b = flag(node, "transB", 0)
+    b_const = constant_input(node, 1)
+    dense = None
+    if b_const is not None and b_const.ndim == 2 and b_const.dtype in FAST_FLOATS and not trans_a:
+        dense = DenseWeights(b_const.T if trans_b else b_const)  # a view: BLAS reads it transposed
 
     def run(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
         dtype = a.dtype
         cdt = _float_compute(dtype) or dtype
-        a = a.astype(cdt, copy=False)
-        b = b.astype(cdt, copy=False)
-        if trans_a:
-            a = a.T
-        if trans_b:
-            b = b.T
-        y = np.dot(a, b)
+        if dense is not None and dtype == dense.w.dtype and a.ndim == 2:
+            y = dense.product(a)  # a fresh array: scaled and added to in place below
+        else:
+            a = a.astype(cdt, copy=False)
+            b = b.astype(cdt, copy=False)
+            if trans_a:
+                a = a.T
+            if trans_b:
+                b = b.T
+            y = np.dot(a, b)
         if alpha != 1.0:
             if cdt.kind == "f":
                 y *= cdt.type(alpha)

@@ -1,0 +1,136 @@
+"""A float32 GEMM for few rows against constant weights, on AVX-512: a batch of 2-32 rows
+through a dense layer (a classifier head at a small batch, a decoder's few tokens, a server's
+merged requests).
+
+Why: OpenBLAS packs the right operand on every call, and with few rows the packing is the
+call: ``(M, 4096) @ (4096, 4096)`` on one thread took 8.7 ms at M = 2 and 12.4 at M = 16
+against 2.2 at M = 1 (its matrix-vector path) and onnxruntime's 3.2 and 6.8 (MLAS packs the
+weights once, at session creation). Here the weights are packed once (``PackedFloatWeights``,
+column tiles of ``sgemm_ir.TILE_COLS``) and a register-tiled kernel (``sgemm_ir``, written in
+LLVM IR and compiled by llvmlite at the first product in a process, ~0.2 s) streams them once
+per K block; see bench/README.md "Session 26" for the measurements that set ``MAX_ROWS`` and
+``MIN_MACS``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import threading
+from typing import Any
+
+import numpy as np
+
+from . import llvm_module
+from .sgemm_ir import LANES, TILE_COLS, module_ir
+from .threads import run_shares
+
+#: most rows a product may have to take this kernel: above it OpenBLAS's packing is amortized
+#: and its blocked kernel is faster
+MAX_ROWS = 32
+#: fewest multiply-adds worth a call: a call costs ~5 us (ctypes, the zeroed output), and
+#: below this OpenBLAS's packing is cheap (256 x 256 weights: M = 4 0.61x, M = 16 1.27x)
+MIN_MACS = 1 << 20
+#: K rows of a column tile one block holds: 256 x 64 floats (64 KB) stay in L2 while every
+#: row tile reads them
+KC = 256
+#: multiply-adds per thread below which a product stays on one thread
+MACS_PER_THREAD = 1 << 22
+
+_F32 = np.dtype(np.float32)
+_REQUIRED_FEATURES = ("avx512f",)
+
+
+@functools.cache
+def support() -> str | None:
+    """None when the kernel can run here, else why not (no llvmlite, or a CPU without
+    AVX-512: OpenBLAS runs every product then)."""
+    return llvm_module.missing(_REQUIRED_FEATURES)
+
+
+_lock = threading.Lock()
+_compiled: dict[str, Any] = {}
+
+
+def _kernel() -> Any:
+    """The compiled ``sgemm`` as a ctypes function (compiled once per process)."""
+    fn = _compiled.get("sgemm")
+    if fn is not None:
+        return fn
+    reason = support()
+    if reason is not None:
+        raise RuntimeError(f"the float32 few-rows GEMM cannot run here: {reason}")
+    with _lock:
+        if "sgemm" not in _compiled:
+            _compiled.update(llvm_module.compile_functions(
+                module_ir(), {"sgemm": [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 8}))
+        return _compiled["sgemm"]
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def fits(b: np.ndarray) -> bool:
+    """Whether weights ``b (K, N)`` are for this kernel: float32, 2-D, some products of few
+    rows big enough to gain (:func:`gains`)."""
+    return b.ndim == 2 and b.dtype == _F32 and gains(MAX_ROWS, b.shape[0], b.shape[1])
+
+
+def gains(m: int, k: int, n: int) -> bool:
+    """Whether an ``(m, k) @ (k, n)`` product is this kernel's: 2 <= m <= MAX_ROWS, MIN_MACS up."""
+    return 2 <= m <= MAX_ROWS and m * k * n >= MIN_MACS
+
+
+class PackedFloatWeights:
+    """Constant float32 weights ``B (K, N)`` (any strides: Gemm's ``transB`` passes a transposed
+    view) packed for the kernel: N zero-padded to a multiple of 16, column tile ``[j, j + w)``
+    stored at floats ``[j K, (j + w) K)`` as ``(K, w)``."""
+
+    __slots__ = ("_n_pad", "_packed", "_packed_at", "k", "n", "nthreads")
+
+    def __init__(self, b: np.ndarray, nthreads: int) -> None:
+        k, n = b.shape
+        self.k, self.n, self.nthreads = k, n, max(1, nthreads)
+        self._n_pad = _round_up(n, LANES)
+        packed = np.empty(k * self._n_pad, dtype=_F32)
+        for first in range(0, self._n_pad, TILE_COLS):
+            width = min(TILE_COLS, self._n_pad - first)
+            tile = packed[first * k:(first + width) * k].reshape(k, width)
+            stop = min(first + width, n)
+            tile[:, :stop - first] = b[:, first:stop]
+            tile[:, stop - first:] = 0.0
+        self._packed = packed
+        self._packed_at = packed.ctypes.data
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._packed.nbytes)
+
+    def takes(self, a: np.ndarray) -> bool:
+        """Whether ``a`` is a product for this kernel: float32 ``(M, K)`` rows with unit steps
+        along K, :func:`gains` (one row stays OpenBLAS's matrix-vector product)."""
+        return (a.dtype == _F32 and a.ndim == 2 and a.shape[1] == self.k and gains(a.shape[0], self.k, self.n)
+                and a.strides[1] == 4 and a.strides[0] % 4 == 0 and a.strides[0] >= 0)
+
+    def matmul(self, a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """``a (M, K) @ B`` as float32 ``(M, N)``: into ``out`` when it is a C-contiguous array of
+        that shape and N a multiple of 16, else a fresh array (a view of rows 16-padded when N
+        is not). The caller checked :meth:`takes`."""
+        m = a.shape[0]
+        if (out is not None and self._n_pad == self.n and out.dtype == _F32 and out.shape == (m, self.n)
+                and out.flags.c_contiguous):
+            out.fill(0.0)
+        else:
+            out = np.zeros((m, self._n_pad), dtype=_F32)
+        lda = a.strides[0] // 4
+        head = (a.ctypes.data, self._packed_at, out.ctypes.data, lda, self._n_pad, m, self.k, self._n_pad, KC)
+        tiles = -(-self._n_pad // TILE_COLS)
+        count = max(1, min(self.nthreads, tiles, m * self.k * self._n_pad // MACS_PER_THREAD))
+        fn, n_pad = _kernel(), self._n_pad
+
+        def columns(first: int, last: int) -> None:  # a share of column tiles (ctypes drops the GIL)
+            fn(*head, first * TILE_COLS, min(n_pad, last * TILE_COLS))
+
+        run_shares(columns, (), tiles, count)
+        return out if self._n_pad == self.n else out[:, :self.n]

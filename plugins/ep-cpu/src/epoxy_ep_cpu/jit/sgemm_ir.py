@@ -1,0 +1,126 @@
+"""LLVM IR text of the float32 GEMM for few rows against a constant, packed right operand
+(``kernels_sgemm`` compiles it with llvmlite).
+
+Why IR text, as for the int8 GEMM (``int8_gemm_ir``): the register tile must stay in registers.
+numba's loops over a local accumulator array spill it to the stack, and LLVM kept fixed-lane
+loops scalar in earlier prototypes (session 25); here every accumulator is an SSA value.
+
+A register tile is up to ``TILE_ROWS`` rows x ``VECTORS`` registers of 16 float32 columns: per
+step of K, one load of B per register, one broadcast of A per row and one fused multiply-add
+per accumulator. B is packed in column tiles of ``TILE_COLS`` (the last one 16, 32 or 48
+wide), each ``(K, width)``, so the 16 columns of a register are one load and a tile's rows of
+one K block are contiguous. The driver walks K in blocks of ``kc`` (a block of a column tile,
+``kc x 64`` floats, stays in L2 while every row tile reads it), the column tiles of its column
+range, then the row tiles; each tile adds its block's products to ``out`` (zeroed by the
+caller), so K blocks accumulate there. Sums run in K order within a block, blocks in order:
+bits differ from OpenBLAS's, as onnxruntime's MLAS bits do.
+"""
+
+from __future__ import annotations
+
+#: rows of one register tile, and its registers of 16 float32 columns (24 accumulators)
+TILE_ROWS, VECTORS = 6, 4
+#: columns per register (N is padded to it), and the widest column tile
+LANES = 16
+TILE_COLS = LANES * VECTORS
+
+_FLOATS = "<16 x float>"
+
+
+def _splat(name: str, scalar: str) -> list[str]:
+    return [f"  %{name}.one = insertelement {_FLOATS} undef, float {scalar}, i32 0",
+            f"  %{name} = shufflevector {_FLOATS} %{name}.one, {_FLOATS} undef, <16 x i32> zeroinitializer"]
+
+
+def _tile_ir(rows: int, vectors: int) -> list[str]:
+    """``sgemm_tile_R_V``: ``out[R, 16V] += A[R, kc] @ B[kc, 16V]`` (B rows 16V floats apart)."""
+    r_range, v_range = range(rows), range(vectors)
+    width = LANES * vectors
+    out = [f"define internal void @sgemm_tile_{rows}_{vectors}(float* noalias nocapture readonly %A, "
+           "float* noalias nocapture readonly %B, float* noalias nocapture %out, i64 %kc, i64 %lda, "
+           "i64 %ldo) alwaysinline {", "entry:"]
+    for r in r_range:
+        out += [f"  %a.off{r} = mul i64 {r}, %lda", f"  %a.row{r} = getelementptr float, float* %A, i64 %a.off{r}",
+                f"  %o.off{r} = mul i64 {r}, %ldo"]
+        for v in v_range:
+            t = f"{r}.{v}"
+            out += [f"  %o.at{t} = add i64 %o.off{r}, {LANES * v}",
+                    f"  %o.p{t} = getelementptr float, float* %out, i64 %o.at{t}",
+                    f"  %o.q{t} = bitcast float* %o.p{t} to {_FLOATS}*",
+                    f"  %init{t} = load {_FLOATS}, {_FLOATS}* %o.q{t}, align 4"]
+    out += ["  br label %k.loop", "k.loop:", "  %k = phi i64 [0, %entry], [%k.next, %k.loop]"]
+    out += [f"  %acc{r}.{v} = phi {_FLOATS} [%init{r}.{v}, %entry], [%sum{r}.{v}, %k.loop]"
+            for r in r_range for v in v_range]
+    out.append(f"  %b.step = mul i64 %k, {width}")
+    for v in v_range:
+        out += [f"  %b.at{v} = add i64 %b.step, {LANES * v}",
+                f"  %b.p{v} = getelementptr float, float* %B, i64 %b.at{v}",
+                f"  %b.q{v} = bitcast float* %b.p{v} to {_FLOATS}*",
+                f"  %b{v} = load {_FLOATS}, {_FLOATS}* %b.q{v}, align 4"]
+    for r in r_range:
+        out += [f"  %a.p{r} = getelementptr float, float* %a.row{r}, i64 %k",
+                f"  %a.s{r} = load float, float* %a.p{r}, align 4"]
+        out += _splat(f"a{r}", f"%a.s{r}")
+    out += [f"  %sum{r}.{v} = call {_FLOATS} @llvm.fma.v16f32({_FLOATS} %a{r}, {_FLOATS} %b{v}, {_FLOATS} %acc{r}.{v})"
+            for r in r_range for v in v_range]
+    out += ["  %k.next = add i64 %k, 1", "  %k.end = icmp uge i64 %k.next, %kc",
+            "  br i1 %k.end, label %store, label %k.loop", "store:"]
+    out += [f"  store {_FLOATS} %sum{r}.{v}, {_FLOATS}* %o.q{r}.{v}, align 4" for r in r_range for v in v_range]
+    return out + ["  ret void", "}"]
+
+
+def _driver_ir() -> list[str]:
+    """``sgemm(A, B, out, lda, ldo, m, k, np, kc, j0, j1)``: ``out[:m, j0:j1] += A[:m, :k] @
+    B[:k, j0:j1]`` for the packed B of ``np`` columns (``j0`` a multiple of TILE_COLS, ``j1``
+    one too or ``np``); each tile calls the ``sgemm_tile_R_V`` its size needs."""
+    out = ["define void @sgemm(float* noalias nocapture readonly %A, float* noalias nocapture readonly %B, "
+           "float* noalias nocapture %out, i64 %lda, i64 %ldo, i64 %m, i64 %k, i64 %np, i64 %kc, i64 %j0, "
+           "i64 %j1) {",
+           "entry:", "  %no.rows = icmp eq i64 %m, 0", "  %no.k = icmp eq i64 %k, 0",
+           "  %no.cols = icmp uge i64 %j0, %j1", "  %none.1 = or i1 %no.rows, %no.k",
+           "  %none = or i1 %none.1, %no.cols", "  br i1 %none, label %exit, label %blocks",
+           "blocks:", "  %kb = phi i64 [0, %entry], [%kb.next, %cols.done]",
+           "  %k.left = sub i64 %k, %kb", "  %k.many = icmp ugt i64 %k.left, %kc",
+           "  %k.cur = select i1 %k.many, i64 %kc, i64 %k.left", "  br label %cols",
+           "cols:", "  %j = phi i64 [%j0, %blocks], [%j.next, %rows.done]",
+           "  %cols.left = sub i64 %np, %j", f"  %cols.many = icmp ugt i64 %cols.left, {TILE_COLS}",
+           f"  %tile.cols = select i1 %cols.many, i64 {TILE_COLS}, i64 %cols.left",
+           f"  %tile.vectors = udiv i64 %tile.cols, {LANES}",
+           # the tile's K block: tile j starts at j * k floats, its rows tile.cols wide
+           "  %b.tile = mul i64 %j, %k", "  %b.rows = mul i64 %kb, %tile.cols",
+           "  %b.off = add i64 %b.tile, %b.rows", "  %b.blk = getelementptr float, float* %B, i64 %b.off",
+           "  br label %rows",
+           "rows:", "  %i = phi i64 [0, %cols], [%i.next, %tile.done]",
+           "  %rows.left = sub i64 %m, %i", f"  %rows.many = icmp ugt i64 %rows.left, {TILE_ROWS}",
+           f"  %tile.rows = select i1 %rows.many, i64 {TILE_ROWS}, i64 %rows.left",
+           "  %a.row = mul i64 %i, %lda", "  %a.off = add i64 %a.row, %kb",
+           "  %a.blk = getelementptr float, float* %A, i64 %a.off",
+           "  %o.row = mul i64 %i, %ldo", "  %o.off = add i64 %o.row, %j",
+           "  %o.blk = getelementptr float, float* %out, i64 %o.off",
+           "  %rows.index = sub i64 %tile.rows, 1", f"  %rows.base = mul i64 %rows.index, {VECTORS}",
+           "  %vectors.index = sub i64 %tile.vectors, 1", "  %which = add i64 %rows.base, %vectors.index",
+           "  switch i64 %which, label %tile.done ["]
+    sizes = [(r, v) for r in range(1, TILE_ROWS + 1) for v in range(1, VECTORS + 1)]
+    out += [f"    i64 {(r - 1) * VECTORS + v - 1}, label %tile{r}.{v}" for r, v in sizes] + ["  ]"]
+    for r, v in sizes:
+        out += [f"tile{r}.{v}:",
+                f"  call void @sgemm_tile_{r}_{v}(float* %a.blk, float* %b.blk, float* %o.blk, i64 %k.cur, "
+                "i64 %lda, i64 %ldo)",
+                "  br label %tile.done"]
+    return out + ["tile.done:", "  %i.next = add i64 %i, %tile.rows", "  %i.end = icmp uge i64 %i.next, %m",
+                  "  br i1 %i.end, label %rows.done, label %rows",
+                  "rows.done:", "  %j.next = add i64 %j, %tile.cols", "  %j.end = icmp uge i64 %j.next, %j1",
+                  "  br i1 %j.end, label %cols.done, label %cols",
+                  "cols.done:", "  %kb.next = add i64 %kb, %k.cur", "  %kb.end = icmp uge i64 %kb.next, %k",
+                  "  br i1 %kb.end, label %exit, label %blocks",
+                  "exit:", "  ret void", "}"]
+
+
+def module_ir() -> str:
+    """Every tile size and the driver ``sgemm``, in typed-pointer syntax (what every llvmlite
+    numba supports reads)."""
+    out = [f"declare {_FLOATS} @llvm.fma.v16f32({_FLOATS}, {_FLOATS}, {_FLOATS})"]
+    for rows in range(1, TILE_ROWS + 1):
+        for vectors in range(1, VECTORS + 1):
+            out += _tile_ir(rows, vectors)
+    return "\n".join(out + _driver_ir())

@@ -1,0 +1,166 @@
+"""The jit tier's float32 few-rows GEMM (jit/kernels_sgemm.py, AVX-512) against float64 products,
+and in the ops that use it (MatMul, Gemm, FusedMatMul with constant weights) against onnxruntime
+and the numpy path (jit off), with proof that the kernel ran.
+
+Sums run in another order than OpenBLAS's, so values are compared within a float32 bound that
+grows with K. On a CPU without AVX-512 the kernel's own tests are skipped with that reason and the
+session-level tests check that BLAS runs every product instead."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import epoxy
+
+pytest.importorskip("numba")
+ort = pytest.importorskip("onnxruntime")
+
+from epoxy_ep_cpu.jit import kernels_sgemm as sgemm  # noqa: E402
+
+needs_avx512 = pytest.mark.skipif(sgemm.support() is not None, reason=f"float32 GEMM: {sgemm.support()}")
+
+
+def _bound(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per element, a float32 bound on the error of any summation order: K ulps of sum |a||b|."""
+    return (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))) * a.shape[-1] * 2.0 ** -23 + 1e-30
+
+
+def _check(got: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    assert got.shape == want.shape and got.dtype == np.float32
+    excess = np.abs(got - want) - _bound(a, b)
+    assert (excess <= 0).all(), f"off by more than the bound at {np.unravel_index(np.argmax(excess), excess.shape)}"
+
+
+@needs_avx512
+@pytest.mark.parametrize("m", [2, 5, 6, 7, 13, 32])
+@pytest.mark.parametrize("k", [1, 3, 255, 256, 257, 700])
+@pytest.mark.parametrize("n", [1, 15, 16, 48, 64, 80, 200])
+def test_kernel_takes_every_edge_tile_and_k_block(monkeypatch, m: int, k: int, n: int) -> None:
+    """Row tiles of 1-6 rows, column tiles of 16-64 (N padded to 16), K below, at and across the
+    256-row blocks; on one thread and with the column tiles split over two."""
+    rng = np.random.default_rng(m * 10000 + k * 10 + n)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    monkeypatch.setattr(sgemm, "MIN_MACS", 0)
+    for threads, per_thread in ((1, 1 << 40), (2, 1)):
+        monkeypatch.setattr(sgemm, "MACS_PER_THREAD", per_thread)
+        packed = sgemm.PackedFloatWeights(b, threads)
+        assert packed.takes(a)
+        _check(np.ascontiguousarray(packed.matmul(a)), a, b)
+
+
+@needs_avx512
+def test_rows_are_read_in_place_weights_may_be_a_transposed_view_and_out_is_cleared(monkeypatch) -> None:
+    """Rows of a wider array (a row stride past K), Gemm's transB weights as a transposed view,
+    and a planned output buffer holding garbage: the product overwrites it."""
+    rng = np.random.default_rng(3)
+    wide = rng.standard_normal((9, 400)).astype(np.float32)
+    a = wide[:, 10:310]  # K = 300, rows 400 floats apart
+    w_t = rng.standard_normal((96, 300)).astype(np.float32)  # (N, K), as torch writes a Linear
+    packed = sgemm.PackedFloatWeights(w_t.T, 2)
+    monkeypatch.setattr(sgemm, "MIN_MACS", 0)
+    monkeypatch.setattr(sgemm, "MACS_PER_THREAD", 1)
+    assert packed.takes(a)
+    out = np.full((9, 96), np.nan, dtype=np.float32)
+    got = packed.matmul(a, out)
+    assert got is out
+    _check(out, a, w_t.T)
+
+
+@needs_avx512
+def test_non_finite_values_spread_as_in_blas() -> None:
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((4, 512)).astype(np.float32)
+    b = rng.standard_normal((512, 640)).astype(np.float32)
+    a[0, 7], a[1, 9], b[3, 5] = np.inf, np.nan, -np.inf
+    got = sgemm.PackedFloatWeights(b, 1).matmul(a)
+    want = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-4, atol=1e-3)
+
+
+def test_routing_leaves_what_blas_does_better() -> None:
+    """One row (BLAS's matrix-vector product), more than MAX_ROWS rows, too few multiply-adds,
+    float64 and rows that are not unit-stride along K stay on BLAS."""
+    b = np.zeros((512, 1024), np.float32)
+    assert sgemm.fits(b) and not sgemm.fits(b.astype(np.float64)) and not sgemm.fits(np.zeros((16, 16), np.float32))
+    assert sgemm.gains(2, 512, 1024) and sgemm.gains(sgemm.MAX_ROWS, 512, 1024)
+    assert not sgemm.gains(1, 512, 1024) and not sgemm.gains(sgemm.MAX_ROWS + 1, 512, 1024)
+    assert not sgemm.gains(4, 16, 16)
+    packed = sgemm.PackedFloatWeights(b, 1)
+    assert packed.takes(np.zeros((8, 512), np.float32))
+    assert not packed.takes(np.zeros((8, 512), np.float64))
+    assert not packed.takes(np.zeros((512, 8), np.float32).T)  # K steps of 8 floats
+    assert not packed.takes(np.zeros((8, 256), np.float32))  # another K
+
+
+# --------------------------------------------------------------------------- in the ops
+
+K, N = 384, 320  # 123k weights: a batch of 16 is 2M multiply-adds
+
+
+def _model(op: str) -> onnx.ModelProto:
+    """A dense layer as the exporters write it, with a dynamic batch axis."""
+    rng = np.random.default_rng(11)
+    w = (rng.standard_normal((K, N)) / np.sqrt(K)).astype(np.float32)
+    bias = rng.standard_normal(N).astype(np.float32)
+    dims: list[Any] = ["batch", K]
+    if op == "MatMul":
+        nodes = [helper.make_node("MatMul", ["x", "W"], ["y"])]
+        inits = [numpy_helper.from_array(w, "W")]
+    elif op == "MatMul3d":  # (batch, tokens, K) rows flattened into one product
+        dims = ["batch", 2, K]
+        nodes = [helper.make_node("MatMul", ["x", "W"], ["y"])]
+        inits = [numpy_helper.from_array(w, "W")]
+    elif op == "Gemm":  # torch's Linear: transB, with alpha and beta not 1
+        nodes = [helper.make_node("Gemm", ["x", "Wt", "B"], ["y"], transB=1, alpha=0.5, beta=2.0)]
+        inits = [numpy_helper.from_array(np.ascontiguousarray(w.T), "Wt"), numpy_helper.from_array(bias, "B")]
+    else:  # FusedMatMul: MatMul + Add + Relu on 3-D rows
+        dims = ["batch", 2, K]
+        nodes = [helper.make_node("MatMul", ["x", "W"], ["m"]), helper.make_node("Add", ["m", "B"], ["a"]),
+                 helper.make_node("Relu", ["a"], ["y"])]
+        inits = [numpy_helper.from_array(w, "W"), numpy_helper.from_array(bias, "B")]
+    graph = helper.make_graph(nodes, "dense", [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _spy(monkeypatch) -> list[tuple[int, ...]]:
+    calls: list[tuple[int, ...]] = []
+    real = sgemm.PackedFloatWeights.matmul
+
+    def matmul(self, a, out=None):
+        calls.append(a.shape)
+        return real(self, a, out)
+
+    monkeypatch.setattr(sgemm.PackedFloatWeights, "matmul", matmul)
+    return calls
+
+
+@pytest.mark.parametrize("op", ["MatMul", "MatMul3d", "Gemm", "FusedMatMul"])
+@pytest.mark.parametrize("batch", [1, 2, 7, 16, 40])
+def test_dense_layers_match_onnxruntime_and_take_the_kernel_at_few_rows(monkeypatch, op: str, batch: int) -> None:
+    model = _model(op)
+    rows = batch * (2 if op in ("MatMul3d", "FusedMatMul") else 1)
+    shape = (batch, 2, K) if op in ("MatMul3d", "FusedMatMul") else (batch, K)
+    x = np.random.default_rng(batch).standard_normal(shape).astype(np.float32)
+    data = model.SerializeToString()
+    want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    calls = _spy(monkeypatch)
+    for jit in (True, False):
+        sess = epoxy.InferenceSession(data, providers=[("cpu", {"jit": jit})])
+        got = sess.run(None, {"x": x})[0]
+        again = sess.run(None, {"x": x})[0]
+        np.testing.assert_array_equal(again, got)  # the packed weights are reused as they are
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+        taken = sgemm.support() is None and jit and sgemm.gains(rows, K, N)
+        assert (len(calls) == 2) == taken, (jit, rows, calls)
+        calls.clear()
