@@ -25,6 +25,7 @@ def _calls(monkeypatch, tile: int = 4) -> list[tuple[int, ...]]:
     (the size thresholds lowered to nothing), on F(4x4, 3x3) or with ``tile`` 2 F(2x2, 3x3)."""
     from epoxy_ep_cpu.jit import kernels_winograd
 
+    monkeypatch.setattr(conv_ops, "_WINOGRAD_JIT_MIN_C", 0)  # the cases' few channels keep the tests fast
     if tile == 4:
         monkeypatch.setattr(conv_ops, "_F43_JIT_MIN_PAIR_POSITIONS", {1: 0, 2: 0})
         monkeypatch.setattr(conv_ops, "_F43_JIT_MIN_TILES_THREADS", 0)
@@ -227,3 +228,12 @@ def test_use_f43_jit_thresholds():
     assert use(1, 256, 256, [28, 28], 2) and use(1, 512, 512, [28, 28], 2)
     assert use(1, 128, 128, [28, 28], 1) and not use(1, 128, 128, [28, 28], 2)
     assert use(1, 64, 64, [56, 56], 2)  # 196 tiles
+
+
+def test_rgb_stems_never_take_the_compiled_winograd_whatever_the_batch():
+    """The channel pairs x positions count grows with the batch, but 3 input channels make
+    the transforms the cost: a batch of 16 RGB images on 32x32 stays on the grid GEMM."""
+    for use in (conv_ops.use_f43_jit, conv_ops.use_f23_jit):
+        for threads in (1, 2):
+            assert not use(16, 3, 16, [32, 32], threads) and not use(64, 3, 64, [224, 224], threads)
+    assert conv_ops.use_f43_jit(16, 8, 16, [32, 32], 1)  # from 8 channels the count decides again

@@ -947,6 +947,11 @@ def _grid_replaces_numpy(shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeigh
 #: fewer than 16 tiles (7x7 and 12x12 maps: 512 channels on 7x7 2.2 against 4.0, 2 threads)
 _F43_JIT_MIN_TILES = 16
 _F43_JIT_MIN_PAIR_POSITIONS = {1: 3 << 18, 2: 10 << 20}
+#: input channels below which neither compiled Winograd variant runs a layer, whatever its
+#: batch: the count above grows with the batch, but the transforms' cost per channel pair
+#: does not shrink. An RGB stem (3 -> 16 on 32x32, 1 thread) took 39 us an image on F(4,3) at
+#: batch 16 against 14.5 on the grid GEMM; 8 -> 16 and 16 -> 16 were even (session 26)
+_WINOGRAD_JIT_MIN_C = 8
 #: and on two threads, where its transforms run on one thread and its 36 GEMMs of ``tiles``
 #: columns split poorly: never on fewer than 25 tiles an image (maps up to 16x16), nor on
 #: fewer than 100 (up to 36x36) below 32 M channel pairs x positions; F(2,3) takes those
@@ -965,7 +970,7 @@ def use_f43_jit(n: int, c: int, m: int, out_sp: Sequence[int], nthreads: int) ->
     oh, ow = int(out_sp[0]), int(out_sp[1])
     tiles = -(-oh // 4) * -(-ow // 4)
     pairs = c * m * n * oh * ow
-    if n * tiles < _F43_JIT_MIN_TILES:
+    if n * tiles < _F43_JIT_MIN_TILES or c < _WINOGRAD_JIT_MIN_C:
         return False
     if nthreads > 1 and (tiles < _F43_JIT_MIN_TILES_THREADS or (
             tiles < _F43_JIT_NARROW_TILES_THREADS and pairs < _F43_JIT_NARROW_MIN_PAIRS_THREADS)):
@@ -995,6 +1000,8 @@ def use_f23_jit(n: int, c: int, m: int, out_sp: Sequence[int], nthreads: int, f4
     oh, ow = int(out_sp[0]), int(out_sp[1])
     positions = n * oh * ow
     pairs = c * m * positions
+    if c < _WINOGRAD_JIT_MIN_C:
+        return False
     if nthreads > 1:
         return positions >= _F23_JIT_MIN_POSITIONS_THREADS and pairs >= _F23_JIT_MIN_PAIR_POSITIONS[2]
     few_tiles = n * -(-oh // 4) * -(-ow // 4) < _F43_JIT_MIN_TILES
