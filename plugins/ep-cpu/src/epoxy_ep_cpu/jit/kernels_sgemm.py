@@ -111,7 +111,7 @@ class PackedFloatWeights:
         """Whether ``a`` is a product for this kernel: float32 ``(M, K)`` rows with unit steps
         along K, :func:`gains` (one row stays OpenBLAS's matrix-vector product)."""
         return (a.dtype == _F32 and a.ndim == 2 and a.shape[1] == self.k and gains(a.shape[0], self.k, self.n)
-                and a.strides[1] == 4 and a.strides[0] % 4 == 0 and a.strides[0] >= 0)
+                and a.strides[1] == 4 and a.strides[0] % 4 == 0 and a.strides[0] >= 0 and a.flags.aligned)
 
     def matmul(self, a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """``a (M, K) @ B`` as float32 ``(M, N)``: into ``out`` when it is a C-contiguous array of
