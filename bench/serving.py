@@ -69,15 +69,22 @@ def _model(name: str, nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto]
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+def _two_convs() -> list[onnx.NodeProto]:
+    """``image`` -> Conv 3x3 (w1, b1) -> Relu -> Conv 3x3 stride 2 (w2, b2) -> Relu -> ``r2``."""
+    return [
+        helper.make_node("Conv", ["image", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Relu", ["c2"], ["r2"]),
+    ]
+
+
 def make_cnn(seed: int = 0) -> onnx.ModelProto:
     """Conv 3->16 (3x3) Relu, Conv 16->32 (3x3, stride 2) Relu, global pool, Gemm to 10 classes;
     the batch axis N is dynamic so requests can merge. A run is ~0.1 ms: serving costs dominate."""
     rng = np.random.default_rng(seed)
     nodes = [
-        helper.make_node("Conv", ["image", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["c1"], ["r1"]),
-        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], strides=[2, 2]),
-        helper.make_node("Relu", ["c2"], ["r2"]),
+        *_two_convs(),
         helper.make_node("GlobalAveragePool", ["r2"], ["p"]),
         helper.make_node("Flatten", ["p"], ["f"]),
         helper.make_node("Gemm", ["f", "w3", "b3"], ["logits"], transB=1),
@@ -94,10 +101,7 @@ def make_cnn_fc(seed: int = 0) -> onnx.ModelProto:
     on which dynamic batching pays even behind Ray Serve's per-request cost."""
     rng = np.random.default_rng(seed)
     nodes = [
-        helper.make_node("Conv", ["image", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["c1"], ["r1"]),
-        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], strides=[2, 2]),
-        helper.make_node("Relu", ["c2"], ["r2"]),
+        *_two_convs(),
         helper.make_node("Flatten", ["r2"], ["f"]),
         helper.make_node("Gemm", ["f", "w3", "b3"], ["h"], transB=1),
         helper.make_node("Relu", ["h"], ["rh"]),
