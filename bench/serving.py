@@ -291,7 +291,7 @@ def triton_engine(path: str, args: argparse.Namespace) -> tuple[Deployments, Cal
         def factory(source: ModelSource, config: ServeConfig) -> ServedModel:
             kind = RUNTIMES[source.name.removeprefix(f"{MODEL}_")]
             return kind(source.name, str(source.path), version=source.version,
-                        threads=threads_per_replica(config.replicas))
+                        threads=threads_per_replica(config.replicas), warmup_batches=config.warmup_batches)
 
         with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet), \
                 running(config, sources, factory=factory):
@@ -314,7 +314,8 @@ def ray_engine(path: str, args: argparse.Namespace) -> tuple[Deployments, Callab
         def __init__(self, plan: Any) -> None:
             super().__init__(plan)
             self.model = OrtServedModel(plan.name, plan.source, version=plan.version,
-                                        threads=getattr(self.model, "threads", 0))
+                                        threads=getattr(self.model, "threads", 0),
+                                        warmup_batches=getattr(self.model, "warmup_batches", 0))
 
     def ort_app(batching: bool) -> Any:
         """``deployment``'s shape for one model with the onnxruntime replica (the package has no

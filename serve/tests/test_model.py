@@ -4,6 +4,7 @@ among replicas, and model repository discovery."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ from conftest import make_cnn, make_mlp, make_pair, write_repository
 
 import epoxy
 from epoxy_serve import BadRequest, ModelNotFound, ServedModel, discover
-from epoxy_serve.config import threads_per_replica
+from epoxy_serve.config import ServeConfig, threads_per_replica
 
 RNG = np.random.default_rng(5)
 
@@ -67,6 +68,70 @@ def test_threads_reach_the_session() -> None:
     model = ServedModel("cnn", make_cnn(), threads=1)
     assert model.session.get_session_options().intra_op_num_threads == 1
     assert ServedModel("cnn", make_cnn()).session.get_session_options().intra_op_num_threads == 0
+
+
+def _runs(monkeypatch: pytest.MonkeyPatch, fail_at: int | None = None) -> list[tuple[int, ...]]:
+    """The first input's shape of every session run from now on; runs of ``fail_at`` rows raise."""
+    shapes: list[tuple[int, ...]] = []
+    real = epoxy.InferenceSession.run
+
+    def run(self, output_names, feeds, *args, **kwargs):  # type: ignore[no-untyped-def]
+        shape = next(iter(feeds.values())).shape
+        shapes.append(shape)
+        if fail_at is not None and shape[0] == fail_at:
+            raise RuntimeError("out of memory on this batch")
+        return real(self, output_names, feeds, *args, **kwargs)
+
+    monkeypatch.setattr(epoxy.InferenceSession, "run", run)
+    return shapes
+
+
+def test_warm_up_runs_every_batch_size_once_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    runs = _runs(monkeypatch)
+    model = ServedModel("cnn", make_cnn(), warmup_batches=4)
+    assert runs == [(b, 3, 16, 16) for b in (1, 2, 3, 4)]
+    assert model.warmup_note.startswith("batch sizes 1-4 in ")
+    runs.clear()
+    assert ServedModel("cnn", make_cnn()).warmup_note == "off" and runs == []  # off unless asked
+
+
+def test_warm_up_of_a_fixed_batch_model_runs_its_one_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    runs = _runs(monkeypatch)
+    model = ServedModel("mlp", make_mlp(), warmup_batches=8)  # batch fixed at 1: cannot merge
+    assert runs == [(1, 16)] and model.warmup_note.startswith("its fixed shapes in ")
+
+
+def test_warm_up_skips_inputs_whose_other_dims_are_the_clients(monkeypatch: pytest.MonkeyPatch) -> None:
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "seq",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "L"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", "L"])])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    runs = _runs(monkeypatch)
+    model = ServedModel("seq", proto.SerializeToString(), warmup_batches=4)
+    assert runs == [] and model.warmup_note == ("skipped: input 'x' has a dim that is not fixed after the batch "
+                                                "axis ([-1, -1])")
+
+
+def test_a_failed_warm_up_stops_there_and_the_model_still_serves(monkeypatch: pytest.MonkeyPatch) -> None:
+    runs = _runs(monkeypatch, fail_at=3)
+    model = ServedModel("cnn", make_cnn(), warmup_batches=6)
+    assert [r[0] for r in runs] == [1, 2, 3]
+    assert model.warmup_note == "stopped at batch 3: RuntimeError: out of memory on this batch"
+    assert model.infer({"image": _images(2)})["logits"].shape == (2, 10)
+
+
+def test_warmup_batches_follow_the_config() -> None:
+    from epoxy_serve.cli import add_arguments, config_from_args
+
+    assert ServeConfig(model="m.onnx", max_batch_size=16).warmup_batches == 16
+    assert ServeConfig(model="m.onnx").warmup_batches == 1  # unbatched: the single request's shape
+    assert ServeConfig(model="m.onnx", max_batch_size=16, warmup=False).warmup_batches == 0
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert config_from_args(parser.parse_args(["m.onnx"])).warmup
+    assert not config_from_args(parser.parse_args(["m.onnx", "--no-warmup"])).warmup
 
 
 @pytest.mark.parametrize(("replicas", "cpus", "want"), [(1, 8, 8), (2, 8, 4), (3, 8, 2), (16, 8, 1), (0, 2, 2)])

@@ -114,6 +114,9 @@ def test_build_from_cli_config(repository: Path) -> None:
     assert isinstance(built, serve.Application)
     with pytest.raises(ValueError, match="unknown: batch"):
         app_builder({"model": str(repository), "batch": "8"})
+    with pytest.raises(ValueError, match="warmup wants true or false"):
+        app_builder({"model": str(repository), "warmup": "sometimes"})
+    assert isinstance(app_builder({"model": str(repository), "warmup": "false"}), serve.Application)
 
 
 def test_concurrent_batches_follow_the_replica_threads(repository: Path) -> None:
@@ -130,6 +133,9 @@ def test_concurrent_batches_follow_the_replica_threads(repository: Path) -> None
     # unbatched replicas still take 32 at once: fewer makes Ray's proxy retry the rest (CPU)
     assert settings(max_batch_size=0) == (1, 1, 32)
     assert settings(max_batch_size=4) == (1, 1, 32)
+    plan = epoxy_serve.deployment(repository / "cnn/1/model.onnx", name="cnn")._bound_deployment.init_args[0]
+    assert plan.warmup and not epoxy_serve.deployment(repository / "cnn/1/model.onnx", name="cnn", warmup=False
+                                                      )._bound_deployment.init_args[0].warmup
 
 
 def test_cuda_replicas_ask_ray_for_a_gpu() -> None:
@@ -147,9 +153,11 @@ def test_health_and_metadata(url: str) -> None:
     assert cnn["inputs"] == [{"name": "image", "datatype": "FP32", "shape": [-1, 3, 16, 16]}]
     assert cnn["outputs"] == [{"name": "logits", "datatype": "FP32", "shape": [-1, 10]}]
     assert cnn["parameters"]["dynamic_batching"].startswith("on")
+    assert cnn["parameters"]["warmup"].startswith("batch sizes 1-8 in ")  # every size a batch can take
     mlp = client.get_model_metadata("mlp")
     assert mlp["versions"] == ["2"]
     assert "fixed first dim 1" in mlp["parameters"]["dynamic_batching"]  # refused, and says why
+    assert mlp["parameters"]["warmup"].startswith("its fixed shapes in ")
     assert client.get_model_config("cnn")["max_batch_size"] == 8
     assert client.get_model_config("mlp")["max_batch_size"] == 0
     assert client.is_model_ready("mlp", "1") and client.is_model_ready("mlp", "2")

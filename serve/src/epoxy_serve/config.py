@@ -23,11 +23,22 @@ class ServeConfig:
     metrics_port: int = 8002  # Prometheus metrics (Triton engine; Ray Serve exposes its own)
     address: str | None = None  # an existing Ray cluster to join ("auto" or ray://...)
     max_body_bytes: int = 64 << 20
+    warmup: bool = True  # run each batch size a replica can see once at load (warmup_batches)
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
     def batching(self) -> bool:
         return self.max_batch_size > 1
+
+    @property
+    def warmup_batches(self) -> int:
+        return warmup_batches(self.warmup, self.max_batch_size)
+
+
+def warmup_batches(enabled: bool, max_batch_size: int) -> int:
+    """The batch sizes ``1..N`` a replica runs at load (``ServedModel.warmup_batches``): every size
+    a merged batch can take with dynamic batching on, the single request's otherwise; 0 when off."""
+    return max(1, max_batch_size) if enabled else 0
 
 
 def threads_per_replica(replicas: int, cpus: int | None = None) -> int:

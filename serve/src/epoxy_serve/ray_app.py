@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from . import protocol
+from .config import warmup_batches
 from .errors import BadRequest, ModelNotFound, ModelNotReady, PayloadTooLarge, ServeError
 from .model import ServedModel
 from .ray_metrics import ModelMetrics, scrape
@@ -65,6 +66,8 @@ class ModelPlan:
     #: batches of one replica that may run at once (``serve.batch``'s ``max_concurrent_batches``);
     #: 0: one per session thread (each batch is one session run, in its own worker thread)
     max_concurrent_batches: int = 0
+    #: run each batch size a replica can see once at load (``config.warmup_batches``)
+    warmup: bool = True
 
     @property
     def concurrent_batches(self) -> int:
@@ -77,7 +80,8 @@ class ModelServer:
     def __init__(self, plan: ModelPlan) -> None:
         self.plan = plan
         self.model = ServedModel(plan.name, plan.source, version=plan.version, providers=plan.providers,
-                                 threads=plan.threads)
+                                 threads=plan.threads,
+                                 warmup_batches=warmup_batches(plan.warmup, plan.max_batch_size))
         self.metrics = ModelMetrics(plan.name, plan.version)
         self.batching = plan.max_batch_size > 1 and self.model.batchable
         self.batching_note = self._batching_note()
@@ -100,7 +104,8 @@ class ModelServer:
 
     def metadata(self) -> dict[str, Any]:
         doc = self.model.metadata()
-        doc["parameters"] = {"dynamic_batching": self.batching_note, "providers": list(self._providers())}
+        doc["parameters"] = {"dynamic_batching": self.batching_note, "providers": list(self._providers()),
+                             "warmup": getattr(self.model, "warmup_note", "off")}
         return doc
 
     def _providers(self) -> list[str]:
@@ -305,7 +310,8 @@ def deployment(model: str | Path | bytes | Sequence[ModelSource], *, name: str |
                providers: Sequence[str] | None = None, replicas: int = 1, autoscale: tuple[int, int] | None = None,
                max_batch_size: int = 0, batch_wait_ms: float = 5.0, max_body_bytes: int = 64 << 20,
                replica_cpus: float = 1.0, ingress_cpus: float = 0.0, request_timeout_s: float = 60.0,
-               max_ongoing_requests: int | None = None, max_concurrent_batches: int = 0) -> serve.Application:
+               max_ongoing_requests: int | None = None, max_concurrent_batches: int = 0,
+               warmup: bool = True) -> serve.Application:
     """A bound Ray Serve application serving ``model`` (an .onnx path, ONNX bytes, or a model
     repository folder) over the Open Inference Protocol: give it to ``serve.run``.
 
@@ -314,7 +320,8 @@ def deployment(model: str | Path | bytes | Sequence[ModelSource], *, name: str |
     replica whose providers include cuda asks Ray for a GPU. ``max_batch_size`` > 1 turns on
     ``@serve.batch`` for the models whose batch axis is dynamic (the others log why not and say
     it in their metadata); ``max_concurrent_batches`` batches of one replica may run at once (0:
-    one per session thread, i.e. ``int(replica_cpus)``). One model version is its own HTTP
+    one per session thread, i.e. ``int(replica_cpus)``). With ``warmup`` each replica runs every
+    batch size it can see once on zeros as it loads (``ServedModel.warm_up``). One model version is its own HTTP
     ingress; several get a routing ingress in front. Model paths must be readable on every node
     that runs a replica."""
     found = _sources(model, name)
@@ -329,7 +336,7 @@ def deployment(model: str | Path | bytes | Sequence[ModelSource], *, name: str |
         # replicas on one node must not oversubscribe its cores: each session gets the CPUs Ray
         # reserved for its replica (docs/THREADING.md)
         plan = ModelPlan(model_name, version, source, provider_tuple, max_batch_size, batch_wait_ms, max_body_bytes,
-                         threads=threads, max_concurrent_batches=concurrent)
+                         threads=threads, max_concurrent_batches=concurrent, warmup=warmup)
         options: dict[str, Any] = {"name": _deployment_name(model_name, version),
                                    "ray_actor_options": _actor_options(provider_tuple, replica_cpus),
                                    "max_ongoing_requests": ongoing}

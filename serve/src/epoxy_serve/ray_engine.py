@@ -25,12 +25,22 @@ def build(config: ServeConfig) -> serve.Application:
                       batch_wait_ms=config.batch_wait_ms, max_body_bytes=config.max_body_bytes,
                       replica_cpus=float(config.extra.get("replica_cpus", 1.0)),
                       request_timeout_s=float(config.extra.get("request_timeout_s", 60.0)),
-                      max_concurrent_batches=int(config.extra.get("max_concurrent_batches", 0)))
+                      max_concurrent_batches=int(config.extra.get("max_concurrent_batches", 0)),
+                      warmup=config.warmup)
 
 
 def _providers(text: Any) -> tuple[str, ...]:
     items = text.split(",") if isinstance(text, str) else list(text)
     return tuple(p.strip() for p in items if p.strip())
+
+
+def _flag(text: Any) -> bool:
+    if isinstance(text, bool):
+        return text
+    value = str(text).strip().lower()
+    if value not in ("true", "false", "1", "0", "on", "off", "yes", "no"):
+        raise ValueError(f"epoxy_serve app_builder: warmup wants true or false, got {text!r}")
+    return value in ("true", "1", "on", "yes")
 
 
 def _autoscale(text: Any) -> tuple[int, int]:
@@ -44,6 +54,7 @@ BUILDER_ARGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "replicas": ("replicas", int), "autoscale": ("autoscale", _autoscale),
     "max_batch_size": ("max_batch_size", int), "batch_wait_ms": ("batch_wait_ms", float),
     "max_body_mb": ("max_body_bytes", lambda mb: int(float(mb) * (1 << 20))),
+    "warmup": ("warmup", _flag),
 }
 EXTRA_ARGS = ("replica_cpus", "request_timeout_s", "max_concurrent_batches")
 

@@ -48,7 +48,7 @@ def epoxy_model(source: ModelSource, config: ServeConfig) -> Servable:
     """The default factory: an epoxy session with the configured providers. The instances run in
     this one process, so they split the cores between them (``threads_per_replica``)."""
     return ServedModel(source.name, str(source.path), version=source.version, providers=config.providers,
-                       threads=threads_per_replica(config.replicas))
+                       threads=threads_per_replica(config.replicas), warmup_batches=config.warmup_batches)
 
 
 @dataclass(frozen=True)
