@@ -115,8 +115,9 @@ class PackedFloatWeights:
 
     def matmul(self, a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """``a (M, K) @ B`` as float32 ``(M, N)``: into ``out`` when it is a C-contiguous array of
-        that shape and N a multiple of 16, else a fresh array (a view of rows 16-padded when N
-        is not). The caller checked :meth:`takes`."""
+        that shape and N a multiple of 16, else a fresh C-contiguous array (when N is not a
+        multiple of 16, a copy of the padded rows' first N columns: downstream kernels and
+        users get what BLAS would give). The caller checked :meth:`takes`."""
         m = a.shape[0]
         if (out is not None and self._n_pad == self.n and out.dtype == _F32 and out.shape == (m, self.n)
                 and out.flags.c_contiguous):
@@ -133,4 +134,4 @@ class PackedFloatWeights:
             fn(*head, first * TILE_COLS, min(n_pad, last * TILE_COLS))
 
         run_shares(columns, (), tiles, count)
-        return out if self._n_pad == self.n else out[:, :self.n]
+        return out if self._n_pad == self.n else np.ascontiguousarray(out[:, :self.n])
