@@ -305,7 +305,7 @@ def ray_engine(path: str, args: argparse.Namespace) -> tuple[Deployments, Callab
     import ray
     from ray import serve
 
-    from epoxy_serve import ray_app
+    from epoxy_serve import ray_app, ray_ingress
 
     class OrtModelServer(ray_app.ModelServer):
         """The Ray replica with onnxruntime's session in place of epoxy's (same checks, batching,
@@ -335,6 +335,9 @@ def ray_engine(path: str, args: argparse.Namespace) -> tuple[Deployments, Callab
         return ingress.bind({MODEL: {"1": model}}, 64 << 20, 60.0)
 
     port = free_port()
+    ingress = ray_ingress.resolve(args.ray_ingress)
+    ray_ingress.apply(ingress)  # as `epoxy serve` starts its cluster
+    log(f"ray {ray_ingress.describe(ingress)}")
     try:
         ray.init(num_cpus=max(2, args.replicas), include_dashboard=False, log_to_driver=False)
         serve.start(http_options={"host": "127.0.0.1", "port": port})
@@ -443,6 +446,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=1500, help="request bound of one cell")
     parser.add_argument("--replicas", type=int, default=2, help="Triton instances / Ray replicas")
     parser.add_argument("--max-batch-size", type=int, default=16)
+    parser.add_argument("--ray-ingress", choices=("auto", "haproxy", "proxy"), default="auto",
+                        help="how HTTP reaches the Ray replicas (epoxy serve's --ray-ingress)")
     parser.add_argument("--batch-wait-ms", type=float, default=5.0)
     parser.add_argument("--max-concurrent-batches", type=int, default=0,
                         help="Ray: batches one replica may run at once (0: deployment's default, one per "

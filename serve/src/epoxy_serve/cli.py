@@ -51,6 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-port", type=int, default=8002, help="Prometheus metrics port (Triton engine)")
     parser.add_argument("--address", help="join this Ray cluster ('auto' or ray://host:port) instead of starting one")
     parser.add_argument("--max-body-mb", type=float, default=64.0, help="requests above this size get 413")
+    parser.add_argument("--ray-ingress", choices=("auto", "haproxy", "proxy"), default="auto",
+                        help="Ray engine, cluster started here: HAProxy in front of each replica's own HTTP server "
+                             "(auto: when its binary is there) or Ray Serve's Python proxy")
     parser.add_argument("--no-warmup", dest="warmup", action="store_false",
                         help="do not run each batch size once on zeros when a replica loads the model")
 
@@ -61,7 +64,8 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
                        autoscale=args.autoscale, max_batch_size=args.max_batch_size, batch_wait_ms=args.batch_wait_ms,
                        host=args.host, port=args.port, grpc_port=args.grpc_port,
                        metrics_port=args.metrics_port, address=args.address,
-                       max_body_bytes=int(args.max_body_mb * (1 << 20)), warmup=args.warmup)
+                       max_body_bytes=int(args.max_body_mb * (1 << 20)), warmup=args.warmup,
+                       ray_ingress=args.ray_ingress)
 
 
 def _engine(name: str) -> Callable[[ServeConfig], int]:

@@ -24,6 +24,7 @@ class ServeConfig:
     address: str | None = None  # an existing Ray cluster to join ("auto" or ray://...)
     max_body_bytes: int = 64 << 20
     warmup: bool = True  # run each batch size a replica can see once at load (warmup_batches)
+    ray_ingress: str = "auto"  # how HTTP reaches a started Ray cluster's replicas (ray_ingress.CHOICES)
     extra: dict[str, str] = field(default_factory=dict)
 
     @property

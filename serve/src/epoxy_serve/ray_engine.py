@@ -1,5 +1,6 @@
-"""``epoxy serve --engine ray``: start (or join) a Ray cluster, start Ray Serve's HTTP proxy on the
-asked host and port, deploy the models (ray_app.deployment) and block until Ctrl-C."""
+"""``epoxy serve --engine ray``: start (or join) a Ray cluster, start Ray Serve's HTTP ingress on
+the asked host and port (HAProxy or Ray's proxy: ray_ingress.py), deploy the models
+(ray_app.deployment) and block until Ctrl-C."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import ray
 from ray import serve
 
+from . import ray_ingress
 from .config import ServeConfig
 from .ray_app import deployment
 from .repository import discover
@@ -79,14 +81,19 @@ def serve_forever(config: ServeConfig) -> int:
     app = build(config)
     joined = config.address is not None
     if joined:
+        ingress_line = "ingress: as the joined cluster was started (--ray-ingress applies to a cluster started here)"
         ray.init(address=config.address)
     else:  # this node's Prometheus endpoint (ray_epoxy_*, ray_serve_*) on the asked metrics port
+        ingress = ray_ingress.resolve(config.ray_ingress)
+        ray_ingress.apply(ingress)  # read by the processes ray.init starts
+        ingress_line = ray_ingress.describe(ingress)
         ray.init(_metrics_export_port=config.metrics_port)
     try:
         serve.start(http_options={"host": config.host, "port": config.port})
         serve.run(app, name=APP_NAME, route_prefix="/")
         url = f"http://{config.host}:{config.port}"
         print(f"epoxy serve (ray): {url}  (Open Inference Protocol v2; metrics: {url}/metrics)", flush=True)
+        print(f"  {ingress_line}", flush=True)
         for source in models:
             print(f"  {source.name} version {source.version}: {url}/v2/models/{source.name}"
                   f"/versions/{source.version}  ({source.path})", flush=True)

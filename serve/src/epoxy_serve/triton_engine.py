@@ -147,6 +147,8 @@ def unsupported(config: ServeConfig) -> list[str]:
         notes.append("--autoscale is a Ray Serve feature; Triton runs a fixed --replicas instance count")
     if config.address is not None:
         notes.append("--address joins a Ray cluster; the Triton engine serves from this process")
+    if config.ray_ingress != "auto":
+        notes.append("--ray-ingress chooses the Ray engine's ingress; Triton answers HTTP itself")
     return notes
 
 
