@@ -167,6 +167,55 @@ def test_depthwise_small_maps_take_the_per_output_kernel(monkeypatch, x_shape, w
         close(run_cpu(fused, True, runs=2), run_cpu(fused, False), *_tol(x, w))
 
 
+CHANNEL_MAPS = [((8, 48, 4, 4), (48, 1, 3, 3), {"group": 48, "pads": [1, 1, 1, 1]}),  # mobilenet_v3's 4x4 maps
+                ((8, 32, 8, 8), (32, 1, 3, 3), {"group": 32, "pads": [1, 1, 1, 1], "strides": [2, 2]}),
+                ((2, 40, 4, 4), (40, 1, 5, 5), {"group": 40, "pads": [2, 2, 2, 2], "strides": [2, 2]}),
+                ((1, 35, 3, 5), (35, 1, 3, 3), {"group": 35, "pads": [0, 1, 2, 0]}),  # asymmetric pads, odd C
+                ((3, 96, 7, 7), (96, 1, 3, 3), {"group": 96, "pads": [1, 1, 1, 1]}),  # 7x7 from 96 channels
+                ((1, 33, 2, 2), (33, 1, 5, 5), {"group": 33, "pads": [2, 2, 2, 2]})]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CHANNEL_MAPS, ids=_ids(CHANNEL_MAPS))
+def test_depthwise_small_maps_with_channels_take_the_channels_kernel(monkeypatch, x_shape, w_shape, attrs, dtype):
+    """Depthwise layers of 32 channels and more on small maps run ``kernels_depthwise_channels``
+    (vectorized across channels), with FusedConv's residual and activation, matching the numpy
+    path and the reference; a layer whose maps are too large keeps the plane kernel."""
+    from epoxy_ep_cpu.jit import kernels_depthwise, kernels_depthwise_channels
+
+    used = []
+    real = kernels_depthwise_channels.depthwise_channels
+    monkeypatch.setattr(kernels_depthwise_channels, "depthwise_channels", lambda *a: used.append(1) or real(*a))
+    monkeypatch.setattr(kernels_depthwise.direct, "overload", lambda fn, sample: fn)
+    monkeypatch.setattr(kernels_depthwise, "depthwise_serial",
+                        lambda *a: pytest.fail("the plane kernel ran a small map"))
+    x, w, b = _data(sum(x_shape), x_shape, w_shape, dtype, True)
+    case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], attrs, 22)
+    close(run_cpu(case, True, runs=2), run_reference(case), *_tol(x, w))
+    assert len(used) == 2
+    out = run_reference(case)[0]
+    z = np.random.default_rng(3).standard_normal(out.shape).astype(dtype)
+    for act, params in (("Relu", ()), ("Clip", (-0.5, 0.7)), ("HardSwish", ())):
+        fused = one_node("FusedConv", [x, In(w, const=True), In(b, const=True), z],
+                         dict(attrs, activation=act, **({"activation_params": list(params)} if params else {})), 1,
+                         domain=DOMAIN)
+        used.clear()
+        close(run_cpu(fused, True, runs=2), run_cpu(fused, False), *_tol(x, w))
+        assert len(used) == 2, act  # the residual and the activation in (or right after) its pass
+
+
+def test_depthwise_kernel_kinds_follow_the_measured_rule():
+    from epoxy_ep_cpu.jit.kernels_depthwise import kernel_kind
+
+    assert kernel_kind(384, 48, 4, 4, 1) == "channels"
+    assert kernel_kind(288, 96, 7, 7, 1) == "channels"
+    assert kernel_kind(64, 16, 2, 2, 1) == "small"  # too few channels for a vector
+    assert kernel_kind(64, 16, 8, 8, 1) == "grid"
+    assert kernel_kind(288, 72, 7, 7, 1) == "grid"
+    assert kernel_kind(384, 48, 4, 4, 2) == "grid"  # split over threads
+    assert kernel_kind(672, 672, 7, 7, 1, 25) == "grid"  # row weights past the cache
+
+
 def test_large_plain_conv_keeps_the_numpy_path(monkeypatch):
     from epoxy_ep_cpu.jit import kernels_conv
 

@@ -22,9 +22,10 @@ from typing import Any
 import numpy as np
 from numba import njit, prange, uint64
 
-from . import direct, kernels_conv
+from . import direct, kernels_conv, kernels_depthwise_channels
 from .activations import activate
 from .kernels_conv import call_accepts
+from .scratch import scratch
 from .threads import GRAIN, serial_twin, use
 
 
@@ -203,6 +204,16 @@ def depthwise_small(x, w, bias, z, y, dims, planes, act, alpha, beta):  # pragma
 #: planes 56.2 / 17.5, 8 x 48 stride 2 49.3 / 18.4, 1 x 64 8.4 / 3.3; 4x4 outputs lose (3x3, 8
 #: x 32 planes 27.0 / 32.4, 1 x 32 4.7 / 5.2), 8x8 7x (30.7 / 207)
 SMALL_MAP = 4
+#: output positions per plane up to which a one-thread layer of at least ``CHANNELS_MIN_C``
+#: channels runs :mod:`kernels_depthwise_channels` (and up to ``CHANNELS_WIDE_MAX_POSITIONS``
+#: from ``CHANNELS_WIDE_MIN_C`` channels); measured, see bench/README.md (session 27)
+CHANNELS_MIN_C = 32
+CHANNELS_MAX_POSITIONS = 16
+CHANNELS_WIDE_MIN_C = 96
+CHANNELS_WIDE_MAX_POSITIONS = 49
+#: and at most this many row weights (the kernel streams them once per output row: 672
+#: channels of 5x5 on 7x7 maps, 117 K, ran even with the plane kernel)
+CHANNELS_MAX_ROW_WEIGHTS = 1 << 16
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _NO_Z = {dt: np.empty(0, dtype=dt) for dt in _FLOATS}
@@ -216,13 +227,30 @@ def fits(c: int, m: int, group: int, kernel: Sequence[int], strides: Sequence[in
             and tuple(dilations) == (1, 1) and min(begin) >= 0 and min(end) >= 0)
 
 
+def kernel_kind(planes: int, c: int, oh: int, ow: int, count: int, taps: int = 9) -> str:
+    """Which kernel runs a layer on one thread's worth of work: ``channels`` (vectorized across
+    channels, :mod:`kernels_depthwise_channels`) on small maps with channels to fill vectors
+    and row weights (``taps`` x ``ow`` x C) that stay in cache, ``small`` (per-output scalar
+    loops) on the smallest maps left, else ``grid`` (one plane at a time on a padded grid).
+    Layers split over threads always take ``grid``. Measured rule: see
+    :data:`CHANNELS_MAX_POSITIONS`."""
+    if count > 1:
+        return "grid"
+    positions = oh * ow
+    if c >= CHANNELS_MIN_C and taps * ow * c <= CHANNELS_MAX_ROW_WEIGHTS and (
+            positions <= CHANNELS_MAX_POSITIONS or (positions <= CHANNELS_WIDE_MAX_POSITIONS
+                                                   and c >= CHANNELS_WIDE_MIN_C)):
+        return "channels"
+    return "small" if positions <= SMALL_MAP else "grid"
+
+
 class DepthwiseCall:
     """One depthwise layer's call for one input shape (:func:`fits`; ``stride`` 1 or 2 on
-    both axes), prepared: the geometry,
-    thread count and overload are settled once. Callers pass ``x`` C-contiguous of ``dtype``
-    and ``z`` None or a C-contiguous array of ``out_shape`` and ``dtype`` (:meth:`accepts`)."""
+    both axes), prepared: the kernel (:func:`kernel_kind`), geometry, thread count and
+    overload are settled once. Callers pass ``x`` C-contiguous of ``dtype`` and ``z`` None or
+    a C-contiguous array of ``out_shape`` and ``dtype`` (:meth:`accepts`)."""
 
-    __slots__ = ("_count", "_fn", "_head", "_rest", "_small", "dims", "dtype", "out_shape", "shape")
+    __slots__ = ("_count", "_fn", "_head", "_kind", "_rest", "_scratch", "dims", "dtype", "out_shape", "shape")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
                  begin: Sequence[int], out_sp: Sequence[int], act: int, alpha: float, beta: float,
@@ -235,10 +263,19 @@ class DepthwiseCall:
         self.dims = np.array((c, h, wd, oh, ow, kh, kw, int(begin[0]), int(begin[1]), stride), dtype=np.int64)
         planes = n * c
         self._count = max(1, min(nthreads, planes, planes * oh * ow * kh * kw // kernels_conv.MAC_GRAIN))
-        self._head = (np.ascontiguousarray(w, dtype=dtype).reshape(-1), np.ascontiguousarray(bias, dtype=dtype))
-        self._small = self._count == 1 and oh * ow <= SMALL_MAP
-        self._rest: tuple[Any, ...] = (self.dims, planes, *(() if self._small else (self._count,)), act,
-                                       dtype.type(alpha), dtype.type(beta))
+        self._kind = kernel_kind(planes, c, oh, ow, self._count, kh * kw)
+        self._scratch = 0
+        bias = np.ascontiguousarray(bias, dtype=dtype)
+        scalars = (act, dtype.type(alpha), dtype.type(beta))
+        if self._kind == "channels":
+            grid = kernels_depthwise_channels.grid_shape((oh, ow), (kh, kw), stride)
+            self._scratch = kernels_depthwise_channels.scratch_size(c, grid, stride, ow)
+            self._head = kernels_depthwise_channels.row_weights(w, bias, ow, dtype)
+            self._rest: tuple[Any, ...] = (np.array((n, c, h, wd, oh, ow, kh, kw, int(begin[0]), int(begin[1]), stride,
+                                                     *grid), dtype=np.int64), *scalars)
+        else:
+            self._head = (np.ascontiguousarray(w, dtype=dtype).reshape(-1), bias)
+            self._rest = (self.dims, planes, *(() if self._kind == "small" else (self._count,)), *scalars)
         self._fn: Any = None
 
     def accepts(self, x: np.ndarray, z: np.ndarray | None) -> bool:
@@ -247,12 +284,23 @@ class DepthwiseCall:
     def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
         dt = self.dtype
         y = np.empty(self.out_shape, dtype=dt)
-        args = (x.reshape(-1), *self._head, _NO_Z[dt] if z is None else z.reshape(-1), y.reshape(-1), *self._rest)
+        if self._scratch:
+            args = (x.reshape(-1), *self._head, _NO_Z[dt] if z is None else z.reshape(-1), y.reshape(-1),
+                    scratch("depthwise.channels", self._scratch, dt), *self._rest)
+        else:
+            args = (x.reshape(-1), *self._head, _NO_Z[dt] if z is None else z.reshape(-1), y.reshape(-1), *self._rest)
         fn = self._fn
         if fn is None:
-            kernel = depthwise_small if self._small else depthwise_serial if self._count == 1 else depthwise_parallel
-            fn = self._fn = direct.overload(kernel, args)
+            fn = self._fn = direct.overload(_KERNELS[self._kind](self._count), args)
         if self._count > 1:
             use(self._count, self._count * GRAIN)
         fn(*args)
         return y
+
+
+#: kernel kind -> the compiled function for a thread count (``grid``: the serial twin on one)
+_KERNELS = {
+    "channels": lambda count: kernels_depthwise_channels.depthwise_channels,
+    "small": lambda count: depthwise_small,
+    "grid": lambda count: depthwise_serial if count == 1 else depthwise_parallel,
+}
