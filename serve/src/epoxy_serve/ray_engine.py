@@ -4,6 +4,9 @@ the asked host and port (HAProxy or Ray's proxy: ray_ingress.py), deploy the mod
 
 from __future__ import annotations
 
+import signal
+import socket
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -13,6 +16,7 @@ from ray import serve
 
 from . import ray_ingress
 from .config import ServeConfig
+from .errors import ServeError
 from .ray_app import deployment
 from .repository import discover
 
@@ -74,9 +78,46 @@ def app_builder(args: Mapping[str, Any]) -> serve.Application:
     return build(ServeConfig(**fields, extra=extra))
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM (``docker stop``, systemd, ``kill``) stops the server as Ctrl-C does. Why: a
+    process ended by it skipped the shutdown below, and the HAProxy that Ray had started for
+    its cluster lived on as an orphan holding the HTTP port (seen here; Ray's own processes
+    went with the driver)."""
+    if threading.current_thread() is not threading.main_thread():
+        return  # signal handlers belong to the main thread; an embedding caller handles its own
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
+def _shield_shutdown() -> None:
+    """A second Ctrl-C or SIGTERM while the cluster shuts down (a supervisor repeating its
+    signal) would stop the shutdown half way and orphan what it had not stopped yet."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def _refuse_taken_ports(config: ServeConfig) -> None:
+    """A port another process holds, said plainly before the cluster starts. Why: Ray's
+    metrics agent on a taken ``--metrics-port`` (8002 by default, so a second ``epoxy serve``
+    on the machine) made ``ray.init`` fail after its start-up timeout with "The current node
+    timed out during startup", leaving agents behind that held the port for the next try."""
+    for what, host, port in (("--port", config.host, config.port), ("--metrics-port", "", config.metrics_port)):
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a port in TIME_WAIT is free
+            try:
+                probe.bind((host, port))
+            except OSError as exc:
+                raise ServeError(f"{what} {port} is not free on {host or 'this machine'} ({exc.strerror}): another "
+                                 f"server (a second epoxy serve?) holds it; choose another {what}") from None
+
+
 def serve_forever(config: ServeConfig) -> int:
-    """Serve until interrupted; 0 after a clean shutdown. A joined cluster keeps running (only
-    this application is deleted); a cluster started here is shut down."""
+    """Serve until interrupted (Ctrl-C or SIGTERM); 0 after a clean shutdown. A joined cluster
+    keeps running (only this application is deleted); a cluster started here is shut down."""
     models = discover(config.model, config.name)
     app = build(config)
     joined = config.address is not None
@@ -84,10 +125,12 @@ def serve_forever(config: ServeConfig) -> int:
         ingress_line = "ingress: as the joined cluster was started (--ray-ingress applies to a cluster started here)"
         ray.init(address=config.address)
     else:  # this node's Prometheus endpoint (ray_epoxy_*, ray_serve_*) on the asked metrics port
+        _refuse_taken_ports(config)
         ingress = ray_ingress.resolve(config.ray_ingress)
         ray_ingress.apply(ingress)  # read by the processes ray.init starts
         ingress_line = ray_ingress.describe(ingress)
         ray.init(_metrics_export_port=config.metrics_port)
+    _stop_on_sigterm()  # after ray.init: Ray's core installs its own SIGTERM handler there (it aborts)
     try:
         serve.start(http_options={"host": config.host, "port": config.port})
         serve.run(app, name=APP_NAME, route_prefix="/")
@@ -103,6 +146,7 @@ def serve_forever(config: ServeConfig) -> int:
     except KeyboardInterrupt:
         print("stopping", flush=True)
     finally:
+        _shield_shutdown()
         if joined:
             serve.delete(APP_NAME)
         else:

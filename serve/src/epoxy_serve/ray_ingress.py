@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 
@@ -37,6 +38,11 @@ PROXY_ENVIRONMENT: dict[str, str] = {"RAY_SERVE_ENABLE_DIRECT_INGRESS": "0", "RA
 MODES: dict[str, dict[str, str]] = {"haproxy": HAPROXY_ENVIRONMENT, "proxy": PROXY_ENVIRONMENT}
 #: ``--ray-ingress`` choices: a mode, or ``auto`` (haproxy when its binary is there)
 CHOICES = ("auto", *MODES)
+
+
+#: HAProxy's own listeners (on every interface) -> Ray's default port: its statistics page and
+#: its Prometheus metrics. A second HAProxy on the machine crashed at start-up on them.
+HAPROXY_OWN_PORTS: dict[str, int] = {"RAY_SERVE_HAPROXY_STATS_PORT": 8404, "RAY_SERVE_HAPROXY_METRICS_PORT": 9101}
 
 
 @dataclass(frozen=True)
@@ -92,18 +98,45 @@ def resolve(asked: str, environ: Mapping[str, str] | None = None) -> Ingress:
 SWITCHES = frozenset({"RAY_SERVE_ENABLE_DIRECT_INGRESS", "RAY_SERVE_ENABLE_HA_PROXY"})
 
 
+def _port_free(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("", port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        return int(probe.getsockname()[1])
+
+
 def apply(ingress: Ingress, environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
     """Set ``ingress``'s environment for a cluster about to be started in this process; returns
-    what was set."""
+    what was set. HAProxy's own ports (:data:`HAPROXY_OWN_PORTS`) keep Ray's defaults unless
+    another process holds them (a second server on the machine): then free ones are chosen."""
     environ = os.environ if environ is None else environ
     added = {key: value for key, value in MODES[ingress.mode].items()
              if key in SWITCHES or key not in environ}
+    if ingress.mode == "haproxy":
+        added.update({key: str(_free_port()) for key, default in HAPROXY_OWN_PORTS.items()
+                      if key not in environ and not _port_free(default)})
     environ.update(added)
     return added
 
 
-def describe(ingress: Ingress) -> str:
+def haproxy_ports(environ: Mapping[str, str] | None = None) -> str:
+    """HAProxy's own ports as the cluster will get them, for the banner."""
+    environ = os.environ if environ is None else environ
+    stats, metrics = (environ.get(key, str(default)) for key, default in HAPROXY_OWN_PORTS.items())
+    return f"HAProxy's statistics on port {stats}, its metrics on {metrics}"
+
+
+def describe(ingress: Ingress, environ: Mapping[str, str] | None = None) -> str:
     """One line for the server's start-up banner."""
-    what = ("HAProxy in front of each replica's own HTTP server" if ingress.mode == "haproxy"
-            else "Ray Serve's Python proxy")
+    what = (f"HAProxy in front of each replica's own HTTP server ({haproxy_ports(environ)})"
+            if ingress.mode == "haproxy" else "Ray Serve's Python proxy")
     return f"ingress: {what}" + (f" ({ingress.note})" if ingress.note else "")
