@@ -89,17 +89,15 @@ def test_sigterm_shuts_the_cluster_down_and_frees_the_port(tmp_path: Path) -> No
 
 
 def test_a_taken_port_is_refused_before_the_cluster_starts(tmp_path: Path) -> None:
-    """A second server on a port another process holds gets a plain error naming the option,
-    not Ray's start-up timeout."""
+    """Not Ray's start-up timeout: the option's name, before ``ray.init``."""
     from epoxy_serve import ServeConfig, ServeError
-    from epoxy_serve.ray_engine import _refuse_taken_ports
+    from epoxy_serve.ray_engine import serve_forever
 
+    model = tmp_path / "cnn.onnx"
+    model.write_bytes(make_cnn())
     with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
+        holder.bind(("", 0))
         holder.listen()
         taken = holder.getsockname()[1]
-        with pytest.raises(ServeError, match=f"--port {taken} is not free"):
-            _refuse_taken_ports(ServeConfig(model="m.onnx", port=taken, metrics_port=free_port()))
         with pytest.raises(ServeError, match=f"--metrics-port {taken} is not free"):
-            _refuse_taken_ports(ServeConfig(model="m.onnx", port=free_port(), metrics_port=taken))
-    _refuse_taken_ports(ServeConfig(model="m.onnx", port=free_port(), metrics_port=free_port()))
+            serve_forever(ServeConfig(model=str(model), port=free_port(), metrics_port=taken))

@@ -260,6 +260,19 @@ def test_settings_triton_cannot_honour_are_refused() -> None:
         pass
 
 
+def test_a_taken_port_is_refused_before_tritonserver_starts() -> None:
+    """tritonserver itself logged "Socket ... already in use" and the start timed out 70 s later."""
+    import socket
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        with pytest.raises(ServeError, match=f"--grpc-port {taken} is not free"), \
+                running(ServeConfig(model="m.onnx", grpc_port=taken)):
+            pass
+
+
 class FlakyTriton:
     """Stands in for PyTriton's Triton: the first server's models fail to load as PyTriton's
     instance handshake race makes them fail; the servers after it load."""

@@ -5,7 +5,6 @@ the asked host and port (HAProxy or Ray's proxy: ray_ingress.py), deploy the mod
 from __future__ import annotations
 
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -16,7 +15,7 @@ from ray import serve
 
 from . import ray_ingress
 from .config import ServeConfig
-from .errors import ServeError
+from .ports import refuse_taken
 from .ray_app import deployment
 from .repository import discover
 
@@ -100,21 +99,6 @@ def _shield_shutdown() -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
-def _refuse_taken_ports(config: ServeConfig) -> None:
-    """A port another process holds, said plainly before the cluster starts. Why: Ray's
-    metrics agent on a taken ``--metrics-port`` (8002 by default, so a second ``epoxy serve``
-    on the machine) made ``ray.init`` fail after its start-up timeout with "The current node
-    timed out during startup", leaving agents behind that held the port for the next try."""
-    for what, host, port in (("--port", config.host, config.port), ("--metrics-port", "", config.metrics_port)):
-        with socket.socket() as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a port in TIME_WAIT is free
-            try:
-                probe.bind((host, port))
-            except OSError as exc:
-                raise ServeError(f"{what} {port} is not free on {host or 'this machine'} ({exc.strerror}): another "
-                                 f"server (a second epoxy serve?) holds it; choose another {what}") from None
-
-
 def serve_forever(config: ServeConfig) -> int:
     """Serve until interrupted (Ctrl-C or SIGTERM); 0 after a clean shutdown. A joined cluster
     keeps running (only this application is deleted); a cluster started here is shut down."""
@@ -125,7 +109,8 @@ def serve_forever(config: ServeConfig) -> int:
         ingress_line = "ingress: as the joined cluster was started (--ray-ingress applies to a cluster started here)"
         ray.init(address=config.address)
     else:  # this node's Prometheus endpoint (ray_epoxy_*, ray_serve_*) on the asked metrics port
-        _refuse_taken_ports(config)
+        # a taken metrics port failed ray.init after its start-up timeout, leaving agents behind
+        refuse_taken((("--port", config.host, config.port), ("--metrics-port", "", config.metrics_port)))
         ingress = ray_ingress.resolve(config.ray_ingress)
         ray_ingress.apply(ingress)  # read by the processes ray.init starts
         ingress_line = ray_ingress.describe(ingress)

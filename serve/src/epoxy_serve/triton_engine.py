@@ -18,6 +18,7 @@ import numpy as np
 from .config import ServeConfig, threads_per_replica
 from .errors import ServeError
 from .model import ServedModel, TensorSpec
+from .ports import refuse_taken
 from .repository import ModelSource, discover
 from .triton_env import prepare_environment
 
@@ -166,6 +167,8 @@ def launch(config: ServeConfig, sources: Sequence[ModelSource] | None = None, fa
     refused = unsupported(config)
     if refused:
         raise ServeError("; ".join(refused))
+    refuse_taken((("--port", config.host, config.port), ("--grpc-port", config.host, config.grpc_port),
+                  ("--metrics-port", "", config.metrics_port)))
     chosen = list(sources) if sources is not None else discover(config.model, config.name)
     for attempt in range(1, attempts + 1):
         triton = Triton(config=triton_config(config))
