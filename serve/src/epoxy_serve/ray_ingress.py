@@ -22,6 +22,7 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 
 from .errors import ServeError
+from .ports import is_free
 
 #: the settings Ray reads for direct ingress behind HAProxy; a replica being removed keeps
 #: answering this long (Ray's default 30 s is for outside load balancers to deregister it;
@@ -98,16 +99,6 @@ def resolve(asked: str, environ: Mapping[str, str] | None = None) -> Ingress:
 SWITCHES = frozenset({"RAY_SERVE_ENABLE_DIRECT_INGRESS", "RAY_SERVE_ENABLE_HA_PROXY"})
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(("", port))
-        except OSError:
-            return False
-    return True
-
-
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("", 0))
@@ -123,7 +114,7 @@ def apply(ingress: Ingress, environ: MutableMapping[str, str] | None = None) -> 
              if key in SWITCHES or key not in environ}
     if ingress.mode == "haproxy":
         added.update({key: str(_free_port()) for key, default in HAPROXY_OWN_PORTS.items()
-                      if key not in environ and not _port_free(default)})
+                      if key not in environ and not is_free("", default)})
     environ.update(added)
     return added
 
