@@ -48,7 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000, help="HTTP port")
     parser.add_argument("--grpc-port", type=int, default=8001, help="gRPC port (Triton engine)")
-    parser.add_argument("--metrics-port", type=int, default=8002, help="Prometheus metrics port (Triton engine)")
+    parser.add_argument("--metrics-port", type=int, default=8002,
+                        help="Prometheus metrics port (Triton's; Ray's metrics agent on a cluster started here)")
     parser.add_argument("--address", help="join this Ray cluster ('auto' or ray://host:port) instead of starting one")
     parser.add_argument("--max-body-mb", type=float, default=64.0, help="requests above this size get 413")
     parser.add_argument("--ray-ingress", choices=("auto", "haproxy", "proxy"), default="auto",

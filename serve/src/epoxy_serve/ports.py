@@ -33,3 +33,10 @@ def refuse_taken(wanted: Iterable[tuple[str, str, int]]) -> None:
         if not is_free(host, port):
             raise ServeError(f"{option} {port} is not free on {host or 'this machine'}: another server (a second "
                              f"epoxy serve?) holds it; choose another {option}")
+
+
+def free_port(host: str = "") -> int:
+    """A port nothing listens on now (the kernel's choice)."""
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 
 from .errors import ServeError
-from .ports import is_free
+from .ports import free_port, is_free
 
 #: the settings Ray reads for direct ingress behind HAProxy; a replica being removed keeps
 #: answering this long (Ray's default 30 s is for outside load balancers to deregister it;
@@ -99,12 +98,6 @@ def resolve(asked: str, environ: Mapping[str, str] | None = None) -> Ingress:
 SWITCHES = frozenset({"RAY_SERVE_ENABLE_DIRECT_INGRESS", "RAY_SERVE_ENABLE_HA_PROXY"})
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("", 0))
-        return int(probe.getsockname()[1])
-
-
 def apply(ingress: Ingress, environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
     """Set ``ingress``'s environment for a cluster about to be started in this process; returns
     what was set. HAProxy's own ports (:data:`HAPROXY_OWN_PORTS`) keep Ray's defaults unless
@@ -113,7 +106,7 @@ def apply(ingress: Ingress, environ: MutableMapping[str, str] | None = None) -> 
     added = {key: value for key, value in MODES[ingress.mode].items()
              if key in SWITCHES or key not in environ}
     if ingress.mode == "haproxy":
-        added.update({key: str(_free_port()) for key, default in HAPROXY_OWN_PORTS.items()
+        added.update({key: str(free_port()) for key, default in HAPROXY_OWN_PORTS.items()
                       if key not in environ and not is_free("", default)})
     environ.update(added)
     return added
