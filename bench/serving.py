@@ -28,7 +28,6 @@ import contextlib
 import json
 import os
 import platform
-import socket
 import sys
 import tempfile
 import threading
@@ -43,7 +42,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 import epoxy
-from epoxy_serve import ServeConfig, ServedModel, TensorSpec
+from epoxy_serve import ServeConfig, ServedModel, TensorSpec, ports
 from epoxy_serve.config import threads_per_replica
 from epoxy_serve.datatypes import to_protocol
 from epoxy_serve.model import _batch_refusal
@@ -176,9 +175,7 @@ def log(text: str) -> None:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return ports.free_port("127.0.0.1")
 
 
 def summarize(cell: Cell, latencies: list[float], elapsed: float) -> Cell:

