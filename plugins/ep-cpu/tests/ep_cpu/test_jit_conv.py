@@ -403,11 +403,12 @@ def test_concurrent_runs_of_one_session_agree():
 def _count_prepared(monkeypatch, *kinds: str) -> list[tuple[int, ...]]:
     """Input shapes of the prepared conv calls made from now on (of ``kinds``: class names;
     default all four)."""
-    from epoxy_ep_cpu.jit import kernels_conv, kernels_conv_gemm, kernels_pointwise, kernels_winograd
+    from epoxy_ep_cpu.jit import (kernels_conv, kernels_conv_gemm, kernels_conv_implicit, kernels_pointwise,
+                                  kernels_winograd)
 
     seen: list[tuple[int, ...]] = []
     for cls in (kernels_conv.Conv2dCall, kernels_pointwise.PointwiseCall, kernels_conv_gemm.GridConvCall,
-                kernels_winograd.WinogradCall):
+                kernels_winograd.WinogradCall, kernels_conv_implicit.ImplicitConvCall):
         if kinds and cls.__name__ not in kinds:
             continue
         real = cls.__call__
@@ -546,6 +547,15 @@ def test_compact_columns_on_small_maps_only():
     assert not compact_columns(5, 5, 5)  # no extra columns (a 1-wide kernel)
 
 
+@pytest.fixture
+def no_implicit(monkeypatch):
+    """The grid GEMM's tests: the float32 layers the implicit GEMM would take
+    (``kernels_conv_implicit``, tested in test_jit_conv_implicit.py) stay on it."""
+    from epoxy_ep_cpu.jit import kernels_conv_implicit
+
+    monkeypatch.setattr(kernels_conv_implicit, "gains", lambda *args: False)
+
+
 def _no_whole_vectors(monkeypatch) -> None:
     """The tiny one-image layers the direct kernel keeps when its loops run on whole vectors
     (``kernels_conv.block_layout``) go to the grid GEMM, as batches do: the grid tests then
@@ -558,7 +568,7 @@ def _no_whole_vectors(monkeypatch) -> None:
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), GRID, ids=_ids(GRID))
-def test_grid_gemm_matches_numpy_path_and_reference(monkeypatch, x_shape, w_shape, attrs, dtype):
+def test_grid_gemm_matches_numpy_path_and_reference(monkeypatch, no_implicit, x_shape, w_shape, attrs, dtype):
     _no_whole_vectors(monkeypatch)
     seen = _count_prepared(monkeypatch, "GridConvCall")
     x, w, b = _data(sum(x_shape) + 3, x_shape, w_shape, dtype, True)
@@ -572,7 +582,7 @@ def test_grid_gemm_matches_numpy_path_and_reference(monkeypatch, x_shape, w_shap
 
 @pytest.mark.parametrize(("act", "params"), ACTS, ids=[f"{a or 'none'}{p}" for a, p in ACTS])
 @pytest.mark.parametrize("residual", ["none", "full", "broadcast"])
-def test_grid_gemm_fused_conv_epilogue(monkeypatch, act, params, residual):
+def test_grid_gemm_fused_conv_epilogue(monkeypatch, no_implicit, act, params, residual):
     seen = _count_prepared(monkeypatch, "GridConvCall")
     x_shape, w_shape, attrs = GRID[3]
     x, w, b = _data(len(act) + 17, x_shape, w_shape, np.float32, True)
@@ -594,7 +604,8 @@ def test_grid_gemm_fused_conv_epilogue(monkeypatch, act, params, residual):
                          [(1, 28, 64, "WinogradCall"), (2, 28, 64, "GridConvCall"), (1, 14, 128, "WinogradCall"),
                           (2, 14, 128, "GridConvCall"), (1, 7, 128, "WinogradCall"), (2, 7, 128, "GridConvCall"),
                           (2, 56, 64, "WinogradCall")])
-def test_winograd_layers_split_between_the_grid_gemm_and_compiled_f43(monkeypatch, threads, size, channels, route):
+def test_winograd_layers_split_between_the_grid_gemm_and_compiled_f43(monkeypatch, no_implicit, threads, size, channels,
+                                                                     route):
     """A 3x3 stride-1 layer where pick_path takes Winograd runs on the compiled F(4,3) from 16
     tiles and enough channel pairs x positions (more on two threads, where the grid GEMM's
     BLAS call uses both threads and the transforms one), on the compiled F(2,3) (the same
@@ -607,7 +618,7 @@ def test_winograd_layers_split_between_the_grid_gemm_and_compiled_f43(monkeypatc
     assert seen == [x.shape] * 2
 
 
-def test_grid_gemm_leaves_huge_buffers_alone(monkeypatch):
+def test_grid_gemm_leaves_huge_buffers_alone(monkeypatch, no_implicit):
     """A layer whose grid im2col matrix exceeds MAX_COLS keeps the numpy path (here forced by
     a tiny bound)."""
     from epoxy_ep_cpu.jit import kernels_conv_gemm
@@ -675,7 +686,7 @@ def test_whole_vector_loops_give_the_same_bits(monkeypatch, x_shape, w_shape, at
     ((1, 16, 4, 4), (16, 16, 3, 3), "GridConvCall"),  # 4x4 maps: span 22, not whole
     ((1, 8, 8, 8), (6, 8, 3, 3), "GridConvCall"),  # 6 outputs: no 4-channel blocks
 ])
-def test_tiny_group1_layers_route_by_vector_fit(monkeypatch, x_shape, w_shape, route):
+def test_tiny_group1_layers_route_by_vector_fit(monkeypatch, no_implicit, x_shape, w_shape, route):
     """The direct kernel keeps a tiny group-1 layer of one image whose loops run on whole
     vectors (0.77-0.86x the grid GEMM's time on the exporter CNNs); the rest go to the GEMM."""
     seen = _count_prepared(monkeypatch, route)

@@ -165,6 +165,9 @@ def test_measure_with_the_jit_tier_runs_an_im2col_choice_as_the_grid_gemm(fast, 
     model, w = conv_model()
     sess = epoxy.InferenceSession(model, providers=[("cpu", {"conv_algo_search": "measure", "jit": True})])
     monkeypatch.undo()
+    from epoxy_ep_cpu.jit import kernels_conv_implicit
+
+    monkeypatch.setattr(kernels_conv_implicit, "gains", lambda *args: False)  # its own tests: test_jit_conv_implicit
     calls = {name: _count(monkeypatch, name) for name in ("conv_row_shift", "conv_f43", "conv_nd")}
     grid_calls = counting(monkeypatch, kernels_conv_gemm.GridConvCall, "__call__")
     f43_calls = counting(monkeypatch, kernels_winograd.WinogradCall, "__call__")

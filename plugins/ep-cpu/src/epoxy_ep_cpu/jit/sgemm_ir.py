@@ -11,8 +11,8 @@ per accumulator. B is packed in column tiles of ``TILE_COLS`` (the last one 16, 
 wide), each ``(K, width)``, so the 16 columns of a register are one load and a tile's rows of
 one K block are contiguous. The driver walks K in blocks of ``kc`` (a block of a column tile,
 ``kc x 64`` floats, stays in L2 while every row tile reads it), the column tiles of its column
-range, then the row tiles; each tile adds its block's products to ``out`` (zeroed by the
-caller), so K blocks accumulate there. Sums run in K order within a block, blocks in order:
+range, then the row tiles; a tile stores the first K block's products into ``out`` and adds
+each later block's to them (the caller need not zero ``out``). Sums run in K order within a block, blocks in order:
 bits differ from OpenBLAS's, as onnxruntime's MLAS bits do.
 """
 
@@ -32,13 +32,17 @@ def _splat(name: str, scalar: str) -> list[str]:
             f"  %{name} = shufflevector {_FLOATS} %{name}.one, {_FLOATS} undef, <16 x i32> zeroinitializer"]
 
 
-def _tile_ir(rows: int, vectors: int) -> list[str]:
-    """``sgemm_tile_R_V``: ``out[R, 16V] += A[R, kc] @ B[kc, 16V]`` (B rows 16V floats apart)."""
+def _tile_ir(rows: int, vectors: int, indirect: bool = False) -> list[str]:
+    """``sgemm_tile_R_V``: ``out[R, 16V] += A[R, kc] @ B[kc, 16V]`` (B rows 16V floats apart), or
+    ``=`` when ``fresh`` (the first K block: ``out`` need not be zeroed beforehand).
+    ``indirect``: ``igemm_tile_R_V``, whose B row ``k`` starts ``rowoff[k]`` floats past ``B``
+    (an implicit im2col: rows are runs of an input grid, not a packed copy)."""
     r_range, v_range = range(rows), range(vectors)
     width = LANES * vectors
-    out = [f"define internal void @sgemm_tile_{rows}_{vectors}(float* noalias nocapture readonly %A, "
+    name, b_args = ("igemm", "i64* noalias nocapture readonly %rowoff, ") if indirect else ("sgemm", "")
+    out = [f"define internal void @{name}_tile_{rows}_{vectors}(float* noalias nocapture readonly %A, {b_args}"
            "float* noalias nocapture readonly %B, float* noalias nocapture %out, i64 %kc, i64 %lda, "
-           "i64 %ldo) alwaysinline {", "entry:"]
+           "i64 %ldo, i1 %fresh) alwaysinline {", "entry:"]
     for r in r_range:
         out += [f"  %a.off{r} = mul i64 {r}, %lda", f"  %a.row{r} = getelementptr float, float* %A, i64 %a.off{r}",
                 f"  %o.off{r} = mul i64 {r}, %ldo"]
@@ -47,11 +51,15 @@ def _tile_ir(rows: int, vectors: int) -> list[str]:
             out += [f"  %o.at{t} = add i64 %o.off{r}, {LANES * v}",
                     f"  %o.p{t} = getelementptr float, float* %out, i64 %o.at{t}",
                     f"  %o.q{t} = bitcast float* %o.p{t} to {_FLOATS}*",
-                    f"  %init{t} = load {_FLOATS}, {_FLOATS}* %o.q{t}, align 4"]
+                    f"  %held{t} = load {_FLOATS}, {_FLOATS}* %o.q{t}, align 4",
+                    f"  %init{t} = select i1 %fresh, {_FLOATS} zeroinitializer, {_FLOATS} %held{t}"]
     out += ["  br label %k.loop", "k.loop:", "  %k = phi i64 [0, %entry], [%k.next, %k.loop]"]
     out += [f"  %acc{r}.{v} = phi {_FLOATS} [%init{r}.{v}, %entry], [%sum{r}.{v}, %k.loop]"
             for r in r_range for v in v_range]
-    out.append(f"  %b.step = mul i64 %k, {width}")
+    if indirect:
+        out += ["  %ro.p = getelementptr i64, i64* %rowoff, i64 %k", "  %b.step = load i64, i64* %ro.p, align 8"]
+    else:
+        out.append(f"  %b.step = mul i64 %k, {width}")
     for v in v_range:
         out += [f"  %b.at{v} = add i64 %b.step, {LANES * v}",
                 f"  %b.p{v} = getelementptr float, float* %B, i64 %b.at{v}",
@@ -96,7 +104,7 @@ def _driver_ir() -> list[str]:
            "  %a.row = mul i64 %i, %lda", "  %a.off = add i64 %a.row, %kb",
            "  %a.blk = getelementptr float, float* %A, i64 %a.off",
            "  %o.row = mul i64 %i, %ldo", "  %o.off = add i64 %o.row, %j",
-           "  %o.blk = getelementptr float, float* %out, i64 %o.off",
+           "  %o.blk = getelementptr float, float* %out, i64 %o.off", "  %fresh = icmp eq i64 %kb, 0",
            "  %rows.index = sub i64 %tile.rows, 1", f"  %rows.base = mul i64 %rows.index, {VECTORS}",
            "  %vectors.index = sub i64 %tile.vectors, 1", "  %which = add i64 %rows.base, %vectors.index",
            "  switch i64 %which, label %tile.done ["]
@@ -105,7 +113,7 @@ def _driver_ir() -> list[str]:
     for r, v in sizes:
         out += [f"tile{r}.{v}:",
                 f"  call void @sgemm_tile_{r}_{v}(float* %a.blk, float* %b.blk, float* %o.blk, i64 %k.cur, "
-                "i64 %lda, i64 %ldo)",
+                "i64 %lda, i64 %ldo, i1 %fresh)",
                 "  br label %tile.done"]
     return out + ["tile.done:", "  %i.next = add i64 %i, %tile.rows", "  %i.end = icmp uge i64 %i.next, %m",
                   "  br i1 %i.end, label %rows.done, label %rows",
@@ -116,11 +124,66 @@ def _driver_ir() -> list[str]:
                   "exit:", "  ret void", "}"]
 
 
+def _implicit_driver_ir() -> list[str]:
+    """``igemm(A, rowoff, X, out, lda, ldo, m, k, kc, cols, images, xstep, ostep)``: for each of
+    ``images`` images ``i``, ``out_i[:m, :cols] = A[:m, :k] @ B_i`` where ``B_i[kk, j] =
+    X_i[rowoff[kk] + j]``, ``X_i = X + i * xstep`` and ``out_i = out + i * ostep`` (floats);
+    ``cols`` a multiple of LANES. The K blocks, column tiles and row tiles as in ``sgemm``."""
+    out = ["define void @igemm(float* noalias nocapture readonly %A, i64* noalias nocapture readonly %rowoff, "
+           "float* noalias nocapture readonly %X, float* noalias nocapture %out, i64 %lda, i64 %ldo, i64 %m, "
+           "i64 %k, i64 %kc, i64 %cols, i64 %images, i64 %xstep, i64 %ostep) {",
+           "entry:", "  %no.rows = icmp eq i64 %m, 0", "  %no.k = icmp eq i64 %k, 0",
+           "  %no.cols = icmp eq i64 %cols, 0", "  %no.images = icmp eq i64 %images, 0",
+           "  %none.1 = or i1 %no.rows, %no.k", "  %none.2 = or i1 %none.1, %no.cols",
+           "  %none = or i1 %none.2, %no.images", "  br i1 %none, label %exit, label %image",
+           "image:", "  %img = phi i64 [0, %entry], [%img.next, %blocks.done]",
+           "  %x.off = mul i64 %img, %xstep", "  %x.img = getelementptr float, float* %X, i64 %x.off",
+           "  %out.off = mul i64 %img, %ostep", "  %out.img = getelementptr float, float* %out, i64 %out.off",
+           "  br label %blocks",
+           "blocks:", "  %kb = phi i64 [0, %image], [%kb.next, %cols.done]",
+           "  %k.left = sub i64 %k, %kb", "  %k.many = icmp ugt i64 %k.left, %kc",
+           "  %k.cur = select i1 %k.many, i64 %kc, i64 %k.left",
+           "  %ro.blk = getelementptr i64, i64* %rowoff, i64 %kb", "  %fresh = icmp eq i64 %kb, 0",
+           "  br label %cols.loop",
+           "cols.loop:", "  %j = phi i64 [0, %blocks], [%j.next, %rows.done]",
+           "  %cols.left = sub i64 %cols, %j", f"  %cols.many = icmp ugt i64 %cols.left, {TILE_COLS}",
+           f"  %tile.cols = select i1 %cols.many, i64 {TILE_COLS}, i64 %cols.left",
+           f"  %tile.vectors = udiv i64 %tile.cols, {LANES}",
+           "  %b.blk = getelementptr float, float* %x.img, i64 %j", "  br label %rows",
+           "rows:", "  %i = phi i64 [0, %cols.loop], [%i.next, %tile.done]",
+           "  %rows.left = sub i64 %m, %i", f"  %rows.many = icmp ugt i64 %rows.left, {TILE_ROWS}",
+           f"  %tile.rows = select i1 %rows.many, i64 {TILE_ROWS}, i64 %rows.left",
+           "  %a.row = mul i64 %i, %lda", "  %a.off = add i64 %a.row, %kb",
+           "  %a.blk = getelementptr float, float* %A, i64 %a.off",
+           "  %o.row = mul i64 %i, %ldo", "  %o.off = add i64 %o.row, %j",
+           "  %o.blk = getelementptr float, float* %out.img, i64 %o.off",
+           "  %rows.index = sub i64 %tile.rows, 1", f"  %rows.base = mul i64 %rows.index, {VECTORS}",
+           "  %vectors.index = sub i64 %tile.vectors, 1", "  %which = add i64 %rows.base, %vectors.index",
+           "  switch i64 %which, label %tile.done ["]
+    sizes = [(r, v) for r in range(1, TILE_ROWS + 1) for v in range(1, VECTORS + 1)]
+    out += [f"    i64 {(r - 1) * VECTORS + v - 1}, label %tile{r}.{v}" for r, v in sizes] + ["  ]"]
+    for r, v in sizes:
+        out += [f"tile{r}.{v}:",
+                f"  call void @igemm_tile_{r}_{v}(float* %a.blk, i64* %ro.blk, float* %b.blk, float* %o.blk, "
+                "i64 %k.cur, i64 %lda, i64 %ldo, i1 %fresh)",
+                "  br label %tile.done"]
+    return out + ["tile.done:", "  %i.next = add i64 %i, %tile.rows", "  %i.end = icmp uge i64 %i.next, %m",
+                  "  br i1 %i.end, label %rows.done, label %rows",
+                  "rows.done:", "  %j.next = add i64 %j, %tile.cols", "  %j.end = icmp uge i64 %j.next, %cols",
+                  "  br i1 %j.end, label %cols.done, label %cols.loop",
+                  "cols.done:", "  %kb.next = add i64 %kb, %k.cur", "  %kb.end = icmp uge i64 %kb.next, %k",
+                  "  br i1 %kb.end, label %blocks.done, label %blocks",
+                  "blocks.done:", "  %img.next = add i64 %img, 1", "  %img.end = icmp uge i64 %img.next, %images",
+                  "  br i1 %img.end, label %exit, label %image",
+                  "exit:", "  ret void", "}"]
+
+
 def module_ir() -> str:
-    """Every tile size and the driver ``sgemm``, in typed-pointer syntax (what every llvmlite
-    numba supports reads)."""
+    """Every tile size of both GEMMs and their drivers ``sgemm`` and ``igemm``, in typed-pointer
+    syntax (what every llvmlite numba supports reads)."""
     out = [f"declare {_FLOATS} @llvm.fma.v16f32({_FLOATS}, {_FLOATS}, {_FLOATS})"]
-    for rows in range(1, TILE_ROWS + 1):
-        for vectors in range(1, VECTORS + 1):
-            out += _tile_ir(rows, vectors)
-    return "\n".join(out + _driver_ir())
+    for indirect in (False, True):
+        for rows in range(1, TILE_ROWS + 1):
+            for vectors in range(1, VECTORS + 1):
+                out += _tile_ir(rows, vectors, indirect)
+    return "\n".join(out + _driver_ir() + _implicit_driver_ir())

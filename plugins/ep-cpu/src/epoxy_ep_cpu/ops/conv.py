@@ -853,7 +853,7 @@ def _conv_2d_kernel(node: NodeSpec, epi: Epilogue | None, geo: _Geometry, group:
     winograd = current.winograd_paths
     compiled = jit.kernels("conv")
     fast = (_Jit(compiled, jit.thread_count(), jit.kernels("pointwise"), jit.kernels("conv_gemm"), winograd,
-                 jit.kernels("winograd"), jit.kernels("depthwise"))
+                 jit.kernels("winograd"), jit.kernels("depthwise"), jit.kernels("conv_implicit"))
             if compiled is not None else None)
     prepacked = None
     has_b = len(node.inputs) > 2 and bool(node.inputs[2])
@@ -1009,6 +1009,23 @@ def use_f23_jit(n: int, c: int, m: int, out_sp: Sequence[int], nthreads: int, f4
     return (few_tiles or not f43_allowed) and pairs >= _F23_JIT_MIN_PAIR_POSITIONS[1] and not narrow
 
 
+#: the implicit GEMM (``jit/kernels_conv_implicit.py``) against the compiled Winograd variants
+#: for a 3x3 stride-1 layer it takes: with few output channels the Winograd GEMMs are skinny
+#: and its transforms dominate, and on small maps it has few tiles (bench/README, session 28,
+#: 1 thread, implicit / Winograd: 8 -> 16 channels on 32x32 batch 8 0.53, 16 -> 32 on 16x16
+#: batch 8 0.59, 128 -> 32 on 14x14 0.83, 64 -> 64 on 8x8 batch 8 0.83, on 7x7 0.81, on 14x14
+#: 0.97; Winograd kept: 64 -> 64 on 28x28 1.41, 96 -> 96 on 14x14 1.25, 128 -> 128 on 7x7 1.08)
+_IMPLICIT_OVER_WINOGRAD_MAX_M = 32
+_IMPLICIT_OVER_WINOGRAD_SMALL_MAP = (64, 16 * 16)
+
+
+def implicit_over_winograd(m: int, out_sp: Sequence[int]) -> bool:
+    """Whether the implicit GEMM rather than a compiled Winograd variant runs a float32 3x3
+    stride-1 layer of ``m`` output channels (when the implicit GEMM takes it at all)."""
+    most_m, most_positions = _IMPLICIT_OVER_WINOGRAD_SMALL_MAP
+    return m <= _IMPLICIT_OVER_WINOGRAD_MAX_M or (m <= most_m and int(out_sp[0]) * int(out_sp[1]) <= most_positions)
+
+
 #: compiled routes -> the weight layout their call multiplies with (built at session creation)
 _COMPILED_LAYOUTS = {"winograd": _ConvWeights.winograd43, "winograd23": _ConvWeights.winograd}
 
@@ -1086,17 +1103,19 @@ JIT_ACTIVATIONS: dict[str, tuple[int, tuple[float, float]]] = {
 
 
 class _Jit:
-    """The compiled direct kernel (``jit/kernels_conv.py``), the pointwise and grid GEMM
-    calls (``jit/kernels_pointwise.py``, ``jit/kernels_conv_gemm.py``) of a provider running
-    the jit tier, and the Winograd variants its options allow."""
+    """The compiled direct kernel (``jit/kernels_conv.py``), the pointwise, grid GEMM and
+    implicit GEMM calls (``jit/kernels_pointwise.py``, ``jit/kernels_conv_gemm.py``,
+    ``jit/kernels_conv_implicit.py``) of a provider running the jit tier, and the Winograd
+    variants its options allow."""
 
-    __slots__ = ("depthwise", "f23", "f43", "grid", "module", "nthreads", "pointwise", "winograd")
+    __slots__ = ("depthwise", "f23", "f43", "grid", "implicit", "module", "nthreads", "pointwise", "winograd")
 
     def __init__(self, module: ModuleType, nthreads: int, pointwise: ModuleType | None = None,
                  grid: ModuleType | None = None, winograd: tuple[str, ...] = (),
-                 compiled_winograd: ModuleType | None = None, depthwise: ModuleType | None = None) -> None:
+                 compiled_winograd: ModuleType | None = None, depthwise: ModuleType | None = None,
+                 implicit: ModuleType | None = None) -> None:
         self.module, self.nthreads, self.pointwise, self.grid = module, nthreads, pointwise, grid
-        self.depthwise = depthwise
+        self.depthwise, self.implicit = depthwise, implicit
         self.winograd = winograd
         # kernels_winograd runs both variants (F(2,3) with tile 2), each where the option allows it
         self.f43 = compiled_winograd if "F(4,3)" in winograd else None
@@ -1105,7 +1124,8 @@ class _Jit:
     def route(self, shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeights, group: int, strides, dilations,
               begin, end, out_sp) -> str | None:
         """Which compiled path runs a 2-D layer of this input shape: "pointwise" (1x1 GEMM),
-        "grid" (grid im2col + GEMM), "winograd" / "winograd23" (F(4x4, 3x3) / F(2x2, 3x3)
+        "grid" (grid im2col + GEMM) or "implicit" (the implicit GEMM on the grid, float32 on
+        AVX-512: ``kernels_conv_implicit.gains``), "winograd" / "winograd23" (F(4x4, 3x3) / F(2x2, 3x3)
         with compiled transforms: ``use_f43_jit``, ``use_f23_jit``, and the layers whose numpy
         path would be F(4,3)), "depthwise" (stride-1 and -2 depthwise layers: ``kernels_depthwise``),
         "direct" (the direct kernel), or None (the numpy paths)."""
@@ -1119,6 +1139,9 @@ class _Jit:
                 and _flat_eligible(dtype, group, 2, strides, dilations, begin, end))  # group 1, stride 1, pads >= 0
         f43 = wino and self.f43 is not None
         measured = pk.chosen.get(shape)  # a measured numpy path other than these is kept
+        if (wino and measured is None and self.implicit is not None and implicit_over_winograd(m, out_sp)
+                and self.implicit.ImplicitConvCall.takes(shape, pk.w.shape, dtype, out_sp[1] + 2, out_sp)):
+            return "implicit"
         if f43 and measured in (None, "F(4,3)") and use_f43_jit(shape[0], c, m, out_sp, self.nthreads):
             return "winograd"
         if (wino and self.f23 is not None and measured in (None, "F(2,3)")
@@ -1136,6 +1159,9 @@ class _Jit:
                     # the grid GEMM's time on the exporter CNNs' stems and 8x8 layers (bench/README,
                     # session 17); other tiny layers and batches: the GEMM, equal to 2-3x faster
                     return "direct"
+                if self.implicit is not None and self.implicit.ImplicitConvCall.takes(shape, pk.w.shape, dtype, wq,
+                                                                                     out_sp):
+                    return "implicit"
                 return "grid"
         if f43 and _numpy_path(shape, dtype, pk, strides, dilations, begin, end, out_sp, self.winograd) == "F(4,3)":
             return "winograd"  # the numpy F(4,3)'s layers the grid GEMM does not take
@@ -1162,6 +1188,9 @@ class _Jit:
         if route == "depthwise":
             return self.depthwise.DepthwiseCall(shape, dtype, pk.w, bias, begin, out_sp, code, alpha, beta,
                                                 self.nthreads, int(strides[0]))
+        if route == "implicit":
+            return self.implicit.ImplicitConvCall(shape, dtype, pk.w, bias, strides, dilations, begin, out_sp, code,
+                                                  alpha, beta, self.nthreads)
         if route == "grid":
             return self.grid.GridConvCall(shape, dtype, pk.w, bias, strides, dilations, begin, out_sp, code, alpha,
                                           beta, self.nthreads)
@@ -1175,7 +1204,7 @@ class _Jit:
         if x.ndim != 4 or x.dtype != pk.w.dtype:
             return None
         route = self.route(x.shape, x.dtype, pk, group, strides, dilations, begin, end, out_sp)
-        if route not in ("pointwise", "grid", "winograd", "winograd23", "depthwise"):
+        if route not in ("pointwise", "grid", "implicit", "winograd", "winograd23", "depthwise"):
             return None  # the direct kernel's own cached entry (``run_direct``) or the numpy paths
         fuse = epi is not None and (z is None or (z.shape == (x.shape[0], pk.w.shape[0], *out_sp)
                                                   and z.dtype == x.dtype))

@@ -1,0 +1,275 @@
+"""Group-1 float32 2-D convolutions as an implicit GEMM on the padded phase grid, on the
+few-rows register-tiled kernel (``sgemm_ir``'s ``igemm``): no im2col matrix at all.
+
+Why: the grid GEMM (``kernels_conv_gemm``) pads and phase-splits every input plane, copies
+``C * kh * kw`` im2col rows out of it, and runs one BLAS product per image, inside which
+OpenBLAS packs those columns once more. With the exporter CNNs' few output channels (16-64)
+the copies and the packing were most of a layer: the bench CNN's 16 -> 32 stride-2 layer at
+batch 16 ran at ~26 G multiply-adds/s, its im2col alone ~0.3 ms of 0.67. On the phase grid
+every im2col row is already one contiguous run (kernels_conv_gemm's docstring): row
+``(channel, kernel position)`` of image ``i`` starts ``rowoff = channel * plane + offset(kernel
+position)`` floats into the image's grid. ``igemm`` reads B's rows through that table, 64
+columns (four vectors) at a time, so the GEMM streams the grid itself while the weights
+are the few rows of its register tiles. It computes the grid's extra columns (``wq - ow``
+per output row), which the compiled store drops while adding the bias and the residual and
+applying the activation. Measured in bench/README.md "Session 28".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numba import njit, uint64
+
+from . import direct, kernels_sgemm
+from .activations import activate
+from .kernels_conv import _geometry, _offsets, _pad_plane, call_accepts
+from .kernels_conv_gemm import _store_plane
+from .scratch import scratch
+from .sgemm_ir import LANES, TILE_COLS
+from .simd import SPAN, deinterleave32
+from .threads import run_shares
+
+_F32 = np.dtype(np.float32)
+_NO_Z = np.empty(0, dtype=_F32)
+
+#: fewest im2col rows (C * kh * kw) for this path: with fewer, every register tile reloads
+#: and stores its accumulators after a few multiply-adds (an RGB 3x3 stem, K = 27, still
+#: gains: 3 -> 16 on 32x32 at batch 16 0.91x the grid GEMM's time)
+MIN_DEPTH = 16
+#: most output channels (the GEMM's rows): the grid is read once per six rows, and with many
+#: rows OpenBLAS's blocked kernel wins its packing back
+MAX_ROWS = 96
+#: fewest multiply-adds worth the path
+MIN_MACS = 1 << 20
+#: multiply-adds per thread below which a layer stays on one thread
+MACS_PER_THREAD = 1 << 22
+
+
+def gains(n: int, ck: int, m: int, positions: int) -> bool:
+    """Whether a layer of ``n`` images, ``ck`` im2col rows, ``m`` output channels and
+    ``positions`` grid positions an image is this path's (module docstring)."""
+    return (kernels_sgemm.support() is None and ck >= MIN_DEPTH and m <= MAX_ROWS
+            and n * positions * ck * m >= MIN_MACS)
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _pad_plane_pairs(x, xp, pdims, p):  # pragma: no cover - compiled
+    """``_pad_plane`` for a layer of column stride 2: each input row is split into its even and
+    odd columns (the two column phases) by vector shuffles (``simd.deinterleave32``) rather
+    than the scalar strided loads numba compiles the general loop to."""
+    h, wd, hq, wq, sh, pt, pl = pdims[0], pdims[1], pdims[2], pdims[3], pdims[4], pdims[6], pdims[7]
+    xb = p * h * wd
+    pb = p * sh * 2 * hq * wq
+    # input column ix lands in phase (ix + pl) % 2 at column (ix + pl) // 2: the even columns
+    # in phase pe from column je on, the odd ones in phase po from jo on
+    pe, je = pl % 2, pl // 2
+    po, jo = (pl + 1) % 2, (pl + 1) // 2
+    n_even = max(0, min((wd + 1) // 2, wq - je))
+    n_odd = max(0, min(wd // 2, wq - jo))
+    both = min(n_even, n_odd)
+    for pr in range(sh):
+        for i in range(hq):
+            iy = i * sh + pr - pt
+            re = uint64(pb + ((pr * 2 + pe) * hq + i) * wq)
+            ro = uint64(pb + ((pr * 2 + po) * hq + i) * wq)
+            if iy < 0 or iy >= h:
+                for j in range(uint64(wq)):
+                    xp[re + j] = 0.0
+                    xp[ro + j] = 0.0
+                continue
+            for j in range(uint64(je)):
+                xp[re + j] = 0.0
+            for j in range(uint64(je + n_even), uint64(wq)):
+                xp[re + j] = 0.0
+            for j in range(uint64(jo)):
+                xp[ro + j] = 0.0
+            for j in range(uint64(jo + n_odd), uint64(wq)):
+                xp[ro + j] = 0.0
+            src = uint64(xb + iy * wd)
+            de, do = re + uint64(je), ro + uint64(jo)
+            t = 0
+            while t + SPAN // 2 <= both:
+                deinterleave32(x, src + uint64(2 * t), xp, de + uint64(t), do + uint64(t))
+                t += SPAN // 2
+            for q in range(t, n_even):
+                xp[de + uint64(q)] = x[src + uint64(2 * q)]
+            for q in range(t, n_odd):
+                xp[do + uint64(q)] = x[src + uint64(2 * q + 1)]
+
+
+@njit(cache=True, nogil=True)
+def pad_planes(x, xp, pdims, first, last):  # pragma: no cover - compiled
+    """Input planes [first, last) zero-padded and split by stride phase (``_pad_plane``),
+    image-major; column stride 2 by vector shuffles (``_pad_plane_pairs``)."""
+    if pdims[5] == 2:
+        for p in range(first, last):
+            _pad_plane_pairs(x, xp, pdims, p)
+    else:
+        for p in range(first, last):
+            _pad_plane(x, xp, pdims, p)
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def pad_planes_interleaved(x, xp, pdims, c, n, first, last):  # pragma: no cover - compiled
+    """Input planes [first, last) (= image * C + channel) zero-padded and split by stride phase
+    as ``_pad_plane`` does, into the interleaved layout: grid position ``q`` of channel ``ch``
+    of image ``i`` at ``(ch * plane + q) * n + i``."""
+    h, wd, hq, wq, sh, sw, pt, pl = pdims[0], pdims[1], pdims[2], pdims[3], pdims[4], pdims[5], pdims[6], pdims[7]
+    plane = sh * sw * hq * wq
+    nu = uint64(n)
+    for p in range(first, last):
+        image = p // c
+        ch = p - image * c
+        xb = p * h * wd
+        for pr in range(sh):
+            for pc in range(sw):
+                j0 = min(wq, max(0, (pl - pc + sw - 1) // sw))
+                j1 = min(wq, max(j0, (wd + pl - pc + sw - 1) // sw))
+                for i in range(hq):
+                    rb = uint64(((ch * plane + ((pr * sw + pc) * hq + i) * wq) * n) + image)
+                    iy = i * sh + pr - pt
+                    if iy < 0 or iy >= h:
+                        for j in range(uint64(wq)):
+                            xp[rb + j * nu] = 0.0
+                        continue
+                    for j in range(uint64(j0)):
+                        xp[rb + j * nu] = 0.0
+                    sb = uint64(xb + iy * wd + j0 * sw + pc - pl)
+                    swu = uint64(sw)
+                    for j in range(uint64(j1 - j0)):
+                        xp[rb + (uint64(j0) + j) * nu] = x[sb + j * swu]
+                    for j in range(uint64(j1), uint64(wq)):
+                        xp[rb + j * nu] = 0.0
+
+
+@njit(cache=True, nogil=True)
+def store_planes(acc, bias, z, y, m, cols, wq, oh, ow, act, alpha, beta, first, last):  # pragma: no cover
+    """Output planes [first, last) (= image * M + channel) from the product's rows, ``cols``
+    floats each (the grid's positions, rounded up), with the bias, residual and activation;
+    image-major."""
+    for p in range(first, last):
+        _store_plane(acc, bias, z, y, p, m, cols, wq, oh, ow, act, alpha, beta)
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def store_planes_interleaved(acc, bias, z, y, m, n, cols, wq, oh, ow, act, alpha, beta, first,
+                             last):  # pragma: no cover - compiled
+    """As :func:`store_planes` from the interleaved product: output ``(oy, ox)`` of plane ``(i,
+    ch)`` is row ``ch``'s column ``(oy * wq + ox) * n + i``."""
+    has_z = z.shape[0] > 0
+    nu = uint64(n)
+    for p in range(first, last):
+        image = p // m
+        ch = p - image * m
+        bv = bias[ch]
+        for oy in range(oh):
+            a = uint64(ch * cols + oy * wq * n + image)
+            d = uint64((p * oh + oy) * ow)
+            for ox in range(uint64(ow)):
+                v = acc[a + ox * nu] + bv
+                if has_z:
+                    v += z[d + ox]
+                y[d + ox] = activate(v, act, alpha, beta)
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def interleaves(n: int, span: int) -> bool:
+    """Whether a batch of ``n`` images with ``span`` grid positions each takes the interleaved
+    layout: when rounding each image's span up to 16 would add more than an eighth."""
+    return n > 1 and _round_up(span, LANES) * 8 > span * 9
+
+
+class ImplicitConvCall:
+    """One group-1 float32 layer for one input shape: ``act(conv(x, W) + bias + z)`` by the
+    padded phase grid, the implicit GEMM and a compiled store (module docstring). The
+    interface of ``kernels_conv_gemm.GridConvCall``."""
+
+    __slots__ = ("_cols", "_count", "_gemm", "_interleaved", "_n", "_pad", "_pdims", "_rowoff", "_store",
+                 "_store_tail", "_w", "_xstep", "bias", "dtype", "out_shape", "shape", "xp_size")
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
+                 strides: tuple[int, ...], dilations: tuple[int, ...], begin: Sequence[int],
+                 out_sp: Sequence[int], act: int, alpha: float, beta: float, nthreads: int) -> None:
+        n, c = shape[0], shape[1]
+        m, _, kh, kw = w.shape
+        key = (shape, w.shape, tuple(strides), tuple(dilations), tuple(begin), tuple(out_sp), 1)
+        self._pdims, dims, (self.xp_size, _, _) = _geometry(*key)  # type: ignore[arg-type]
+        oh, ow, wq, plane = int(out_sp[0]), int(out_sp[1]), int(dims[3]), int(dims[1])
+        span = (oh - 1) * wq + ow
+        self._interleaved = interleaves(n, span)
+        offs = np.asarray(_offsets(dims), dtype=np.int64)
+        rowoff = (np.arange(c, dtype=np.int64)[:, None] * plane + offs[None, :]).reshape(-1)
+        if self._interleaved:  # one run of the batch's columns: one "image" for the kernel
+            self._cols, self._rowoff, self._n = _round_up(span * n, LANES), rowoff * n, 1
+            units = -(-self._cols // TILE_COLS)
+        else:
+            self._cols, self._rowoff, self._n = _round_up(span, LANES), rowoff, n
+            # threads share the images; one image shares its column tiles
+            units = n if n > 1 else -(-self._cols // TILE_COLS)
+        self._xstep = c * plane
+        self.shape, self.dtype = shape, dtype
+        self.out_shape = (n, m, oh, ow)
+        self._w = np.ascontiguousarray(w.reshape(m, c * kh * kw), dtype=_F32)
+        self.bias = np.ascontiguousarray(bias, dtype=_F32)
+        tail = (self._cols, wq, oh, ow, act, _F32.type(alpha), _F32.type(beta))
+        self._store_tail = (m, n, *tail) if self._interleaved else (m, *tail)
+        macs = self._n * m * self._w.shape[1] * self._cols
+        self._count = max(1, min(nthreads, units, macs // MACS_PER_THREAD))
+        self._gemm = kernels_sgemm.implicit_kernel()
+        self._pad: Any = None
+        self._store: Any = None
+
+    @staticmethod
+    def takes(shape: tuple[int, ...], w_shape: tuple[int, ...], dtype: np.dtype, wq: int,
+              out_sp: Sequence[int]) -> bool:
+        """Whether a float32 layer is this path's (:func:`gains`)."""
+        positions = (int(out_sp[0]) - 1) * wq + int(out_sp[1])
+        return dtype == _F32 and gains(shape[0], shape[1] * w_shape[2] * w_shape[3], w_shape[0], positions)
+
+    def accepts(self, x: np.ndarray, z: np.ndarray | None) -> bool:
+        return call_accepts(x, z, self.dtype, self.out_shape)
+
+    def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
+        m, depth = self._w.shape
+        cols, xstep = self._cols, self._xstep
+        n, c = self.shape[0], self.shape[1]
+        xp = scratch("implicit.padded", self.xp_size, _F32)
+        xp[-LANES:] = 0.0  # the last rounded-up columns read past the grid
+        acc = scratch("implicit.acc", self._n * m * cols, _F32)
+        y = np.empty(self.out_shape, dtype=_F32)
+        interleaved = self._interleaved
+        pad_args = (x.reshape(-1), xp, self._pdims, c, n) if interleaved else (x.reshape(-1), xp, self._pdims)
+        store_args = (acc, self.bias, _NO_Z if z is None else z.reshape(-1), y.reshape(-1), *self._store_tail)
+        pad, store = self._pad, self._store
+        if pad is None:
+            pad = self._pad = direct.overload(pad_planes_interleaved if interleaved else pad_planes,
+                                              (*pad_args, 0, 1))
+            store = self._store = direct.overload(store_planes_interleaved if interleaved else store_planes,
+                                                  (*store_args, 0, 1))
+        gemm, w_at, ro_at, xp_at, acc_at = (self._gemm, self._w.ctypes.data, self._rowoff.ctypes.data,
+                                            xp.ctypes.data, acc.ctypes.data)
+        kc = kernels_sgemm.KC
+        if self._n > 1:
+            def images(first: int, last: int) -> None:
+                pad(*pad_args, first * c, last * c)
+                gemm(w_at, ro_at, xp_at + 4 * first * xstep, acc_at + 4 * first * m * cols, depth, cols, m, depth,
+                     kc, cols, last - first, xstep, m * cols)
+                store(*store_args, first * m, last * m)
+
+            run_shares(images, (), self._n, self._count)
+            return y
+
+        def columns(first: int, last: int) -> None:  # column tiles of the one run
+            j0, j1 = first * TILE_COLS, min(cols, last * TILE_COLS)
+            gemm(w_at, ro_at, xp_at + 4 * j0, acc_at + 4 * j0, depth, cols, m, depth, kc, j1 - j0, 1, xstep, m * cols)
+
+        run_shares(pad, pad_args, n * c, self._count)
+        run_shares(columns, (), -(-cols // TILE_COLS), self._count)
+        run_shares(store, store_args, n * m, self._count)
+        return y

@@ -1,0 +1,185 @@
+"""The implicit GEMM for float32 group-1 convolutions (jit/kernels_conv_implicit.py: the few-rows
+kernel reading the padded phase grid through a row-offset table, AVX-512) against a float64
+convolution, the numpy path (jit off), the ONNX reference and onnxruntime (FusedConv), with
+proof that it ran.
+
+Sums run in another order than OpenBLAS's, so values are compared within a float32 bound that
+grows with ``K = C * kh * kw``: ``K`` ulps of the sum of the products' magnitudes. On a CPU
+without AVX-512 the layers keep the grid GEMM, which the routing test checks instead."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _hostile import In, one_node, run_onnxruntime, run_reference
+from _jit_cases import close, run_cpu
+
+pytest.importorskip("numba")
+
+from epoxy_ep_cpu.jit import kernels_conv_gemm, kernels_conv_implicit, kernels_sgemm  # noqa: E402
+
+needs_avx512 = pytest.mark.skipif(kernels_sgemm.support() is not None,
+                                  reason=f"float32 GEMM: {kernels_sgemm.support()}")
+
+# (x shape, w shape, attributes): strides, 5x5 and dilated kernels, asymmetric pads, K across
+# the kernel's 256-row blocks (64 * 9 = 576), output channels not a multiple of the 6-row tile,
+# one image (its column tiles split over threads) and batches, grid rows past 64 columns
+CASES = [
+    ((16, 16, 32, 32), (32, 16, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),  # the bench CNN at batch 16
+    ((1, 16, 20, 20), (32, 16, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((3, 12, 14, 13), (40, 12, 5, 5), {"pads": [2, 2, 2, 2]}),
+    ((2, 16, 12, 12), (24, 16, 3, 3), {"dilations": [2, 2], "pads": [2, 2, 2, 2]}),
+    ((4, 32, 9, 9), (32, 32, 2, 2), {"strides": [2, 2]}),  # convnext's downsample, a remainder row
+    ((3, 24, 9, 11), (13, 24, 3, 2), {"pads": [0, 1, 2, 0], "strides": [1, 2]}),  # asymmetric everything
+    ((2, 64, 8, 8), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}),  # K = 576: three K blocks
+    ((2, 64, 7, 7), (7, 64, 3, 3), {"pads": [1, 1, 1, 1]}),  # 7 outputs: a 1-row tile
+    ((1, 8, 48, 48), (16, 8, 3, 3), {"pads": [1, 1, 1, 1]}),  # K = 72, a large map
+    # short spans at a batch: the interleaved layout (image-minor columns)
+    ((8, 32, 8, 8), (64, 32, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((5, 16, 4, 4), (16, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((3, 3, 7, 9), (8, 3, 3, 3), {"strides": [2, 2], "pads": [0, 1, 1, 0]}),  # an odd-width stride-2 stem
+]
+
+
+def _ids(cases):
+    return [f"{c[0]}-{c[1]}-{sorted(c[2].items())}" for c in cases]
+
+
+def _data(seed: int, x_shape, w_shape):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(x_shape).astype(np.float32), rng.standard_normal(w_shape).astype(np.float32),
+            rng.standard_normal(w_shape[0]).astype(np.float32))
+
+
+def _conv64(x, w, b, attrs) -> tuple[np.ndarray, np.ndarray]:
+    """The convolution in float64 and the bound on a float32 sum in any order (module docstring)."""
+    sh, sw = attrs.get("strides", (1, 1))
+    dh, dw = attrs.get("dilations", (1, 1))
+    pt, pl, pb, pr = attrs.get("pads", (0, 0, 0, 0))
+    n, c, h, wd = x.shape
+    m, _, kh, kw = w.shape
+    xp = np.zeros((n, c, h + pt + pb, wd + pl + pr))
+    xp[:, :, pt:pt + h, pl:pl + wd] = x
+    oh = (h + pt + pb - (kh - 1) * dh - 1) // sh + 1
+    ow = (wd + pl + pr - (kw - 1) * dw - 1) // sw + 1
+    y = np.zeros((n, m, oh, ow))
+    mag = np.zeros_like(y)
+    for i in range(kh):
+        for j in range(kw):
+            win = xp[:, :, i * dh:i * dh + (oh - 1) * sh + 1:sh, j * dw:j * dw + (ow - 1) * sw + 1:sw]
+            y += np.einsum("nchw,mc->nmhw", win, w[:, :, i, j].astype(np.float64))
+            mag += np.einsum("nchw,mc->nmhw", np.abs(win), np.abs(w[:, :, i, j].astype(np.float64)))
+    return y + b[None, :, None, None], (mag + np.abs(b)[None, :, None, None]) * c * kh * kw * 2.0 ** -23 + 1e-30
+
+
+def _count(monkeypatch, cls) -> list[tuple[int, ...]]:
+    seen: list[tuple[int, ...]] = []
+    real = cls.__call__
+    monkeypatch.setattr(cls, "__call__", lambda self, x, z: seen.append(x.shape) or real(self, x, z))
+    return seen
+
+
+@needs_avx512
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES, ids=_ids(CASES))
+def test_implicit_gemm_matches_float64_and_the_numpy_path(monkeypatch, x_shape, w_shape, attrs, threads):
+    """Every case runs on the implicit GEMM (and nothing on the grid GEMM), within the float32
+    bound of a float64 convolution, and close to the numpy path and the ONNX reference; on two
+    threads a batch splits its images and one image its column tiles."""
+    monkeypatch.setattr(kernels_conv_implicit, "MIN_MACS", 0)
+    monkeypatch.setattr(kernels_conv_implicit, "MACS_PER_THREAD", 1)
+    seen = _count(monkeypatch, kernels_conv_implicit.ImplicitConvCall)
+    grid = _count(monkeypatch, kernels_conv_gemm.GridConvCall)
+    x, w, b = _data(sum(x_shape) + threads, x_shape, w_shape)
+    case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], attrs, 22)
+    (on,) = run_cpu(case, True, runs=3, jit_threads=threads)
+    assert seen == [x_shape] * 3 and grid == []
+    want, bound = _conv64(x, w, b, attrs)
+    excess = np.abs(on - want) - bound
+    assert (excess <= 0).all(), f"off by more than the bound at {np.unravel_index(np.argmax(excess), excess.shape)}"
+    close([on], run_cpu(case, False), 1e-5, 1e-4)
+    close([on], run_reference(case), 1e-5, 1e-4)
+
+
+@needs_avx512
+def test_cases_cover_both_layouts():
+    """The cases above run the image-major and the interleaved layouts, stride-2 grids of both
+    column-pad parities (the vector split of ``_pad_plane_pairs``) and odd widths."""
+    layouts = []
+    for x_shape, w_shape, attrs in CASES:
+        strides = tuple(attrs.get("strides", (1, 1)))
+        dilations = tuple(attrs.get("dilations", (1, 1)))
+        pads = attrs.get("pads", [0, 0, 0, 0])
+        out_sp = [(x_shape[2 + i] + pads[i] + pads[i + 2] - (w_shape[2 + i] - 1) * dilations[i] - 1) // strides[i] + 1
+                  for i in range(2)]
+        call = kernels_conv_implicit.ImplicitConvCall(x_shape, np.dtype(np.float32), np.ones(w_shape, np.float32),
+                                                      np.zeros(w_shape[0], np.float32), strides, dilations, pads[:2],
+                                                      out_sp, 0, 0.0, 0.0, 1)
+        layouts.append((call._interleaved, strides[1], pads[1] % 2))
+    assert {interleaved for interleaved, _, _ in layouts} == {False, True}
+    assert {(interleaved, parity) for interleaved, sw, parity in layouts if sw == 2} >= {(False, 0), (False, 1)}
+
+
+ACTS = [("Relu", ()), ("LeakyRelu", (0.2,)), ("Clip", (-0.5, 0.7)), ("HardSigmoid", (0.3, 0.4)), ("", ())]
+
+
+@needs_avx512
+@pytest.mark.parametrize(("act", "params"), ACTS, ids=[f"{a or 'none'}{p}" for a, p in ACTS])
+@pytest.mark.parametrize("residual", ["none", "full", "broadcast"])
+@pytest.mark.parametrize("case", [0, -3], ids=["image-major", "interleaved"])
+def test_implicit_gemm_fused_conv_epilogue(monkeypatch, act, params, residual, case):
+    """FusedConv's residual and activation in the store pass (or after it, for the activations
+    the pass lacks), in both layouts, against the numpy path and onnxruntime."""
+    seen = _count(monkeypatch, kernels_conv_implicit.ImplicitConvCall)
+    x_shape, w_shape, attrs = CASES[case]
+    x, w, b = _data(len(act) + 41, x_shape, w_shape)
+    rng = np.random.default_rng(41)
+    out_shape = (x_shape[0], w_shape[0], (x_shape[2] - 1) // attrs["strides"][0] + 1,
+                 (x_shape[3] - 1) // attrs["strides"][1] + 1)
+    z = {"none": None, "full": rng.standard_normal(out_shape).astype(np.float32),
+         "broadcast": rng.standard_normal((1, w_shape[0], 1, 1)).astype(np.float32)}[residual]
+    full = dict(attrs, **({"activation": act} if act else {}),
+                **({"activation_params": list(params)} if params else {}))
+    case = one_node("FusedConv", [x, In(w, const=True), In(b, const=True), z], full, 1, domain="com.microsoft")
+    on, off = run_cpu(case, True, runs=2), run_cpu(case, False)
+    assert seen == [x_shape] * 2
+    close(on, off, 1e-5, 1e-4)
+    if residual != "broadcast":  # onnxruntime's Z is the output's shape
+        close(on, run_onnxruntime(case), 1e-4, 1e-4)
+
+
+@needs_avx512
+def test_implicit_gemm_keeps_nan_and_inf():
+    """A NaN or an infinity in the input reaches the outputs whose windows hold it, as in the
+    numpy path (the grid's padding and rounded-up columns never mix into kept outputs)."""
+    x, w, b = _data(43, *CASES[0][:2])
+    x[3, 2, 5, 6] = np.nan
+    x[9, 0, 0, 0] = np.inf
+    case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], CASES[0][2], 22)
+    (on,), (off,) = run_cpu(case, True), run_cpu(case, False)
+    np.testing.assert_array_equal(np.isnan(on), np.isnan(off))
+    assert np.isnan(on).any() and np.isinf(on).any()
+    finite = np.isfinite(off)
+    close([on[finite]], [off[finite]], 1e-5, 1e-4)
+
+
+@pytest.mark.parametrize(("n", "ck", "m", "positions", "takes"), [
+    (16, 144, 32, 271, True),  # the bench CNN's stride-2 layer at batch 16
+    (16, 27, 16, 1086, True),  # an RGB 3x3 stem at batch 16
+    (64, 9, 16, 1086, False),  # one input channel: K below MIN_DEPTH
+    (8, 576, 128, 80, False),  # more output channels than MAX_ROWS
+    (1, 72, 8, 80, False),  # below MIN_MACS
+])
+def test_routing_rule(n, ck, m, positions, takes):
+    """What the implicit GEMM takes (``gains``), on a CPU that can run it; none elsewhere."""
+    assert kernels_conv_implicit.gains(n, ck, m, positions) == (takes and kernels_sgemm.support() is None)
+
+
+def test_float64_layers_keep_the_grid_gemm(monkeypatch):
+    """The kernel is float32: a float64 layer of the same shape runs on the grid GEMM."""
+    seen = _count(monkeypatch, kernels_conv_implicit.ImplicitConvCall)
+    grid = _count(monkeypatch, kernels_conv_gemm.GridConvCall)
+    x, w, b = (a.astype(np.float64) for a in _data(44, *CASES[0][:2]))
+    case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], CASES[0][2], 22)
+    close(run_cpu(case, True), run_reference(case), 1e-12, 1e-10)
+    assert seen == [] and grid == [x.shape]
