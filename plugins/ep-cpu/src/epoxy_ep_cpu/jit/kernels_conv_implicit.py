@@ -28,7 +28,7 @@ from .activations import activate
 from .kernels_conv import _geometry, _offsets, _pad_plane, call_accepts
 from .kernels_conv_gemm import _store_plane
 from .scratch import scratch
-from .sgemm_ir import LANES, TILE_COLS
+from .sgemm_ir import LANES, TILE_ROWS
 from .simd import SPAN, deinterleave32
 from .threads import run_shares
 
@@ -157,22 +157,23 @@ def store_planes(acc, bias, z, y, m, cols, wq, oh, ow, act, alpha, beta, first, 
 @njit(cache=True, nogil=True, boundscheck=False)
 def store_planes_interleaved(acc, bias, z, y, m, n, cols, wq, oh, ow, act, alpha, beta, first,
                              last):  # pragma: no cover - compiled
-    """As :func:`store_planes` from the interleaved product: output ``(oy, ox)`` of plane ``(i,
-    ch)`` is row ``ch``'s column ``(oy * wq + ox) * n + i``."""
+    """As :func:`store_planes` from the interleaved product, for output channels [first, last)
+    of every image: output ``(oy, ox)`` of plane ``(i, ch)`` is row ``ch``'s column ``(oy * wq +
+    ox) * n + i``."""
     has_z = z.shape[0] > 0
     nu = uint64(n)
-    for p in range(first, last):
-        image = p // m
-        ch = p - image * m
-        bv = bias[ch]
-        for oy in range(oh):
-            a = uint64(ch * cols + oy * wq * n + image)
-            d = uint64((p * oh + oy) * ow)
-            for ox in range(uint64(ow)):
-                v = acc[a + ox * nu] + bv
-                if has_z:
-                    v += z[d + ox]
-                y[d + ox] = activate(v, act, alpha, beta)
+    for image in range(n):
+        for ch in range(first, last):
+            p = image * m + ch
+            bv = bias[ch]
+            for oy in range(oh):
+                a = uint64(ch * cols + oy * wq * n + image)
+                d = uint64((p * oh + oy) * ow)
+                for ox in range(uint64(ow)):
+                    v = acc[a + ox * nu] + bv
+                    if has_z:
+                        v += z[d + ox]
+                    y[d + ox] = activate(v, act, alpha, beta)
 
 
 def _round_up(x: int, m: int) -> int:
@@ -207,11 +208,12 @@ class ImplicitConvCall:
         rowoff = (np.arange(c, dtype=np.int64)[:, None] * plane + offs[None, :]).reshape(-1)
         if self._interleaved:  # one run of the batch's columns: one "image" for the kernel
             self._cols, self._rowoff, self._n = _round_up(span * n, LANES), rowoff * n, 1
-            units = -(-self._cols // TILE_COLS)
         else:
             self._cols, self._rowoff, self._n = _round_up(span, LANES), rowoff, n
-            # threads share the images; one image shares its column tiles
-            units = n if n > 1 else -(-self._cols // TILE_COLS)
+        # threads share the images of an image-major batch; else the output channels (row
+        # tiles), each thread padding the whole input into its own grid (no wait between the
+        # pad and the product: a few percent of the layer, done twice)
+        units = n if self._n > 1 else -(-m // TILE_ROWS)
         self._xstep = c * plane
         self.shape, self.dtype = shape, dtype
         self.out_shape = (n, m, oh, ow)
@@ -237,39 +239,52 @@ class ImplicitConvCall:
 
     def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
         m, depth = self._w.shape
-        cols, xstep = self._cols, self._xstep
+        cols, xstep, size = self._cols, self._xstep, self.xp_size
         n, c = self.shape[0], self.shape[1]
-        xp = scratch("implicit.padded", self.xp_size, _F32)
-        xp[-LANES:] = 0.0  # the last rounded-up columns read past the grid
         acc = scratch("implicit.acc", self._n * m * cols, _F32)
         y = np.empty(self.out_shape, dtype=_F32)
         interleaved = self._interleaved
-        pad_args = (x.reshape(-1), xp, self._pdims, c, n) if interleaved else (x.reshape(-1), xp, self._pdims)
+        flat = x.reshape(-1)
         store_args = (acc, self.bias, _NO_Z if z is None else z.reshape(-1), y.reshape(-1), *self._store_tail)
         pad, store = self._pad, self._store
         if pad is None:
+            sample = scratch("implicit.padded", size, _F32)
             pad = self._pad = direct.overload(pad_planes_interleaved if interleaved else pad_planes,
-                                              (*pad_args, 0, 1))
+                                              (flat, sample, self._pdims, c, n, 0, 1) if interleaved
+                                              else (flat, sample, self._pdims, 0, 1))
             store = self._store = direct.overload(store_planes_interleaved if interleaved else store_planes,
                                                   (*store_args, 0, 1))
-        gemm, w_at, ro_at, xp_at, acc_at = (self._gemm, self._w.ctypes.data, self._rowoff.ctypes.data,
-                                            xp.ctypes.data, acc.ctypes.data)
-        kc = kernels_sgemm.KC
+        gemm, w_at, ro_at, acc_at = self._gemm, self._w.ctypes.data, self._rowoff.ctypes.data, acc.ctypes.data
+        pdims, kc = self._pdims, kernels_sgemm.KC
+
+        def padded() -> Any:
+            """This thread's grid (``scratch`` is per thread), filled from ``x``."""
+            xp = scratch("implicit.padded", size, _F32)
+            xp[-LANES:] = 0.0  # the last rounded-up columns read past the grid
+            if interleaved:
+                pad(flat, xp, pdims, c, n, 0, n * c)
+            return xp
+
         if self._n > 1:
             def images(first: int, last: int) -> None:
-                pad(*pad_args, first * c, last * c)
-                gemm(w_at, ro_at, xp_at + 4 * first * xstep, acc_at + 4 * first * m * cols, depth, cols, m, depth,
-                     kc, cols, last - first, xstep, m * cols)
+                xp = scratch("implicit.padded", size, _F32)
+                xp[-LANES:] = 0.0
+                pad(flat, xp, pdims, first * c, last * c)
+                gemm(w_at, ro_at, xp.ctypes.data + 4 * first * xstep, acc_at + 4 * first * m * cols, depth, cols, m,
+                     depth, kc, cols, last - first, xstep, m * cols)
                 store(*store_args, first * m, last * m)
 
             run_shares(images, (), self._n, self._count)
             return y
 
-        def columns(first: int, last: int) -> None:  # column tiles of the one run
-            j0, j1 = first * TILE_COLS, min(cols, last * TILE_COLS)
-            gemm(w_at, ro_at, xp_at + 4 * j0, acc_at + 4 * j0, depth, cols, m, depth, kc, j1 - j0, 1, xstep, m * cols)
+        def rows(first: int, last: int) -> None:  # row tiles [first, last): output channels
+            r0, r1 = first * TILE_ROWS, min(m, last * TILE_ROWS)
+            xp = padded()
+            if not interleaved:
+                pad(flat, xp, pdims, 0, c)
+            gemm(w_at + 4 * r0 * depth, ro_at, xp.ctypes.data, acc_at + 4 * r0 * cols, depth, cols, r1 - r0, depth,
+                 kc, cols, 1, xstep, m * cols)
+            store(*store_args, r0, r1)
 
-        run_shares(pad, pad_args, n * c, self._count)
-        run_shares(columns, (), -(-cols // TILE_COLS), self._count)
-        run_shares(store, store_args, n * m, self._count)
+        run_shares(rows, (), -(-m // TILE_ROWS), self._count)
         return y
