@@ -26,6 +26,7 @@ def _calls(monkeypatch, tile: int = 4) -> list[tuple[int, ...]]:
     from epoxy_ep_cpu.jit import kernels_winograd
 
     monkeypatch.setattr(conv_ops, "_WINOGRAD_JIT_MIN_C", 0)  # the cases' few channels keep the tests fast
+    monkeypatch.setattr(conv_ops, "implicit_over_winograd", lambda *a: False)  # the implicit GEMM's small layers
     if tile == 4:
         monkeypatch.setattr(conv_ops, "_F43_JIT_MIN_PAIR_POSITIONS", {1: 0, 2: 0})
         monkeypatch.setattr(conv_ops, "_F43_JIT_MIN_TILES_THREADS", 0)
