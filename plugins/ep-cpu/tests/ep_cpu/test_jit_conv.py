@@ -403,8 +403,13 @@ def test_concurrent_runs_of_one_session_agree():
 def _count_prepared(monkeypatch, *kinds: str) -> list[tuple[int, ...]]:
     """Input shapes of the prepared conv calls made from now on (of ``kinds``: class names;
     default all four)."""
-    from epoxy_ep_cpu.jit import (kernels_conv, kernels_conv_gemm, kernels_conv_implicit, kernels_pointwise,
-                                  kernels_winograd)
+    from epoxy_ep_cpu.jit import (
+        kernels_conv,
+        kernels_conv_gemm,
+        kernels_conv_implicit,
+        kernels_pointwise,
+        kernels_winograd,
+    )
 
     seen: list[tuple[int, ...]] = []
     for cls in (kernels_conv.Conv2dCall, kernels_pointwise.PointwiseCall, kernels_conv_gemm.GridConvCall,

@@ -50,6 +50,14 @@ def kernel_cache_dir() -> Path:
     return default_cache_dir() / f"sources-{sources_digest()}"
 
 
+def compiled_code_dir() -> Path:
+    """Where compiled code is kept: the folder numba caches its kernels in (``NUMBA_CACHE_DIR``
+    when the user set it, else :func:`kernel_cache_dir`); the LLVM-IR kernels keep their
+    object code there too (``llvm_module.compile_functions``)."""
+    chosen = os.environ.get("NUMBA_CACHE_DIR")
+    return Path(chosen) if chosen else kernel_cache_dir()
+
+
 def configure() -> None:
     """Point numba at our cache directory and a thread-safe threading layer, unless the user
     chose (a user's ``NUMBA_CACHE_DIR`` is used as given: clear it after editing the tier's

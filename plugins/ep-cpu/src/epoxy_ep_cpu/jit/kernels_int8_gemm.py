@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from . import llvm_module
+from . import config, llvm_module
 from .int8_gemm_ir import EPILOGUES, K_GROUP, LANES, TILE_COLS, TILE_ROWS, module_ir
 from .threads import worker_pool
 
@@ -104,7 +104,7 @@ def _kernel(epilogue: str = "int32") -> Any:
                     signatures[f"gemm_{entry}"] = [*[ctypes.c_void_p] * 3, *[ctypes.c_int64] * counts,
                                                    *[ctypes.c_void_p] * len(spec.columns),
                                                    *[ctypes.c_double] * len(spec.scalars)]
-            functions = llvm_module.compile_functions(module_ir(), signatures)
+            functions = llvm_module.compile_functions(module_ir(), signatures, config.compiled_code_dir())
             _compiled.update({name.removeprefix("gemm_"): fn for name, fn in functions.items()})
         return _compiled[epilogue]
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from . import llvm_module
+from . import config, llvm_module
 from .sgemm_ir import LANES, TILE_COLS, module_ir
 from .threads import run_shares
 
@@ -64,7 +64,7 @@ def _kernel() -> Any:
         if "sgemm" not in _compiled:
             _compiled.update(llvm_module.compile_functions(
                 module_ir(), {"sgemm": [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 8,
-                              "igemm": [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 9}))
+                              "igemm": [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 9}, config.compiled_code_dir()))
         return _compiled["sgemm"]
 
 
