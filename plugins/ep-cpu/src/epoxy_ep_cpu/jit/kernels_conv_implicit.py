@@ -48,11 +48,14 @@ MIN_MACS = 1 << 20
 MACS_PER_THREAD = 1 << 22
 
 
-def gains(n: int, ck: int, m: int, positions: int) -> bool:
+def gains(n: int, ck: int, m: int, positions: int, nthreads: int = 1) -> bool:
     """Whether a layer of ``n`` images, ``ck`` im2col rows, ``m`` output channels and
-    ``positions`` grid positions an image is this path's (module docstring)."""
+    ``positions`` grid positions an image is this path's (module docstring). On more than one
+    thread a single image stays on the other paths: it can only split its output channels,
+    each thread padding the whole input, and the light models lost 4-11 % that way against
+    BLAS's threads (bench/README.md, session 28)."""
     return (kernels_sgemm.support() is None and ck >= MIN_DEPTH and m <= MAX_ROWS
-            and n * positions * ck * m >= MIN_MACS)
+            and n * positions * ck * m >= MIN_MACS and (n > 1 or nthreads == 1))
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -229,10 +232,11 @@ class ImplicitConvCall:
 
     @staticmethod
     def takes(shape: tuple[int, ...], w_shape: tuple[int, ...], dtype: np.dtype, wq: int,
-              out_sp: Sequence[int]) -> bool:
-        """Whether a float32 layer is this path's (:func:`gains`)."""
+              out_sp: Sequence[int], nthreads: int = 1) -> bool:
+        """Whether a float32 layer is this path's on ``nthreads`` threads (:func:`gains`)."""
         positions = (int(out_sp[0]) - 1) * wq + int(out_sp[1])
-        return dtype == _F32 and gains(shape[0], shape[1] * w_shape[2] * w_shape[3], w_shape[0], positions)
+        return dtype == _F32 and gains(shape[0], shape[1] * w_shape[2] * w_shape[3], w_shape[0], positions,
+                                       nthreads)
 
     def accepts(self, x: np.ndarray, z: np.ndarray | None) -> bool:
         return call_accepts(x, z, self.dtype, self.out_shape)

@@ -1140,7 +1140,8 @@ class _Jit:
         f43 = wino and self.f43 is not None
         measured = pk.chosen.get(shape)  # a measured numpy path other than these is kept
         if (wino and measured is None and self.implicit is not None and implicit_over_winograd(m, out_sp)
-                and self.implicit.ImplicitConvCall.takes(shape, pk.w.shape, dtype, out_sp[1] + 2, out_sp)):
+                and self.implicit.ImplicitConvCall.takes(shape, pk.w.shape, dtype, out_sp[1] + 2, out_sp,
+                                                         self.nthreads)):
             return "implicit"
         if f43 and measured in (None, "F(4,3)") and use_f43_jit(shape[0], c, m, out_sp, self.nthreads):
             return "winograd"
@@ -1160,7 +1161,7 @@ class _Jit:
                     # session 17); other tiny layers and batches: the GEMM, equal to 2-3x faster
                     return "direct"
                 if self.implicit is not None and self.implicit.ImplicitConvCall.takes(shape, pk.w.shape, dtype, wq,
-                                                                                     out_sp):
+                                                                                     out_sp, self.nthreads):
                     return "implicit"
                 return "grid"
         if f43 and _numpy_path(shape, dtype, pk, strides, dilations, begin, end, out_sp, self.winograd) == "F(4,3)":
