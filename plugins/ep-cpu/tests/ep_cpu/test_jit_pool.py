@@ -269,6 +269,11 @@ ROWS = [
     ((1, 2, 11, 11), {"kernel_shape": [5, 5], "strides": [3, 3], "pads": [2, 2, 2, 2]}),
     ((1, 2, 7, 7), {"kernel_shape": [3, 2], "strides": [1, 1]}),
     ((1, 3, 5, 17), {"kernel_shape": [3, 3], "strides": [2, 1], "pads": [0, 1, 1, 1]}),
+    # rows of SPLIT_MIN_OUTPUTS outputs and more: the stride-2 max splits each folded row into
+    # its even and odd entries first (3- and 2-wide windows, an odd width, ceil mode)
+    ((1, 2, 112, 112), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 2, 9, 131), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [0, 1, 0, 0], "ceil_mode": 1}),
+    ((2, 2, 7, 101), {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}),
 ]
 
 

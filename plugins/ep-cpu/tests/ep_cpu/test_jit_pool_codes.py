@@ -18,6 +18,7 @@ GEOMETRIES = [
     ({"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, (2, 8, 17, 16)),
     ({"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}, (1, 5, 13, 13)),
     ({"kernel_shape": [2, 3], "strides": [1, 1], "pads": [0, 1, 1, 2]}, (1, 4, 9, 9)),
+    ({"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, (1, 3, 8, 112)),  # rows split even / odd
 ]
 
 

@@ -26,6 +26,7 @@ from numba import njit, uint64
 
 from . import direct
 from .pool_folds import MAX, MAX_NO_NAN, SUM, has_nan, max2, max2_finite
+from .simd import SPAN, deinterleave32
 from .threads import GRAIN, run_shares
 
 
@@ -59,14 +60,24 @@ def _max_columns(r, y, yo, n, s, kw, mode):  # pragma: no cover - compiled
         y[uint64(yo) + i] = a
 
 
+#: output columns from which a stride-2 max pool's rows are split into even and odd entries
+#: before the window max (on shorter rows the split's stores and reloads cost more than the
+#: strided reads they replace)
+SPLIT_MIN_OUTPUTS = 48
+
+
 @njit(cache=True, nogil=True, boundscheck=False)
-def _plane_max_s2(x, y, r, xb, yb, h, wd, oh, ow, kh, kw, pt, pl, cols):  # pragma: no cover - compiled
+def _plane_max_s2(x, y, r, eo, xb, yb, h, wd, oh, ow, kh, kw, pt, pl, cols):  # pragma: no cover - compiled
     """:func:`_plane`'s MAX_NO_NAN case for stride-2 windows of 2 or 3 (the CNNs' MaxPools),
     with the window rows' offsets computed in place and every loop written out: through the
-    general plane function's mode and count dispatch the same loops ran 1.4x slower."""
+    general plane function's mode and count dispatch the same loops ran 1.4x slower. ``eo``
+    receives each folded row's even entries, then from ``half`` its odd ones (``simd``)."""
     w = uint64(wd)
     b = uint64(pl)
     one, two = uint64(1), uint64(2)
+    split = ow >= SPLIT_MIN_OUTPUTS
+    blocks = (ow + 1 + SPAN // 2 - 1) // (SPAN // 2)  # even entries 0..ow, odd ones 0..ow-1
+    half = uint64(blocks * (SPAN // 2))
     for oy in range(oh):
         first = max(0, 2 * oy - pt)
         count = min(h, 2 * oy - pt + kh) - first
@@ -81,12 +92,24 @@ def _plane_max_s2(x, y, r, xb, yb, h, wd, oh, ow, kh, kw, pt, pl, cols):  # prag
             for i in range(uint64(cols)):
                 r[b + i] = x[s0 + i]
         yo = uint64(yb + oy * ow)
+        if not split:
+            if kw == 3:
+                for i in range(uint64(ow)):
+                    y[yo + i] = max2_finite(r[i + i + two], max2_finite(r[i + i + one], r[i + i]))
+            else:
+                for i in range(uint64(ow)):
+                    y[yo + i] = max2_finite(r[i + i + one], r[i + i])
+            continue
+        # the buffer's even and odd entries split apart by vector shuffles: output i's window
+        # is then even[i], odd[i] (and even[i + 1]), read at unit stride
+        for block in range(blocks):
+            deinterleave32(r, uint64(block * SPAN), eo, uint64(block * (SPAN // 2)), half + uint64(block * (SPAN // 2)))
         if kw == 3:
             for i in range(uint64(ow)):
-                y[yo + i] = max2_finite(r[i + i + two], max2_finite(r[i + i + one], r[i + i]))
+                y[yo + i] = max2_finite(eo[i + one], max2_finite(eo[half + i], eo[i]))
         else:
             for i in range(uint64(ow)):
-                y[yo + i] = max2_finite(r[i + i + one], r[i + i])
+                y[yo + i] = max2_finite(eo[half + i], eo[i])
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -132,10 +155,11 @@ def _plane_sum(x, y, div, r, e, xb, yb, h, wd, oh, ow, kh, kw, sh, sw, pt, pl, c
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def _plane(x, y, div, ident, r, starts, p, h, wd, oh, ow, kh, kw, sh, sw, pt, pl, rw, is_max):  # pragma: no cover
+def _plane(x, y, div, ident, r, eo, starts, p, h, wd, oh, ow, kh, kw, sh, sw, pt, pl, rw, is_max):  # pragma: no cover
     """Plane ``p`` of an (H, W) -> (oh, ow) pool with a (kh, kw) window, strides (sh, sw),
     pads (pt, pl) at the start and a row buffer ``rw`` wide; ``ident``: each mode's identity
-    in ``x``'s dtype; ``r`` (``rw``) and ``starts`` (kh) are scratch. The buffer's entry ``j``
+    in ``x``'s dtype; ``r`` (``rw`` and ``SPAN`` more), ``eo`` (``rw`` and twice ``SPAN``) and
+    ``starts`` (kh) are scratch. The buffer's entry ``j``
     is the input column ``j - pl``; the entries outside the input hold the identity. The
     geometry comes as scalars: read from an array here it made the row loop 1.8x slower."""
     xb = p * h * wd
@@ -154,7 +178,7 @@ def _plane(x, y, div, ident, r, starts, p, h, wd, oh, ow, kh, kw, sh, sw, pt, pl
         _plane_sum(x, y, div, r, e, xb, yb, h, wd, oh, ow, kh, kw, sh, sw, pt, pl, cols)
         return
     if mode == MAX_NO_NAN and sh == 2 and sw == 2 and 2 <= kh <= 3 and 2 <= kw <= 3:
-        _plane_max_s2(x, y, r, xb, yb, h, wd, oh, ow, kh, kw, pt, pl, cols)
+        _plane_max_s2(x, y, r, eo, xb, yb, h, wd, oh, ow, kh, kw, pt, pl, cols)
         return
     for oy in range(oh):
         count = 0
@@ -173,10 +197,11 @@ def rows_planes(x, y, dims, div, ident, is_max, first, last):  # pragma: no cove
     the whole pool on one thread."""
     h, wd, oh, ow, kh, kw, sh, sw, pt, pl, rw = (dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6],
                                                  dims[7], dims[8], dims[9], dims[10])
-    r = np.empty(rw, dtype=x.dtype)
+    r = np.empty(rw + SPAN, dtype=x.dtype)  # the even/odd split reads whole blocks of SPAN
+    eo = np.empty(rw + 2 * SPAN, dtype=x.dtype)
     starts = np.empty(kh, dtype=np.int64)
     for p in range(first, last):
-        _plane(x, y, div, ident, r, starts, p, h, wd, oh, ow, kh, kw, sh, sw, pt, pl, rw, is_max)
+        _plane(x, y, div, ident, r, eo, starts, p, h, wd, oh, ow, kh, kw, sh, sw, pt, pl, rw, is_max)
 
 
 #: per dtype, each fold's identity, indexed by mode: +0 (SUM), NaN (MAX), -inf (MAX_NO_NAN);
