@@ -191,3 +191,53 @@ def test_float64_layers_keep_the_grid_gemm(monkeypatch):
     case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], CASES[0][2], 22)
     close(run_cpu(case, True), run_reference(case), 1e-12, 1e-10)
     assert seen == [] and grid == [x.shape]
+
+
+POINTWISE = [((1, 300, 24, 24), 7), ((1, 32, 23, 23), 40), ((1, 64, 32, 17), 96)]
+
+
+@needs_avx512
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize(("x_shape", "m"), POINTWISE, ids=[f"{s}-{m}" for s, m in POINTWISE])
+def test_pointwise_layers_of_one_image_run_on_the_kernel(monkeypatch, x_shape, m, residual):
+    """A float32 1x1 layer of one image on a large map: the product on the few-rows kernel
+    (K across its 256-row blocks, output channels not a multiple of 6, a map whose positions
+    are not a multiple of 16: the tail on BLAS), then the residual and the Relu; within the
+    float32 bound of a float64 product, close to the numpy path and onnxruntime."""
+    from epoxy_ep_cpu.jit import kernels_pointwise
+
+    products = []
+    real = kernels_pointwise.PointwiseCall._product
+    monkeypatch.setattr(kernels_pointwise.PointwiseCall, "_product",
+                        lambda self, x, y: products.append(x.shape) or real(self, x, y))
+    x, w, b = _data(sum(x_shape) + m, x_shape, (m, x_shape[1], 1, 1))
+    out_shape = (1, m, *x_shape[2:])
+    z = np.random.default_rng(m).standard_normal(out_shape).astype(np.float32) if residual else None
+    case = one_node("FusedConv", [x, In(w, const=True), In(b, const=True), z], {"activation": "Relu"}, 1,
+                    domain="com.microsoft")
+    (on,) = run_cpu(case, True, runs=2, jit_threads=1)
+    assert products == [x_shape] * 2
+    flat = np.einsum("mc,cp->mp", w[:, :, 0, 0].astype(np.float64), x[0].reshape(x_shape[1], -1).astype(np.float64))
+    mag = np.abs(w[:, :, 0, 0]).astype(np.float64) @ np.abs(x[0].reshape(x_shape[1], -1)).astype(np.float64)
+    want = flat.reshape(out_shape) + b[None, :, None, None] + (0 if z is None else z)
+    bound = (mag.reshape(out_shape) + np.abs(b)[None, :, None, None] + (0 if z is None else np.abs(z))) \
+        * x_shape[1] * 2.0 ** -23 + 1e-30
+    excess = np.abs(on - np.maximum(want, 0)) - bound
+    assert (excess <= 0).all()
+    close([on], run_cpu(case, False), 1e-5, 1e-4)
+    close([on], run_onnxruntime(case), 1e-4, 1e-4)
+
+
+def test_pointwise_batches_and_small_maps_keep_blas():
+    """The few-rows product is for one float32 image on a map of 512 positions and more, on one
+    thread."""
+    from epoxy_ep_cpu.jit.kernels_pointwise import takes_implicit
+
+    able = kernels_sgemm.support() is None
+    f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
+    assert takes_implicit(1, 64, 64, 3136, f32, 1) == able
+    assert not takes_implicit(2, 64, 64, 3136, f32, 1)
+    assert not takes_implicit(1, 64, 64, 256, f32, 1)
+    assert not takes_implicit(1, 64, 64, 3136, f64, 1)
+    assert not takes_implicit(1, 64, 64, 3136, f32, 4)
+    assert not takes_implicit(1, 64, 64, 3136, f32, 1, nthreads=2)

@@ -8,6 +8,13 @@ itself on the exporter CNNs' 8-64 channel layers on 8x8-16x16 maps. A prepared c
 all of that once: per call it is one ``np.matmul`` into the output and one compiled pass that
 adds the bias and the residual and applies the activation while each plane is in cache.
 Layers with many multiply-adds win too: the epilogue replaces two or three numpy passes.
+
+One float32 image on a large map (an ImageNet CNN's 1x1 layers at batch 1) runs its product
+on the few-rows register-tiled kernel instead (``kernels_sgemm.implicit_kernel``, AVX-512),
+whose B rows are the input's channel planes as they lie: nothing is packed, where OpenBLAS
+packs the whole input on every call (squeezenet's 128 -> 16 on 55x55: 0.12 against 0.16 ms,
+resnet50's 64 -> 256 on 56x56 0.93 against 1.02; on small batched maps BLAS stays ahead:
+bench/README.md, "Session 28"). On one thread only: BLAS's threads split it better.
 """
 
 from __future__ import annotations
@@ -17,13 +24,26 @@ from typing import Any
 import numpy as np
 from numba import njit, prange, uint64
 
-from . import direct
+from . import direct, kernels_sgemm
 from .activations import activate
 from .kernels_conv import call_accepts
+from .sgemm_ir import LANES
 from .threads import GRAIN, serial_twin, use
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _NO_Z = {dt: np.empty(0, dtype=dt) for dt in _FLOATS}
+
+#: fewest positions of one image's map for the few-rows kernel (below, BLAS's packing of the
+#: input is cheap and its kernel faster: 8 x 96 -> 24 on 8x8 1.20x, 8 x 32 -> 32 1.40x)
+IMPLICIT_MIN_POSITIONS = 512
+
+
+def takes_implicit(n: int, c: int, m: int, plane: int, dtype: np.dtype, group: int, nthreads: int = 1) -> bool:
+    """Whether a pointwise layer's product runs on the few-rows kernel (module docstring): on
+    one thread only, where BLAS's threads split the same product better (resnet50 and
+    densenet121 at 2 threads: 1.17-1.19x slower with the output channels split)."""
+    return (n == 1 and group == 1 and nthreads == 1 and dtype == np.float32 and plane >= IMPLICIT_MIN_POSITIONS
+            and plane >= LANES and kernels_sgemm.support() is None)
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -57,7 +77,8 @@ class PointwiseCall:
     C-contiguous array of ``out_shape`` and ``dtype`` (:meth:`accepts` checks both), as for
     ``kernels_conv.Conv2dCall``, whose interface this shares."""
 
-    __slots__ = ("_count", "_epilogue", "_rest", "_w", "bias", "dtype", "out_shape", "shape", "x_shape", "y_shape")
+    __slots__ = ("_count", "_epilogue", "_implicit", "_rest", "_w", "bias", "dtype", "out_shape", "shape", "x_shape",
+                 "y_shape")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
                  act: int, alpha: float, beta: float, nthreads: int, group: int = 1) -> None:
@@ -74,6 +95,10 @@ class PointwiseCall:
         self._count = max(1, min(nthreads, n * m, (n * m * plane) // GRAIN))
         self._rest = (n * m, plane, m, act, dtype.type(alpha), dtype.type(beta))
         self._epilogue: Any = None
+        self._implicit: Any = None
+        if takes_implicit(n, c, m, plane, dtype, group, nthreads):
+            rowoff = np.arange(c, dtype=np.int64) * plane  # B's row k: input channel k's plane
+            self._implicit = (kernels_sgemm.implicit_kernel(), np.ascontiguousarray(self._w[0]), rowoff)
 
     def accepts(self, x: np.ndarray, z: np.ndarray | None) -> bool:
         return call_accepts(x, z, self.dtype, self.out_shape)
@@ -81,7 +106,10 @@ class PointwiseCall:
     def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
         dt = self.dtype
         y = np.empty(self.out_shape, dtype=dt)
-        np.matmul(self._w, x.reshape(self.x_shape), out=y.reshape(self.y_shape))
+        if self._implicit is not None:
+            self._product(x, y)
+        else:
+            np.matmul(self._w, x.reshape(self.x_shape), out=y.reshape(self.y_shape))
         args = (y.reshape(-1), self.bias, _NO_Z[dt] if z is None else z.reshape(-1), *self._rest)
         fn = self._epilogue
         if fn is None:
@@ -90,6 +118,20 @@ class PointwiseCall:
             use(self._count, self._count * GRAIN)
         fn(*args)
         return y
+
+
+    def _product(self, x: np.ndarray, y: np.ndarray) -> None:
+        """``y = W @ x`` for one image on the few-rows kernel, on one thread: the columns up to
+        the last whole 16 there (it reads and writes whole vectors, never past a plane: the
+        tail would read past the input's end), the rest on BLAS."""
+        gemm, w, rowoff = self._implicit
+        m, c = w.shape
+        plane = self.x_shape[3]
+        body = plane - plane % LANES
+        gemm(w.ctypes.data, rowoff.ctypes.data, x.ctypes.data, y.ctypes.data, c, plane, m, c, kernels_sgemm.KC, body,
+             1, 0, 0)
+        if body < plane:
+            np.matmul(w, x.reshape(c, plane)[:, body:], out=y.reshape(m, plane)[:, body:])
 
 
 #: input channels per group from which a grouped 1x1 layer runs as batched GEMMs here (with
