@@ -77,6 +77,32 @@ def _tile_ir(rows: int, vectors: int, indirect: bool = False) -> list[str]:
     return out + ["  ret void", "}"]
 
 
+def _row_tiles(kind: str, entry: str, out_base: str, b_args: str) -> list[str]:
+    """A driver's loop over the row tiles of one column tile and K block (from block
+    ``%entry``): each calls the ``{kind}_tile_R_V`` its rows and the column tile's vectors
+    need, on ``A``'s rows from ``%kb`` and ``out_base``'s from column ``%j``; ends at
+    ``%rows.done``."""
+    out = ["rows:", f"  %i = phi i64 [0, %{entry}], [%i.next, %tile.done]",
+           "  %rows.left = sub i64 %m, %i", f"  %rows.many = icmp ugt i64 %rows.left, {TILE_ROWS}",
+           f"  %tile.rows = select i1 %rows.many, i64 {TILE_ROWS}, i64 %rows.left",
+           "  %a.row = mul i64 %i, %lda", "  %a.off = add i64 %a.row, %kb",
+           "  %a.blk = getelementptr float, float* %A, i64 %a.off",
+           "  %o.row = mul i64 %i, %ldo", "  %o.off = add i64 %o.row, %j",
+           f"  %o.blk = getelementptr float, float* {out_base}, i64 %o.off",
+           "  %rows.index = sub i64 %tile.rows, 1", f"  %rows.base = mul i64 %rows.index, {VECTORS}",
+           "  %vectors.index = sub i64 %tile.vectors, 1", "  %which = add i64 %rows.base, %vectors.index",
+           "  switch i64 %which, label %tile.done ["]
+    sizes = [(r, v) for r in range(1, TILE_ROWS + 1) for v in range(1, VECTORS + 1)]
+    out += [f"    i64 {(r - 1) * VECTORS + v - 1}, label %tile{r}.{v}" for r, v in sizes] + ["  ]"]
+    for r, v in sizes:
+        out += [f"tile{r}.{v}:",
+                f"  call void @{kind}_tile_{r}_{v}(float* %a.blk, {b_args}, float* %o.blk, i64 %k.cur, i64 %lda, "
+                "i64 %ldo, i1 %fresh)",
+                "  br label %tile.done"]
+    return out + ["tile.done:", "  %i.next = add i64 %i, %tile.rows", "  %i.end = icmp uge i64 %i.next, %m",
+                  "  br i1 %i.end, label %rows.done, label %rows"]
+
+
 def _driver_ir() -> list[str]:
     """``sgemm(A, B, out, lda, ldo, m, k, np, kc, j0, j1)``: ``out[:m, j0:j1] += A[:m, :k] @
     B[:k, j0:j1]`` for the packed B of ``np`` columns (``j0`` a multiple of TILE_COLS, ``j1``
@@ -89,7 +115,8 @@ def _driver_ir() -> list[str]:
            "  %none = or i1 %none.1, %no.cols", "  br i1 %none, label %exit, label %blocks",
            "blocks:", "  %kb = phi i64 [0, %entry], [%kb.next, %cols.done]",
            "  %k.left = sub i64 %k, %kb", "  %k.many = icmp ugt i64 %k.left, %kc",
-           "  %k.cur = select i1 %k.many, i64 %kc, i64 %k.left", "  br label %cols",
+           "  %k.cur = select i1 %k.many, i64 %kc, i64 %k.left", "  %fresh = icmp eq i64 %kb, 0",
+           "  br label %cols",
            "cols:", "  %j = phi i64 [%j0, %blocks], [%j.next, %rows.done]",
            "  %cols.left = sub i64 %np, %j", f"  %cols.many = icmp ugt i64 %cols.left, {TILE_COLS}",
            f"  %tile.cols = select i1 %cols.many, i64 {TILE_COLS}, i64 %cols.left",
@@ -97,27 +124,9 @@ def _driver_ir() -> list[str]:
            # the tile's K block: tile j starts at j * k floats, its rows tile.cols wide
            "  %b.tile = mul i64 %j, %k", "  %b.rows = mul i64 %kb, %tile.cols",
            "  %b.off = add i64 %b.tile, %b.rows", "  %b.blk = getelementptr float, float* %B, i64 %b.off",
-           "  br label %rows",
-           "rows:", "  %i = phi i64 [0, %cols], [%i.next, %tile.done]",
-           "  %rows.left = sub i64 %m, %i", f"  %rows.many = icmp ugt i64 %rows.left, {TILE_ROWS}",
-           f"  %tile.rows = select i1 %rows.many, i64 {TILE_ROWS}, i64 %rows.left",
-           "  %a.row = mul i64 %i, %lda", "  %a.off = add i64 %a.row, %kb",
-           "  %a.blk = getelementptr float, float* %A, i64 %a.off",
-           "  %o.row = mul i64 %i, %ldo", "  %o.off = add i64 %o.row, %j",
-           "  %o.blk = getelementptr float, float* %out, i64 %o.off", "  %fresh = icmp eq i64 %kb, 0",
-           "  %rows.index = sub i64 %tile.rows, 1", f"  %rows.base = mul i64 %rows.index, {VECTORS}",
-           "  %vectors.index = sub i64 %tile.vectors, 1", "  %which = add i64 %rows.base, %vectors.index",
-           "  switch i64 %which, label %tile.done ["]
-    sizes = [(r, v) for r in range(1, TILE_ROWS + 1) for v in range(1, VECTORS + 1)]
-    out += [f"    i64 {(r - 1) * VECTORS + v - 1}, label %tile{r}.{v}" for r, v in sizes] + ["  ]"]
-    for r, v in sizes:
-        out += [f"tile{r}.{v}:",
-                f"  call void @sgemm_tile_{r}_{v}(float* %a.blk, float* %b.blk, float* %o.blk, i64 %k.cur, "
-                "i64 %lda, i64 %ldo, i1 %fresh)",
-                "  br label %tile.done"]
-    return out + ["tile.done:", "  %i.next = add i64 %i, %tile.rows", "  %i.end = icmp uge i64 %i.next, %m",
-                  "  br i1 %i.end, label %rows.done, label %rows",
-                  "rows.done:", "  %j.next = add i64 %j, %tile.cols", "  %j.end = icmp uge i64 %j.next, %j1",
+           "  br label %rows"]
+    out += _row_tiles("sgemm", "cols", "%out", "float* %b.blk")
+    return out + ["rows.done:", "  %j.next = add i64 %j, %tile.cols", "  %j.end = icmp uge i64 %j.next, %j1",
                   "  br i1 %j.end, label %cols.done, label %cols",
                   "cols.done:", "  %kb.next = add i64 %kb, %k.cur", "  %kb.end = icmp uge i64 %kb.next, %k",
                   "  br i1 %kb.end, label %exit, label %blocks",
@@ -149,27 +158,9 @@ def _implicit_driver_ir() -> list[str]:
            "  %cols.left = sub i64 %cols, %j", f"  %cols.many = icmp ugt i64 %cols.left, {TILE_COLS}",
            f"  %tile.cols = select i1 %cols.many, i64 {TILE_COLS}, i64 %cols.left",
            f"  %tile.vectors = udiv i64 %tile.cols, {LANES}",
-           "  %b.blk = getelementptr float, float* %x.img, i64 %j", "  br label %rows",
-           "rows:", "  %i = phi i64 [0, %cols.loop], [%i.next, %tile.done]",
-           "  %rows.left = sub i64 %m, %i", f"  %rows.many = icmp ugt i64 %rows.left, {TILE_ROWS}",
-           f"  %tile.rows = select i1 %rows.many, i64 {TILE_ROWS}, i64 %rows.left",
-           "  %a.row = mul i64 %i, %lda", "  %a.off = add i64 %a.row, %kb",
-           "  %a.blk = getelementptr float, float* %A, i64 %a.off",
-           "  %o.row = mul i64 %i, %ldo", "  %o.off = add i64 %o.row, %j",
-           "  %o.blk = getelementptr float, float* %out.img, i64 %o.off",
-           "  %rows.index = sub i64 %tile.rows, 1", f"  %rows.base = mul i64 %rows.index, {VECTORS}",
-           "  %vectors.index = sub i64 %tile.vectors, 1", "  %which = add i64 %rows.base, %vectors.index",
-           "  switch i64 %which, label %tile.done ["]
-    sizes = [(r, v) for r in range(1, TILE_ROWS + 1) for v in range(1, VECTORS + 1)]
-    out += [f"    i64 {(r - 1) * VECTORS + v - 1}, label %tile{r}.{v}" for r, v in sizes] + ["  ]"]
-    for r, v in sizes:
-        out += [f"tile{r}.{v}:",
-                f"  call void @igemm_tile_{r}_{v}(float* %a.blk, i64* %ro.blk, float* %b.blk, float* %o.blk, "
-                "i64 %k.cur, i64 %lda, i64 %ldo, i1 %fresh)",
-                "  br label %tile.done"]
-    return out + ["tile.done:", "  %i.next = add i64 %i, %tile.rows", "  %i.end = icmp uge i64 %i.next, %m",
-                  "  br i1 %i.end, label %rows.done, label %rows",
-                  "rows.done:", "  %j.next = add i64 %j, %tile.cols", "  %j.end = icmp uge i64 %j.next, %cols",
+           "  %b.blk = getelementptr float, float* %x.img, i64 %j", "  br label %rows"]
+    out += _row_tiles("igemm", "cols.loop", "%out.img", "i64* %ro.blk, float* %b.blk")
+    return out + ["rows.done:", "  %j.next = add i64 %j, %tile.cols", "  %j.end = icmp uge i64 %j.next, %cols",
                   "  br i1 %j.end, label %cols.done, label %cols.loop",
                   "cols.done:", "  %kb.next = add i64 %kb, %k.cur", "  %kb.end = icmp uge i64 %kb.next, %k",
                   "  br i1 %kb.end, label %blocks.done, label %blocks",
