@@ -34,6 +34,7 @@ CASES = [
     ((2, 64, 8, 8), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}),  # K = 576: three K blocks
     ((2, 64, 7, 7), (7, 64, 3, 3), {"pads": [1, 1, 1, 1]}),  # 7 outputs: a 1-row tile
     ((1, 8, 48, 48), (16, 8, 3, 3), {"pads": [1, 1, 1, 1]}),  # K = 72, a large map
+    ((2, 8, 35, 35), (16, 8, 5, 5), {"strides": [2, 2], "pads": [2, 2, 2, 2]}),  # pad 2: both phases start at 1
     # short spans at a batch: the interleaved layout (image-minor columns)
     ((8, 32, 8, 8), (64, 32, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
     ((5, 16, 4, 4), (16, 16, 3, 3), {"pads": [1, 1, 1, 1]}),

@@ -12,7 +12,13 @@ position)`` floats into the image's grid. ``igemm`` reads B's rows through that 
 columns (four vectors) at a time, so the GEMM streams the grid itself while the weights
 are the few rows of its register tiles. It computes the grid's extra columns (``wq - ow``
 per output row), which the compiled store drops while adding the bias and the residual and
-applying the activation. Measured in bench/README.md "Session 28".
+applying the activation.
+
+Two grid layouts. Image-major (each image's grid after the last; an image's columns are its
+grid positions rounded up to 16): for maps whose span is long. Interleaved (position-major,
+image-minor: column ``q * n + i`` is position ``q`` of image ``i``) where rounding each image's
+span up would add more than an eighth (an 8x8 stride-2 layer: 19 positions, 32 columns): the
+batch's columns form one run. Measured in bench/README.md "Session 28".
 """
 
 from __future__ import annotations
