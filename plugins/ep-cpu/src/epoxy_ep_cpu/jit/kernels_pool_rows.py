@@ -68,7 +68,7 @@ SPLIT_MIN_OUTPUTS = 48
 
 @njit(cache=True, nogil=True, boundscheck=False)
 def _plane_max_s2(x, y, r, eo, xb, yb, h, wd, oh, ow, kh, kw, pt, pl, cols):  # pragma: no cover - compiled
-    """:func:`_plane`'s MAX_NO_NAN case for stride-2 windows of 2 or 3 (the CNNs' MaxPools),
+    """:func:`_plane_max`'s MAX_NO_NAN case for stride-2 windows of 2 or 3 (the CNNs' MaxPools),
     with the window rows' offsets computed in place and every loop written out: through the
     general plane function's mode and count dispatch the same loops ran 1.4x slower. ``eo``
     receives each folded row's even entries, then from ``half`` its odd ones (``simd``)."""
@@ -114,7 +114,7 @@ def _plane_max_s2(x, y, r, eo, xb, yb, h, wd, oh, ow, kh, kw, pt, pl, cols):  # 
 
 @njit(cache=True, nogil=True, boundscheck=False)
 def _plane_sum(x, y, div, r, e, xb, yb, h, wd, oh, ow, kh, kw, sh, sw, pt, pl, cols):  # pragma: no cover
-    """:func:`_plane` for AveragePool: each output's sum from ``e`` (+0) over its window's
+    """AveragePool's plane (as :func:`_plane_max` for MaxPool): each output's sum from ``e`` (+0) over its window's
     row sums, in the numpy path's order (rows first, then columns), divided by its
     ``div`` entry in the same loop; the loops written out as in :func:`_plane_max_s2`."""
     w = uint64(wd)
@@ -154,29 +154,29 @@ def _plane_sum(x, y, div, r, e, xb, yb, h, wd, oh, ow, kh, kw, sh, sw, pt, pl, c
                 y[yo + i] = a / div[do + i]
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
-def _plane(x, y, div, ident, r, eo, starts, p, h, wd, oh, ow, kh, kw, sh, sw, pt, pl, rw, is_max):  # pragma: no cover
-    """Plane ``p`` of an (H, W) -> (oh, ow) pool with a (kh, kw) window, strides (sh, sw),
-    pads (pt, pl) at the start and a row buffer ``rw`` wide; ``ident``: each mode's identity
-    in ``x``'s dtype; ``r`` (``rw`` and ``SPAN`` more), ``eo`` (``rw`` and twice ``SPAN``) and
-    ``starts`` (kh) are scratch. The buffer's entry ``j``
-    is the input column ``j - pl``; the entries outside the input hold the identity. The
-    geometry comes as scalars: read from an array here it made the row loop 1.8x slower."""
-    xb = p * h * wd
-    yb = p * oh * ow
-    mode = SUM
-    if is_max:
-        mode = MAX if has_nan(x, xb, h * wd) else MAX_NO_NAN
-    e = ident[SUM]
-    fill = ident[mode]
-    cols = min(wd, rw - pl)  # input columns some window reads
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def _fill_edges(r, pl, cols, rw, fill):  # pragma: no cover - compiled
+    """The row buffer's entries outside the input (``[0, pl)`` and from ``pl + cols``) set to
+    the fold's identity ``fill``."""
     for j in range(pl):
         r[j] = fill
     for j in range(pl + cols, rw):
         r[j] = fill
-    if mode == SUM:
-        _plane_sum(x, y, div, r, e, xb, yb, h, wd, oh, ow, kh, kw, sh, sw, pt, pl, cols)
-        return
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _plane_max(x, y, ident, r, eo, starts, p, h, wd, oh, ow, kh, kw, sh, sw, pt, pl, rw):  # pragma: no cover
+    """MaxPool's plane ``p`` of an (H, W) -> (oh, ow) pool with a (kh, kw) window, strides
+    (sh, sw), pads (pt, pl) at the start and a row buffer ``rw`` wide; ``ident``: each mode's
+    identity in ``x``'s dtype; ``r`` (``rw`` and ``SPAN`` more), ``eo`` (``rw`` and twice
+    ``SPAN``) and ``starts`` (kh) are scratch. The buffer's entry ``j`` is the input column
+    ``j - pl``; the entries outside the input hold the identity. The geometry comes as
+    scalars: read from an array here it made the row loop 1.8x slower."""
+    xb = p * h * wd
+    yb = p * oh * ow
+    mode = MAX if has_nan(x, xb, h * wd) else MAX_NO_NAN
+    cols = min(wd, rw - pl)  # input columns some window reads
+    _fill_edges(r, pl, cols, rw, ident[mode])
     if mode == MAX_NO_NAN and sh == 2 and sw == 2 and 2 <= kh <= 3 and 2 <= kw <= 3:
         _plane_max_s2(x, y, r, eo, xb, yb, h, wd, oh, ow, kh, kw, pt, pl, cols)
         return
@@ -192,16 +192,31 @@ def _plane(x, y, div, ident, r, eo, starts, p, h, wd, oh, ow, kh, kw, sh, sw, pt
 
 
 @njit(cache=True, nogil=True)
-def rows_planes(x, y, dims, div, ident, is_max, first, last):  # pragma: no cover - compiled
-    """Planes [first, last): a share of ``threads.run_shares`` (one scratch row for them all),
-    the whole pool on one thread."""
+def rows_planes_max(x, y, dims, ident, first, last):  # pragma: no cover - compiled
+    """MaxPool's planes [first, last): a share of ``threads.run_shares`` (one scratch row for
+    them all), the whole pool on one thread. Apart from :func:`rows_planes_sum` so that a
+    model compiles only the folds it runs (cold compile: bench/README.md, session 28)."""
     h, wd, oh, ow, kh, kw, sh, sw, pt, pl, rw = (dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6],
                                                  dims[7], dims[8], dims[9], dims[10])
     r = np.empty(rw + SPAN, dtype=x.dtype)  # the even/odd split reads whole blocks of SPAN
     eo = np.empty(rw + 2 * SPAN, dtype=x.dtype)
     starts = np.empty(kh, dtype=np.int64)
     for p in range(first, last):
-        _plane(x, y, div, ident, r, eo, starts, p, h, wd, oh, ow, kh, kw, sh, sw, pt, pl, rw, is_max)
+        _plane_max(x, y, ident, r, eo, starts, p, h, wd, oh, ow, kh, kw, sh, sw, pt, pl, rw)
+
+
+@njit(cache=True, nogil=True)
+def rows_planes_sum(x, y, dims, div, ident, first, last):  # pragma: no cover - compiled
+    """AveragePool's planes [first, last) (``div``: each output's divisor), as
+    :func:`rows_planes_max`."""
+    h, wd, oh, ow, kh, kw, sh, sw, pt, pl, rw = (dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6],
+                                                 dims[7], dims[8], dims[9], dims[10])
+    r = np.empty(rw, dtype=x.dtype)
+    e = ident[SUM]
+    cols = min(wd, rw - pl)
+    _fill_edges(r, pl, cols, rw, e)  # the sums write only the entries inside the input
+    for p in range(first, last):
+        _plane_sum(x, y, div, r, e, p * h * wd, p * oh * ow, h, wd, oh, ow, kh, kw, sh, sw, pt, pl, cols)
 
 
 #: per dtype, each fold's identity, indexed by mode: +0 (SUM), NaN (MAX), -inf (MAX_NO_NAN);
@@ -230,7 +245,7 @@ class RowsPoolCall:
     ``counts``: AveragePool's divisor factors per output row and column, None for MaxPool.
     Callers pass ``x`` C-contiguous of ``dtype``."""
 
-    __slots__ = ("_count", "_fn", "_planes", "_rest", "dtype", "out_shape", "shape")
+    __slots__ = ("_count", "_fn", "_kernel", "_planes", "_rest", "dtype", "out_shape", "shape")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, kernel: Sequence[int], strides: Sequence[int],
                  begin: Sequence[int], out_sp: Sequence[int], counts: tuple[np.ndarray, np.ndarray] | None,
@@ -250,14 +265,15 @@ class RowsPoolCall:
         self._planes = n * c
         self._count = max(1, min(nthreads, n * c, work // GRAIN))
         self._fn: Any = None
-        self._rest = (dims, div, _IDENTITY[dtype], counts is None)
+        self._rest = (dims, _IDENTITY[dtype]) if counts is None else (dims, div, _IDENTITY[dtype])
+        self._kernel = rows_planes_max if counts is None else rows_planes_sum
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         y = np.empty(self.out_shape, dtype=self.dtype)
         args = (x.reshape(-1), y.reshape(-1), *self._rest)
         fn = self._fn
         if fn is None:
-            fn = self._fn = direct.overload(rows_planes, (*args, 0, self._planes))
+            fn = self._fn = direct.overload(self._kernel, (*args, 0, self._planes))
         if self._count > 1:
             run_shares(fn, args, self._planes, self._count)
         else:  # one thread: the kernel called directly (a tiny layer's call is a few us)
