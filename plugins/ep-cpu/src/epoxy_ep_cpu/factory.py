@@ -56,8 +56,9 @@ class CpuProviderFactory:
             here += ("; int8 GEMM on AVX512-VNNI" if reason is None
                      else f"; no int8 GEMM ({reason}): integer products run on float32 BLAS")
             reason = kernels_sgemm.support()
-            here += ("; float32 GEMM of 2-32 rows on AVX-512" if reason is None
-                     else f"; no float32 few-rows GEMM ({reason}): every float product runs on BLAS")
+            here += ("; float32 GEMM of 2-32 rows and the implicit-GEMM convolutions on AVX-512" if reason is None
+                     else f"; no float32 few-rows GEMM ({reason}): every float product and convolution GEMM "
+                          "runs on BLAS")
         described["jit"] = f"{described['jit']} [here: {here}]"
         from .malloc_policy import status
 
