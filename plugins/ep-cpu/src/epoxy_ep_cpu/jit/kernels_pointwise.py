@@ -119,7 +119,6 @@ class PointwiseCall:
         fn(*args)
         return y
 
-
     def _product(self, x: np.ndarray, y: np.ndarray) -> None:
         """``y = W @ x`` for one image on the few-rows kernel, on one thread: the columns up to
         the last whole 16 there (it reads and writes whole vectors, never past a plane: the

@@ -128,35 +128,15 @@ class PackedFloatWeights:
         m = a.shape[0]
         if not (out is not None and self._n_pad == self.n and out.dtype == _F32 and out.shape == (m, self.n)
                 and out.flags.c_contiguous):
-            out = np.empty((m, self._n_pad), dtype=_F32)
-        _run(a.ctypes.data, a.strides[0] // 4, self._packed_at, out, m, self.k, self._n_pad, self.nthreads)
+            out = np.empty((m, self._n_pad), dtype=_F32)  # the kernel's first K block stores: no zeroing
+        lda = a.strides[0] // 4
+        head = (a.ctypes.data, self._packed_at, out.ctypes.data, lda, self._n_pad, m, self.k, self._n_pad, KC)
+        tiles = -(-self._n_pad // TILE_COLS)
+        count = max(1, min(self.nthreads, tiles, m * self.k * self._n_pad // MACS_PER_THREAD))
+        fn, n_pad = _kernel(), self._n_pad
+
+        def columns(first: int, last: int) -> None:  # a share of column tiles (ctypes drops the GIL)
+            fn(*head, first * TILE_COLS, min(n_pad, last * TILE_COLS))
+
+        run_shares(columns, (), tiles, count)
         return out if self._n_pad == self.n else np.ascontiguousarray(out[:, :self.n])
-
-
-def product(a: np.ndarray, packed: np.ndarray, out: np.ndarray, m: int, k: int, n_pad: int, nthreads: int) -> None:
-    """``out (m, n_pad) = a (m, k) @ B`` for a right operand already in the packed layout
-    (:class:`PackedFloatWeights`'s: column tiles of ``TILE_COLS``, each ``(k, width)``), all
-    float32 and C-contiguous: for callers that write their operand packed (the convolutions'
-    im2col, ``kernels_conv_packed``)."""
-    _run(a.ctypes.data, k, packed.ctypes.data, out, m, k, n_pad, nthreads)
-
-
-def columns(a: np.ndarray, packed: np.ndarray, out: np.ndarray, m: int, k: int, n_pad: int, first: int,
-            last: int) -> None:
-    """Columns ``[first, last)`` of ``out (m, n_pad) = a (m, k) @ B`` on the calling thread (B
-    packed as for :func:`product`; ``first`` a multiple of ``TILE_COLS``): a share of a caller
-    that splits the columns across threads itself."""
-    _kernel()(a.ctypes.data, packed.ctypes.data, out.ctypes.data, k, n_pad, m, k, n_pad, KC, first, last)
-
-
-def _run(a_at: int, lda: int, b_at: int, out: np.ndarray, m: int, k: int, n_pad: int, nthreads: int) -> None:
-    """The kernel over every column tile, split across up to ``nthreads`` threads by tiles."""
-    head = (a_at, b_at, out.ctypes.data, lda, n_pad, m, k, n_pad, KC)
-    tiles = -(-n_pad // TILE_COLS)
-    count = max(1, min(nthreads, tiles, m * k * n_pad // MACS_PER_THREAD))
-    fn = _kernel()
-
-    def columns(first: int, last: int) -> None:  # a share of column tiles (ctypes drops the GIL)
-        fn(*head, first * TILE_COLS, min(n_pad, last * TILE_COLS))
-
-    run_shares(columns, (), tiles, count)
