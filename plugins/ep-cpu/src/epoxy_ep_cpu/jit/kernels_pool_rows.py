@@ -114,9 +114,10 @@ def _plane_max_s2(x, y, r, eo, xb, yb, h, wd, oh, ow, kh, kw, pt, pl, cols):  # 
 
 @njit(cache=True, nogil=True, boundscheck=False)
 def _plane_sum(x, y, div, r, e, xb, yb, h, wd, oh, ow, kh, kw, sh, sw, pt, pl, cols):  # pragma: no cover
-    """AveragePool's plane (as :func:`_plane_max` for MaxPool): each output's sum from ``e`` (+0) over its window's
-    row sums, in the numpy path's order (rows first, then columns), divided by its
-    ``div`` entry in the same loop; the loops written out as in :func:`_plane_max_s2`."""
+    """AveragePool's plane (:func:`_plane_max` is MaxPool's): each output's sum from ``e``
+    (+0) over its window's row sums, in the numpy path's order (rows first, then columns),
+    divided by its ``div`` entry in the same loop; the loops written out as in
+    :func:`_plane_max_s2`."""
     w = uint64(wd)
     b = uint64(pl)
     one, two = uint64(1), uint64(2)
