@@ -254,35 +254,33 @@ class ImplicitConvCall:
         n, c = self.shape[0], self.shape[1]
         acc = scratch("implicit.acc", self._n * m * cols, _F32)
         y = np.empty(self.out_shape, dtype=_F32)
-        interleaved = self._interleaved
         flat = x.reshape(-1)
+        # the interleaved pad also takes the channel and image counts
+        layout = (c, n) if self._interleaved else ()
         store_args = (acc, self.bias, _NO_Z if z is None else z.reshape(-1), y.reshape(-1), *self._store_tail)
         pad, store = self._pad, self._store
         if pad is None:
             sample = scratch("implicit.padded", size, _F32)
-            pad = self._pad = direct.overload(pad_planes_interleaved if interleaved else pad_planes,
-                                              (flat, sample, self._pdims, c, n, 0, 1) if interleaved
-                                              else (flat, sample, self._pdims, 0, 1))
-            store = self._store = direct.overload(store_planes_interleaved if interleaved else store_planes,
+            pad = self._pad = direct.overload(pad_planes_interleaved if layout else pad_planes,
+                                              (flat, sample, self._pdims, *layout, 0, 1))
+            store = self._store = direct.overload(store_planes_interleaved if layout else store_planes,
                                                   (*store_args, 0, 1))
         gemm, w_at, ro_at, acc_at = self._gemm, self._w.ctypes.data, self._rowoff.ctypes.data, acc.ctypes.data
         pdims, kc = self._pdims, kernels_sgemm.KC
 
-        def padded() -> Any:
-            """This thread's grid (``scratch`` is per thread), filled from ``x``."""
+        def grid(first: int, last: int) -> int:
+            """This thread's grid (``scratch`` is per thread) with input planes [first, last)
+            padded into it; its address."""
             xp = scratch("implicit.padded", size, _F32)
             xp[-LANES:] = 0.0  # the last rounded-up columns read past the grid
-            if interleaved:
-                pad(flat, xp, pdims, c, n, 0, n * c)
-            return xp
+            pad(flat, xp, pdims, *layout, first, last)
+            return int(xp.ctypes.data)
 
         if self._n > 1:
             def images(first: int, last: int) -> None:
-                xp = scratch("implicit.padded", size, _F32)
-                xp[-LANES:] = 0.0
-                pad(flat, xp, pdims, first * c, last * c)
-                gemm(w_at, ro_at, xp.ctypes.data + 4 * first * xstep, acc_at + 4 * first * m * cols, depth, cols, m,
-                     depth, kc, cols, last - first, xstep, m * cols)
+                at = grid(first * c, last * c)
+                gemm(w_at, ro_at, at + 4 * first * xstep, acc_at + 4 * first * m * cols, depth, cols, m, depth, kc,
+                     cols, last - first, xstep, m * cols)
                 store(*store_args, first * m, last * m)
 
             run_shares(images, (), self._n, self._count)
@@ -290,11 +288,9 @@ class ImplicitConvCall:
 
         def rows(first: int, last: int) -> None:  # row tiles [first, last): output channels
             r0, r1 = first * TILE_ROWS, min(m, last * TILE_ROWS)
-            xp = padded()
-            if not interleaved:
-                pad(flat, xp, pdims, 0, c)
-            gemm(w_at + 4 * r0 * depth, ro_at, xp.ctypes.data, acc_at + 4 * r0 * cols, depth, cols, r1 - r0, depth,
-                 kc, cols, 1, xstep, m * cols)
+            at = grid(0, n * c)  # the whole input, each thread into its own grid
+            gemm(w_at + 4 * r0 * depth, ro_at, at, acc_at + 4 * r0 * cols, depth, cols, r1 - r0, depth, kc, cols, 1,
+                 xstep, m * cols)
             store(*store_args, r0, r1)
 
         run_shares(rows, (), -(-m // TILE_ROWS), self._count)

@@ -1139,9 +1139,8 @@ class _Jit:
                 and _flat_eligible(dtype, group, 2, strides, dilations, begin, end))  # group 1, stride 1, pads >= 0
         f43 = wino and self.f43 is not None
         measured = pk.chosen.get(shape)  # a measured numpy path other than these is kept
-        if (wino and measured is None and self.implicit is not None and implicit_over_winograd(m, out_sp)
-                and self.implicit.ImplicitConvCall.takes(shape, pk.w.shape, dtype, out_sp[1] + 2, out_sp,
-                                                         self.nthreads)):
+        if (wino and measured is None and implicit_over_winograd(m, out_sp)
+                and self._implicit_takes(shape, dtype, pk, strides, dilations, out_sp)):
             return "implicit"
         if f43 and measured in (None, "F(4,3)") and use_f43_jit(shape[0], c, m, out_sp, self.nthreads):
             return "winograd"
@@ -1160,13 +1159,20 @@ class _Jit:
                     # the grid GEMM's time on the exporter CNNs' stems and 8x8 layers (bench/README,
                     # session 17); other tiny layers and batches: the GEMM, equal to 2-3x faster
                     return "direct"
-                if self.implicit is not None and self.implicit.ImplicitConvCall.takes(shape, pk.w.shape, dtype, wq,
-                                                                                     out_sp, self.nthreads):
+                if self._implicit_takes(shape, dtype, pk, strides, dilations, out_sp):
                     return "implicit"
                 return "grid"
         if f43 and _numpy_path(shape, dtype, pk, strides, dilations, begin, end, out_sp, self.winograd) == "F(4,3)":
             return "winograd"  # the numpy F(4,3)'s layers the grid GEMM does not take
         return "direct" if direct else None
+
+    def _implicit_takes(self, shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeights, strides, dilations,
+                        out_sp) -> bool:
+        """Whether the implicit GEMM takes a group-1 2-D layer (its module loaded, ``gains``)."""
+        if self.implicit is None:
+            return False
+        wq = out_sp[1] + (pk.kernel[1] - 1) * dilations[1] // strides[1]  # the phase grid's width
+        return bool(self.implicit.ImplicitConvCall.takes(shape, pk.w.shape, dtype, wq, out_sp, self.nthreads))
 
     def call(self, shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeights, group: int, strides, dilations,
              begin, end, out_sp, epi: Epilogue | None, route: str | None = "") -> Any:
