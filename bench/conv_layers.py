@@ -1,16 +1,19 @@
-"""One convolution layer at a time, in sessions: ep-cpu's route without the implicit GEMM,
-the implicit GEMM forced, ep-cpu's route as it stands, and onnxruntime, timed alternately.
+"""One convolution layer at a time, in sessions: ep-cpu's route without a path (``--path``:
+the implicit GEMM or the small-layer kernel), that path forced, ep-cpu's route as it stands,
+and onnxruntime, timed alternately.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python bench/conv_layers.py --threads 1
     ... bench/conv_layers.py --threads 2 --layers "16,16,32,32,3,2;1,64,28,64,3,1"
+    ... bench/conv_layers.py --path small --layers "1,8,8,8,3,1;8,16,4,16,3,1"
 
 Each layer is a Conv + Relu model (pads kernel // 2 unless a 7th number gives them) of input
 ``n, c, h, h``, ``m`` output channels, a ``k x k`` kernel and stride ``s``, random weights with
 a fixed seed. Printed per layer, in us (best of ``--rounds`` alternated blocks): the route and
-time ep-cpu had before the implicit GEMM (its grid GEMM, Winograd or direct kernel), the
-implicit GEMM forced (its thresholds lifted), the route it takes now, onnxruntime, and the
-largest difference from onnxruntime. The data behind ``kernels_conv_implicit.gains`` and
-``ops/conv.implicit_over_winograd`` (bench/README.md, "Session 28").
+time ep-cpu takes without the path (its grid GEMM, Winograd or direct kernel), the path
+forced (its thresholds lifted), the route it takes now, onnxruntime, and the largest
+difference from onnxruntime. The data behind ``kernels_conv_implicit.gains`` and
+``ops/conv.implicit_over_winograd`` (bench/README.md, "Session 28") and
+``kernels_conv_small.gains`` ("Session 29").
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class Routes:
             kernels_conv,
             kernels_conv_gemm,
             kernels_conv_implicit,
+            kernels_conv_small,
             kernels_pointwise,
             kernels_winograd,
         )
@@ -60,7 +64,7 @@ class Routes:
         self.last: list[str] = []
         names = {kernels_conv.Conv2dCall: "direct", kernels_pointwise.PointwiseCall: "pointwise",
                  kernels_conv_gemm.GridConvCall: "grid", kernels_conv_implicit.ImplicitConvCall: "implicit",
-                 kernels_winograd.WinogradCall: "winograd"}
+                 kernels_winograd.WinogradCall: "winograd", kernels_conv_small.SmallConvCall: "small"}
         for cls, name in names.items():
             self._spy(cls, name)
 
@@ -84,26 +88,35 @@ class Routes:
 
 
 class Variants:
-    """ep-cpu sessions whose routes are fixed at their first run: the implicit GEMM off,
-    forced, or as it stands (module globals patched around that first run only)."""
+    """ep-cpu sessions whose routes are fixed at their first run: ``path`` ("implicit" or
+    "small") off, forced, or as it stands (module globals patched around that first run only)."""
 
-    def __init__(self) -> None:
-        from epoxy_ep_cpu.jit import kernels_conv_implicit, kernels_pointwise
+    def __init__(self, path: str) -> None:
+        from epoxy_ep_cpu.jit import kernels_conv_implicit, kernels_conv_small, kernels_pointwise
         from epoxy_ep_cpu.ops import conv
 
-        self.implicit, self.pointwise, self.conv = kernels_conv_implicit, kernels_pointwise, conv
+        self.path = path
+        self.implicit, self.small, self.pointwise, self.conv = (kernels_conv_implicit, kernels_conv_small,
+                                                                kernels_pointwise, conv)
         self.real = {"gains": kernels_conv_implicit.gains, "takes": kernels_pointwise.takes_implicit,
                      "f43": conv.use_f43_jit, "f23": conv.use_f23_jit, "grid": conv._grid_replaces_numpy,
-                     "macs": kernels_conv_implicit.MIN_MACS}
+                     "small": kernels_conv_small.gains}
 
     def session(self, data: bytes, threads: int, mode: str, feeds: dict[str, np.ndarray]) -> Any:
         options = epoxy.SessionOptions()
         options.intra_op_num_threads = threads
         sess = epoxy.InferenceSession(data, options, providers=["cpu"])
-        if mode == "off":
+        small_fits = self.real["small"]
+        if self.path == "small":
+            if mode == "off":
+                self.small.gains = lambda *a, **k: False
+            elif mode == "forced":
+                self.small.gains = lambda n, ck, m, positions, nthreads=1: self.small.support() is None and m <= 64
+        elif mode == "off":
             self.implicit.gains = lambda *a, **k: False
             self.pointwise.takes_implicit = lambda *a, **k: False
         elif mode == "forced":
+            self.small.gains = lambda *a, **k: False
             self.implicit.gains = lambda *a, **k: True
             self.conv.use_f43_jit = self.conv.use_f23_jit = lambda *a, **k: False
             self.conv._grid_replaces_numpy = lambda *a, **k: True
@@ -113,6 +126,7 @@ class Variants:
             self.implicit.gains, self.pointwise.takes_implicit = self.real["gains"], self.real["takes"]
             self.conv.use_f43_jit, self.conv.use_f23_jit = self.real["f43"], self.real["f23"]
             self.conv._grid_replaces_numpy = self.real["grid"]
+            self.small.gains = small_fits
         return sess
 
 
@@ -141,10 +155,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--layers", default="", help='"n,c,h,m,k,s[,pad];..." (default: the session-28 table)')
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--seconds", type=float, default=0.02, help="time of one timed block")
+    ap.add_argument("--path", choices=("implicit", "small"), default="implicit",
+                    help="the path compared: the implicit GEMM or the small-layer kernel")
     args = ap.parse_args(argv)
-    routes, variants = Routes(), Variants()
+    routes, variants = Routes(), Variants(args.path)
     print(f"threads {args.threads}, us (best of {args.rounds} alternated blocks)\n")
-    print("| layer (n, c, h, m, k, s) | before | implicit forced | now | onnxruntime | now / before | now / ort |")
+    print(f"| layer (n, c, h, m, k, s) | without {args.path} | {args.path} forced | now | onnxruntime | now / without "
+          "| now / ort |")
     print("|---|---|---:|---|---:|---:|---:|")
     for layer in parse_layers(args.layers):
         data = conv_model(*layer)

@@ -43,3 +43,25 @@ def close(got: list[np.ndarray], want: list[np.ndarray], rtol: float, atol: floa
         w = np.asarray(w)
         assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
         np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
+
+
+def conv_float64(x: np.ndarray, w: np.ndarray, b: np.ndarray, attrs: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """A 2-D group-1 convolution in float64 and the bound on a float32 sum of its terms in any
+    order: ``K = C * kh * kw`` ulps of the sum of the products' magnitudes."""
+    sh, sw = attrs.get("strides", (1, 1))
+    dh, dw = attrs.get("dilations", (1, 1))
+    pt, pl, pb, pr = attrs.get("pads", (0, 0, 0, 0))
+    n, c, h, wd = x.shape
+    m, _, kh, kw = w.shape
+    xp = np.zeros((n, c, h + pt + pb, wd + pl + pr))
+    xp[:, :, pt:pt + h, pl:pl + wd] = x
+    oh = (h + pt + pb - (kh - 1) * dh - 1) // sh + 1
+    ow = (wd + pl + pr - (kw - 1) * dw - 1) // sw + 1
+    y = np.zeros((n, m, oh, ow))
+    mag = np.zeros_like(y)
+    for i in range(kh):
+        for j in range(kw):
+            win = xp[:, :, i * dh:i * dh + (oh - 1) * sh + 1:sh, j * dw:j * dw + (ow - 1) * sw + 1:sw]
+            y += np.einsum("nchw,mc->nmhw", win, w[:, :, i, j].astype(np.float64))
+            mag += np.einsum("nchw,mc->nmhw", np.abs(win), np.abs(w[:, :, i, j].astype(np.float64)))
+    return y + b[None, :, None, None], (mag + np.abs(b)[None, :, None, None]) * c * kh * kw * 2.0 ** -23 + 1e-30

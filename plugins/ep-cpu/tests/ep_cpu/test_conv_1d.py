@@ -55,10 +55,10 @@ def test_matches_numpy_path_reference_and_onnxruntime(x_shape, w_shape, attrs, d
 def test_runs_on_the_compiled_2d_paths(monkeypatch, const_weight):
     """With jit on, the layer's later runs go through a prepared 2-D call, fed a height-1 view."""
     pytest.importorskip("numba")
-    from epoxy_ep_cpu.jit import kernels_conv, kernels_conv_gemm
+    from epoxy_ep_cpu.jit import kernels_conv, kernels_conv_gemm, kernels_conv_small
 
     seen: list[tuple[int, ...]] = []
-    for cls in (kernels_conv.Conv2dCall, kernels_conv_gemm.GridConvCall):
+    for cls in (kernels_conv.Conv2dCall, kernels_conv_gemm.GridConvCall, kernels_conv_small.SmallConvCall):
         real = cls.__call__
         monkeypatch.setattr(cls, "__call__", lambda self, x, z, _real=real: seen.append(x.shape) or _real(self, x, z))
     x, w, b = _data(1, (1, 16, 40), (32, 16, 3), np.float32)

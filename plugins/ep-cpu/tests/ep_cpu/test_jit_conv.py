@@ -19,6 +19,9 @@ pytest.importorskip("numba")
 from epoxy_ep_cpu.ops import conv as conv_ops  # noqa: E402
 from epoxy_ep_cpu.ops.fused import DOMAIN  # noqa: E402
 
+# the small-layer kernel would take many of these layers: its own tests are test_jit_conv_small.py
+pytestmark = pytest.mark.usefixtures("no_small_conv")
+
 
 def _tol(x: np.ndarray, w: np.ndarray) -> tuple[float, float]:
     k = w[0].size

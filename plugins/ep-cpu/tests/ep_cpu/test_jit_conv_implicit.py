@@ -12,11 +12,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _hostile import In, one_node, run_onnxruntime, run_reference
-from _jit_cases import close, run_cpu
+from _jit_cases import close, conv_float64, run_cpu
 
 pytest.importorskip("numba")
 
 from epoxy_ep_cpu.jit import kernels_conv_gemm, kernels_conv_implicit, kernels_sgemm  # noqa: E402
+
+# the small-layer kernel would take many of these layers: its own tests are test_jit_conv_small.py
+pytestmark = pytest.mark.usefixtures("no_small_conv")
 
 needs_avx512 = pytest.mark.skipif(kernels_sgemm.support() is not None,
                                   reason=f"float32 GEMM: {kernels_sgemm.support()}")
@@ -52,27 +55,6 @@ def _data(seed: int, x_shape, w_shape):
             rng.standard_normal(w_shape[0]).astype(np.float32))
 
 
-def _conv64(x, w, b, attrs) -> tuple[np.ndarray, np.ndarray]:
-    """The convolution in float64 and the bound on a float32 sum in any order (module docstring)."""
-    sh, sw = attrs.get("strides", (1, 1))
-    dh, dw = attrs.get("dilations", (1, 1))
-    pt, pl, pb, pr = attrs.get("pads", (0, 0, 0, 0))
-    n, c, h, wd = x.shape
-    m, _, kh, kw = w.shape
-    xp = np.zeros((n, c, h + pt + pb, wd + pl + pr))
-    xp[:, :, pt:pt + h, pl:pl + wd] = x
-    oh = (h + pt + pb - (kh - 1) * dh - 1) // sh + 1
-    ow = (wd + pl + pr - (kw - 1) * dw - 1) // sw + 1
-    y = np.zeros((n, m, oh, ow))
-    mag = np.zeros_like(y)
-    for i in range(kh):
-        for j in range(kw):
-            win = xp[:, :, i * dh:i * dh + (oh - 1) * sh + 1:sh, j * dw:j * dw + (ow - 1) * sw + 1:sw]
-            y += np.einsum("nchw,mc->nmhw", win, w[:, :, i, j].astype(np.float64))
-            mag += np.einsum("nchw,mc->nmhw", np.abs(win), np.abs(w[:, :, i, j].astype(np.float64)))
-    return y + b[None, :, None, None], (mag + np.abs(b)[None, :, None, None]) * c * kh * kw * 2.0 ** -23 + 1e-30
-
-
 def _count(monkeypatch, cls) -> list[tuple[int, ...]]:
     seen: list[tuple[int, ...]] = []
     real = cls.__call__
@@ -99,7 +81,7 @@ def test_implicit_gemm_matches_float64_and_the_numpy_path(monkeypatch, x_shape, 
         assert seen == []
     else:
         assert seen == [x_shape] * 3 and grid == []
-    want, bound = _conv64(x, w, b, attrs)
+    want, bound = conv_float64(x, w, b, attrs)
     excess = np.abs(on - want) - bound
     assert (excess <= 0).all(), f"off by more than the bound at {np.unravel_index(np.argmax(excess), excess.shape)}"
     close([on], run_cpu(case, False), 1e-5, 1e-4)

@@ -42,7 +42,7 @@ def test_larger_requests_than_the_cap_are_not_kept(monkeypatch):
     assert not np.shares_memory(big, scratch("test.big", 16, F32))
 
 
-def test_grid_convolutions_of_different_sizes_keep_their_values(monkeypatch):
+def test_grid_convolutions_of_different_sizes_keep_their_values(monkeypatch, no_small_conv):
     """Two group-1 strided layers (the grid GEMM path) alternating on one thread, each against
     the numpy path: the smaller one reads the larger one's scratch without stale data."""
     import onnx

@@ -19,6 +19,9 @@ pytest.importorskip("numba")
 
 from epoxy_ep_cpu.ops import conv as conv_ops  # noqa: E402
 
+# the small-layer kernel would take many of these layers: its own tests are test_jit_conv_small.py
+pytestmark = pytest.mark.usefixtures("no_small_conv")
+
 
 def _calls(monkeypatch, tile: int = 4) -> list[tuple[int, ...]]:
     """Input shapes of the WinogradCall calls from now on; every layer below is routed there

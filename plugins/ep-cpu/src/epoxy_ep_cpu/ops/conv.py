@@ -853,7 +853,8 @@ def _conv_2d_kernel(node: NodeSpec, epi: Epilogue | None, geo: _Geometry, group:
     winograd = current.winograd_paths
     compiled = jit.kernels("conv")
     fast = (_Jit(compiled, jit.thread_count(), jit.kernels("pointwise"), jit.kernels("conv_gemm"), winograd,
-                 jit.kernels("winograd"), jit.kernels("depthwise"), jit.kernels("conv_implicit"))
+                 jit.kernels("winograd"), jit.kernels("depthwise"), jit.kernels("conv_implicit"),
+                 jit.kernels("conv_small"))
             if compiled is not None else None)
     prepacked = None
     has_b = len(node.inputs) > 2 and bool(node.inputs[2])
@@ -1102,36 +1103,45 @@ JIT_ACTIVATIONS: dict[str, tuple[int, tuple[float, float]]] = {
 # slowed squeezenet's Relu layers (9.5 -> 10.95 ms, 1 thread, alternated processes)
 
 
+def _grid_width(kernel: tuple[int, ...], dilations, strides, out_sp) -> int:
+    """The width of a 2-D layer's phase grid (``jit/kernels_conv._geometry``'s ``wq``)."""
+    return int(out_sp[1]) + (kernel[1] - 1) * dilations[1] // strides[1]
+
+
 class _Jit:
     """The compiled direct kernel (``jit/kernels_conv.py``), the pointwise, grid GEMM and
     implicit GEMM calls (``jit/kernels_pointwise.py``, ``jit/kernels_conv_gemm.py``,
     ``jit/kernels_conv_implicit.py``) of a provider running the jit tier, and the Winograd
     variants its options allow."""
 
-    __slots__ = ("depthwise", "f23", "f43", "grid", "implicit", "module", "nthreads", "pointwise", "winograd")
+    __slots__ = ("depthwise", "f23", "f43", "grid", "implicit", "module", "nthreads", "pointwise", "small",
+                 "winograd")
 
     def __init__(self, module: ModuleType, nthreads: int, pointwise: ModuleType | None = None,
                  grid: ModuleType | None = None, winograd: tuple[str, ...] = (),
                  compiled_winograd: ModuleType | None = None, depthwise: ModuleType | None = None,
-                 implicit: ModuleType | None = None) -> None:
+                 implicit: ModuleType | None = None, small: ModuleType | None = None) -> None:
         self.module, self.nthreads, self.pointwise, self.grid = module, nthreads, pointwise, grid
-        self.depthwise, self.implicit = depthwise, implicit
+        self.depthwise, self.implicit, self.small = depthwise, implicit, small
         self.winograd = winograd
         # kernels_winograd runs both variants (F(2,3) with tile 2), each where the option allows it
         self.f43 = compiled_winograd if "F(4,3)" in winograd else None
         self.f23 = compiled_winograd if "F(2,3)" in winograd else None
 
     def route(self, shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeights, group: int, strides, dilations,
-              begin, end, out_sp) -> str | None:
+              begin, end, out_sp, prepared: bool = True) -> str | None:
         """Which compiled path runs a 2-D layer of this input shape: "pointwise" (1x1 GEMM),
         "grid" (grid im2col + GEMM) or "implicit" (the implicit GEMM on the grid, float32 on
         AVX-512: ``kernels_conv_implicit.gains``), "winograd" / "winograd23" (F(4x4, 3x3) / F(2x2, 3x3)
         with compiled transforms: ``use_f43_jit``, ``use_f23_jit``, and the layers whose numpy
         path would be F(4,3)), "depthwise" (stride-1 and -2 depthwise layers: ``kernels_depthwise``),
-        "direct" (the direct kernel), or None (the numpy paths)."""
+        "direct" (the direct kernel), "small" (``kernels_conv_small``: only for a ``prepared`` call,
+        its weights packed once), or None (the numpy paths)."""
         c, m = shape[1], pk.w.shape[0]
         if self.depthwise is not None and self.depthwise.fits(c, m, group, pk.kernel, strides, dilations, begin, end):
             return "depthwise"
+        if prepared and group == 1 and self._small_takes(shape, dtype, pk, strides, dilations, begin, end, out_sp):
+            return "small"
         direct = use_jit(c, m, group, pk.kernel, strides, begin, end, out_sp, dtype)
         if self.pointwise is not None and self.pointwise.is_pointwise(pk.kernel, strides, begin, end, group, c):
             return "pointwise"
@@ -1166,13 +1176,24 @@ class _Jit:
             return "winograd"  # the numpy F(4,3)'s layers the grid GEMM does not take
         return "direct" if direct else None
 
+    def _small_takes(self, shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeights, strides, dilations, begin, end,
+                     out_sp) -> bool:
+        """Whether the small-layer kernel takes a group-1 layer: 2-D, pads >= 0, its module
+        loaded, ``kernels_conv_small.gains``."""
+        if self.small is None or len(pk.kernel) != 2 or min(begin) < 0 or min(end) < 0:
+            return False
+        return bool(self.small.SmallConvCall.takes(shape, pk.w.shape, dtype,
+                                                   _grid_width(pk.kernel, dilations, strides, out_sp), out_sp,
+                                                   self.nthreads))
+
     def _implicit_takes(self, shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeights, strides, dilations,
                         out_sp) -> bool:
         """Whether the implicit GEMM takes a group-1 2-D layer (its module loaded, ``gains``)."""
         if self.implicit is None:
             return False
-        wq = out_sp[1] + (pk.kernel[1] - 1) * dilations[1] // strides[1]  # the phase grid's width
-        return bool(self.implicit.ImplicitConvCall.takes(shape, pk.w.shape, dtype, wq, out_sp, self.nthreads))
+        return bool(self.implicit.ImplicitConvCall.takes(shape, pk.w.shape, dtype,
+                                                         _grid_width(pk.kernel, dilations, strides, out_sp), out_sp,
+                                                         self.nthreads))
 
     def call(self, shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeights, group: int, strides, dilations,
              begin, end, out_sp, epi: Epilogue | None, route: str | None = "") -> Any:
@@ -1195,6 +1216,9 @@ class _Jit:
         if route == "depthwise":
             return self.depthwise.DepthwiseCall(shape, dtype, pk.w, bias, begin, out_sp, code, alpha, beta,
                                                 self.nthreads, int(strides[0]))
+        if route == "small":
+            return self.small.SmallConvCall(shape, dtype, pk.w, bias, strides, dilations, begin, out_sp, code, alpha,
+                                            beta, self.nthreads)
         if route == "implicit":
             return self.implicit.ImplicitConvCall(shape, dtype, pk.w, bias, strides, dilations, begin, out_sp, code,
                                                   alpha, beta, self.nthreads)
@@ -1210,7 +1234,7 @@ class _Jit:
         shape not prepared), or None when the numpy paths run it."""
         if x.ndim != 4 or x.dtype != pk.w.dtype:
             return None
-        route = self.route(x.shape, x.dtype, pk, group, strides, dilations, begin, end, out_sp)
+        route = self.route(x.shape, x.dtype, pk, group, strides, dilations, begin, end, out_sp, prepared=False)
         if route not in ("pointwise", "grid", "implicit", "winograd", "winograd23", "depthwise"):
             return None  # the direct kernel's own cached entry (``run_direct``) or the numpy paths
         fuse = epi is not None and (z is None or (z.shape == (x.shape[0], pk.w.shape[0], *out_sp)

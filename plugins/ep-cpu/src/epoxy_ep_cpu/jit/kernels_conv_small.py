@@ -1,0 +1,217 @@
+"""Small group-1 float32 convolutions (the exporter CNNs' 8-64 channel layers on 4x4-32x32
+maps) in one compiled call: pad, a position-tiled implicit GEMM, store.
+
+Why: such a layer is 20 K - 1 M multiply-adds, a microsecond or two of arithmetic, and the
+paths made for larger layers spent 5-35 us on it (bench/README.md, session 29): the direct
+kernel's plane-at-a-time loops ran at ~9 G multiply-adds/s, the grid GEMM copied im2col rows
+and called BLAS per image, the implicit GEMM (``kernels_conv_implicit``) rounds a map's grid
+positions up to 16-float vectors (a 4x4 map's 22 to 32) and crosses from Python three times.
+Here the register tile is positions x output channels (``position_gemm_ir``): positions come
+one at a time, the weights' rows are a few vectors in L1. One numba function pads the input
+into the phase grid (skipped when the input is its own grid: stride 1, no padding, as 1x1
+layers), calls the LLVM-IR product by its address (``native_call``) and stores the planes
+with the bias, the residual and the activation.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numba import njit, uint64
+
+from . import config, direct, kernels_sgemm, llvm_module, position_gemm_ir
+from .activations import activate
+from .kernels_conv import LANES as SLACK
+from .kernels_conv import _geometry, _offsets, call_accepts
+from .kernels_conv_implicit import pad_planes
+from .native_call import call_product
+from .threads import run_shares
+
+_F32 = np.dtype(np.float32)
+_NO_Z = np.empty((0, 0, 0, 0), dtype=_F32)
+
+#: most output channels (four blocks of 16: past them the input is re-read per block, and the
+#: other paths' wider tiles win)
+MAX_CHANNELS = 64
+#: fewest im2col rows (C * kh * kw): with fewer the store pass outweighs the product and BLAS
+#: writes the planes directly (8 -> 48 channels 1x1 on 16x16 at batch 8: 1.03-1.14x slower)
+MIN_DEPTH = 16
+#: most grid positions an image (the map's rows times the grid's width): on larger maps the
+#: implicit GEMM, BLAS and Winograd paths' longer rows win (1x1 layers on 56x56 1.5x, an RGB
+#: stem on 32x32 1.1x slower here; 27x27 still 0.92x: bench/README.md, session 29)
+MAX_POSITIONS = 768
+#: most multiply-adds of a one-image layer on more than one thread: this path runs an image on
+#: one thread, the others split larger layers
+MAX_MACS_ONE_IMAGE = 1 << 20
+#: multiply-adds per thread below which a batch stays on one thread
+MACS_PER_THREAD = 1 << 20
+
+_lock = threading.Lock()
+_addresses: dict[str, Any] = {}
+
+
+def support() -> str | None:
+    """None when the kernel can run here (llvmlite and AVX-512), else why not."""
+    return kernels_sgemm.support()
+
+
+def _address(lanes: int, tile: int) -> int:
+    """The compiled driver for registers of ``lanes`` channels and tiles of ``tile``
+    positions: its address (the module is compiled once per process, its object code cached
+    beside numba's kernels)."""
+    name = position_gemm_ir.entry_name(lanes, tile)
+    found = _addresses.get(name)
+    if found is not None:
+        return int(found)
+    reason = support()
+    if reason is not None:
+        raise RuntimeError(f"the small-convolution kernel cannot run here: {reason}")
+    with _lock:
+        if name not in _addresses:
+            signature = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 7
+            functions = llvm_module.compile_functions(
+                position_gemm_ir.module_ir(),
+                {position_gemm_ir.entry_name(width, size): signature for width in position_gemm_ir.LANE_WIDTHS
+                 for size in position_gemm_ir.TILE_SIZES},
+                config.compiled_code_dir())
+            _addresses["engine"] = functions.pop("engine")  # owns the code: kept for the process
+            for entry, fn in functions.items():
+                _addresses[entry] = ctypes.cast(fn, ctypes.c_void_p).value
+        return int(_addresses[name])
+
+
+def gains(n: int, ck: int, m: int, positions: int, nthreads: int = 1) -> bool:
+    """Whether a float32 group-1 layer of ``n`` images, ``ck`` im2col rows, ``m`` output
+    channels and ``positions`` grid positions an image is this path's on ``nthreads``
+    threads: up to ``MAX_CHANNELS`` outputs on maps up to ``MAX_POSITIONS``, on AVX-512; one
+    image on several threads only up to ``MAX_MACS_ONE_IMAGE``."""
+    return (support() is None and m <= MAX_CHANNELS and ck >= MIN_DEPTH and positions <= MAX_POSITIONS
+            and (nthreads == 1 or n > 1 or positions * ck * m <= MAX_MACS_ONE_IMAGE))
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _pad_planes_unit_stride(x, xp, pdims, first, last):  # pragma: no cover - compiled
+    """Input planes [first, last) zero-padded into their grids, for stride 1: the grids'
+    span zeroed in one run, then one copy per input row (``kernels_conv._pad_plane``'s
+    per-row zero runs cost more than the copies on 4x4-8x8 maps)."""
+    h, wd, hq, wq, pt, pl = pdims[0], pdims[1], pdims[2], pdims[3], pdims[6], pdims[7]
+    plane = hq * wq
+    for j in range(uint64(first * plane), uint64(last * plane)):
+        xp[j] = 0.0
+    rows, cols = min(h, hq - pt), uint64(max(0, min(wd, wq - pl)))
+    for p in range(first, last):
+        for iy in range(rows):
+            src = uint64((p * h + iy) * wd)
+            dst = uint64(p * plane + (iy + pt) * wq + pl)
+            for j in range(cols):
+                xp[dst + j] = x[src + j]
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def small_conv(x, work, w, rowoff, bias, z, y, pdims, dims, alpha, beta, first, last):  # pragma: no cover
+    """Images [first, last) of the layer: padded into ``work``'s grid part (unless ``dims[12]``
+    says the input is its own grid), the product into its accumulator part (channel-major
+    rows of ``cols`` an image, from ``dims[13]`` on), then the output planes. ``dims``:
+    address, C, K, positions, xstep, ostep, M, cols, wq, oh, ow, act, input-is-grid, grid
+    size, channel blocks."""
+    address, c, k, positions, xstep, ostep = dims[0], dims[1], dims[2], dims[3], dims[4], dims[5]
+    m, cols, wq, oh, ow, act, blocks = dims[6], dims[7], dims[8], dims[9], dims[10], dims[11], dims[14]
+    x = x.reshape(-1)
+    z = z.reshape(-1)
+    y = y.reshape(-1)
+    xp, acc = work[:dims[13]], work[dims[13]:]
+    if dims[12] != 0:
+        grid = x
+    else:
+        if pdims[4] == 1 and pdims[5] == 1:
+            _pad_planes_unit_stride(x, xp, pdims, first * c, last * c)
+        else:
+            pad_planes(x, xp, pdims, first * c, last * c)
+        for j in range(xp.shape[0] - SLACK, xp.shape[0]):
+            xp[j] = 0.0  # the last tile's positions past the map read here: finite, unused
+        grid = xp
+    call_product(address, w, rowoff, grid[first * xstep:], acc[first * ostep:], k, positions, last - first,
+                 xstep, ostep, cols, blocks)
+    has_z = z.shape[0] > 0
+    for image in range(first, last):
+        for ch in range(m):
+            bv = bias[ch]
+            for oy in range(oh):
+                a = uint64(image * ostep + ch * cols + oy * wq)
+                d = uint64(((image * m + ch) * oh + oy) * ow)
+                for ox in range(uint64(ow)):
+                    v = acc[a + ox] + bv
+                    if has_z:
+                        v += z[d + ox]
+                    y[d + ox] = activate(v, act, alpha, beta)
+
+
+class SmallConvCall:
+    """One small group-1 float32 layer for one input shape: ``act(conv(x, W) + bias + z)`` in
+    one compiled call (module docstring). The interface of ``kernels_conv.Conv2dCall``."""
+
+    __slots__ = ("_alpha", "_beta", "_count", "_dims", "_fn", "_n", "_pdims", "_rowoff", "_w", "_work_size",
+                 "_xp_size", "bias", "dtype", "out_shape", "shape")
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
+                 strides: tuple[int, ...], dilations: tuple[int, ...], begin: Sequence[int],
+                 out_sp: Sequence[int], act: int, alpha: float, beta: float, nthreads: int) -> None:
+        n, c, h, wd = shape
+        m, _, kh, kw = w.shape
+        key = (shape, w.shape, tuple(strides), tuple(dilations), tuple(begin), tuple(out_sp), 1)
+        self._pdims, dims, (self._xp_size, _, _) = _geometry(*key)
+        oh, ow, hq, wq, plane = int(out_sp[0]), int(out_sp[1]), int(dims[2]), int(dims[3]), int(dims[1])
+        positions = (oh - 1) * wq + ow
+        own_grid = tuple(strides) == (1, 1) and min(begin) == 0 and (hq, wq) == (h, wd)
+        lanes = position_gemm_ir.lanes_for(m)
+        blocks = -(-m // lanes)
+        tile = position_gemm_ir.tile_for(positions)
+        cols = -(-positions // tile) * tile
+        own_grid = own_grid and positions == cols  # the last tile reads no further than the input
+        k = c * kh * kw
+        offs = np.asarray(_offsets(dims), dtype=np.int64)
+        self._rowoff = np.ascontiguousarray((np.arange(c, dtype=np.int64)[:, None] * plane + offs[None, :])
+                                            .reshape(-1))
+        packed = np.zeros((blocks * lanes, k), dtype=_F32)
+        packed[:m] = w.reshape(m, k)
+        # channel block b's rows of K, each ``lanes`` floats: [b][k][lane]
+        self._w = np.ascontiguousarray(packed.reshape(blocks, lanes, k).transpose(0, 2, 1)).reshape(-1)
+        self.bias = np.ascontiguousarray(bias, dtype=_F32)
+        ostep = blocks * lanes * cols
+        xp_size = 0 if own_grid else self._xp_size
+        self._dims = np.array((_address(lanes, tile), c, k, positions, c * plane, ostep, m, cols, wq, oh, ow, act,
+                               int(own_grid), xp_size, blocks), dtype=np.int64)
+        self._work_size = xp_size + n * ostep
+        self._alpha, self._beta = _F32.type(alpha), _F32.type(beta)
+        self.shape, self.dtype, self._n = shape, dtype, n
+        self.out_shape = (n, m, oh, ow)
+        self._count = max(1, min(nthreads, n, n * positions * k * m // MACS_PER_THREAD))
+        self._fn: Any = None
+
+    @staticmethod
+    def takes(shape: tuple[int, ...], w_shape: tuple[int, ...], dtype: np.dtype, wq: int,
+              out_sp: Sequence[int], nthreads: int = 1) -> bool:
+        """Whether a float32 layer is this path's on ``nthreads`` threads (:func:`gains`)."""
+        positions = (int(out_sp[0]) - 1) * wq + int(out_sp[1])
+        return dtype == _F32 and gains(shape[0], shape[1] * w_shape[2] * w_shape[3], w_shape[0], positions,
+                                       nthreads)
+
+    def accepts(self, x: np.ndarray, z: np.ndarray | None) -> bool:
+        return call_accepts(x, z, self.dtype, self.out_shape)
+
+    def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
+        y = np.empty(self.out_shape, dtype=_F32)
+        args = (x, np.empty(self._work_size, dtype=_F32), self._w, self._rowoff, self.bias, _NO_Z if z is None else z,
+                y, self._pdims, self._dims, self._alpha, self._beta)
+        fn = self._fn
+        if fn is None:
+            fn = self._fn = direct.overload(small_conv, (*args, 0, self._n))
+        if self._count == 1:
+            fn(*args, 0, self._n)
+        else:
+            run_shares(lambda first, last: fn(*args, first, last), (), self._n, self._count)
+        return y

@@ -1,0 +1,189 @@
+"""The small-layer kernel for float32 group-1 convolutions (jit/kernels_conv_small.py: pad,
+the position-tiled product of jit/position_gemm_ir.py transposed in registers, store, in one
+compiled call) against a float64 convolution, the numpy path (jit off), the ONNX reference
+and onnxruntime (FusedConv), with proof that it ran.
+
+Values are compared within the float32 bound of a sum in any order (``conv_float64``). On a
+CPU without AVX-512 the layers keep the other paths, which the routing test checks instead."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _hostile import In, one_node, run_onnxruntime, run_reference
+from _jit_cases import close, conv_float64, run_cpu
+
+pytest.importorskip("numba")
+
+from epoxy_ep_cpu.jit import kernels_conv_small, position_gemm_ir  # noqa: E402
+
+needs_avx512 = pytest.mark.skipif(kernels_conv_small.support() is not None,
+                                  reason=f"small-layer kernel: {kernels_conv_small.support()}")
+
+# (x shape, w shape, attributes): both register widths (<= 8 output channels: 8 lanes), both
+# tile sizes (a 4x4 map's 22 grid positions: tiles of 8), several channel blocks (40, 64
+# outputs), strides, dilations, 5x5 kernels, asymmetric pads, 1x1 layers reading the input as
+# their grid (64 positions) or through a copy (49: the last tile would read past the input),
+# batches, the exporter CNNs' layers
+CASES = [
+    ((1, 8, 8, 8), (8, 8, 3, 3), {"pads": [1, 1, 1, 1]}),  # exporter resnet, 8 lanes, tiles of 16
+    ((1, 8, 8, 8), (16, 8, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((3, 16, 4, 4), (16, 16, 3, 3), {"pads": [1, 1, 1, 1]}),  # 22 positions: tiles of 8
+    ((1, 3, 32, 32), (8, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),  # an RGB stem, K = 27
+    ((2, 48, 8, 8), (40, 48, 3, 3), {"pads": [1, 1, 1, 1]}),  # three channel blocks, 8 channels unused
+    ((1, 64, 4, 4), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}),  # four blocks, K = 576
+    ((2, 12, 11, 9), (24, 12, 5, 5), {"pads": [2, 1, 2, 0]}),  # asymmetric pads, non-square map
+    ((1, 16, 12, 12), (16, 16, 3, 3), {"dilations": [2, 2], "pads": [2, 2, 2, 2]}),
+    ((2, 24, 9, 11), (13, 24, 3, 2), {"pads": [0, 1, 2, 0], "strides": [1, 2]}),
+    ((4, 32, 8, 8), (32, 32, 2, 2), {"strides": [2, 2]}),  # convnext's downsample, no padding
+    ((2, 32, 8, 8), (48, 32, 1, 1), {}),  # 1x1: the input is its own grid (64 positions)
+    ((1, 96, 7, 7), (24, 96, 1, 1), {}),  # 1x1 on 49 positions: a padded copy
+    ((8, 16, 8, 8), (64, 16, 1, 1), {"strides": [2, 2]}),  # strided 1x1 at a batch
+]
+
+
+def _ids(cases):
+    return [f"{c[0]}-{c[1]}-{sorted(c[2].items())}" for c in cases]
+
+
+def _data(seed: int, x_shape, w_shape):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(x_shape).astype(np.float32), rng.standard_normal(w_shape).astype(np.float32),
+            rng.standard_normal(w_shape[0]).astype(np.float32))
+
+
+def _count(monkeypatch) -> list[tuple[int, ...]]:
+    seen: list[tuple[int, ...]] = []
+    real = kernels_conv_small.SmallConvCall.__call__
+    monkeypatch.setattr(kernels_conv_small.SmallConvCall, "__call__",
+                        lambda self, x, z: seen.append(x.shape) or real(self, x, z))
+    return seen
+
+
+def _out_shape(x_shape, w_shape, attrs) -> tuple[int, ...]:
+    sh, sw = attrs.get("strides", (1, 1))
+    dh, dw = attrs.get("dilations", (1, 1))
+    pt, pl, pb, pr = attrs.get("pads", (0, 0, 0, 0))
+    oh = (x_shape[2] + pt + pb - (w_shape[2] - 1) * dh - 1) // sh + 1
+    ow = (x_shape[3] + pl + pr - (w_shape[3] - 1) * dw - 1) // sw + 1
+    return (x_shape[0], w_shape[0], oh, ow)
+
+
+@needs_avx512
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES, ids=_ids(CASES))
+def test_small_kernel_matches_float64_and_the_numpy_path(monkeypatch, x_shape, w_shape, attrs, threads):
+    """Every case runs on the kernel (each of three runs), within the float32 bound of a
+    float64 convolution, and close to the numpy path and the ONNX reference; on two threads a
+    batch splits its images."""
+    monkeypatch.setattr(kernels_conv_small, "MACS_PER_THREAD", 1)
+    monkeypatch.setattr(kernels_conv_small, "MAX_MACS_ONE_IMAGE", 1 << 40)
+    seen = _count(monkeypatch)
+    x, w, b = _data(sum(x_shape) + threads, x_shape, w_shape)
+    case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], attrs, 22)
+    (on,) = run_cpu(case, True, runs=3, jit_threads=threads)
+    assert seen == [x_shape] * 3
+    want, bound = conv_float64(x, w, b, attrs)
+    excess = np.abs(on - want) - bound
+    assert (excess <= 0).all(), f"off by more than the bound at {np.unravel_index(np.argmax(excess), excess.shape)}"
+    close([on], run_cpu(case, False), 1e-5, 1e-4)
+    close([on], run_reference(case), 1e-5, 1e-4)
+
+
+def test_cases_cover_both_widths_tiles_and_grids():
+    """The cases above run 8- and 16-lane registers, tiles of 8 and 16 positions, one and
+    several channel blocks, and 1x1 layers on their own input and on a copy."""
+    seen = set()
+    for x_shape, w_shape, attrs in CASES:
+        n, m, oh, ow = _out_shape(x_shape, w_shape, attrs)
+        sw, dw = attrs.get("strides", (1, 1))[1], attrs.get("dilations", (1, 1))[1]
+        wq = ow + (w_shape[3] - 1) * dw // sw
+        positions = (oh - 1) * wq + ow
+        lanes = position_gemm_ir.lanes_for(m)
+        seen |= {("lanes", lanes), ("tile", position_gemm_ir.tile_for(positions)), ("blocks", -(-m // lanes) > 1)}
+        if w_shape[2:] == (1, 1) and not attrs:
+            seen.add(("own grid", positions % position_gemm_ir.tile_for(positions) == 0))
+    assert seen >= {("lanes", 8), ("lanes", 16), ("tile", 8), ("tile", 16), ("blocks", True), ("blocks", False),
+                    ("own grid", True), ("own grid", False)}
+
+
+def test_tile_sizes_round_positions_up_the_least():
+    assert position_gemm_ir.tile_for(22) == 8  # 24, not 32
+    assert position_gemm_ir.tile_for(64) == 16 and position_gemm_ir.tile_for(78) == 16  # 80 either way: 16
+    assert position_gemm_ir.tile_for(3) == 8
+    assert position_gemm_ir.lanes_for(8) == 8 and position_gemm_ir.lanes_for(9) == 16
+
+
+ACTS = [("Relu", ()), ("LeakyRelu", (0.2,)), ("Clip", (-0.5, 0.7)), ("HardSigmoid", (0.3, 0.4)), ("", ())]
+
+
+@needs_avx512
+@pytest.mark.parametrize(("act", "params"), ACTS, ids=[f"{a or 'none'}{p}" for a, p in ACTS])
+@pytest.mark.parametrize("residual", ["none", "full", "broadcast"])
+@pytest.mark.parametrize("case", [0, 2, 4], ids=["8-lanes", "tiles-of-8", "blocks"])
+def test_small_kernel_fused_conv_epilogue(monkeypatch, act, params, residual, case):
+    """FusedConv's residual and activation in the store pass (or after it, for the activations
+    the pass lacks), against the numpy path and onnxruntime."""
+    seen = _count(monkeypatch)
+    x_shape, w_shape, attrs = CASES[case]
+    x, w, b = _data(len(act) + 47, x_shape, w_shape)
+    rng = np.random.default_rng(47)
+    out_shape = _out_shape(x_shape, w_shape, attrs)
+    z = {"none": None, "full": rng.standard_normal(out_shape).astype(np.float32),
+         "broadcast": rng.standard_normal((1, w_shape[0], 1, 1)).astype(np.float32)}[residual]
+    full = dict(attrs, **({"activation": act} if act else {}),
+                **({"activation_params": list(params)} if params else {}))
+    case = one_node("FusedConv", [x, In(w, const=True), In(b, const=True), z], full, 1, domain="com.microsoft")
+    on, off = run_cpu(case, True, runs=2), run_cpu(case, False)
+    assert seen == ([x_shape] * 2 if residual != "broadcast" else [])  # a broadcast residual: the general path
+    close(on, off, 1e-5, 1e-4)
+    if residual != "broadcast":  # onnxruntime's Z is the output's shape
+        close(on, run_onnxruntime(case), 1e-4, 1e-4)
+
+
+@needs_avx512
+@pytest.mark.parametrize("case", [0, 2, 10], ids=["padded", "tiles-of-8", "own-grid"])
+def test_small_kernel_keeps_nan_and_inf(case):
+    """A NaN or an infinity in the input reaches the outputs whose windows hold it, as in the
+    numpy path (the grid's padding and the tiles' extra positions never mix into kept ones)."""
+    x_shape, w_shape, attrs = CASES[case]
+    x, w, b = _data(53, x_shape, w_shape)
+    x[0, 1, 2, 3] = np.nan
+    x[-1, 0, 0, 0] = np.inf
+    case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], attrs, 22)
+    (on,), (off,) = run_cpu(case, True), run_cpu(case, False)
+    np.testing.assert_array_equal(np.isnan(on), np.isnan(off))
+    assert np.isnan(on).any() and np.isinf(on).any()
+    finite = np.isfinite(off)
+    close([on[finite]], [off[finite]], 1e-5, 1e-4)
+
+
+@pytest.mark.parametrize(("n", "ck", "m", "positions", "threads", "takes"), [
+    (1, 72, 8, 78, 1, True),  # the exporter resnet's 8 -> 8 layer on 8x8
+    (8, 144, 16, 22, 1, True),  # 16 -> 16 on 4x4 at batch 8
+    (1, 576, 64, 222, 1, True),  # 64 -> 64 on 14x14
+    (1, 576, 64, 222, 2, False),  # ... one image of 8 M multiply-adds on two threads: the other paths split it
+    (1, 72, 8, 78, 2, True),  # ... a small one stays here
+    (8, 576, 64, 222, 2, True),  # a batch splits its images
+    (1, 576, 96, 222, 1, False),  # more output channels than MAX_CHANNELS
+    (8, 8, 48, 256, 1, False),  # K below MIN_DEPTH (a 1x1 expansion of 8 channels)
+    (1, 27, 16, 1086, 1, False),  # a 32x32 map: more positions than MAX_POSITIONS
+])
+def test_routing_rule(n, ck, m, positions, threads, takes):
+    """What the kernel takes (``gains``), on a CPU that can run it; none elsewhere."""
+    able = kernels_conv_small.support() is None
+    assert kernels_conv_small.gains(n, ck, m, positions, threads) == (takes and able)
+
+
+def test_float64_and_runtime_weights_keep_the_other_paths(monkeypatch):
+    """The kernel is float32 and packs constant weights once: a float64 layer, or one whose
+    weights are fed at run time, runs elsewhere."""
+    seen = _count(monkeypatch)
+    x_shape, w_shape, attrs = CASES[0]
+    x, w, b = _data(59, x_shape, w_shape)
+    case = one_node("Conv", [x.astype(np.float64), In(w.astype(np.float64), const=True),
+                             In(b.astype(np.float64), const=True)], attrs, 22)
+    close(run_cpu(case, True), run_reference(case), 1e-12, 1e-10)
+    fed = one_node("Conv", [x, In(w, const=False), In(b, const=True)], attrs, 22)
+    close(run_cpu(fed, True, runs=2), run_reference(fed), 1e-5, 1e-4)
+    assert seen == []
