@@ -166,7 +166,8 @@ def test_small_kernel_keeps_nan_and_inf(case):
     (1, 72, 8, 78, 2, True),  # ... a small one stays here
     (8, 576, 64, 222, 2, True),  # a batch splits its images
     (1, 576, 96, 222, 1, False),  # more output channels than MAX_CHANNELS
-    (8, 8, 48, 256, 1, False),  # K below MIN_DEPTH (a 1x1 expansion of 8 channels)
+    (8, 8, 48, 256, 1, False),  # K below MIN_DEPTH on 2048 positions in all (a 1x1 expansion of 8 channels)
+    (1, 8, 32, 64, 1, True),  # ... on one image of 8x8
     (1, 27, 16, 1086, 1, False),  # a 32x32 map: more positions than MAX_POSITIONS
 ])
 def test_routing_rule(n, ck, m, positions, threads, takes):

@@ -37,9 +37,12 @@ _NO_Z = np.empty((0, 0, 0, 0), dtype=_F32)
 #: most output channels (four blocks of 16: past them the input is re-read per block, and the
 #: other paths' wider tiles win)
 MAX_CHANNELS = 64
-#: fewest im2col rows (C * kh * kw): with fewer the store pass outweighs the product and BLAS
-#: writes the planes directly (8 -> 48 channels 1x1 on 16x16 at batch 8: 1.03-1.14x slower)
+#: fewest im2col rows (C * kh * kw) on a layer of more than ``SHALLOW_MAX_POSITIONS`` positions
+#: in all (every image's): with fewer the store pass outweighs the product, and BLAS writes the
+#: planes directly (8 -> 16 or 48 channels 1x1 on 16x16 at batch 8: 1.01-1.14x slower); fewer
+#: positions gain anyway (8 -> 32 on 8x8 at batch 8 0.88x, 3 -> 16 on 32x32 0.80x)
 MIN_DEPTH = 16
+SHALLOW_MAX_POSITIONS = 1024
 #: most grid positions an image (the map's rows times the grid's width): on larger maps the
 #: implicit GEMM, BLAS and Winograd paths' longer rows win (1x1 layers on 56x56 1.5x, an RGB
 #: stem on 32x32 1.1x slower here; 27x27 still 0.92x: bench/README.md, session 29)
@@ -87,9 +90,11 @@ def _address(lanes: int, tile: int) -> int:
 def gains(n: int, ck: int, m: int, positions: int, nthreads: int = 1) -> bool:
     """Whether a float32 group-1 layer of ``n`` images, ``ck`` im2col rows, ``m`` output
     channels and ``positions`` grid positions an image is this path's on ``nthreads``
-    threads: up to ``MAX_CHANNELS`` outputs on maps up to ``MAX_POSITIONS``, on AVX-512; one
-    image on several threads only up to ``MAX_MACS_ONE_IMAGE``."""
-    return (support() is None and m <= MAX_CHANNELS and ck >= MIN_DEPTH and positions <= MAX_POSITIONS
+    threads: up to ``MAX_CHANNELS`` outputs on maps up to ``MAX_POSITIONS``, ``MIN_DEPTH`` rows
+    unless the layer is small, on AVX-512; one image on several threads only up to
+    ``MAX_MACS_ONE_IMAGE``."""
+    return (support() is None and m <= MAX_CHANNELS and positions <= MAX_POSITIONS
+            and (ck >= MIN_DEPTH or n * positions <= SHALLOW_MAX_POSITIONS)
             and (nthreads == 1 or n > 1 or positions * ck * m <= MAX_MACS_ONE_IMAGE))
 
 
@@ -111,18 +116,26 @@ def _pad_planes_unit_stride(x, xp, pdims, first, last):  # pragma: no cover - co
                 xp[dst + j] = x[src + j]
 
 
+#: where ``small_conv``'s integer constants start: the layer's sizes, the pad's, the row offsets
+_PDIMS_AT, _ROWOFF_AT = 15, 23
+
+
 @njit(cache=True, nogil=True, boundscheck=False)
-def small_conv(x, work, w, rowoff, bias, z, y, pdims, dims, alpha, beta, first, last):  # pragma: no cover
-    """Images [first, last) of the layer: padded into ``work``'s grid part (unless ``dims[12]``
-    says the input is its own grid), the product into its accumulator part (channel-major
-    rows of ``cols`` an image, from ``dims[13]`` on), then the output planes. ``dims``:
-    address, C, K, positions, xstep, ostep, M, cols, wq, oh, ow, act, input-is-grid, grid
-    size, channel blocks."""
+def small_conv(x, y, z, ints, floats, first, last):  # pragma: no cover - compiled
+    """Images [first, last) of the layer: padded into a grid (unless ``dims[12]`` says the
+    input is its own grid), the product into channel-major accumulator rows of ``cols`` an
+    image, then the output planes. Few arguments (each costs ~0.1 us to pass): ``ints`` holds
+    ``dims`` (address, C, K, positions, xstep, ostep, M, cols, wq, oh, ow, act, input-is-grid,
+    grid size, channel blocks), the pad's sizes and the row offsets; ``floats`` alpha, beta,
+    the bias and the packed weights."""
+    dims, pdims, rowoff = ints[:_PDIMS_AT], ints[_PDIMS_AT:_ROWOFF_AT], ints[_ROWOFF_AT:]
     address, c, k, positions, xstep, ostep = dims[0], dims[1], dims[2], dims[3], dims[4], dims[5]
     m, cols, wq, oh, ow, act, blocks = dims[6], dims[7], dims[8], dims[9], dims[10], dims[11], dims[14]
+    alpha, beta, bias, w = floats[0], floats[1], floats[2:2 + m], floats[2 + m:]
     x = x.reshape(-1)
     z = z.reshape(-1)
     y = y.reshape(-1)
+    work = np.empty(dims[13] + (last - first) * ostep, dtype=np.float32)
     xp, acc = work[:dims[13]], work[dims[13]:]
     if dims[12] != 0:
         grid = x
@@ -134,14 +147,14 @@ def small_conv(x, work, w, rowoff, bias, z, y, pdims, dims, alpha, beta, first, 
         for j in range(xp.shape[0] - SLACK, xp.shape[0]):
             xp[j] = 0.0  # the last tile's positions past the map read here: finite, unused
         grid = xp
-    call_product(address, w, rowoff, grid[first * xstep:], acc[first * ostep:], k, positions, last - first,
-                 xstep, ostep, cols, blocks)
+    call_product(address, w, rowoff, grid[first * xstep:], acc, k, positions, last - first, xstep, ostep, cols,
+                 blocks)
     has_z = z.shape[0] > 0
     for image in range(first, last):
         for ch in range(m):
             bv = bias[ch]
             for oy in range(oh):
-                a = uint64(image * ostep + ch * cols + oy * wq)
+                a = uint64((image - first) * ostep + ch * cols + oy * wq)
                 d = uint64(((image * m + ch) * oh + oy) * ow)
                 for ox in range(uint64(ow)):
                     v = acc[a + ox] + bv
@@ -154,8 +167,7 @@ class SmallConvCall:
     """One small group-1 float32 layer for one input shape: ``act(conv(x, W) + bias + z)`` in
     one compiled call (module docstring). The interface of ``kernels_conv.Conv2dCall``."""
 
-    __slots__ = ("_alpha", "_beta", "_count", "_dims", "_fn", "_n", "_pdims", "_rowoff", "_w", "_work_size",
-                 "_xp_size", "bias", "dtype", "out_shape", "shape")
+    __slots__ = ("_count", "_fn", "_floats", "_ints", "_n", "dtype", "out_shape", "shape")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
                  strides: tuple[int, ...], dilations: tuple[int, ...], begin: Sequence[int],
@@ -163,34 +175,33 @@ class SmallConvCall:
         n, c, h, wd = shape
         m, _, kh, kw = w.shape
         key = (shape, w.shape, tuple(strides), tuple(dilations), tuple(begin), tuple(out_sp), 1)
-        self._pdims, dims, (self._xp_size, _, _) = _geometry(*key)
+        pdims, dims, (xp_size, _, _) = _geometry(*key)
         oh, ow, hq, wq, plane = int(out_sp[0]), int(out_sp[1]), int(dims[2]), int(dims[3]), int(dims[1])
         positions = (oh - 1) * wq + ow
-        own_grid = tuple(strides) == (1, 1) and min(begin) == 0 and (hq, wq) == (h, wd)
         lanes = position_gemm_ir.lanes_for(m)
         blocks = -(-m // lanes)
         tile = position_gemm_ir.tile_for(positions)
         cols = -(-positions // tile) * tile
-        own_grid = own_grid and positions == cols  # the last tile reads no further than the input
+        # the input is its own grid (stride 1, no padding: 1x1 layers) unless the last tile
+        # would read past it
+        own_grid = tuple(strides) == (1, 1) and min(begin) == 0 and (hq, wq) == (h, wd) and positions == cols
         k = c * kh * kw
         offs = np.asarray(_offsets(dims), dtype=np.int64)
-        self._rowoff = np.ascontiguousarray((np.arange(c, dtype=np.int64)[:, None] * plane + offs[None, :])
-                                            .reshape(-1))
+        rowoff = (np.arange(c, dtype=np.int64)[:, None] * plane + offs[None, :]).reshape(-1)
         packed = np.zeros((blocks * lanes, k), dtype=_F32)
         packed[:m] = w.reshape(m, k)
         # channel block b's rows of K, each ``lanes`` floats: [b][k][lane]
-        self._w = np.ascontiguousarray(packed.reshape(blocks, lanes, k).transpose(0, 2, 1)).reshape(-1)
-        self.bias = np.ascontiguousarray(bias, dtype=_F32)
-        ostep = blocks * lanes * cols
-        xp_size = 0 if own_grid else self._xp_size
-        self._dims = np.array((_address(lanes, tile), c, k, positions, c * plane, ostep, m, cols, wq, oh, ow, act,
-                               int(own_grid), xp_size, blocks), dtype=np.int64)
-        self._work_size = xp_size + n * ostep
-        self._alpha, self._beta = _F32.type(alpha), _F32.type(beta)
+        packed = packed.reshape(blocks, lanes, k).transpose(0, 2, 1).reshape(-1)
+        layer = np.array((_address(lanes, tile), c, k, positions, c * plane, blocks * lanes * cols, m, cols, wq, oh,
+                          ow, act, int(own_grid), 0 if own_grid else xp_size, blocks), dtype=np.int64)
+        self._ints = np.concatenate((layer, pdims, rowoff)).astype(np.int64)
+        self._floats = np.concatenate((np.array((alpha, beta), dtype=_F32), np.asarray(bias, dtype=_F32),
+                                       packed)).astype(_F32)
         self.shape, self.dtype, self._n = shape, dtype, n
         self.out_shape = (n, m, oh, ow)
         self._count = max(1, min(nthreads, n, n * positions * k * m // MACS_PER_THREAD))
-        self._fn: Any = None
+        sample = (np.empty(shape, dtype=_F32), np.empty(self.out_shape, dtype=_F32), _NO_Z, self._ints, self._floats)
+        self._fn = direct.overload(small_conv, (*sample, 0, n))
 
     @staticmethod
     def takes(shape: tuple[int, ...], w_shape: tuple[int, ...], dtype: np.dtype, wq: int,
@@ -205,11 +216,7 @@ class SmallConvCall:
 
     def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
         y = np.empty(self.out_shape, dtype=_F32)
-        args = (x, np.empty(self._work_size, dtype=_F32), self._w, self._rowoff, self.bias, _NO_Z if z is None else z,
-                y, self._pdims, self._dims, self._alpha, self._beta)
-        fn = self._fn
-        if fn is None:
-            fn = self._fn = direct.overload(small_conv, (*args, 0, self._n))
+        fn, args = self._fn, (x, y, _NO_Z if z is None else z, self._ints, self._floats)
         if self._count == 1:
             fn(*args, 0, self._n)
         else:
