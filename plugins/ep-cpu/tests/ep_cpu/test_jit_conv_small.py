@@ -188,3 +188,33 @@ def test_float64_and_runtime_weights_keep_the_other_paths(monkeypatch):
     fed = one_node("Conv", [x, In(w, const=False), In(b, const=True)], attrs, 22)
     close(run_cpu(fed, True, runs=2), run_reference(fed), 1e-5, 1e-4)
     assert seen == []
+
+
+@needs_avx512
+@pytest.mark.parametrize(("act", "params"), [("HardSwish", ()), ("HardSigmoid", (0.3, 0.4)), ("HardSigmoid", ())])
+@pytest.mark.parametrize("residual", [False, True])
+def test_hard_activations_in_the_store_give_the_standalone_bits(monkeypatch, act, params, residual):
+    """HardSigmoid and HardSwish applied in the kernel's store (epoxy's FusedConv, as the cpu
+    fusions write MobileNetV3's layers) equal the same layer without them followed by the
+    standalone op, bit for bit; and no pass runs after the kernel."""
+    from epoxy_ep_cpu.jit import kernels_special
+    from epoxy_ep_cpu.ops import activation
+    from epoxy_ep_cpu.ops.fused import DOMAIN
+
+    seen = _count(monkeypatch)
+    after: list[str] = []
+    for loop in ("hard_swish_loop", "hard_sigmoid_loop"):
+        real_loop = getattr(kernels_special, loop)
+        monkeypatch.setattr(kernels_special, loop, lambda *a, _l=loop, _r=real_loop: after.append(_l) or _r(*a))
+    x_shape, w_shape, attrs = CASES[2]
+    x, w, b = _data(61, x_shape, w_shape)
+    z = np.random.default_rng(61).standard_normal(_out_shape(x_shape, w_shape, attrs)).astype(np.float32)
+    inputs = [x, In(w, const=True), In(b, const=True)] + ([z] if residual else [])
+    with_act = dict(attrs, activation=act, **({"activation_params": list(params)} if params else {}))
+    real = activation.hard_swish_into, activation.hard_sigmoid_into
+    (fused,) = run_cpu(one_node("FusedConv", inputs, with_act, 1, domain=DOMAIN), True, runs=2)
+    (plain,) = run_cpu(one_node("FusedConv", inputs, attrs, 1, domain=DOMAIN), True, runs=2)
+    assert seen == [x_shape] * 4 and after == []
+    alpha, beta = (params or (0.2, 0.5))
+    want = real[0](plain) if act == "HardSwish" else real[1](plain, alpha, beta)
+    np.testing.assert_array_equal(fused, want)

@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit, uint64
 
 from . import config, direct, kernels_sgemm, llvm_module, position_gemm_ir
-from .activations import activate
+from .activations import ACT_HARD_SIGMOID, ACT_HARD_SWISH, activate_wide
 from .kernels_conv import LANES as SLACK
 from .kernels_conv import _geometry, _offsets, call_accepts
 from .kernels_conv_implicit import pad_planes
@@ -160,14 +160,16 @@ def small_conv(x, y, z, ints, floats, first, last):  # pragma: no cover - compil
                     v = acc[a + ox] + bv
                     if has_z:
                         v += z[d + ox]
-                    y[d + ox] = activate(v, act, alpha, beta)
+                    y[d + ox] = activate_wide(v, act, alpha, beta)
 
 
 class SmallConvCall:
     """One small group-1 float32 layer for one input shape: ``act(conv(x, W) + bias + z)`` in
-    one compiled call (module docstring). The interface of ``kernels_conv.Conv2dCall``."""
+    one compiled call (module docstring). The interface of ``kernels_conv.Conv2dCall``; its
+    store also applies HardSigmoid and HardSwish (``activations.activate_wide``), which the
+    other calls leave to a pass after them: ``activation_done`` says so."""
 
-    __slots__ = ("_count", "_fn", "_floats", "_ints", "_n", "dtype", "out_shape", "shape")
+    __slots__ = ("_count", "_fn", "_floats", "_ints", "_n", "activation_done", "dtype", "out_shape", "shape")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
                  strides: tuple[int, ...], dilations: tuple[int, ...], begin: Sequence[int],
@@ -199,6 +201,8 @@ class SmallConvCall:
                                        packed)).astype(_F32)
         self.shape, self.dtype, self._n = shape, dtype, n
         self.out_shape = (n, m, oh, ow)
+        # whether the store applies an activation the other kernels leave to a pass after them
+        self.activation_done = act in (ACT_HARD_SIGMOID, ACT_HARD_SWISH)
         self._count = max(1, min(nthreads, n, n * positions * k * m // MACS_PER_THREAD))
         sample = (np.empty(shape, dtype=_F32), np.empty(self.out_shape, dtype=_F32), _NO_Z, self._ints, self._floats)
         self._fn = direct.overload(small_conv, (*sample, 0, n))

@@ -872,7 +872,9 @@ def _conv_2d_kernel(node: NodeSpec, epi: Epilogue | None, geo: _Geometry, group:
             call = prepared.calls.get(x.shape)
         if call is not None and call is not _UNSEEN and call.accepts(x, z):
             y = call(x, z)
-            return y if epi is None or epi.after is None else epi.after(y)
+            if epi is None or epi.after is None or getattr(call, "activation_done", False):
+                return y
+            return epi.after(y)
         dtype = x.dtype
         cdt = compute_dtype(dtype)
         if prepacked is not None and prepacked[0] == cdt:
@@ -1086,6 +1088,9 @@ class Epilogue:
     beta: float
     after: Callable[[np.ndarray], np.ndarray] | None
     tail: Callable[..., np.ndarray]
+    #: ``(code, alpha, beta)`` of an activation only the small-layer kernel's store applies
+    #: (``STORE_ACTIVATIONS``), else None
+    store: tuple[int, float, float] | None = None
 
 
 #: FusedConv activations the jit kernel applies in its pass -> (code, parameter defaults):
@@ -1096,7 +1101,14 @@ JIT_ACTIVATIONS: dict[str, tuple[int, tuple[float, float]]] = {
     "LeakyRelu": (2, (0.01, 0.0)),
     "Clip": (3, (-math.inf, math.inf)),
 }
-# The others (HardSigmoid, HardSwish, SiLU, ...) run right after the kernel, in place on its
+#: FusedConv activations the small-layer kernel's store also applies (``kernels_conv_small``,
+#: ``activations.activate_wide``; its layers are small enough that a second pass costs more than
+#: the branch): name -> (code, parameter defaults), the same bits as the pass after the kernel
+STORE_ACTIVATIONS: dict[str, tuple[int, tuple[float, float]]] = {
+    "HardSigmoid": (4, (0.2, 0.5)),
+    "HardSwish": (5, (6.0, 0.5)),
+}
+# The others (SiLU, ...), and these on the other kernels, run right after the kernel, in place on its
 # fresh output (``Epilogue.after``). Each code in the store pass is a branch of every kernel's
 # inner loop: an ``exp`` there (SiLU) kept LLVM from vectorizing the store for every activation
 # (the serving CNN's 3 -> 16 Relu layer 20 -> 39 us), and HardSigmoid/HardSwish's arithmetic
@@ -1217,6 +1229,8 @@ class _Jit:
             return self.depthwise.DepthwiseCall(shape, dtype, pk.w, bias, begin, out_sp, code, alpha, beta,
                                                 self.nthreads, int(strides[0]))
         if route == "small":
+            if epi is not None and epi.code is None and epi.store is not None:
+                code, alpha, beta = epi.store  # the store applies it (``activation_done``)
             return self.small.SmallConvCall(shape, dtype, pk.w, bias, strides, dilations, begin, out_sp, code, alpha,
                                             beta, self.nthreads)
         if route == "implicit":

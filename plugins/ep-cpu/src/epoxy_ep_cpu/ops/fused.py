@@ -57,7 +57,7 @@ from ..registry import KERNELS
 from ._broadcast import fits_into
 from ._dense_weights import DenseWeights
 from .activation import hard_sigmoid_into, hard_swish_into, relu_into
-from .conv import JIT_ACTIVATIONS, Epilogue, conv_kernel
+from .conv import JIT_ACTIVATIONS, STORE_ACTIVATIONS, Epilogue, conv_kernel
 
 DOMAIN = "com.epoxy.cpu"
 DOMAIN_VERSION = 1
@@ -283,13 +283,20 @@ def _conv_epilogue(node: NodeSpec, act: Any) -> Epilogue:
         code, defaults = found
         alpha = params[0] if params else defaults[0]
         beta = params[1] if len(params) > 1 else defaults[1]
+    store = None
+    if name in STORE_ACTIVATIONS:
+        store_code, (store_alpha, store_beta) = STORE_ACTIVATIONS[name]
+        if name == "HardSigmoid":  # HardSwish's are its fixed 6 and 0.5
+            store_alpha = params[0] if params else store_alpha
+            store_beta = params[1] if len(params) > 1 else store_beta
+        store = (store_code, store_alpha, store_beta)
 
     def tail(y: np.ndarray, z: np.ndarray | None, *inputs: np.ndarray | None) -> np.ndarray:
         if z is None and act is None:
             return y
         return _add_then_activate(y, z, act, *inputs)
 
-    return Epilogue(code, alpha, beta, act if code is None else None, tail)
+    return Epilogue(code, alpha, beta, act if code is None else None, tail, store)
 
 
 @KERNELS.register("FusedMatMul", DOMAIN_VERSION, domain=DOMAIN)
