@@ -62,7 +62,7 @@ def support() -> str | None:
     return kernels_sgemm.support()
 
 
-def _address(lanes: int, tile: int) -> int:
+def product_address(lanes: int, tile: int) -> int:
     """The compiled driver for registers of ``lanes`` channels and tiles of ``tile``
     positions: its address (the module is compiled once per process, its object code cached
     beside numba's kernels)."""
@@ -194,8 +194,8 @@ class SmallConvCall:
         packed[:m] = w.reshape(m, k)
         # channel block b's rows of K, each ``lanes`` floats: [b][k][lane]
         packed = packed.reshape(blocks, lanes, k).transpose(0, 2, 1).reshape(-1)
-        layer = np.array((_address(lanes, tile), c, k, positions, c * plane, blocks * lanes * cols, m, cols, wq, oh,
-                          ow, act, int(own_grid), 0 if own_grid else xp_size, blocks), dtype=np.int64)
+        layer = np.array((product_address(lanes, tile), c, k, positions, c * plane, blocks * lanes * cols, m, cols,
+                          wq, oh, ow, act, int(own_grid), 0 if own_grid else xp_size, blocks), dtype=np.int64)
         self._ints = np.concatenate((layer, pdims, rowoff)).astype(np.int64)
         self._floats = np.concatenate((np.array((alpha, beta), dtype=_F32), np.asarray(bias, dtype=_F32),
                                        packed)).astype(_F32)

@@ -269,27 +269,35 @@ def fused_conv(node: NodeSpec):
     return run
 
 
-def _conv_epilogue(node: NodeSpec, act: Any) -> Epilogue:
-    """FusedConv's tail for the compiled conv: its activation by code when the kernel has it
-    (parameters as ``activation_fn`` reads them), else run after the kernel."""
+def _activation_codes(node: NodeSpec) -> tuple[tuple[int, float, float] | None, tuple[int, float, float] | None]:
+    """FusedConv's / FusedMatMul's activation as compiled store passes apply it: ``(code,
+    alpha, beta)`` from ``JIT_ACTIVATIONS`` (every kernel's) and from it or
+    ``STORE_ACTIVATIONS`` (the small kernels' wider table), each None when it has none
+    (parameters as ``activation_fn`` reads them)."""
     name = node.attr("activation", "")
     if isinstance(name, bytes):
         name = name.decode()
     params = [float(p) for p in (node.attr("activation_params") or ())]
-    found = JIT_ACTIVATIONS.get(name)
-    if found is None:
-        code, alpha, beta = None, 0.0, 0.0
-    else:
-        code, defaults = found
-        alpha = params[0] if params else defaults[0]
-        beta = params[1] if len(params) > 1 else defaults[1]
-    store = None
-    if name in STORE_ACTIVATIONS:
-        store_code, (store_alpha, store_beta) = STORE_ACTIVATIONS[name]
-        if name == "HardSigmoid":  # HardSwish's are its fixed 6 and 0.5
-            store_alpha = params[0] if params else store_alpha
-            store_beta = params[1] if len(params) > 1 else store_beta
-        store = (store_code, store_alpha, store_beta)
+    every = JIT_ACTIVATIONS.get(name)
+    if every is not None:
+        code, defaults = every
+        found = (code, params[0] if params else defaults[0], params[1] if len(params) > 1 else defaults[1])
+        return found, found
+    wide = STORE_ACTIVATIONS.get(name)
+    if wide is None:
+        return None, None
+    code, (alpha, beta) = wide
+    if name == "HardSigmoid":  # HardSwish's are its fixed 6 and 0.5
+        alpha = params[0] if params else alpha
+        beta = params[1] if len(params) > 1 else beta
+    return None, (code, alpha, beta)
+
+
+def _conv_epilogue(node: NodeSpec, act: Any) -> Epilogue:
+    """FusedConv's tail for the compiled conv: its activation by code when the kernel has it,
+    else run after the kernel (``store``: the small-layer kernel's wider table)."""
+    every, store = _activation_codes(node)
+    code, alpha, beta = every if every is not None else (None, 0.0, 0.0)
 
     def tail(y: np.ndarray, z: np.ndarray | None, *inputs: np.ndarray | None) -> np.ndarray:
         if z is None and act is None:
