@@ -207,6 +207,33 @@ def test_depthwise_small_maps_with_channels_take_the_channels_kernel(monkeypatch
         assert len(used) == 2, act  # the residual and the activation in (or right after) its pass
 
 
+@pytest.mark.parametrize(("act", "params"), [("HardSwish", ()), ("HardSigmoid", (0.3, 0.4))])
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), [SMALL_MAPS[0], CHANNEL_MAPS[0]],
+                         ids=["per-output", "channels"])
+def test_depthwise_small_map_stores_apply_hard_activations_bit_for_bit(monkeypatch, x_shape, w_shape, attrs, act,
+                                                                       params):
+    """The small-map depthwise kernels apply HardSwish in their store: the same bits as the
+    layer without it followed by the standalone op, and no pass after the kernel. HardSigmoid
+    runs after them (their fastmath flags would fuse its multiply-add): the same bits too."""
+    from epoxy_ep_cpu.jit import kernels_special
+    from epoxy_ep_cpu.ops.activation import hard_sigmoid_into, hard_swish_into
+
+    after: list[str] = []
+    for loop in ("hard_swish_loop", "hard_sigmoid_loop"):
+        real_loop = getattr(kernels_special, loop)
+        monkeypatch.setattr(kernels_special, loop, lambda *a, _l=loop, _r=real_loop: after.append(_l) or _r(*a))
+    x, w, b = _data(sum(x_shape), x_shape, w_shape, np.float32, True)
+    z = np.random.default_rng(5).standard_normal(run_reference(
+        one_node("Conv", [x, In(w, const=True), In(b, const=True)], attrs, 22))[0].shape).astype(np.float32)
+    inputs = [x, In(w, const=True), In(b, const=True), z]
+    with_act = dict(attrs, activation=act, **({"activation_params": list(params)} if params else {}))
+    (fused,) = run_cpu(one_node("FusedConv", inputs, with_act, 1, domain=DOMAIN), True, runs=2)
+    (plain,) = run_cpu(one_node("FusedConv", inputs, attrs, 1, domain=DOMAIN), True, runs=2)
+    assert after == ([] if act == "HardSwish" else ["hard_sigmoid_loop"] * 2)
+    want = hard_swish_into(plain) if act == "HardSwish" else hard_sigmoid_into(plain, *params)
+    np.testing.assert_array_equal(fused, want)
+
+
 def test_depthwise_kernel_kinds_follow_the_measured_rule():
     from epoxy_ep_cpu.jit.kernels_depthwise import kernel_kind
 

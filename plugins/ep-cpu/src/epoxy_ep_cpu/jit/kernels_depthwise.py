@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit, prange, uint64
 
 from . import direct, kernels_conv, kernels_depthwise_channels
-from .activations import activate
+from .activations import ACT_HARD_SWISH, activate, activate_wide
 from .kernels_conv import call_accepts
 from .scratch import scratch
 from .threads import GRAIN, serial_twin, use
@@ -196,7 +196,7 @@ def depthwise_small(x, w, bias, z, y, dims, planes, act, alpha, beta):  # pragma
                 o = uint64(yb + oy * ow + ox)
                 if has_z:
                     acc += z[o]
-                y[o] = activate(acc, act, alpha, beta)
+                y[o] = activate_wide(acc, act, alpha, beta)
 
 
 #: output positions per plane up to which a layer on one thread runs :func:`depthwise_small`;
@@ -247,14 +247,17 @@ def kernel_kind(planes: int, c: int, oh: int, ow: int, count: int, taps: int = 9
 class DepthwiseCall:
     """One depthwise layer's call for one input shape (:func:`fits`; ``stride`` 1 or 2 on
     both axes), prepared: the kernel (:func:`kernel_kind`), geometry, thread count and
-    overload are settled once. Callers pass ``x`` C-contiguous of ``dtype`` and ``z`` None or
-    a C-contiguous array of ``out_shape`` and ``dtype`` (:meth:`accepts`)."""
+    overload are settled once; ``activation_done`` when its store applied the ``store``
+    activation, one the other calls leave to a pass after them. Callers pass ``x``
+    C-contiguous of ``dtype`` and ``z`` None or a C-contiguous array of ``out_shape`` and
+    ``dtype`` (:meth:`accepts`)."""
 
-    __slots__ = ("_count", "_fn", "_head", "_kind", "_rest", "_scratch", "dims", "dtype", "out_shape", "shape")
+    __slots__ = ("_count", "_fn", "_head", "_kind", "_rest", "_scratch", "activation_done", "dims", "dtype",
+                 "out_shape", "shape")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
                  begin: Sequence[int], out_sp: Sequence[int], act: int, alpha: float, beta: float,
-                 nthreads: int, stride: int = 1) -> None:
+                 nthreads: int, stride: int = 1, store: tuple[int, float, float] | None = None) -> None:
         n, c, h, wd = shape
         kh, kw = int(w.shape[2]), int(w.shape[3])
         oh, ow = int(out_sp[0]), int(out_sp[1])
@@ -264,6 +267,14 @@ class DepthwiseCall:
         planes = n * c
         self._count = max(1, min(nthreads, planes, planes * oh * ow * kh * kw // kernels_conv.MAC_GRAIN))
         self._kind = kernel_kind(planes, c, oh, ow, self._count, kh * kw)
+        # the small-map kernels' stores also apply HardSwish (``store``: its
+        # ``activations.activate_wide`` code), which the grid kernel leaves to a pass after it;
+        # HardSigmoid's multiply-add would contract into one rounding under their fastmath
+        # flags (other bits than the standalone op's): it stays after them
+        self.activation_done = (store is not None and store[0] == ACT_HARD_SWISH
+                                and self._kind in ("channels", "small"))
+        if self.activation_done and store is not None:
+            act, alpha, beta = store
         self._scratch = 0
         bias = np.ascontiguousarray(bias, dtype=dtype)
         scalars = (act, dtype.type(alpha), dtype.type(beta))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, uint64
 
-from .activations import activate
+from .activations import activate_wide
 
 
 @njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
@@ -74,7 +74,7 @@ def depthwise_channels(x, wrow, brow, z, y, scratch, dims, act, alpha, beta):  #
                     v = acc[uint64(ox * c + ch)]
                     if has_z:
                         v += z[at + uint64(ox)]
-                    y[at + uint64(ox)] = activate(v, act, alpha, beta)
+                    y[at + uint64(ox)] = activate_wide(v, act, alpha, beta)
 
 
 def row_weights(w: np.ndarray, bias: np.ndarray, ow: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:

@@ -1226,8 +1226,9 @@ class _Jit:
             return self.f23.WinogradCall(shape, dtype, pk.winograd(), bias, begin, out_sp, code, alpha, beta,
                                          self.nthreads, tile=2)
         if route == "depthwise":
+            store = epi.store if epi is not None and epi.code is None else None
             return self.depthwise.DepthwiseCall(shape, dtype, pk.w, bias, begin, out_sp, code, alpha, beta,
-                                                self.nthreads, int(strides[0]))
+                                                self.nthreads, int(strides[0]), store)
         if route == "small":
             if epi is not None and epi.code is None and epi.store is not None:
                 code, alpha, beta = epi.store  # the store applies it (``activation_done``)
