@@ -56,7 +56,8 @@ class CpuProviderFactory:
             here += ("; int8 GEMM on AVX512-VNNI" if reason is None
                      else f"; no int8 GEMM ({reason}): integer products run on float32 BLAS")
             reason = kernels_sgemm.support()
-            here += ("; float32 GEMM of 2-32 rows and the implicit-GEMM convolutions on AVX-512" if reason is None
+            here += ("; float32 GEMM of 2-32 rows, the implicit-GEMM and small-layer convolutions on AVX-512"
+                     if reason is None
                      else f"; no float32 few-rows GEMM ({reason}): every float product and convolution GEMM "
                           "runs on BLAS")
         described["jit"] = f"{described['jit']} [here: {here}]"
