@@ -65,3 +65,15 @@ def conv_float64(x: np.ndarray, w: np.ndarray, b: np.ndarray, attrs: dict[str, A
             y += np.einsum("nchw,mc->nmhw", win, w[:, :, i, j].astype(np.float64))
             mag += np.einsum("nchw,mc->nmhw", np.abs(win), np.abs(w[:, :, i, j].astype(np.float64)))
     return y + b[None, :, None, None], (mag + np.abs(b)[None, :, None, None]) * c * kh * kw * 2.0 ** -23 + 1e-30
+
+
+def case_ids(cases: list[tuple[Any, ...]]) -> list[str]:
+    """pytest ids for ``(x shape, w shape, attributes)`` convolution cases."""
+    return [f"{c[0]}-{c[1]}-{sorted(c[2].items())}" for c in cases]
+
+
+def conv_data(seed: int, x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+    """Float32 input, weight and bias of a convolution case, from ``seed``."""
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(x_shape).astype(np.float32), rng.standard_normal(w_shape).astype(np.float32),
+            rng.standard_normal(w_shape[0]).astype(np.float32))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _hostile import In, one_node, run_onnxruntime, run_reference
-from _jit_cases import close, conv_float64, run_cpu
+from _jit_cases import case_ids, close, conv_data, conv_float64, run_cpu
 
 pytest.importorskip("numba")
 
@@ -45,16 +45,6 @@ CASES = [
 ]
 
 
-def _ids(cases):
-    return [f"{c[0]}-{c[1]}-{sorted(c[2].items())}" for c in cases]
-
-
-def _data(seed: int, x_shape, w_shape):
-    rng = np.random.default_rng(seed)
-    return (rng.standard_normal(x_shape).astype(np.float32), rng.standard_normal(w_shape).astype(np.float32),
-            rng.standard_normal(w_shape[0]).astype(np.float32))
-
-
 def _count(monkeypatch, cls) -> list[tuple[int, ...]]:
     seen: list[tuple[int, ...]] = []
     real = cls.__call__
@@ -64,7 +54,7 @@ def _count(monkeypatch, cls) -> list[tuple[int, ...]]:
 
 @needs_avx512
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES, ids=_ids(CASES))
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES, ids=case_ids(CASES))
 def test_implicit_gemm_matches_float64_and_the_numpy_path(monkeypatch, x_shape, w_shape, attrs, threads):
     """Every case runs on the implicit GEMM (and nothing on the grid GEMM), within the float32
     bound of a float64 convolution, and close to the numpy path and the ONNX reference; on two
@@ -74,7 +64,7 @@ def test_implicit_gemm_matches_float64_and_the_numpy_path(monkeypatch, x_shape, 
     monkeypatch.setattr(kernels_conv_implicit, "MACS_PER_THREAD", 1)
     seen = _count(monkeypatch, kernels_conv_implicit.ImplicitConvCall)
     grid = _count(monkeypatch, kernels_conv_gemm.GridConvCall)
-    x, w, b = _data(sum(x_shape) + threads, x_shape, w_shape)
+    x, w, b = conv_data(sum(x_shape) + threads, x_shape, w_shape)
     case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], attrs, 22)
     (on,) = run_cpu(case, True, runs=3, jit_threads=threads)
     if threads > 1 and x_shape[0] == 1:
@@ -119,7 +109,7 @@ def test_implicit_gemm_fused_conv_epilogue(monkeypatch, act, params, residual, c
     the pass lacks), in both layouts, against the numpy path and onnxruntime."""
     seen = _count(monkeypatch, kernels_conv_implicit.ImplicitConvCall)
     x_shape, w_shape, attrs = CASES[case]
-    x, w, b = _data(len(act) + 41, x_shape, w_shape)
+    x, w, b = conv_data(len(act) + 41, x_shape, w_shape)
     rng = np.random.default_rng(41)
     out_shape = (x_shape[0], w_shape[0], (x_shape[2] - 1) // attrs["strides"][0] + 1,
                  (x_shape[3] - 1) // attrs["strides"][1] + 1)
@@ -139,7 +129,7 @@ def test_implicit_gemm_fused_conv_epilogue(monkeypatch, act, params, residual, c
 def test_implicit_gemm_keeps_nan_and_inf():
     """A NaN or an infinity in the input reaches the outputs whose windows hold it, as in the
     numpy path (the grid's padding and rounded-up columns never mix into kept outputs)."""
-    x, w, b = _data(43, *CASES[0][:2])
+    x, w, b = conv_data(43, *CASES[0][:2])
     x[3, 2, 5, 6] = np.nan
     x[9, 0, 0, 0] = np.inf
     case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], CASES[0][2], 22)
@@ -170,7 +160,7 @@ def test_float64_layers_keep_the_grid_gemm(monkeypatch):
     """The kernel is float32: a float64 layer of the same shape runs on the grid GEMM."""
     seen = _count(monkeypatch, kernels_conv_implicit.ImplicitConvCall)
     grid = _count(monkeypatch, kernels_conv_gemm.GridConvCall)
-    x, w, b = (a.astype(np.float64) for a in _data(44, *CASES[0][:2]))
+    x, w, b = (a.astype(np.float64) for a in conv_data(44, *CASES[0][:2]))
     case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], CASES[0][2], 22)
     close(run_cpu(case, True), run_reference(case), 1e-12, 1e-10)
     assert seen == [] and grid == [x.shape]
@@ -193,7 +183,7 @@ def test_pointwise_layers_of_one_image_run_on_the_kernel(monkeypatch, x_shape, m
     real = kernels_pointwise.PointwiseCall._product
     monkeypatch.setattr(kernels_pointwise.PointwiseCall, "_product",
                         lambda self, x, y: products.append(x.shape) or real(self, x, y))
-    x, w, b = _data(sum(x_shape) + m, x_shape, (m, x_shape[1], 1, 1))
+    x, w, b = conv_data(sum(x_shape) + m, x_shape, (m, x_shape[1], 1, 1))
     out_shape = (1, m, *x_shape[2:])
     z = np.random.default_rng(m).standard_normal(out_shape).astype(np.float32) if residual else None
     case = one_node("FusedConv", [x, In(w, const=True), In(b, const=True), z], {"activation": "Relu"}, 1,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _hostile import In, one_node, run_onnxruntime, run_reference
-from _jit_cases import close, conv_float64, run_cpu
+from _jit_cases import case_ids, close, conv_data, conv_float64, run_cpu
 
 pytest.importorskip("numba")
 
@@ -42,16 +42,6 @@ CASES = [
 ]
 
 
-def _ids(cases):
-    return [f"{c[0]}-{c[1]}-{sorted(c[2].items())}" for c in cases]
-
-
-def _data(seed: int, x_shape, w_shape):
-    rng = np.random.default_rng(seed)
-    return (rng.standard_normal(x_shape).astype(np.float32), rng.standard_normal(w_shape).astype(np.float32),
-            rng.standard_normal(w_shape[0]).astype(np.float32))
-
-
 def _count(monkeypatch) -> list[tuple[int, ...]]:
     seen: list[tuple[int, ...]] = []
     real = kernels_conv_small.SmallConvCall.__call__
@@ -71,7 +61,7 @@ def _out_shape(x_shape, w_shape, attrs) -> tuple[int, ...]:
 
 @needs_avx512
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES, ids=_ids(CASES))
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES, ids=case_ids(CASES))
 def test_small_kernel_matches_float64_and_the_numpy_path(monkeypatch, x_shape, w_shape, attrs, threads):
     """Every case runs on the kernel (each of three runs), within the float32 bound of a
     float64 convolution, and close to the numpy path and the ONNX reference; on two threads a
@@ -79,7 +69,7 @@ def test_small_kernel_matches_float64_and_the_numpy_path(monkeypatch, x_shape, w
     monkeypatch.setattr(kernels_conv_small, "MACS_PER_THREAD", 1)
     monkeypatch.setattr(kernels_conv_small, "MAX_MACS_ONE_IMAGE", 1 << 40)
     seen = _count(monkeypatch)
-    x, w, b = _data(sum(x_shape) + threads, x_shape, w_shape)
+    x, w, b = conv_data(sum(x_shape) + threads, x_shape, w_shape)
     case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], attrs, 22)
     (on,) = run_cpu(case, True, runs=3, jit_threads=threads)
     assert seen == [x_shape] * 3
@@ -126,7 +116,7 @@ def test_small_kernel_fused_conv_epilogue(monkeypatch, act, params, residual, ca
     the pass lacks), against the numpy path and onnxruntime."""
     seen = _count(monkeypatch)
     x_shape, w_shape, attrs = CASES[case]
-    x, w, b = _data(len(act) + 47, x_shape, w_shape)
+    x, w, b = conv_data(len(act) + 47, x_shape, w_shape)
     rng = np.random.default_rng(47)
     out_shape = _out_shape(x_shape, w_shape, attrs)
     z = {"none": None, "full": rng.standard_normal(out_shape).astype(np.float32),
@@ -147,7 +137,7 @@ def test_small_kernel_keeps_nan_and_inf(case):
     """A NaN or an infinity in the input reaches the outputs whose windows hold it, as in the
     numpy path (the grid's padding and the tiles' extra positions never mix into kept ones)."""
     x_shape, w_shape, attrs = CASES[case]
-    x, w, b = _data(53, x_shape, w_shape)
+    x, w, b = conv_data(53, x_shape, w_shape)
     x[0, 1, 2, 3] = np.nan
     x[-1, 0, 0, 0] = np.inf
     case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], attrs, 22)
@@ -181,7 +171,7 @@ def test_float64_and_runtime_weights_keep_the_other_paths(monkeypatch):
     weights are fed at run time, runs elsewhere."""
     seen = _count(monkeypatch)
     x_shape, w_shape, attrs = CASES[0]
-    x, w, b = _data(59, x_shape, w_shape)
+    x, w, b = conv_data(59, x_shape, w_shape)
     case = one_node("Conv", [x.astype(np.float64), In(w.astype(np.float64), const=True),
                              In(b.astype(np.float64), const=True)], attrs, 22)
     close(run_cpu(case, True), run_reference(case), 1e-12, 1e-10)
@@ -207,7 +197,7 @@ def test_hard_activations_in_the_store_give_the_standalone_bits(monkeypatch, act
         real_loop = getattr(kernels_special, loop)
         monkeypatch.setattr(kernels_special, loop, lambda *a, _l=loop, _r=real_loop: after.append(_l) or _r(*a))
     x_shape, w_shape, attrs = CASES[2]
-    x, w, b = _data(61, x_shape, w_shape)
+    x, w, b = conv_data(61, x_shape, w_shape)
     z = np.random.default_rng(61).standard_normal(_out_shape(x_shape, w_shape, attrs)).astype(np.float32)
     inputs = [x, In(w, const=True), In(b, const=True)] + ([z] if residual else [])
     with_act = dict(attrs, activation=act, **({"activation_params": list(params)} if params else {}))

@@ -267,6 +267,14 @@ def _threads(nthreads: int, blocks: int, macs: int) -> int:
     return max(1, min(nthreads, blocks, macs // MAC_GRAIN))
 
 
+def layer_sizes(shape: Sequence[int], w_shape: Sequence[int], wq: int,
+                out_sp: Sequence[int]) -> tuple[int, int, int, int]:
+    """``(images, im2col rows, output channels, grid positions an image)`` of a group-1 2-D
+    layer on a phase grid of width ``wq``: what the GEMM paths' ``gains`` rules read."""
+    positions = (int(out_sp[0]) - 1) * wq + int(out_sp[1])
+    return int(shape[0]), int(shape[1] * w_shape[2] * w_shape[3]), int(w_shape[0]), positions
+
+
 def call_accepts(x: np.ndarray, z: np.ndarray | None, dtype: np.dtype, out_shape: tuple[int, ...]) -> bool:
     """What every prepared conv call (this module's, ``kernels_pointwise``'s and
     ``kernels_conv_gemm``'s) takes: ``x`` C-contiguous of ``dtype``, ``z`` None or a

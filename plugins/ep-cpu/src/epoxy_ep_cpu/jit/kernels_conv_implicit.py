@@ -31,7 +31,7 @@ from numba import njit, uint64
 
 from . import direct, kernels_sgemm
 from .activations import activate
-from .kernels_conv import _geometry, _offsets, _pad_plane, call_accepts
+from .kernels_conv import _geometry, _offsets, _pad_plane, call_accepts, layer_sizes
 from .kernels_conv_gemm import _store_plane
 from .scratch import scratch
 from .sgemm_ir import LANES, TILE_ROWS
@@ -241,9 +241,7 @@ class ImplicitConvCall:
     def takes(shape: tuple[int, ...], w_shape: tuple[int, ...], dtype: np.dtype, wq: int,
               out_sp: Sequence[int], nthreads: int = 1) -> bool:
         """Whether a float32 layer is this path's on ``nthreads`` threads (:func:`gains`)."""
-        positions = (int(out_sp[0]) - 1) * wq + int(out_sp[1])
-        return dtype == _F32 and gains(shape[0], shape[1] * w_shape[2] * w_shape[3], w_shape[0], positions,
-                                       nthreads)
+        return dtype == _F32 and gains(*layer_sizes(shape, w_shape, wq, out_sp), nthreads)
 
     def accepts(self, x: np.ndarray, z: np.ndarray | None) -> bool:
         return call_accepts(x, z, self.dtype, self.out_shape)

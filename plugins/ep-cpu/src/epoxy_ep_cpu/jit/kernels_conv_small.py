@@ -26,7 +26,7 @@ from numba import njit, uint64
 from . import config, direct, kernels_sgemm, llvm_module, position_gemm_ir
 from .activations import ACT_HARD_SIGMOID, ACT_HARD_SWISH, activate_wide
 from .kernels_conv import LANES as SLACK
-from .kernels_conv import _geometry, _offsets, call_accepts
+from .kernels_conv import _geometry, _offsets, call_accepts, layer_sizes
 from .kernels_conv_implicit import pad_planes
 from .native_call import call_product
 from .threads import run_shares
@@ -211,9 +211,7 @@ class SmallConvCall:
     def takes(shape: tuple[int, ...], w_shape: tuple[int, ...], dtype: np.dtype, wq: int,
               out_sp: Sequence[int], nthreads: int = 1) -> bool:
         """Whether a float32 layer is this path's on ``nthreads`` threads (:func:`gains`)."""
-        positions = (int(out_sp[0]) - 1) * wq + int(out_sp[1])
-        return dtype == _F32 and gains(shape[0], shape[1] * w_shape[2] * w_shape[3], w_shape[0], positions,
-                                       nthreads)
+        return dtype == _F32 and gains(*layer_sizes(shape, w_shape, wq, out_sp), nthreads)
 
     def accepts(self, x: np.ndarray, z: np.ndarray | None) -> bool:
         return call_accepts(x, z, self.dtype, self.out_shape)
