@@ -284,7 +284,19 @@ def call_accepts(x: np.ndarray, z: np.ndarray | None, dtype: np.dtype, out_shape
                                and z.flags.c_contiguous)))
 
 
-class Conv2dCall:
+class PreparedConvCall:
+    """What every prepared conv call shares (``ops/conv._PreparedCalls``): :meth:`accepts` an
+    input and residual :func:`call_accepts` takes; subclasses set ``dtype`` and ``out_shape``."""
+
+    __slots__ = ()
+    dtype: np.dtype
+    out_shape: tuple[int, ...]
+
+    def accepts(self, x: np.ndarray, z: np.ndarray | None) -> bool:
+        return call_accepts(x, z, self.dtype, self.out_shape)
+
+
+class Conv2dCall(PreparedConvCall):
     """:func:`run_conv2d` for one input shape of one layer, prepared: the index arrays,
     buffer sizes, weights, epilogue and thread count are settled once, and the compiled
     overload is looked up on the first call (``direct.overload``), so a repeated shape pays
@@ -309,9 +321,6 @@ class Conv2dCall:
         self._tail = (pdims, dims)
         self._fn: Any = None
         self._rest = (n * shape[1], blocks, act, dtype.type(alpha), dtype.type(beta))
-
-    def accepts(self, x: np.ndarray, z: np.ndarray | None) -> bool:
-        return call_accepts(x, z, self.dtype, self.out_shape)
 
     def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
         dt = self.dtype

@@ -28,7 +28,7 @@ from numba import njit, uint64
 
 from . import direct
 from .activations import activate
-from .kernels_conv import _geometry, _offsets, _pad_plane, call_accepts
+from .kernels_conv import PreparedConvCall, _geometry, _offsets, _pad_plane
 from .scratch import scratch
 from .threads import GRAIN, run_shares
 
@@ -124,7 +124,7 @@ def store_planes(acc, bias, z, y, dims, compact, act, alpha, beta, first, last):
         _store_plane(acc, bias, z, y, p, m, span, wq, oh, ow, act, alpha, beta)
 
 
-class GridConvCall:
+class GridConvCall(PreparedConvCall):
     """One group-1 layer's convolution for one input shape: ``act(conv(x, W) + bias + z)``
     by grid im2col, BLAS GEMM and a compiled store (module docstring).
 
@@ -166,9 +166,6 @@ class GridConvCall:
         """Whether the layer's grid im2col matrix stays within :data:`MAX_COLS` elements."""
         span = (out_sp[0] - 1) * wq + out_sp[1]
         return shape[0] * shape[1] * math.prod(w_shape[2:]) * span <= MAX_COLS
-
-    def accepts(self, x: np.ndarray, z: np.ndarray | None) -> bool:
-        return call_accepts(x, z, self.dtype, self.out_shape)
 
     def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
         dt = self.dtype

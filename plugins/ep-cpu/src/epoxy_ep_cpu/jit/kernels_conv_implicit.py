@@ -31,7 +31,7 @@ from numba import njit, uint64
 
 from . import direct, kernels_sgemm
 from .activations import activate
-from .kernels_conv import _geometry, _offsets, _pad_plane, call_accepts, layer_sizes
+from .kernels_conv import PreparedConvCall, _geometry, _offsets, _pad_plane, layer_sizes
 from .kernels_conv_gemm import _store_plane
 from .scratch import scratch
 from .sgemm_ir import LANES, TILE_ROWS
@@ -196,7 +196,7 @@ def interleaves(n: int, span: int) -> bool:
     return n > 1 and _round_up(span, LANES) * 8 > span * 9
 
 
-class ImplicitConvCall:
+class ImplicitConvCall(PreparedConvCall):
     """One group-1 float32 layer for one input shape: ``act(conv(x, W) + bias + z)`` by the
     padded phase grid, the implicit GEMM and a compiled store (module docstring). The
     interface of ``kernels_conv_gemm.GridConvCall``."""
@@ -242,9 +242,6 @@ class ImplicitConvCall:
               out_sp: Sequence[int], nthreads: int = 1) -> bool:
         """Whether a float32 layer is this path's on ``nthreads`` threads (:func:`gains`)."""
         return dtype == _F32 and gains(*layer_sizes(shape, w_shape, wq, out_sp), nthreads)
-
-    def accepts(self, x: np.ndarray, z: np.ndarray | None) -> bool:
-        return call_accepts(x, z, self.dtype, self.out_shape)
 
     def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
         m, depth = self._w.shape

@@ -26,7 +26,7 @@ from numba import njit, uint64
 from . import config, direct, kernels_sgemm, llvm_module, position_gemm_ir
 from .activations import ACT_HARD_SIGMOID, ACT_HARD_SWISH, activate_wide
 from .kernels_conv import LANES as SLACK
-from .kernels_conv import _geometry, _offsets, call_accepts, layer_sizes
+from .kernels_conv import PreparedConvCall, _geometry, _offsets, layer_sizes
 from .kernels_conv_implicit import pad_planes
 from .native_call import call_product
 from .threads import run_shares
@@ -163,7 +163,7 @@ def small_conv(x, y, z, ints, floats, first, last):  # pragma: no cover - compil
                     y[d + ox] = activate_wide(v, act, alpha, beta)
 
 
-class SmallConvCall:
+class SmallConvCall(PreparedConvCall):
     """One small group-1 float32 layer for one input shape: ``act(conv(x, W) + bias + z)`` in
     one compiled call (module docstring). The interface of ``kernels_conv.Conv2dCall``; its
     store also applies HardSigmoid and HardSwish (``activations.activate_wide``), which the
@@ -212,9 +212,6 @@ class SmallConvCall:
               out_sp: Sequence[int], nthreads: int = 1) -> bool:
         """Whether a float32 layer is this path's on ``nthreads`` threads (:func:`gains`)."""
         return dtype == _F32 and gains(*layer_sizes(shape, w_shape, wq, out_sp), nthreads)
-
-    def accepts(self, x: np.ndarray, z: np.ndarray | None) -> bool:
-        return call_accepts(x, z, self.dtype, self.out_shape)
 
     def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
         y = np.empty(self.out_shape, dtype=_F32)

@@ -26,7 +26,7 @@ from numba import njit, prange, uint64
 
 from . import direct, kernels_sgemm
 from .activations import activate
-from .kernels_conv import call_accepts
+from .kernels_conv import PreparedConvCall
 from .sgemm_ir import LANES
 from .threads import GRAIN, serial_twin, use
 
@@ -70,7 +70,7 @@ def epilogue_parallel(y, bias, z, planes, plane, m, act, alpha, beta):  # pragma
 epilogue_serial = serial_twin(epilogue_parallel)
 
 
-class PointwiseCall:
+class PointwiseCall(PreparedConvCall):
     """One layer's 1x1 convolution for one input shape: ``act(W @ x + bias + z)``.
 
     Callers pass ``x`` C-contiguous of ``dtype`` and ``shape``, and ``z`` None or a
@@ -99,9 +99,6 @@ class PointwiseCall:
         if takes_implicit(n, c, m, plane, dtype, group, nthreads):
             rowoff = np.arange(c, dtype=np.int64) * plane  # B's row k: input channel k's plane
             self._implicit = (kernels_sgemm.implicit_kernel(), np.ascontiguousarray(self._w[0]), rowoff)
-
-    def accepts(self, x: np.ndarray, z: np.ndarray | None) -> bool:
-        return call_accepts(x, z, self.dtype, self.out_shape)
 
     def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
         dt = self.dtype

@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit, uint64
 
 from . import direct
-from .kernels_conv import call_accepts
+from .kernels_conv import PreparedConvCall
 from .scratch import scratch
 from .threads import GRAIN, run_shares
 from .winograd_rows import load_rows, scatter_plane, store_row
@@ -189,7 +189,7 @@ VARIANTS: dict[int, tuple[int, Any]] = {
 }
 
 
-class WinogradCall:
+class WinogradCall(PreparedConvCall):
     """One float32 3x3 stride-1 layer for one input shape: ``act(conv(x, W) + bias + z)`` by
     F(4x4, 3x3) (``tile`` 4: ``u`` is the weight as ``(36, M, C)``,
     ``ops/_winograd_f43.f43_weights``) or F(2x2, 3x3) (``tile`` 2: ``(16, M, C)``,
@@ -221,9 +221,6 @@ class WinogradCall:
         self._count = max(1, min(nthreads, n * min(c, m), work // GRAIN))
         self._in: Any = None
         self._out: Any = None
-
-    def accepts(self, x: np.ndarray, z: np.ndarray | None) -> bool:
-        return call_accepts(x, z, self.dtype, self.out_shape)
 
     def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
         dt = self.dtype
