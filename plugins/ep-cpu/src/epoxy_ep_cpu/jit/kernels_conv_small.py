@@ -6,8 +6,9 @@ paths made for larger layers spent 5-35 us on it (bench/README.md, session 29): 
 kernel's plane-at-a-time loops ran at ~9 G multiply-adds/s, the grid GEMM copied im2col rows
 and called BLAS per image, the implicit GEMM (``kernels_conv_implicit``) rounds a map's grid
 positions up to 16-float vectors (a 4x4 map's 22 to 32) and crosses from Python three times.
-Here the register tile is positions x output channels (``position_gemm_ir``): positions come
-one at a time, the weights' rows are a few vectors in L1. One numba function pads the input
+Here the register tile is 8 or 16 grid positions x 8 or 16 output channels
+(``position_gemm_ir``): a map's positions are rounded up to 8 or 16 only, the weights' rows
+are a few vectors in L1. One numba function pads the input
 into the phase grid (skipped when the input is its own grid: stride 1, no padding, as 1x1
 layers), calls the LLVM-IR product by its address (``native_call``) and stores the planes
 with the bias, the residual and the activation.
