@@ -1088,8 +1088,8 @@ class Epilogue:
     beta: float
     after: Callable[[np.ndarray], np.ndarray] | None
     tail: Callable[..., np.ndarray]
-    #: ``(code, alpha, beta)`` of an activation only the small-layer kernel's store applies
-    #: (``STORE_ACTIVATIONS``), else None
+    #: ``(code, alpha, beta)`` of an activation only the small kernels' stores apply (the
+    #: small-layer conv, the small-map depthwise kernels: ``STORE_ACTIVATIONS``), else None
     store: tuple[int, float, float] | None = None
 
 
@@ -1101,9 +1101,10 @@ JIT_ACTIVATIONS: dict[str, tuple[int, tuple[float, float]]] = {
     "LeakyRelu": (2, (0.01, 0.0)),
     "Clip": (3, (-math.inf, math.inf)),
 }
-#: FusedConv activations the small-layer kernel's store also applies (``kernels_conv_small``,
-#: ``activations.activate_wide``; its layers are small enough that a second pass costs more than
-#: the branch): name -> (code, parameter defaults), the same bits as the pass after the kernel
+#: FusedConv activations the small kernels' stores also apply (``kernels_conv_small``; HardSwish in
+#: ``kernels_depthwise``' small-map kernels too: ``activations.activate_wide``; their layers are
+#: small enough that a second pass costs more than the branch): name -> (code, parameter
+#: defaults), the same bits as the pass after the kernel
 STORE_ACTIVATIONS: dict[str, tuple[int, tuple[float, float]]] = {
     "HardSigmoid": (4, (0.2, 0.5)),
     "HardSwish": (5, (6.0, 0.5)),
@@ -1121,10 +1122,10 @@ def _grid_width(kernel: tuple[int, ...], dilations, strides, out_sp) -> int:
 
 
 class _Jit:
-    """The compiled direct kernel (``jit/kernels_conv.py``), the pointwise, grid GEMM and
-    implicit GEMM calls (``jit/kernels_pointwise.py``, ``jit/kernels_conv_gemm.py``,
-    ``jit/kernels_conv_implicit.py``) of a provider running the jit tier, and the Winograd
-    variants its options allow."""
+    """The compiled direct kernel (``jit/kernels_conv.py``), the pointwise, grid GEMM, implicit
+    GEMM and small-layer calls (``jit/kernels_pointwise.py``, ``jit/kernels_conv_gemm.py``,
+    ``jit/kernels_conv_implicit.py``, ``jit/kernels_conv_small.py``) of a provider running the
+    jit tier, and the Winograd variants its options allow."""
 
     __slots__ = ("depthwise", "f23", "f43", "grid", "implicit", "module", "nthreads", "pointwise", "small",
                  "winograd")
@@ -1194,18 +1195,20 @@ class _Jit:
         loaded, ``kernels_conv_small.gains``."""
         if self.small is None or len(pk.kernel) != 2 or min(begin) < 0 or min(end) < 0:
             return False
-        return bool(self.small.SmallConvCall.takes(shape, pk.w.shape, dtype,
-                                                   _grid_width(pk.kernel, dilations, strides, out_sp), out_sp,
-                                                   self.nthreads))
+        return self._grid_call_takes(self.small.SmallConvCall, shape, dtype, pk, strides, dilations, out_sp)
 
     def _implicit_takes(self, shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeights, strides, dilations,
                         out_sp) -> bool:
         """Whether the implicit GEMM takes a group-1 2-D layer (its module loaded, ``gains``)."""
         if self.implicit is None:
             return False
-        return bool(self.implicit.ImplicitConvCall.takes(shape, pk.w.shape, dtype,
-                                                         _grid_width(pk.kernel, dilations, strides, out_sp), out_sp,
-                                                         self.nthreads))
+        return self._grid_call_takes(self.implicit.ImplicitConvCall, shape, dtype, pk, strides, dilations, out_sp)
+
+    def _grid_call_takes(self, call: Any, shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeights, strides,
+                         dilations, out_sp) -> bool:
+        """``call.takes`` (a call class on the phase grid) for this layer on this provider's threads."""
+        return bool(call.takes(shape, pk.w.shape, dtype, _grid_width(pk.kernel, dilations, strides, out_sp), out_sp,
+                               self.nthreads))
 
     def call(self, shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeights, group: int, strides, dilations,
              begin, end, out_sp, epi: Epilogue | None, route: str | None = "") -> Any:
