@@ -30,7 +30,7 @@ def activate(v, act, alpha, beta):  # pragma: no cover - compiled
 
 
 @njit(inline="always", cache=True, nogil=True)
-def _unit(t):  # pragma: no cover - compiled
+def unit(t):  # pragma: no cover - compiled
     """``t`` clipped to [0, 1] as numpy's clip does it; NaN stays NaN."""
     return 0.0 if t < 0 else (1.0 if t > 1 else t)
 
@@ -41,10 +41,10 @@ def activate_wide(v, act, alpha, beta):  # pragma: no cover - compiled
     clip(v / alpha + beta, 0, 1)``, alpha 6 and beta 0.5), each rounded as the numpy passes and
     ``kernels_special``'s loops round them: the same bits. For the store passes of kernels
     whose layers are small enough that a second pass over the output costs more than the
-    branch (``kernels_conv_small``): each code is a branch in the store's loop, which slowed
-    the larger kernels' stores (``ops/conv.JIT_ACTIVATIONS``)."""
-    if act == 4:
-        return _unit(v * alpha + beta)
-    if act == 5:
-        return v * _unit(v / alpha + beta)
+    branch (``kernels_conv_small``, the small-map depthwise kernels): each code is a branch in
+    the store's loop, which slowed the larger kernels' stores (``ops/conv.JIT_ACTIVATIONS``)."""
+    if act == ACT_HARD_SIGMOID:
+        return unit(v * alpha + beta)
+    if act == ACT_HARD_SWISH:
+        return v * unit(v / alpha + beta)
     return activate(v, act, alpha, beta)

@@ -25,6 +25,7 @@ from collections.abc import Callable
 import numpy as np
 from numba import njit
 
+from .activations import unit
 from .fast_math import erf as fast_erf
 from .fast_math import exp as fast_exp
 from .fast_math import one_plus_erf
@@ -59,12 +60,6 @@ def sigmoid64(v):  # pragma: no cover - compiled
         return 1.0 / (1.0 + math.exp(-v))
     e = math.exp(v)  # NaN falls through to this branch and stays NaN
     return e / (1.0 + e)
-
-
-@njit(inline="always", cache=True, nogil=True)
-def unit(t):  # pragma: no cover - compiled
-    """``t`` clipped to [0, 1] as numpy's clip does it; NaN stays NaN."""
-    return 0.0 if t < 0 else (1.0 if t > 1 else t)
 
 
 @njit(cache=True, nogil=True)

@@ -270,7 +270,7 @@ def fused_conv(node: NodeSpec):
 
 
 def _activation_codes(node: NodeSpec) -> tuple[tuple[int, float, float] | None, tuple[int, float, float] | None]:
-    """FusedConv's / FusedMatMul's activation as compiled store passes apply it: ``(code,
+    """FusedConv's activation as the compiled store passes apply it: ``(code,
     alpha, beta)`` from ``JIT_ACTIVATIONS`` (every kernel's) and from it or
     ``STORE_ACTIVATIONS`` (the small kernels' wider table), each None when it has none
     (parameters as ``activation_fn`` reads them)."""
