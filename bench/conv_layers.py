@@ -111,7 +111,8 @@ class Variants:
             if mode == "off":
                 self.small.gains = lambda *a, **k: False
             elif mode == "forced":
-                self.small.gains = lambda n, ck, m, positions, nthreads=1: self.small.support() is None and m <= 64
+                self.small.gains = lambda n, ck, m, positions, nthreads=1, taps=9: (self.small.support() is None
+                                                                                    and m <= 64)
         elif mode == "off":
             self.implicit.gains = lambda *a, **k: False
             self.pointwise.takes_implicit = lambda *a, **k: False

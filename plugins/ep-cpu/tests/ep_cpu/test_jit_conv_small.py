@@ -158,12 +158,22 @@ def test_small_kernel_keeps_nan_and_inf(case):
     (1, 576, 96, 222, 1, False),  # more output channels than MAX_CHANNELS
     (8, 8, 48, 256, 1, False),  # K below MIN_DEPTH on 2048 positions in all (a 1x1 expansion of 8 channels)
     (1, 8, 32, 64, 1, True),  # ... on one image of 8x8
-    (1, 27, 16, 1086, 1, False),  # a 32x32 map: more positions than MAX_POSITIONS
+    (16, 27, 16, 1086, 1, True),  # an RGB 3x3 stem on 32x32 at batch 16
+    (1, 27, 16, 2398, 1, False),  # ... on 48x48: more positions than MAX_POSITIONS
 ])
 def test_routing_rule(n, ck, m, positions, threads, takes):
     """What the kernel takes (``gains``), on a CPU that can run it; none elsewhere."""
     able = kernels_conv_small.support() is None
     assert kernels_conv_small.gains(n, ck, m, positions, threads) == (takes and able)
+
+
+def test_pointwise_layers_stop_at_smaller_maps():
+    """A 1x1 layer's maps stop at ``MAX_POINTWISE_POSITIONS`` (BLAS writes its planes directly),
+    a 3x3 layer's at ``MAX_POSITIONS``."""
+    able = kernels_conv_small.support() is None
+    assert kernels_conv_small.gains(1, 64, 16, 729, taps=1) == able  # 27x27
+    assert not kernels_conv_small.gains(4, 64, 16, 784, taps=1)  # 28x28
+    assert kernels_conv_small.gains(4, 576, 16, 784, taps=9) == able
 
 
 def test_float64_and_runtime_weights_keep_the_other_paths(monkeypatch):

@@ -44,10 +44,14 @@ MAX_CHANNELS = 64
 #: positions gain anyway (8 -> 32 on 8x8 at batch 8 0.88x, 3 -> 16 on 32x32 0.80x)
 MIN_DEPTH = 16
 SHALLOW_MAX_POSITIONS = 1024
-#: most grid positions an image (the map's rows times the grid's width): on larger maps the
-#: implicit GEMM, BLAS and Winograd paths' longer rows win (1x1 layers on 56x56 1.5x, an RGB
-#: stem on 32x32 1.1x slower here; 27x27 still 0.92x: bench/README.md, session 29)
-MAX_POSITIONS = 768
+#: most grid positions an image (the map's rows times the grid's width) of a layer with a
+#: spatial kernel: 32x32 maps still gain at one thread (3x3 layers 0.82-0.93x the implicit
+#: GEMM's time, 1,086 positions), larger ones are left to the implicit GEMM, BLAS and Winograd
+#: paths' longer rows (bench/README.md, session 29)
+MAX_POSITIONS = 1100
+#: most positions an image of a 1x1 layer: BLAS writes its planes directly, and from 28x28 its
+#: product gains back the store pass (64 -> 16 on 28x28 at batch 4: 1.05x slower here, 56x56 1.05x)
+MAX_POINTWISE_POSITIONS = 768
 #: most multiply-adds of a one-image layer on more than one thread: this path runs an image on
 #: one thread, the others split larger layers
 MAX_MACS_ONE_IMAGE = 1 << 20
@@ -88,13 +92,15 @@ def product_address(lanes: int, tile: int) -> int:
         return int(_addresses[name])
 
 
-def gains(n: int, ck: int, m: int, positions: int, nthreads: int = 1) -> bool:
+def gains(n: int, ck: int, m: int, positions: int, nthreads: int = 1, taps: int = 9) -> bool:
     """Whether a float32 group-1 layer of ``n`` images, ``ck`` im2col rows, ``m`` output
-    channels and ``positions`` grid positions an image is this path's on ``nthreads``
-    threads: up to ``MAX_CHANNELS`` outputs on maps up to ``MAX_POSITIONS``, ``MIN_DEPTH`` rows
-    unless the layer is small, on AVX-512; one image on several threads only up to
+    channels, ``positions`` grid positions an image and ``taps`` kernel positions is this
+    path's on ``nthreads`` threads: up to ``MAX_CHANNELS`` outputs on maps up to
+    ``MAX_POSITIONS`` (``MAX_POINTWISE_POSITIONS`` for 1x1 layers), ``MIN_DEPTH`` rows unless
+    the layer is small, on AVX-512; one image on several threads only up to
     ``MAX_MACS_ONE_IMAGE``."""
-    return (support() is None and m <= MAX_CHANNELS and positions <= MAX_POSITIONS
+    most = MAX_POSITIONS if taps > 1 else MAX_POINTWISE_POSITIONS
+    return (support() is None and m <= MAX_CHANNELS and positions <= most
             and (ck >= MIN_DEPTH or n * positions <= SHALLOW_MAX_POSITIONS)
             and (nthreads == 1 or n > 1 or positions * ck * m <= MAX_MACS_ONE_IMAGE))
 
@@ -212,7 +218,8 @@ class SmallConvCall(PreparedConvCall):
     def takes(shape: tuple[int, ...], w_shape: tuple[int, ...], dtype: np.dtype, wq: int,
               out_sp: Sequence[int], nthreads: int = 1) -> bool:
         """Whether a float32 layer is this path's on ``nthreads`` threads (:func:`gains`)."""
-        return dtype == _F32 and gains(*layer_sizes(shape, w_shape, wq, out_sp), nthreads)
+        return dtype == _F32 and gains(*layer_sizes(shape, w_shape, wq, out_sp), nthreads,
+                                       taps=int(w_shape[2] * w_shape[3]))
 
     def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
         y = np.empty(self.out_shape, dtype=_F32)
