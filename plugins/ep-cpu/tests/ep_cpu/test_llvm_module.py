@@ -56,3 +56,35 @@ def test_an_unwritable_cache_is_passed_over(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("a file where the folder would go")
     assert _bump(_ADD.format(amount="1.0"), blocker / "cache") == 1.0
+
+
+@needs_llvm
+def test_lazy_module_compiles_once_at_first_use(tmp_path):
+    """Nothing is compiled until a function is asked for; threads asking at once share one
+    compilation; the address is the ctypes function's."""
+    import threading
+
+    made: list[int] = []
+    module = llvm_module.LazyModule("the test kernel", (), lambda: made.append(1) or _ADD.format(amount="3.0"),
+                                    {"bump": [ctypes.c_void_p]}, lambda: tmp_path)
+    assert made == []
+    got: list[object] = []
+    threads = [threading.Thread(target=lambda: got.append(module.function("bump"))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert made == [1] and len({id(f) for f in got}) == 1
+    value = np.zeros(1, dtype=np.float32)
+    module.function("bump")(value.ctypes.data)
+    assert value[0] == 3.0
+    assert module.address("bump") == ctypes.cast(module.function("bump"), ctypes.c_void_p).value
+
+
+def test_lazy_module_says_why_it_cannot_run():
+    """A CPU without a feature the module needs gets a RuntimeError naming the kernel and the
+    feature, not a compile."""
+    module = llvm_module.LazyModule("the test kernel", ("no-such-feature",), lambda: pytest.fail("compiled"),
+                                    {}, lambda: None)
+    with pytest.raises(RuntimeError, match="the test kernel cannot run here"):
+        module.function("bump")

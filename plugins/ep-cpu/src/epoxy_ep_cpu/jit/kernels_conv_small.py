@@ -17,9 +17,7 @@ with the bias, the residual and the activation.
 from __future__ import annotations
 
 import ctypes
-import threading
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 from numba import njit, uint64
@@ -58,8 +56,11 @@ MAX_MACS_ONE_IMAGE = 1 << 20
 #: multiply-adds per thread below which a batch stays on one thread
 MACS_PER_THREAD = 1 << 20
 
-_lock = threading.Lock()
-_addresses: dict[str, Any] = {}
+_MODULE = llvm_module.LazyModule(
+    "the small-convolution kernel", ("avx512f",), position_gemm_ir.module_ir,
+    {position_gemm_ir.entry_name(width, size): [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 7
+     for width in position_gemm_ir.LANE_WIDTHS for size in position_gemm_ir.TILE_SIZES},
+    config.compiled_code_dir)
 
 
 def support() -> str | None:
@@ -71,25 +72,7 @@ def product_address(lanes: int, tile: int) -> int:
     """The compiled driver for registers of ``lanes`` channels and tiles of ``tile``
     positions: its address (the module is compiled once per process, its object code cached
     beside numba's kernels)."""
-    name = position_gemm_ir.entry_name(lanes, tile)
-    found = _addresses.get(name)
-    if found is not None:
-        return int(found)
-    reason = support()
-    if reason is not None:
-        raise RuntimeError(f"the small-convolution kernel cannot run here: {reason}")
-    with _lock:
-        if name not in _addresses:
-            signature = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 7
-            functions = llvm_module.compile_functions(
-                position_gemm_ir.module_ir(),
-                {position_gemm_ir.entry_name(width, size): signature for width in position_gemm_ir.LANE_WIDTHS
-                 for size in position_gemm_ir.TILE_SIZES},
-                config.compiled_code_dir())
-            _addresses["engine"] = functions.pop("engine")  # owns the code: kept for the process
-            for entry, fn in functions.items():
-                _addresses[entry] = ctypes.cast(fn, ctypes.c_void_p).value
-        return int(_addresses[name])
+    return _MODULE.address(position_gemm_ir.entry_name(lanes, tile))
 
 
 def gains(n: int, ck: int, m: int, positions: int, nthreads: int = 1, taps: int = 9) -> bool:

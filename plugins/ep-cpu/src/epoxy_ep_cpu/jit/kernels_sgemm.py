@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import threading
 from typing import Any
 
 import numpy as np
@@ -48,30 +47,20 @@ def support() -> str | None:
     return llvm_module.missing(_REQUIRED_FEATURES)
 
 
-_lock = threading.Lock()
-_compiled: dict[str, Any] = {}
+_MODULE = llvm_module.LazyModule(
+    "the float32 few-rows GEMM", _REQUIRED_FEATURES, module_ir,
+    {"sgemm": [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 8, "igemm": [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 9},
+    config.compiled_code_dir)
 
 
 def _kernel() -> Any:
     """The compiled ``sgemm`` as a ctypes function (compiled once per process)."""
-    fn = _compiled.get("sgemm")
-    if fn is not None:
-        return fn
-    reason = support()
-    if reason is not None:
-        raise RuntimeError(f"the float32 few-rows GEMM cannot run here: {reason}")
-    with _lock:
-        if "sgemm" not in _compiled:
-            _compiled.update(llvm_module.compile_functions(
-                module_ir(), {"sgemm": [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 8,
-                              "igemm": [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 9}, config.compiled_code_dir()))
-        return _compiled["sgemm"]
+    return _MODULE.function("sgemm")
 
 
 def implicit_kernel() -> Any:
     """The compiled ``igemm`` (``sgemm_ir._implicit_driver_ir``) as a ctypes function."""
-    _kernel()
-    return _compiled["igemm"]
+    return _MODULE.function("igemm")
 
 
 def _round_up(x: int, m: int) -> int:

@@ -14,7 +14,8 @@ import functools
 import hashlib
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,39 @@ def compile_functions(ir_text: str, signatures: Mapping[str, Sequence[Any]],
     for name, argtypes in signatures.items():
         functions[name] = ctypes.CFUNCTYPE(None, *argtypes)(engine.get_function_address(name))
     return functions
+
+
+class LazyModule:
+    """An IR module's functions, compiled at the first request in a process (once, under a
+    lock; its object code cached by :func:`compile_functions` in ``cache_dir()``).
+
+    Why one class: each LLVM-IR kernel (the float32 GEMM, the small-layer product) is compiled
+    on first use, never at import, and must not be compiled twice by two threads at once."""
+
+    def __init__(self, what: str, required: Sequence[str], ir_text: Callable[[], str],
+                 signatures: Mapping[str, Sequence[Any]], cache_dir: Callable[[], Path | None]) -> None:
+        self._what, self._required, self._ir_text = what, tuple(required), ir_text
+        self._signatures, self._cache_dir = dict(signatures), cache_dir
+        self._functions: dict[str, Any] | None = None
+        self._lock = threading.Lock()
+
+    def function(self, name: str) -> Any:
+        """The ctypes function ``name`` (a RuntimeError saying why when this CPU cannot run it)."""
+        functions = self._functions
+        if functions is None:
+            reason = missing(self._required)
+            if reason is not None:
+                raise RuntimeError(f"{self._what} cannot run here: {reason}")
+            with self._lock:
+                if self._functions is None:
+                    self._functions = compile_functions(self._ir_text(), self._signatures, self._cache_dir())
+                functions = self._functions
+        return functions[name]
+
+    def address(self, name: str) -> int:
+        """Function ``name``'s address, for compiled callers (the engine that owns the code is
+        kept with the functions, for the process)."""
+        return int(ctypes.cast(self.function(name), ctypes.c_void_p).value or 0)
 
 
 #: the first bytes of the object files MCJIT writes (ELF; Mach-O 64-bit; COFF for x86-64)
