@@ -6,6 +6,7 @@ stays stable when the IR library changes.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Any, cast
@@ -37,19 +38,21 @@ def value_type_of(value: ir.Value | None) -> ValueType:
     return _type_from_ir(value.type, value.shape)
 
 
+@functools.cache
+def _numpy_dtype(data_type: ir.DataType) -> np.dtype | None:
+    """numpy's dtype for an ONNX element type (None: numpy has none), once per type."""
+    try:
+        return data_type.numpy()
+    except Exception:  # noqa: BLE001 - UNDEFINED, or a type without a numpy twin
+        return None
+
+
 def _type_from_ir(type_: Any, shape: ir.Shape | None) -> ValueType:
     if type_ is None:
         return UNKNOWN
     if isinstance(type_, ir.TensorType):
-        dims = None
-        if shape is not None:
-            dims = tuple(d if isinstance(d, int) else (d.value if d.value is not None else None) for d in shape)
-        elem = int(type_.dtype)
-        try:
-            dtype = type_.dtype.numpy()
-        except Exception:
-            dtype = None
-        return ValueType("tensor", elem, dtype, dims)
+        dims = None if shape is None else tuple(d if isinstance(d, int) else d.value for d in shape)
+        return ValueType("tensor", int(type_.dtype), _numpy_dtype(type_.dtype), dims)
     if isinstance(type_, ir.SequenceType):
         return ValueType("sequence", element=_type_from_ir(type_.elem_type, None))
     if isinstance(type_, ir.OptionalType):
@@ -149,8 +152,10 @@ class CoreGraph:
         self.implicit_inputs: dict[int, tuple[str, ...]] = {}
         self._producer: dict[str, int] = {}
         self._consumers: dict[str, list[int]] = {}
+        self._value_types: dict[int, ValueType] = {}  # by id(): the graph holds every value meanwhile
         for index, node in enumerate(graph):
             self._add_node(index, node)
+        self._value_types.clear()  # ids are only safe while the build holds the values
         for name in self.outputs:
             if name not in self._producer and name not in self._types and name not in (outer_types or {}):
                 raise InvalidGraphError(f"graph output {name!r} is never produced")
@@ -167,13 +172,14 @@ class CoreGraph:
             )
         inputs = tuple("" if v is None else value_name(v) for v in node.inputs)
         outputs = tuple(value_name(v) for v in node.outputs)
-        for name in outputs:
+        output_types = tuple(self._typed(v) for v in node.outputs)
+        for name, value_type in zip(outputs, output_types):
             if not name:
                 continue
-            if name in self._producer or name in self._constants or name in self.inputs:
+            if name in self._producer or name in self._constants or name in self._input_names:
                 raise InvalidGraphError(f"value {name!r} is defined twice (node {node.name!r})", node=node.name)
             self._producer[name] = index
-            self._types[name] = value_type_of(_value_by_name(node.outputs, name))
+            self._types[name] = value_type
         for name in inputs:
             if name:
                 self._consumers.setdefault(name, []).append(index)
@@ -202,13 +208,22 @@ class CoreGraph:
             inputs=inputs,
             outputs=outputs,
             attributes=attributes,
-            input_types=tuple(value_type_of(v) for v in node.inputs),
-            output_types=tuple(value_type_of(v) for v in node.outputs),
+            input_types=tuple(self._typed(v) for v in node.inputs),
+            output_types=output_types,
             constants={n: self._constant_arrays[n] for n in inputs
                        if n in self._constants and n not in self._input_names and n in self._constant_arrays},
         )
         self.nodes.append(spec)
         self.ir_nodes.append(node)
+
+    def _typed(self, value: ir.Value | None) -> ValueType:
+        """``value_type_of(value)``, once per value: a value is read by every consumer."""
+        if value is None:
+            return UNKNOWN
+        found = self._value_types.get(id(value))
+        if found is None:
+            found = self._value_types[id(value)] = value_type_of(value)
+        return found
 
     # -- GraphSpec protocol ------------------------------------------------------------
     def value_type(self, name: str) -> ValueType:
@@ -271,8 +286,3 @@ def _decoded(name: str, array: np.ndarray) -> np.ndarray:
         raise InvalidGraphError(f"string initializer {name!r} holds bytes that are not UTF-8 text: {exc}") from exc
 
 
-def _value_by_name(values: Sequence[ir.Value], name: str) -> ir.Value | None:
-    for v in values:
-        if v.name == name:
-            return v
-    return None

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,8 @@ from .attribute_checks import check_attributes
 from .graph_checks import settle_declared_types, vet_model, vet_nodes
 from .inference_guard import has_shape_trusting_nodes, hide, restore, reveal_safe
 from .map_types import attach_map_types, model_has_maps, restore_map_types, strip_map_types
-from .proto_tensors import dense_parts, model_graphs, model_tensors
+from .proto_tensors import FoundTensor, dense_parts, model_graphs, model_tensors
+from .trusted_types import apply_plain_types, take_plain_types
 from .wire import load_mapped
 
 #: model files at least this large are memory mapped (weights are not copied)
@@ -180,12 +181,15 @@ def _checked_external_path(tensor: onnx.TensorProto, what: str, base_dir: Path, 
         raise ModelLoadError(f"{where}: bytes [{offset}, {offset + length}) lie outside the {size}-byte file")
 
 
-def _load_external_data(proto: onnx.ModelProto, base_dir: Path | None, source: str) -> None:
+def _load_external_data(proto: onnx.ModelProto, base_dir: Path | None, source: str,
+                        tensors: Sequence[FoundTensor] | None = None) -> None:
     """Read every tensor's external data (sparse tensors' values and indices, function
-    bodies and subgraphs too), each location confined to the model's folder first."""
+    bodies and subgraphs too), each location confined to the model's folder first.
+    ``tensors``: the model's, when the caller walked them already."""
     from onnx.external_data_helper import load_external_data_for_tensor, uses_external_data
 
-    external = [(what, tensor) for found in model_tensors(proto) for what, tensor in dense_parts(found)
+    found_tensors = model_tensors(proto) if tensors is None else tensors
+    external = [(what, tensor) for found in found_tensors for what, tensor in dense_parts(found)
                 if uses_external_data(tensor)]
     if not external:
         return
@@ -413,9 +417,10 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
     # declared sizes before any data is read or densified; then, with all data in, tensors
     # that hold less than their dims say (sized from dims, they would allocate blindly)
     check_declared_ranks(proto, name)
-    check_proto_sizes(proto, memory_limit, name)
-    _load_external_data(proto, base_dir, name)
-    check_proto_data(proto, name, frozenset(mapped))
+    tensors = list(model_tensors(proto))  # one walk for the three passes below
+    check_proto_sizes(proto, memory_limit, name, tensors)
+    _load_external_data(proto, base_dir, name, tensors)
+    check_proto_data(proto, name, frozenset(mapped), tensors)
     if prepare is not None:  # the session options' edits (free dimensions, initializers)
         if not owned:
             proto, owned = _copy(proto), True  # never edit the caller's proto
@@ -473,9 +478,11 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
             proto, owned = _copy(proto), True
         maps = strip_map_types(proto)
     try:
+        plain = take_plain_types(proto.graph) if trusted and owned else {}  # epoxy typed it: set directly
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model = ir.serde.deserialize_model(proto)
+        apply_plain_types(model.graph, plain)
         if maps:
             attach_map_types(model.graph, maps)
         _own_initializer_data(model.graph, mapped, name)

@@ -9,17 +9,18 @@ them. One walk here, so no check can miss a place another one covers.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import onnx
 
 _A = onnx.AttributeProto
+_TENSOR_KINDS = frozenset({_A.TENSOR, _A.SPARSE_TENSOR, _A.TENSORS, _A.SPARSE_TENSORS})
 
 
-@dataclass(frozen=True)
-class FoundTensor:
+class FoundTensor(NamedTuple):
     """A tensor of the model: ``what`` names it (``initializer 'w'``, ``node 'c' attribute
-    'value'``), ``tensor`` is the dense or sparse proto itself (edits reach the model)."""
+    'value'``), ``tensor`` is the dense or sparse proto itself (edits reach the model). A
+    tuple: every load makes one per tensor."""
 
     what: str
     tensor: onnx.TensorProto | onnx.SparseTensorProto
@@ -48,6 +49,8 @@ def _node_graphs(nodes: Iterable[onnx.NodeProto]) -> list[onnx.GraphProto]:
 
 
 def _node_tensors(node: onnx.NodeProto, where: str) -> Iterator[FoundTensor]:
+    if not any(attr.type in _TENSOR_KINDS for attr in node.attribute):
+        return
     label = f"{where}node {node.name or node.op_type!r}"
     for attr in node.attribute:
         if attr.type == _A.TENSOR:

@@ -112,12 +112,15 @@ def _strip_graph(buf: mmap.mmap, start: int, end: int, spans: list[MappedSpan], 
     """The graph without its large raw data, and the index of the next initializer (a
     graph field repeated in the file is merged by protobuf: its initializers follow on)."""
     out = bytearray()
+    kept = start  # fields from here on are copied as they are, in one slice per run
     for field, wire, fs, vs, ve, fe in _fields(buf, start, end):
         if field == _GRAPH_INITIALIZER and wire == _LENGTH_DELIMITED:
-            out += _length_delimited(field, _strip_tensor(buf, vs, ve, index, spans))
+            if ve - vs >= MIN_MAPPED_BYTES:  # smaller tensors cannot hold a raw_data to cut out
+                out += buf[kept:fs]
+                out += _length_delimited(field, _strip_tensor(buf, vs, ve, index, spans))
+                kept = fe
             index += 1
-        else:
-            out += buf[fs:fe]
+    out += buf[kept:end]
     return out, index
 
 

@@ -30,7 +30,7 @@ import onnx_ir as ir
 
 from ..errors import InvalidGraphError, ResourceLimitError
 from ..graph.graph_spec import value_type_of
-from ..load.proto_tensors import dense_parts, model_graphs, model_tensors
+from ..load.proto_tensors import FoundTensor, dense_parts, model_graphs, model_tensors
 
 #: bytes counted per stored item on top of its data (array object overhead)
 ITEM_OVERHEAD = 128
@@ -47,18 +47,29 @@ def _refuse(what: str, nbytes: float, limit: int, *, value: str | None, hint: st
     )
 
 
+def _itemsizes() -> dict[int, int]:
+    sizes: dict[int, int] = {}
+    for data_type in onnx.TensorProto.DataType.values():
+        try:
+            sizes[data_type] = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(data_type)).itemsize
+        except Exception:  # noqa: BLE001 - UNDEFINED, or a type numpy cannot hold
+            continue
+    return sizes
+
+
+#: bytes per element by ONNX data type, as numpy stores it (looked up per tensor at load)
+_ITEMSIZE = _itemsizes()
+
+
 def tensor_proto_nbytes(tensor: onnx.TensorProto | onnx.SparseTensorProto) -> float | None:
     """Dense byte size a tensor proto declares (dims x item size); a float so absurd dims
     cannot overflow; ``None`` for unknown data types or negative dims."""
-    dims = list(tensor.dims)
+    dims = tensor.dims
     data_type = tensor.values.data_type if isinstance(tensor, onnx.SparseTensorProto) else tensor.data_type
-    if any(d < 0 for d in dims):
+    itemsize = _ITEMSIZE.get(data_type)
+    if itemsize is None or any(d < 0 for d in dims):  # unknown/undefined data type: the loader reports it
         return None
-    try:
-        itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(data_type)).itemsize
-    except Exception:  # noqa: BLE001 - unknown/undefined data type: the loader reports it
-        return None
-    return float(np.prod([float(d) for d in dims])) * itemsize
+    return float(math.prod(float(d) for d in dims)) * itemsize
 
 
 def allocation_cap(limit: int | None) -> int:
@@ -72,13 +83,15 @@ def allocation_cap(limit: int | None) -> int:
     return MAX_OUTPUT_BYTES if free is None else min(free, MAX_OUTPUT_BYTES)
 
 
-def check_proto_sizes(proto: onnx.ModelProto, limit: int | None, source: str) -> None:
+def check_proto_sizes(proto: onnx.ModelProto, limit: int | None, source: str,
+                      tensors: Sequence[FoundTensor] | None = None) -> None:
     """Tensors whose declared size is over the limit, before any is read or densified:
     initializers (dense, sparse, external) and tensor attributes, in every graph, subgraph
     and function body. Without a limit only sparse tensors are measured (densifying them
-    allocates their declared size), against :func:`allocation_cap`."""
+    allocates their declared size), against :func:`allocation_cap`. ``tensors``: the
+    model's, when the caller walked them already."""
     cap: int | None = limit
-    for found in model_tensors(proto):
+    for found in model_tensors(proto) if tensors is None else tensors:
         tensor, sparse = found.tensor, isinstance(found.tensor, onnx.SparseTensorProto)
         if limit is None and not sparse:
             continue
@@ -108,16 +121,21 @@ def check_declared_ranks(proto: onnx.ModelProto, source: str) -> None:
     def rank(vi: onnx.ValueInfoProto) -> int:
         return len(vi.type.tensor_type.shape.dim) if vi.type.HasField("tensor_type") else 0
 
-    declared: list[tuple[str, int]] = []
-    for graph in model_graphs(proto):
-        declared += [(f"value {vi.name!r}", rank(vi)) for vi in (*graph.input, *graph.output, *graph.value_info)]
-        declared += [(f"initializer {t.name!r}", len(t.dims)) for t in graph.initializer]
-    declared += [(f"value {vi.name!r} of function {f.name!r}", rank(vi))
-                 for f in proto.functions for vi in f.value_info]
-    for what, dims in declared:
-        if dims > MAX_DECLARED_RANK:
-            raise InvalidGraphError(f"{source}: {what} is declared with {dims:,} dims; ranks above "
-                                    f"{MAX_DECLARED_RANK} are refused (no array library holds them)")
+    def refuse(what: str, dims: int) -> InvalidGraphError:
+        return InvalidGraphError(f"{source}: {what} is declared with {dims:,} dims; ranks above "
+                                 f"{MAX_DECLARED_RANK} are refused (no array library holds them)")
+
+    for graph in model_graphs(proto):  # names are formatted only for the value refused
+        for vi in (*graph.input, *graph.output, *graph.value_info):
+            if (dims := rank(vi)) > MAX_DECLARED_RANK:
+                raise refuse(f"value {vi.name!r}", dims)
+        for t in graph.initializer:
+            if len(t.dims) > MAX_DECLARED_RANK:
+                raise refuse(f"initializer {t.name!r}", len(t.dims))
+    for f in proto.functions:
+        for vi in f.value_info:
+            if (dims := rank(vi)) > MAX_DECLARED_RANK:
+                raise refuse(f"value {vi.name!r} of function {f.name!r}", dims)
 
 
 #: tensors declaring at most this many bytes are not compared with the data they hold here
@@ -145,14 +163,16 @@ def tensor_data_elements(tensor: onnx.TensorProto) -> int | None:
                len(tensor.float_data) // halves, len(tensor.double_data) // halves)
 
 
-def check_proto_data(proto: onnx.ModelProto, source: str, held_elsewhere: frozenset[str] = frozenset()) -> None:
+def check_proto_data(proto: onnx.ModelProto, source: str, held_elsewhere: frozenset[str] = frozenset(),
+                     tensors: Sequence[FoundTensor] | None = None) -> None:
     """Tensors that declare more elements than their data holds are refused before anything
     is sized from their dims (unpacking 4-bit data, or a tensor without data read as zeros,
     allocates the declared size): an :class:`~epoxy.errors.InvalidGraphError` naming the
     tensor, its dims and type; so are negative dims and unknown data types. Call it once
     external data is read; ``held_elsewhere``: names of initializers whose data was kept out
-    of the proto (memory-mapped, checked there)."""
-    for found in model_tensors(proto):
+    of the proto (memory-mapped, checked there); ``tensors``: the model's, when the caller
+    walked them already."""
+    for found in model_tensors(proto) if tensors is None else tensors:
         for what, tensor in dense_parts(found):
             if any(d < 0 for d in tensor.dims):
                 raise InvalidGraphError(f"{source}: {what} has a negative dim in {list(tensor.dims)}")

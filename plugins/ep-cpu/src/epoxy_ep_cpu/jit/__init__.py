@@ -31,6 +31,7 @@ __all__ = ["availability", "kernels", "remembering", "thread_count"]
 
 _memo: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar("epoxy_cpu_jit_memo", default=None)
 _lock = threading.Lock()
+_imported: dict[str, ModuleType] = {}  # kernels modules by name, once imported
 
 
 @contextmanager
@@ -68,4 +69,7 @@ def kernels(name: str) -> ModuleType | None:
     their first call."""
     if not settings.current().jit or not availability().available:
         return None
-    return importlib.import_module(f".kernels_{name}", __name__)
+    module = _imported.get(name)
+    if module is None:  # import_module's lookup costs ~2 us: a conv kernel asks ~9 times
+        module = _imported.setdefault(name, importlib.import_module(f".kernels_{name}", __name__))
+    return module
