@@ -73,7 +73,8 @@ SHAPE_RULES: dict[tuple[str, str], ShapeRule] = {
     **{("", op): ShapeRule(inputs) for op, inputs in _WITH_VALUES.items()},
     # fused forms written by the optimizer passes (core's and ep-cpu's) and onnxruntime's names
     **{(domain, op): _FOLLOWS for domain in ("com.microsoft", "com.epoxy.cpu")
-       for op in ("FusedConv", "FusedGemm", "FusedMatMul", "Gelu", "BiasGelu", "FastGelu", "QuickGelu")},
+       for op in ("FusedConv", "FusedGemm", "FusedMatMul", "FusedAttention", "FusedAttentionCore", "Gelu",
+                  "BiasGelu", "FastGelu", "QuickGelu")},
 }
 
 #: ops whose output is value-fixed once their input's *shape* is

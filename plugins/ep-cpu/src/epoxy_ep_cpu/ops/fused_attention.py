@@ -309,4 +309,7 @@ class CpuAttentionFusionPass(RewritePass):
 
 
 def attention_passes() -> list[ir.passes.PassBase]:
-    return [CpuAttentionFusionPass()]
+    """The whole block first, then the core of the attention it leaves (fused_attention_core)."""
+    from .fused_attention_core import CpuAttentionCoreFusionPass
+
+    return [CpuAttentionFusionPass(), CpuAttentionCoreFusionPass()]
