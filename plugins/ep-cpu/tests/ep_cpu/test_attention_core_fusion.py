@@ -104,11 +104,13 @@ def fused_count(session: epoxy.InferenceSession) -> int:
     return [n.op_type for n in session._graph.nodes].count("FusedAttentionCore")
 
 
-def run_all(model: onnx.ModelProto, feeds: dict[str, np.ndarray], rtol: float = 1e-5, atol: float = 1e-6):  # type: ignore[no-untyped-def]
-    """The fused session against the op-by-op one and onnxruntime (NaN where they have NaN)."""
+def run_all(model: onnx.ModelProto, feeds: dict[str, np.ndarray], rtol: float = 1e-5, atol: float = 1e-6,
+            jit: str = "on"):  # type: ignore[no-untyped-def]
+    """The fused session against the op-by-op one and onnxruntime (NaN where they have NaN);
+    ``jit``: the cpu provider's option (the Softmax kernel inside the fused op follows it)."""
     plain = epoxy.InferenceSession(model.SerializeToString(), providers=["cpu"],
                                    sess_options=epoxy.SessionOptions(graph_optimization_level="disable"))
-    fused = epoxy.InferenceSession(model.SerializeToString(), providers=["cpu"])
+    fused = epoxy.InferenceSession(model.SerializeToString(), providers=[("cpu", {"jit": jit})])
     oracle = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     want, ref = plain.run(None, feeds), oracle.run(None, feeds)
     for _ in range(2):  # the second run reuses planned buffers
@@ -129,23 +131,26 @@ def run_all(model: onnx.ModelProto, feeds: dict[str, np.ndarray], rtol: float = 
     {"guard": False},
     {"b": 1, "s": 16, "heads": 4, "d": 8},
 ])
-def test_exporter_forms_are_fused_and_match(kwargs) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("jit", ["on", "off"])
+def test_exporter_forms_are_fused_and_match(kwargs, jit) -> None:  # type: ignore[no-untyped-def]
     model = sdpa_model(**kwargs)
-    fused = run_all(model, feeds_for(model))
+    fused = run_all(model, feeds_for(model), jit=jit)
     assert fused_count(fused) == 1
     assert "Softmax" not in [n.op_type for n in fused._graph.nodes]
 
 
-def test_fully_masked_query_is_zero_behind_the_guard() -> None:
+@pytest.mark.parametrize("jit", ["on", "off"])
+def test_fully_masked_query_is_zero_behind_the_guard(jit) -> None:  # type: ignore[no-untyped-def]
     model = sdpa_model(guard=True)
-    fused = run_all(model, feeds_for(model, masked_rows=True))
+    fused = run_all(model, feeds_for(model, masked_rows=True), jit=jit)
     assert fused_count(fused) == 1
 
 
-def test_fully_masked_query_is_nan_without_the_guard() -> None:
+@pytest.mark.parametrize("jit", ["on", "off"])
+def test_fully_masked_query_is_nan_without_the_guard(jit) -> None:  # type: ignore[no-untyped-def]
     model = sdpa_model(guard=False, extra_output=None)
     feeds = feeds_for(model, masked_rows=True)
-    fused = epoxy.InferenceSession(model.SerializeToString(), providers=["cpu"])
+    fused = epoxy.InferenceSession(model.SerializeToString(), providers=[("cpu", {"jit": jit})])
     assert fused_count(fused) == 1
     got = fused.run(None, feeds)[0]
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
