@@ -25,6 +25,7 @@ from .inference_guard import has_shape_trusting_nodes, hide, restore, reveal_saf
 from .map_types import attach_map_types, model_has_maps, restore_map_types, strip_map_types
 from .proto_tensors import FoundTensor, dense_parts, model_graphs, model_tensors
 from .trusted_types import apply_plain_types, take_plain_types
+from .utf8_twin import text_is_valid
 from .wire import load_mapped
 
 #: model files at least this large are memory mapped (weights are not copied)
@@ -88,7 +89,11 @@ def _read_proto(source: ModelSource, file_backed: Callable[[onnx.GraphProto], se
 
 def _first_bad_text(message: Any, path: str) -> str | None:
     """Path of the first string field that is not valid UTF-8 (protobuf hands those back
-    as ``bytes``, which every name lookup downstream would trip over)."""
+    as ``bytes``, which every name lookup downstream would trip over). A model protobuf is
+    asked of its proto3 twin first (:mod:`.utf8_twin`, ~20x faster); the walk below names
+    the field when the twin finds one, and runs alone where the twin cannot tell."""
+    if isinstance(message, onnx.ModelProto) and text_is_valid(message):
+        return None
     trail: list[str] = [path]
     bad = _find_bad_text(message, trail)
     return None if bad is None else f"{''.join(trail)} = {bad[:60]!r}"
