@@ -18,7 +18,7 @@ def epoxy_register_providers(register: Any) -> None:
 def epoxy_register_passes(register: Any) -> None:
     # fusions into com.epoxy.cpu ops (kernels in ops/fused.py): only sessions using cpu
     from .ops.fused import cpu_passes
-    from .ops.fused_attention import attention_passes
+    from .ops.fused_attention_core import attention_passes
     from .ops.fused_batchnorm import CpuBatchNormActivationPass
     from .ops.fused_int8 import CpuConvIntegerToFloatPass, CpuMatMulIntegerToFloatPass
     from .ops.squeeze_excite import CpuSqueezeExcitePass

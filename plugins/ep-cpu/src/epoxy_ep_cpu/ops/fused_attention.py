@@ -306,10 +306,3 @@ class CpuAttentionFusionPass(RewritePass):
         attrs = {"q_shape": qv[1], "k_shape": kv[1], "v_shape": vv[1],
                  "out_shape": [int(d) for d in o_shape], "scale": float(scale)}
         return inputs, attrs, nodes, r.outputs[0]
-
-
-def attention_passes() -> list[ir.passes.PassBase]:
-    """The whole block first, then the core of the attention it leaves (fused_attention_core)."""
-    from .fused_attention_core import CpuAttentionCoreFusionPass
-
-    return [CpuAttentionFusionPass(), CpuAttentionCoreFusionPass()]

@@ -51,7 +51,7 @@ from epoxy.kit.passes import (
 from ..registry import KERNELS
 from ._broadcast import fits_into
 from .fused import DOMAIN, DOMAIN_VERSION, _kernel
-from .fused_attention import _only_reader, _producer, _scale_of, _spec
+from .fused_attention import CpuAttentionFusionPass, _only_reader, _producer, _scale_of, _spec
 
 _FAST = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -234,3 +234,8 @@ def _softmax_over_last_axis(model: ir.Model, node: ir.Node) -> bool:
     axis = int(attr(node, "axis", -1))
     shape = node.inputs[0].shape
     return axis == -1 or (shape is not None and axis == len(shape) - 1)
+
+
+def attention_passes() -> list[ir.passes.PassBase]:
+    """The whole block first (``FusedAttention``), then the core of the attention it leaves."""
+    return [CpuAttentionFusionPass(), CpuAttentionCoreFusionPass()]
