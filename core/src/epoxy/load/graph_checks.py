@@ -17,15 +17,16 @@ their node does not produce.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 import onnx
 
 from ..errors import InvalidGraphError, ModelLoadError
 from ..graph.names import FreshNames
 from ..kit.ordering import stable_topological_order
+from ..run.limits import item_size
 
 #: domain names that mean the default ONNX domain
 _DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -162,11 +163,7 @@ CHECKED_DATA_MAX_BYTES = 1 << 16
 
 
 def _expected_bytes(tensor: onnx.TensorProto) -> int:
-    try:
-        itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
-    except Exception:  # noqa: BLE001 - an unknown element type
-        itemsize = 1
-    return int(np.prod(tensor.dims, dtype=np.float64)) * itemsize
+    return math.prod(tensor.dims) * (item_size(tensor.data_type) or 1)  # unknown types: 1 byte
 
 
 def _data_problem(tensor: onnx.TensorProto) -> str | None:
@@ -175,12 +172,9 @@ def _data_problem(tensor: onnx.TensorProto) -> str | None:
     if _expected_bytes(tensor) > CHECKED_DATA_MAX_BYTES:
         return None
     if tensor.HasField("raw_data") and tensor.data_type not in _PACKED and tensor.data_type != onnx.TensorProto.STRING:
-        try:
-            itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
-        except Exception:  # noqa: BLE001 - an unknown element type: the checker says which
-            itemsize = 0
+        itemsize = item_size(tensor.data_type)  # None: an unknown element type, the checker says which
         if itemsize:
-            need = int(np.prod(tensor.dims, dtype=np.int64)) * itemsize
+            need = math.prod(tensor.dims) * itemsize
             if len(tensor.raw_data) != need:
                 return f"{len(tensor.raw_data)} bytes of data where dims {list(tensor.dims)} need {need}"
             return None

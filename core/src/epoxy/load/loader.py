@@ -5,6 +5,7 @@ Every failure becomes a :class:`ModelLoadError` that says what was being loaded 
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from collections.abc import Callable, Sequence
@@ -19,6 +20,7 @@ from google.protobuf.message import DecodeError
 
 from ..errors import InvalidGraphError, InvalidProtobufError, ModelFileNotFoundError, ModelLoadError
 from ..options import CHECK_MODES, check_mode  # noqa: F401 - CHECK_MODES: what load_model(check=...) takes
+from ..run.limits import item_size
 from .attribute_checks import check_attributes
 from .graph_checks import settle_declared_types, vet_model, vet_nodes
 from .inference_guard import has_shape_trusting_nodes, hide, restore, reveal_safe
@@ -505,11 +507,8 @@ SKELETON_MIN_BYTES = 1 << 16
 def _tensor_bytes(tensor: onnx.TensorProto) -> int:
     if tensor.data_type in (0, onnx.TensorProto.STRING):
         return 0
-    try:
-        itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
-    except Exception:  # noqa: BLE001 - unknown dtype: leave it to the checker
-        return 0
-    return int(np.prod(tensor.dims, dtype=np.int64)) * itemsize
+    itemsize = item_size(tensor.data_type)  # None: an unknown dtype, left to the checker
+    return math.prod(tensor.dims) * itemsize if itemsize else 0
 
 
 def _skeleton(proto: onnx.ModelProto) -> onnx.ModelProto | None:

@@ -61,6 +61,11 @@ def _itemsizes() -> dict[int, int]:
 _ITEMSIZE = _itemsizes()
 
 
+def item_size(data_type: int) -> int | None:
+    """Bytes per element of an ONNX data type as numpy holds it; None for unknown types."""
+    return _ITEMSIZE.get(data_type)
+
+
 def tensor_proto_nbytes(tensor: onnx.TensorProto | onnx.SparseTensorProto) -> float | None:
     """Dense byte size a tensor proto declares (dims x item size); a float so absurd dims
     cannot overflow; ``None`` for unknown data types or negative dims."""
