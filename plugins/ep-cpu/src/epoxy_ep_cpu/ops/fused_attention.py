@@ -223,62 +223,90 @@ def _softmax_last_axis(model: ir.Model, node: ir.Node) -> bool:
     return axis in (-1, 3)
 
 
-class CpuAttentionFusionPass(RewritePass):
-    """The attention pattern above -> ``com.epoxy.cpu::FusedAttention``."""
+def scores_of(sm: ir.Node) -> tuple[ir.Node, ir.Value | None, float, list[ir.Node]] | None:
+    """A Softmax's input as ``MatMul [Div c | Mul c] [Add mask]``, each step read only by the
+    next: (the MatMul, the mask or None, the scale, [the Add, the scale op] as present)."""
+    nodes: list[ir.Node] = []
+    x = sm.inputs[0]
+    mask = None
+    scale = 1.0
+    p = _producer(x)
+    if p is None or not _only_reader(x, sm) or len(p.outputs) != 1:
+        return None
+    if is_op(p, "Add") and len(p.inputs) == 2:
+        for i in (0, 1):
+            cand, other = p.inputs[i], p.inputs[1 - i]
+            q = _producer(cand)
+            if cand is not other and q is not None and _only_reader(cand, p) and (
+                is_op(q, "MatMul") or _scale_of(q, q.inputs[0]) is not None
+                or (len(q.inputs) == 2 and _scale_of(q, q.inputs[1]) is not None)
+            ):
+                mask = other
+                nodes.append(p)
+                x, p = cand, q
+                break
+        else:
+            return None
+    if is_op(p, ("Div", "Mul")) and len(p.outputs) == 1:
+        for cand in p.inputs:
+            sc = _scale_of(p, cand)
+            if sc is not None and is_op(_producer(cand), "MatMul") and _only_reader(cand, p):
+                scale = sc
+                nodes.append(p)
+                x, p = cand, _producer(cand)
+                break
+        else:
+            return None
+    if not is_op(p, "MatMul") or len(p.inputs) != 2 or len(p.outputs) != 1:
+        return None
+    return p, mask, scale, nodes
+
+
+class SoftmaxAnchoredPass(RewritePass):
+    """Finds each Softmax the pass ``accepts`` and replaces what ``match`` returns around it
+    by one ``com.epoxy.cpu`` node of type :attr:`fused_op`."""
+
+    fused_op = ""
+
+    def accepts(self, model: ir.Model, sm: ir.Node) -> bool:  # pragma: no cover - every pass overrides
+        raise NotImplementedError
+
+    def match(self, sm: ir.Node) -> Any:  # pragma: no cover - every pass overrides
+        """(inputs, attributes, nodes replaced, the value the fused node stands for) or None."""
+        raise NotImplementedError
 
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
         for sm in graph_nodes(graph):
             if sm.graph is not graph or not is_op(sm, "Softmax") or len(sm.outputs) != 1 or len(sm.inputs) != 1:
                 continue
-            if not _softmax_last_axis(model, sm):
+            if not self.accepts(model, sm):
                 continue
-            found = self._match(sm)
+            found = self.match(sm)
             if found is None:
                 continue
             inputs, attrs, nodes, out = found
-            fused = make_node(namer, "FusedAttention", inputs, attrs, name=sm.name or "attention", domain=DOMAIN)
+            fused = make_node(namer, self.fused_op, inputs, attrs, name=sm.name or "attention", domain=DOMAIN)
             ensure_opset(model, DOMAIN, DOMAIN_VERSION)
             replace(graph, nodes, [fused], [out], [fused.outputs[0]])
             count += 1
         return count
 
-    @staticmethod
-    def _match(sm: ir.Node):
-        nodes: list[ir.Node] = [sm]
-        x = sm.inputs[0]
-        mask = None
-        scale = 1.0
-        p = _producer(x)
-        if p is None or not _only_reader(x, sm) or len(p.outputs) != 1:
+
+class CpuAttentionFusionPass(SoftmaxAnchoredPass):
+    """The attention pattern above -> ``com.epoxy.cpu::FusedAttention``."""
+
+    fused_op = "FusedAttention"
+
+    def accepts(self, model: ir.Model, sm: ir.Node) -> bool:
+        return _softmax_last_axis(model, sm)
+
+    def match(self, sm: ir.Node):  # type: ignore[no-untyped-def]
+        scores = scores_of(sm)
+        if scores is None:
             return None
-        if is_op(p, "Add") and len(p.inputs) == 2:
-            for i in (0, 1):
-                cand, other = p.inputs[i], p.inputs[1 - i]
-                q = _producer(cand)
-                if cand is not other and q is not None and _only_reader(cand, p) and (
-                    is_op(q, "MatMul") or _scale_of(q, q.inputs[0]) is not None
-                    or (len(q.inputs) == 2 and _scale_of(q, q.inputs[1]) is not None)
-                ):
-                    mask = other
-                    nodes.append(p)
-                    x, p = cand, q
-                    break
-            else:
-                return None
-        if is_op(p, ("Div", "Mul")) and len(p.outputs) == 1:
-            for cand in p.inputs:
-                sc = _scale_of(p, cand)
-                if sc is not None and is_op(_producer(cand), "MatMul") and _only_reader(cand, p):
-                    scale = sc
-                    nodes.append(p)
-                    x, p = cand, _producer(cand)
-                    break
-            else:
-                return None
-        if not is_op(p, "MatMul") or len(p.inputs) != 2 or len(p.outputs) != 1:
-            return None
-        nodes.append(p)
+        p, mask, scale, steps = scores
+        nodes = [sm, *steps, p]
         qv = _head_view(p.inputs[0], p, (0, 2, 1, 3))
         kv = _head_view(p.inputs[1], p, (0, 2, 3, 1))
         if qv is None or kv is None or p.inputs[0] is p.inputs[1]:

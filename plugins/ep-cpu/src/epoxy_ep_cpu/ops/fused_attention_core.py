@@ -34,24 +34,26 @@ import onnx_ir as ir
 
 from epoxy.contract import NodeSpec
 from epoxy.kit.passes import (
-    Namer,
-    RewritePass,
     attr,
     constant,
     consumers,
-    ensure_opset,
-    graph_nodes,
     is_op,
-    make_node,
     opset_of,
-    replace,
     sole_consumer,
 )
 
 from ..registry import KERNELS
 from ._broadcast import fits_into
 from .fused import DOMAIN, DOMAIN_VERSION, _kernel
-from .fused_attention import CpuAttentionFusionPass, _only_reader, _producer, _scale_of, _spec
+from .fused_attention import (
+    CpuAttentionFusionPass,
+    SoftmaxAnchoredPass,
+    _only_reader,
+    _producer,
+    _scale_of,
+    _spec,
+    scores_of,
+)
 
 _FAST = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -147,61 +149,20 @@ def _nan_guard(probs: ir.Value) -> tuple[ir.Value, list[ir.Node]] | None:
     return where.outputs[0], [isnan, where]
 
 
-class CpuAttentionCoreFusionPass(RewritePass):
+class CpuAttentionCoreFusionPass(SoftmaxAnchoredPass):
     """The core pattern above -> ``com.epoxy.cpu::FusedAttentionCore``."""
 
-    def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
-        count = 0
-        for sm in graph_nodes(graph):
-            if sm.graph is not graph or not is_op(sm, "Softmax") or len(sm.outputs) != 1 or len(sm.inputs) != 1:
-                continue
-            if not _softmax_over_last_axis(model, sm):
-                continue
-            found = self._match(sm)
-            if found is None:
-                continue
-            inputs, attrs, nodes, out = found
-            fused = make_node(namer, "FusedAttentionCore", inputs, attrs, name=sm.name or "attention", domain=DOMAIN)
-            ensure_opset(model, DOMAIN, DOMAIN_VERSION)
-            replace(graph, nodes, [fused], [out], [fused.outputs[0]])
-            count += 1
-        return count
+    fused_op = "FusedAttentionCore"
 
-    @staticmethod
-    def _match(sm: ir.Node):
-        nodes: list[ir.Node] = [sm]
-        x = sm.inputs[0]
-        mask = None
-        scale = 1.0
-        p = _producer(x)
-        if p is None or not _only_reader(x, sm) or x.is_graph_output() or len(p.outputs) != 1:
+    def accepts(self, model: ir.Model, sm: ir.Node) -> bool:
+        return _softmax_over_last_axis(model, sm)
+
+    def match(self, sm: ir.Node):  # type: ignore[no-untyped-def]
+        scores = scores_of(sm)
+        if scores is None:
             return None
-        if is_op(p, "Add") and len(p.inputs) == 2:
-            for i in (0, 1):
-                cand, other = p.inputs[i], p.inputs[1 - i]
-                q = _producer(cand)
-                if cand is not other and q is not None and _only_reader(cand, p) and not cand.is_graph_output() and (
-                    is_op(q, "MatMul") or any(_scale_of(q, c) is not None for c in q.inputs)
-                ):
-                    nodes.append(p)  # the Add
-                    mask, x, p = other, cand, q
-                    break
-            else:
-                return None
-        if is_op(p, ("Div", "Mul")) and len(p.outputs) == 1:
-            for cand in p.inputs:
-                sc = _scale_of(p, cand)
-                if sc is not None and is_op(_producer(cand), "MatMul") and _only_reader(cand, p):
-                    scale = sc
-                    nodes.append(p)
-                    x, p = cand, _producer(cand)
-                    break
-            else:
-                return None
-        if not is_op(p, "MatMul") or len(p.inputs) != 2 or len(p.outputs) != 1 or x.is_graph_output():
-            return None
-        mm1 = p
-        nodes.append(mm1)
+        mm1, mask, scale, steps = scores
+        nodes = [sm, *steps, mm1]
         q, q_scale, q_mul = _scaled_input(mm1.inputs[0], mm1)
         k, k_scale, k_mul = _scaled_input(mm1.inputs[1], mm1)
         nodes += [n for n in (q_mul, k_mul) if n is not None]
@@ -212,8 +173,6 @@ class CpuAttentionCoreFusionPass(RewritePass):
             probs, guard_nodes = guard
             nodes += guard_nodes
             nan_to_zero = 1
-        if probs.is_graph_output():
-            return None
         mm2 = sole_consumer(probs)
         if not is_op(mm2, "MatMul") or len(mm2.inputs) != 2 or mm2.inputs[0] is not probs or len(mm2.outputs) != 1:
             return None
