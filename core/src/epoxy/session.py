@@ -359,6 +359,7 @@ class InferenceSession:
                     ledger.not_used(label, "not used: its nodes went to a provider listed before "
                                            f"{name!r}, or are not in the loaded graph")
         self._plan = built.plan
+        self._every_output = [built.plan.output_slots[n] for n in graph.outputs]  # a run's default fetch
         self._memory = built.memory
         self._check_outputs = checks_requested(self._options.check_outputs)
         self._profiler: Profiler | None = (
@@ -769,7 +770,7 @@ class InferenceSession:
         outputs = self._plan.output_slots
         if not output_names:  # None or [] (onnxruntime: every output)
             names: Sequence[str] = self._graph.outputs
-            fetch = [outputs[n] for n in names]
+            fetch = self._every_output
         else:
             if isinstance(output_names, str):
                 raise InvalidArgumentError("output_names must be a list of names, not a string")
