@@ -58,10 +58,10 @@ def _parsed(data: bytes) -> onnx.ModelProto:
     return proto
 
 
-def test_valid_model_is_valid_for_the_twin_and_loads() -> None:
+def test_valid_model_is_valid_for_the_twin_and_loads(make_registry) -> None:  # type: ignore[no-untyped-def]
     data = _model("none")
     assert utf8_twin.text_is_valid(_parsed(data)) is True
-    session = epoxy.InferenceSession(data, providers=["cpu"])
+    session = epoxy.InferenceSession(data, providers=["cpu"], registry=make_registry())
     got = session.run(["z"], {"x": np.array([1.0, -2.0], np.float32), "c": np.array(True)})[0]
     np.testing.assert_array_equal(got, [2.0, 0.0])
 
