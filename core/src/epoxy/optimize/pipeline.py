@@ -14,6 +14,7 @@ from typing import Any
 import onnx_ir as ir
 
 from ..errors import EpoxyError, InvalidArgumentError, ModelLoadError
+from ..kit.passes import OpCensus, op_census
 
 LEVEL_ORDER = {"disable": 0, "basic": 1, "extended": 2, "all": 3}
 #: the levels a pass may register at (``disable`` runs nothing, so no pass registers there)
@@ -64,6 +65,16 @@ def optimize(model: ir.Model, passes: Sequence[PassRegistration], level: str, pr
     changed: list[str] = []
     training = has_gradient(model.graph)
     skipped: list[str] = []
+    with op_census(model) as census:
+        model = _run_passes(model, passes, enabled, training, providers, census, changed, skipped)
+    if skipped and notes is not None:
+        notes.append(f"model contains a Gradient node: optimization passes skipped to keep its slice intact: "
+                     f"{', '.join(skipped)}")
+    return changed
+
+
+def _run_passes(model: ir.Model, passes: Sequence[PassRegistration], enabled: int, training: bool,
+                providers: Sequence[str], census: OpCensus, changed: list[str], skipped: list[str]) -> ir.Model:
     for entry in passes:
         if LEVEL_ORDER[entry.level] > enabled:
             continue
@@ -82,13 +93,12 @@ def optimize(model: ir.Model, passes: Sequence[PassRegistration], level: str, pr
             raise
         except Exception as exc:
             raise ModelLoadError(f"optimization pass {name} failed: {type(exc).__name__}: {exc}") from exc
+        if result.modified or result.model is not model:
+            census.reset(result.model)
         model = result.model
         if result.modified:
             changed.append(name)
-    if skipped and notes is not None:
-        notes.append(f"model contains a Gradient node: optimization passes skipped to keep its slice intact: "
-                     f"{', '.join(skipped)}")
-    return changed
+    return model
 
 
 def has_gradient(graph: ir.Graph) -> bool:

@@ -51,6 +51,8 @@ def shuffle_group(first: ir.Node, transpose: ir.Node, last: ir.Node) -> int | No
 class ChannelShufflePass(RewritePass):
     """``Reshape -> Transpose -> Reshape`` channel shuffles -> ``ChannelShuffle``."""
 
+    needs = (frozenset({"Reshape"}), frozenset({"Transpose"}))
+
     max_sweeps = 1
 
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:

@@ -100,6 +100,8 @@ FOLDERS: dict[str, tuple[int, Callable[..., np.ndarray | None]]] = {
 class ConstantFoldingPass(RewritePass):
     """Replace a foldable node whose inputs are all initializers by an initializer."""
 
+    needs = (frozenset(FOLDERS),)
+
     max_sweeps = 1  # nodes are visited in order, so chains fold in one sweep
 
     def __init__(self, max_elements: int = 1 << 28) -> None:

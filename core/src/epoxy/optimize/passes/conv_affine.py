@@ -65,6 +65,8 @@ def follow_affine(node_out: ir.Value, rank: int | None, channels: int, dtype: np
 class ConvAffineFoldPass(RewritePass):
     """Fold per-channel constant Add/Sub/Mul/Div chains after a Conv into its W and B."""
 
+    needs = (frozenset({"Conv", "ConvTranspose"}),)
+
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
         for conv in graph_nodes(graph):
@@ -85,6 +87,8 @@ class ConvAffineFoldPass(RewritePass):
 
 class BatchNormAffineFoldPass(RewritePass):
     """``BatchNormalization`` followed by per-channel constant Add/Sub/Mul/Div -> one BN."""
+
+    needs = (frozenset({"BatchNormalization"}),)
 
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         from ...kit.passes import add_initializer, copy_attributes, make_node, rank_of, replace

@@ -82,6 +82,8 @@ def fold_into_conv(graph: ir.Graph, namer, conv: ir.Node, scale: np.ndarray | No
 class ConvBatchNormFoldPass(RewritePass):
     """``BatchNormalization(Conv(x, W, B))`` with constant W, B and BN parameters."""
 
+    needs = (frozenset({"Conv", "ConvTranspose"}), frozenset({"BatchNormalization"}))
+
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
         for conv in graph_nodes(graph):

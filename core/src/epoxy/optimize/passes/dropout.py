@@ -23,6 +23,8 @@ def _inference_mode(model: ir.Model, node: ir.Node) -> bool:
 class DropoutEliminationPass(RewritePass):
     """``y = Dropout(x)`` in inference mode, mask unread: readers of ``y`` read ``x``."""
 
+    needs = (frozenset({"Dropout"}),)
+
     max_sweeps = 1
 
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:

@@ -134,6 +134,8 @@ def _match_tanh(tanh: ir.Node) -> tuple[ir.Value, list[ir.Node], ir.Value] | Non
 
 
 class GeluFusionPass(RewritePass):
+
+    needs = (frozenset({"Erf", "Tanh"}),)
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
         for node in graph_nodes(graph):

@@ -16,6 +16,8 @@ from ...kit.passes import Namer, RewritePass, bypass, graph_nodes, is_op
 class IdentityEliminationPass(RewritePass):
     """``y = Identity(x)``: readers of ``y`` read ``x``; a graph output keeps its name."""
 
+    needs = (frozenset({"Identity"}),)
+
     max_sweeps = 1
 
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:

@@ -104,6 +104,8 @@ def _affine_param(c: np.ndarray | None, width: int | None, dtype: np.dtype) -> n
 
 
 class LayerNormFusionPass(RewritePass):
+
+    needs = (frozenset({"ReduceMean"}),)
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
         for mean_node in graph_nodes(graph):

@@ -39,6 +39,8 @@ def _broadcasts_into(c: ir.Value, m, n) -> bool:
 
 
 class MatMulAddToGemmPass(RewritePass):
+
+    needs = (frozenset({"MatMul"}), frozenset({"Add"}))
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
         for mm in graph_nodes(graph):

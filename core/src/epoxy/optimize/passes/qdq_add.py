@@ -61,6 +61,8 @@ class QDQAddPass(RewritePass):
     """``DQ(a) + DQ(b) [-> Relu] -> Q`` with scalar parameters -> one ``QuantizedAdd`` on codes
     (``*``: ``QuantizedMul``)."""
 
+    needs = (frozenset(FUSED_OPS), frozenset({"DequantizeLinear"}))
+
     max_sweeps = 1
 
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:

@@ -40,6 +40,8 @@ class QDQConvToIntegerPass(RewritePass):
     """``Conv`` of a DQ'd activation and DQ'd 8-bit weights, float output -> ``ConvInteger``
     and its float tail."""
 
+    needs = (frozenset({"Conv"}), frozenset({"DequantizeLinear"}))
+
     max_sweeps = 1
 
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:

@@ -195,6 +195,8 @@ def _codes_dtype(params: CodeParams) -> np.dtype:
 class QDQLookupPass(RewritePass):
     """``DQ(c) -> f -> Q`` for an elementwise ``f`` of one tensor -> ``QuantizedLookup(c, table)``."""
 
+    needs = (frozenset({"DequantizeLinear"}), frozenset({"QuantizeLinear"}))
+
     max_sweeps = 1
 
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
@@ -233,6 +235,8 @@ class QDQConcatRequantizePass(RewritePass):
     for element, and each ``Q(DQ(ci))`` is the input's lookup. Inputs with the output's own
     parameters are taken as they are (``QDQPassThroughPass`` takes the Concat when all are).
     """
+
+    needs = (frozenset({"Concat"}), frozenset({"DequantizeLinear"}))
 
     max_sweeps = 1
 

@@ -119,6 +119,8 @@ class QDQMatMulToIntegerPass(RewritePass):
     """``MatMul``/``Gemm`` of a DQ'd activation and DQ'd 8-bit weights -> ``MatMulInteger`` and
     its float tail."""
 
+    needs = (frozenset({"MatMul", "Gemm"}), frozenset({"DequantizeLinear"}))
+
     max_sweeps = 1
 
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:

@@ -113,6 +113,8 @@ class QuantizeDequantizePairPass(RewritePass):
     """Replace an activation ``QuantizeLinear -> DequantizeLinear(s)`` pair with constant, equal
     parameters by one ``com.epoxy.cpu::QuantizeDequantizeLinear`` node."""
 
+    needs = (frozenset({"QuantizeLinear"}), frozenset({"DequantizeLinear"}))
+
     max_sweeps = 1  # a fused node is never part of a new pair
 
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:

@@ -46,6 +46,8 @@ class QDQPassThroughPass(RewritePass):
     """``DQ -> MaxPool/Reshape/Flatten/Squeeze/Unsqueeze/Transpose/Concat/Relu -> Q`` with one set
     of parameters -> the op on the codes (Relu: ``Max(codes, zero_point)``)."""
 
+    needs = (frozenset(MOVES), frozenset({"QuantizeLinear"}))
+
     max_sweeps = 1
 
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:

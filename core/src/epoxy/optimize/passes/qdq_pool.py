@@ -37,6 +37,8 @@ WINDOWED_OP_TYPE = "QuantizedAveragePool"
 class QDQGlobalAveragePoolPass(RewritePass):
     """``DQ(c) -> GlobalAveragePool -> Q`` with scalar parameters -> ``QuantizedGlobalAveragePool``."""
 
+    needs = (frozenset({"GlobalAveragePool"}), frozenset({"DequantizeLinear"}), frozenset({"QuantizeLinear"}))
+
     max_sweeps = 1
     source, target = "GlobalAveragePool", OP_TYPE
 
@@ -71,6 +73,8 @@ class QDQGlobalAveragePoolPass(RewritePass):
 class QDQAveragePoolPass(QDQGlobalAveragePoolPass):
     """``DQ(c) -> AveragePool -> Q`` (2-D windows) with scalar parameters -> ``QuantizedAveragePool``,
     the pool's attributes kept."""
+
+    needs = (frozenset({"AveragePool"}), frozenset({"DequantizeLinear"}), frozenset({"QuantizeLinear"}))
 
     source, target = "AveragePool", WINDOWED_OP_TYPE
 

@@ -234,6 +234,8 @@ class QDQConvToQLinearPass(RewritePass):
     """``DQ -> Conv [-> Relu | Clip] -> Q`` with quantized weights (and bias) -> ``QLinearConv``
     [-> Max / Min on the codes]."""
 
+    needs = (frozenset({"Conv"}), frozenset({"DequantizeLinear"}))
+
     max_sweeps = 1
 
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:

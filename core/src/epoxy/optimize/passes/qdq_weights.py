@@ -108,6 +108,8 @@ class DequantizeWeightsPass(RewritePass):
     """Replace a DequantizeLinear of constant integer weights read by MatMul/Gemm/Conv (possibly
     through Transpose/Reshape plumbing) by its float32 value."""
 
+    needs = (frozenset({"DequantizeLinear"}),)
+
     max_sweeps = 1  # one DQ per weight: nothing new appears after a fold
 
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:

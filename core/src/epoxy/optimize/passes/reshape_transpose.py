@@ -29,6 +29,8 @@ from ...kit.passes import (
 
 
 class ReshapeTransposeSimplifyPass(RewritePass):
+
+    needs = (frozenset({"Transpose", "Reshape"}),)
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
         for node in graph_nodes(graph):

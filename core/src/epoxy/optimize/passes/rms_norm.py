@@ -53,6 +53,8 @@ def _reciprocal_of(node: ir.Node | None, value: ir.Value) -> bool:
 
 
 class RMSNormFusionPass(RewritePass):
+
+    needs = (frozenset({"Pow", "Mul"}), frozenset({"ReduceMean"}))
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
         for square in graph_nodes(graph):

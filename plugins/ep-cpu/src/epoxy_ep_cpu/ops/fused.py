@@ -47,6 +47,7 @@ from epoxy.kit.passes import (
     graph_nodes,
     is_op,
     make_node,
+    model_changed,
     opset_of,
     replace,
     sole_consumer,
@@ -457,6 +458,8 @@ def _addend(node: ir.Node | None, value: ir.Value) -> ir.Value | None:
 class CpuConvFusionPass(RewritePass):
     """``Conv`` [+ ``Add``/``Sum`` residual] [+ activation] -> ``com.epoxy.cpu::FusedConv``."""
 
+    needs = (frozenset({"Conv"}),)
+
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
         for conv in graph_nodes(graph):
@@ -493,6 +496,8 @@ class CpuConvFusionPass(RewritePass):
 class CpuMatMulFusionPass(RewritePass):
     """``MatMul`` [+ ``Add`` bias] [+ activation] -> ``FusedMatMul``; ``Gemm`` + activation
     -> ``FusedGemm``."""
+
+    needs = (frozenset({"MatMul", "Gemm"}),)
 
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
@@ -544,7 +549,9 @@ class CpuFusionPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = False
         for step in self.steps:
-            modified = step(model).modified or modified
+            if step(model).modified:
+                modified = True
+                model_changed(model)  # the optimizer's op census, for the steps after this one
         return ir.passes.PassResult(model, modified=modified)
 
 

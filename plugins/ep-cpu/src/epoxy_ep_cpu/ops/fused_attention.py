@@ -266,6 +266,8 @@ class SoftmaxAnchoredPass(RewritePass):
     """Finds each Softmax the pass ``accepts`` and replaces what ``match`` returns around it
     by one ``com.epoxy.cpu`` node of type :attr:`fused_op`."""
 
+    needs = (frozenset({"Softmax"}),)
+
     fused_op = ""
 
     def accepts(self, model: ir.Model, sm: ir.Node) -> bool:  # pragma: no cover - every pass overrides

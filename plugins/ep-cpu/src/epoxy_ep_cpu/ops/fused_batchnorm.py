@@ -52,6 +52,8 @@ def _fusable(model: ir.Model, bn: ir.Node) -> bool:
 class CpuBatchNormActivationPass(RewritePass):
     """``BatchNormalization`` + ``Relu``/``LeakyRelu``/``Clip`` -> ``FusedBatchNormalization``."""
 
+    needs = (frozenset({"BatchNormalization"}),)
+
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
         for bn in graph_nodes(graph):

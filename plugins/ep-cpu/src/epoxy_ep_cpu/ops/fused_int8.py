@@ -98,6 +98,8 @@ def _bias(node: ir.Node | None, y: ir.Value, width: int) -> ir.Value | None:
 class CpuMatMulIntegerToFloatPass(RewritePass):
     """``MatMulInteger -> Cast -> Mul(scale) [-> Add(bias)]`` -> ``MatMulIntegerToFloat``."""
 
+    needs = (frozenset({"MatMulInteger"}),)
+
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
         for mmi in graph_nodes(graph):
@@ -148,6 +150,8 @@ def _channel_constant(value: ir.Value | None, channels: int, rank: int) -> bool:
 
 class CpuConvIntegerToFloatPass(RewritePass):
     """``ConvInteger -> Cast -> Mul(scale) [-> Add(bias)]`` -> ``ConvIntegerToFloat``."""
+
+    needs = (frozenset({"ConvInteger"}),)
 
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0

@@ -92,6 +92,8 @@ class CpuSqueezeExcitePass(RewritePass):
     """pool -> 1x1 conv (+act) -> 1x1 conv (+act) -> Mul with the pooled tensor's input ->
     ``SqueezeExcite``; every intermediate read once."""
 
+    needs = (frozenset({"GlobalAveragePool", "ReduceMean"}),)
+
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
         for pool in graph_nodes(graph):
