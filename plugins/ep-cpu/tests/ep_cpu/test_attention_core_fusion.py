@@ -192,3 +192,25 @@ def test_whole_block_pattern_keeps_fused_attention() -> None:
     ops = [n.op_type for n in session._graph.nodes]
     assert ops.count("FusedAttention") == 1 and "FusedAttentionCore" not in ops
     session.run(None, block_feeds(model))
+
+
+def test_a_scale_that_raises_the_rank_stays_a_node() -> None:
+    """``Mul(q, c)`` with c of shape (1, 1, 1, 1) on a rank-3 q broadcasts q to rank 4: that
+    Mul is not folded into the fused op as a number (the result keeps onnxruntime's shape)."""
+    n = helper.make_node
+    graph = helper.make_graph(
+        [n("Mul", ["q", "c"], ["qs"]), n("MatMul", ["qs", "k"], ["s"]), n("Softmax", ["s"], ["p"], axis=-1),
+         n("MatMul", ["p", "v"], ["y"])], "rank",
+        [helper.make_tensor_value_info("q", TensorProto.FLOAT, [3, 4, 2]),
+         helper.make_tensor_value_info("k", TensorProto.FLOAT, [3, 2, 5]),
+         helper.make_tensor_value_info("v", TensorProto.FLOAT, [3, 5, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [_const("c", np.full((1, 1, 1, 1), 0.5, np.float32))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    feeds = {name: RNG.standard_normal(shape).astype(np.float32)
+             for name, shape in (("q", (3, 4, 2)), ("k", (3, 2, 5)), ("v", (3, 5, 2)))}
+    fused = run_all(onnx.shape_inference.infer_shapes(model), feeds)
+    ops = [node.op_type for node in fused._graph.nodes]
+    assert ops == ["Mul", "FusedAttentionCore"]
+    assert fused.run(None, feeds)[0].shape == (1, 3, 4, 2)

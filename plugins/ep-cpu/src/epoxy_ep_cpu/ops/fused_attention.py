@@ -202,19 +202,27 @@ def _head_view(
 
 
 def _scale_of(node: ir.Node, x: ir.Value) -> float | None:
-    """For ``Div(x, c)`` / ``Mul(x, c)`` / ``Mul(c, x)`` with a one-element float constant c."""
+    """For ``Div(x, c)`` / ``Mul(x, c)`` / ``Mul(c, x)`` with a one-element float constant c
+    that cannot raise ``x``'s rank by broadcasting (a scalar, or no more dims than ``x``
+    is known to have): the fused kernels apply it as a number."""
     if len(node.inputs) != 2:
         return None
     a, b = node.inputs
     if is_op(node, "Div") and a is x:
-        c = constant(b)
-        if c is not None and c.size == 1 and c.dtype.kind == "f" and float(c.reshape(())) != 0.0:
-            return 1.0 / float(c.reshape(()))
+        c = _scalar_for(constant(b), x)
+        if c is not None and c != 0.0:
+            return 1.0 / c
     if is_op(node, "Mul") and (a is x) != (b is x):
-        c = constant(b if a is x else a)
-        if c is not None and c.size == 1 and c.dtype.kind == "f":
-            return float(c.reshape(()))
+        return _scalar_for(constant(b if a is x else a), x)
     return None
+
+
+def _scalar_for(c: np.ndarray | None, x: ir.Value) -> float | None:
+    if c is None or c.size != 1 or c.dtype.kind != "f":
+        return None
+    if c.ndim and (x.shape is None or c.ndim > len(x.shape)):
+        return None
+    return float(c.reshape(()))
 
 
 def _softmax_last_axis(model: ir.Model, node: ir.Node) -> bool:
