@@ -214,3 +214,24 @@ def test_a_scale_that_raises_the_rank_stays_a_node() -> None:
     ops = [node.op_type for node in fused._graph.nodes]
     assert ops == ["Mul", "FusedAttentionCore"]
     assert fused.run(None, feeds)[0].shape == (1, 3, 4, 2)
+
+
+def test_a_guard_whose_zero_raises_the_rank_is_left_alone() -> None:
+    """``Where(IsNaN(p), zero, p)`` with a zero of more dims than ``p`` broadcasts the result to
+    that rank: not torch's guard, so the core is not fused around it."""
+    n = helper.make_node
+    graph = helper.make_graph(
+        [n("MatMul", ["q", "k"], ["s"]), n("Softmax", ["s"], ["p"], axis=-1), n("IsNaN", ["p"], ["nan"]),
+         n("Where", ["nan", "zero", "p"], ["safe"]), n("MatMul", ["safe", "v"], ["y"])], "guard",
+        [helper.make_tensor_value_info("q", TensorProto.FLOAT, [3, 4, 2]),
+         helper.make_tensor_value_info("k", TensorProto.FLOAT, [3, 2, 5]),
+         helper.make_tensor_value_info("v", TensorProto.FLOAT, [3, 5, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [_const("zero", np.zeros((1, 1, 1, 1), np.float32))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    feeds = {name: RNG.standard_normal(shape).astype(np.float32)
+             for name, shape in (("q", (3, 4, 2)), ("k", (3, 2, 5)), ("v", (3, 5, 2)))}
+    fused = run_all(onnx.shape_inference.infer_shapes(model), feeds)
+    assert fused_count(fused) == 0
+    assert fused.run(None, feeds)[0].shape == (1, 3, 4, 2)

@@ -50,6 +50,7 @@ from .fused_attention import (
     SoftmaxAnchoredPass,
     _only_reader,
     _producer,
+    _scalar_for,
     _scale_of,
     _spec,
     scores_of,
@@ -143,8 +144,7 @@ def _nan_guard(probs: ir.Value) -> tuple[ir.Value, list[ir.Node]] | None:
         return None
     if not _only_reader(flag, where) or flag.is_graph_output():
         return None
-    zero = constant(where.inputs[1])
-    if zero is None or zero.size != 1 or zero.dtype.kind != "f" or float(zero.reshape(())) != 0.0:
+    if _scalar_for(constant(where.inputs[1]), probs) != 0.0:  # a 0 that cannot raise the rank
         return None
     return where.outputs[0], [isnan, where]
 
