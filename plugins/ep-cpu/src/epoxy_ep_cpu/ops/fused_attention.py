@@ -270,6 +270,14 @@ def scores_of(sm: ir.Node) -> tuple[ir.Node, ir.Value | None, float, list[ir.Nod
     return p, mask, scale, nodes
 
 
+def context_matmul(probs: ir.Value) -> ir.Node | None:
+    """The ``MatMul(probs, v)`` that alone reads the attention probabilities, or None."""
+    mm2 = sole_consumer(probs)
+    if not is_op(mm2, "MatMul") or len(mm2.inputs) != 2 or mm2.inputs[0] is not probs or len(mm2.outputs) != 1:
+        return None
+    return mm2
+
+
 class SoftmaxAnchoredPass(RewritePass):
     """Finds each Softmax the pass ``accepts`` and replaces what ``match`` returns around it
     by one ``com.epoxy.cpu`` node of type :attr:`fused_op`."""
@@ -322,8 +330,8 @@ class CpuAttentionFusionPass(SoftmaxAnchoredPass):
         if qv is None or kv is None or p.inputs[0] is p.inputs[1]:
             return None
         probs = sm.outputs[0]
-        mm2 = sole_consumer(probs)
-        if not is_op(mm2, "MatMul") or len(mm2.inputs) != 2 or mm2.inputs[0] is not probs or len(mm2.outputs) != 1:
+        mm2 = context_matmul(probs)
+        if mm2 is None:
             return None
         vv = _head_view(mm2.inputs[1], mm2, (0, 2, 1, 3))
         if vv is None:

@@ -39,7 +39,6 @@ from epoxy.kit.passes import (
     consumers,
     is_op,
     opset_of,
-    sole_consumer,
 )
 
 from ..registry import KERNELS
@@ -53,6 +52,7 @@ from .fused_attention import (
     _scalar_for,
     _scale_of,
     _spec,
+    context_matmul,
     scores_of,
 )
 
@@ -173,8 +173,8 @@ class CpuAttentionCoreFusionPass(SoftmaxAnchoredPass):
             probs, guard_nodes = guard
             nodes += guard_nodes
             nan_to_zero = 1
-        mm2 = sole_consumer(probs)
-        if not is_op(mm2, "MatMul") or len(mm2.inputs) != 2 or mm2.inputs[0] is not probs or len(mm2.outputs) != 1:
+        mm2 = context_matmul(probs)
+        if mm2 is None:
             return None
         nodes.append(mm2)
         if len({id(n) for n in nodes}) != len(nodes) or mm2.inputs[1] is probs:
