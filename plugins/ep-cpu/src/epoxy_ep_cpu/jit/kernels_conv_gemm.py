@@ -51,7 +51,7 @@ def compact_columns(oh: int, ow: int, wq: int) -> bool:
     return span - oh * ow > COMPACT_MIN_EXTRA * oh * ow
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
 def _rows_of_plane(xp, cols, offs, p, psize, ks, span):  # pragma: no cover - compiled
     """The ``ks`` im2col rows of input plane ``p`` (= batch * C + channel): row ``k`` is the
     plane's phase grid from kernel position ``k``'s offset, ``span`` positions long."""
@@ -63,7 +63,7 @@ def _rows_of_plane(xp, cols, offs, p, psize, ks, span):  # pragma: no cover - co
             dst[q] = src[q]
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
 def _compact_rows_of_plane(xp, cols, offs, p, psize, ks, oh, ow, wq):  # pragma: no cover - compiled
     """As :func:`_rows_of_plane`, keeping only the output positions: row ``k`` is ``oh``
     runs of ``ow`` grid positions, one per output row."""
@@ -79,7 +79,7 @@ def _compact_rows_of_plane(xp, cols, offs, p, psize, ks, oh, ow, wq):  # pragma:
                 dst[d + q] = src[s + q]
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
 def _store_plane(acc, bias, z, y, p, m, span, wq, oh, ow, act, alpha, beta):  # pragma: no cover - compiled
     """Output plane ``p`` (= batch * M + channel) from its grid row of the GEMM's result:
     the kept columns, plus the bias and the residual, through the activation (codes as

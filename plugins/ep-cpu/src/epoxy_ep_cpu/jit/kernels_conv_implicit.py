@@ -65,7 +65,7 @@ def gains(n: int, ck: int, m: int, positions: int, nthreads: int = 1) -> bool:
             and n * positions * ck * m >= MIN_MACS and (n > 1 or nthreads == 1))
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
 def _pad_plane_pairs(x, xp, pdims, p):  # pragma: no cover - compiled
     """``_pad_plane`` for a layer of column stride 2: each input row is split into its even and
     odd columns (the two column phases) by vector shuffles (``simd.deinterleave32``) rather

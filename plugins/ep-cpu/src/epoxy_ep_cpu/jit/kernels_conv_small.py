@@ -88,7 +88,7 @@ def gains(n: int, ck: int, m: int, positions: int, nthreads: int = 1, taps: int 
             and (nthreads == 1 or n > 1 or positions * ck * m <= MAX_MACS_ONE_IMAGE))
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
 def _pad_planes_unit_stride(x, xp, pdims, first, last):  # pragma: no cover - compiled
     """Input planes [first, last) zero-padded into their grids, for stride 1: the grids'
     span zeroed in one run, then one copy per input row (``kernels_conv._pad_plane``'s

@@ -82,7 +82,7 @@ def _fold(v, a, is_max):  # pragma: no cover - compiled
     return a + v
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
 def _rows_into(x, r, starts, count, wd, mode):  # pragma: no cover - compiled
     """``r`` = the window's ``count`` input rows (at ``starts``) folded element by element
     (``mode``: SUM, MAX or MAX_NO_NAN): one vectorized loop for two or three rows (2-D
@@ -165,7 +165,7 @@ def _columns(r, y, yo, b0, n, s, d, kw, e, mode):  # pragma: no cover - compiled
             y[yo + i] = a
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
 def _interior_columns(r, y, yr, ia, ib, sw, pl, kw, dw, e, mode):  # pragma: no cover - compiled
     """Outputs ``ia`` to ``ib`` of one output row (at ``yr``), whose windows lie inside the
     row buffer ``r``: 2- and 3-wide windows unrolled, one loop per reduction, the usual

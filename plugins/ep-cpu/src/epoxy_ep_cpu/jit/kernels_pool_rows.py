@@ -35,7 +35,7 @@ def _max(v, a, mode):  # pragma: no cover - compiled
     return max2_finite(v, a) if mode == MAX_NO_NAN else max2(v, a)
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
 def _max_rows(x, r, starts, count, base, wd, mode):  # pragma: no cover - compiled
     """``r[base:base + wd]`` = the max of the ``count`` input rows at ``starts``, folded in
     order (MAX or MAX_NO_NAN; the general case: planes with NaN, unusual windows)."""
@@ -49,7 +49,7 @@ def _max_rows(x, r, starts, count, base, wd, mode):  # pragma: no cover - compil
             r[b + i] = _max(x[sk + i], r[b + i], mode)
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
 def _max_columns(r, y, yo, n, s, kw, mode):  # pragma: no cover - compiled
     """``n`` outputs from ``yo``: output ``i`` is the max of ``r[i * s + k]``, k < kw, in order."""
     for i in range(uint64(n)):
@@ -66,7 +66,7 @@ def _max_columns(r, y, yo, n, s, kw, mode):  # pragma: no cover - compiled
 SPLIT_MIN_OUTPUTS = 48
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
 def _plane_max_s2(x, y, r, eo, xb, yb, h, wd, oh, ow, kh, kw, pt, pl, cols):  # pragma: no cover - compiled
     """:func:`_plane_max`'s MAX_NO_NAN case for stride-2 windows of 2 or 3 (the CNNs' MaxPools),
     with the window rows' offsets computed in place and every loop written out: through the
@@ -112,7 +112,7 @@ def _plane_max_s2(x, y, r, eo, xb, yb, h, wd, oh, ow, kh, kw, pt, pl, cols):  # 
                 y[yo + i] = max2_finite(eo[half + i], eo[i])
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
 def _plane_sum(x, y, div, r, e, xb, yb, h, wd, oh, ow, kh, kw, sh, sw, pt, pl, cols):  # pragma: no cover
     """AveragePool's plane (:func:`_plane_max` is MaxPool's): each output's sum from ``e``
     (+0) over its window's row sums, in the numpy path's order (rows first, then columns),
@@ -165,7 +165,7 @@ def _fill_edges(r, pl, cols, rw, fill):  # pragma: no cover - compiled
         r[j] = fill
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
 def _plane_max(x, y, ident, r, eo, starts, p, h, wd, oh, ow, kh, kw, sh, sw, pt, pl, rw):  # pragma: no cover
     """MaxPool's plane ``p`` of an (H, W) -> (oh, ow) pool with a (kh, kw) window, strides
     (sh, sw), pads (pt, pl) at the start and a row buffer ``rw`` wide; ``ident``: each mode's

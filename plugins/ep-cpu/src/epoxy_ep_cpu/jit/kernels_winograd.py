@@ -34,7 +34,7 @@ _NO_Z = {dt: np.empty(0, dtype=dt) for dt in (np.dtype(np.float32),)}
 _F2, _F4, _F5, _F8 = np.float32(2.0), np.float32(4.0), np.float32(5.0), np.float32(8.0)
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
 def _input_plane(x, v, p, c_count, h, w, top, left, ty, tx, tiles_total, rows, tmp, loc):  # pragma: no cover
     """B^T d B of every 6x6 tile (step 4) of input plane ``p`` (= image * C + channel) into
     ``v`` (36, C, n * tiles): element ``k`` of tile ``t`` of image ``b``, channel ``c`` at
@@ -94,7 +94,7 @@ def _input_plane(x, v, p, c_count, h, w, top, left, ty, tx, tiles_total, rows, t
     scatter_plane(loc, v, 36, ks, uint64(c_count * tiles_total), base)
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
 def _output_plane(prod, bias, z, y, p, m_count, oh, ow, ty, tx, tiles_total, s, line, act, alpha,
                   beta):  # pragma: no cover
     """A^T P A of every tile of output plane ``p`` (= image * M + channel) from the GEMMs'

@@ -17,7 +17,7 @@ from numba import njit, uint64
 from .winograd_rows import load_rows, scatter_plane, store_row
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
 def _input_plane(x, v, p, c_count, h, w, top, left, ty, tx, tiles_total, rows, tmp, loc):  # pragma: no cover
     """B^T d B of every 4x4 tile (step 2) of input plane ``p`` into ``v`` (16, C, n * tiles),
     through the plane's own (16, tiles) block ``loc``; ``rows``/``tmp``: 4 * (2 tx + 2)."""
@@ -56,7 +56,7 @@ def _input_plane(x, v, p, c_count, h, w, top, left, ty, tx, tiles_total, rows, t
     scatter_plane(loc, v, 16, ks, uint64(c_count * tiles_total), base)
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
 def _output_plane(prod, bias, z, y, p, m_count, oh, ow, ty, tx, tiles_total, s, line, act, alpha,
                   beta):  # pragma: no cover
     """A^T P A of every tile of output plane ``p`` from ``prod`` (16, M, n * tiles), plus the

@@ -26,7 +26,7 @@ _G23 = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 
 _BLOCK = 512
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
 def _transform_block(wt, g, out, start, stop, t):  # pragma: no cover - compiled
     """``out[:, start:stop] = (G (x) G) @ wt[:, start:stop]``, separably in float64.
     ``wt``: (9, N) float32 kernels by column; ``g``: (T, 3) float64; ``out``: (T*T, N)
@@ -54,7 +54,7 @@ def _transform_block(wt, g, out, start, stop, t):  # pragma: no cover - compiled
                 dst[q] = np.float32(h0 * t0[q] + h1 * t1[q] + h2 * t2[q])
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
 def _transform(wt, g, out, block):  # pragma: no cover - compiled
     """Block by block on the calling thread: a ``prange`` here took 2.9 s more to compile
     cold (numba's parallel lowering), paid at session creation, for 10.6 -> 7.2 ms on
