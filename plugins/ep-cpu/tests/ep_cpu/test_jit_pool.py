@@ -341,3 +341,21 @@ def test_each_input_shape_prepares_one_call(monkeypatch, op):
         x = _x(20 + i, (batch, 3, 12, 12), np.float32)
         close(on.run(None, {"x": x}), off.run(None, {"x": x}), 1e-6, 0)
     assert made == [(1, 3, 12, 12), (2, 3, 12, 12)]
+
+
+def test_row_kernel_plane_helpers_compile_only_inside_the_share_kernel(monkeypatch):
+    """MaxPool's per-plane helpers (both the stride-2 and the general row loop) are inlined at
+    numba IR level into ``rows_planes_max``: compiled on their own too, they cost a cold first
+    run ~1 s more (bench/README session 31)."""
+    from epoxy_ep_cpu.jit import kernels_pool_rows as rows
+
+    calls = _spy_calls(monkeypatch)
+    x = _x(7, (1, 2, 13, 13), np.float32)
+    x[0, 1, 2, 2] = np.nan  # one plane on the NaN-aware general loop, the other on the stride-2 one
+    case = one_node("MaxPool", [x], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, 22)
+    np.testing.assert_array_equal(run_cpu(case, True)[0], run_cpu(case, False)[0])
+    assert calls == ["RowsPoolCall"]
+    for helper in (rows._plane_max, rows._plane_max_s2, rows._max_rows, rows._max_columns):
+        # declared so, and never compiled alone (a cached share kernel compiles nothing at all)
+        assert helper.targetoptions.get("inline") == "always", helper.__name__
+        assert not helper.overloads, helper.__name__

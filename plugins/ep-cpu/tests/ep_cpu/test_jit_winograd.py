@@ -241,3 +241,23 @@ def test_rgb_stems_never_take_the_compiled_winograd_whatever_the_batch():
         for threads in (1, 2):
             assert not use(16, 3, 16, [32, 32], threads) and not use(64, 3, 64, [224, 224], threads)
     assert conv_ops.use_f43_jit(16, 8, 16, [32, 32], 1)  # from 8 channels the count decides again
+
+
+@pytest.mark.parametrize("tile", [4, 2], ids=["F43", "F23"])
+def test_per_plane_transforms_compile_only_inside_their_share_kernels(monkeypatch, tile):
+    """The per-plane transforms are inlined at numba IR level (``inline="always"``) into the
+    share kernels that loop over planes: compiled on their own as well (LLVM optimized each
+    twice), each cost ~1 s more of a cold first run (resnet50 13.9 -> 9.1 s, bench/README
+    session 31)."""
+    from epoxy_ep_cpu.jit import kernels_winograd, kernels_winograd_f23
+
+    module = kernels_winograd if tile == 4 else kernels_winograd_f23
+    seen = _calls(monkeypatch, tile)
+    x, w, b = _data(5, (1, 8, 16, 16), (16, 8, 3, 3))
+    case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], {"pads": [1, 1, 1, 1]}, 22)
+    close(run_cpu(case, True), run_reference(case), 1e-4, 1e-3)
+    assert seen == [x.shape]
+    for helper in (module._input_plane, module._output_plane):
+        # declared so, and never compiled alone (a cached share kernel compiles nothing at all)
+        assert helper.targetoptions.get("inline") == "always", helper.__name__
+        assert not helper.overloads, helper.__name__
