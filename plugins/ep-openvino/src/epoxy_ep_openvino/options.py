@@ -10,6 +10,8 @@ from typing import Any
 
 from epoxy.kit.options import Option, OptionTable
 
+from .work_size import ONE_THREAD_BELOW_MACS
+
 HINTS = ("LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT")
 #: ``precision`` values, and other spellings: ``default`` (None) lets the device choose
 PRECISIONS = ("f32", "f16", "bf16")
@@ -31,6 +33,7 @@ class OpenVINOOptions:
     min_group_cost: float = DEFAULT_MIN_GROUP_COST
     float16: bool = False
     specialize_shapes: bool = True
+    one_thread_below_macs: float = ONE_THREAD_BELOW_MACS
     max_shape_specializations: int = 8
     dynamic_quantization_group_size: int | None = None
     config: Mapping[str, Any] = field(default_factory=dict)
@@ -115,6 +118,16 @@ TABLE: OptionTable[OpenVINOOptions] = OptionTable(
             _D.specialize_shapes,
             "a group with dynamic input dims also compiles a static specialization, in the background, "
             "for input shapes it has run twice; later runs of those shapes use it",
+        ),
+        Option(
+            "one_thread_below_macs",
+            "float",
+            _D.one_thread_below_macs,
+            "a group (per static input shapes) whose matrix ops do fewer multiply-adds than this compiles "
+            "with INFERENCE_NUM_THREADS 1 on the CPU plugin: waking more threads costs a tiny graph more "
+            "than they save; stats(session) says which groups did",
+            minimum=0,
+            notes="0 keeps num_threads for every group",
         ),
         Option(
             "max_shape_specializations",

@@ -43,6 +43,7 @@ from .runtime import PROVIDER_NAME, import_openvino, shared_core
 from .runtime import first_line as _first_line
 from .specialize import ShapeKey, ShapeSpecializer, SpecializationStats
 from .support import gate
+from .work_size import one_thread_config
 
 log = logging.getLogger("epoxy_ep_openvino")
 
@@ -113,6 +114,10 @@ class GroupStats:
     loaded_from_cache: bool
     saved_s: float | None = None
     imported: bool = False  # from a compiled model's blob (compile_s is then the import time)
+    #: 1 when the group's matrix work was below ``one_thread_below_macs`` (its multiply-adds in
+    #: ``multiply_adds``); None: the configured ``num_threads``
+    threads: int | None = None
+    multiply_adds: int | None = None
 
 
 @dataclass
@@ -158,6 +163,15 @@ def _keep_matmuls_exact(core: Any, ov_device: str, config: dict[str, Any], optio
         return False
     config[_DYNAMIC_QUANTIZATION] = 0
     return True
+
+
+def _one_thread(small: int | None) -> int | None:
+    """``GroupStats.threads`` of a group ``_config_for`` answered ``small`` for."""
+    return None if small is None else 1
+
+
+def _one_thread_text(small: int | None) -> str:
+    return "" if small is None else f" on 1 thread ({small} multiply-adds, below one_thread_below_macs)"
 
 
 class OpenVINOProvider:
@@ -303,7 +317,8 @@ class OpenVINOProvider:
         t0 = time.perf_counter()
         try:
             model = self.core.read_model(model=data, weights=self._empty_weights)
-            compiled = self.core.compile_model(model, self.ov_device, self.config)
+            config, small = self._config_for(model)
+            compiled = self.core.compile_model(model, self.ov_device, config)
         except Exception as exc:
             self._failed[key] = _first_line(exc)
             raise
@@ -314,15 +329,20 @@ class OpenVINOProvider:
                 from_cache = bool(compiled.get_property("LOADED_FROM_CACHE"))
             except Exception:  # noqa: BLE001 - older OpenVINO or device without the property
                 from_cache = False
-        stats = GroupStats(label, len(nodes), seconds, from_cache)
+        stats = GroupStats(label, len(nodes), seconds, from_cache, threads=_one_thread(small), multiply_adds=small)
         if self.options.cache_dir:
             stats.saved_s = self._record_compile_time(key, seconds, from_cache)
         entry = self._entry(compiled, graph, stats)
         self._compiled[key] = entry
         self.stats.append(stats)
-        log.info("openvino: compiled %s (%d nodes) on %s in %.3f s%s", label, len(nodes), self.ov_device, seconds,
-                 " (loaded from cache)" if from_cache else "")
+        log.info("openvino: compiled %s (%d nodes) on %s in %.3f s%s%s", label, len(nodes), self.ov_device, seconds,
+                 " (loaded from cache)" if from_cache else "", _one_thread_text(small))
         return entry
+
+    def _config_for(self, model: Any) -> tuple[dict[str, Any], int | None]:
+        """The compile properties for ``model`` (an ``openvino.Model``): one thread when its
+        matrix work is below ``one_thread_below_macs`` (``work_size``), and that work."""
+        return one_thread_config(self.config, model, self.options.one_thread_below_macs, self.ov_device)
 
     def _entry(self, compiled: Any, graph: GraphSpec, stats: GroupStats) -> _Compiled:
         """A compiled model's ports (names, dtypes) and its first infer request."""
@@ -498,8 +518,10 @@ class OpenVINOProvider:
             if match:
                 new_shapes[i] = self.ov.PartialShape(list(wanted[match[0]]))
         model.reshape(new_shapes)
-        compiled = self.core.compile_model(model, self.ov_device, self.config)
-        stats = GroupStats(f"{label}{list(key)}", len(nodes), time.perf_counter() - t0, False)
+        config, small = self._config_for(model)
+        compiled = self.core.compile_model(model, self.ov_device, config)
+        stats = GroupStats(f"{label}{list(key)}", len(nodes), time.perf_counter() - t0, False,
+                           threads=_one_thread(small), multiply_adds=small)
         return self._entry(compiled, graph, stats)
 
     def _submit(self, job: Any) -> Any:

@@ -16,7 +16,7 @@ from epoxy_ep_openvino.options import HINTS, OPTIONS, OpenVINOOptions
 SAMPLES = {
     "device": "CPU", "performance_hint": "THROUGHPUT", "num_threads": 2, "num_streams": 2, "precision": "f16",
     "cache_dir": "CACHE", "min_group_cost": 5.0, "float16": True, "config": {"ENABLE_CPU_PINNING": False},
-    "specialize_shapes": False, "max_shape_specializations": 3,
+    "specialize_shapes": False, "max_shape_specializations": 3, "one_thread_below_macs": 0.0,
     "dynamic_quantization_group_size": 64,
 }
 README = Path(__file__).resolve().parents[2] / "README.md"
