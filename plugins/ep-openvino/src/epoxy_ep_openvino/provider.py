@@ -425,6 +425,8 @@ class OpenVINOProvider:
 
         def build(key: ShapeKey) -> KernelFn:
             special = self._compile_static(graph, nodes, label, overridable, entry, feeds, key)
+            if special.stats.threads == 1:
+                stats.one_thread += 1  # builds run on the provider's one background thread
             return self._runner(special, *self._bind(special, subgraph, label), graph, nodes, label)
 
         stats = SpecializationStats(label)

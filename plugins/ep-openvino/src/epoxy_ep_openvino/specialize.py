@@ -43,6 +43,8 @@ class SpecializationStats:
     evicted: int = 0
     specialized_runs: int = 0
     dynamic_runs: int = 0
+    #: specializations compiled on one thread (below ``one_thread_below_macs``)
+    one_thread: int = 0
 
 
 class ShapeSpecializer:
