@@ -132,7 +132,9 @@ def run_shares(fn: Callable[..., Any], args: tuple[Any, ...], total: int, count:
     and numba's parallel lowering made it the slowest one: 6-8 s a Winograd transform cold
     against 1.1-1.5 s for the serial kernel (bench/README, session 24), paid at a model's
     first run with an empty kernel cache. Waking a helper costs tens of microseconds either
-    way (numba's OpenMP workers sleep too, ``OMP_WAIT_POLICY=PASSIVE``)."""
+    way (numba's OpenMP workers sleep too, ``OMP_WAIT_POLICY=PASSIVE``), and ~130 us on the
+    2-vCPU VM the benchmarks run on: 145 us of work took 204 split in two (bench/README,
+    session 31, with what a spinning, GIL-free helper would take instead)."""
     if count <= 1 or total <= 1:  # hot callers skip this call on one thread (1-4% of a tiny CNN)
         fn(*args, 0, total)
         return
