@@ -39,7 +39,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
-import threading
 from typing import Any
 
 import numpy as np
@@ -82,31 +81,27 @@ def support() -> str | None:
     return llvm_module.missing(_REQUIRED_FEATURES)
 
 
-_lock = threading.Lock()
-_compiled: dict[str, Any] = {}
+def _signatures() -> dict[str, list[Any]]:
+    """Every entry point's ctypes arguments: ``gemm_<epilogue>`` and its grouped twin
+    ``gemm_<epilogue>_groups`` (4 more counts) for each of ``int8_gemm_ir.EPILOGUES``."""
+    signatures: dict[str, list[Any]] = {}
+    for name, spec in EPILOGUES.items():
+        for entry, counts in ((name, 7), (f"{name}_groups", 11)):
+            signatures[f"gemm_{entry}"] = [*[ctypes.c_void_p] * 3, *[ctypes.c_int64] * counts,
+                                           *[ctypes.c_void_p] * len(spec.columns),
+                                           *[ctypes.c_double] * len(spec.scalars)]
+    return signatures
+
+
+#: every entry point, compiled at the first call in a process (~0.3 s) and kept with its engine
+_MODULE = llvm_module.LazyModule("the int8 GEMM", _REQUIRED_FEATURES, module_ir, _signatures(),
+                                 config.compiled_code_dir)
 
 
 def _kernel(epilogue: str = "int32") -> Any:
     """The compiled ``gemm_<epilogue>`` (``int8_gemm_ir.EPILOGUES``, or ``<epilogue>_groups``
-    for the grouped twin) as a ctypes function (it releases the GIL while it runs); every entry
-    point is compiled at the first call in a process (~0.3 s) and kept with its engine."""
-    fn = _compiled.get(epilogue)
-    if fn is not None:
-        return fn
-    reason = support()  # also sets up llvmlite's native target
-    if reason is not None:
-        raise RuntimeError(f"the int8 GEMM cannot run here: {reason}")
-    with _lock:
-        if epilogue not in _compiled:
-            signatures: dict[str, list[Any]] = {}
-            for name, spec in EPILOGUES.items():
-                for entry, counts in ((name, 7), (f"{name}_groups", 11)):  # the grouped twin: 4 more counts
-                    signatures[f"gemm_{entry}"] = [*[ctypes.c_void_p] * 3, *[ctypes.c_int64] * counts,
-                                                   *[ctypes.c_void_p] * len(spec.columns),
-                                                   *[ctypes.c_double] * len(spec.scalars)]
-            functions = llvm_module.compile_functions(module_ir(), signatures, config.compiled_code_dir())
-            _compiled.update({name.removeprefix("gemm_"): fn for name, fn in functions.items()})
-        return _compiled[epilogue]
+    for the grouped twin) as a ctypes function (it releases the GIL while it runs)."""
+    return _MODULE.function(f"gemm_{epilogue}")
 
 
 def _round_up(x: int, m: int) -> int:
