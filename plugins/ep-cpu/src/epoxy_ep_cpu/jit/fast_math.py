@@ -14,8 +14,8 @@ erf: for |x| < 1, x * P(x**2); beyond, erfc(|x|) = exp(-x**2) * Q(1/|x|) (Q smoo
 slowly varying; erfc taken as 0 past |x| = 14). P and Q are
 Chebyshev least-squares fits made here at import, from ``math.erf``/``math.erfc`` (degrees 7
 and 14 over [1, 14]: within 1e-12 and ~1e-8 relative; a degree of 15 or more is not
-unrolled by LLVM, and the loop is then not vectorized: 7x slower). :func:`one_plus_erf` gives 1 + erf(z) without
-cancellation for negative z (erfc(-z)), which GELU needs for its small negative values.
+unrolled by LLVM, and the loop is then not vectorized: 7x slower). GELU has its own float32
+formula (``gelu_f32``).
 
 Loops using these must be compiled with ``error_model="numpy"``: numba's default Python error
 model puts a zero-division branch on every ``/``, which stops vectorization (8x slower).
@@ -127,12 +127,3 @@ def erf(x):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
     big = 1.0 - erfc_large(a if a > 1.0 else 1.0)
     small = erf_small(x)
     return small if a < 1.0 else (big if x > 0.0 else (-big if x < 0.0 else x))
-
-
-@njit(inline="always", fastmath={"contract"}, error_model="numpy")
-def one_plus_erf(z):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
-    """1 + erf(z) for a float64 ``z``: erfc(-z) below -1, so small results keep their digits."""
-    a = abs(z)
-    tail = erfc_large(a if a > 1.0 else 1.0)
-    small = 1.0 + erf_small(z)
-    return small if a < 1.0 else (2.0 - tail if z > 0.0 else (tail if z < 0.0 else 1.0 + z))

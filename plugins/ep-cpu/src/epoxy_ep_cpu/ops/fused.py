@@ -211,7 +211,16 @@ def activation_fn(node: NodeSpec) -> Callable[[np.ndarray], np.ndarray] | None:
         return hard_swish
     if name == "Gelu":
         approximate = node.attr("activation_approximate", "none")
-        return _kernel(_act_spec(node, "Gelu", 20, {"approximate": approximate}))
+        op = _kernel(_act_spec(node, "Gelu", 20, {"approximate": approximate}))
+        over = _special(lambda module: module.in_place("gelu")) if approximate in ("none", b"none") else None
+        if over is None:
+            return op
+
+        def gelu(y: np.ndarray) -> np.ndarray:
+            done = over(y)  # float32 written over y, the fresh product: no new output's pages
+            return done if done is not None else op(y)
+
+        return gelu
     raise Unsupported(f"unknown fused activation {name!r}")
 
 
