@@ -31,6 +31,14 @@ SDK_API_VERSION = SDK_API
 #: there and return it (see ``epoxy.plan.arena``).
 KernelFn = Callable[..., Any]
 
+#: The kernel attribute by which a kernel says it keeps its own copy of constant inputs (a
+#: prepacked weight) and never reads the plan's values at those input positions again: a
+#: frozenset of positions. When every step reading a constant says so (and nothing else uses
+#: it: no other provider's group, no graph output, no feed may override it), the session
+#: drops its reference and passes ``None`` there, so the process holds one copy of the
+#: weight, not two (``epoxy.plan.released_constants``). Added in SDK API 1.4 (optional).
+RELEASED_INPUTS = "released_inputs"
+
 
 @dataclass(frozen=True)
 class Device:

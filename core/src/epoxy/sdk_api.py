@@ -14,7 +14,9 @@ History: ``1.0`` the first wave's contract (the int ``1`` still means ``1.0``); 
 ahead-of-time compiled groups (``CompiledArtifact``, the optional ``Provider.export_compiled`` /
 ``import_compiled`` and ``ProviderFactory.compile_devices``, ``errors.ArtifactRefused``); ``1.3``
 adds the ``epoxy_register_policies`` hook (provider selection policies) and the device
-properties ``vendor``, ``device_type`` and ``hardware_id`` that ``epoxy.get_devices()`` reads.
+properties ``vendor``, ``device_type`` and ``hardware_id`` that ``epoxy.get_devices()`` reads;
+``1.4`` adds the optional kernel attribute ``released_inputs`` (``contract.RELEASED_INPUTS``:
+constants a kernel keeps its own copy of, which the session may then drop).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import re
 from typing import Any
 
 #: the contract this core implements
-SDK_API = "1.3"
+SDK_API = "1.4"
 
 _FORM = re.compile(r"^\s*(\d+)\.(\d+)\s*$")
 

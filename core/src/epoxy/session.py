@@ -35,6 +35,7 @@ from .partition.report import PartitionReport
 from .plan.compile_graph import partition_and_plan
 from .plan.gc_pause import collector_paused
 from .plan.placement import HOST, IOPlacement, device_key
+from .plan.released_constants import release as release_constants
 from .plugins import ProviderRegistry, default_registry, strict_mode
 from .run.executor import SequentialExecutor
 from .run.feeds import ExactFeeds, check_feeds
@@ -239,6 +240,7 @@ class InferenceSession:
             notes.append(why)
         if self._from_compiled_model:
             notes.append("session cache not used: the model is an epoxy compiled model already")
+            self._release_kept_constants()
             return
         try:
             path = cache.store(lambda out: write_compiled(self, capture.groups, out), self._load_warnings,
@@ -249,6 +251,8 @@ class InferenceSession:
             warnings.warn(note, RuntimeWarning, stacklevel=4)
             notes.append(note)
             return
+        finally:
+            self._release_kept_constants()  # the model is written (or given up): the originals may go
         notes.append(f"prepared model stored in the session cache: {path}")
 
     def _build_and_write_context(self, providers: Sequence[Any] | None, provider_options: Any) -> None:
@@ -270,6 +274,7 @@ class InferenceSession:
             self._build(providers, provider_options)
         summary = write_compiled(self, capture.groups, target, embed=self._options.context_embed_mode)
         self._report.notes.append(f"compiled model written to {target} ({len(summary.groups)} compiled group(s))")
+        self._release_kept_constants()
 
     def _build(self, providers: Sequence[Any] | None, provider_options: Any, cached: Any = None) -> None:
         """Everything from the model source to a runnable plan (again on ``set_providers``);
@@ -392,6 +397,19 @@ class InferenceSession:
         for note in notes:
             log.info(note)
         log.debug("session created: %s", ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in self.timings.items()))
+        self._released_constants: list[str] = []
+        if capture is None:  # else the compiled model is written from the model afterwards
+            self._release_kept_constants()
+
+    def _release_kept_constants(self) -> None:
+        """Drop the constants whose readers all keep their own copies (prepacked weights:
+        ``epoxy.plan.released_constants``), once nothing will write the model out."""
+        released = release_constants(self._plan, self._graph)
+        if released:
+            self._released_constants.extend(released)
+            self._constant_owners = owners_of(self._plan.initial)  # a freed array's id may be reused
+            self._report.notes.append(f"{len(released)} constant(s) held only by the kernels that prepacked them "
+                                      "(the originals dropped)")
 
     # -- construction helpers ------------------------------------------------------------
     def _partition_and_plan(self, loaded: Any, chosen: list[tuple[str, Provider]], notes: list[str]) -> Any:

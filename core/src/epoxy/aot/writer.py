@@ -124,6 +124,10 @@ def _serialized(session: Any) -> onnx.ModelProto:
 
     from ..load.map_types import restore_map_types
 
+    released = getattr(session, "_released_constants", None)
+    if released:  # a session drops them only when nothing will write its model (session.py)
+        raise RuntimeError(f"this session's model cannot be written: the kernels hold the only copies of "
+                           f"{len(released)} of its constants (e.g. {released[0]!r})")
     proto = ir.serde.serialize_model(session._model)
     restore_map_types(proto, session._model)
     return proto

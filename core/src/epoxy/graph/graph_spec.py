@@ -243,6 +243,19 @@ class CoreGraph:
         """All initializer values by name."""
         return self._constant_arrays
 
+    def release_constant(self, name: str) -> None:
+        """Forget the value of the constant ``name`` here, in its consumers' node specs and in
+        the ``onnx_ir`` graph (their kernels keep their own copies:
+        ``epoxy.plan.released_constants``); the name and its type stay."""
+        self._constant_arrays.pop(name, None)
+        for index in self._consumers.get(name, ()):
+            constants = self.nodes[index].constants
+            if isinstance(constants, dict):
+                constants.pop(name, None)
+        value = self._constants.get(name)
+        if value is not None:
+            value.const_value = None
+
     def producer(self, name: str) -> int | None:
         return self._producer.get(name)
 

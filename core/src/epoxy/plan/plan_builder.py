@@ -23,6 +23,7 @@ from ..run.limits import allocation_cap
 from .arena import ArenaLayout, alias_extended_last_use, aliases_of_outputs, layout_from_plan
 from .placement import HOST, IOPlacement, describe_io, device_key
 from .planner import MemoryPlan, PlannedValue, credible_nbytes, last_uses, plan_memory, release_points
+from .released_constants import ReleaseLedger
 
 
 @dataclass
@@ -106,6 +107,7 @@ def build_plan(
     steps: list[Step] = []
     producer_step: dict[int, int] = {}
     copy_steps: dict[int, int] = {}  # slot written by a copy step -> that step
+    ledger = ReleaseLedger()  # which constants every reader keeps its own copy of
 
     def locate(name: str, device: str, allocator: Allocator, reader: str) -> int:
         """Slot holding ``name`` on ``device``; inserts a copy when it lives elsewhere."""
@@ -154,6 +156,7 @@ def build_plan(
         if fold_constants and not unit.fused and _fold(fn, node, in_slots, out_slots, initial, overridable):
             folded.append(label)
             continue
+        ledger.note(fn, () if unit.fused else unit.nodes, in_slots, initial)
         steps.append(Step(fn, in_slots, out_slots, unit.provider, label, op_type,
                           after=_after(*[s for s in in_slots if s >= 0])))
         for s in out_slots:
@@ -163,6 +166,10 @@ def build_plan(
     for name in graph.outputs:
         output_slots[name] = locate(name, HOST, _HOST_ALLOCATOR, "graph output")
     built = _finish(graph, slots, steps, initial, input_slots, output_slots, producer_step)
+    host_constants = {name: slot for name in constants if (slot := slots.get(name, HOST)) is not None}
+    built.plan.releasable = ledger.releasable(graph, host_constants,
+                                              [name for name, device in slots.index if device != HOST],
+                                              graph.outputs)
     built.plan.io = describe_io(built.plan.steps, slots.index, slots.device, input_slots, output_slots, copy_steps)
     built.folded = folded
     return built

@@ -66,6 +66,9 @@ class ExecutionPlan:
     #: public description of where graph inputs are read and outputs produced (per device,
     #: with the copy steps and device slots): what device bindings build on
     io: IOPlacement = field(default_factory=IOPlacement)
+    #: constant slots every reader keeps its own copy of (``contract.RELEASED_INPUTS``): the
+    #: session may set them to None once it no longer needs the originals
+    releasable: tuple[int, ...] = ()
 
 
 def _reader(inputs: tuple[int, ...]) -> Any:

@@ -147,9 +147,13 @@ def _spy(monkeypatch) -> list[tuple[int, ...]]:
     return calls
 
 
+@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("op", ["MatMul", "MatMul3d", "Gemm", "FusedMatMul"])
 @pytest.mark.parametrize("batch", [1, 2, 7, 16, 40])
-def test_dense_layers_match_onnxruntime_and_take_the_kernel_at_few_rows(monkeypatch, op: str, batch: int) -> None:
+def test_dense_layers_match_onnxruntime_and_take_the_kernel_at_few_rows(monkeypatch, op: str, batch: int,
+                                                                        threads: int) -> None:
+    """On two threads the kernel takes 2-32 rows; on one thread these weights (127 K floats)
+    are owned: every product takes it, one row and 80 included. Outputs match onnxruntime's."""
     model = _model(op)
     rows = batch * (2 if op in ("MatMul3d", "FusedMatMul") else 1)
     shape = (batch, 2, K) if op in ("MatMul3d", "FusedMatMul") else (batch, K)
@@ -157,13 +161,16 @@ def test_dense_layers_match_onnxruntime_and_take_the_kernel_at_few_rows(monkeypa
     data = model.SerializeToString()
     want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     calls = _spy(monkeypatch)
+    options = epoxy.SessionOptions()
+    options.intra_op_num_threads = threads
     for jit in (True, False):
-        sess = epoxy.InferenceSession(data, providers=[("cpu", {"jit": jit})])
+        sess = epoxy.InferenceSession(data, options, providers=[("cpu", {"jit": jit})])
         got = sess.run(None, {"x": x})[0]
         again = sess.run(None, {"x": x})[0]
         assert got.flags.c_contiguous  # the padded columns were cut off by a copy, not a view
         np.testing.assert_array_equal(again, got)  # the packed weights are reused as they are
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
-        taken = sgemm.support() is None and jit and sgemm.gains(rows, K, N)
+        owned = threads == 1 and sgemm.owns(np.zeros((K, N), np.float32), 1)
+        taken = sgemm.support() is None and jit and (owned or sgemm.gains(rows, K, N))
         assert (len(calls) == 2) == taken, (jit, rows, calls)
         calls.clear()

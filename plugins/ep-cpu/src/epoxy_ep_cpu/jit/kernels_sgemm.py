@@ -27,6 +27,15 @@ from .threads import run_shares
 #: most rows a product may have to take this kernel: above it OpenBLAS's packing is amortized
 #: and its blocked kernel is faster
 MAX_ROWS = 32
+#: on one thread, rows a call of the kernel takes at most when it runs every product of a layer
+#: (``DenseWeights`` owning its packed weights): up to here it takes 0.6-0.97x OpenBLAS's time
+#: (K x N of 768 x 768, 768 x 3072, 3072 x 768, 1024 x 1000, 4096 x 4096, 128 x 512, 32 x 1024
+#: at 48-1024 rows; one row 0.98-1.13x, its matrix-vector product), beyond it up to 1.08x, so
+#: longer products run in chunks of it (bench/README.md, session 32)
+CHUNK_ROWS_ONE_THREAD = 1024
+#: fewest weights (K x N) a layer must have for its kernel to own packed weights on one thread:
+#: below, a call's ~3 us of ctypes and zeroing outweigh the product and the weights' memory is small
+MIN_OWNED_WEIGHTS = 1 << 16
 #: fewest multiply-adds worth a call: a call costs ~5 us (ctypes, the zeroed output), and
 #: below this OpenBLAS's packing is cheap (256 x 256 weights: M = 4 0.61x, M = 16 1.27x)
 MIN_MACS = 1 << 20
@@ -73,6 +82,14 @@ def fits(b: np.ndarray) -> bool:
     return b.ndim == 2 and b.dtype == _F32 and gains(MAX_ROWS, b.shape[0], b.shape[1])
 
 
+def owns(b: np.ndarray, nthreads: int) -> bool:
+    """Whether weights ``b (K, N)`` are packed once and run every product of their layer on
+    ``nthreads`` threads (one thread, float32, 2-D, at least MIN_OWNED_WEIGHTS): then the
+    layer keeps only the packed copy and the session may drop the original
+    (``released_inputs``)."""
+    return nthreads <= 1 and b.ndim == 2 and b.dtype == _F32 and b.shape[0] * b.shape[1] >= MIN_OWNED_WEIGHTS
+
+
 def gains(m: int, k: int, n: int) -> bool:
     """Whether an ``(m, k) @ (k, n)`` product is this kernel's: 2 <= m <= MAX_ROWS, MIN_MACS up."""
     return 2 <= m <= MAX_ROWS and m * k * n >= MIN_MACS
@@ -108,6 +125,23 @@ class PackedFloatWeights:
         along K, :func:`gains` (one row stays OpenBLAS's matrix-vector product)."""
         return (a.dtype == _F32 and a.ndim == 2 and a.shape[1] == self.k and gains(a.shape[0], self.k, self.n)
                 and a.strides[1] == 4 and a.strides[0] % 4 == 0 and a.strides[0] >= 0 and a.flags.aligned)
+
+    def matmul_any(self, a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """``a (M, K) @ B`` for any float32 rows (M >= 0, any strides): the one-thread kernel
+        of a layer that owns its packed weights, in chunks of CHUNK_ROWS_ONE_THREAD rows."""
+        if not (a.strides[-1] == 4 and a.strides[0] % 4 == 0 and a.strides[0] >= 0 and a.flags.aligned):
+            a = np.ascontiguousarray(a)
+        m = a.shape[0]
+        if m <= CHUNK_ROWS_ONE_THREAD:
+            return self.matmul(a, out) if m else np.zeros((0, self.n), dtype=_F32)
+        if out is None or not (out.dtype == _F32 and out.shape == (m, self.n) and out.flags.c_contiguous):
+            out = np.empty((m, self.n), dtype=_F32)
+        for first in range(0, m, CHUNK_ROWS_ONE_THREAD):
+            last = min(m, first + CHUNK_ROWS_ONE_THREAD)
+            part = self.matmul(a[first:last], out[first:last] if self._n_pad == self.n else None)
+            if self._n_pad != self.n:
+                out[first:last] = part
+        return out
 
     def matmul(self, a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """``a (M, K) @ B`` as float32 ``(M, N)``: into ``out`` when it is a C-contiguous array of

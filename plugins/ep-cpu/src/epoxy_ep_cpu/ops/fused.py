@@ -56,9 +56,10 @@ from epoxy.kit.passes import (
 from .. import jit
 from ..registry import KERNELS
 from ._broadcast import fits_into
-from ._dense_weights import DenseWeights
+from ._dense_weights import DenseWeights, released_when_owned
 from .activation import hard_sigmoid_into, hard_swish_into, relu_into
 from .conv import JIT_ACTIVATIONS, STORE_ACTIVATIONS, Epilogue, conv_kernel
+from .linalg import _matmul_2d_weight
 
 DOMAIN = "com.epoxy.cpu"
 DOMAIN_VERSION = 1
@@ -319,19 +320,21 @@ def _conv_epilogue(node: NodeSpec, act: Any) -> Epilogue:
 
 @KERNELS.register("FusedMatMul", DOMAIN_VERSION, domain=DOMAIN)
 def fused_matmul(node: NodeSpec):
-    mm = _inner(node, "MatMul", 13, 2)
     act = activation_fn(node)
     dense = _dense_layer(node)
+    if dense is not None and dense[0].owned:
+        return released_when_owned(_owned_dense_matmul(node, dense[0], dense[2], act), dense[0], 1)
+    mm = _inner(node, "MatMul", 13, 2)
 
     def run(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
         if dense is not None and a.dtype == dense[1].dtype and a.ndim >= 2 and a.flags.c_contiguous:
             weights, b_planned, bias = dense
-            w = weights.w
-            if a.shape[-1] == w.shape[0] and b is b_planned:
-                shape = a.shape[:-1] + (w.shape[1],)
+            k, n = weights.shape
+            if a.shape[-1] == k and b is b_planned:
+                shape = a.shape[:-1] + (n,)
                 # the added term: the constant bias, or a residual of exactly the output's shape
-                if c is None or c is bias or (type(c) is np.ndarray and c.dtype == w.dtype and c.shape == shape):
-                    y = weights.product(a.reshape(-1, w.shape[0])).reshape(shape)  # fresh: the tail may overwrite it
+                if c is None or c is bias or (type(c) is np.ndarray and c.dtype == weights.dtype and c.shape == shape):
+                    y = weights.product(a.reshape(-1, k)).reshape(shape)  # fresh: the tail may overwrite it
                     if c is not None:
                         np.add(y, c, out=y)
                     return act(y) if act is not None else y
@@ -340,7 +343,26 @@ def fused_matmul(node: NodeSpec):
     return run
 
 
-def _dense_layer(node: NodeSpec) -> tuple[DenseWeights, np.ndarray, np.ndarray | None] | None:
+def _owned_dense_matmul(node: NodeSpec, weights: DenseWeights, bias: np.ndarray | None,
+                        act: Callable[[np.ndarray], np.ndarray] | None) -> Callable[..., Any]:
+    """FusedMatMul of a layer whose weights' packed copy is all it keeps (``DenseWeights.owned``):
+    every product on it, B never read (the plan may pass None there); a residual or bias of
+    the output's shape added in place, any other addend broadcast by the general tail."""
+
+    def run(a: np.ndarray, b: np.ndarray | None, c: np.ndarray | None = None) -> np.ndarray:
+        if a.dtype != weights.dtype:
+            raise TypeError(f"FusedMatMul {node.name!r}: input A is {a.dtype}, its constant B {weights.dtype}")
+        y = _matmul_2d_weight(a, weights)  # fresh: the tail may overwrite it
+        if c is None or c is bias or (type(c) is np.ndarray and c.dtype == y.dtype and c.shape == y.shape):
+            if c is not None:
+                np.add(y, c, out=y)
+            return act(y) if act is not None else y
+        return _add_then_activate(y, c, act, a)
+
+    return run
+
+
+def _dense_layer(node: NodeSpec) -> tuple[DenseWeights, np.ndarray | None, np.ndarray | None] | None:
     """(weight, the weight object the plan passes, constant 1-D bias or None) when ``node``
     is a dense layer: a constant float32/64 2-D weight. Then a run is one GEMM over the
     flattened rows plus an in-place add of the bias or of a residual of the output's shape,
@@ -354,7 +376,8 @@ def _dense_layer(node: NodeSpec) -> tuple[DenseWeights, np.ndarray, np.ndarray |
         return None
     bias = c if c is not None and c.ndim == 1 and c.shape[0] == w.shape[1] and c.dtype == w.dtype else None
     weight = w if w.flags.c_contiguous else np.ascontiguousarray(w)
-    return DenseWeights(weight), w, bias
+    dense = DenseWeights(weight)
+    return dense, None if dense.owned else w, bias  # an owned layer keeps no reference to the original
 
 
 @KERNELS.register("FusedGemm", DOMAIN_VERSION, domain=DOMAIN)
@@ -369,6 +392,9 @@ def fused_gemm(node: NodeSpec):
             return y
         return act(_owned(y, a, b, c))
 
+    released = getattr(gemm, "released_inputs", None)  # B passes through to the Gemm untouched
+    if released:
+        run.released_inputs = released  # type: ignore[attr-defined]
     return run
 
 

@@ -10,7 +10,7 @@ from epoxy.contract import NodeSpec
 
 from ..registry import KERNELS
 from ._broadcast import fits_into
-from ._dense_weights import DenseWeights
+from ._dense_weights import DenseWeights, released_when_owned
 from ._flags import flag
 from ._int_matmul import row_zero_point, weights_product
 from ._out import FAST_FLOATS, accepts_out
@@ -38,8 +38,12 @@ def _matmul_2d_weight(a: np.ndarray, b: np.ndarray | DenseWeights) -> np.ndarray
     """``a (..., K) @ b (K, N)`` as one GEMM over all the leading rows of ``a`` (numpy would
     run one GEMM per leading index); a constant ``b`` comes as its :class:`DenseWeights`."""
     if isinstance(b, DenseWeights):
+        if b.owned and a.ndim == 1:  # a vector: one row
+            return b.product(a.reshape(1, -1)).reshape(b.shape[-1:])
+        if a.ndim > 2 and not a.flags.c_contiguous and b.owned:  # only the packed copy is left
+            a = np.ascontiguousarray(a)
         if a.ndim == 2 or (a.ndim > 2 and a.flags.c_contiguous):
-            return b.product(a.reshape(_rows(a.shape), a.shape[-1])).reshape(a.shape[:-1] + b.w.shape[-1:])
+            return b.product(a.reshape(_rows(a.shape), a.shape[-1])).reshape(a.shape[:-1] + b.shape[-1:])
         b = b.w
     if a.ndim > 2 and a.flags.c_contiguous:
         return np.matmul(a.reshape(_rows(a.shape), a.shape[-1]), b).reshape(a.shape[:-1] + b.shape[-1:])
@@ -58,7 +62,9 @@ def matmul(node: NodeSpec):
     def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         dtype = a.dtype
         cdt = _float_compute(dtype)
-        if packed is not None and packed[0] == dtype and a.ndim >= 1:
+        if packed is not None and (packed[0] == dtype or packed[1].owned) and a.ndim >= 1:
+            if packed[0] != dtype:
+                raise TypeError(f"MatMul {node.name!r}: input A is {dtype}, its constant B {packed[0]}")
             y = _matmul_2d_weight(a if cdt is None else a.astype(cdt), packed[1])
             return y if y.dtype == dtype else y.astype(dtype)
         if cdt is not None:
@@ -73,8 +79,10 @@ def matmul(node: NodeSpec):
     def into(out: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         """GEMM straight into the planned buffer: float32/64, 2-D right operand."""
         dense = packed[1] if packed is not None and packed[0] == a.dtype else None
-        w = b if dense is None else dense.w
-        if not (a.dtype == w.dtype == out.dtype and out.dtype in FAST_FLOATS and w.ndim == 2 and a.ndim >= 2):
+        if dense is None and b is None:  # released to the packed copy, which this A's dtype cannot use
+            return None
+        w: np.ndarray | DenseWeights = b if dense is None else dense
+        if not (a.dtype == w.dtype == out.dtype and out.dtype in FAST_FLOATS and len(w.shape) == 2 and a.ndim >= 2):
             return None
         if out.shape != a.shape[:-1] + (w.shape[1],) or a.shape[-1] != w.shape[0] or not a.flags.c_contiguous:
             return None
@@ -86,7 +94,7 @@ def matmul(node: NodeSpec):
             np.matmul(a2, w, out=out2)
         return out
 
-    return accepts_out(run, into)
+    return released_when_owned(accepts_out(run, into), packed[1] if packed is not None else None, 1)
 
 
 @KERNELS.register("Gemm", (1, 6, 7, 9, 11, 13))
@@ -103,8 +111,11 @@ def gemm(node: NodeSpec):
     def run(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
         dtype = a.dtype
         cdt = _float_compute(dtype) or dtype
-        if dense is not None and dtype == dense.w.dtype and a.ndim == 2:
+        if dense is not None and dtype == dense.dtype and a.ndim == 2:
             y = dense.product(a)  # a fresh array: scaled and added to in place below
+        elif b is None:  # released to the packed copy (epoxy.contract.RELEASED_INPUTS), which this A cannot use
+            raise TypeError(f"Gemm {node.name!r}: input A is {dtype} ({a.ndim}-D), its constant B "
+                            f"{dense.dtype if dense is not None else '?'}")
         else:
             a = a.astype(cdt, copy=False)
             b = b.astype(cdt, copy=False)
@@ -128,7 +139,7 @@ def gemm(node: NodeSpec):
                 y = (y + cc * beta).astype(cdt)
         return np.asarray(y).astype(dtype, copy=False)
 
-    return run
+    return released_when_owned(run, dense, 1)
 
 
 def _row_param(v: np.ndarray | None, a_ndim: int) -> np.ndarray | float:
