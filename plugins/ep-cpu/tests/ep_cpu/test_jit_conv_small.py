@@ -152,7 +152,8 @@ def test_small_kernel_keeps_nan_and_inf(case):
     (1, 72, 8, 78, 1, True),  # the exporter resnet's 8 -> 8 layer on 8x8
     (8, 144, 16, 22, 1, True),  # 16 -> 16 on 4x4 at batch 8
     (1, 576, 64, 222, 1, True),  # 64 -> 64 on 14x14
-    (1, 576, 64, 222, 2, False),  # ... one image of 8 M multiply-adds on two threads: the other paths split it
+    (1, 576, 64, 222, 2, True),  # ... one image of 8 M multiply-adds on two threads: still one thread here
+    (1, 576, 64, 810, 2, False),  # ... 64 -> 64 on 28x28, 30 M: the other paths split it
     (1, 72, 8, 78, 2, True),  # ... a small one stays here
     (8, 576, 64, 222, 2, True),  # a batch splits its images
     (1, 576, 96, 222, 1, False),  # more output channels than MAX_CHANNELS
@@ -174,6 +175,10 @@ def test_pointwise_layers_stop_at_smaller_maps():
     assert kernels_conv_small.gains(1, 64, 16, 729, taps=1) == able  # 27x27
     assert not kernels_conv_small.gains(4, 64, 16, 784, taps=1)  # 28x28
     assert kernels_conv_small.gains(4, 576, 16, 784, taps=9) == able
+    # one image on two threads: a 1x1 layer of 1.5 M multiply-adds goes to BLAS (it writes the
+    # planes on both threads), a 3x3 one of the same size stays on this path's one thread
+    assert not kernels_conv_small.gains(1, 64, 32, 729, 2, taps=1)
+    assert kernels_conv_small.gains(1, 64, 32, 729, 2, taps=9) == able
 
 
 def test_float64_and_runtime_weights_keep_the_other_paths(monkeypatch):

@@ -50,9 +50,16 @@ MAX_POSITIONS = 1100
 #: most positions an image of a 1x1 layer: BLAS writes its planes directly, and from 28x28 its
 #: product gains back the store pass (64 -> 16 on 28x28 at batch 4: 1.05x slower here, 56x56 1.05x)
 MAX_POINTWISE_POSITIONS = 768
-#: most multiply-adds of a one-image layer on more than one thread: this path runs an image on
-#: one thread, the others split larger layers
+#: most multiply-adds of a one-image 1x1 layer on more than one thread: this path runs an image
+#: on one thread, the others split larger layers (BLAS writes a 1x1 layer's planes on both)
 MAX_MACS_ONE_IMAGE = 1 << 20
+#: ... of a one-image layer with a spatial kernel: its one thread beats the BLAS paths' two up to
+#: ~10 M multiply-adds (each call right after a two-thread BLAS product, median ms, this path on
+#: one thread / the two-thread route: 128 -> 32 3x3 on 7x7 0.059 / 0.106, on 14x14 0.167 / 0.211,
+#: 64 -> 64 on 7x7 0.057 / 0.074, 16 -> 32 5x5 on 27x27 0.205 / 0.263; even at 3-8 M with 64
+#: outputs; from 13 M the two threads win: 32 -> 64 on 27x27 0.279 / 0.214; bench/README.md,
+#: session 32)
+MAX_MACS_ONE_IMAGE_SPATIAL = 12 << 20
 #: multiply-adds per thread below which a batch stays on one thread
 MACS_PER_THREAD = 1 << 20
 
@@ -81,11 +88,12 @@ def gains(n: int, ck: int, m: int, positions: int, nthreads: int = 1, taps: int 
     path's on ``nthreads`` threads: up to ``MAX_CHANNELS`` outputs on maps up to
     ``MAX_POSITIONS`` (``MAX_POINTWISE_POSITIONS`` for 1x1 layers), ``MIN_DEPTH`` rows unless
     the layer is small, on AVX-512; one image on several threads only up to
-    ``MAX_MACS_ONE_IMAGE``."""
+    ``MAX_MACS_ONE_IMAGE`` (``MAX_MACS_ONE_IMAGE_SPATIAL`` with a spatial kernel)."""
     most = MAX_POSITIONS if taps > 1 else MAX_POINTWISE_POSITIONS
+    one_image = MAX_MACS_ONE_IMAGE_SPATIAL if taps > 1 else MAX_MACS_ONE_IMAGE
     return (support() is None and m <= MAX_CHANNELS and positions <= most
             and (ck >= MIN_DEPTH or n * positions <= SHALLOW_MAX_POSITIONS)
-            and (nthreads == 1 or n > 1 or positions * ck * m <= MAX_MACS_ONE_IMAGE))
+            and (nthreads == 1 or n > 1 or positions * ck * m <= one_image))
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
