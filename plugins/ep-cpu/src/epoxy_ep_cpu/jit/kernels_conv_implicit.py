@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from numba import njit, uint64
 
-from . import direct, kernels_sgemm
+from . import blas_spin, direct, kernels_sgemm
 from .activations import activate
 from .kernels_conv import PreparedConvCall, _geometry, _offsets, _pad_plane, layer_sizes
 from .kernels_conv_gemm import _store_plane
@@ -58,11 +58,13 @@ MACS_PER_THREAD = 1 << 20
 def gains(n: int, ck: int, m: int, positions: int, nthreads: int = 1) -> bool:
     """Whether a layer of ``n`` images, ``ck`` im2col rows, ``m`` output channels and
     ``positions`` grid positions an image is this path's (module docstring). On more than one
-    thread a single image stays on the other paths: it can only split its output channels,
-    each thread padding the whole input, and the light models lost 4-11 % that way against
-    BLAS's threads (bench/README.md, session 28)."""
+    thread a single image splits its output channels, each thread padding the whole input:
+    only where OpenBLAS's idle workers can be put to sleep meanwhile (``blas_spin``): next to
+    a spinning worker the light models lost 4-11 % that way against BLAS's threads
+    (bench/README.md, session 28); with it asleep an RGB stem took 0.65-0.82x the grid GEMM's
+    time (session 32)."""
     return (kernels_sgemm.support() is None and ck >= MIN_DEPTH and m <= MAX_ROWS
-            and n * positions * ck * m >= MIN_MACS and (n > 1 or nthreads == 1))
+            and n * positions * ck * m >= MIN_MACS and (n > 1 or nthreads == 1 or blas_spin.available()))
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from .blas_spin import parked
+
 _controller: Any = None
 
 
@@ -141,9 +143,10 @@ def run_shares(fn: Callable[..., Any], args: tuple[Any, ...], total: int, count:
     count = min(count, total)
     bounds = [total * t // count for t in range(count + 1)]
     pool = worker_pool()
-    rest = [pool.submit(fn, *args, bounds[t], bounds[t + 1]) for t in range(1, count)]
-    try:
-        fn(*args, bounds[0], bounds[1])
-    finally:
-        for done in rest:
-            done.result()
+    with parked():  # OpenBLAS's idle workers asleep: the helper gets the core (blas_spin)
+        rest = [pool.submit(fn, *args, bounds[t], bounds[t + 1]) for t in range(1, count)]
+        try:
+            fn(*args, bounds[0], bounds[1])
+        finally:
+            for done in rest:
+                done.result()
