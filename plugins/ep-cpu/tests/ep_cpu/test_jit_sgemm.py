@@ -152,8 +152,9 @@ def _spy(monkeypatch) -> list[tuple[int, ...]]:
 @pytest.mark.parametrize("batch", [1, 2, 7, 16, 40])
 def test_dense_layers_match_onnxruntime_and_take_the_kernel_at_few_rows(monkeypatch, op: str, batch: int,
                                                                         threads: int) -> None:
-    """On two threads the kernel takes 2-32 rows; on one thread these weights (127 K floats)
-    are owned: every product takes it, one row and 80 included. Outputs match onnxruntime's."""
+    """These weights (127 K floats) are owned on one thread, and on two where OpenBLAS's idle
+    workers can be parked: every product takes the kernel, one row and 80 included; else it
+    takes 2-32 rows. Outputs match onnxruntime's."""
     model = _model(op)
     rows = batch * (2 if op in ("MatMul3d", "FusedMatMul") else 1)
     shape = (batch, 2, K) if op in ("MatMul3d", "FusedMatMul") else (batch, K)
@@ -170,7 +171,21 @@ def test_dense_layers_match_onnxruntime_and_take_the_kernel_at_few_rows(monkeypa
         assert got.flags.c_contiguous  # the padded columns were cut off by a copy, not a view
         np.testing.assert_array_equal(again, got)  # the packed weights are reused as they are
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
-        owned = threads == 1 and sgemm.owns(np.zeros((K, N), np.float32), 1)
+        owned = sgemm.owns(np.zeros((K, N), np.float32), threads)  # 2 threads: where OpenBLAS can be parked
         taken = sgemm.support() is None and jit and (owned or sgemm.gains(rows, K, N))
         assert (len(calls) == 2) == taken, (jit, rows, calls)
         calls.clear()
+
+
+def test_a_layer_owns_its_weights_between_2_16_floats_and_32_mb() -> None:
+    """Owned (every product on the packed copy, the original released): float32 2-D weights of
+    MIN_OWNED_WEIGHTS up to MAX_OWNED_BYTES (a larger one's packing, while its original is still
+    held, would add its whole size to the peak RSS); on two threads only where OpenBLAS's idle
+    workers can be parked."""
+    from epoxy_ep_cpu.jit import blas_spin
+
+    assert sgemm.owns(np.empty((256, 256), np.float32), 1)
+    assert not sgemm.owns(np.empty((128, 256), np.float32), 1)  # 2^15 weights: below MIN_OWNED_WEIGHTS
+    assert not sgemm.owns(np.empty((4097, 2048), np.float32), 1)  # 33.6 MB: above MAX_OWNED_BYTES
+    assert not sgemm.owns(np.empty((256, 256), np.float64), 1)
+    assert sgemm.owns(np.empty((256, 256), np.float32), 2) == blas_spin.available()

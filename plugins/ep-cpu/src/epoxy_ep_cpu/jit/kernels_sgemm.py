@@ -20,22 +20,26 @@ from typing import Any
 
 import numpy as np
 
-from . import config, llvm_module
+from . import blas_spin, config, llvm_module
 from .sgemm_ir import LANES, TILE_COLS, module_ir
 from .threads import run_shares
 
 #: most rows a product may have to take this kernel: above it OpenBLAS's packing is amortized
 #: and its blocked kernel is faster
 MAX_ROWS = 32
-#: on one thread, rows a call of the kernel takes at most when it runs every product of a layer
+#: rows a call of the kernel takes at most when it runs every product of a layer
 #: (``DenseWeights`` owning its packed weights): up to here it takes 0.6-0.97x OpenBLAS's time
 #: (K x N of 768 x 768, 768 x 3072, 3072 x 768, 1024 x 1000, 4096 x 4096, 128 x 512, 32 x 1024
 #: at 48-1024 rows; one row 0.98-1.13x, its matrix-vector product), beyond it up to 1.08x, so
 #: longer products run in chunks of it (bench/README.md, session 32)
-CHUNK_ROWS_ONE_THREAD = 1024
-#: fewest weights (K x N) a layer must have for its kernel to own packed weights on one thread:
+CHUNK_ROWS = 1024
+#: fewest weights (K x N) a layer must have for its kernel to own packed weights:
 #: below, a call's ~3 us of ctypes and zeroing outweigh the product and the weights' memory is small
 MIN_OWNED_WEIGHTS = 1 << 16
+#: most weight bytes a layer may own: its original is dropped only once the packed copy is
+#: made (at its first product), so one layer's packing adds its size to the peak RSS; vgg19's
+#: 411 MB classifier weight took its peak from 967 to 1519 MB (onnxruntime: 967)
+MAX_OWNED_BYTES = 1 << 25
 #: fewest multiply-adds worth a call: a call costs ~5 us (ctypes, the zeroed output), and
 #: below this OpenBLAS's packing is cheap (256 x 256 weights: M = 4 0.61x, M = 16 1.27x)
 MIN_MACS = 1 << 20
@@ -84,10 +88,13 @@ def fits(b: np.ndarray) -> bool:
 
 def owns(b: np.ndarray, nthreads: int) -> bool:
     """Whether weights ``b (K, N)`` are packed once and run every product of their layer on
-    ``nthreads`` threads (one thread, float32, 2-D, at least MIN_OWNED_WEIGHTS): then the
-    layer keeps only the packed copy and the session may drop the original
+    ``nthreads`` threads (float32, 2-D, MIN_OWNED_WEIGHTS up to MAX_OWNED_BYTES; on several threads only
+    where OpenBLAS's idle workers can be parked while the kernel's shares run: next to a
+    spinning worker BERT took 76 ms at 2 threads against OpenBLAS's 50, parked 44.5 against
+    49.8): then the layer keeps only the packed copy and the session may drop the original
     (``released_inputs``)."""
-    return nthreads <= 1 and b.ndim == 2 and b.dtype == _F32 and b.shape[0] * b.shape[1] >= MIN_OWNED_WEIGHTS
+    return ((nthreads <= 1 or blas_spin.available()) and b.ndim == 2 and b.dtype == _F32
+            and MIN_OWNED_WEIGHTS <= b.shape[0] * b.shape[1] <= MAX_OWNED_BYTES // 4)
 
 
 def gains(m: int, k: int, n: int) -> bool:
@@ -127,17 +134,17 @@ class PackedFloatWeights:
                 and a.strides[1] == 4 and a.strides[0] % 4 == 0 and a.strides[0] >= 0 and a.flags.aligned)
 
     def matmul_any(self, a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """``a (M, K) @ B`` for any float32 rows (M >= 0, any strides): the one-thread kernel
-        of a layer that owns its packed weights, in chunks of CHUNK_ROWS_ONE_THREAD rows."""
+        """``a (M, K) @ B`` for any float32 rows (M >= 0, any strides): the kernel of a layer
+        that owns its packed weights, in chunks of CHUNK_ROWS rows."""
         if not (a.strides[-1] == 4 and a.strides[0] % 4 == 0 and a.strides[0] >= 0 and a.flags.aligned):
             a = np.ascontiguousarray(a)
         m = a.shape[0]
-        if m <= CHUNK_ROWS_ONE_THREAD:
+        if m <= CHUNK_ROWS:
             return self.matmul(a, out) if m else np.zeros((0, self.n), dtype=_F32)
         if out is None or not (out.dtype == _F32 and out.shape == (m, self.n) and out.flags.c_contiguous):
             out = np.empty((m, self.n), dtype=_F32)
-        for first in range(0, m, CHUNK_ROWS_ONE_THREAD):
-            last = min(m, first + CHUNK_ROWS_ONE_THREAD)
+        for first in range(0, m, CHUNK_ROWS):
+            last = min(m, first + CHUNK_ROWS)
             part = self.matmul(a[first:last], out[first:last] if self._n_pad == self.n else None)
             if self._n_pad != self.n:
                 out[first:last] = part

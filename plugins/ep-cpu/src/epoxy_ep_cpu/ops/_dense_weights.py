@@ -1,6 +1,6 @@
 """A constant weight matrix and its products with rows: the jit tier's few-rows GEMM
-(``jit/kernels_sgemm.py``) for the products it gains on, numpy's BLAS for the rest; on one
-thread, a large float32 layer's every product (it *owns* its packed weights).
+(``jit/kernels_sgemm.py``) for the products it gains on, numpy's BLAS for the rest; for a
+large float32 layer, every product (it *owns* its packed weights).
 
 Why one helper: MatMul, Gemm and FusedMatMul all multiply rows by a constant weight, and all
 three met OpenBLAS's per-call packing at a batch of 2-32 rows (a classifier head at a small
@@ -9,9 +9,10 @@ kernel, not at session creation: a model that never runs a few-rows product (a C
 1, a transformer on long sequences) holds no second copy of its weights, and neither does a
 layer another provider runs.
 
-Owned weights (one thread, float32, at least ``kernels_sgemm.MIN_OWNED_WEIGHTS``): the kernel
-also beats OpenBLAS's blocked GEMM at 33-1024 rows there (BERT's [128, 768] layers: its run
-88.7 -> 75.8 ms), so every product of the layer takes it. The layer then never reads the
+Owned weights (float32, at least ``kernels_sgemm.MIN_OWNED_WEIGHTS``; on several threads where
+OpenBLAS's idle workers can be parked, ``jit/blas_spin.py``): the kernel also beats OpenBLAS's
+blocked GEMM at 33-1024 rows (BERT's [128, 768] layers, its run at 1 thread 90 -> 79 ms, at
+2 threads 49.8 -> 44.5), so every product of the layer takes it. The layer then never reads the
 original weights after packing them, and its kernel says so (``released_inputs``): the session
 drops its own reference, so the model holds one copy of those weights, not two.
 """
