@@ -12,28 +12,28 @@ ends, and it is re-enabled only when it was enabled before the first one began.
 from __future__ import annotations
 
 import gc
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-_lock = threading.Lock()
-_active = 0
-_was_enabled = False
+from ..kit.shared_setting import SharedSetting
+
+
+def _pause() -> bool:
+    enabled = gc.isenabled()
+    gc.disable()
+    return enabled
+
+
+def _resume(was_enabled: bool) -> None:
+    if was_enabled:
+        gc.enable()
+
+
+_paused = SharedSetting(_pause, _resume)
 
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
     """``gc.disable()`` for the duration, restored by the last build to finish."""
-    global _active, _was_enabled
-    with _lock:
-        if _active == 0:
-            _was_enabled = gc.isenabled()
-            gc.disable()
-        _active += 1
-    try:
+    with _paused.held():
         yield
-    finally:
-        with _lock:
-            _active -= 1
-            if _active == 0 and _was_enabled:
-                gc.enable()

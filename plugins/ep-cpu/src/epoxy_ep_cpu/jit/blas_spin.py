@@ -22,17 +22,15 @@ import ctypes
 import functools
 import mmap
 import struct
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from epoxy.kit.shared_setting import SharedSetting
+
 #: OpenBLAS's smallest timeout (it clamps THREAD_TIMEOUT to 4..30): the workers sleep at once
 PARKED = 1 << 4
 _SHT_SYMTAB, _STT_OBJECT, _STT_FUNC = 2, 1, 2
-_lock = threading.Lock()
-_active = 0
-_saved = 0
 
 
 def _symbols(path: str, wanted: set[str]) -> dict[str, tuple[int, int, int]]:
@@ -102,24 +100,28 @@ def available() -> bool:
     return _timeout() is not None
 
 
+def _park(cell: Any) -> int:
+    kept = int(cell.value)
+    cell.value = PARKED
+    return kept
+
+
+@functools.cache
+def _parking() -> Any:
+    """The shared parking of OpenBLAS's timeout (None where it cannot be found)."""
+    cell = _timeout()
+    if cell is None:
+        return None
+    return SharedSetting(lambda: _park(cell), lambda kept: setattr(cell, "value", kept))
+
+
 @contextmanager
 def parked() -> Iterator[None]:
     """OpenBLAS's idle workers asleep for the duration (nested and concurrent regions share one
     parking; the last to end puts the timeout back)."""
-    global _active, _saved
-    cell = _timeout()
-    if cell is None:
+    parking = _parking() if _timeout() is not None else None
+    if parking is None:
         yield
         return
-    with _lock:
-        if _active == 0:
-            _saved = cell.value
-            cell.value = PARKED
-        _active += 1
-    try:
+    with parking.held():
         yield
-    finally:
-        with _lock:
-            _active -= 1
-            if _active == 0:
-                cell.value = _saved

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from numba import njit, types
@@ -40,14 +41,27 @@ _C0, _C1, _C2, _C3, _C4, _C5, _C6, _C7, _C8 = (_LN2 ** k / math.factorial(k) for
 _T_MAX = 1000.0
 
 
+def reinterpret(result: Any) -> Callable[..., Any]:
+    """An intrinsic's codegen: its argument's bits (the low ones of a wider integer) read as
+    the numba type ``result`` of the same width (an LLVM bitcast)."""
+    from llvmlite import ir as llvm_ir
+
+    width = result.bitwidth
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]  # pragma: no cover
+        value = args[0]
+        if isinstance(value.type, llvm_ir.IntType) and value.type.width > width:
+            value = builder.trunc(value, llvm_ir.IntType(width))
+        return builder.bitcast(value, context.get_value_type(result))
+
+    return codegen
+
+
 @intrinsic
 def f64_from_bits(typingctx, bits):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
     """The float64 whose IEEE-754 bits are the int64 ``bits``."""
     if isinstance(bits, types.Integer) and bits.bitwidth == 64:
-        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-            return builder.bitcast(args[0], context.get_value_type(types.float64))
-
-        return types.float64(bits), codegen
+        return types.float64(bits), reinterpret(types.float64)
     return None
 
 

@@ -36,6 +36,8 @@ import numpy as np
 from numba import njit, types
 from numba.core.extending import intrinsic
 
+from .fast_math import reinterpret
+
 _F32 = np.float32
 
 
@@ -43,13 +45,7 @@ _F32 = np.float32
 def f32_from_bits(typingctx, bits):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
     """The float32 whose IEEE-754 bits are the low 32 bits of the integer ``bits``."""
     if isinstance(bits, types.Integer):
-        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-            value = args[0]
-            if bits.bitwidth != 32:
-                value = builder.trunc(value, context.get_value_type(types.int32))
-            return builder.bitcast(value, context.get_value_type(types.float32))
-
-        return types.float32(bits), codegen
+        return types.float32(bits), reinterpret(types.float32)
     return None
 
 
@@ -57,10 +53,7 @@ def f32_from_bits(typingctx, bits):  # type: ignore[no-untyped-def]  # pragma: n
 def bits_from_f32(typingctx, value):  # type: ignore[no-untyped-def]  # pragma: no cover - compiled
     """The IEEE-754 bits of the float32 ``value`` as an int32."""
     if isinstance(value, types.Float) and value.bitwidth == 32:
-        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-            return builder.bitcast(args[0], context.get_value_type(types.int32))
-
-        return types.int32(value), codegen
+        return types.int32(value), reinterpret(types.int32)
     return None
 
 
