@@ -189,3 +189,44 @@ def test_a_layer_owns_its_weights_between_2_16_floats_and_32_mb() -> None:
     assert not sgemm.owns(np.empty((4097, 2048), np.float32), 1)  # 33.6 MB: above MAX_OWNED_BYTES
     assert not sgemm.owns(np.empty((256, 256), np.float64), 1)
     assert sgemm.owns(np.empty((256, 256), np.float32), 2) == blas_spin.available()
+
+
+@pytest.mark.parametrize("op", ["MatMul", "Gemm"])
+def test_an_owned_layers_original_weight_is_freed_fused_or_not(monkeypatch, op: str) -> None:
+    """On one thread an owned layer's weight is released and nothing keeps its memory: not
+    the kernel, not the inner kernel a FusedGemm wraps (whose NodeSpec copies the constants)."""
+    import gc
+    import weakref
+
+    from epoxy.graph import graph_spec
+
+    if sgemm.support() is not None:
+        pytest.skip(f"the few-rows kernel cannot run here: {sgemm.support()}")
+    bases: dict[str, Any] = {}
+    real = graph_spec._constant_array
+
+    def spy(name, value):  # type: ignore[no-untyped-def]
+        array = real(name, value)
+        base = array
+        while isinstance(base.base, np.ndarray):
+            base = base.base
+        bases[name] = weakref.ref(base)
+        return array
+
+    monkeypatch.setattr(graph_spec, "_constant_array", spy)
+    w = np.random.default_rng(2).standard_normal((512, 256)).astype(np.float32)  # 2^17 weights: owned
+    first = (helper.make_node("Gemm", ["x", "W"], ["g"], transB=1) if op == "Gemm"
+             else helper.make_node("MatMul", ["x", "W"], ["g"]))
+    graph = helper.make_graph([first, helper.make_node("Relu", ["g"], ["y"])], "dense",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 256])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(w if op == "Gemm" else np.ascontiguousarray(w.T), "W")])
+    data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+    options = epoxy.SessionOptions()
+    options.intra_op_num_threads = 1
+    sess = epoxy.InferenceSession(data, options, providers=["cpu"])
+    x = np.random.default_rng(3).standard_normal((4, 256)).astype(np.float32)
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], np.maximum(x @ w.T, 0), rtol=1e-4, atol=1e-4)
+    assert sess._released_constants == ["W"]
+    gc.collect()
+    assert bases["W"]() is None

@@ -107,11 +107,9 @@ def _park(cell: Any) -> int:
 
 
 @functools.cache
-def _parking() -> Any:
-    """The shared parking of OpenBLAS's timeout (None where it cannot be found)."""
+def _parking() -> SharedSetting:
+    """The one shared parking of OpenBLAS's timeout (callers checked that it was found)."""
     cell = _timeout()
-    if cell is None:
-        return None
     return SharedSetting(lambda: _park(cell), lambda kept: setattr(cell, "value", kept))
 
 
@@ -119,9 +117,8 @@ def _parking() -> Any:
 def parked() -> Iterator[None]:
     """OpenBLAS's idle workers asleep for the duration (nested and concurrent regions share one
     parking; the last to end puts the timeout back)."""
-    parking = _parking() if _timeout() is not None else None
-    if parking is None:
+    if _timeout() is None:
         yield
         return
-    with parking.held():
+    with _parking().held():
         yield

@@ -348,10 +348,11 @@ def _owned_dense_matmul(node: NodeSpec, weights: DenseWeights, bias: np.ndarray 
     """FusedMatMul of a layer whose weights' packed copy is all it keeps (``DenseWeights.owned``):
     every product on it, B never read (the plan may pass None there); a residual or bias of
     the output's shape added in place, any other addend broadcast by the general tail."""
+    label = node.name  # the closure keeps no NodeSpec: its constants would keep the released weight
 
     def run(a: np.ndarray, b: np.ndarray | None, c: np.ndarray | None = None) -> np.ndarray:
         if a.dtype != weights.dtype:
-            raise TypeError(f"FusedMatMul {node.name!r}: input A is {a.dtype}, its constant B {weights.dtype}")
+            raise TypeError(f"FusedMatMul {label!r}: input A is {a.dtype}, its constant B {weights.dtype}")
         y = _matmul_2d_weight(a, weights)  # fresh: the tail may overwrite it
         if c is None or c is bias or (type(c) is np.ndarray and c.dtype == y.dtype and c.shape == y.shape):
             if c is not None:

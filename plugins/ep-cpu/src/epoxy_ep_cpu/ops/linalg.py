@@ -58,13 +58,14 @@ def matmul(node: NodeSpec):
         # the weight in the dtype and layout the GEMM wants, once
         cdt = _float_compute(b_const.dtype) or b_const.dtype
         packed = (b_const.dtype, DenseWeights(np.ascontiguousarray(b_const, dtype=cdt)))
+    label = node.name  # the closures keep no NodeSpec: its constants would keep a released weight
 
     def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         dtype = a.dtype
         cdt = _float_compute(dtype)
         if packed is not None and (packed[0] == dtype or packed[1].owned) and a.ndim >= 1:
             if packed[0] != dtype:
-                raise TypeError(f"MatMul {node.name!r}: input A is {dtype}, its constant B {packed[0]}")
+                raise TypeError(f"MatMul {label!r}: input A is {dtype}, its constant B {packed[0]}")
             y = _matmul_2d_weight(a if cdt is None else a.astype(cdt), packed[1])
             return y if y.dtype == dtype else y.astype(dtype)
         if cdt is not None:
@@ -107,6 +108,7 @@ def gemm(node: NodeSpec):
     dense = None
     if b_const is not None and b_const.ndim == 2 and b_const.dtype in FAST_FLOATS and not trans_a:
         dense = DenseWeights(b_const.T if trans_b else b_const)  # a view: BLAS reads it transposed
+    label = node.name  # the closures keep no NodeSpec: its constants would keep a released weight
 
     def run(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
         dtype = a.dtype
@@ -114,7 +116,7 @@ def gemm(node: NodeSpec):
         if dense is not None and dtype == dense.dtype and a.ndim == 2:
             y = dense.product(a)  # a fresh array: scaled and added to in place below
         elif b is None:  # released to the packed copy (epoxy.contract.RELEASED_INPUTS), which this A cannot use
-            raise TypeError(f"Gemm {node.name!r}: input A is {dtype} ({a.ndim}-D), its constant B "
+            raise TypeError(f"Gemm {label!r}: input A is {dtype} ({a.ndim}-D), its constant B "
                             f"{dense.dtype if dense is not None else '?'}")
         else:
             a = a.astype(cdt, copy=False)
