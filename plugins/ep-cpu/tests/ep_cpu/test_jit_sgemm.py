@@ -224,7 +224,7 @@ def test_an_owned_layers_original_weight_is_freed_fused_or_not(monkeypatch, op: 
     data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
     options = epoxy.SessionOptions()
     options.intra_op_num_threads = 1
-    sess = epoxy.InferenceSession(data, options, providers=["cpu"])
+    sess = epoxy.InferenceSession(data, options, providers=[("cpu", {"jit": True})])  # also under EPOXY_CPU_JIT=0
     x = np.random.default_rng(3).standard_normal((4, 256)).astype(np.float32)
     np.testing.assert_allclose(sess.run(None, {"x": x})[0], np.maximum(x @ w.T, 0), rtol=1e-4, atol=1e-4)
     assert sess._released_constants == ["W"]
