@@ -24,6 +24,7 @@ KNOWN: dict[str, str] = {
     "EPOXY_TUNE_CACHE_DIR": "where max_performance keeps its provider decisions",
     "EPOXY_CPU_JIT": "cpu provider: numba-compiled kernels on/off",
     "EPOXY_CPU_JIT_CACHE_DIR": "cpu provider: where numba caches compiled kernels",
+    "EPOXY_CPU_NATIVE_POOL": "cpu provider: its own spinning helper threads on several threads (0: OpenBLAS's)",
     "EPOXY_CPU_FUSE_ELEMENTWISE": "cpu provider: fuse elementwise chains on/off",
     "EPOXY_CPU_HEAP_ARRAYS": "cpu provider: keep freed multi-MB arrays in glibc's heap for the next run",
     "EPOXY_OPENVINO_MIN_GROUP_COST": "openvino provider: smallest group it claims",

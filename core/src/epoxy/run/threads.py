@@ -20,10 +20,24 @@ def set_blas_threads(count: int) -> None:
     global _controller
     from threadpoolctl import ThreadpoolController
 
+    global _generation, _requested
     with _lock:
         if _controller is None:
             _controller = ThreadpoolController()
         _controller.limit(limits=count, user_api="blas")
+        _generation += 1
+        _requested = count
+
+
+_generation = 0
+_requested: int | None = None
+
+
+def blas_request() -> tuple[int, int | None]:
+    """(how many times :func:`set_blas_threads` ran in this process, the count it last set):
+    a provider that keeps BLAS at one thread while its own threads split the work (ep-cpu's
+    native pool) tells its own setting from a session's by the first number."""
+    return _generation, _requested
 
 
 def blas_threads() -> list[dict[str, Any]]:

@@ -363,7 +363,7 @@ _PARALLEL_CASES = CASES[:4] + CASES[10:12]
 
 
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), _PARALLEL_CASES, ids=_ids(_PARALLEL_CASES))
-def test_parallel_variant_matches_the_serial_one(monkeypatch, x_shape, w_shape, attrs):
+def test_parallel_variant_matches_the_serial_one(monkeypatch, split_recorder, x_shape, w_shape, attrs):
     """Layers big enough for two threads run the ``prange`` variants: forced here on small
     ones (grain 1), they must give the serial kernels' values exactly (same order per output):
     the depthwise kernel's for stride-1 depthwise layers, the direct kernel's for other
@@ -374,25 +374,25 @@ def test_parallel_variant_matches_the_serial_one(monkeypatch, x_shape, w_shape, 
     case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], attrs, 22)
     serial = run_cpu(case, True, jit_threads=1, runs=2)
     monkeypatch.setattr(kernels_conv, "MAC_GRAIN", 1)
-    monkeypatch.setattr(kernels_conv_gemm, "GRAIN", 1)
+    splits = split_recorder(kernels_conv_gemm)
     calls = []
     group = attrs.get("group", 1)
     out_sp = [x_shape[2 + i] + attrs.get("pads", [0] * 4)[i] + attrs.get("pads", [0] * 4)[i + 2] - w_shape[2 + i] + 1
               for i in range(2)]
     direct = group > 1 or (x_shape[0] == 1 and kernels_conv.block_layout(w_shape, (1, 1), (1, 1), out_sp, group)[4])
-    # the grid GEMM's im2col and store run as two shares of planes each (threads.run_shares)
-    module, names, per_run = ((kernels_conv, ("flat_parallel",), 1) if direct
-                              else (kernels_conv_gemm, ("run_shares",), 2))
+    # the grid GEMM's im2col and store run as two shares of planes each (threads.Split)
+    module, names, per_run = (kernels_conv, ("flat_parallel",), 1) if direct else (None, (), 2)
     if kernels_depthwise.fits(x_shape[1], w_shape[0], group, w_shape[2:], attrs.get("strides", (1, 1)),
                               attrs.get("dilations", (1, 1)), [0, 0], [0, 0]):
         module, names, per_run = kernels_depthwise, ("depthwise_parallel",), 1
-    shares = names == ("run_shares",)
     for name in names:
         real = getattr(module, name)
-        monkeypatch.setattr(module, name, lambda *a, _real=real: calls.append(a[3] if shares else 1) or _real(*a))
+        monkeypatch.setattr(module, name, lambda *a, _real=real: calls.append(1) or _real(*a))
     close(run_cpu(case, True, jit_threads=2, runs=2), serial, 0, 0)
-    assert len(calls) == 2 * per_run  # each kernel, on both runs
-    assert not shares or set(calls) == {2}  # on two threads
+    if module is None:  # the grid GEMM: its two passes split in two, on both runs
+        assert [count for _, count in splits] == [2] * 2 * per_run
+    else:
+        assert len(calls) == 2 * per_run  # each kernel, on both runs
 
 
 def test_without_numba_conv_and_fused_conv_run_the_numpy_path(monkeypatch):

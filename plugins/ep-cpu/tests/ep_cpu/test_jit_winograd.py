@@ -112,25 +112,18 @@ def test_compiled_f43_fused_conv_epilogue(monkeypatch, act, params, residual, ti
 @pytest.mark.parametrize("x_shape,w_shape", [((2, 6, 17, 13), (10, 6, 3, 3)), ((2, 19, 17, 13), (37, 19, 3, 3))],
                          ids=["even", "odd-planes"])
 @pytest.mark.parametrize("tile", [4, 2], ids=["F43", "F23"])
-def test_transforms_split_over_two_threads_match_one_thread(monkeypatch, tile, x_shape, w_shape):
-    """Forced onto two threads (grain 1), the transforms run as two shares of planes
-    (``threads.run_shares``: the caller and a helper thread) and give the one-thread values
-    exactly: each plane is transformed by one thread, in the same order."""
-    from epoxy_ep_cpu.jit import kernels_winograd, threads
+def test_transforms_split_over_two_threads_match_one_thread(monkeypatch, split_recorder, tile, x_shape, w_shape):
+    """Forced onto two threads (grain 1), the transforms run as two shares of planes (the
+    caller and a helper: the native pool's, or the executor's) and give the one-thread values
+    exactly: each plane is transformed by one thread, in the same order; so does the product
+    between them, split over the stack of 16 or 36 products on the native pool."""
+    from epoxy_ep_cpu.jit import kernels_winograd
 
     _calls(monkeypatch, tile)
     x, w, b = _data(41, x_shape, w_shape)
     case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], {"pads": [1, 0, 1, 2]}, 22)
     serial = run_cpu(case, True, jit_threads=1, runs=2)
-    monkeypatch.setattr(kernels_winograd, "GRAIN", 1)
-    shares: list[tuple[int, int]] = []
-    real = threads.run_shares
-
-    def spy(fn, args, total, count):
-        shares.append((total, count))
-        return real(fn, args, total, count)
-
-    monkeypatch.setattr(kernels_winograd, "run_shares", spy)
+    shares = split_recorder(kernels_winograd)
     close(run_cpu(case, True, jit_threads=2, runs=2), serial, 0, 0)
     planes_in, planes_out = x_shape[0] * x_shape[1], x_shape[0] * w_shape[0]
     assert shares == [(planes_in, 2), (planes_out, 2)] * 2  # both transforms, on both runs

@@ -30,7 +30,7 @@ from . import direct
 from .activations import activate
 from .kernels_conv import PreparedConvCall, _geometry, _offsets, _pad_plane
 from .scratch import scratch
-from .threads import GRAIN, run_shares
+from .threads import Split, SplitMatmul, gemm_count, share_count
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _NO_Z = {dt: np.empty(0, dtype=dt) for dt in _FLOATS}
@@ -132,9 +132,8 @@ class GridConvCall(PreparedConvCall):
     C-contiguous array of ``out_shape`` and ``dtype`` (:meth:`accepts` checks both), as for
     ``kernels_conv.Conv2dCall``, whose interface this shares."""
 
-    __slots__ = ("_cols", "_count", "_gemm_shape", "_head", "_planes", "_store", "_tail", "_w", "bias", "cols_size",
-                 "dtype",
-                 "out_shape", "shape", "xp_size")
+    __slots__ = ("_cols", "_cols_split", "_count", "_gemm", "_gemm_shape", "_head", "_planes", "_product", "_store",
+                 "_store_split", "_tail", "_w", "bias", "cols_size", "dtype", "out_shape", "shape", "xp_size")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
                  strides: tuple[int, ...], dilations: tuple[int, ...], begin: Sequence[int],
@@ -157,9 +156,13 @@ class GridConvCall(PreparedConvCall):
         self._tail = (dims, compact, act, dtype.type(alpha), dtype.type(beta))
         self._planes = (n * c, n * m)
         work = self.cols_size + n * m * oh * ow
-        self._count = max(1, min(nthreads, n * c, work // GRAIN))
+        self._count = share_count(nthreads, work, n * c)
+        self._gemm = gemm_count(nthreads, n * m * ck * span)
         self._cols: Any = None
         self._store: Any = None
+        self._cols_split: Any = None
+        self._store_split: Any = None
+        self._product: Any = None
 
     @staticmethod
     def fits(shape: tuple[int, ...], w_shape: tuple[int, ...], wq: int, out_sp: Sequence[int]) -> bool:
@@ -177,20 +180,26 @@ class GridConvCall(PreparedConvCall):
         fn = self._cols
         if fn is None:
             fn = self._cols = direct.overload(cols_planes, (*args, 0, planes_in))
+            self._cols_split = Split(cols_planes, fn, args, planes_in, self._count)
         if self._count > 1:
-            run_shares(fn, args, planes_in, self._count)
+            self._cols_split(*args)
         else:  # one thread: the kernel called directly (a tiny layer's call is a few us)
             fn(*args, 0, planes_in)
         cols_shape, acc_shape = self._gemm_shape
         acc = scratch("grid.acc", math.prod(acc_shape), dt).reshape(acc_shape)
-        np.matmul(self._w, cols.reshape(cols_shape), out=acc)
+        operands = (self._w, cols.reshape(cols_shape), acc)
+        product = self._product
+        if product is None:
+            product = self._product = SplitMatmul(*operands, self._gemm)
+        product(*operands)
         y = np.empty(self.out_shape, dtype=dt)
         stored = (acc.reshape(-1), self.bias, _NO_Z[dt] if z is None else z.reshape(-1), y.reshape(-1), *self._tail)
         fn = self._store
         if fn is None:
             fn = self._store = direct.overload(store_planes, (*stored, 0, planes_out))
+            self._store_split = Split(store_planes, fn, stored, planes_out, self._count)
         if self._count > 1:
-            run_shares(fn, stored, planes_out, self._count)
+            self._store_split(*stored)
         else:  # one thread: the kernel called directly (a tiny layer's call is a few us)
             fn(*stored, 0, planes_out)
         return y

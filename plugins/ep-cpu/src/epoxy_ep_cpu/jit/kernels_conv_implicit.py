@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from numba import njit, uint64
 
-from . import blas_spin, direct, kernels_sgemm
+from . import blas_spin, direct, kernels_sgemm, native_pool, native_shares, threads
 from .activations import activate
 from .kernels_conv import PreparedConvCall, _geometry, _offsets, _pad_plane, layer_sizes
 from .kernels_conv_gemm import _store_plane
@@ -198,12 +198,59 @@ def interleaves(n: int, span: int) -> bool:
     return n > 1 and _round_up(span, LANES) * 8 > span * 9
 
 
+# argv of a share of one image's output channels on the native pool: the igemm, the input (address,
+# size), the grids (base, one grid's size, shares, row tiles), pdims, the weights, rowoff, the
+# accumulator (address, size), depth, cols, m, kc, xstep, bias, z (address, size), y (address,
+# size), wq, oh, ow, act, alpha, beta (float64 bits), input planes
+_ROWS_ARGV = 29
+
+
+def _rows_share(argp, first, last):  # pragma: no cover - compiled (native_shares.share_address)
+    """Row tiles [first, last) of a one-image layer: the whole input padded into this share's
+    own grid, the product of those output channels, their store (the ``rows`` share of
+    :meth:`ImplicitConvCall.__call__`, without the GIL)."""
+    v = native_shares.carray(native_shares.i64_at(argp), (_ROWS_ARGV,))
+    f = native_shares.carray(native_shares.f64_at(argp), (_ROWS_ARGV,))
+    share = (first * v[5] + v[6] - 1) // v[6]  # bounds are total * t // shares: t back from first
+    size = v[4]
+    grid_at = v[3] + 4 * share * size
+    xp = native_shares.carray(native_shares.f32_at(grid_at), (size,))
+    for i in range(size - LANES, size):  # the last rounded-up columns read past the grid
+        xp[i] = 0.0
+    x = native_shares.carray(native_shares.f32_at(v[1]), (v[2],))
+    pad_planes(x, xp, native_shares.carray(native_shares.i64_at(v[7]), (8,)), 0, v[28])
+    depth, cols, m = v[11], v[12], v[13]
+    r0 = first * TILE_ROWS
+    r1 = min(m, last * TILE_ROWS)
+    native_shares.call_address13(v[0], v[8] + 4 * r0 * depth, v[9], grid_at, v[10] + 4 * r0 * cols, depth, cols,
+                                 r1 - r0, depth, v[14], cols, 1, v[15], m * cols)
+    store_planes(native_shares.carray(native_shares.f32_at(v[10]), (v[21],)),
+                 native_shares.carray(native_shares.f32_at(v[16]), (m,)),
+                 native_shares.carray(native_shares.f32_at(v[17]), (v[18],)),
+                 native_shares.carray(native_shares.f32_at(v[19]), (v[20],)), m, cols, v[22], v[23], v[24], v[25],
+                 np.float32(f[26]), np.float32(f[27]), r0, r1)
+
+
+@njit(cache=True, nogil=True)
+def _point_rows(v, x, grids, acc, z, y):  # pragma: no cover - compiled
+    """A ``_rows_share`` argv pointed at this call's arrays (the rest is the layer's template)."""
+    v[1] = x.ctypes.data
+    v[2] = x.size
+    v[3] = grids.ctypes.data
+    v[10] = acc.ctypes.data
+    v[17] = z.ctypes.data
+    v[18] = z.size
+    v[19] = y.ctypes.data
+    v[20] = y.size
+    v[21] = acc.size
+
+
 class ImplicitConvCall(PreparedConvCall):
     """One group-1 float32 layer for one input shape: ``act(conv(x, W) + bias + z)`` by the
     padded phase grid, the implicit GEMM and a compiled store (module docstring). The
     interface of ``kernels_conv_gemm.GridConvCall``."""
 
-    __slots__ = ("_cols", "_count", "_gemm", "_interleaved", "_n", "_pad", "_pdims", "_rowoff", "_store",
+    __slots__ = ("_cols", "_count", "_gemm", "_interleaved", "_n", "_native", "_pad", "_pdims", "_rowoff", "_store",
                  "_store_tail", "_w", "_xstep", "bias", "dtype", "out_shape", "shape", "xp_size")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
@@ -238,6 +285,7 @@ class ImplicitConvCall(PreparedConvCall):
         self._gemm = kernels_sgemm.implicit_kernel()
         self._pad: Any = None
         self._store: Any = None
+        self._native: np.ndarray | None = None  # the native pool's argv template (_rows_template)
 
     @staticmethod
     def takes(shape: tuple[int, ...], w_shape: tuple[int, ...], dtype: np.dtype, wq: int,
@@ -290,5 +338,30 @@ class ImplicitConvCall(PreparedConvCall):
                  xstep, m * cols)
             store(*store_args, r0, r1)
 
-        run_shares(rows, (), -(-m // TILE_ROWS), self._count)
+        tiles = -(-m // TILE_ROWS)
+        if not layout and self._count > 1 and threads.native():
+            count = min(self._count, tiles)
+            grids = scratch("implicit.grids", count * size, _F32)
+            template = self._native
+            if template is None:
+                template = self._native = self._rows_template(count, tiles)
+            v = template.copy()
+            _point_rows(v, flat, grids, acc, store_args[2], y.reshape(-1))
+            if native_pool.pool(count - 1).run(native_shares.share_address(_rows_share), v,
+                                               native_pool.bounds_for(tiles, count)):
+                return y
+        run_shares(rows, (), tiles, self._count)
         return y
+
+    def _rows_template(self, count: int, tiles: int) -> np.ndarray:
+        """The ``_rows_share`` argv of this layer but the per-call pointers (``_point_rows``)."""
+        m, depth = self._w.shape
+        n, c = self.shape[0], self.shape[1]
+        v = np.zeros(_ROWS_ARGV, np.int64)
+        v[0], v[7] = kernels_sgemm.implicit_address(), self._pdims.ctypes.data
+        v[4], v[5], v[6] = self.xp_size, count, tiles
+        v[8], v[9], v[11], v[12], v[13] = self._w.ctypes.data, self._rowoff.ctypes.data, depth, self._cols, m
+        v[14], v[15], v[16], v[28] = kernels_sgemm.KC, self._xstep, self.bias.ctypes.data, n * c
+        v[22:26] = self._store_tail[2:6]
+        v.view(np.float64)[26:28] = self._store_tail[6:8]
+        return v

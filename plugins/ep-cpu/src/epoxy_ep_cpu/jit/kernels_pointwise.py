@@ -28,7 +28,7 @@ from . import direct, kernels_sgemm
 from .activations import activate
 from .kernels_conv import PreparedConvCall
 from .sgemm_ir import LANES
-from .threads import GRAIN, serial_twin, use
+from .threads import GRAIN, SplitMatmul, gemm_count, serial_twin, use
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _NO_Z = {dt: np.empty(0, dtype=dt) for dt in _FLOATS}
@@ -77,8 +77,8 @@ class PointwiseCall(PreparedConvCall):
     C-contiguous array of ``out_shape`` and ``dtype`` (:meth:`accepts` checks both), as for
     ``kernels_conv.Conv2dCall``, whose interface this shares."""
 
-    __slots__ = ("_count", "_epilogue", "_implicit", "_rest", "_w", "bias", "dtype", "out_shape", "shape", "x_shape",
-                 "y_shape")
+    __slots__ = ("_count", "_epilogue", "_gemm", "_implicit", "_rest", "_split_product", "_w", "bias", "dtype",
+                 "out_shape", "shape", "x_shape", "y_shape")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
                  act: int, alpha: float, beta: float, nthreads: int, group: int = 1) -> None:
@@ -93,8 +93,10 @@ class PointwiseCall(PreparedConvCall):
         self._w = np.ascontiguousarray(w.reshape(group, m // group, c // group))
         self.bias = bias
         self._count = max(1, min(nthreads, n * m, (n * m * plane) // GRAIN))
+        self._gemm = gemm_count(nthreads, n * m * c * plane // group)
         self._rest = (n * m, plane, m, act, dtype.type(alpha), dtype.type(beta))
         self._epilogue: Any = None
+        self._split_product: Any = None
         self._implicit: Any = None
         if takes_implicit(n, c, m, plane, dtype, group, nthreads):
             rowoff = np.arange(c, dtype=np.int64) * plane  # B's row k: input channel k's plane
@@ -106,7 +108,11 @@ class PointwiseCall(PreparedConvCall):
         if self._implicit is not None:
             self._product(x, y)
         else:
-            np.matmul(self._w, x.reshape(self.x_shape), out=y.reshape(self.y_shape))
+            operands = (self._w, x.reshape(self.x_shape), y.reshape(self.y_shape))
+            product = self._split_product
+            if product is None:
+                product = self._split_product = SplitMatmul(*operands, self._gemm)
+            product(*operands)
         args = (y.reshape(-1), self.bias, _NO_Z[dt] if z is None else z.reshape(-1), *self._rest)
         fn = self._epilogue
         if fn is None:

@@ -76,6 +76,11 @@ def implicit_kernel() -> Any:
     return _MODULE.function("igemm")
 
 
+def implicit_address() -> int:
+    """The compiled ``igemm``'s address, for compiled callers (native_shares.call_address)."""
+    return _MODULE.address("igemm")
+
+
 def _round_up(x: int, m: int) -> int:
     return -(-x // m) * m
 

@@ -25,7 +25,7 @@ from numba import njit, uint64
 from . import direct
 from .kernels_conv import PreparedConvCall
 from .scratch import scratch
-from .threads import GRAIN, run_shares
+from .threads import Split, SplitMatmul, gemm_count, share_count
 from .winograd_rows import load_rows, scatter_plane, store_row
 
 _NO_Z = {dt: np.empty(0, dtype=dt) for dt in (np.dtype(np.float32),)}
@@ -196,8 +196,8 @@ class WinogradCall(PreparedConvCall):
     ``ops/conv.winograd_weights``) with compiled transforms and BLAS GEMMs (module
     docstring). Same interface as ``kernels_conv_gemm.GridConvCall``."""
 
-    __slots__ = ("_count", "_dims", "_elements", "_in", "_kernels", "_out", "_tail", "_u", "bias", "dtype",
-                 "out_shape", "shape", "v_size", "prod_size")
+    __slots__ = ("_count", "_dims", "_elements", "_gemm", "_in", "_in_split", "_kernels", "_out", "_out_split",
+                 "_product", "_tail", "_u", "bias", "dtype", "out_shape", "prod_size", "shape", "v_size")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, u: np.ndarray, bias: np.ndarray,
                  begin: tuple[int, ...] | list[int], out_sp: tuple[int, ...] | list[int], act: int, alpha: float,
@@ -218,9 +218,13 @@ class WinogradCall(PreparedConvCall):
         self.prod_size = self._elements * m * tiles
         self._tail = (act, dtype.type(alpha), dtype.type(beta))
         work = self.v_size + self.prod_size
-        self._count = max(1, min(nthreads, n * min(c, m), work // GRAIN))
+        self._count = share_count(nthreads, work, n * min(c, m))
+        self._gemm = gemm_count(nthreads, self._elements * m * c * tiles)
         self._in: Any = None
         self._out: Any = None
+        self._in_split: Any = None
+        self._out_split: Any = None
+        self._product: Any = None
 
     def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
         dt = self.dtype
@@ -233,20 +237,26 @@ class WinogradCall(PreparedConvCall):
         fn = self._in
         if fn is None:
             fn = self._in = direct.overload(input_planes, (*args, 0, n * c))
+            self._in_split = Split(input_planes, fn, args, n * c, self._count)
         if self._count > 1:
-            run_shares(fn, args, n * c, self._count)
+            self._in_split(*args)
         else:  # one thread: the kernel called directly (a tiny layer's call is a few us)
             fn(*args, 0, n * c)
         prod = scratch("winograd.prod", self.prod_size, dt).reshape(k, m, tiles)
-        np.matmul(self._u, v.reshape(k, c, tiles), out=prod)
+        operands = (self._u, v.reshape(k, c, tiles), prod)
+        product = self._product
+        if product is None:
+            product = self._product = SplitMatmul(*operands, self._gemm)
+        product(*operands)
         y = np.empty(self.out_shape, dtype=dt)
         stored = (prod.reshape(-1), self.bias, _NO_Z[dt] if z is None else z.reshape(-1), y.reshape(-1),
                   self._dims, *self._tail)
         fn = self._out
         if fn is None:
             fn = self._out = direct.overload(output_planes, (*stored, 0, n * m))
+            self._out_split = Split(output_planes, fn, stored, n * m, self._count)
         if self._count > 1:
-            run_shares(fn, stored, n * m, self._count)
+            self._out_split(*stored)
         else:  # one thread: the kernel called directly (a tiny layer's call is a few us)
             fn(*stored, 0, n * m)
         return y

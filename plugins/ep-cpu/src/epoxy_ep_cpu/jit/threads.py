@@ -17,6 +17,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
+
+from . import blas_single
 from .blas_spin import parked
 
 _controller: Any = None
@@ -42,8 +45,41 @@ def resolve(requested: int) -> int:
     import numba
 
     ceiling = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
-    count = requested if requested > 0 else (blas_count() or ceiling)
-    return max(1, min(count, ceiling))
+    count = max(1, min(requested if requested > 0 else (_sessions_blas_count() or ceiling), ceiling))
+    if count > 1 and native():
+        _pin_blas()
+    return count
+
+
+#: (the core's BLAS-setting generation when ep-cpu pinned OpenBLAS to one thread, the count
+#: OpenBLAS had then): sessions built later in that generation still get that count
+_pinned: tuple[int, int] | None = None
+
+
+def _sessions_blas_count() -> int | None:
+    """The BLAS count a session meant: OpenBLAS's, unless ep-cpu pinned it to one thread since
+    a session last set it (then the count it had before)."""
+    from epoxy.run.threads import blas_request
+
+    if _pinned is not None and _pinned[0] == blas_request()[0]:
+        return _pinned[1]
+    return blas_count()
+
+
+def _pin_blas() -> None:
+    """numpy's OpenBLAS to one thread for the process: the native pool's helpers split the
+    products themselves (one OpenBLAS thread each), and a count that changed with the
+    helpers' state would change results between runs (OpenBLAS rounds differently on one and
+    two threads)."""
+    global _pinned
+    from epoxy.run.threads import blas_request
+
+    generation = blas_request()[0]
+    if _pinned is not None and _pinned[0] == generation:
+        return
+    before = blas_count() or 1
+    blas_single.pin()
+    _pinned = (generation, before)
 
 
 #: elements of work per thread below which a kernel runs on fewer threads: waking a sleeping
@@ -66,6 +102,10 @@ def use(nthreads: int, work: int) -> None:
     numba's count is per calling thread and setting it is a Python call of microseconds, so
     it is set only when it changes."""
     count = thread_count_for(nthreads, work)
+    if count > 1 and native():
+        from . import native_pool
+
+        native_pool.quiesce()  # numba's OpenMP workers get the cores, not a spinning helper
     if getattr(_local, "count", 0) != count:
         import numba
 
@@ -142,6 +182,10 @@ def run_shares(fn: Callable[..., Any], args: tuple[Any, ...], total: int, count:
         return
     count = min(count, total)
     bounds = [total * t // count for t in range(count + 1)]
+    if native():
+        from . import native_pool
+
+        native_pool.quiesce()  # its spinning helper would share the core with this pool's
     pool = worker_pool()
     with parked():  # OpenBLAS's idle workers asleep: the helper gets the core (blas_spin)
         rest = [pool.submit(fn, *args, bounds[t], bounds[t + 1]) for t in range(1, count)]
@@ -150,3 +194,122 @@ def run_shares(fn: Callable[..., Any], args: tuple[Any, ...], total: int, count:
         finally:
             for done in rest:
                 done.result()
+
+
+# -- the native pool (native_pool.py): shares handed over without the GIL ------------------------
+_NATIVE: bool | None = None
+
+
+def native() -> bool:
+    """Whether kernels split work over :mod:`.native_pool`'s helpers (which stay awake between
+    shares, numpy's OpenBLAS held at one thread meanwhile) rather than over OpenBLAS's threads
+    and :func:`worker_pool`; ``EPOXY_CPU_NATIVE_POOL=0`` turns it off."""
+    global _NATIVE
+    if _NATIVE is None:
+        from .native_shares import matmul_available
+
+        _NATIVE = os.environ.get("EPOXY_CPU_NATIVE_POOL", "1") != "0" and blas_single.available() \
+            and matmul_available()
+    return _NATIVE
+
+
+#: elements a share of a memory-bound pass on the native pool reads at least (~15-30 us of
+#: copying; a spinning helper takes a share in ~3 us)
+SHARE_GRAIN = 1 << 15
+#: multiply-adds below which a product stays whole on one thread
+MIN_SPLIT_MACS = 1 << 19
+
+
+def share_count(nthreads: int, work: int, units: int) -> int:
+    """Shares for a pass reading ``work`` elements over ``units`` planes (:func:`split`):
+    from :data:`SHARE_GRAIN` a share on the native pool, from :data:`GRAIN` otherwise."""
+    grain = SHARE_GRAIN if nthreads > 1 and native() else GRAIN
+    return max(1, min(nthreads, units, work // grain))
+
+
+def gemm_count(nthreads: int, macs: int) -> int:
+    """Shares for a product of ``macs`` multiply-adds (:func:`split_matmul`): 1 without the
+    native pool (OpenBLAS's own threads split it then)."""
+    if nthreads <= 1 or not native():
+        return 1
+    return max(1, min(nthreads, macs // MIN_SPLIT_MACS))
+
+
+class Split:
+    """A pass ``fn(*args, first, last)`` over [0, total) in ``count`` shares, prepared once for
+    a call site (a kernel call for one input shape): on the native pool when it runs and the
+    arguments can travel (C-contiguous arrays and numbers, the kinds of ``sample``), else on
+    :func:`run_shares`. ``kernel`` is the numba dispatcher (``nogil``) whose overload ``fn``
+    is; each call packs the arguments (compiled, ~1 us) and hands the shares over."""
+
+    __slots__ = ("_address", "_bounds", "_count", "_fn", "_length", "_pack", "_total")
+
+    def __init__(self, kernel: Any, fn: Any, sample: tuple[Any, ...], total: int, count: int) -> None:
+        self._fn, self._total, self._count = fn, total, min(count, total)
+        self._address: int | None = None
+        if self._count > 1 and native():
+            from . import native_pool, native_shares
+
+            share = native_shares.kernel_share(kernel, sample)
+            if share is not None:
+                self._address, self._pack, self._length = share
+                self._bounds = native_pool.bounds_for(total, self._count)
+
+    def __call__(self, *args: Any) -> None:
+        if self._address is None:
+            run_shares(self._fn, args, self._total, self._count)
+            return
+        from . import native_pool
+
+        argv = np.empty(self._length, np.int64)
+        self._pack(argv, *args)
+        if not native_pool.pool(self._count - 1).run(self._address, argv, self._bounds):
+            self._fn(*args, 0, self._total)  # another thread's shares hold the helpers
+
+
+class SplitMatmul:
+    """``np.matmul(a, b, out=out)`` for operands shaped and strided as ``a``, ``b``, ``out``
+    at preparation, split in ``count`` shares on the native pool (by products of a stack, by
+    row blocks when the product is tall, else by column blocks; each share calls OpenBLAS on
+    one thread) when the pool runs and the operands are float32 BLAS-ready stacks; else
+    numpy's matmul (OpenBLAS's own threads)."""
+
+    __slots__ = ("_bounds", "_count", "_template")
+
+    def __init__(self, a: np.ndarray, b: np.ndarray, out: np.ndarray, count: int) -> None:
+        self._template: np.ndarray | None = None
+        if count > 1 and native():
+            from . import native_pool, native_shares
+
+            packed = native_shares.matmul_argv(a, b, out, count)
+            if packed is not None and min(count, packed[1]) > 1:
+                self._template, units = packed
+                self._count = min(count, units)
+                self._bounds = native_pool.bounds_for(units, self._count)
+
+    def __call__(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+        template = self._template
+        if template is None:
+            return np.matmul(a, b, out=out)
+        from . import native_pool, native_shares
+
+        argv = template.copy()
+        native_shares.repoint(argv, a, b, out)
+        if not native_pool.pool(self._count - 1).run(native_shares.matmul_share(), argv, self._bounds):
+            np.matmul(a, b, out=out)
+        return out
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.matmul(a, b)`` for the numpy paths: split over the native pool's threads when this
+    process runs it (OpenBLAS was then set to one thread: :func:`_pin_blas`), so products the
+    jit tier does not run still use the threads the sessions were given."""
+    pinned = _pinned
+    if pinned is None or pinned[1] < 2 or a.dtype != np.float32 or b.dtype != np.float32 or min(a.ndim, b.ndim) < 2:
+        return np.matmul(a, b)
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    out = np.empty((*batch, a.shape[-2], b.shape[-1]), dtype=np.float32)
+    count = gemm_count(pinned[1], out.size * a.shape[-1])
+    if count < 2 or (a.ndim > 2 and a.shape[:-2] != batch) or (b.ndim > 2 and b.shape[:-2] != batch):
+        return np.matmul(a, b, out=out)
+    return SplitMatmul(a, b, out, count)(a, b, out)

@@ -31,7 +31,7 @@ from .. import jit
 class DenseWeights:
     """``rows (M, K) @ w (K, N)`` for one constant ``w`` (any strides: a transposed view is fine)."""
 
-    __slots__ = ("_kernels", "_lock", "_packed", "_threads", "dtype", "owned", "shape", "w")
+    __slots__ = ("_kernels", "_lock", "_packed", "_splits", "_threads", "dtype", "owned", "shape", "w")
 
     def __init__(self, w: np.ndarray) -> None:
         self.w: np.ndarray | None = w
@@ -46,6 +46,7 @@ class DenseWeights:
         self._kernels: Any = module if usable or self.owned else None
         self._packed: Any = None
         self._lock = threading.Lock()
+        self._splits: dict[tuple[int, ...], Any] = {}  # split products by rows' shape (jit.threads.SplitMatmul)
 
     def product(self, rows: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """``rows @ w`` (into ``out`` when given: a C-contiguous array of the product's shape
@@ -66,7 +67,22 @@ class DenseWeights:
                     out[...] = y
                     return out
                 return y  # type: ignore[no-any-return]
+        if self._threads > 1 and self.w is not None:
+            return self._split_product(rows, out)
         return np.matmul(rows, self.w, out=out)
+
+    def _split_product(self, rows: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+        """``rows @ w`` on the session's threads when the jit tier splits products itself
+        (``jit.threads.SplitMatmul``: numpy's OpenBLAS is then on one thread), else numpy's."""
+        from ..jit.threads import SplitMatmul, gemm_count
+
+        if out is None:
+            out = np.empty((rows.shape[0], self.shape[1]), dtype=np.result_type(rows, self.w))
+        split = self._splits.get(rows.shape)
+        if split is None:
+            macs = rows.shape[0] * self.shape[0] * self.shape[1]
+            split = self._splits.setdefault(rows.shape, SplitMatmul(rows, self.w, out, gemm_count(self._threads, macs)))
+        return split(rows, self.w, out)  # type: ignore[no-any-return]
 
     def _pack(self) -> Any:
         with self._lock:

@@ -129,6 +129,15 @@ def conv_cols(
     return np.ascontiguousarray(v.transpose(perm))
 
 
+def _split_matmul() -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """numpy's matmul, or the jit tier's split one once it set OpenBLAS to one thread
+    (``jit.threads.matmul``; the tier is not imported here before that)."""
+    import sys
+
+    threads = sys.modules.get("epoxy_ep_cpu.jit.threads")
+    return threads.matmul if threads is not None and threads._pinned is not None else np.matmul  # type: ignore
+
+
 def grouped_matmul(w: np.ndarray, cols: np.ndarray, group: int, out_sp: list[int]) -> np.ndarray:
     """``w`` (M, C/G, *K) times ``cols`` (N, C, *K, *O) per group -> (N, M, *O)."""
     n, c = cols.shape[:2]
@@ -137,10 +146,12 @@ def grouped_matmul(w: np.ndarray, cols: np.ndarray, group: int, out_sp: list[int
     o = math.prod(out_sp)
     cm = cols.reshape(n, group, ck, o)
     wm = w.reshape(group, m // group, ck)
+    matmul = _split_matmul()
     if group == 1:
-        out = np.matmul(wm[0], cm[:, 0])  # (N, M, O)
+        out = matmul(wm[0], cm[:, 0])  # (N, M, O)
     else:
-        out = np.matmul(wm, cm)  # (N, G, M/G, O): groups (depthwise too) are the batch axis
+        # (N, G, M/G, O): groups (depthwise too) are the batch axis; one image as a plain stack
+        out = matmul(wm, cm[0])[None] if n == 1 else matmul(wm, cm)
     return out.reshape((n, m) + tuple(out_sp))
 
 

@@ -1,0 +1,205 @@
+"""The native pool (jit/native_pool.py): shares handed to helpers that never take the GIL,
+the shares numba kernels and OpenBLAS products become (jit/native_shares.py), and the
+thread policy around them (jit/threads.py: OpenBLAS set to one thread, the count sessions
+still get)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+numba = pytest.importorskip("numba")
+
+from epoxy_ep_cpu.jit import native_pool, native_shares, threads  # noqa: E402
+
+if not threads.native():
+    pytest.skip("the native pool needs numpy's OpenBLAS with its own threads", allow_module_level=True)
+
+
+@numba.njit(nogil=True, cache=True)
+def _mark(out, scale, offset, flag, first, last):  # pragma: no cover - compiled
+    """out[i] = i * scale + offset (+1000 when ``flag``) for i in [first, last), and count
+    the writes of each element in out2-style: out is float64, written once per element."""
+    for i in range(first, last):
+        out[i] += i * scale + offset + (1000.0 if flag else 0.0) + 1.0
+
+
+def _split(total: int, count: int, *args) -> None:
+    fn = _mark
+    threads.Split(fn, fn, args, total, count)(*args)
+
+
+@pytest.mark.parametrize(("total", "count"), [(10, 2), (7, 2), (3, 3), (64, 2), (2, 2)])
+def test_a_split_covers_every_element_once_with_the_arguments_it_was_given(total, count):
+    out = np.zeros(total)
+    _split(total, count, out, 0.5, 3, True)
+    want = np.arange(total) * 0.5 + 3 + 1000 + 1
+    np.testing.assert_array_equal(out, want)  # written once each: += would show a second write
+
+
+@numba.njit(nogil=True, cache=True)
+def _rows(grid, index, alpha, beta, k, on, first, last):  # pragma: no cover - compiled
+    for r in range(first, last):
+        for c in range(grid.shape[1]):
+            grid[r, c] = index[r] * alpha + beta * k + (1.0 if on else 0.0) + c
+
+
+def test_arguments_of_every_kind_reach_the_kernel_on_the_helper():
+    """2-D and int64 arrays, float32 and Python floats, ints and bools travel in argv."""
+    kernel = _rows
+    grid = np.zeros((6, 5), np.float32)
+    index = np.arange(6, dtype=np.int64) * 3
+    threads.Split(kernel, kernel, (grid, index, np.float32(0.25), 2.5, 4, True), 6, 2)(
+        grid, index, np.float32(0.25), 2.5, 4, True)
+    want = (index[:, None] * 0.25 + 2.5 * 4 + 1.0 + np.arange(5)[None, :]).astype(np.float32)
+    np.testing.assert_array_equal(grid, want)
+
+
+def test_a_kernel_the_share_cannot_import_runs_on_the_executor_pool():
+    @numba.njit(nogil=True)
+    def local(out, first, last):  # pragma: no cover - compiled
+        for i in range(first, last):
+            out[i] = i
+
+    out = np.zeros(10)
+    assert native_shares.kernel_share(local, (out,)) is None
+    threads.Split(local, local, (out,), 10, 2)(out)
+    np.testing.assert_array_equal(out, np.arange(10))
+
+
+def test_a_strided_argument_falls_back_to_the_executor_pool():
+    out = np.zeros((8, 2))[:, 0]  # not contiguous: cannot travel as a pointer and a shape
+    assert native_shares.kernel_share(_mark, (out, 1.0, 0, False)) is None
+    _split(8, 2, out, 1.0, 0, False)
+    np.testing.assert_array_equal(out, np.arange(8) + 1.0)
+
+
+def test_a_second_caller_runs_its_shares_itself_while_the_helpers_are_taken():
+    pool = native_pool.pool(1)
+    out = np.zeros(64)
+    share = native_shares.kernel_share(_mark, (out, 1.0, 0, False))
+    assert share is not None
+    argv = np.empty(share[2], np.int64)
+    share[1](argv, out, 1.0, 0, False)
+    with pool._busy:  # another thread's shares hold the helpers
+        assert pool.run(share[0], argv, native_pool.bounds_for(64, 2)) is False
+    assert pool.run(share[0], argv, native_pool.bounds_for(64, 2)) is True
+    np.testing.assert_array_equal(out, np.arange(64) + 1.0)
+
+
+def test_helpers_that_fell_asleep_wake_for_the_next_share(monkeypatch):
+    """An idle helper sleeps after its spin budget; the next share wakes it, and quiesce()
+    sends a spinning one to sleep at once."""
+    monkeypatch.setattr(native_pool, "SPIN_CYCLES", 1)
+    pool = native_pool.NativePool(1)
+    try:
+        out = np.zeros(32)
+        share = native_shares.kernel_share(_mark, (out, 1.0, 0, False))
+        argv = np.empty(share[2], np.int64)
+        for _ in range(5):
+            out[:] = 0
+            share[1](argv, out, 1.0, 0, False)
+            assert pool.run(share[0], argv, native_pool.bounds_for(32, 2))
+            np.testing.assert_array_equal(out, np.arange(32) + 1.0)
+            pool.quiesce()
+            threading.Event().wait(0.01)
+    finally:
+        pool.stop()
+    assert pool._awake == 0
+
+
+def test_concurrent_sessions_of_one_model_give_serial_results():
+    """Threads splitting at once: one holds the helpers, the others run their shares alone."""
+    outs = [np.zeros(4096) for _ in range(6)]
+    errors: list[BaseException] = []
+
+    def work(out):
+        try:
+            for _ in range(50):
+                out[:] = 0
+                _split(4096, 2, out, 2.0, 1, False)
+                np.testing.assert_array_equal(out, np.arange(4096) * 2.0 + 2)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    workers = [threading.Thread(target=work, args=(o,)) for o in outs]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert not errors
+
+
+_PRODUCTS = [
+    ("stack", (36, 24, 40), (36, 40, 50)),
+    ("rows", (300, 64), (64, 40)),
+    ("columns", (16, 64), (64, 3025)),
+    ("vector", (1, 900), (900, 700)),
+    ("broadcast weights", (24, 40), (1, 40, 333)),
+]
+
+
+@pytest.mark.parametrize(("how", "a_shape", "b_shape"), _PRODUCTS, ids=[p[0] for p in _PRODUCTS])
+@pytest.mark.parametrize("transposed", [False, True], ids=["b", "b.T"])
+def test_split_products_equal_numpy_on_one_blas_thread(how, a_shape, b_shape, transposed):
+    """Each share is OpenBLAS on its block, so a split product equals the whole one exactly
+    (OpenBLAS is on one thread here once a session pinned it; the check pins it too)."""
+    if transposed and len(b_shape) != 2:
+        pytest.skip("a transposed right operand is a 2-D layout")
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    b = rng.standard_normal(b_shape[::-1] if transposed else b_shape).astype(np.float32)
+    b = b.T if transposed else b
+    if len(b_shape) == 3 and b_shape[0] == 1:
+        b = b[0]
+        a = np.broadcast_to(a, (1, *a.shape))[0]
+    out = np.empty(np.matmul(a, b).shape, np.float32)
+    split = threads.SplitMatmul(a, b, out, 2)
+    assert split._template is not None
+    with threadpool_limits(1):
+        split(a, b, out)
+        if how == "vector" and not transposed:  # sgemv on column blocks of b: rounds as its own
+            np.testing.assert_allclose(out, np.matmul(a, b), rtol=1e-5, atol=1e-5)
+        else:
+            np.testing.assert_array_equal(out, np.matmul(a, b))
+
+
+def test_products_too_shallow_to_gain_stay_whole():
+    a, b = np.ones((64, 16), np.float32), np.ones((16, 3025), np.float32)
+    out = np.empty((64, 3025), np.float32)
+    assert threads.SplitMatmul(a, b, out, 2)._template is None  # memory-bound: no split
+    np.testing.assert_array_equal(threads.SplitMatmul(a, b, out, 2)(a, b, out), a @ b)
+
+
+def test_two_thread_sessions_set_openblas_to_one_thread_and_later_sessions_keep_their_count():
+    """A session on two jit threads sets numpy's OpenBLAS to one (its helpers split the
+    products); a session built after it without intra_op_num_threads still gets two, and
+    one asking for one gets one."""
+    from onnx import TensorProto, helper
+
+    import epoxy
+    from epoxy.run.threads import set_blas_threads
+    from epoxy_ep_cpu import jit
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+    def count(options=None) -> int:
+        memo: dict[str, int] = {}
+        epoxy.InferenceSession(model.SerializeToString(), sess_options=options, providers=["cpu"])
+        with jit.remembering(memo):
+            return jit.thread_count()
+
+    set_blas_threads(2)
+    assert count(epoxy.SessionOptions(intra_op_num_threads=2)) == 2
+    assert threads.blas_count() == 1
+    assert count() == 2
+    assert count(epoxy.SessionOptions(intra_op_num_threads=1)) == 1
+    assert count(epoxy.SessionOptions(intra_op_num_threads=2)) == 2
+    assert threads.blas_count() == 1
