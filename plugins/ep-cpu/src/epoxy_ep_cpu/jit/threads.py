@@ -66,7 +66,18 @@ def _sessions_blas_count() -> int | None:
     return blas_count()
 
 
-def _pin_blas() -> None:
+def keep_blas_pinned() -> None:
+    """Set OpenBLAS to one thread again if a session set its count since ep-cpu did (a product's
+    shares each call OpenBLAS, which would otherwise start its own threads beside the helpers);
+    a comparison of two integers when nothing changed."""
+    from epoxy.run import threads as core_threads
+
+    pinned = _pinned
+    if pinned is not None and core_threads._generation != pinned[0]:
+        _pin_blas(pinned[1])
+
+
+def _pin_blas(keep: int | None = None) -> None:
     """numpy's OpenBLAS to one thread for the process: the native pool's helpers split the
     products themselves (one OpenBLAS thread each), and a count that changed with the
     helpers' state would change results between runs (OpenBLAS rounds differently on one and
@@ -74,10 +85,10 @@ def _pin_blas() -> None:
     global _pinned
     from epoxy.run.threads import blas_request
 
-    generation = blas_request()[0]
+    generation, requested = blas_request()
     if _pinned is not None and _pinned[0] == generation:
         return
-    before = blas_count() or 1
+    before = requested or keep or blas_count() or 1  # a session's request since beats the count kept
     blas_single.pin()
     _pinned = (generation, before)
 
@@ -293,6 +304,7 @@ class SplitMatmul:
             return np.matmul(a, b, out=out)
         from . import native_pool, native_shares
 
+        keep_blas_pinned()
         argv = template.copy()
         native_shares.repoint(argv, a, b, out)
         if not native_pool.pool(self._count - 1).run(native_shares.matmul_share(), argv, self._bounds):
