@@ -203,3 +203,9 @@ def test_two_thread_sessions_set_openblas_to_one_thread_and_later_sessions_keep_
     assert count(epoxy.SessionOptions(intra_op_num_threads=1)) == 1
     assert count(epoxy.SessionOptions(intra_op_num_threads=2)) == 2
     assert threads.blas_count() == 1
+    set_blas_threads(2)  # another session (another provider) sets the process's count again
+    a, b = np.ones((64, 64), np.float32), np.ones((64, 4096), np.float32)
+    out = np.empty((64, 4096), np.float32)
+    threads.SplitMatmul(a, b, out, 2)(a, b, out)  # the next split product sets it back
+    assert threads.blas_count() == 1
+    assert count() == 2
