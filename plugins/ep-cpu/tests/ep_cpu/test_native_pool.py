@@ -57,16 +57,24 @@ def test_arguments_of_every_kind_reach_the_kernel_on_the_helper():
     np.testing.assert_array_equal(grid, want)
 
 
-def test_a_kernel_the_share_cannot_import_runs_on_the_executor_pool():
+def test_kernels_of_one_argument_kinds_share_one_adapter_and_any_kernel_can_be_called():
     @numba.njit(nogil=True)
     def local(out, first, last):  # pragma: no cover - compiled
         for i in range(first, last):
             out[i] = i
 
+    @numba.njit(nogil=True)
+    def other(out, first, last):  # pragma: no cover - compiled
+        for i in range(first, last):
+            out[i] = -i
+
     out = np.zeros(10)
-    assert native_shares.kernel_share(local, (out,)) is None
+    one, two = native_shares.kernel_share(local, (out,)), native_shares.kernel_share(other, (out,))
+    assert one is not None and two is not None and one[0] == two[0]  # the same compiled adapter
     threads.Split(local, local, (out,), 10, 2)(out)
     np.testing.assert_array_equal(out, np.arange(10))
+    threads.Split(other, other, (out,), 10, 2)(out)
+    np.testing.assert_array_equal(out, -np.arange(10))
 
 
 def test_a_strided_argument_falls_back_to_the_executor_pool():

@@ -201,8 +201,9 @@ def interleaves(n: int, span: int) -> bool:
 # argv of a share of one image's output channels on the native pool: the igemm, the input (address,
 # size), the grids (base, one grid's size, shares, row tiles), pdims, the weights, rowoff, the
 # accumulator (address, size), depth, cols, m, kc, xstep, bias, z (address, size), y (address,
-# size), wq, oh, ow, act, alpha, beta (float64 bits), input planes
-_ROWS_ARGV = 29
+# size), wq, oh, ow, act, alpha, beta (float64 bits), input planes, the compiled pad_planes and
+# store_planes (native_shares.compiled_address: called by address, not linked in)
+_ROWS_ARGV = 31
 
 
 def _rows_share(argp, first, last):  # pragma: no cover - compiled (native_shares.share_address)
@@ -218,17 +219,18 @@ def _rows_share(argp, first, last):  # pragma: no cover - compiled (native_share
     for i in range(size - LANES, size):  # the last rounded-up columns read past the grid
         xp[i] = 0.0
     x = native_shares.carray(native_shares.f32_at(v[1]), (v[2],))
-    pad_planes(x, xp, native_shares.carray(native_shares.i64_at(v[7]), (8,)), 0, v[28])
+    native_shares.call_compiled(v[29], (x, xp, native_shares.carray(native_shares.i64_at(v[7]), (8,)), v[28] - v[28],
+                                        v[28]))
     depth, cols, m = v[11], v[12], v[13]
     r0 = first * TILE_ROWS
     r1 = min(m, last * TILE_ROWS)
     native_shares.call_address13(v[0], v[8] + 4 * r0 * depth, v[9], grid_at, v[10] + 4 * r0 * cols, depth, cols,
                                  r1 - r0, depth, v[14], cols, 1, v[15], m * cols)
-    store_planes(native_shares.carray(native_shares.f32_at(v[10]), (v[21],)),
-                 native_shares.carray(native_shares.f32_at(v[16]), (m,)),
-                 native_shares.carray(native_shares.f32_at(v[17]), (v[18],)),
-                 native_shares.carray(native_shares.f32_at(v[19]), (v[20],)), m, cols, v[22], v[23], v[24], v[25],
-                 np.float32(f[26]), np.float32(f[27]), r0, r1)
+    native_shares.call_compiled(v[30], (native_shares.carray(native_shares.f32_at(v[10]), (v[21],)),
+                                        native_shares.carray(native_shares.f32_at(v[16]), (m,)),
+                                        native_shares.carray(native_shares.f32_at(v[17]), (v[18],)),
+                                        native_shares.carray(native_shares.f32_at(v[19]), (v[20],)), m, cols, v[22],
+                                        v[23], v[24], v[25], np.float32(f[26]), np.float32(f[27]), r0, r1))
 
 
 @njit(cache=True, nogil=True)
@@ -344,7 +346,7 @@ class ImplicitConvCall(PreparedConvCall):
             grids = scratch("implicit.grids", count * size, _F32)
             template = self._native
             if template is None:
-                template = self._native = self._rows_template(count, tiles)
+                template = self._native = self._rows_template(count, tiles, flat, grids[:size], store_args)
             v = template.copy()
             _point_rows(v, flat, grids, acc, store_args[2], y.reshape(-1))
             if native_pool.pool(count - 1).run(native_shares.share_address(_rows_share), v,
@@ -353,7 +355,8 @@ class ImplicitConvCall(PreparedConvCall):
         run_shares(rows, (), tiles, self._count)
         return y
 
-    def _rows_template(self, count: int, tiles: int) -> np.ndarray:
+    def _rows_template(self, count: int, tiles: int, flat: np.ndarray, grid: np.ndarray,
+                       store_args: tuple[Any, ...]) -> np.ndarray:
         """The ``_rows_share`` argv of this layer but the per-call pointers (``_point_rows``)."""
         m, depth = self._w.shape
         n, c = self.shape[0], self.shape[1]
@@ -364,4 +367,6 @@ class ImplicitConvCall(PreparedConvCall):
         v[14], v[15], v[16], v[28] = kernels_sgemm.KC, self._xstep, self.bias.ctypes.data, n * c
         v[22:26] = self._store_tail[2:6]
         v.view(np.float64)[26:28] = self._store_tail[6:8]
+        v[29] = native_shares.compiled_address(pad_planes, (flat, grid, self._pdims))
+        v[30] = native_shares.compiled_address(store_planes, store_args)
         return v
