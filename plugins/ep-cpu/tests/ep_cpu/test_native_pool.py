@@ -217,3 +217,34 @@ def test_two_thread_sessions_set_openblas_to_one_thread_and_later_sessions_keep_
     threads.SplitMatmul(a, b, out, 2)(a, b, out)  # the next split product sets it back
     assert threads.blas_count() == 1
     assert count() == 2
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_depthwise_planes_split_on_the_native_pool_equal_one_thread(monkeypatch, stride):
+    """A depthwise layer on the plane kernel splits its planes over the pool (from one
+    multiply-add here) and gives one thread's values bit for bit."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    import epoxy
+    from epoxy_ep_cpu.jit import kernels_depthwise
+
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((24, 1, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(24).astype(np.float32)
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], group=24, pads=[1, 1, 1, 1], strides=[stride, stride])
+    out = 12 // stride
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 24, 12, 12])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 24, out, out])],
+                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    x = rng.standard_normal((1, 24, 12, 12)).astype(np.float32)
+    one = epoxy.InferenceSession(model, providers=[("cpu", {"jit": True, "jit_threads": 1})]).run(None, {"x": x})
+    monkeypatch.setattr(kernels_depthwise, "NATIVE_MACS_PER_SHARE", 1)
+    monkeypatch.setattr(kernels_depthwise, "kernel_kind", lambda *a, **k: "grid")
+    splits: list[int] = []
+    real = threads.Split.__call__
+    monkeypatch.setattr(threads.Split, "__call__", lambda self, *a: splits.append(self._count) or real(self, *a))
+    two = epoxy.InferenceSession(model, providers=[("cpu", {"jit": True, "jit_threads": 2})])
+    for _ in range(2):
+        np.testing.assert_array_equal(two.run(None, {"x": x})[0], one[0])
+    assert splits == [2, 2]

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from numba import njit, prange, uint64
 
-from . import direct, kernels_conv, kernels_depthwise_channels
+from . import direct, kernels_conv, kernels_depthwise_channels, threads
 from .activations import ACT_HARD_SWISH, activate, activate_wide
 from .kernels_conv import call_accepts
 from .scratch import scratch
@@ -166,6 +166,27 @@ def depthwise_parallel(x, w, bias, z, y, dims, planes, shares, act, alpha, beta)
 depthwise_serial = serial_twin(depthwise_parallel)
 
 
+@njit(cache=True, nogil=True)
+def depthwise_planes(x, w, bias, z, y, dims, act, alpha, beta, first, last):  # pragma: no cover - compiled
+    """Planes [first, last) of :func:`depthwise_parallel`'s layer: a share of the native pool
+    (``threads.Split``), its scratch its own."""
+    c, h, wd, oh, ow, kh, kw, pt, pl, s = (dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], dims[7],
+                                           dims[8], dims[9])
+    if s == 1:
+        grid = (oh + kh - 1) * (ow + kw - 1)
+    else:
+        grid = 4 * (oh + (kh - 1) // 2) * (ow + (kw - 1) // 2)
+    xp = np.zeros(grid, dtype=x.dtype)
+    acc = np.empty(grid, dtype=x.dtype)
+    for p in range(first, last):
+        _plane(x, w, bias, z, y, xp, acc, p, c, h, wd, oh, ow, kh, kw, s, pt, pl, act, alpha, beta)
+
+
+#: multiply-adds from which a grid-kind layer's planes split over the native pool's threads
+#: (``threads.native``; a hand-off costs a few us there, ~2^17 multiply-adds of this kernel)
+NATIVE_MACS_PER_SHARE = 1 << 17
+
+
 @njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
 def depthwise_small(x, w, bias, z, y, dims, planes, act, alpha, beta):  # pragma: no cover - compiled
     """Every plane's outputs one at a time from the taps that reach the input, on one thread:
@@ -252,8 +273,8 @@ class DepthwiseCall:
     C-contiguous of ``dtype`` and ``z`` None or a C-contiguous array of ``out_shape`` and
     ``dtype`` (:meth:`accepts`)."""
 
-    __slots__ = ("_count", "_fn", "_head", "_kind", "_rest", "_scratch", "activation_done", "dims", "dtype",
-                 "out_shape", "shape")
+    __slots__ = ("_count", "_fn", "_head", "_kind", "_rest", "_scratch", "_split", "_split_count", "activation_done",
+                 "dims", "dtype", "out_shape", "shape")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
                  begin: Sequence[int], out_sp: Sequence[int], act: int, alpha: float, beta: float,
@@ -288,6 +309,11 @@ class DepthwiseCall:
             self._head = (np.ascontiguousarray(w, dtype=dtype).reshape(-1), bias)
             self._rest = (self.dims, planes, *(() if self._kind == "small" else (self._count,)), *scalars)
         self._fn: Any = None
+        # a one-thread grid layer whose planes pay a hand-off each: split on the native pool
+        self._split_count = 1
+        if self._kind == "grid" and self._count == 1 and nthreads > 1 and threads.native():
+            self._split_count = max(1, min(nthreads, planes, planes * oh * ow * kh * kw // NATIVE_MACS_PER_SHARE))
+        self._split: Any = None
 
     def accepts(self, x: np.ndarray, z: np.ndarray | None) -> bool:
         return x.shape == self.shape and call_accepts(x, z, self.dtype, self.out_shape)
@@ -300,6 +326,15 @@ class DepthwiseCall:
                     scratch("depthwise.channels", self._scratch, dt), *self._rest)
         else:
             args = (x.reshape(-1), *self._head, _NO_Z[dt] if z is None else z.reshape(-1), y.reshape(-1), *self._rest)
+        if self._split_count > 1:
+            planes_args = (args[0], *self._head, args[3], args[4], self.dims, *self._rest[-3:])
+            split = self._split
+            if split is None:
+                fn = direct.overload(depthwise_planes, (*planes_args, 0, 1))
+                planes = int(self.shape[0] * self.shape[1])
+                split = self._split = threads.Split(depthwise_planes, fn, planes_args, planes, self._split_count)
+            split(*planes_args)
+            return y
         fn = self._fn
         if fn is None:
             fn = self._fn = direct.overload(_KERNELS[self._kind](self._count), args)
