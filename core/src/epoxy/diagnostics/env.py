@@ -25,6 +25,7 @@ KNOWN: dict[str, str] = {
     "EPOXY_CPU_JIT": "cpu provider: numba-compiled kernels on/off",
     "EPOXY_CPU_JIT_CACHE_DIR": "cpu provider: where numba caches compiled kernels",
     "EPOXY_CPU_NATIVE_POOL": "cpu provider: its own spinning helper threads on several threads (0: OpenBLAS's)",
+    "EPOXY_CPU_SPIN_PAUSES": "cpu provider: pause hints a turn of its helpers' wait (0: sched_yield every turn)",
     "EPOXY_CPU_FUSE_ELEMENTWISE": "cpu provider: fuse elementwise chains on/off",
     "EPOXY_CPU_HEAP_ARRAYS": "cpu provider: keep freed multi-MB arrays in glibc's heap for the next run",
     "EPOXY_OPENVINO_MIN_GROUP_COST": "openvino provider: smallest group it claims",

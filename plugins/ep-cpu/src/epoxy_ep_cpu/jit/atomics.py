@@ -66,3 +66,15 @@ def yield_cpu(typingctx: Any) -> Any:
 
     return types.void(), codegen
 
+
+
+@intrinsic
+def pause_cpu(typingctx: Any) -> Any:
+    """The x86 ``pause`` hint: a spin-wait turn that lends the core's execution units to its
+    other hardware thread (no system call)."""
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause")
+        builder.call(fn, [])
+        return context.get_dummy_value()
+
+    return types.void(), codegen

@@ -32,11 +32,13 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from .atomics import cycles, load_acquire, store_release, yield_cpu
+from .atomics import cycles, load_acquire, pause_cpu, store_release, yield_cpu
 
 #: how long an idle helper stays awake: ~5 ms at 3 GHz (the gaps between the split layers of
 #: a run are tens to hundreds of microseconds; OpenBLAS's own workers stay ~0.1 s)
 SPIN_CYCLES = 1 << 24
+#: ``pause`` hints a turn of a wait (0: ``sched_yield`` every turn), see ``_wait_turn``
+PAUSES = int(os.environ.get("EPOXY_CPU_SPIN_PAUSES", "16"))
 #: int64 cells of a helper's control block (one 64-byte line: no false sharing)
 _STRIDE = 8
 _POSTED, _DONE, _FN, _ARGV, _FIRST, _LAST, _SLEEPING = range(7)
@@ -55,11 +57,24 @@ def call_share(typingctx: Any, fn: Any, argv: Any, first: Any, last: Any) -> Any
     return types.void(types.int64, types.int64, types.int64, types.int64), codegen
 
 
+@njit(nogil=True, cache=True, inline="always")
+def _wait_turn(turn, pauses):  # pragma: no cover - compiled
+    """One turn of a wait: ``pauses`` x86 ``pause`` hints (the core's execution units go to
+    its other hardware thread), and every 64th turn a ``sched_yield`` (a runnable thread on
+    this vCPU gets it); ``pauses`` 0: a ``sched_yield`` every turn."""
+    if pauses == 0 or turn % 64 == 63:
+        yield_cpu()
+    else:
+        for _ in range(pauses):
+            pause_cpu()
+
+
 @njit(nogil=True, cache=True)
 def _serve_native(ctrl, base, seen, budget, hold):  # pragma: no cover - compiled
     """The helper's loop: run each posted share, then wait for the next; returns the last
     sequence seen when ``budget`` cycles passed idle (or ``hold`` was raised), or -1 to stop."""
     start = cycles()
+    turn = 0
     while True:
         posted = load_acquire(ctrl, base)
         if posted == _STOP:
@@ -72,7 +87,8 @@ def _serve_native(ctrl, base, seen, budget, hold):  # pragma: no cover - compile
             continue
         if load_acquire(hold, 0) != 0 or cycles() - start > budget:
             return seen
-        yield_cpu()
+        _wait_turn(turn, hold[1])
+        turn += 1
 
 
 @njit(nogil=True, cache=True)
@@ -92,8 +108,10 @@ def _run_first_and_wait(ctrl, helpers, fn, argv, first, last, sequence):  # prag
     """The caller's share, then the wait for every helper's."""
     call_share(fn, argv, first, last)
     for h in range(helpers):
+        turn = 0
         while load_acquire(ctrl, h * 8 + 1) != sequence:
-            yield_cpu()
+            _wait_turn(turn, ctrl[h * 8 + 7])
+            turn += 1
 
 
 class NativePool:
@@ -102,13 +120,15 @@ class NativePool:
     def __init__(self, helpers: int) -> None:
         self.helpers = helpers
         self._ctrl = np.zeros(max(helpers, 1) * _STRIDE, np.int64)
-        self._hold = np.zeros(1, np.int64)
+        self._hold = np.zeros(2, np.int64)  # [go to sleep, pauses a wait turn]
+        self._hold[1] = PAUSES
         self._cond = threading.Condition(threading.Lock())
         self._busy = threading.Lock()
         self._awake = 0  # helpers counted awake (under _cond)
         self._sequence = 0
         for h in range(helpers):
             self._ctrl[h * _STRIDE + _SLEEPING] = 1  # born asleep: the first share wakes it
+            self._ctrl[h * _STRIDE + 7] = PAUSES
         self._threads = [threading.Thread(target=self._serve, args=(h,), name=f"epoxy-cpu-helper-{h}", daemon=True)
                          for h in range(helpers)]
         for thread in self._threads:
