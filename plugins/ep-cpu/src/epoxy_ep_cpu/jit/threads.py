@@ -6,6 +6,11 @@ threads spinning on the cores numba wants (or the reverse). So a provider resolv
 count once, at its first jit kernel build, to the BLAS pool's count then (the session's
 ``intra_op_num_threads`` when set, else the BLAS default, which like numba's is the core
 count), capped at numba's pool size. The ``jit_threads`` option overrides it.
+
+On more than one thread the kernels split their passes and products themselves over the
+native pool (:class:`Split`, :class:`SplitMatmul`, :mod:`.native_pool`), and numpy's
+OpenBLAS is set to one thread for the process (:func:`_pin_blas`); the count sessions meant
+stays known (:func:`_sessions_blas_count`).
 """
 
 from __future__ import annotations
