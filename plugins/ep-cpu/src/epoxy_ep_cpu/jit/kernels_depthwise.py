@@ -148,38 +148,30 @@ def _plane(x, w, bias, z, y, xp, acc, p, c, h, wd, oh, ow, kh, kw, s, pt, pl, ac
             y[rb + ox] = activate(v, act, alpha, beta)
 
 
-@njit(parallel=True, cache=True, nogil=True)
-def depthwise_parallel(x, w, bias, z, y, dims, planes, shares, act, alpha, beta):  # pragma: no cover - compiled
-    c, h, wd, oh, ow, kh, kw, pt, pl, s = (dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], dims[7],
-                                           dims[8], dims[9])
-    if s == 1:
-        grid = (oh + kh - 1) * (ow + kw - 1)
-    else:
-        grid = 4 * (oh + (kh - 1) // 2) * (ow + (kw - 1) // 2)
-    for t in prange(shares):  # one share of planes a thread, its scratch allocated once
-        xp = np.zeros(grid, dtype=x.dtype)  # the padding stays zero: planes write the interior only
-        acc = np.empty(grid, dtype=x.dtype)
-        for p in range(t * planes // shares, (t + 1) * planes // shares):
-            _plane(x, w, bias, z, y, xp, acc, p, c, h, wd, oh, ow, kh, kw, s, pt, pl, act, alpha, beta)
-
-
-depthwise_serial = serial_twin(depthwise_parallel)
-
-
 @njit(cache=True, nogil=True)
 def depthwise_planes(x, w, bias, z, y, dims, act, alpha, beta, first, last):  # pragma: no cover - compiled
-    """Planes [first, last) of :func:`depthwise_parallel`'s layer: a share of the native pool
-    (``threads.Split``), its scratch its own."""
+    """Planes [first, last) of a depthwise layer on the padded-grid kernel (:func:`_plane`),
+    with scratch of its own: a share of :func:`depthwise_parallel` or of the native pool
+    (``threads.Split``)."""
     c, h, wd, oh, ow, kh, kw, pt, pl, s = (dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], dims[7],
                                            dims[8], dims[9])
     if s == 1:
         grid = (oh + kh - 1) * (ow + kw - 1)
     else:
         grid = 4 * (oh + (kh - 1) // 2) * (ow + (kw - 1) // 2)
-    xp = np.zeros(grid, dtype=x.dtype)
+    xp = np.zeros(grid, dtype=x.dtype)  # the padding stays zero: planes write the interior only
     acc = np.empty(grid, dtype=x.dtype)
     for p in range(first, last):
         _plane(x, w, bias, z, y, xp, acc, p, c, h, wd, oh, ow, kh, kw, s, pt, pl, act, alpha, beta)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def depthwise_parallel(x, w, bias, z, y, dims, planes, shares, act, alpha, beta):  # pragma: no cover - compiled
+    for t in prange(shares):  # one share of planes a thread
+        depthwise_planes(x, w, bias, z, y, dims, act, alpha, beta, t * planes // shares, (t + 1) * planes // shares)
+
+
+depthwise_serial = serial_twin(depthwise_parallel)
 
 
 #: multiply-adds from which a grid-kind layer's planes split over the native pool's threads
