@@ -248,3 +248,12 @@ def test_depthwise_planes_split_on_the_native_pool_equal_one_thread(monkeypatch,
     for _ in range(2):
         np.testing.assert_array_equal(two.run(None, {"x": x})[0], one[0])
     assert splits == [2, 2]
+
+
+def test_a_split_into_more_shares_grows_the_pool_and_the_old_one_ends():
+    old = native_pool.pool(1)
+    out = np.zeros(90)
+    _split(90, 4, out, 1.0, 0, False)  # three helpers: a new pool replaces the one-helper pool
+    np.testing.assert_array_equal(out, np.arange(90) + 1.0)
+    assert native_pool.pool(1).helpers >= 3
+    assert all(not t.is_alive() for t in old._threads) or old is native_pool.pool(1)

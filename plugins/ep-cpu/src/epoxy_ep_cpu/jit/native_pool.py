@@ -4,8 +4,8 @@ Why: on the 2-vCPU VM the benchmarks run on, a thread that blocks (a futex: a sl
 ``ThreadPoolExecutor`` worker, or a thread waiting for the GIL) halts its vCPU at once
 (``haltpoll.guest_halt_poll_ns=0`` on its kernel command line), and waking it costs 20-130
 us, more than many layers take. So a helper here never blocks while it works: after a share
-it waits in a ``nogil`` numba loop (acquire loads of its control cell, ``sched_yield`` each
-turn) for up to :data:`SPIN_CYCLES`, and a share is a C function pointer,
+it waits in a ``nogil`` numba loop (acquire loads of its control cell, ``pause`` hints and now
+and then a ``sched_yield``: ``_wait_turn``) for up to :data:`SPIN_CYCLES`, and a share is a C function pointer,
 ``void share(int64 argv, int64 first, int64 last)``, that the loop calls itself: the share's
 arguments are packed into an int64 array (:mod:`.native_shares` makes these functions for
 numba kernels and for OpenBLAS's sgemm). Only an idle helper sleeps, on a condition, and the
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -41,7 +40,7 @@ SPIN_CYCLES = 1 << 24
 PAUSES = int(os.environ.get("EPOXY_CPU_SPIN_PAUSES", "16"))
 #: int64 cells of a helper's control block (one 64-byte line: no false sharing)
 _STRIDE = 8
-_POSTED, _DONE, _FN, _ARGV, _FIRST, _LAST, _SLEEPING = range(7)
+_POSTED, _DONE, _FN, _ARGV, _FIRST, _LAST, _SLEEPING, _PAUSES = range(8)
 _STOP = -1
 
 
@@ -110,7 +109,7 @@ def _run_first_and_wait(ctrl, helpers, fn, argv, first, last, sequence):  # prag
     for h in range(helpers):
         turn = 0
         while load_acquire(ctrl, h * 8 + 1) != sequence:
-            _wait_turn(turn, ctrl[h * 8 + 7])
+            _wait_turn(turn, ctrl[h * _STRIDE + _PAUSES])
             turn += 1
 
 
@@ -128,7 +127,7 @@ class NativePool:
         self._sequence = 0
         for h in range(helpers):
             self._ctrl[h * _STRIDE + _SLEEPING] = 1  # born asleep: the first share wakes it
-            self._ctrl[h * _STRIDE + 7] = PAUSES
+            self._ctrl[h * _STRIDE + _PAUSES] = PAUSES  # the caller's wait for this helper
         self._threads = [threading.Thread(target=self._serve, args=(h,), name=f"epoxy-cpu-helper-{h}", daemon=True)
                          for h in range(helpers)]
         for thread in self._threads:
@@ -163,8 +162,8 @@ class NativePool:
             self._hold[0] = 1
 
     def stop(self) -> None:
-        """End the helpers (a larger pool replaces this one; tests)."""
-        with self._cond:
+        """End the helpers (a larger pool replaces this one; tests), after the shares running."""
+        with self._busy, self._cond:
             for h in range(self.helpers):
                 self._ctrl[h * _STRIDE + _POSTED] = _STOP
             self._cond.notify_all()
@@ -239,5 +238,3 @@ def _forget_pool() -> None:
 
 os.register_at_fork(after_in_child=_forget_pool)
 
-
-__all__: Sequence[str] = ("NativePool", "bounds_for", "call_share", "pool", "quiesce")

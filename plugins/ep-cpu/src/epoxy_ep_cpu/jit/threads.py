@@ -217,9 +217,10 @@ _NATIVE: bool | None = None
 
 
 def native() -> bool:
-    """Whether kernels split work over :mod:`.native_pool`'s helpers (which stay awake between
-    shares, numpy's OpenBLAS held at one thread meanwhile) rather than over OpenBLAS's threads
-    and :func:`worker_pool`; ``EPOXY_CPU_NATIVE_POOL=0`` turns it off."""
+    """Whether kernels on several threads split their work over :mod:`.native_pool`'s helpers
+    (which stay awake between shares; numpy's OpenBLAS is then set to one thread: :func:`_pin_blas`)
+    rather than over OpenBLAS's threads and :func:`worker_pool`; ``EPOXY_CPU_NATIVE_POOL=0``
+    turns it off, and so does a BLAS other than OpenBLAS."""
     global _NATIVE
     if _NATIVE is None:
         from .native_shares import matmul_available
@@ -237,14 +238,14 @@ MIN_SPLIT_MACS = 1 << 19
 
 
 def share_count(nthreads: int, work: int, units: int) -> int:
-    """Shares for a pass reading ``work`` elements over ``units`` planes (:func:`split`):
+    """Shares for a pass reading ``work`` elements over ``units`` planes (:class:`Split`):
     from :data:`SHARE_GRAIN` a share on the native pool, from :data:`GRAIN` otherwise."""
     grain = SHARE_GRAIN if nthreads > 1 and native() else GRAIN
     return max(1, min(nthreads, units, work // grain))
 
 
 def gemm_count(nthreads: int, macs: int) -> int:
-    """Shares for a product of ``macs`` multiply-adds (:func:`split_matmul`): 1 without the
+    """Shares for a product of ``macs`` multiply-adds (:class:`SplitMatmul`): 1 without the
     native pool (OpenBLAS's own threads split it then)."""
     if nthreads <= 1 or not native():
         return 1
