@@ -70,6 +70,9 @@ CASES = [
     ((1, 6, 18, 14), 9, [0, 1, 2, 0]),  # asymmetric pads: the output is 18 x 12
     ((1, 8, 16, 16), 16, [0, 0, 0, 0]),  # valid: 14 x 14
     ((3, 8, 9, 9), 8, [2, 2, 2, 2]),  # pads past the kernel's reach, batch 3 (27 tiles)
+    # wide maps: the output transform takes bands of tile rows (winograd_rows.BAND_TILES), here
+    # several a plane with a partial last one (F(4,3): 17 tiles a row, 15-row bands; F(2,3): 34, 7)
+    ((2, 2, 70, 66), 3, [1, 1, 1, 1]),
 ]
 
 

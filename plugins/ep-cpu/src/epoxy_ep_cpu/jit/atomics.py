@@ -1,5 +1,5 @@
 """Ordered loads and stores of int64 array cells, the cycle counter and ``sched_yield``, for
-numba code that waits on another thread (the spinning helpers of :mod:`.spin_pool`).
+numba code that waits on another thread (the spinning helpers of :mod:`.native_pool`).
 
 Why intrinsics: numba reads an array cell as a plain load, which LLVM may hoist out of a
 wait loop (the loop then never sees the other thread's store); an acquire load is read on

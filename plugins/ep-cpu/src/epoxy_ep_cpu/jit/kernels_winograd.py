@@ -26,7 +26,7 @@ from . import direct
 from .kernels_conv import PreparedConvCall
 from .scratch import scratch
 from .threads import Split, SplitMatmul, gemm_count, share_count
-from .winograd_rows import load_rows, scatter_plane, store_row
+from .winograd_rows import band_rows, load_rows, scatter_plane, store_row
 
 _NO_Z = {dt: np.empty(0, dtype=dt) for dt in (np.dtype(np.float32),)}
 #: the transforms' coefficients as float32: Python float literals would make numba compute in
@@ -95,54 +95,60 @@ def _input_plane(x, v, p, c_count, h, w, top, left, ty, tx, tiles_total, rows, t
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
-def _output_plane(prod, bias, z, y, p, m_count, oh, ow, ty, tx, tiles_total, s, line, act, alpha,
+def _output_plane(prod, bias, z, y, p, m_count, oh, ow, ty, tx, tiles_total, s, o, band, act, alpha,
                   beta):  # pragma: no cover
     """A^T P A of every tile of output plane ``p`` (= image * M + channel) from the GEMMs'
     products ``prod`` (36, M, n * tiles), plus the bias and the residual ``z``, through the
-    activation, into ``y``. ``s``: 24 * tx scratch (a, col, j), ``line``: 4 * tx."""
+    activation, into ``y``. A band of ``band`` tile rows at a time, each stage one loop over
+    the band's tiles (a tile row alone is 7-14 tiles: loops that short ran mostly in their
+    scalar remainders, 2x slower). ``s``: 24 * band * tx scratch, ``o``: 16 * band * tx."""
     b = p // m_count
     m = p - b * m_count
     ks = uint64(m_count * tiles_total)
-    base = uint64(m * tiles_total + b * ty * tx)
     bv = bias[m]
     has_z = z.shape[0] > 0
     plane = uint64(p * oh * ow)
-    txu = uint64(tx)
-    for i in range(ty):
-        t0 = base + uint64(i * tx)
-        # over the tile's rows: s[a, col, j] = sum_k A^T[a, k] P[6k + col]
+    for i0 in range(0, ty, band):
+        rows = min(band, ty - i0)
+        tiles = uint64(rows * tx)
+        base = uint64(m * tiles_total + (b * ty + i0) * tx)
+        # over the tiles' rows: s[a, col, t] = sum_k A^T[a, k] P[6k + col, t]
         for col in range(6):
-            src = uint64(col) * ks + t0
-            sl = uint64(col) * txu
-            for j in range(txu):
-                p0 = prod[src + j]
-                p1 = prod[src + uint64(6) * ks + j]
-                p2 = prod[src + uint64(12) * ks + j]
-                p3 = prod[src + uint64(18) * ks + j]
-                p4 = prod[src + uint64(24) * ks + j]
-                p5 = prod[src + uint64(30) * ks + j]
-                s[sl + j] = p0 + p1 + p2 + p3 + p4
-                s[uint64(6) * txu + sl + j] = p1 - p2 + _F2 * (p3 - p4)
-                s[uint64(12) * txu + sl + j] = p1 + p2 + _F4 * (p3 + p4)
-                s[uint64(18) * txu + sl + j] = p1 - p2 + _F8 * (p3 - p4) + p5
+            src = uint64(col) * ks + base
+            for t in range(tiles):
+                p0 = prod[src + t]
+                p1 = prod[src + uint64(6) * ks + t]
+                p2 = prod[src + uint64(12) * ks + t]
+                p3 = prod[src + uint64(18) * ks + t]
+                p4 = prod[src + uint64(24) * ks + t]
+                p5 = prod[src + uint64(30) * ks + t]
+                s[uint64(col) * tiles + t] = p0 + p1 + p2 + p3 + p4
+                s[uint64(6 + col) * tiles + t] = p1 - p2 + _F2 * (p3 - p4)
+                s[uint64(12 + col) * tiles + t] = p1 + p2 + _F4 * (p3 + p4)
+                s[uint64(18 + col) * tiles + t] = p1 - p2 + _F8 * (p3 - p4) + p5
+        # over the tiles' columns: o[a, band row, 4 j + e], the output rows in order
         for a in range(4):
-            oy = 4 * i + a
-            if oy >= oh:
-                break
-            sa = uint64(6 * a) * txu
-            for j in range(txu):
-                q0 = s[sa + j]
-                q1 = s[sa + txu + j]
-                q2 = s[sa + uint64(2) * txu + j]
-                q3 = s[sa + uint64(3) * txu + j]
-                q4 = s[sa + uint64(4) * txu + j]
-                q5 = s[sa + uint64(5) * txu + j]
-                f = uint64(4) * j
-                line[f] = q0 + q1 + q2 + q3 + q4
-                line[f + uint64(1)] = q1 - q2 + _F2 * (q3 - q4)
-                line[f + uint64(2)] = q1 + q2 + _F4 * (q3 + q4)
-                line[f + uint64(3)] = q1 - q2 + _F8 * (q3 - q4) + q5
-            store_row(line, y, z, plane + uint64(oy * ow), ow, bv, has_z, act, alpha, beta)
+            sa = uint64(6 * a) * tiles
+            oa = uint64(4 * a) * tiles
+            for t in range(tiles):
+                q0 = s[sa + t]
+                q1 = s[sa + tiles + t]
+                q2 = s[sa + uint64(2) * tiles + t]
+                q3 = s[sa + uint64(3) * tiles + t]
+                q4 = s[sa + uint64(4) * tiles + t]
+                q5 = s[sa + uint64(5) * tiles + t]
+                f = oa + uint64(4) * t
+                o[f] = q0 + q1 + q2 + q3 + q4
+                o[f + uint64(1)] = q1 - q2 + _F2 * (q3 - q4)
+                o[f + uint64(2)] = q1 + q2 + _F4 * (q3 + q4)
+                o[f + uint64(3)] = q1 - q2 + _F8 * (q3 - q4) + q5
+        for r in range(rows):
+            for a in range(4):
+                oy = 4 * (i0 + r) + a
+                if oy >= oh:
+                    break
+                store_row(o, uint64(4 * a) * tiles + uint64(4 * r * tx), y, z, plane + uint64(oy * ow), ow, bv,
+                          has_z, act, alpha, beta)
 
 
 @njit(cache=True, nogil=True)
@@ -163,10 +169,11 @@ def output_planes(prod, bias, z, y, dims, act, alpha, beta, first, last):  # pra
     """The output transform and store of output planes [first, last) (= image * M + channel)."""
     tx, ty = dims[7], dims[6]
     tiles_total = dims[0] * ty * tx
-    s = np.empty(24 * tx, dtype=prod.dtype)
-    line = np.empty(4 * tx, dtype=prod.dtype)
+    band = band_rows(tx)
+    s = np.empty(24 * band * tx, dtype=prod.dtype)
+    o = np.empty(16 * band * tx, dtype=prod.dtype)
     for p in range(first, last):
-        _output_plane(prod, bias, z, y, p, dims[8], dims[9], dims[10], ty, tx, tiles_total, s, line, act, alpha,
+        _output_plane(prod, bias, z, y, p, dims[8], dims[9], dims[10], ty, tx, tiles_total, s, o, band, act, alpha,
                       beta)
 
 

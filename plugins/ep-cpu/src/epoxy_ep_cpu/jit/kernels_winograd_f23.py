@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, uint64
 
-from .winograd_rows import load_rows, scatter_plane, store_row
+from .winograd_rows import band_rows, load_rows, scatter_plane, store_row
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
@@ -57,43 +57,47 @@ def _input_plane(x, v, p, c_count, h, w, top, left, ty, tx, tiles_total, rows, t
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
-def _output_plane(prod, bias, z, y, p, m_count, oh, ow, ty, tx, tiles_total, s, line, act, alpha,
+def _output_plane(prod, bias, z, y, p, m_count, oh, ow, ty, tx, tiles_total, s, o, band, act, alpha,
                   beta):  # pragma: no cover
     """A^T P A of every tile of output plane ``p`` from ``prod`` (16, M, n * tiles), plus the
-    bias and the residual, through the activation, into ``y``. ``s``: 8 * tx, ``line``: 2 * tx."""
+    bias and the residual, through the activation, into ``y``; a band of ``band`` tile rows a
+    stage (as ``kernels_winograd._output_plane``). ``s``: 8 * band * tx, ``o``: 4 * band * tx."""
     b = p // m_count
     m = p - b * m_count
     ks = uint64(m_count * tiles_total)
-    base = uint64(m * tiles_total + b * ty * tx)
     bv = bias[m]
     has_z = z.shape[0] > 0
     plane = uint64(p * oh * ow)
-    txu = uint64(tx)
-    for i in range(ty):
-        t0 = base + uint64(i * tx)
-        for col in range(4):  # over the tile's rows: (p0 + p1 + p2, p1 - p2 - p3)
-            src = uint64(col) * ks + t0
-            sl = uint64(col) * txu
-            for j in range(txu):
-                p0 = prod[src + j]
-                p1 = prod[src + uint64(4) * ks + j]
-                p2 = prod[src + uint64(8) * ks + j]
-                p3 = prod[src + uint64(12) * ks + j]
-                s[sl + j] = p0 + p1 + p2
-                s[uint64(4) * txu + sl + j] = p1 - p2 - p3
-        for a in range(2):
-            oy = 2 * i + a
-            if oy >= oh:
-                break
-            sa = uint64(4 * a) * txu
-            for j in range(txu):
-                q0 = s[sa + j]
-                q1 = s[sa + txu + j]
-                q2 = s[sa + uint64(2) * txu + j]
-                q3 = s[sa + uint64(3) * txu + j]
-                line[uint64(2) * j] = q0 + q1 + q2
-                line[uint64(2) * j + uint64(1)] = q1 - q2 - q3
-            store_row(line, y, z, plane + uint64(oy * ow), ow, bv, has_z, act, alpha, beta)
+    for i0 in range(0, ty, band):
+        rows = min(band, ty - i0)
+        tiles = uint64(rows * tx)
+        base = uint64(m * tiles_total + (b * ty + i0) * tx)
+        for col in range(4):  # over the tiles' rows: (p0 + p1 + p2, p1 - p2 - p3)
+            src = uint64(col) * ks + base
+            for t in range(tiles):
+                p0 = prod[src + t]
+                p1 = prod[src + uint64(4) * ks + t]
+                p2 = prod[src + uint64(8) * ks + t]
+                p3 = prod[src + uint64(12) * ks + t]
+                s[uint64(col) * tiles + t] = p0 + p1 + p2
+                s[uint64(4 + col) * tiles + t] = p1 - p2 - p3
+        for a in range(2):  # over the tiles' columns: o[a, band row, 2 j + e]
+            sa = uint64(4 * a) * tiles
+            oa = uint64(2 * a) * tiles
+            for t in range(tiles):
+                q0 = s[sa + t]
+                q1 = s[sa + tiles + t]
+                q2 = s[sa + uint64(2) * tiles + t]
+                q3 = s[sa + uint64(3) * tiles + t]
+                o[oa + uint64(2) * t] = q0 + q1 + q2
+                o[oa + uint64(2) * t + uint64(1)] = q1 - q2 - q3
+        for r in range(rows):
+            for a in range(2):
+                oy = 2 * (i0 + r) + a
+                if oy >= oh:
+                    break
+                store_row(o, uint64(2 * a) * tiles + uint64(2 * r * tx), y, z, plane + uint64(oy * ow), ow, bv,
+                          has_z, act, alpha, beta)
 
 
 @njit(cache=True, nogil=True)
@@ -114,8 +118,9 @@ def output_planes(prod, bias, z, y, dims, act, alpha, beta, first, last):  # pra
     """The output transform and store of output planes [first, last) (= image * M + channel)."""
     tx, ty = dims[7], dims[6]
     tiles_total = dims[0] * ty * tx
-    s = np.empty(8 * tx, dtype=prod.dtype)
-    line = np.empty(2 * tx, dtype=prod.dtype)
+    band = band_rows(tx)
+    s = np.empty(8 * band * tx, dtype=prod.dtype)
+    o = np.empty(4 * band * tx, dtype=prod.dtype)
     for p in range(first, last):
-        _output_plane(prod, bias, z, y, p, dims[8], dims[9], dims[10], ty, tx, tiles_total, s, line, act, alpha,
+        _output_plane(prod, bias, z, y, p, dims[8], dims[9], dims[10], ty, tx, tiles_total, s, o, band, act, alpha,
                       beta)

@@ -44,12 +44,22 @@ def scatter_plane(loc, v, elements, ks, big, base):  # pragma: no cover - compil
             v[dst + t] = loc[src + t]
 
 
+#: tiles an output transform's stage covers at least (a band of tile rows; ``band_rows``)
+BAND_TILES = 256
+
+
+@njit(cache=True, nogil=True, inline="always")
+def band_rows(tx):  # pragma: no cover - compiled
+    """Tile rows an output transform takes at a time for ``tx`` tiles a row."""
+    return max(1, BAND_TILES // tx)
+
+
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
-def store_row(line, y, z, d, ow, bv, has_z, act, alpha, beta):  # pragma: no cover - compiled
-    """One output row from the output transform's ``line``: plus the bias and the residual,
-    through the activation, into ``y`` at ``d``."""
+def store_row(line, src, y, z, d, ow, bv, has_z, act, alpha, beta):  # pragma: no cover - compiled
+    """One output row from the output transform's ``line`` at ``src``: plus the bias and the
+    residual, through the activation, into ``y`` at ``d``."""
     for ox in range(uint64(ow)):
-        val = line[ox] + bv
+        val = line[src + ox] + bv
         if has_z:
             val += z[d + ox]
         y[d + ox] = activate(val, act, alpha, beta)
