@@ -359,3 +359,37 @@ def test_row_kernel_plane_helpers_compile_only_inside_the_share_kernel(monkeypat
         # declared so, and never compiled alone (a cached share kernel compiles nothing at all)
         assert helper.targetoptions.get("inline") == "always", helper.__name__
         assert not helper.overloads, helper.__name__
+
+
+#: (x shape, attributes, whole map): AveragePools whose one window covers the unpadded map
+#: run GlobalAveragePool's kernel; the near misses keep the windowed paths
+WHOLE_MAP = [
+    ((1, 64, 7, 7), {"kernel_shape": [7, 7]}, True),  # resnet50's
+    ((2, 3, 5, 6), {"kernel_shape": [5, 6], "strides": [3, 2], "ceil_mode": 1}, True),
+    ((1, 3, 9), {"kernel_shape": [9]}, True),  # 1-D, lifted to 2-D
+    ((1, 4, 7, 7), {"kernel_shape": [7, 7], "pads": [1, 1, 1, 1]}, False),
+    ((1, 4, 7, 7), {"kernel_shape": [6, 7]}, False),
+    ((1, 4, 7, 7), {"kernel_shape": [7, 7], "auto_pad": "SAME_UPPER"}, False),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("shape", "attrs", "whole"), WHOLE_MAP, ids=[str(c[:2]) for c in WHOLE_MAP])
+@pytest.mark.parametrize("include_pad", [0, 1])
+def test_average_pool_over_the_whole_map_is_the_global_mean(monkeypatch, shape, attrs, whole, dtype, include_pad):
+    from epoxy_ep_cpu.jit import kernels_pool
+
+    means: list[tuple[int, ...]] = []
+    real = kernels_pool.run_global_avg
+
+    def spy(x, nthreads):  # type: ignore[no-untyped-def]
+        means.append(x.shape)
+        return real(x, nthreads)
+
+    monkeypatch.setattr(kernels_pool, "run_global_avg", spy)
+    x = _x(sum(shape) + 5, shape, dtype)
+    case = one_node("AveragePool", [x], {**attrs, "count_include_pad": include_pad}, 22)
+    on, off, ref = run_cpu(case, True), run_cpu(case, False), run_reference(case)
+    assert bool(means) == whole
+    close(on, off, _TIGHT[dtype], _TIGHT[dtype])
+    close(on, ref, 1e-5, 1e-6)
