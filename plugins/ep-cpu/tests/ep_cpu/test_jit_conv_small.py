@@ -37,7 +37,7 @@ CASES = [
     ((2, 24, 9, 11), (13, 24, 3, 2), {"pads": [0, 1, 2, 0], "strides": [1, 2]}),
     ((4, 32, 8, 8), (32, 32, 2, 2), {"strides": [2, 2]}),  # convnext's downsample, no padding
     ((2, 32, 8, 8), (48, 32, 1, 1), {}),  # 1x1: the input is its own grid (64 positions)
-    ((1, 96, 7, 7), (24, 96, 1, 1), {}),  # 1x1 on 49 positions: a padded copy
+    ((1, 40, 7, 7), (24, 40, 1, 1), {}),  # 1x1 on 49 positions: a padded copy
     ((8, 16, 8, 8), (64, 16, 1, 1), {"strides": [2, 2]}),  # strided 1x1 at a batch
 ]
 
@@ -172,13 +172,24 @@ def test_pointwise_layers_stop_at_smaller_maps():
     """A 1x1 layer's maps stop at ``MAX_POINTWISE_POSITIONS`` (BLAS writes its planes directly),
     a 3x3 layer's at ``MAX_POSITIONS``."""
     able = kernels_conv_small.support() is None
-    assert kernels_conv_small.gains(1, 64, 16, 729, taps=1) == able  # 27x27
-    assert not kernels_conv_small.gains(4, 64, 16, 784, taps=1)  # 28x28
+    assert kernels_conv_small.gains(1, 32, 16, 729, taps=1) == able  # 27x27
+    assert not kernels_conv_small.gains(4, 32, 16, 784, taps=1)  # 28x28
     assert kernels_conv_small.gains(4, 576, 16, 784, taps=9) == able
     # one image on two threads: a 1x1 layer of 1.5 M multiply-adds goes to BLAS (it writes the
     # planes on both threads), a 3x3 one of the same size stays on this path's one thread
-    assert not kernels_conv_small.gains(1, 64, 32, 729, 2, taps=1)
-    assert kernels_conv_small.gains(1, 64, 32, 729, 2, taps=9) == able
+    assert not kernels_conv_small.gains(1, 48, 32, 1000, 2, taps=1)
+    assert kernels_conv_small.gains(1, 48, 32, 1000, 2, taps=9) == able
+
+
+def test_deep_pointwise_layers_go_to_blas():
+    """A 1x1 layer of more than ``MAX_POINTWISE_DEPTH`` input channels is BLAS's, a spatial
+    layer of as many im2col rows stays here."""
+    able = kernels_conv_small.support() is None
+    depth = kernels_conv_small.MAX_POINTWISE_DEPTH
+    assert kernels_conv_small.gains(1, depth, 48, 169, taps=1) == able
+    assert not kernels_conv_small.gains(1, depth + 1, 48, 169, taps=1)
+    assert not kernels_conv_small.gains(1, 384, 48, 169, taps=1)  # squeezenet's squeeze layers
+    assert kernels_conv_small.gains(1, 576, 48, 169, taps=9) == able
 
 
 def test_float64_and_runtime_weights_keep_the_other_paths(monkeypatch):

@@ -50,6 +50,11 @@ MAX_POSITIONS = 1100
 #: most positions an image of a 1x1 layer: BLAS writes its planes directly, and from 28x28 its
 #: product gains back the store pass (64 -> 16 on 28x28 at batch 4: 1.05x slower here, 56x56 1.05x)
 MAX_POINTWISE_POSITIONS = 768
+#: most input channels of a 1x1 layer: deeper ones run faster on BLAS (an Intel Xeon, one
+#: thread, this path / BLAS: 32 -> 48 on 13x13 1.05x, 64 -> 48 1.21x, 128 -> 48 1.27x, 64 -> 32
+#: on 27x27 1.28x, squeezenet's 384 -> 64 on 13x13 1.36x; an AMD EPYC: 384 -> 48 1.02x, 64 -> 16
+#: on 28x28 at batch 4 1.05x; bench/README.md, sessions 29 and 34)
+MAX_POINTWISE_DEPTH = 48
 #: most multiply-adds of a one-image 1x1 layer on more than one thread: this path runs an image
 #: on one thread, the others split larger layers (BLAS writes a 1x1 layer's planes on both)
 MAX_MACS_ONE_IMAGE = 1 << 20
@@ -86,12 +91,14 @@ def gains(n: int, ck: int, m: int, positions: int, nthreads: int = 1, taps: int 
     """Whether a float32 group-1 layer of ``n`` images, ``ck`` im2col rows, ``m`` output
     channels, ``positions`` grid positions an image and ``taps`` kernel positions is this
     path's on ``nthreads`` threads: up to ``MAX_CHANNELS`` outputs on maps up to
-    ``MAX_POSITIONS`` (``MAX_POINTWISE_POSITIONS`` for 1x1 layers), ``MIN_DEPTH`` rows unless
+    ``MAX_POSITIONS`` (``MAX_POINTWISE_POSITIONS`` and ``MAX_POINTWISE_DEPTH`` inputs for 1x1
+    layers), ``MIN_DEPTH`` rows unless
     the layer is small, on AVX-512; one image on several threads only up to
     ``MAX_MACS_ONE_IMAGE`` (``MAX_MACS_ONE_IMAGE_SPATIAL`` with a spatial kernel)."""
     most = MAX_POSITIONS if taps > 1 else MAX_POINTWISE_POSITIONS
     one_image = MAX_MACS_ONE_IMAGE_SPATIAL if taps > 1 else MAX_MACS_ONE_IMAGE
     return (support() is None and m <= MAX_CHANNELS and positions <= most
+            and (taps > 1 or ck <= MAX_POINTWISE_DEPTH)
             and (ck >= MIN_DEPTH or n * positions <= SHALLOW_MAX_POSITIONS)
             and (nthreads == 1 or n > 1 or positions * ck * m <= one_image))
 
