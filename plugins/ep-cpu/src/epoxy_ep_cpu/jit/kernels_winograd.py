@@ -26,7 +26,7 @@ from . import direct
 from .kernels_conv import PreparedConvCall
 from .scratch import scratch
 from .threads import Split, SplitMatmul, gemm_count, share_count
-from .winograd_rows import band_rows, load_rows, scatter_plane, store_row
+from .winograd_rows import band_rows, load_rows, scatter_plane, store_band
 
 _NO_Z = {dt: np.empty(0, dtype=dt) for dt in (np.dtype(np.float32),)}
 #: the transforms' coefficients as float32: Python float literals would make numba compute in
@@ -142,13 +142,7 @@ def _output_plane(prod, bias, z, y, p, m_count, oh, ow, ty, tx, tiles_total, s, 
                 o[f + uint64(1)] = q1 - q2 + _F2 * (q3 - q4)
                 o[f + uint64(2)] = q1 + q2 + _F4 * (q3 + q4)
                 o[f + uint64(3)] = q1 - q2 + _F8 * (q3 - q4) + q5
-        for r in range(rows):
-            for a in range(4):
-                oy = 4 * (i0 + r) + a
-                if oy >= oh:
-                    break
-                store_row(o, uint64(4 * a) * tiles + uint64(4 * r * tx), y, z, plane + uint64(oy * ow), ow, bv,
-                          has_z, act, alpha, beta)
+        store_band(o, tiles, rows, i0, 4, tx, y, z, plane, oh, ow, bv, has_z, act, alpha, beta)
 
 
 @njit(cache=True, nogil=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, uint64
 
-from .winograd_rows import band_rows, load_rows, scatter_plane, store_row
+from .winograd_rows import band_rows, load_rows, scatter_plane, store_band
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
@@ -91,13 +91,7 @@ def _output_plane(prod, bias, z, y, p, m_count, oh, ow, ty, tx, tiles_total, s, 
                 q3 = s[sa + uint64(3) * tiles + t]
                 o[oa + uint64(2) * t] = q0 + q1 + q2
                 o[oa + uint64(2) * t + uint64(1)] = q1 - q2 - q3
-        for r in range(rows):
-            for a in range(2):
-                oy = 2 * (i0 + r) + a
-                if oy >= oh:
-                    break
-                store_row(o, uint64(2 * a) * tiles + uint64(2 * r * tx), y, z, plane + uint64(oy * ow), ow, bv,
-                          has_z, act, alpha, beta)
+        store_band(o, tiles, rows, i0, 2, tx, y, z, plane, oh, ow, bv, has_z, act, alpha, beta)
 
 
 @njit(cache=True, nogil=True)

@@ -63,3 +63,18 @@ def store_row(line, src, y, z, d, ow, bv, has_z, act, alpha, beta):  # pragma: n
         if has_z:
             val += z[d + ox]
         y[d + ox] = activate(val, act, alpha, beta)
+
+
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def store_band(o, tiles, rows, i0, step, tx, y, z, plane, oh, ow, bv, has_z, act, alpha,
+               beta):  # pragma: no cover - compiled
+    """The output rows of a band of ``rows`` tile rows from ``i0`` (``step`` output rows and
+    columns a tile) from the output transform's band buffer ``o`` (row ``a`` of every tile
+    at ``step * a * tiles``, its tiles' columns in order), through :func:`store_row`."""
+    for r in range(rows):
+        for a in range(step):
+            oy = step * (i0 + r) + a
+            if oy >= oh:
+                break
+            store_row(o, uint64(step * a) * tiles + uint64(step * r * tx), y, z, plane + uint64(oy * ow), ow, bv,
+                      has_z, act, alpha, beta)
