@@ -257,3 +257,53 @@ def test_a_split_into_more_shares_grows_the_pool_and_the_old_one_ends():
     np.testing.assert_array_equal(out, np.arange(90) + 1.0)
     assert native_pool.pool(1).helpers >= 3
     assert all(not t.is_alive() for t in old._threads) or old is native_pool.pool(1)
+
+
+def _heads(x: np.ndarray, heads: int, *, keys: bool = False) -> np.ndarray:
+    """(B, T, heads * D) activations as the attention's per-head view: (B, H, T, D), or for
+    ``keys`` (B, H, D, T), the layout BLAS reads transposed."""
+    b, t, hd = x.shape
+    v = x.reshape(b, t, heads, hd // heads)
+    return v.transpose(0, 2, 3, 1) if keys else v.transpose(0, 2, 1, 3)
+
+
+def test_strided_head_stacks_split_and_equal_numpy():
+    """Attention heads are strided views of one activation: q @ k^T (k read transposed) and
+    probs @ v into a transposed view of the layer's output split by heads, and equal numpy's."""
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.standard_normal((1, 48, 6 * 40)).astype(np.float32) for _ in range(3))
+    q4, k4, v4 = _heads(q, 6), _heads(k, 6, keys=True), _heads(v, 6)
+    scores = np.empty((1, 6, 48, 48), np.float32)
+    split = threads.SplitMatmul(q4, k4, scores, 2)
+    assert split._template is not None
+    buf = np.empty((1, 48, 6, 40), np.float32)
+    view = buf.transpose(0, 2, 1, 3)
+    context = threads.SplitMatmul(scores, v4, view, 2)
+    assert context._template is not None
+    with threadpool_limits(1):
+        split(q4, k4, scores)
+        np.testing.assert_array_equal(scores, np.matmul(q4, k4))
+        context(scores, v4, view)
+        np.testing.assert_array_equal(buf, np.matmul(scores, v4).transpose(0, 2, 1, 3))
+
+
+def test_stacks_blas_cannot_step_through_stay_on_numpy():
+    """Two images of heads are not one even step apart, and rows that overlap are no BLAS
+    matrix: numpy multiplies them, with the same result."""
+    rng = np.random.default_rng(6)
+    q = rng.standard_normal((2, 48, 6 * 40)).astype(np.float32)
+    k = rng.standard_normal((2, 48, 6 * 40)).astype(np.float32)
+    q4, k4 = _heads(q, 6), _heads(k, 6, keys=True)
+    out = np.empty((2, 6, 48, 48), np.float32)
+    split = threads.SplitMatmul(q4, k4, out, 2)
+    assert split._template is None
+    np.testing.assert_array_equal(split(q4, k4, out), np.matmul(q4, k4))
+    base = rng.standard_normal(4096).astype(np.float32)
+    overlapping = np.lib.stride_tricks.as_strided(base, (64, 64), (16 * 4, 4))  # rows 16 apart, 64 long
+    weights = rng.standard_normal((64, 64)).astype(np.float32)
+    out2 = np.empty((64, 64), np.float32)
+    assert native_shares.matmul_argv(overlapping, weights, out2, 2) is None
+    np.testing.assert_array_equal(threads.SplitMatmul(overlapping, weights, out2, 2)(overlapping, weights, out2),
+                                  overlapping @ weights)
