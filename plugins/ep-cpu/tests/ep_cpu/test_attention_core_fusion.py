@@ -235,30 +235,3 @@ def test_a_guard_whose_zero_raises_the_rank_is_left_alone() -> None:
     fused = run_all(onnx.shape_inference.infer_shapes(model), feeds)
     assert fused_count(fused) == 0
     assert fused.run(None, feeds)[0].shape == (1, 3, 4, 2)
-
-
-def test_heads_split_over_two_threads_give_the_one_thread_result(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """At two threads the fused core's two products of heads are shared out over the native
-    pool (``jit.threads.matmul``) and give what one thread gives."""
-    pytest.importorskip("numba")
-    from epoxy_ep_cpu.jit import threads
-
-    if not threads.native():
-        pytest.skip("the native pool needs numpy's OpenBLAS")
-    m = sdpa_model(b=1, s=64, heads=8, d=32)
-    feeds = feeds_for(m)
-    want = epoxy.InferenceSession(m, providers=["cpu"], sess_options=epoxy.SessionOptions(
-        intra_op_num_threads=1)).run(None, feeds)
-    two = epoxy.InferenceSession(m, providers=["cpu"], sess_options=epoxy.SessionOptions(intra_op_num_threads=2))
-    assert fused_count(two) == 1
-    split: list[bool] = []
-    real = threads.SplitMatmul.__call__
-
-    def spy(self, a, b, out):  # type: ignore[no-untyped-def]
-        split.append(self._template is not None and a.ndim == 4)  # a product of heads, split
-        return real(self, a, b, out)
-
-    monkeypatch.setattr(threads.SplitMatmul, "__call__", spy)
-    got = two.run(None, feeds)
-    assert split.count(True) == 2  # the scores and the context
-    np.testing.assert_allclose(got[0], want[0], rtol=1e-6, atol=1e-6)
