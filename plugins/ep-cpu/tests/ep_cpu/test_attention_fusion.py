@@ -200,33 +200,3 @@ def test_bert_encoder_fused_matches_unfused():  # type: ignore[no-untyped-def]
     assert ops(fused).count("FusedAttention") == 2
     fused_ext = run_both(model, feeds, level="extended", rtol=1e-4, atol=1e-5)
     assert ops(fused_ext).count("FusedAttention") == 2
-
-
-def test_heads_split_over_two_threads_give_the_one_thread_result(monkeypatch):  # type: ignore[no-untyped-def]
-    """At two threads the heads' products are shared out (the native pool: OpenBLAS on one
-    thread per share, ``jit.threads.matmul`` on the heads' strided views) and give what one
-    thread gives."""
-    pytest.importorskip("numba")
-    from epoxy_ep_cpu.jit import threads
-
-    if not threads.native():
-        pytest.skip("the native pool needs numpy's OpenBLAS")
-    m = attention_model(b=1, s=64, heads=8, d=32, mask_shape=(1, 1, 1, 64))
-    feeds = feeds_for(m)
-    one = epoxy.InferenceSession(m, providers=["cpu"], sess_options=epoxy.SessionOptions(intra_op_num_threads=1))
-    want = one.run(None, feeds)
-    two = epoxy.InferenceSession(m, providers=["cpu"], sess_options=epoxy.SessionOptions(intra_op_num_threads=2))
-    assert ops(two).count("FusedAttention") == 1
-    split: list[bool] = []
-    real = threads.SplitMatmul.__call__
-
-    def spy(self, a, b, out):  # type: ignore[no-untyped-def]
-        split.append(self._template is not None and a.ndim == 4)  # a product of heads, split
-        return real(self, a, b, out)
-
-    monkeypatch.setattr(threads.SplitMatmul, "__call__", spy)
-    for _ in range(2):
-        split.clear()
-        got = two.run(None, feeds)
-        assert split.count(True) == 2  # the scores and the context
-        np.testing.assert_allclose(got[0], want[0], rtol=1e-6, atol=1e-6)

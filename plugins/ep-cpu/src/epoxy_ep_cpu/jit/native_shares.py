@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import math
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -188,42 +187,30 @@ def _cblas(name: str) -> int | None:
     return None
 
 
-def _stack(x: np.ndarray, depth: int, transposed: bool = False) -> tuple[np.ndarray, int] | None:
-    """``x`` as its first 2-D product (a view) and the step between products in elements, for
-    a stack of ``depth`` products, or None if not BLAS-ready: float32, each product's rows
-    unit-strided (its columns when ``transposed``: the matrix BLAS reads transposed) with a
-    positive leading dimension, and the outer dimensions one even step apart (a stack of
-    attention heads is a strided view of the layer's activations), or all of size 1 (a 2-D
-    operand broadcast over the stack: step 0)."""
-    if x.dtype != np.float32 or x.ndim < 2:
+def _stack(x: np.ndarray, depth: int) -> tuple[np.ndarray, int] | None:
+    """``x`` as (a view of) its 2-D products and the step between them in elements, for a
+    stack of ``depth`` products (a 2-D ``x`` is broadcast: step 0); None if not BLAS-ready."""
+    if x.dtype != np.float32 or x.strides[-1] != 4 or x.strides[-2] % 4:
         return None
-    unit, lead = (x.strides[-2], x.strides[-1]) if transposed else (x.strides[-1], x.strides[-2])
-    if unit != 4 or lead % 4 or lead // 4 < max(1, x.shape[-2] if transposed else x.shape[-1]):
+    if x.ndim == 2:
+        return x, 0
+    outer = x.reshape(-1, *x.shape[-2:]) if x.flags.c_contiguous else None
+    if outer is None or outer.shape[0] not in (1, depth):
         return None
-    outer = [(size, stride) for size, stride in zip(x.shape[:-2], x.strides[:-2]) if size != 1]
-    count = math.prod(size for size, _ in outer)
-    if count not in (1, depth):
-        return None
-    first = x[(0,) * (x.ndim - 2)]
-    if count == 1:
-        return first, 0
-    if any(s0 != s1 * n1 for (_, s0), (n1, s1) in zip(outer, outer[1:])):
-        return None
-    step = outer[-1][1]
-    return (first, step // 4) if step > 0 and step % 4 == 0 else None
+    return outer[0], (outer.strides[0] // 4 if outer.shape[0] == depth else 0)
 
 
 def matmul_argv(a: np.ndarray, b: np.ndarray, out: np.ndarray, count: int) -> tuple[np.ndarray, int] | None:
     """(argv, share units) for ``out = a @ b`` split in ``count`` shares by
     :func:`matmul_share`, or None when the operands are not float32 BLAS-ready stacks
-    (:func:`_stack`; the right operand may be one BLAS reads transposed) or OpenBLAS's sgemm
-    is not found."""
+    (C-contiguous outer dimensions) or OpenBLAS's sgemm is not found."""
     fn = _cblas_sgemm()
-    if fn is None or out.dtype != np.float32:
+    if fn is None or out.dtype != np.float32 or not out.flags.c_contiguous:
         return None
-    depth = math.prod(out.shape[:-2])
-    transposed = b.ndim >= 2 and b.strides[-2] == 4 and b.strides[-1] != 4 and b.shape[-2] > 1
-    parts = [_stack(a, depth), _stack(b, depth, transposed), _stack(out, depth)]
+    depth = int(np.prod(out.shape[:-2])) if out.ndim > 2 else 1
+    transposed = b.ndim == 2 and b.dtype == np.float32 and b.strides[0] == 4 and b.strides[1] % 4 == 0 \
+        and b.shape[0] > 1 and not b.flags.c_contiguous
+    parts = [_stack(a, depth), (b, 0) if transposed else _stack(b, depth), _stack(out, depth)]
     if any(p is None for p in parts):
         return None
     (a2, sa), (b2, sb), (c2, sc) = parts  # type: ignore[misc]

@@ -288,8 +288,8 @@ class SplitMatmul:
     """``np.matmul(a, b, out=out)`` for operands shaped and strided as ``a``, ``b``, ``out``
     at preparation, split in ``count`` shares on the native pool (by products of a stack, by
     row blocks when the product is tall, else by column blocks; each share calls OpenBLAS on
-    one thread) when the pool runs and the operands are float32 BLAS-ready stacks
-    (``native_shares.matmul_argv``); else numpy's matmul (OpenBLAS's own threads)."""
+    one thread) when the pool runs and the operands are float32 BLAS-ready stacks; else
+    numpy's matmul (OpenBLAS's own threads)."""
 
     __slots__ = ("_bounds", "_count", "_template")
 
@@ -318,19 +318,15 @@ class SplitMatmul:
         return out
 
 
-def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """``np.matmul(a, b, out=out)`` for the numpy paths: split over the native pool's threads
-    when this process runs it (OpenBLAS was then set to one thread: :func:`_pin_blas`), so
-    products the jit tier does not run still use the threads the sessions were given; strided
-    views of stacks (attention heads) split too (``native_shares.matmul_argv``)."""
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.matmul(a, b)`` for the numpy paths: split over the native pool's threads when this
+    process runs it (OpenBLAS was then set to one thread: :func:`_pin_blas`), so products the
+    jit tier does not run still use the threads the sessions were given."""
     pinned = _pinned
     if pinned is None or pinned[1] < 2 or a.dtype != np.float32 or b.dtype != np.float32 or min(a.ndim, b.ndim) < 2:
-        return np.matmul(a, b, out=out)
+        return np.matmul(a, b)
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    if out is None:
-        out = np.empty((*batch, a.shape[-2], b.shape[-1]), dtype=np.float32)
-    elif out.dtype != np.float32 or out.shape != (*batch, a.shape[-2], b.shape[-1]):
-        return np.matmul(a, b, out=out)
+    out = np.empty((*batch, a.shape[-2], b.shape[-1]), dtype=np.float32)
     count = gemm_count(pinned[1], out.size * a.shape[-1])
     if count < 2 or (a.ndim > 2 and a.shape[:-2] != batch) or (b.ndim > 2 and b.shape[:-2] != batch):
         return np.matmul(a, b, out=out)

@@ -64,13 +64,3 @@ def as_text(value: object) -> str:
 def text_or(value: object, default: str) -> str:
     """``as_text(value)``, or ``default`` when the attribute is absent."""
     return default if value is None else as_text(value)
-
-
-def split_matmul() -> Callable[..., np.ndarray]:
-    """numpy's matmul, or the jit tier's split one once it set OpenBLAS to one thread
-    (``jit.threads.matmul``, same arguments: products of the numpy paths then still use the
-    session's threads; the tier is not imported here before that)."""
-    import sys
-
-    threads = sys.modules.get("epoxy_ep_cpu.jit.threads")
-    return threads.matmul if threads is not None and threads._pinned is not None else np.matmul  # type: ignore

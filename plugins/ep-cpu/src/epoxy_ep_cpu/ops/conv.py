@@ -31,7 +31,7 @@ from ..registry import KERNELS
 from ._attr_checks import check_at_least
 from ._conv_tuning import blas_key, fastest
 from ._conv_util import col2im_add, compute_dtype, pad_spatial, padded_shape, resolve_pads, windows
-from ._util import buffer_guard, constant_input, output_guard, split_matmul, work_bytes_dtype
+from ._util import buffer_guard, constant_input, output_guard, work_bytes_dtype
 from ._winograd_f43 import conv_f43, f43_weights
 
 _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
@@ -129,6 +129,15 @@ def conv_cols(
     return np.ascontiguousarray(v.transpose(perm))
 
 
+def _split_matmul() -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """numpy's matmul, or the jit tier's split one once it set OpenBLAS to one thread
+    (``jit.threads.matmul``; the tier is not imported here before that)."""
+    import sys
+
+    threads = sys.modules.get("epoxy_ep_cpu.jit.threads")
+    return threads.matmul if threads is not None and threads._pinned is not None else np.matmul  # type: ignore
+
+
 def grouped_matmul(w: np.ndarray, cols: np.ndarray, group: int, out_sp: list[int]) -> np.ndarray:
     """``w`` (M, C/G, *K) times ``cols`` (N, C, *K, *O) per group -> (N, M, *O)."""
     n, c = cols.shape[:2]
@@ -137,7 +146,7 @@ def grouped_matmul(w: np.ndarray, cols: np.ndarray, group: int, out_sp: list[int
     o = math.prod(out_sp)
     cm = cols.reshape(n, group, ck, o)
     wm = w.reshape(group, m // group, ck)
-    matmul = split_matmul()
+    matmul = _split_matmul()
     if group == 1:
         out = matmul(wm[0], cm[:, 0])  # (N, M, O)
     else:

@@ -49,7 +49,6 @@ from epoxy.kit.passes import (
 from ..registry import KERNELS
 from ._broadcast import fits_into
 from ._out import accepts_out
-from ._util import split_matmul
 from .fused import DOMAIN, DOMAIN_VERSION, _kernel
 
 _FAST = (np.dtype(np.float32), np.dtype(np.float64))
@@ -117,8 +116,7 @@ def fused_attention(node: NodeSpec):
         q4 = _reshape(q, q_shape).transpose(0, 2, 1, 3)
         k4 = _reshape(k, k_shape).transpose(0, 2, 3, 1)
         v4 = _reshape(v, v_shape).transpose(0, 2, 1, 3)
-        matmul = split_matmul()  # the heads' products over the session's threads (OpenBLAS pinned to one)
-        s = matmul(q4, k4)
+        s = np.matmul(q4, k4)
         if mask is not None:
             if fits_into(mask.shape, s.shape):
                 np.add(s, mask, out=s)
@@ -141,10 +139,10 @@ def fused_attention(node: NodeSpec):
                 else:
                     buf = np.empty((b, sq, h, d), dtype=dt)
                 view = buf.transpose(0, 2, 1, 3)
-                matmul(s, v4, view)
+                np.matmul(s, v4, out=view)
                 np.divide(view, z, out=view)
                 return buf.reshape(final)
-        c = matmul(s, v4)
+        c = np.matmul(s, v4)
         c /= z
         return _reshape(c.transpose(0, 2, 1, 3), o_shape)
 
