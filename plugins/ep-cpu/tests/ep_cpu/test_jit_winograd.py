@@ -73,6 +73,10 @@ CASES = [
     # wide maps: the output transform takes bands of tile rows (winograd_rows.BAND_TILES), here
     # several a plane with a partial last one (F(4,3): 17 tiles a row, 15-row bands; F(2,3): 34, 7)
     ((2, 2, 70, 66), 3, [1, 1, 1, 1]),
+    # small maps: the output transform takes several whole planes a chunk, in the products'
+    # order (channel-major, image-minor), with a partial last chunk (F(4,3): 4 tiles a plane,
+    # 64 planes a chunk, 164 planes; F(2,3): 16 tiles, 16 planes a chunk)
+    ((4, 8, 7, 7), 41, [1, 1, 1, 1]),
 ]
 
 
@@ -253,7 +257,7 @@ def test_per_plane_transforms_compile_only_inside_their_share_kernels(monkeypatc
     case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], {"pads": [1, 1, 1, 1]}, 22)
     close(run_cpu(case, True), run_reference(case), 1e-4, 1e-3)
     assert seen == [x.shape]
-    for helper in (module._input_plane, module._output_plane):
+    for helper in (module._input_plane, module._output_stages):
         # declared so, and never compiled alone (a cached share kernel compiles nothing at all)
         assert helper.targetoptions.get("inline") == "always", helper.__name__
         assert not helper.overloads, helper.__name__

@@ -26,7 +26,7 @@ from . import direct
 from .kernels_conv import PreparedConvCall
 from .scratch import scratch
 from .threads import Split, SplitMatmul, gemm_count, share_count
-from .winograd_rows import band_rows, load_rows, scatter_plane, store_band
+from .winograd_rows import chunk_plan, load_rows, scatter_plane, store_chunk
 
 _NO_Z = {dt: np.empty(0, dtype=dt) for dt in (np.dtype(np.float32),)}
 #: the transforms' coefficients as float32: Python float literals would make numba compute in
@@ -95,54 +95,41 @@ def _input_plane(x, v, p, c_count, h, w, top, left, ty, tx, tiles_total, rows, t
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
-def _output_plane(prod, bias, z, y, p, m_count, oh, ow, ty, tx, tiles_total, s, o, band, act, alpha,
-                  beta):  # pragma: no cover
-    """A^T P A of every tile of output plane ``p`` (= image * M + channel) from the GEMMs'
-    products ``prod`` (36, M, n * tiles), plus the bias and the residual ``z``, through the
-    activation, into ``y``. A band of ``band`` tile rows at a time, each stage one loop over
-    the band's tiles (a tile row alone is 7-14 tiles: loops that short ran mostly in their
-    scalar remainders, 2x slower). ``s``: 24 * band * tx scratch, ``o``: 16 * band * tx."""
-    b = p // m_count
-    m = p - b * m_count
-    ks = uint64(m_count * tiles_total)
-    bv = bias[m]
-    has_z = z.shape[0] > 0
-    plane = uint64(p * oh * ow)
-    for i0 in range(0, ty, band):
-        rows = min(band, ty - i0)
-        tiles = uint64(rows * tx)
-        base = uint64(m * tiles_total + (b * ty + i0) * tx)
-        # over the tiles' rows: s[a, col, t] = sum_k A^T[a, k] P[6k + col, t]
-        for col in range(6):
-            src = uint64(col) * ks + base
-            for t in range(tiles):
-                p0 = prod[src + t]
-                p1 = prod[src + uint64(6) * ks + t]
-                p2 = prod[src + uint64(12) * ks + t]
-                p3 = prod[src + uint64(18) * ks + t]
-                p4 = prod[src + uint64(24) * ks + t]
-                p5 = prod[src + uint64(30) * ks + t]
-                s[uint64(col) * tiles + t] = p0 + p1 + p2 + p3 + p4
-                s[uint64(6 + col) * tiles + t] = p1 - p2 + _F2 * (p3 - p4)
-                s[uint64(12 + col) * tiles + t] = p1 + p2 + _F4 * (p3 + p4)
-                s[uint64(18 + col) * tiles + t] = p1 - p2 + _F8 * (p3 - p4) + p5
-        # over the tiles' columns: o[a, band row, 4 j + e], the output rows in order
-        for a in range(4):
-            sa = uint64(6 * a) * tiles
-            oa = uint64(4 * a) * tiles
-            for t in range(tiles):
-                q0 = s[sa + t]
-                q1 = s[sa + tiles + t]
-                q2 = s[sa + uint64(2) * tiles + t]
-                q3 = s[sa + uint64(3) * tiles + t]
-                q4 = s[sa + uint64(4) * tiles + t]
-                q5 = s[sa + uint64(5) * tiles + t]
-                f = oa + uint64(4) * t
-                o[f] = q0 + q1 + q2 + q3 + q4
-                o[f + uint64(1)] = q1 - q2 + _F2 * (q3 - q4)
-                o[f + uint64(2)] = q1 + q2 + _F4 * (q3 + q4)
-                o[f + uint64(3)] = q1 - q2 + _F8 * (q3 - q4) + q5
-        store_band(o, tiles, rows, i0, 4, tx, y, z, plane, oh, ow, bv, has_z, act, alpha, beta)
+def _output_stages(prod, ks, base, tiles, s, o):  # pragma: no cover - compiled
+    """A^T P A of ``tiles`` tiles that lie one after the other in the GEMMs' products ``prod``
+    (36, M, n * tiles), from tile ``base`` (``ks``: floats between two products): a chunk of
+    ``winograd_rows.chunk_plan``, each stage one loop over the chunk's tiles, into ``o``
+    (row ``a`` of tile ``t`` at ``4 * (a * tiles + t)``). ``s``: 24 * tiles scratch."""
+    # over the tiles' rows: s[a, col, t] = sum_k A^T[a, k] P[6k + col, t]
+    for col in range(6):
+        src = uint64(col) * ks + base
+        for t in range(tiles):
+            p0 = prod[src + t]
+            p1 = prod[src + uint64(6) * ks + t]
+            p2 = prod[src + uint64(12) * ks + t]
+            p3 = prod[src + uint64(18) * ks + t]
+            p4 = prod[src + uint64(24) * ks + t]
+            p5 = prod[src + uint64(30) * ks + t]
+            s[uint64(col) * tiles + t] = p0 + p1 + p2 + p3 + p4
+            s[uint64(6 + col) * tiles + t] = p1 - p2 + _F2 * (p3 - p4)
+            s[uint64(12 + col) * tiles + t] = p1 + p2 + _F4 * (p3 + p4)
+            s[uint64(18 + col) * tiles + t] = p1 - p2 + _F8 * (p3 - p4) + p5
+    # over the tiles' columns: o[a, tile, 4 j + e], each plane's output rows in order
+    for a in range(4):
+        sa = uint64(6 * a) * tiles
+        oa = uint64(4 * a) * tiles
+        for t in range(tiles):
+            q0 = s[sa + t]
+            q1 = s[sa + tiles + t]
+            q2 = s[sa + uint64(2) * tiles + t]
+            q3 = s[sa + uint64(3) * tiles + t]
+            q4 = s[sa + uint64(4) * tiles + t]
+            q5 = s[sa + uint64(5) * tiles + t]
+            f = oa + uint64(4) * t
+            o[f] = q0 + q1 + q2 + q3 + q4
+            o[f + uint64(1)] = q1 - q2 + _F2 * (q3 - q4)
+            o[f + uint64(2)] = q1 + q2 + _F4 * (q3 + q4)
+            o[f + uint64(3)] = q1 - q2 + _F8 * (q3 - q4) + q5
 
 
 @njit(cache=True, nogil=True)
@@ -160,15 +147,24 @@ def input_planes(x, v, dims, first, last):  # pragma: no cover - compiled
 
 @njit(cache=True, nogil=True)
 def output_planes(prod, bias, z, y, dims, act, alpha, beta, first, last):  # pragma: no cover - compiled
-    """The output transform and store of output planes [first, last) (= image * M + channel)."""
-    tx, ty = dims[7], dims[6]
-    tiles_total = dims[0] * ty * tx
-    band = band_rows(tx)
-    s = np.empty(24 * band * tx, dtype=prod.dtype)
-    o = np.empty(16 * band * tx, dtype=prod.dtype)
-    for p in range(first, last):
-        _output_plane(prod, bias, z, y, p, dims[8], dims[9], dims[10], ty, tx, tiles_total, s, o, band, act, alpha,
-                      beta)
+    """The output transform and store of output planes [first, last) in the products' order
+    (``q = channel * n + image``, planes ``q`` and ``q + 1`` one after the other there), plus
+    the bias and the residual ``z``, through the activation, into ``y``: chunks of
+    ``winograd_rows.chunk_plan`` (a band of a large plane's tile rows, or several small planes)."""
+    n, m_count, oh, ow, ty, tx = dims[0], dims[8], dims[9], dims[10], dims[6], dims[7]
+    per_plane = ty * tx
+    ks = uint64(m_count * n * per_plane)
+    planes, band = chunk_plan(ty, tx)
+    most = max(planes * per_plane, band * tx)
+    s = np.empty(24 * most, dtype=prod.dtype)
+    o = np.empty(16 * most, dtype=prod.dtype)
+    for q0 in range(first, last, planes):
+        count = min(planes, last - q0)
+        for i0 in range(0, ty, band):
+            rows = min(band, ty - i0)
+            tiles = uint64(count * rows * tx)
+            _output_stages(prod, ks, uint64(q0 * per_plane + i0 * tx), tiles, s, o)
+            store_chunk(o, tiles, rows, i0, 4, ty, tx, q0, count, n, m_count, y, z, bias, oh, ow, act, alpha, beta)
 
 
 def tile_counts(out_sp: tuple[int, int] | list[int], tile: int = 4) -> tuple[int, int]:

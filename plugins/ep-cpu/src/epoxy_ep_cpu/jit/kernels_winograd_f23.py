@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, uint64
 
-from .winograd_rows import band_rows, load_rows, scatter_plane, store_band
+from .winograd_rows import chunk_plan, load_rows, scatter_plane, store_chunk
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
@@ -57,41 +57,30 @@ def _input_plane(x, v, p, c_count, h, w, top, left, ty, tx, tiles_total, rows, t
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
-def _output_plane(prod, bias, z, y, p, m_count, oh, ow, ty, tx, tiles_total, s, o, band, act, alpha,
-                  beta):  # pragma: no cover
-    """A^T P A of every tile of output plane ``p`` from ``prod`` (16, M, n * tiles), plus the
-    bias and the residual, through the activation, into ``y``; a band of ``band`` tile rows a
-    stage (as ``kernels_winograd._output_plane``). ``s``: 8 * band * tx, ``o``: 4 * band * tx."""
-    b = p // m_count
-    m = p - b * m_count
-    ks = uint64(m_count * tiles_total)
-    bv = bias[m]
-    has_z = z.shape[0] > 0
-    plane = uint64(p * oh * ow)
-    for i0 in range(0, ty, band):
-        rows = min(band, ty - i0)
-        tiles = uint64(rows * tx)
-        base = uint64(m * tiles_total + (b * ty + i0) * tx)
-        for col in range(4):  # over the tiles' rows: (p0 + p1 + p2, p1 - p2 - p3)
-            src = uint64(col) * ks + base
-            for t in range(tiles):
-                p0 = prod[src + t]
-                p1 = prod[src + uint64(4) * ks + t]
-                p2 = prod[src + uint64(8) * ks + t]
-                p3 = prod[src + uint64(12) * ks + t]
-                s[uint64(col) * tiles + t] = p0 + p1 + p2
-                s[uint64(4 + col) * tiles + t] = p1 - p2 - p3
-        for a in range(2):  # over the tiles' columns: o[a, band row, 2 j + e]
-            sa = uint64(4 * a) * tiles
-            oa = uint64(2 * a) * tiles
-            for t in range(tiles):
-                q0 = s[sa + t]
-                q1 = s[sa + tiles + t]
-                q2 = s[sa + uint64(2) * tiles + t]
-                q3 = s[sa + uint64(3) * tiles + t]
-                o[oa + uint64(2) * t] = q0 + q1 + q2
-                o[oa + uint64(2) * t + uint64(1)] = q1 - q2 - q3
-        store_band(o, tiles, rows, i0, 2, tx, y, z, plane, oh, ow, bv, has_z, act, alpha, beta)
+def _output_stages(prod, ks, base, tiles, s, o):  # pragma: no cover - compiled
+    """A^T P A of ``tiles`` tiles that lie one after the other in ``prod`` (16, M, n * tiles)
+    from tile ``base``: a chunk of ``winograd_rows.chunk_plan``, as
+    ``kernels_winograd._output_stages``, into ``o`` (row ``a`` of tile ``t`` at ``2 * (a *
+    tiles + t)``). ``s``: 8 * tiles scratch."""
+    for col in range(4):  # over the tiles' rows: (p0 + p1 + p2, p1 - p2 - p3)
+        src = uint64(col) * ks + base
+        for t in range(tiles):
+            p0 = prod[src + t]
+            p1 = prod[src + uint64(4) * ks + t]
+            p2 = prod[src + uint64(8) * ks + t]
+            p3 = prod[src + uint64(12) * ks + t]
+            s[uint64(col) * tiles + t] = p0 + p1 + p2
+            s[uint64(4 + col) * tiles + t] = p1 - p2 - p3
+    for a in range(2):  # over the tiles' columns: o[a, tile, 2 j + e]
+        sa = uint64(4 * a) * tiles
+        oa = uint64(2 * a) * tiles
+        for t in range(tiles):
+            q0 = s[sa + t]
+            q1 = s[sa + tiles + t]
+            q2 = s[sa + uint64(2) * tiles + t]
+            q3 = s[sa + uint64(3) * tiles + t]
+            o[oa + uint64(2) * t] = q0 + q1 + q2
+            o[oa + uint64(2) * t + uint64(1)] = q1 - q2 - q3
 
 
 @njit(cache=True, nogil=True)
@@ -109,12 +98,19 @@ def input_planes(x, v, dims, first, last):  # pragma: no cover - compiled
 
 @njit(cache=True, nogil=True)
 def output_planes(prod, bias, z, y, dims, act, alpha, beta, first, last):  # pragma: no cover - compiled
-    """The output transform and store of output planes [first, last) (= image * M + channel)."""
-    tx, ty = dims[7], dims[6]
-    tiles_total = dims[0] * ty * tx
-    band = band_rows(tx)
-    s = np.empty(8 * band * tx, dtype=prod.dtype)
-    o = np.empty(4 * band * tx, dtype=prod.dtype)
-    for p in range(first, last):
-        _output_plane(prod, bias, z, y, p, dims[8], dims[9], dims[10], ty, tx, tiles_total, s, o, band, act, alpha,
-                      beta)
+    """The output transform and store of output planes [first, last) in the products' order
+    (``q = channel * n + image``), as ``kernels_winograd.output_planes``."""
+    n, m_count, oh, ow, ty, tx = dims[0], dims[8], dims[9], dims[10], dims[6], dims[7]
+    per_plane = ty * tx
+    ks = uint64(m_count * n * per_plane)
+    planes, band = chunk_plan(ty, tx)
+    most = max(planes * per_plane, band * tx)
+    s = np.empty(8 * most, dtype=prod.dtype)
+    o = np.empty(4 * most, dtype=prod.dtype)
+    for q0 in range(first, last, planes):
+        count = min(planes, last - q0)
+        for i0 in range(0, ty, band):
+            rows = min(band, ty - i0)
+            tiles = uint64(count * rows * tx)
+            _output_stages(prod, ks, uint64(q0 * per_plane + i0 * tx), tiles, s, o)
+            store_chunk(o, tiles, rows, i0, 2, ty, tx, q0, count, n, m_count, y, z, bias, oh, ow, act, alpha, beta)

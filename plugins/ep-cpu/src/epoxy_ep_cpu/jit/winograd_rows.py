@@ -44,7 +44,8 @@ def scatter_plane(loc, v, elements, ks, big, base):  # pragma: no cover - compil
             v[dst + t] = loc[src + t]
 
 
-#: tiles an output transform's stage covers at least (a band of tile rows; ``band_rows``)
+#: tiles an output transform's stage covers at least (a band of tile rows; ``band_rows``), or
+#: whole planes at once where a plane has fewer (``chunk_plan``)
 BAND_TILES = 256
 
 
@@ -52,6 +53,36 @@ BAND_TILES = 256
 def band_rows(tx):  # pragma: no cover - compiled
     """Tile rows an output transform takes at a time for ``tx`` tiles a row."""
     return max(1, BAND_TILES // tx)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def chunk_plan(ty, tx):  # pragma: no cover - compiled
+    """``(planes, band)``: an output transform's chunk is ``band`` tile rows of one plane, or,
+    where a whole plane has fewer than ``BAND_TILES`` tiles, ``planes`` whole planes that lie
+    one after the other in the products (``band`` = ``ty``). On the small maps of late layers
+    (13x13, 14x14: 16 tiles a plane) a plane's stage loops were too short for a vector body
+    and ran in their scalar remainders; a chunk of planes is one long loop."""
+    band = band_rows(tx)
+    if band < ty:
+        return 1, band
+    return max(1, BAND_TILES // (ty * tx)), ty
+
+
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def store_chunk(o, tiles, rows, i0, step, ty, tx, q0, planes, n, m_count, y, z, bias, oh, ow, act, alpha,
+                beta):  # pragma: no cover - compiled
+    """The output rows of a chunk (:func:`chunk_plan`) from its band buffer ``o`` of ``tiles``
+    tiles: ``planes`` planes in the products' order from ``q0`` (``q = channel * n + image``),
+    each its ``rows`` tile rows from ``i0``, stored through :func:`store_band` into output
+    plane ``image * M + channel`` with that channel's bias."""
+    has_z = z.shape[0] > 0
+    per_plane = ty * tx
+    for j in range(planes):
+        q = q0 + j
+        m = q // n
+        p = (q - m * n) * m_count + m
+        store_band(o, uint64(step * j * per_plane), tiles, rows, i0, step, tx, y, z, uint64(p * oh * ow), oh, ow,
+                   bias[m], has_z, act, alpha, beta)
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
@@ -66,15 +97,15 @@ def store_row(line, src, y, z, d, ow, bv, has_z, act, alpha, beta):  # pragma: n
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
-def store_band(o, tiles, rows, i0, step, tx, y, z, plane, oh, ow, bv, has_z, act, alpha,
+def store_band(o, start, tiles, rows, i0, step, tx, y, z, plane, oh, ow, bv, has_z, act, alpha,
                beta):  # pragma: no cover - compiled
     """The output rows of a band of ``rows`` tile rows from ``i0`` (``step`` output rows and
     columns a tile) from the output transform's band buffer ``o`` (row ``a`` of every tile
-    at ``step * a * tiles``, its tiles' columns in order), through :func:`store_row`."""
+    at ``start + step * a * tiles``, its tiles' columns in order), through :func:`store_row`."""
     for r in range(rows):
         for a in range(step):
             oy = step * (i0 + r) + a
             if oy >= oh:
                 break
-            store_row(o, uint64(step * a) * tiles + uint64(step * r * tx), y, z, plane + uint64(oy * ow), ow, bv,
-                      has_z, act, alpha, beta)
+            src = uint64(start) + uint64(step * a) * tiles + uint64(step * r * tx)
+            store_row(o, src, y, z, plane + uint64(oy * ow), ow, bv, has_z, act, alpha, beta)
