@@ -113,8 +113,69 @@ def _kernel_row(xp, acc, w, wo, a, b, step, span, kw, first, bv):  # pragma: no 
             acc[q] += wv * xp[o + q]
 
 
-@njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
-def _plane(x, w, bias, z, y, xp, acc, p, c, h, wd, oh, ow, kh, kw, s, pt, pl, act, alpha, beta):  # pragma: no cover
+@njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"}, inline="always")
+def _taps3x3(xp, acc, w, wb, offs, span, bv):  # pragma: no cover - compiled
+    """A 3x3 plane's nine taps in one pass over the grid: ``acc[q] = ((bv + s0) + s1) + s2``,
+    ``s_r`` kernel row ``r``'s three taps, each tap ``t`` reading ``xp[offs[t] + q]`` (the
+    order and grouping of :func:`_kernel_row`'s three passes, so the same bits). One loop
+    instead of three: on small maps (8x8, span 78) each pass was mostly its vector loop's
+    setup and scalar remainder."""
+    w0, w1, w2, w3, w4, w5, w6, w7, w8 = (w[wb], w[wb + 1], w[wb + 2], w[wb + 3], w[wb + 4], w[wb + 5], w[wb + 6],
+                                          w[wb + 7], w[wb + 8])
+    o0, o1, o2, o3, o4, o5 = uint64(offs[0]), uint64(offs[1]), uint64(offs[2]), uint64(offs[3]), uint64(offs[4]), \
+        uint64(offs[5])
+    o6, o7, o8 = uint64(offs[6]), uint64(offs[7]), uint64(offs[8])
+    for q in range(uint64(span)):
+        s0 = w0 * xp[o0 + q] + w1 * xp[o1 + q] + w2 * xp[o2 + q]
+        s1 = w3 * xp[o3 + q] + w4 * xp[o4 + q] + w5 * xp[o5 + q]
+        s2 = w6 * xp[o6 + q] + w7 * xp[o7 + q] + w8 * xp[o8 + q]
+        acc[q] = ((bv + s0) + s1) + s2
+
+
+@njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"}, inline="always")
+def _row5(xp, w, wt, a, b, d, q):  # pragma: no cover - compiled
+    """One 5-tap kernel row's sum at ``q``: taps read ``(a if j is even else b) + (j // 2) * d``
+    (as :func:`_kernel_row`), the row's weights from ``w[wt]``."""
+    return (w[wt] * xp[a + q] + w[wt + uint64(1)] * xp[b + q] + w[wt + uint64(2)] * xp[a + d + q]
+            + w[wt + uint64(3)] * xp[b + d + q] + w[wt + uint64(4)] * xp[a + d + d + q])
+
+
+@njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"}, inline="always")
+def _taps5x5(xp, acc, w, wb, offs, span, bv):  # pragma: no cover - compiled
+    """:func:`_taps3x3` for a 5x5 kernel: 25 taps in one pass, the five rows' sums added in
+    row order; each row's taps from its two column phases (``offs`` of its taps 0 and 1) in
+    steps of ``offs[2] - offs[0]``."""
+    d = uint64(offs[2] - offs[0])
+    a0, b0, a1, b1 = uint64(offs[0]), uint64(offs[1]), uint64(offs[5]), uint64(offs[6])
+    a2, b2, a3, b3 = uint64(offs[10]), uint64(offs[11]), uint64(offs[15]), uint64(offs[16])
+    a4, b4 = uint64(offs[20]), uint64(offs[21])
+    five = uint64(5)
+    for q in range(uint64(span)):
+        v = bv + _row5(xp, w, wb, a0, b0, d, q)
+        v += _row5(xp, w, wb + five, a1, b1, d, q)
+        v += _row5(xp, w, wb + five * uint64(2), a2, b2, d, q)
+        v += _row5(xp, w, wb + five * uint64(3), a3, b3, d, q)
+        v += _row5(xp, w, wb + five * uint64(4), a4, b4, d, q)
+        acc[q] = v
+
+
+@njit(cache=True, nogil=True, inline="always")
+def tap_offsets(offs, oh, kh, kw, wp, s):  # pragma: no cover - compiled
+    """Where each tap (row-major) reads in the grid of :func:`_plane`: ``ki * wp + kj`` on a
+    stride-1 grid; on stride 2's phase grids (``hq`` rows each), the phase of the tap's row
+    and column parity at row ``ki // 2``, column ``kj // 2``."""
+    hq = oh + (kh - 1) // 2
+    for ki in range(kh):
+        for kj in range(kw):
+            if s == 1:
+                offs[ki * kw + kj] = ki * wp + kj
+            else:
+                offs[ki * kw + kj] = (((ki % 2) * 2 + kj % 2) * hq + ki // 2) * wp + kj // 2
+
+
+@njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"}, inline="always")
+def _plane(x, w, bias, z, y, xp, acc, offs, p, c, h, wd, oh, ow, kh, kw, s, pt, pl, act, alpha,
+           beta):  # pragma: no cover - compiled
     """Output plane ``p`` (= batch * C + channel) of a depthwise layer of stride ``s`` (1 or
     2); ``xp`` (the padded grid, (oh + kh - 1) x (ow + kw - 1), or its four phase grids of
     (oh + (kh - 1) // 2) x (ow + (kw - 1) // 2), the padding zero) and ``acc`` are scratch;
@@ -124,13 +185,18 @@ def _plane(x, w, bias, z, y, xp, acc, p, c, h, wd, oh, ow, kh, kw, s, pt, pl, ac
     if s == 1:
         wp = ow + kw - 1
         _place(x, xp, p * h * wd, h, wd, wp, pt, pl)
-        span = (oh - 1) * wp + ow
-        for ki in range(kh):
-            _kernel_row(xp, acc, w, wb + ki * kw, ki * wp, ki * wp + 1, 2, span, kw, ki == 0, bias[ch])
     else:
         hq, wp = oh + (kh - 1) // 2, ow + (kw - 1) // 2
         _place_s2(x, xp, p * h * wd, h, wd, hq, wp, pt, pl)
-        span = (oh - 1) * wp + ow
+    span = (oh - 1) * wp + ow
+    if kh == 3 and kw == 3:
+        _taps3x3(xp, acc, w, uint64(wb), offs, -(-span // LANES) * LANES, bias[ch])
+    elif kh == 5 and kw == 5:
+        _taps5x5(xp, acc, w, uint64(wb), offs, -(-span // LANES) * LANES, bias[ch])
+    elif s == 1:
+        for ki in range(kh):
+            _kernel_row(xp, acc, w, wb + ki * kw, ki * wp, ki * wp + 1, 2, span, kw, ki == 0, bias[ch])
+    else:
         for ki in range(kh):
             g0 = ((ki % 2 * 2) * hq + ki // 2) * wp  # phase (ki % 2, 0), row ki // 2
             _kernel_row(xp, acc, w, wb + ki * kw, g0, g0 + hq * wp, 1, span, kw, ki == 0, bias[ch])
@@ -148,7 +214,7 @@ def _plane(x, w, bias, z, y, xp, acc, p, c, h, wd, oh, ow, kh, kw, s, pt, pl, ac
             y[rb + ox] = activate(v, act, alpha, beta)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"contract"})
 def depthwise_planes(x, w, bias, z, y, dims, act, alpha, beta, first, last):  # pragma: no cover - compiled
     """Planes [first, last) of a depthwise layer on the padded-grid kernel (:func:`_plane`),
     with scratch of its own: a share of :func:`depthwise_parallel` or of the native pool
@@ -159,10 +225,56 @@ def depthwise_planes(x, w, bias, z, y, dims, act, alpha, beta, first, last):  # 
         grid = (oh + kh - 1) * (ow + kw - 1)
     else:
         grid = 4 * (oh + (kh - 1) // 2) * (ow + (kw - 1) // 2)
-    xp = np.zeros(grid, dtype=x.dtype)  # the padding stays zero: planes write the interior only
-    acc = np.empty(grid, dtype=x.dtype)
+    # the padding stays zero: planes write the interior only; LANES more, which the one-pass
+    # kernels' whole vectors read past the last tap's span (finite, their sums dropped)
+    xp = np.zeros(grid + LANES, dtype=x.dtype)
+    acc = np.empty(grid + LANES, dtype=x.dtype)
+    offs = np.empty(kh * kw, dtype=np.int64)
+    tap_offsets(offs, oh, kh, kw, ow + kw - 1 if s == 1 else ow + (kw - 1) // 2, s)
+    if kh == 3 and kw == 3:
+        if s == 1:
+            _planes_3x3_s1(x, w, bias, z, y, xp, acc, offs, dims, act, alpha, beta, first, last)
+        else:
+            _planes_3x3_s2(x, w, bias, z, y, xp, acc, offs, dims, act, alpha, beta, first, last)
+    elif kh == 5 and kw == 5:
+        if s == 1:
+            _planes_5x5_s1(x, w, bias, z, y, xp, acc, offs, dims, act, alpha, beta, first, last)
+        else:
+            _planes_5x5_s2(x, w, bias, z, y, xp, acc, offs, dims, act, alpha, beta, first, last)
+    else:
+        for p in range(first, last):
+            _plane(x, w, bias, z, y, xp, acc, offs, p, c, h, wd, oh, ow, kh, kw, s, pt, pl, act, alpha, beta)
+
+
+# The common kernels' plane loops, each with :func:`_plane` inlined under constant kernel sizes
+# and stride, so that only its branch is compiled: with every branch in one loop the plane ran
+# 2.3x slower (8 x 48 planes of 8x8, 3x3: 48 us against 21).
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def _planes_3x3_s1(x, w, bias, z, y, xp, acc, offs, dims, act, alpha, beta, first, last):  # pragma: no cover - compiled
     for p in range(first, last):
-        _plane(x, w, bias, z, y, xp, acc, p, c, h, wd, oh, ow, kh, kw, s, pt, pl, act, alpha, beta)
+        _plane(x, w, bias, z, y, xp, acc, offs, p, dims[0], dims[1], dims[2], dims[3], dims[4], 3, 3, 1, dims[7],
+               dims[8], act, alpha, beta)
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def _planes_3x3_s2(x, w, bias, z, y, xp, acc, offs, dims, act, alpha, beta, first, last):  # pragma: no cover - compiled
+    for p in range(first, last):
+        _plane(x, w, bias, z, y, xp, acc, offs, p, dims[0], dims[1], dims[2], dims[3], dims[4], 3, 3, 2, dims[7],
+               dims[8], act, alpha, beta)
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def _planes_5x5_s1(x, w, bias, z, y, xp, acc, offs, dims, act, alpha, beta, first, last):  # pragma: no cover - compiled
+    for p in range(first, last):
+        _plane(x, w, bias, z, y, xp, acc, offs, p, dims[0], dims[1], dims[2], dims[3], dims[4], 5, 5, 1, dims[7],
+               dims[8], act, alpha, beta)
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def _planes_5x5_s2(x, w, bias, z, y, xp, acc, offs, dims, act, alpha, beta, first, last):  # pragma: no cover - compiled
+    for p in range(first, last):
+        _plane(x, w, bias, z, y, xp, acc, offs, p, dims[0], dims[1], dims[2], dims[3], dims[4], 5, 5, 2, dims[7],
+               dims[8], act, alpha, beta)
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -174,6 +286,9 @@ def depthwise_parallel(x, w, bias, z, y, dims, planes, shares, act, alpha, beta)
 depthwise_serial = serial_twin(depthwise_parallel)
 
 
+#: float32 lanes of a vector: the one-pass kernels (:func:`_taps3x3`) run whole vectors, their span
+#: rounded up (a scalar remainder of up to 15 elements was a third of an 8x8 plane's time)
+LANES = 16
 #: multiply-adds from which a grid-kind layer's planes split over the native pool's threads
 #: (``threads.native``; a hand-off costs a few us there, ~2^17 multiply-adds of this kernel)
 NATIVE_MACS_PER_SHARE = 1 << 17
