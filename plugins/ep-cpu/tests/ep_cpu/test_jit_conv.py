@@ -170,11 +170,11 @@ def test_depthwise_small_maps_take_the_per_output_kernel(monkeypatch, x_shape, w
         close(run_cpu(fused, True, runs=2), run_cpu(fused, False), *_tol(x, w))
 
 
-CHANNEL_MAPS = [((8, 48, 4, 4), (48, 1, 3, 3), {"group": 48, "pads": [1, 1, 1, 1]}),  # mobilenet_v3's 4x4 maps
-                ((8, 32, 8, 8), (32, 1, 3, 3), {"group": 32, "pads": [1, 1, 1, 1], "strides": [2, 2]}),
+CHANNEL_MAPS = [((8, 48, 3, 3), (48, 1, 3, 3), {"group": 48, "pads": [1, 1, 1, 1]}),
+                ((8, 32, 6, 6), (32, 1, 3, 3), {"group": 32, "pads": [1, 1, 1, 1], "strides": [2, 2]}),  # 3x3 out
                 ((2, 40, 4, 4), (40, 1, 5, 5), {"group": 40, "pads": [2, 2, 2, 2], "strides": [2, 2]}),
-                ((1, 35, 3, 5), (35, 1, 3, 3), {"group": 35, "pads": [0, 1, 2, 0]}),  # asymmetric pads, odd C
-                ((3, 96, 7, 7), (96, 1, 3, 3), {"group": 96, "pads": [1, 1, 1, 1]}),  # 7x7 from 96 channels
+                ((1, 35, 3, 4), (35, 1, 3, 3), {"group": 35, "pads": [0, 1, 2, 0]}),  # asymmetric pads, odd C
+                ((3, 96, 3, 3), (96, 1, 5, 5), {"group": 96, "pads": [2, 2, 2, 2]}),
                 ((1, 33, 2, 2), (33, 1, 5, 5), {"group": 33, "pads": [2, 2, 2, 2]})]
 
 
@@ -237,8 +237,9 @@ def test_depthwise_small_map_stores_apply_hard_activations_bit_for_bit(monkeypat
 def test_depthwise_kernel_kinds_follow_the_measured_rule():
     from epoxy_ep_cpu.jit.kernels_depthwise import kernel_kind
 
-    assert kernel_kind(384, 48, 4, 4, 1) == "channels"
-    assert kernel_kind(288, 96, 7, 7, 1) == "channels"
+    assert kernel_kind(384, 48, 3, 3, 1) == "channels"
+    assert kernel_kind(384, 48, 4, 4, 1) == "grid"  # from 4x4 maps the one-pass grid kernel is as fast
+    assert kernel_kind(288, 96, 7, 7, 1) == "grid"
     assert kernel_kind(64, 16, 2, 2, 1) == "small"  # too few channels for a vector
     assert kernel_kind(64, 16, 8, 8, 1) == "grid"
     assert kernel_kind(288, 72, 7, 7, 1) == "grid"

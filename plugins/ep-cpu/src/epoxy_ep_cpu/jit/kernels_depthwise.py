@@ -333,12 +333,13 @@ def depthwise_small(x, w, bias, z, y, dims, planes, act, alpha, beta):  # pragma
 #: x 32 planes 27.0 / 32.4, 1 x 32 4.7 / 5.2), 8x8 7x (30.7 / 207)
 SMALL_MAP = 4
 #: output positions per plane up to which a one-thread layer of at least ``CHANNELS_MIN_C``
-#: channels runs :mod:`kernels_depthwise_channels` (and up to ``CHANNELS_WIDE_MAX_POSITIONS``
-#: from ``CHANNELS_WIDE_MIN_C`` channels); measured, see bench/README.md (session 27)
+#: channels runs :mod:`kernels_depthwise_channels`. Measured after the grid kernel's one-pass
+#: taps (bench/README.md, session 35; us, grid / channels): 3x3 outputs 38.8 / 28.4 (8 x 64,
+#: 3x3), 74.6 / 44.5 (576, 5x5); 2x2 95.7 / 26.5 (8 x 96, 5x5); 4x4 even or the grid's (8 x
+#: 48: 33.3 / 41.3, 480: 38.2 / 51.4, 240 5x5: 32.7 / 30.4); 7x7 the grid's by 2-3x (232:
+#: 24.8 / 80.1, 96 5x5: 18.7 / 40.7). Session 27 had set 16, and 49 from 96 channels.
 CHANNELS_MIN_C = 32
-CHANNELS_MAX_POSITIONS = 16
-CHANNELS_WIDE_MIN_C = 96
-CHANNELS_WIDE_MAX_POSITIONS = 49
+CHANNELS_MAX_POSITIONS = 9
 #: and at most this many row weights (the kernel streams them once per output row: 672
 #: channels of 5x5 on 7x7 maps, 117 K, ran even with the plane kernel)
 CHANNELS_MAX_ROW_WEIGHTS = 1 << 16
@@ -365,9 +366,7 @@ def kernel_kind(planes: int, c: int, oh: int, ow: int, count: int, taps: int = 9
     if count > 1:
         return "grid"
     positions = oh * ow
-    if c >= CHANNELS_MIN_C and taps * ow * c <= CHANNELS_MAX_ROW_WEIGHTS and (
-            positions <= CHANNELS_MAX_POSITIONS or (positions <= CHANNELS_WIDE_MAX_POSITIONS
-                                                   and c >= CHANNELS_WIDE_MIN_C)):
+    if c >= CHANNELS_MIN_C and taps * ow * c <= CHANNELS_MAX_ROW_WEIGHTS and positions <= CHANNELS_MAX_POSITIONS:
         return "channels"
     return "small" if positions <= SMALL_MAP else "grid"
 
