@@ -159,6 +159,35 @@ def _taps5x5(xp, acc, w, wb, offs, span, bv):  # pragma: no cover - compiled
         acc[q] = v
 
 
+@njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"}, inline="always")
+def _row7(xp, w, wt, a, b, d, q):  # pragma: no cover - compiled
+    """:func:`_row5` for a 7-tap kernel row."""
+    return (w[wt] * xp[a + q] + w[wt + uint64(1)] * xp[b + q] + w[wt + uint64(2)] * xp[a + d + q]
+            + w[wt + uint64(3)] * xp[b + d + q] + w[wt + uint64(4)] * xp[a + d + d + q]
+            + w[wt + uint64(5)] * xp[b + d + d + q] + w[wt + uint64(6)] * xp[a + d + d + d + q])
+
+
+@njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"}, inline="always")
+def _taps7x7(xp, acc, w, wb, offs, span, bv):  # pragma: no cover - compiled
+    """:func:`_taps5x5` for a 7x7 kernel (ConvNeXt's): 49 taps in one pass, the seven rows'
+    sums added in row order."""
+    d = uint64(offs[2] - offs[0])
+    seven = uint64(7)
+    a0, b0, a1, b1 = uint64(offs[0]), uint64(offs[1]), uint64(offs[7]), uint64(offs[8])
+    a2, b2, a3, b3 = uint64(offs[14]), uint64(offs[15]), uint64(offs[21]), uint64(offs[22])
+    a4, b4, a5, b5 = uint64(offs[28]), uint64(offs[29]), uint64(offs[35]), uint64(offs[36])
+    a6, b6 = uint64(offs[42]), uint64(offs[43])
+    for q in range(uint64(span)):
+        v = bv + _row7(xp, w, wb, a0, b0, d, q)
+        v += _row7(xp, w, wb + seven, a1, b1, d, q)
+        v += _row7(xp, w, wb + seven * uint64(2), a2, b2, d, q)
+        v += _row7(xp, w, wb + seven * uint64(3), a3, b3, d, q)
+        v += _row7(xp, w, wb + seven * uint64(4), a4, b4, d, q)
+        v += _row7(xp, w, wb + seven * uint64(5), a5, b5, d, q)
+        v += _row7(xp, w, wb + seven * uint64(6), a6, b6, d, q)
+        acc[q] = v
+
+
 @njit(cache=True, nogil=True, inline="always")
 def tap_offsets(offs, oh, kh, kw, wp, s):  # pragma: no cover - compiled
     """Where each tap (row-major) reads in the grid of :func:`_plane`: ``ki * wp + kj`` on a
@@ -193,6 +222,8 @@ def _plane(x, w, bias, z, y, xp, acc, offs, p, c, h, wd, oh, ow, kh, kw, s, pt, 
         _taps3x3(xp, acc, w, uint64(wb), offs, -(-span // LANES) * LANES, bias[ch])
     elif kh == 5 and kw == 5:
         _taps5x5(xp, acc, w, uint64(wb), offs, -(-span // LANES) * LANES, bias[ch])
+    elif kh == 7 and kw == 7:
+        _taps7x7(xp, acc, w, uint64(wb), offs, -(-span // LANES) * LANES, bias[ch])
     elif s == 1:
         for ki in range(kh):
             _kernel_row(xp, acc, w, wb + ki * kw, ki * wp, ki * wp + 1, 2, span, kw, ki == 0, bias[ch])
@@ -241,6 +272,8 @@ def depthwise_planes(x, w, bias, z, y, dims, act, alpha, beta, first, last):  # 
             _planes_5x5_s1(x, w, bias, z, y, xp, acc, offs, dims, act, alpha, beta, first, last)
         else:
             _planes_5x5_s2(x, w, bias, z, y, xp, acc, offs, dims, act, alpha, beta, first, last)
+    elif kh == 7 and kw == 7 and s == 1:
+        _planes_7x7_s1(x, w, bias, z, y, xp, acc, offs, dims, act, alpha, beta, first, last)
     else:
         for p in range(first, last):
             _plane(x, w, bias, z, y, xp, acc, offs, p, c, h, wd, oh, ow, kh, kw, s, pt, pl, act, alpha, beta)
@@ -274,6 +307,14 @@ def _planes_5x5_s1(x, w, bias, z, y, xp, acc, offs, dims, act, alpha, beta, firs
 def _planes_5x5_s2(x, w, bias, z, y, xp, acc, offs, dims, act, alpha, beta, first, last):  # pragma: no cover - compiled
     for p in range(first, last):
         _plane(x, w, bias, z, y, xp, acc, offs, p, dims[0], dims[1], dims[2], dims[3], dims[4], 5, 5, 2, dims[7],
+               dims[8], act, alpha, beta)
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def _planes_7x7_s1(x, w, bias, z, y, xp, acc, offs, dims, act, alpha, beta, first,
+                   last):  # pragma: no cover - compiled
+    for p in range(first, last):
+        _plane(x, w, bias, z, y, xp, acc, offs, p, dims[0], dims[1], dims[2], dims[3], dims[4], 7, 7, 1, dims[7],
                dims[8], act, alpha, beta)
 
 
