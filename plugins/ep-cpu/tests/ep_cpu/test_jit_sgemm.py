@@ -58,6 +58,33 @@ def test_kernel_takes_every_edge_tile_and_k_block(monkeypatch, m: int, k: int, n
 
 
 @needs_avx512
+@pytest.mark.parametrize("native", [True, False], ids=["native-pool", "executor"])
+def test_column_shares_on_two_threads_give_the_one_thread_bits(monkeypatch, native: bool) -> None:
+    """Split over two threads, the product's column tiles run as shares on the native pool's
+    spinning helper (a C share calling the kernel by address) or, with the pool off, on the
+    executor's threads; each column is summed by one thread in the same order, so the bits
+    equal one thread's."""
+    from epoxy_ep_cpu.jit import native_pool, threads
+
+    if native and not threads.native():
+        pytest.skip("no native pool here (a BLAS other than OpenBLAS)")
+    monkeypatch.setattr(threads, "_NATIVE", native)
+    runs: list[int] = []
+    real_run = native_pool.NativePool.run
+    monkeypatch.setattr(native_pool.NativePool, "run", lambda self, fn, argv, bounds: runs.append(len(bounds) - 1)
+                        or real_run(self, fn, argv, bounds))
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((48, 300)).astype(np.float32)
+    b = rng.standard_normal((300, 200)).astype(np.float32)  # 4 column tiles, the last 8 columns padding
+    monkeypatch.setattr(sgemm, "MACS_PER_THREAD", 1)
+    one = sgemm.PackedFloatWeights(b, 1).matmul_any(a)
+    two = sgemm.PackedFloatWeights(b, 2).matmul_any(a)
+    np.testing.assert_array_equal(two, one)
+    _check(two, a, b)
+    assert runs == ([2] if native else [])
+
+
+@needs_avx512
 def test_rows_are_read_in_place_weights_may_be_a_transposed_view_and_out_is_cleared(monkeypatch) -> None:
     """Rows of a wider array (a row stride past K), Gemm's transB weights as a transposed view,
     and a planned output buffer holding garbage: the product overwrites it."""

@@ -46,3 +46,39 @@ def test_hardmax_ties_and_empty():
     e = np.zeros((0, 3), np.float32)
     for op in ("Softmax", "LogSoftmax", "Hardmax"):
         assert run_epoxy(_model(op, [e], opset=13), [e])[0].shape == (0, 3)
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native-pool", "executor"])
+def test_attention_softmax_numerators_split_over_threads(monkeypatch, native):
+    """FusedAttention's compiled numerators (``kernels_softmax.ExpRows``): ``exp(s - rowmax)``
+    in place and the row sums, as numpy's passes give them (a row all -inf: zeros, sum 0; a
+    row holding NaN or +inf: NaN after the division), and on two threads (the rows in two
+    shares) the one-thread bits."""
+    pytest.importorskip("numba")
+    from epoxy_ep_cpu.jit import kernels_softmax, threads
+
+    if native and not threads.native():
+        pytest.skip("no native pool here (a BLAS other than OpenBLAS)")
+    monkeypatch.setattr(threads, "_NATIVE", native)
+    monkeypatch.setattr(threads, "SHARE_GRAIN", 1)
+    monkeypatch.setattr(threads, "GRAIN", 1)
+    s0 = (RNG.standard_normal((2, 3, 5, 37)) * 4).astype(np.float32)
+    s0[0, 0, 1] = -np.inf
+    s0[0, 1, 2, 3] = np.nan
+    s0[1, 2, 4, 0] = np.inf
+    want = s0.astype(np.float64)
+    m = want.max(axis=-1, keepdims=True)
+    e = np.exp(want - np.where(np.isfinite(m), m, 0))
+    want_p = e / e.sum(axis=-1, keepdims=True)
+    got = {}
+    for count in (1, 2):
+        s = s0.copy()
+        z = kernels_softmax.ExpRows(s.shape, count)(s)
+        assert z.shape == s.shape[:-1] + (1,) and z.dtype == np.float32
+        assert (kernels_softmax.ExpRows(s.shape, count)._split is not None) == (count == 2)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            got[count] = s / z
+    np.testing.assert_array_equal(got[2], got[1])
+    np.testing.assert_array_equal(np.isnan(got[1]), np.isnan(want_p))
+    ok = ~np.isnan(want_p)
+    np.testing.assert_allclose(got[1][ok], want_p[ok], rtol=1e-5, atol=1e-7)

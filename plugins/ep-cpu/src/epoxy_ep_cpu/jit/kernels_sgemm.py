@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from . import blas_spin, config, llvm_module
+from . import blas_spin, config, llvm_module, native_pool, native_shares, threads
 from .sgemm_ir import LANES, TILE_COLS, module_ir
 from .threads import run_shares
 
@@ -169,9 +169,26 @@ class PackedFloatWeights:
         tiles = -(-self._n_pad // TILE_COLS)
         count = max(1, min(self.nthreads, tiles, m * self.k * self._n_pad // MACS_PER_THREAD))
         fn, n_pad = _kernel(), self._n_pad
+        if count > 1 and threads.native():
+            # shares of column tiles handed to the native pool's spinning helpers (~3 us, where
+            # waking a worker thread took ~100 us a product: BERT at 2 threads, 24 products)
+            threads.keep_blas_pinned()
+            argv = np.array((_MODULE.address("sgemm"), *head), dtype=np.int64)
+            if native_pool.pool(count - 1).run(native_shares.share_address(_columns_share), argv,
+                                               native_pool.bounds_for(tiles, count)):
+                return out if self._n_pad == self.n else np.ascontiguousarray(out[:, :self.n])
 
         def columns(first: int, last: int) -> None:  # a share of column tiles (ctypes drops the GIL)
             fn(*head, first * TILE_COLS, min(n_pad, last * TILE_COLS))
 
         run_shares(columns, (), tiles, count)
         return out if self._n_pad == self.n else np.ascontiguousarray(out[:, :self.n])
+
+
+def _columns_share(argp, first, last):  # pragma: no cover - compiled (native_shares.share_address)
+    """Column tiles [first, last) of a product on the packed weights: argv is the compiled
+    ``sgemm``'s address, then its arguments up to the column range (:meth:`PackedFloatWeights.matmul`)."""
+    v = native_shares.carray(native_shares.i64_at(argp), (10,))
+    hi = last * TILE_COLS
+    native_shares.call_address11(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], first * TILE_COLS,
+                                 hi if hi < v[8] else v[8])

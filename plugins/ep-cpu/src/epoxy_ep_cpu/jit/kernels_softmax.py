@@ -13,8 +13,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange, uint64
 
+from . import direct
 from .fast_math import exp as fast_exp
-from .threads import pick, serial_twin
+from .threads import Split, pick, serial_twin, share_count
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 #: the most elements the compiled kernel takes: without SVML numba calls a scalar exp per
@@ -125,6 +126,51 @@ def softmax_rows_f32(x, log, y, n):  # pragma: no cover - compiled
 
 
 softmax_rows_f32_serial = serial_twin(softmax_rows_f32)
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"}, error_model="numpy", boundscheck=False)
+def exp_rows_f32(s, z, n, first, last):  # pragma: no cover - compiled
+    """Rows [first, last) of the flat float32 scores ``s`` (rows of ``n``), in place:
+    ``exp(s - max)``, ``max`` the row's largest value or 0 where that is not finite (a row
+    all -inf gives zeros, one holding +inf or NaN gives NaN after the division, as
+    FusedAttention's numpy passes do); ``z[r]`` the row's sum (float64, then float32)."""
+    nu = uint64(n)
+    for r in range(first, last):
+        b = uint64(r) * nu
+        m = _row_max(s, b, nu)
+        mf = np.float64(m) if np.isfinite(m) else 0.0
+        for q in range(nu):
+            s[b + q] = fast_exp(np.float64(s[b + q]) - mf)
+        z[r] = _row_sum(s, b, nu)
+
+
+class ExpRows:
+    """FusedAttention's softmax numerators for one scores shape: :func:`exp_rows_f32` over
+    the rows, split in shares on the native pool (``threads.Split``) from two threads; the
+    caller divides the context by the returned sums. Why: numpy's four passes (row max,
+    subtract, exp, sum) ran on one thread, ~0.45 ms of a bert layer's 12 x 128 x 128 scores
+    at two threads (bench/README.md, session 34)."""
+
+    __slots__ = ("_fn", "_n", "_rows", "_split")
+
+    def __init__(self, shape: tuple[int, ...], nthreads: int) -> None:
+        self._n = int(shape[-1])
+        self._rows = _prod(shape[:-1])
+        count = share_count(nthreads, self._rows * self._n, self._rows)
+        sample = (np.empty(1, _F32), np.empty(1, _F32), self._n)
+        self._fn = direct.overload(exp_rows_f32, (*sample, 0, 1))
+        self._split = Split(exp_rows_f32, self._fn, sample, self._rows, count) if count > 1 else None
+
+    def __call__(self, s: np.ndarray) -> np.ndarray:
+        """``s`` (C-contiguous float32 of the prepared shape) exponentiated in place; returns
+        the row sums shaped ``s.shape[:-1] + (1,)``."""
+        z = np.empty(s.shape[:-1] + (1,), dtype=_F32)
+        args = (s.reshape(-1), z.reshape(-1), self._n)
+        if self._split is not None:
+            self._split(*args)
+        else:
+            self._fn(*args, 0, self._rows)
+        return z
 _F32 = np.dtype(np.float32)
 
 

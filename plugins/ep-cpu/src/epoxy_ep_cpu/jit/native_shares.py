@@ -54,12 +54,10 @@ float32_at, float64_at, int64_at, int32_at, uint8_at, int8_at = _POINTERS.values
 i64_at, f64_at, f32_at = int64_at, float64_at, float32_at
 
 
-@intrinsic
-def call_address13(typingctx: Any, fn: Any, a1: Any, a2: Any, a3: Any, a4: Any, a5: Any, a6: Any, a7: Any, a8: Any,
-                   a9: Any, a10: Any, a11: Any, a12: Any, a13: Any) -> Any:
-    """``fn(a1, ..., a13)`` for the C function at address ``fn`` taking 64-bit integers and
-    pointers (passed as integers: the same registers and stack slots on x86-64)."""
-    args = (fn, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13)
+def _call_by_address(args: tuple[Any, ...]) -> Any:
+    """The typing of ``fn(a1, ...)`` for the C function at address ``fn`` taking 64-bit
+    integers and pointers (passed as integers: the same registers and stack slots on x86-64):
+    the LLVM-IR kernels (``sgemm_ir``) called from shares."""
     if not all(isinstance(a, types.Integer) for a in args):
         return None
 
@@ -71,6 +69,20 @@ def call_address13(typingctx: Any, fn: Any, a1: Any, a2: Any, a3: Any, a4: Any, 
         return context.get_dummy_value()
 
     return types.void(*args), codegen
+
+
+@intrinsic
+def call_address13(typingctx: Any, fn: Any, a1: Any, a2: Any, a3: Any, a4: Any, a5: Any, a6: Any, a7: Any, a8: Any,
+                   a9: Any, a10: Any, a11: Any, a12: Any, a13: Any) -> Any:
+    """``fn(a1, ..., a13)``: ``igemm`` (``kernels_conv_implicit``), see :func:`_call_by_address`."""
+    return _call_by_address((fn, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13))
+
+
+@intrinsic
+def call_address11(typingctx: Any, fn: Any, a1: Any, a2: Any, a3: Any, a4: Any, a5: Any, a6: Any, a7: Any, a8: Any,
+                   a9: Any, a10: Any, a11: Any) -> Any:
+    """``fn(a1, ..., a11)``: ``sgemm`` (``kernels_sgemm``), see :func:`_call_by_address`."""
+    return _call_by_address((fn, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11))
 
 
 @intrinsic

@@ -46,6 +46,7 @@ from epoxy.kit.passes import (
     sole_consumer,
 )
 
+from .. import jit
 from ..registry import KERNELS
 from ._broadcast import fits_into
 from ._out import accepts_out
@@ -105,6 +106,9 @@ def fused_attention(node: NodeSpec):
     scale = float(node.attr("scale", 1.0))
     has_mask = len(node.inputs) > 3 and bool(node.inputs[3])
     slow = _op_by_op(node, [np.array(s, dtype=np.int64) for s in (q_shape, k_shape, v_shape, o_shape)], scale, has_mask)
+    compiled = jit.kernels("softmax")
+    nthreads = jit.thread_count() if compiled is not None else 0
+    numerators: dict[tuple[int, ...], Any] = {}  # scores shape -> prepared ``ExpRows``
 
     def compute(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None,
                 out: np.ndarray | None) -> np.ndarray | None:
@@ -123,12 +127,20 @@ def fused_attention(node: NodeSpec):
             else:
                 s = s + mask
         # softmax over the last axis, in place; the 1/sum goes onto the context
-        m = np.max(s, axis=-1, keepdims=True)
-        if not np.isfinite(m).all():
-            m = np.where(np.isfinite(m), m, 0).astype(dt)
-        np.subtract(s, m, out=s)
-        np.exp(s, out=s)
-        z = np.sum(s, axis=-1, keepdims=True)
+        if compiled is not None and dt == np.float32 and s.flags.c_contiguous:
+            exp_rows = numerators.get(s.shape)
+            if exp_rows is None:
+                if len(numerators) >= 8:  # a model with dynamic axes sees a few shapes
+                    numerators.clear()
+                exp_rows = numerators[s.shape] = compiled.ExpRows(s.shape, nthreads)
+            z = exp_rows(s)
+        else:
+            m = np.max(s, axis=-1, keepdims=True)
+            if not np.isfinite(m).all():
+                m = np.where(np.isfinite(m), m, 0).astype(dt)
+            np.subtract(s, m, out=s)
+            np.exp(s, out=s)
+            z = np.sum(s, axis=-1, keepdims=True)
         ctx_shape = np.broadcast_shapes(s.shape[:-2], v4.shape[:-2]) + (s.shape[-2], v4.shape[-1])
         if len(ctx_shape) == 4 and s.shape[-1] == v4.shape[-2]:
             b, h, sq, d = ctx_shape
