@@ -46,7 +46,7 @@ def takes_implicit(n: int, c: int, m: int, plane: int, dtype: np.dtype, group: i
             and plane >= LANES and kernels_sgemm.support() is None)
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
 def _epilogue_plane(y, bias, z, p, plane, m, act, alpha, beta):  # pragma: no cover - compiled
     """``act(y + bias[channel] + z)`` in place on output plane ``p`` (= batch * M + channel);
     the activation codes are ``activations.ACT_*``."""

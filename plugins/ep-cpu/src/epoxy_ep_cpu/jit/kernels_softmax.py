@@ -56,7 +56,7 @@ def softmax(x, log, y):  # pragma: no cover - compiled
 softmax_serial = serial_twin(softmax)
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
 def _row_max(x, b, n):  # pragma: no cover - compiled
     """The largest of ``x[b:b+n]`` (NaN aside: a NaN makes its row's sum NaN, and the row
     all NaN, in :func:`softmax_rows_f32` whatever the maximum). Eight running maxima: one
