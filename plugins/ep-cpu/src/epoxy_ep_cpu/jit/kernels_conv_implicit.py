@@ -252,8 +252,8 @@ class ImplicitConvCall(PreparedConvCall):
     padded phase grid, the implicit GEMM and a compiled store (module docstring). The
     interface of ``kernels_conv_gemm.GridConvCall``."""
 
-    __slots__ = ("_cols", "_count", "_gemm", "_interleaved", "_n", "_native", "_pad", "_pdims", "_rowoff", "_store",
-                 "_store_tail", "_w", "_xstep", "bias", "dtype", "out_shape", "shape", "xp_size")
+    __slots__ = ("_cols", "_count", "_gemm", "_interleaved", "_kc", "_n", "_native", "_pad", "_pdims", "_rowoff",
+                 "_store", "_store_tail", "_w", "_xstep", "bias", "dtype", "out_shape", "shape", "xp_size")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
                  strides: tuple[int, ...], dilations: tuple[int, ...], begin: Sequence[int],
@@ -285,6 +285,7 @@ class ImplicitConvCall(PreparedConvCall):
         macs = self._n * m * self._w.shape[1] * self._cols
         self._count = max(1, min(nthreads, units, macs // MACS_PER_THREAD))
         self._gemm = kernels_sgemm.implicit_kernel()
+        self._kc = kernels_sgemm.IMPLICIT_KC
         self._pad: Any = None
         self._store: Any = None
         self._native: np.ndarray | None = None  # the native pool's argv template (_rows_template)
@@ -313,7 +314,7 @@ class ImplicitConvCall(PreparedConvCall):
             store = self._store = direct.overload(store_planes_interleaved if layout else store_planes,
                                                   (*store_args, 0, 1))
         gemm, w_at, ro_at, acc_at = self._gemm, self._w.ctypes.data, self._rowoff.ctypes.data, acc.ctypes.data
-        pdims, kc = self._pdims, kernels_sgemm.KC
+        pdims, kc = self._pdims, self._kc
 
         def grid(first: int, last: int) -> int:
             """This thread's grid (``scratch`` is per thread) with input planes [first, last)
@@ -364,7 +365,7 @@ class ImplicitConvCall(PreparedConvCall):
         v[0], v[7] = kernels_sgemm.implicit_address(), self._pdims.ctypes.data
         v[4], v[5], v[6] = self.xp_size, count, tiles
         v[8], v[9], v[11], v[12], v[13] = self._w.ctypes.data, self._rowoff.ctypes.data, depth, self._cols, m
-        v[14], v[15], v[16], v[28] = kernels_sgemm.KC, self._xstep, self.bias.ctypes.data, n * c
+        v[14], v[15], v[16], v[28] = self._kc, self._xstep, self.bias.ctypes.data, n * c
         v[22:26] = self._store_tail[2:6]
         v.view(np.float64)[26:28] = self._store_tail[6:8]
         v[29] = native_shares.compiled_address(pad_planes, (flat, grid, self._pdims))

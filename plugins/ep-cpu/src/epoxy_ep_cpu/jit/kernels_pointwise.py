@@ -100,7 +100,8 @@ class PointwiseCall(PreparedConvCall):
         self._implicit: Any = None
         if takes_implicit(n, c, m, plane, dtype, group, nthreads):
             rowoff = np.arange(c, dtype=np.int64) * plane  # B's row k: input channel k's plane
-            self._implicit = (kernels_sgemm.implicit_kernel(), np.ascontiguousarray(self._w[0]), rowoff)
+            self._implicit = (kernels_sgemm.implicit_kernel(), np.ascontiguousarray(self._w[0]), rowoff,
+                              kernels_sgemm.IMPLICIT_KC)
 
     def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
         dt = self.dtype
@@ -126,11 +127,11 @@ class PointwiseCall(PreparedConvCall):
         """``y = W @ x`` for one image on the few-rows kernel, on one thread: the columns up to
         the last whole 16 there (it reads and writes whole vectors, never past a plane: the
         tail would read past the input's end), the rest on BLAS."""
-        gemm, w, rowoff = self._implicit
+        gemm, w, rowoff, kc = self._implicit
         m, c = w.shape
         plane = self.x_shape[3]
         body = plane - plane % LANES
-        gemm(w.ctypes.data, rowoff.ctypes.data, x.ctypes.data, y.ctypes.data, c, plane, m, c, kernels_sgemm.KC, body,
+        gemm(w.ctypes.data, rowoff.ctypes.data, x.ctypes.data, y.ctypes.data, c, plane, m, c, kc, body,
              1, 0, 0)
         if body < plane:
             np.matmul(w, x.reshape(c, plane)[:, body:], out=y.reshape(m, plane)[:, body:])

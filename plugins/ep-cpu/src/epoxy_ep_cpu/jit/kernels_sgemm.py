@@ -46,6 +46,12 @@ MIN_MACS = 1 << 20
 #: K rows of a column tile one block holds: 256 x 64 floats (64 KB) stay in L2 while every
 #: row tile reads them
 KC = 256
+#: the same for the implicit GEMM (``igemm``), whose B rows are runs of an input grid, each in
+#: another page: a block of 256 rows touched 256 pages per column tile, past the first-level
+#: TLB; with 64 the layers ran 0.83-0.97x the time (1 thread, us, 256 / 64: 96 x 576 x 3136
+#: 3174 / 2767, 64 x 576 x 3136 2171 / 1942, 64 x 256 x 784 223 / 184, 128 x 576 x 196 245 /
+#: 219, 1000 x 512 x 169 1422 / 1322; bench/README.md, session 35)
+IMPLICIT_KC = 64
 #: multiply-adds per thread below which a product stays on one thread
 MACS_PER_THREAD = 1 << 22
 
