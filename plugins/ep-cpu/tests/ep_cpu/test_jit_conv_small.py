@@ -174,11 +174,22 @@ def test_pointwise_layers_stop_at_smaller_maps():
     able = kernels_conv_small.support() is None
     assert kernels_conv_small.gains(1, 32, 16, 729, taps=1) == able  # 27x27
     assert not kernels_conv_small.gains(4, 32, 16, 784, taps=1)  # 28x28
-    assert kernels_conv_small.gains(4, 576, 16, 784, taps=9) == able
+    assert kernels_conv_small.gains(4, 288, 16, 784, taps=9) == able
     # one image on two threads: a 1x1 layer of 1.5 M multiply-adds goes to BLAS (it writes the
     # planes on both threads), a 3x3 one of the same size stays on this path's one thread
     assert not kernels_conv_small.gains(1, 48, 32, 1000, 2, taps=1)
     assert kernels_conv_small.gains(1, 48, 32, 1000, 2, taps=9) == able
+
+
+def test_layers_with_many_im2col_values_an_image_go_to_the_implicit_gemm():
+    """Past ``MAX_IMAGE_VALUES`` im2col values an image (rows x grid positions) a layer leaves
+    this path, whatever its channels: 64 -> 64 stride 2 on 56x56 (576 x 812) and 128 -> 32 on
+    28x28 (1152 x 840) ran faster on the implicit GEMM; 32 -> 32 on 32x32 (288 x 1088) stays."""
+    able = kernels_conv_small.support() is None
+    assert not kernels_conv_small.gains(1, 576, 64, 812, taps=9)
+    assert not kernels_conv_small.gains(1, 1152, 32, 840, taps=9)
+    assert kernels_conv_small.gains(1, 288, 32, 1088, taps=9) == able
+    assert kernels_conv_small.gains(1, 576, 64, 224, taps=9) == able
 
 
 def test_deep_pointwise_layers_go_to_blas():
@@ -234,3 +245,26 @@ def test_hard_activations_in_the_store_give_the_standalone_bits(monkeypatch, act
     alpha, beta = (params or (0.2, 0.5))
     want = real[0](plain) if act == "HardSwish" else real[1](plain, alpha, beta)
     np.testing.assert_array_equal(fused, want)
+
+
+@pytest.mark.skipif(kernels_conv_small.support() is not None, reason="no small-layer kernel here")
+def test_layers_the_compiled_f43_runs_stay_on_it(monkeypatch):
+    """On one thread, a layer both this path and the compiled F(4x4, 3x3) could run is F(4,3)'s
+    (2.25x fewer
+    multiply-adds: 64 -> 64 on 28x28 585 against 331 us, session 35); one F(4,3) leaves to
+    the implicit GEMM (32 output channels) stays here."""
+    from epoxy_ep_cpu.jit import kernels_winograd
+
+    small = _count(monkeypatch)
+    wino: list[tuple[int, ...]] = []
+    real = kernels_winograd.WinogradCall.__call__
+    monkeypatch.setattr(kernels_winograd.WinogradCall, "__call__",
+                        lambda self, x, z: wino.append(x.shape) or real(self, x, z))
+    for x_shape, m, want in (((1, 64, 28, 28), 64, "winograd"), ((1, 32, 28, 28), 32, "small")):
+        small.clear()
+        wino.clear()
+        x, w, b = conv_data(3, x_shape, (m, x_shape[1], 3, 3))
+        case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], {"pads": [1, 1, 1, 1]}, 22)
+        got = run_cpu(case, True, jit_threads=1)
+        close(got, run_reference(case), 1e-4, 1e-3 * max(1.0, float(np.abs(x).max())))
+        assert (wino, small) == (([x_shape], []) if want == "winograd" else ([], [x_shape]))

@@ -47,6 +47,12 @@ SHALLOW_MAX_POSITIONS = 1024
 #: GEMM's time, 1,086 positions), larger ones are left to the implicit GEMM, BLAS and Winograd
 #: paths' longer rows (bench/README.md, session 29)
 MAX_POSITIONS = 1100
+#: most im2col values an image (``ck`` rows x grid positions): the kernel reads an image's
+#: grid once per block of 16 output channels, and past this it lost to the implicit GEMM on an
+#: Intel Xeon (1 thread, us, small / implicit: 64 -> 64 stride 2 on 56x56, 576 x 812, 645 /
+#: 542; 128 -> 32 on 28x28, 1152 x 840, 632 / 485; kept: 32 -> 32 on 32x32, 288 x 1088, 148 /
+#: 164; 64 -> 64 on 14x14, 576 x 224, 129 / 137; bench/README.md, session 35)
+MAX_IMAGE_VALUES = 3 << 17
 #: most positions an image of a 1x1 layer: BLAS writes its planes directly, and from 28x28 its
 #: product gains back the store pass (64 -> 16 on 28x28 at batch 4: 1.05x slower here, 56x56 1.05x)
 MAX_POINTWISE_POSITIONS = 768
@@ -92,12 +98,12 @@ def gains(n: int, ck: int, m: int, positions: int, nthreads: int = 1, taps: int 
     channels, ``positions`` grid positions an image and ``taps`` kernel positions is this
     path's on ``nthreads`` threads: up to ``MAX_CHANNELS`` outputs on maps up to
     ``MAX_POSITIONS`` (``MAX_POINTWISE_POSITIONS`` and ``MAX_POINTWISE_DEPTH`` inputs for 1x1
-    layers), ``MIN_DEPTH`` rows unless
+    layers) and ``MAX_IMAGE_VALUES`` im2col values an image, ``MIN_DEPTH`` rows unless
     the layer is small, on AVX-512; one image on several threads only up to
     ``MAX_MACS_ONE_IMAGE`` (``MAX_MACS_ONE_IMAGE_SPATIAL`` with a spatial kernel)."""
     most = MAX_POSITIONS if taps > 1 else MAX_POINTWISE_POSITIONS
     one_image = MAX_MACS_ONE_IMAGE_SPATIAL if taps > 1 else MAX_MACS_ONE_IMAGE
-    return (support() is None and m <= MAX_CHANNELS and positions <= most
+    return (support() is None and m <= MAX_CHANNELS and positions <= most and ck * positions <= MAX_IMAGE_VALUES
             and (taps > 1 or ck <= MAX_POINTWISE_DEPTH)
             and (ck >= MIN_DEPTH or n * positions <= SHALLOW_MAX_POSITIONS)
             and (nthreads == 1 or n > 1 or positions * ck * m <= one_image))
