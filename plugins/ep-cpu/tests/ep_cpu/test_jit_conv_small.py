@@ -250,9 +250,8 @@ def test_hard_activations_in_the_store_give_the_standalone_bits(monkeypatch, act
 @pytest.mark.skipif(kernels_conv_small.support() is not None, reason="no small-layer kernel here")
 def test_layers_the_compiled_f43_runs_stay_on_it(monkeypatch):
     """On one thread, a layer both this path and the compiled F(4x4, 3x3) could run is F(4,3)'s
-    (2.25x fewer
-    multiply-adds: 64 -> 64 on 28x28 585 against 331 us, session 35); one F(4,3) leaves to
-    the implicit GEMM (32 output channels) stays here."""
+    (2.25x fewer multiply-adds: 64 -> 64 on 28x28 585 against 331 us, session 35); one F(4,3)
+    leaves to the implicit GEMM (32 output channels) stays here."""
     from epoxy_ep_cpu.jit import kernels_winograd
 
     small = _count(monkeypatch)
