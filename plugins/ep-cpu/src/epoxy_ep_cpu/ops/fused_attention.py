@@ -13,7 +13,9 @@ becomes ``FusedAttention(Q, K, V, mask?)`` with the three reshape shapes, ``out_
 and ``scale`` (``1/c`` for Div, ``c`` for Mul) as attributes. The kernel follows the same
 numpy semantics (Reshape with ``0`` copying a dim, broadcasting MatMul/Add) but never
 materializes the transposes: the GEMMs read the strided head views, the scale is applied
-to Q (fewer elements than the scores), the softmax runs in place on the scores and its
+to Q (fewer elements than the scores), the softmax runs in place on the scores (its row
+maximum, exponentials and row sums in one compiled kernel when the jit tier runs,
+``jit/kernels_softmax.ExpRows``, its rows split over the session's threads) and its
 normalization is applied to the context (``d`` columns instead of ``Sk``), which the
 second GEMM writes straight into the ``[B, S, h, d]`` layout of the output. Results equal
 the op-by-op graph up to float rounding. Dtypes other than float32/float64 run the
