@@ -43,9 +43,11 @@ MAX_OWNED_BYTES = 1 << 25
 #: fewest multiply-adds worth a call: a call costs ~5 us (ctypes, the zeroed output), and
 #: below this OpenBLAS's packing is cheap (256 x 256 weights: M = 4 0.61x, M = 16 1.27x)
 MIN_MACS = 1 << 20
-#: K rows of a column tile one block holds: 256 x 64 floats (64 KB) stay in L2 while every
-#: row tile reads them
-KC = 256
+#: K rows of a column tile one block holds: 128 x 64 floats (32 KB) stay in L1/L2 while every
+#: row tile reads them. 256 before session 35; on an Intel Xeon 128 ran bert's products 4-7 %
+#: faster alone (128 x 768 x 3072: 4.69 -> 4.37 ms) and bert 0.96-0.98x at 1 thread, even at 2
+#: (bench/ab_constant.py; 64: 1.03x)
+KC = 128
 #: the same for the implicit GEMM (``igemm``), whose B rows are runs of an input grid, each in
 #: another page: a block of 256 rows touched 256 pages per column tile, past the first-level
 #: TLB; with 64 the layers ran 0.83-0.97x the time (1 thread, us, 256 / 64: 96 x 576 x 3136
@@ -118,11 +120,12 @@ class PackedFloatWeights:
     view) packed for the kernel: N zero-padded to a multiple of 16, column tile ``[j, j + w)``
     stored at floats ``[j K, (j + w) K)`` as ``(K, w)``."""
 
-    __slots__ = ("_n_pad", "_packed", "_packed_at", "k", "n", "nthreads")
+    __slots__ = ("_kc", "_n_pad", "_packed", "_packed_at", "k", "n", "nthreads")
 
     def __init__(self, b: np.ndarray, nthreads: int) -> None:
         k, n = b.shape
         self.k, self.n, self.nthreads = k, n, max(1, nthreads)
+        self._kc = KC  # settled with the packing (a layer's products all block K alike)
         self._n_pad = _round_up(n, LANES)
         packed = np.empty(k * self._n_pad, dtype=_F32)
         for first in range(0, self._n_pad, TILE_COLS):
@@ -171,7 +174,7 @@ class PackedFloatWeights:
                 and out.flags.c_contiguous):
             out = np.empty((m, self._n_pad), dtype=_F32)  # the kernel's first K block stores: no zeroing
         lda = a.strides[0] // 4
-        head = (a.ctypes.data, self._packed_at, out.ctypes.data, lda, self._n_pad, m, self.k, self._n_pad, KC)
+        head = (a.ctypes.data, self._packed_at, out.ctypes.data, lda, self._n_pad, m, self.k, self._n_pad, self._kc)
         tiles = -(-self._n_pad // TILE_COLS)
         count = max(1, min(self.nthreads, tiles, m * self.k * self._n_pad // MACS_PER_THREAD))
         fn, n_pad = _kernel(), self._n_pad
