@@ -24,7 +24,7 @@ from numba import njit, prange, uint64
 
 from . import direct, kernels_conv, kernels_depthwise_channels, threads
 from .activations import ACT_HARD_SWISH, activate, activate_wide
-from .kernels_conv import call_accepts
+from .kernels_conv import LANES, call_accepts
 from .scratch import scratch
 from .threads import GRAIN, serial_twin, use
 
@@ -218,12 +218,15 @@ def _plane(x, w, bias, z, y, xp, acc, offs, p, c, h, wd, oh, ow, kh, kw, s, pt, 
         hq, wp = oh + (kh - 1) // 2, ow + (kw - 1) // 2
         _place_s2(x, xp, p * h * wd, h, wd, hq, wp, pt, pl)
     span = (oh - 1) * wp + ow
+    # the one-pass kernels run whole vectors (a scalar remainder of up to 15 elements was a
+    # third of an 8x8 plane's time): their span is rounded up to LANES
+    vectors = -(-span // LANES) * LANES
     if kh == 3 and kw == 3:
-        _taps3x3(xp, acc, w, uint64(wb), offs, -(-span // LANES) * LANES, bias[ch])
+        _taps3x3(xp, acc, w, uint64(wb), offs, vectors, bias[ch])
     elif kh == 5 and kw == 5:
-        _taps5x5(xp, acc, w, uint64(wb), offs, -(-span // LANES) * LANES, bias[ch])
+        _taps5x5(xp, acc, w, uint64(wb), offs, vectors, bias[ch])
     elif kh == 7 and kw == 7:
-        _taps7x7(xp, acc, w, uint64(wb), offs, -(-span // LANES) * LANES, bias[ch])
+        _taps7x7(xp, acc, w, uint64(wb), offs, vectors, bias[ch])
     elif s == 1:
         for ki in range(kh):
             _kernel_row(xp, acc, w, wb + ki * kw, ki * wp, ki * wp + 1, 2, span, kw, ki == 0, bias[ch])
@@ -326,10 +329,6 @@ def depthwise_parallel(x, w, bias, z, y, dims, planes, shares, act, alpha, beta)
 
 depthwise_serial = serial_twin(depthwise_parallel)
 
-
-#: float32 lanes of a vector: the one-pass kernels (:func:`_taps3x3`) run whole vectors, their span
-#: rounded up (a scalar remainder of up to 15 elements was a third of an 8x8 plane's time)
-LANES = 16
 #: multiply-adds from which a grid-kind layer's planes split over the native pool's threads
 #: (``threads.native``; a hand-off costs a few us there, ~2^17 multiply-adds of this kernel)
 NATIVE_MACS_PER_SHARE = 1 << 17
