@@ -6,6 +6,7 @@ They live in the core (not the SDK) so a provider package needs only ``epoxy-cor
 it runs; ``epoxy-sdk`` re-exports them next to the development-time conformance kit.
 """
 
+from .aligned import CACHE_LINE, aligned_empty, aligned_zeros, is_aligned
 from .blob_frame import BlobFrame, BlobFrameError
 from .fingerprint import group_fingerprint
 from .groups import boundary, convex_groups, dependencies
@@ -15,6 +16,6 @@ from .options import Kind, Option, OptionTable
 from .registry import KernelRegistry, OpSupport, Unsupported
 from .user_dirs import user_cache_dir
 
-__all__ = ["BlobFrame", "BlobFrameError", "HostAllocator", "Kind", "KernelProvider", "KernelRegistry", "OpSupport",
-           "Option", "OptionTable", "Unsupported", "boundary", "convex_groups", "dependencies", "group_fingerprint",
-           "user_cache_dir"]
+__all__ = ["CACHE_LINE", "BlobFrame", "BlobFrameError", "HostAllocator", "Kind", "KernelProvider", "KernelRegistry",
+           "OpSupport", "Option", "OptionTable", "Unsupported", "aligned_empty", "aligned_zeros", "boundary",
+           "convex_groups", "dependencies", "group_fingerprint", "is_aligned", "user_cache_dir"]

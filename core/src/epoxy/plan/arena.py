@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..kit.aligned import aligned_empty
 from .planner import DevicePlan
 
 
@@ -62,7 +63,7 @@ class ArenaPool:
         buffers: list[np.ndarray | None] = []
         for size in self.layout.buffer_sizes:
             try:
-                buffers.append(np.empty(max(1, size), dtype=np.uint8))
+                buffers.append(aligned_empty(max(1, size), np.uint8))  # views start on cache lines
             except (MemoryError, ValueError):  # more than the process can get: those kernels allocate
                 buffers.append(None)
         views: list[np.ndarray | None] = [None] * self.n_slots

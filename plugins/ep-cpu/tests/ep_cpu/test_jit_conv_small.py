@@ -13,6 +13,8 @@ import pytest
 from _hostile import In, one_node, run_onnxruntime, run_reference
 from _jit_cases import case_ids, close, conv_data, conv_float64, run_cpu
 
+from epoxy.kit import is_aligned
+
 pytest.importorskip("numba")
 
 from epoxy_ep_cpu.jit import kernels_conv_small, position_gemm_ir  # noqa: E402
@@ -45,8 +47,14 @@ CASES = [
 def _count(monkeypatch) -> list[tuple[int, ...]]:
     seen: list[tuple[int, ...]] = []
     real = kernels_conv_small.SmallConvCall.__call__
-    monkeypatch.setattr(kernels_conv_small.SmallConvCall, "__call__",
-                        lambda self, x, z: seen.append(x.shape) or real(self, x, z))
+
+    def counted(self, x, z):
+        # the packed weights' rows start on cache lines (the kernel loads them whole)
+        assert is_aligned(self._floats[kernels_conv_small._weights_at.py_func(self.out_shape[1]):])
+        seen.append(x.shape)
+        return real(self, x, z)
+
+    monkeypatch.setattr(kernels_conv_small.SmallConvCall, "__call__", counted)
     return seen
 
 

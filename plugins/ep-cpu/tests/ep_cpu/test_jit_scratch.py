@@ -11,6 +11,7 @@ import pytest
 
 pytest.importorskip("numba")
 
+from epoxy.kit import is_aligned  # noqa: E402
 from epoxy_ep_cpu.jit import scratch as scratch_module  # noqa: E402
 from epoxy_ep_cpu.jit.scratch import scratch  # noqa: E402
 
@@ -21,6 +22,7 @@ def test_a_slot_reuses_its_buffer_and_grows():
     a = scratch("test.a", 1000, F32)
     b = scratch("test.a", 10, F32)
     assert a.shape == (1000,) and b.shape == (10,) and b.dtype == F32 and np.shares_memory(a, b)
+    assert is_aligned(a) and is_aligned(scratch("test.b", 3, np.dtype(np.int8)))  # on cache lines
     grown = scratch("test.a", 5000, F32)
     assert grown.shape == (5000,) and np.shares_memory(grown, scratch("test.a", 4000, F32))
     assert not np.shares_memory(grown, scratch("test.other", 4000, F32))  # slots are apart
@@ -38,6 +40,7 @@ def test_threads_get_their_own_buffers():
 def test_larger_requests_than_the_cap_are_not_kept(monkeypatch):
     monkeypatch.setattr(scratch_module, "MAX_RETAINED_BYTES", 4096)
     big = scratch("test.big", 2048, F32)  # 8 KiB: fresh, not kept
+    assert is_aligned(big)
     assert not np.shares_memory(big, scratch("test.big", 2048, F32))
     assert not np.shares_memory(big, scratch("test.big", 16, F32))
 

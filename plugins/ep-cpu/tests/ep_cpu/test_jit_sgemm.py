@@ -16,6 +16,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import epoxy
+from epoxy.kit import is_aligned
 
 pytest.importorskip("numba")
 ort = pytest.importorskip("onnxruntime")
@@ -51,7 +52,7 @@ def test_kernel_takes_every_edge_tile_and_k_block(monkeypatch, m: int, k: int, n
     for threads, per_thread in ((1, 1 << 40), (2, 1)):
         monkeypatch.setattr(sgemm, "MACS_PER_THREAD", per_thread)
         packed = sgemm.PackedFloatWeights(b, threads)
-        assert packed.takes(a)
+        assert packed.takes(a) and is_aligned(packed._packed)  # every column tile's rows on cache lines
         got = packed.matmul(a)
         assert got.flags.c_contiguous
         _check(got, a, b)

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 import numpy as np
 from numba import njit, uint64
 
+from epoxy.kit.aligned import aligned_zeros
+
 from . import config, direct, kernels_sgemm, llvm_module, position_gemm_ir
 from .activations import ACT_HARD_SIGMOID, ACT_HARD_SWISH, activate_wide
 from .kernels_conv import LANES as SLACK
@@ -131,6 +133,13 @@ def _pad_planes_unit_stride(x, xp, pdims, first, last):  # pragma: no cover - co
 _PDIMS_AT, _ROWOFF_AT = 15, 23
 
 
+@njit(cache=True, inline="always")
+def _weights_at(m):  # pragma: no cover - compiled (and called from Python)
+    """Where the packed weights start in a layer's ``floats``: past alpha, beta and the ``m``
+    biases, rounded up to whole cache lines (16 floats)."""
+    return (2 + m + 15) // 16 * 16
+
+
 @njit(cache=True, nogil=True, boundscheck=False)
 def small_conv(x, y, z, ints, floats, first, last):  # pragma: no cover - compiled
     """Images [first, last) of the layer: padded into a grid (unless ``dims[12]`` says the
@@ -142,7 +151,7 @@ def small_conv(x, y, z, ints, floats, first, last):  # pragma: no cover - compil
     dims, pdims, rowoff = ints[:_PDIMS_AT], ints[_PDIMS_AT:_ROWOFF_AT], ints[_ROWOFF_AT:]
     address, c, k, positions, xstep, ostep = dims[0], dims[1], dims[2], dims[3], dims[4], dims[5]
     m, cols, wq, oh, ow, act, blocks = dims[6], dims[7], dims[8], dims[9], dims[10], dims[11], dims[14]
-    alpha, beta, bias, w = floats[0], floats[1], floats[2:2 + m], floats[2 + m:]
+    alpha, beta, bias, w = floats[0], floats[1], floats[2:2 + m], floats[_weights_at(m):]
     x = x.reshape(-1)
     z = z.reshape(-1)
     y = y.reshape(-1)
@@ -208,8 +217,11 @@ class SmallConvCall(PreparedConvCall):
         layer = np.array((product_address(lanes, tile), c, k, positions, c * plane, blocks * lanes * cols, m, cols,
                           wq, oh, ow, act, int(own_grid), 0 if own_grid else xp_size, blocks), dtype=np.int64)
         self._ints = np.concatenate((layer, pdims, rowoff)).astype(np.int64)
-        self._floats = np.concatenate((np.array((alpha, beta), dtype=_F32), np.asarray(bias, dtype=_F32),
-                                       packed)).astype(_F32)
+        at = _weights_at.py_func(m)  # the packed rows on cache lines (the kernel loads them whole)
+        self._floats = aligned_zeros(at + packed.size, _F32)
+        self._floats[:2] = alpha, beta
+        self._floats[2:2 + m] = bias
+        self._floats[at:] = packed
         self.shape, self.dtype, self._n = shape, dtype, n
         self.out_shape = (n, m, oh, ow)
         # whether the store applies an activation the other kernels leave to a pass after them

@@ -43,6 +43,8 @@ from typing import Any
 
 import numpy as np
 
+from epoxy.kit.aligned import aligned_empty, output_empty
+
 from . import config, llvm_module
 from .int8_gemm_ir import EPILOGUES, K_GROUP, LANES, TILE_COLS, TILE_ROWS, module_ir
 from .threads import worker_pool
@@ -229,7 +231,7 @@ class PackedInt8Weights:
         if taken is None:
             return None
         rows, za = taken
-        y = np.empty((rows.shape[0], self._n_pad), dtype=terms.dtype)
+        y = output_empty((rows.shape[0], self._n_pad), terms.dtype)
         column = self._column_term(128 if a.dtype == _I8 else 0, za)
         self._run(terms.epilogue, rows, y, (column.ctypes.data, *terms.addresses), terms.scalars)
         return y if self._n_pad == self.n else y[:, :self.n]
@@ -248,7 +250,7 @@ class PackedInt8Weights:
     def _kernel_product(self, rows: np.ndarray, trim: bool = True) -> np.ndarray:
         """``V = (rows + oa) @ packed`` (int32, M x N, C-contiguous; M x Np, the columns past N
         not sums, when not ``trim``)."""
-        c = np.empty((rows.shape[0], self._n_pad), dtype=_I32)
+        c = output_empty((rows.shape[0], self._n_pad), _I32)
         self._run("int32", rows, c, (), ())
         if trim and self._n_pad != self.n:
             return np.ascontiguousarray(c[:, :self.n])
@@ -338,7 +340,9 @@ class GroupedInt8Weights:
         first = self._parts[0]
         self.groups, self.k, self.n, self.nthreads = len(bs), first.k, first.n, first.nthreads
         self.k_pad, self.n_pad, self._panel = first._k_pad, first._n_pad, first._panel
-        self._packed = np.concatenate([part._packed for part in self._parts])
+        # each part is a whole number of cache lines (Kp a multiple of 4, Np of 16)
+        self._packed = np.concatenate([part._packed for part in self._parts],
+                                      out=aligned_empty(sum(part._packed.size for part in self._parts), _I8))
         self._packed_at = self._packed.ctypes.data
         self._columns: dict[tuple[int, int], np.ndarray] = {}
 
@@ -387,7 +391,7 @@ class GroupedInt8Weights:
             else:
                 rows[:, :, :k] = a
         width = g * self.n + self.n_pad - self.n
-        y = np.empty((m, width), dtype=terms.dtype)
+        y = output_empty((m, width), terms.dtype)
         column = self._column_term(oa, za)
         head = (rows.ctypes.data, self._packed_at, y.ctypes.data, rows.strides[1], width, self.k_pad // K_GROUP,
                 self.n_pad, self._panel)
@@ -445,7 +449,7 @@ def _packed_tiles(b: np.ndarray, offset: int) -> np.ndarray:
         np.bitwise_xor(b, np.uint8(0x80), out=signed[:k, :n].view(_U8))  # b - 128 as int8
     else:
         signed[:k, :n] = b
-    packed = np.empty(k_pad * n_pad, dtype=_I8)
+    packed = aligned_empty(k_pad * n_pad, _I8)  # B's register loads on cache lines
     for first in range(0, n_pad, TILE_COLS):
         width = min(TILE_COLS, n_pad - first)
         tile = signed[:, first:first + width].reshape(k_pad // K_GROUP, K_GROUP, width).transpose(0, 2, 1)

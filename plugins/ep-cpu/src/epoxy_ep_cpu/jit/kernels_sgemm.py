@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from epoxy.kit.aligned import aligned_empty, output_empty
+
 from . import blas_spin, config, llvm_module, native_pool, native_shares, threads
 from .sgemm_ir import LANES, TILE_COLS, module_ir
 from .threads import run_shares
@@ -127,7 +129,7 @@ class PackedFloatWeights:
         self.k, self.n, self.nthreads = k, n, max(1, nthreads)
         self._kc = KC  # settled with the packing (a layer's products all block K alike)
         self._n_pad = _round_up(n, LANES)
-        packed = np.empty(k * self._n_pad, dtype=_F32)
+        packed = aligned_empty(k * self._n_pad, _F32)  # B's register loads on cache lines
         for first in range(0, self._n_pad, TILE_COLS):
             width = min(TILE_COLS, self._n_pad - first)
             tile = packed[first * k:(first + width) * k].reshape(k, width)
@@ -156,7 +158,7 @@ class PackedFloatWeights:
         if m <= CHUNK_ROWS:
             return self.matmul(a, out) if m else np.zeros((0, self.n), dtype=_F32)
         if out is None or not (out.dtype == _F32 and out.shape == (m, self.n) and out.flags.c_contiguous):
-            out = np.empty((m, self.n), dtype=_F32)
+            out = output_empty((m, self.n), _F32)
         for first in range(0, m, CHUNK_ROWS):
             last = min(m, first + CHUNK_ROWS)
             part = self.matmul(a[first:last], out[first:last] if self._n_pad == self.n else None)
@@ -172,7 +174,7 @@ class PackedFloatWeights:
         m = a.shape[0]
         if not (out is not None and self._n_pad == self.n and out.dtype == _F32 and out.shape == (m, self.n)
                 and out.flags.c_contiguous):
-            out = np.empty((m, self._n_pad), dtype=_F32)  # the kernel's first K block stores: no zeroing
+            out = output_empty((m, self._n_pad), _F32)  # the kernel's first K block stores: no zeroing
         lda = a.strides[0] // 4
         head = (a.ctypes.data, self._packed_at, out.ctypes.data, lda, self._n_pad, m, self.k, self._n_pad, self._kc)
         tiles = -(-self._n_pad // TILE_COLS)

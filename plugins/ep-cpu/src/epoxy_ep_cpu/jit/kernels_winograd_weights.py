@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from epoxy.kit.aligned import aligned_empty
+
 from ..ops._winograd_f43 import _G as _G43
 
 #: F(2x2, 3x3)'s G (Lavin & Gray, points 0, +-1, infinity), as ``ops/conv.winograd_weights`` applies it
@@ -70,7 +72,7 @@ def transformed(w: np.ndarray, g: np.ndarray) -> np.ndarray:
     for the ``(T, 3)`` float64 matrix ``g``."""
     m, c = int(w.shape[0]), int(w.shape[1])
     size = int(g.shape[0])
-    out = np.empty((size * size, m * c), dtype=np.float32)
+    out = aligned_empty((size * size, m * c), np.float32)
     _transform(np.ascontiguousarray(w.reshape(m * c, 9).T, dtype=np.float32), g, out, _BLOCK)
     return out.reshape(size * size, m, c)
 

@@ -19,6 +19,8 @@ import threading
 
 import numpy as np
 
+from epoxy.kit.aligned import aligned_empty
+
 #: the largest buffer a slot keeps between calls (larger temporaries are allocated per call)
 MAX_RETAINED_BYTES = 64 << 20
 
@@ -30,11 +32,11 @@ def scratch(slot: str, size: int, dtype: np.dtype) -> np.ndarray:
     thread's buffer for ``slot``."""
     nbytes = size * dtype.itemsize
     if nbytes > MAX_RETAINED_BYTES:
-        return np.empty(size, dtype=dtype)
+        return aligned_empty(size, dtype)
     buffers: dict[str, np.ndarray] | None = getattr(_local, "buffers", None)
     if buffers is None:
         buffers = _local.buffers = {}
     held = buffers.get(slot)
     if held is None or held.nbytes < nbytes:
-        held = buffers[slot] = np.empty(nbytes, dtype=np.uint8)
+        held = buffers[slot] = aligned_empty(nbytes, np.uint8)  # vector rows on cache lines
     return held[:nbytes].view(dtype)
