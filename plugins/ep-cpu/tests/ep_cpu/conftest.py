@@ -19,13 +19,15 @@ def _random_data_independent_of_test_order() -> None:
 @pytest.fixture
 def no_small_conv(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests of the other convolution paths (direct kernel, grid and implicit GEMMs, Winograd):
-    the small layers ``jit/kernels_conv_small`` would take stay on them (its own tests:
-    test_jit_conv_small.py). Without numba there is nothing to turn off."""
+    the layers ``jit/kernels_conv_small`` and ``jit/kernels_conv_rows`` would take stay on them
+    (their own tests: test_jit_conv_small.py, test_jit_conv_rows.py). Without numba there is
+    nothing to turn off."""
     try:
-        from epoxy_ep_cpu.jit import kernels_conv_small
+        from epoxy_ep_cpu.jit import kernels_conv_rows, kernels_conv_small
     except ImportError:
         return
     monkeypatch.setattr(kernels_conv_small, "gains", lambda *args, **kwargs: False)
+    monkeypatch.setattr(kernels_conv_rows, "gains", lambda *args, **kwargs: False)
 
 
 @pytest.fixture(params=["native", "executor"])

@@ -72,7 +72,8 @@ def support() -> str | None:
 
 _MODULE = llvm_module.LazyModule(
     "the float32 few-rows GEMM", _REQUIRED_FEATURES, module_ir,
-    {"sgemm": [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 8, "igemm": [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 9},
+    {"sgemm": [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 8, "igemm": [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 9,
+     "cgemm": [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 7},
     config.compiled_code_dir)
 
 
@@ -84,6 +85,11 @@ def _kernel() -> Any:
 def implicit_kernel() -> Any:
     """The compiled ``igemm`` (``sgemm_ir._implicit_driver_ir``) as a ctypes function."""
     return _MODULE.function("igemm")
+
+
+def gathered_address() -> int:
+    """The compiled ``cgemm``'s address, for compiled callers (native_shares.call_address12)."""
+    return _MODULE.address("cgemm")
 
 
 def implicit_address() -> int:

@@ -79,6 +79,13 @@ def call_address13(typingctx: Any, fn: Any, a1: Any, a2: Any, a3: Any, a4: Any, 
 
 
 @intrinsic
+def call_address12(typingctx: Any, fn: Any, a1: Any, a2: Any, a3: Any, a4: Any, a5: Any, a6: Any, a7: Any, a8: Any,
+                   a9: Any, a10: Any, a11: Any, a12: Any) -> Any:
+    """``fn(a1, ..., a12)``: ``cgemm`` (``kernels_conv_rows``), see :func:`_call_by_address`."""
+    return _call_by_address((fn, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12))
+
+
+@intrinsic
 def call_address11(typingctx: Any, fn: Any, a1: Any, a2: Any, a3: Any, a4: Any, a5: Any, a6: Any, a7: Any, a8: Any,
                    a9: Any, a10: Any, a11: Any) -> Any:
     """``fn(a1, ..., a11)``: ``sgemm`` (``kernels_sgemm``), see :func:`_call_by_address`."""

@@ -32,20 +32,34 @@ def _splat(name: str, scalar: str) -> list[str]:
             f"  %{name} = shufflevector {_FLOATS} %{name}.one, {_FLOATS} undef, <16 x i32> zeroinitializer"]
 
 
-def _tile_ir(rows: int, vectors: int, indirect: bool = False) -> list[str]:
+def _tile_ir(rows: int, vectors: int, indirect: bool = False, gathered: bool = False) -> list[str]:
     """``sgemm_tile_R_V``: ``out[R, 16V] += A[R, kc] @ B[kc, 16V]`` (B rows 16V floats apart), or
     ``=`` when ``fresh`` (the first K block: ``out`` need not be zeroed beforehand).
     ``indirect``: ``igemm_tile_R_V``, whose B row ``k`` starts ``rowoff[k]`` floats past ``B``
-    (an implicit im2col: rows are runs of an input grid, not a packed copy)."""
+    (an implicit im2col: rows are runs of an input grid, not a packed copy).
+    ``gathered``: ``cgemm_tile_R_V``, whose A row ``r`` is read from an input grid ``X``, element
+    ``k`` at ``X[gpos[r] + rowoff[k]]`` (a convolution's output position ``r`` over its input
+    channels and taps: an im2col row never packed), B packed as in ``sgemm``."""
     r_range, v_range = range(rows), range(vectors)
     width = LANES * vectors
-    name, b_args = ("igemm", "i64* noalias nocapture readonly %rowoff, ") if indirect else ("sgemm", "")
-    out = [f"define internal void @{name}_tile_{rows}_{vectors}(float* noalias nocapture readonly %A, {b_args}"
+    if gathered:
+        name, a_args = "cgemm", ("float* noalias nocapture readonly %X, i64* noalias nocapture readonly %gpos, "
+                                 "i64* noalias nocapture readonly %rowoff, ")
+        b_args = ""
+    else:
+        name, b_args = ("igemm", "i64* noalias nocapture readonly %rowoff, ") if indirect else ("sgemm", "")
+        a_args = "float* noalias nocapture readonly %A, "
+    out = [f"define internal void @{name}_tile_{rows}_{vectors}({a_args}{b_args}"
            "float* noalias nocapture readonly %B, float* noalias nocapture %out, i64 %kc, i64 %lda, "
            "i64 %ldo, i1 %fresh) alwaysinline {", "entry:"]
     for r in r_range:
-        out += [f"  %a.off{r} = mul i64 {r}, %lda", f"  %a.row{r} = getelementptr float, float* %A, i64 %a.off{r}",
-                f"  %o.off{r} = mul i64 {r}, %ldo"]
+        if gathered:  # row r's first element: the grid at its position's offset
+            out += [f"  %g.p{r} = getelementptr i64, i64* %gpos, i64 {r}", f"  %g{r} = load i64, i64* %g.p{r}, align 8",
+                    f"  %a.row{r} = getelementptr float, float* %X, i64 %g{r}"]
+        else:
+            out += [f"  %a.off{r} = mul i64 {r}, %lda",
+                    f"  %a.row{r} = getelementptr float, float* %A, i64 %a.off{r}"]
+        out.append(f"  %o.off{r} = mul i64 {r}, %ldo")
         for v in v_range:
             t = f"{r}.{v}"
             out += [f"  %o.at{t} = add i64 %o.off{r}, {LANES * v}",
@@ -60,13 +74,15 @@ def _tile_ir(rows: int, vectors: int, indirect: bool = False) -> list[str]:
         out += ["  %ro.p = getelementptr i64, i64* %rowoff, i64 %k", "  %b.step = load i64, i64* %ro.p, align 8"]
     else:
         out.append(f"  %b.step = mul i64 %k, {width}")
+    if gathered:
+        out += ["  %ro.p = getelementptr i64, i64* %rowoff, i64 %k", "  %a.step = load i64, i64* %ro.p, align 8"]
     for v in v_range:
         out += [f"  %b.at{v} = add i64 %b.step, {LANES * v}",
                 f"  %b.p{v} = getelementptr float, float* %B, i64 %b.at{v}",
                 f"  %b.q{v} = bitcast float* %b.p{v} to {_FLOATS}*",
                 f"  %b{v} = load {_FLOATS}, {_FLOATS}* %b.q{v}, align 4"]
     for r in r_range:
-        out += [f"  %a.p{r} = getelementptr float, float* %a.row{r}, i64 %k",
+        out += [f"  %a.p{r} = getelementptr float, float* %a.row{r}, i64 {'%a.step' if gathered else '%k'}",
                 f"  %a.s{r} = load float, float* %a.p{r}, align 4"]
         out += _splat(f"a{r}", f"%a.s{r}")
     out += [f"  %sum{r}.{v} = call {_FLOATS} @llvm.fma.v16f32({_FLOATS} %a{r}, {_FLOATS} %b{v}, {_FLOATS} %acc{r}.{v})"
@@ -77,16 +93,20 @@ def _tile_ir(rows: int, vectors: int, indirect: bool = False) -> list[str]:
     return out + ["  ret void", "}"]
 
 
-def _row_tiles(kind: str, entry: str, out_base: str, b_args: str) -> list[str]:
+def _row_tiles(kind: str, entry: str, out_base: str, b_args: str, gathered: bool = False) -> list[str]:
     """A driver's loop over the row tiles of one column tile and K block (from block
     ``%entry``): each calls the ``{kind}_tile_R_V`` its rows and the column tile's vectors
-    need, on ``A``'s rows from ``%kb`` and ``out_base``'s from column ``%j``; ends at
+    need, on ``A``'s rows from ``%kb`` (``gathered``: the position table from row ``%i`` and
+    the K block's offsets ``%ro.blk``) and ``out_base``'s from column ``%j``; ends at
     ``%rows.done``."""
+    if gathered:
+        a_lines, a_arg = ["  %g.blk = getelementptr i64, i64* %gpos, i64 %i"], "float* %X, i64* %g.blk, i64* %ro.blk"
+    else:
+        a_lines, a_arg = ["  %a.row = mul i64 %i, %lda", "  %a.off = add i64 %a.row, %kb",
+                          "  %a.blk = getelementptr float, float* %A, i64 %a.off"], "float* %a.blk"
     out = ["rows:", f"  %i = phi i64 [0, %{entry}], [%i.next, %tile.done]",
            "  %rows.left = sub i64 %m, %i", f"  %rows.many = icmp ugt i64 %rows.left, {TILE_ROWS}",
-           f"  %tile.rows = select i1 %rows.many, i64 {TILE_ROWS}, i64 %rows.left",
-           "  %a.row = mul i64 %i, %lda", "  %a.off = add i64 %a.row, %kb",
-           "  %a.blk = getelementptr float, float* %A, i64 %a.off",
+           f"  %tile.rows = select i1 %rows.many, i64 {TILE_ROWS}, i64 %rows.left", *a_lines,
            "  %o.row = mul i64 %i, %ldo", "  %o.off = add i64 %o.row, %j",
            f"  %o.blk = getelementptr float, float* {out_base}, i64 %o.off",
            "  %rows.index = sub i64 %tile.rows, 1", f"  %rows.base = mul i64 %rows.index, {VECTORS}",
@@ -96,7 +116,7 @@ def _row_tiles(kind: str, entry: str, out_base: str, b_args: str) -> list[str]:
     out += [f"    i64 {(r - 1) * VECTORS + v - 1}, label %tile{r}.{v}" for r, v in sizes] + ["  ]"]
     for r, v in sizes:
         out += [f"tile{r}.{v}:",
-                f"  call void @{kind}_tile_{r}_{v}(float* %a.blk, {b_args}, float* %o.blk, i64 %k.cur, i64 %lda, "
+                f"  call void @{kind}_tile_{r}_{v}({a_arg}, {b_args}, float* %o.blk, i64 %k.cur, i64 %lda, "
                 "i64 %ldo, i1 %fresh)",
                 "  br label %tile.done"]
     return out + ["tile.done:", "  %i.next = add i64 %i, %tile.rows", "  %i.end = icmp uge i64 %i.next, %m",
@@ -126,6 +146,36 @@ def _driver_ir() -> list[str]:
            "  %b.off = add i64 %b.tile, %b.rows", "  %b.blk = getelementptr float, float* %B, i64 %b.off",
            "  br label %rows"]
     out += _row_tiles("sgemm", "cols", "%out", "float* %b.blk")
+    return out + ["rows.done:", "  %j.next = add i64 %j, %tile.cols", "  %j.end = icmp uge i64 %j.next, %j1",
+                  "  br i1 %j.end, label %cols.done, label %cols",
+                  "cols.done:", "  %kb.next = add i64 %kb, %k.cur", "  %kb.end = icmp uge i64 %kb.next, %k",
+                  "  br i1 %kb.end, label %exit, label %blocks",
+                  "exit:", "  ret void", "}"]
+
+
+def _gathered_driver_ir() -> list[str]:
+    """``cgemm(X, gpos, rowoff, B, out, ldo, m, k, np, kc, j0, j1)``: ``out[:m, j0:j1] = A[:m,
+    :k] @ B[:k, j0:j1]`` where ``A[i, kk] = X[gpos[i] + rowoff[kk]]`` (a convolution: row ``i``
+    an output position, ``kk`` an input channel and tap; ``out`` position-major) and B packed
+    as in ``sgemm``; K blocks, column tiles and row tiles as there."""
+    out = ["define void @cgemm(float* noalias nocapture readonly %X, i64* noalias nocapture readonly %gpos, "
+           "i64* noalias nocapture readonly %rowoff, float* noalias nocapture readonly %B, "
+           "float* noalias nocapture %out, i64 %ldo, i64 %m, i64 %k, i64 %np, i64 %kc, i64 %j0, i64 %j1) {",
+           "entry:", "  %lda = add i64 0, 0", "  %no.rows = icmp eq i64 %m, 0", "  %no.k = icmp eq i64 %k, 0",
+           "  %no.cols = icmp uge i64 %j0, %j1", "  %none.1 = or i1 %no.rows, %no.k",
+           "  %none = or i1 %none.1, %no.cols", "  br i1 %none, label %exit, label %blocks",
+           "blocks:", "  %kb = phi i64 [0, %entry], [%kb.next, %cols.done]",
+           "  %k.left = sub i64 %k, %kb", "  %k.many = icmp ugt i64 %k.left, %kc",
+           "  %k.cur = select i1 %k.many, i64 %kc, i64 %k.left", "  %fresh = icmp eq i64 %kb, 0",
+           "  %ro.blk = getelementptr i64, i64* %rowoff, i64 %kb", "  br label %cols",
+           "cols:", "  %j = phi i64 [%j0, %blocks], [%j.next, %rows.done]",
+           "  %cols.left = sub i64 %np, %j", f"  %cols.many = icmp ugt i64 %cols.left, {TILE_COLS}",
+           f"  %tile.cols = select i1 %cols.many, i64 {TILE_COLS}, i64 %cols.left",
+           f"  %tile.vectors = udiv i64 %tile.cols, {LANES}",
+           "  %b.tile = mul i64 %j, %k", "  %b.rows = mul i64 %kb, %tile.cols",
+           "  %b.off = add i64 %b.tile, %b.rows", "  %b.blk = getelementptr float, float* %B, i64 %b.off",
+           "  br label %rows"]
+    out += _row_tiles("cgemm", "cols", "%out", "float* %b.blk", gathered=True)
     return out + ["rows.done:", "  %j.next = add i64 %j, %tile.cols", "  %j.end = icmp uge i64 %j.next, %j1",
                   "  br i1 %j.end, label %cols.done, label %cols",
                   "cols.done:", "  %kb.next = add i64 %kb, %k.cur", "  %kb.end = icmp uge i64 %kb.next, %k",
@@ -173,8 +223,8 @@ def module_ir() -> str:
     """Every tile size of both GEMMs and their drivers ``sgemm`` and ``igemm``, in typed-pointer
     syntax (what every llvmlite numba supports reads)."""
     out = [f"declare {_FLOATS} @llvm.fma.v16f32({_FLOATS}, {_FLOATS}, {_FLOATS})"]
-    for indirect in (False, True):
+    for indirect, gathered in ((False, False), (True, False), (False, True)):
         for rows in range(1, TILE_ROWS + 1):
             for vectors in range(1, VECTORS + 1):
-                out += _tile_ir(rows, vectors, indirect)
-    return "\n".join(out + _driver_ir() + _implicit_driver_ir())
+                out += _tile_ir(rows, vectors, indirect, gathered)
+    return "\n".join(out + _driver_ir() + _implicit_driver_ir() + _gathered_driver_ir())

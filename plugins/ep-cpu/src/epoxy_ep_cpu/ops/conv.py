@@ -865,7 +865,7 @@ def _conv_2d_kernel(node: NodeSpec, epi: Epilogue | None, geo: _Geometry, group:
     compiled = jit.kernels("conv")
     fast = (_Jit(compiled, jit.thread_count(), jit.kernels("pointwise"), jit.kernels("conv_gemm"), winograd,
                  jit.kernels("winograd"), jit.kernels("depthwise"), jit.kernels("conv_implicit"),
-                 jit.kernels("conv_small"))
+                 jit.kernels("conv_small"), jit.kernels("conv_rows"))
             if compiled is not None else None)
     prepacked = None
     has_b = len(node.inputs) > 2 and bool(node.inputs[2])
@@ -1138,15 +1138,16 @@ class _Jit:
     ``jit/kernels_conv_implicit.py``, ``jit/kernels_conv_small.py``) of a provider running the
     jit tier, and the Winograd variants its options allow."""
 
-    __slots__ = ("depthwise", "f23", "f43", "grid", "implicit", "module", "nthreads", "pointwise", "small",
+    __slots__ = ("depthwise", "f23", "f43", "grid", "implicit", "module", "nthreads", "pointwise", "rows", "small",
                  "winograd")
 
     def __init__(self, module: ModuleType, nthreads: int, pointwise: ModuleType | None = None,
                  grid: ModuleType | None = None, winograd: tuple[str, ...] = (),
                  compiled_winograd: ModuleType | None = None, depthwise: ModuleType | None = None,
-                 implicit: ModuleType | None = None, small: ModuleType | None = None) -> None:
+                 implicit: ModuleType | None = None, small: ModuleType | None = None,
+                 rows: ModuleType | None = None) -> None:
         self.module, self.nthreads, self.pointwise, self.grid = module, nthreads, pointwise, grid
-        self.depthwise, self.implicit, self.small = depthwise, implicit, small
+        self.depthwise, self.implicit, self.small, self.rows = depthwise, implicit, small, rows
         self.winograd = winograd
         # kernels_winograd runs both variants (F(2,3) with tile 2), each where the option allows it
         self.f43 = compiled_winograd if "F(4,3)" in winograd else None
@@ -1164,6 +1165,8 @@ class _Jit:
         c, m = shape[1], pk.w.shape[0]
         if self.depthwise is not None and self.depthwise.fits(c, m, group, pk.kernel, strides, dilations, begin, end):
             return "depthwise"
+        if prepared and group == 1 and self._rows_takes(shape, dtype, pk, strides, dilations, begin, end, out_sp):
+            return "rows"
         if (prepared and group == 1 and self._small_takes(shape, dtype, pk, strides, dilations, begin, end, out_sp)
                 and self.route(shape, dtype, pk, group, strides, dilations, begin, end, out_sp,
                                prepared=False) != "winograd"):
@@ -1203,6 +1206,22 @@ class _Jit:
         if f43 and _numpy_path(shape, dtype, pk, strides, dilations, begin, end, out_sp, self.winograd) == "F(4,3)":
             return "winograd"  # the numpy F(4,3)'s layers the grid GEMM does not take
         return "direct" if direct else None
+
+    def _rows_takes(self, shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeights, strides, dilations, begin, end,
+                    out_sp) -> bool:
+        """Whether ``kernels_conv_rows`` takes a group-1 2-D layer (pads >= 0, ``gains``): not the
+        pointwise layers (their own path), nor the stride-1 3x3 layers of maps big enough for
+        the Winograd variants the options allow (``MAX_WINOGRAD_POSITIONS``)."""
+        rows = self.rows
+        if rows is None or len(pk.kernel) != 2 or min(begin) < 0 or min(end) < 0:
+            return False
+        unit = tuple(strides) == (1, 1) and tuple(dilations) == (1, 1)
+        if unit and pk.kernel == (1, 1):
+            return False
+        if (unit and pk.kernel == (3, 3) and self.winograd
+                and int(out_sp[0]) * int(out_sp[1]) > rows.MAX_WINOGRAD_POSITIONS):
+            return False
+        return bool(rows.RowsConvCall.takes(shape, pk.w.shape, dtype, out_sp))
 
     def _small_takes(self, shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeights, strides, dilations, begin, end,
                      out_sp) -> bool:
@@ -1252,6 +1271,9 @@ class _Jit:
                 code, alpha, beta = epi.store  # the store applies it (``activation_done``)
             return self.small.SmallConvCall(shape, dtype, pk.w, bias, strides, dilations, begin, out_sp, code, alpha,
                                             beta, self.nthreads)
+        if route == "rows":
+            return self.rows.RowsConvCall(shape, dtype, pk.w, bias, strides, dilations, begin, out_sp, code, alpha,
+                                          beta, self.nthreads)
         if route == "implicit":
             return self.implicit.ImplicitConvCall(shape, dtype, pk.w, bias, strides, dilations, begin, out_sp, code,
                                                   alpha, beta, self.nthreads)

@@ -1,0 +1,193 @@
+"""Group-1 float32 2-D convolutions with output positions as the GEMM's rows and output
+channels as its columns (``sgemm_ir``'s ``cgemm``): the packed weights are what the register
+tile loads whole, the input grid what it broadcasts.
+
+Why: the implicit GEMM (``kernels_conv_implicit``) puts output channels in the register
+tile's rows and grid positions in its vectors, so its vector loads are runs of the input grid
+at every tap's offset (most of them split over two cache lines), and it computes the grid's
+padding columns and the last vector's unused lanes (a 14x14 map: 224 grid positions rounded
+to 256 columns for 196 outputs). Here a tile is 6 output positions x 64 output channels: per
+step of K (an input channel and tap) four aligned loads of the packed weights' row, one
+broadcast of the input per position, read at ``X[gpos[r] + rowoff[k]]``, and 24 fused
+multiply-adds; only real output positions are computed and any stride or dilation is a
+table. That is onnxruntime's NCHWc kernels' register tile without their channel-blocked
+layout. Measured on the Intel guest (1 thread, product alone): 76-88 G multiply-adds/s on
+resnet50's 3x3 and stride-2 layers, onnxruntime 75-88 (bench/README.md, session 36).
+
+The product lands position-major (``acc[p, channel]``); the store pass transposes it into the
+channel-major output while adding the bias and residual and applying the activation. Threads
+share an image's output positions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numba import njit, uint64
+
+from . import direct, kernels_sgemm, native_shares, threads
+from .activations import activate
+from .kernels_conv import PreparedConvCall, _geometry, _offsets
+from .kernels_conv_implicit import pad_planes
+from .scratch import scratch
+from .sgemm_ir import TILE_COLS, TILE_ROWS
+from .threads import Split
+
+_F32 = np.dtype(np.float32)
+_NO_Z = np.empty(0, dtype=_F32)
+
+#: fewest output channels: a tile's columns are 16-channel vectors
+MIN_CHANNELS = 32
+#: fewest im2col rows (C * kh * kw): with fewer, a tile stores after a few multiply-adds
+MIN_DEPTH = 64
+#: fewest multiply-adds worth the path (smaller layers: the small-layer kernel or the direct one)
+MIN_MACS = 1 << 22
+#: stride-1 3x3 layers with more output positions than this stay on F(4x4, 3x3) where allowed:
+#: 2.25x fewer multiply-adds pay there (128 -> 128 on 28x28: 1.16-1.18 ms against 1.33 here)
+MAX_WINOGRAD_POSITIONS = 14 * 14
+#: on several threads, layers with at least this many output channels per output position (all
+#: images') split their channels over the threads, each reading its part of the weights
+COLUMN_SPLIT_RATIO = 1.0
+#: K rows a block: the tile's accumulators are stored and reloaded once a block
+KC = 128
+#: multiply-adds per thread below which a layer stays on one thread
+MACS_PER_THREAD = 1 << 22
+
+
+def gains(n: int, ck: int, m: int, positions: int) -> bool:
+    """Whether a layer of ``n`` images, ``ck`` im2col rows, ``m`` output channels and
+    ``positions`` output positions an image is this path's (module docstring)."""
+    return (kernels_sgemm.support() is None and m >= MIN_CHANNELS and ck >= MIN_DEPTH
+            and n * positions * ck * m >= MIN_MACS)
+
+
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def _store_rows(acc, ldo, bias, z, y, ch0, ch1, positions, act, alpha, beta, first,
+                last):  # pragma: no cover - compiled
+    """Output positions [first, last) of channels [ch0, ch1) of one image's planes from the
+    position-major product (``acc[p * ldo + channel]``): bias, residual ``z`` (same layout as
+    ``y``; empty for none) and activation, channel-major, 16 positions at a time per channel."""
+    has_z = z.shape[0] > 0
+    for p0 in range(first, last, 16):
+        p1 = min(last, p0 + 16)
+        for ch in range(ch0, ch1):
+            bv = bias[ch]
+            base = uint64(ch * positions)
+            for p in range(p0, p1):
+                v = acc[uint64(p * ldo + ch)] + bv
+                if has_z:
+                    v += z[base + p]
+                y[base + p] = activate(v, act, alpha, beta)
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def positions_share(geo, xp, acc, bias, z, y, alpha, beta, first, last):  # pragma: no cover - compiled
+    """Row tiles [first, last) of every image's output positions (``geo[12]`` 0), or column
+    tiles [first, last) of every position (1): ``cgemm`` into those parts of ``acc`` (image-major,
+    ``positions`` rows an image), then their store. ``geo``: the cgemm's address, the packed
+    weights', the position table's and the row offsets', the accumulator's row length, K, the
+    K block, M, positions, images, the grid's image step, the activation code, the split."""
+    gemm, b_at, gpos_at, ro_at, ldo, depth, kc, m, positions, images, xstep, act = (
+        geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7], geo[8], geo[9], geo[10], geo[11])
+    x_at, acc_at = xp.ctypes.data, acc.ctypes.data
+    plane_out = m * positions
+    if geo[12] == 1:
+        j0 = first * TILE_COLS
+        j1 = min(ldo, last * TILE_COLS)
+        for image in range(images):
+            native_shares.call_address12(gemm, x_at + 4 * image * xstep, gpos_at, ro_at, b_at,
+                                         acc_at + 4 * image * positions * ldo, ldo, positions, depth, ldo, kc, j0, j1)
+            zi = z[image * plane_out:(image + 1) * plane_out] if z.shape[0] > 0 else z
+            _store_rows(acc[image * positions * ldo:], ldo, bias, zi, y[image * plane_out:(image + 1) * plane_out],
+                        j0, min(m, j1), positions, act, alpha, beta, 0, positions)
+        return
+    p0 = first * TILE_ROWS
+    p1 = min(images * positions, last * TILE_ROWS)
+    # rows past an image's end belong to the next image: each image's part on its own
+    while p0 < p1:
+        image = p0 // positions
+        q0 = p0 - image * positions
+        q1 = min(positions, q0 + p1 - p0)
+        native_shares.call_address12(gemm, x_at + 4 * image * xstep, gpos_at + 8 * q0, ro_at, b_at,
+                                     acc_at + 4 * p0 * ldo, ldo, q1 - q0, depth, ldo, kc, 0, ldo)
+        zi = z[image * plane_out:(image + 1) * plane_out] if z.shape[0] > 0 else z
+        _store_rows(acc[image * positions * ldo:], ldo, bias, zi, y[image * plane_out:(image + 1) * plane_out], 0,
+                    m, positions, act, alpha, beta, q0, q1)
+        p0 += q1 - q0
+
+
+class RowsConvCall(PreparedConvCall):
+    """One input shape of a group-1 float32 2-D layer on ``cgemm``, prepared: the padded grid's
+    geometry and row offsets (the implicit GEMM's phase grid), the table of output positions on
+    it, the weights packed as the GEMM's columns, the epilogue and the thread count; the
+    images' positions are one run of row tiles, split over the threads."""
+
+    __slots__ = ("_count", "_fn", "_geo", "_gpos", "_pad", "_pad_split", "_pdims", "_rowoff", "_split", "_units",
+                 "_weights", "bias",
+                 "dtype", "out_shape", "params", "shape", "xp_size")
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
+                 strides: tuple[int, ...], dilations: tuple[int, ...], begin: Sequence[int],
+                 out_sp: Sequence[int], act: int, alpha: float, beta: float, nthreads: int) -> None:
+        n, c = shape[0], shape[1]
+        m, _, kh, kw = w.shape
+        key = (shape, w.shape, tuple(strides), tuple(dilations), tuple(begin), tuple(out_sp), 1)
+        self._pdims, dims, (self.xp_size, _, _) = _geometry(*key)  # type: ignore[arg-type]
+        oh, ow, wq, plane = int(out_sp[0]), int(out_sp[1]), int(dims[3]), int(dims[1])
+        offs = np.asarray(_offsets(dims), dtype=np.int64)
+        self._rowoff = (np.arange(c, dtype=np.int64)[:, None] * plane + offs[None, :]).reshape(-1)
+        # output (oy, ox) sits at grid position oy * wq + ox of the phase grid (as for igemm)
+        self._gpos = (np.arange(oh, dtype=np.int64)[:, None] * wq + np.arange(ow, dtype=np.int64)[None, :]).reshape(-1)
+        self.shape, self.dtype, self.out_shape = shape, dtype, (n, m, oh, ow)
+        depth = c * kh * kw
+        self._weights = kernels_sgemm.PackedFloatWeights(np.asarray(w, dtype=_F32).reshape(m, depth).T, 1)
+        self.bias = np.ascontiguousarray(bias, dtype=_F32)
+        self.params = (_F32.type(alpha), _F32.type(beta))
+        positions = oh * ow
+        weights = self._weights
+        # threads share the output channels where the weights outweigh the positions (each
+        # thread then reads its part of them), else the positions
+        by_columns = nthreads > 1 and m >= COLUMN_SPLIT_RATIO * n * positions
+        self._units = -(-weights._n_pad // TILE_COLS) if by_columns else -(-n * positions // TILE_ROWS)
+        self._geo = np.array((kernels_sgemm.gathered_address(), weights._packed_at, self._gpos.ctypes.data,
+                              self._rowoff.ctypes.data, weights._n_pad, depth, KC, m, positions, n, c * plane, act,
+                              int(by_columns)), dtype=np.int64)
+        self._count = max(1, min(nthreads, self._units, n * m * depth * positions // MACS_PER_THREAD))
+        self._pad: Any = None
+        self._fn: Any = None
+        self._split: Any = None
+        self._pad_split: Any = None
+
+    @staticmethod
+    def takes(shape: tuple[int, ...], w_shape: tuple[int, ...], dtype: np.dtype, out_sp: Sequence[int]) -> bool:
+        """Whether a float32 layer is this path's (:func:`gains`)."""
+        return dtype == _F32 and gains(int(shape[0]), int(shape[1] * w_shape[2] * w_shape[3]), int(w_shape[0]),
+                                       int(out_sp[0]) * int(out_sp[1]))
+
+    def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
+        n, c = self.shape[0], self.shape[1]
+        rows = n * self.out_shape[2] * self.out_shape[3]
+        acc = scratch("rows.acc", rows * self._weights._n_pad, _F32)
+        xp = scratch("rows.padded", self.xp_size, _F32)
+        y = np.empty(self.out_shape, dtype=_F32)
+        flat = x.reshape(-1)
+        args = (self._geo, xp, acc, self.bias, _NO_Z if z is None else z.reshape(-1), y.reshape(-1), *self.params)
+        pad_args = (flat, xp, self._pdims)
+        pad, fn = self._pad, self._fn
+        if pad is None:
+            pad = self._pad = direct.overload(pad_planes, (*pad_args, 0, 1))
+            fn = self._fn = direct.overload(positions_share, (*args, 0, 1))
+            self._split = Split(positions_share, fn, args, self._units, self._count)
+            # the pad splits its planes too (a stride-2 layer's phase split of 128 planes of
+            # 56x56 is ~10 % of the layer)
+            self._pad_split = Split(pad_planes, pad, pad_args, n * c,
+                                    threads.share_count(self._count, x.size, n * c))
+        if self._count > 1:
+            self._pad_split(*pad_args)
+            self._split(*args)
+        else:  # one thread: the kernels called directly
+            pad(*pad_args, 0, n * c)
+            fn(*args, 0, self._units)
+        return y

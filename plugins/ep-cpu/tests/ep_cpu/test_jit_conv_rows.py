@@ -1,0 +1,188 @@
+"""Group-1 float32 convolutions with output positions as the GEMM's rows (jit/kernels_conv_rows.py:
+the phase grid, ``sgemm_ir``'s ``cgemm`` reading the grid through a position table and the
+row offsets, the transposing store) against a float64 convolution, the numpy path (jit off),
+the ONNX reference and onnxruntime (FusedConv), with proof that it ran; the kernel's edge
+tiles and K blocks checked on their own.
+
+Values are compared within the float32 bound of a sum in any order (``conv_float64``). On a
+CPU without AVX-512 the layers keep the other paths, which the routing test checks instead."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _hostile import In, one_node, run_onnxruntime, run_reference
+from _jit_cases import case_ids, close, conv_data, conv_float64, run_cpu
+
+pytest.importorskip("numba")
+
+from epoxy_ep_cpu.jit import kernels_conv_rows, kernels_sgemm  # noqa: E402
+
+needs_avx512 = pytest.mark.skipif(kernels_sgemm.support() is not None,
+                                  reason=f"row-gathered conv kernel: {kernels_sgemm.support()}")
+
+# (x shape, w shape, attributes): small maps of 3x3 layers (what F(4,3) ran), strides 2 and 3,
+# a 7x7 RGB stem, 5x5 and non-square kernels, dilation, asymmetric pads, strided 1x1 layers,
+# output channels that fill 1-4 vectors of a column tile and several tiles (40, 72, 200),
+# batches whose positions run across images in one row tile (3 x 7x7)
+CASES = [
+    ((1, 64, 14, 14), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((3, 32, 7, 7), (72, 32, 3, 3), {"pads": [1, 1, 1, 1]}),  # 49 positions an image: tiles across images
+    ((1, 48, 15, 15), (40, 48, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 3, 40, 40), (64, 3, 7, 7), {"strides": [2, 2], "pads": [3, 3, 3, 3]}),  # stem, K = 147 (two K blocks)
+    ((2, 16, 12, 11), (48, 16, 5, 5), {"pads": [2, 1, 2, 0]}),
+    ((1, 32, 16, 16), (32, 32, 3, 3), {"dilations": [2, 2], "pads": [2, 2, 2, 2]}),
+    ((2, 24, 13, 11), (200, 24, 3, 2), {"pads": [0, 1, 2, 0], "strides": [1, 3]}),
+    ((2, 256, 8, 8), (96, 256, 1, 1), {"strides": [2, 2]}),  # strided 1x1
+    ((1, 128, 7, 7), (512, 128, 3, 3), {"pads": [1, 1, 1, 1]}),  # more channels than positions
+]
+
+
+def _count(monkeypatch) -> list[tuple[int, ...]]:
+    seen: list[tuple[int, ...]] = []
+    real = kernels_conv_rows.RowsConvCall.__call__
+
+    def counted(self, x, z):
+        seen.append(x.shape)
+        return real(self, x, z)
+
+    monkeypatch.setattr(kernels_conv_rows.RowsConvCall, "__call__", counted)
+    monkeypatch.setattr(kernels_conv_rows, "MIN_MACS", 0)
+    return seen
+
+
+def _out_shape(x_shape, w_shape, attrs) -> tuple[int, ...]:
+    sh, sw = attrs.get("strides", (1, 1))
+    dh, dw = attrs.get("dilations", (1, 1))
+    pt, pl, pb, pr = attrs.get("pads", (0, 0, 0, 0))
+    oh = (x_shape[2] + pt + pb - (w_shape[2] - 1) * dh - 1) // sh + 1
+    ow = (x_shape[3] + pl + pr - (w_shape[3] - 1) * dw - 1) // sw + 1
+    return (x_shape[0], w_shape[0], oh, ow)
+
+
+@needs_avx512
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES, ids=case_ids(CASES))
+def test_rows_kernel_matches_float64_and_the_numpy_path(monkeypatch, x_shape, w_shape, attrs, threads):
+    """Every case runs on the kernel (each of three runs), within the float32 bound of a
+    float64 convolution, close to the numpy path and the ONNX reference; on two threads the
+    layer splits its positions or (more channels than positions) its output channels, with the
+    one-thread bits."""
+    seen = _count(monkeypatch)
+    x, w, b = conv_data(sum(x_shape) + threads, x_shape, w_shape)
+    case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], attrs, 22)
+    (on,) = run_cpu(case, True, runs=3, jit_threads=threads)
+    assert seen == [x_shape] * 3
+    want, bound = conv_float64(x, w, b, attrs)
+    excess = np.abs(on - want) - bound
+    assert (excess <= 0).all(), f"off by more than the bound at {np.unravel_index(np.argmax(excess), excess.shape)}"
+    close([on], run_cpu(case, False), 1e-5, 1e-4)
+    close([on], run_reference(case), 1e-5, 1e-4)
+    if threads == 2:
+        np.testing.assert_array_equal(on, run_cpu(case, True, jit_threads=1)[0])
+
+
+ACTS = [("Relu", ()), ("LeakyRelu", (0.2,)), ("Clip", (-0.5, 0.7)), ("HardSigmoid", (0.3, 0.4)), ("", ())]
+
+
+@needs_avx512
+@pytest.mark.parametrize(("act", "params"), ACTS, ids=[f"{a or 'none'}{p}" for a, p in ACTS])
+@pytest.mark.parametrize("residual", ["none", "full"])
+@pytest.mark.parametrize("case", [1, 3, 8], ids=["batch", "stem", "columns"])
+def test_rows_kernel_fused_conv_epilogue(monkeypatch, act, params, residual, case):
+    """FusedConv's residual and activation in the store pass (or after it, for HardSigmoid),
+    against the numpy path and onnxruntime."""
+    seen = _count(monkeypatch)
+    x_shape, w_shape, attrs = CASES[case]
+    x, w, b = conv_data(len(act) + 31, x_shape, w_shape)
+    rng = np.random.default_rng(31)
+    z = rng.standard_normal(_out_shape(x_shape, w_shape, attrs)).astype(np.float32) if residual == "full" else None
+    full = dict(attrs, **({"activation": act} if act else {}),
+                **({"activation_params": list(params)} if params else {}))
+    case = one_node("FusedConv", [x, In(w, const=True), In(b, const=True), z], full, 1, domain="com.microsoft")
+    on = run_cpu(case, True, runs=2, jit_threads=2)
+    assert seen == [x_shape] * 2
+    close(on, run_cpu(case, False), 1e-5, 1e-4)
+    close(on, run_onnxruntime(case), 1e-4, 1e-4)
+
+
+@needs_avx512
+def test_rows_kernel_keeps_nan_and_inf(monkeypatch):
+    """A NaN or an infinity in the input reaches the outputs whose windows hold it, as in the
+    numpy path (the grid's padding never mixes into kept outputs)."""
+    _count(monkeypatch)
+    x_shape, w_shape, attrs = CASES[2]
+    x, w, b = conv_data(53, x_shape, w_shape)
+    x[0, 1, 2, 3] = np.nan
+    x[-1, 0, 0, 0] = np.inf
+    case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], attrs, 22)
+    (on,), (off,) = run_cpu(case, True), run_cpu(case, False)
+    np.testing.assert_array_equal(np.isnan(on), np.isnan(off))
+    assert np.isnan(on).any()
+    finite = np.isfinite(off)
+    close([on[finite]], [off[finite]], 1e-5, 1e-4)
+
+
+@needs_avx512
+@pytest.mark.parametrize("positions", [1, 5, 6, 7, 13])
+@pytest.mark.parametrize("m", [16, 48, 64, 80, 200])
+@pytest.mark.parametrize("depth", [1, 127, 128, 129, 300])
+def test_cgemm_takes_every_edge_tile_and_k_block(positions, m, depth):
+    """Row tiles of 1-6 positions, column tiles of 16-64 channels, K below, at and across the
+    128-row blocks, read from arbitrary grid offsets: ``out[p, :m] = sum_k X[gpos[p] +
+    rowoff[k]] * B[k]``, within the float32 bound."""
+    rng = np.random.default_rng(positions * 1000 + m + depth)
+    grid = rng.standard_normal(5000).astype(np.float32)
+    gpos = rng.integers(0, 1000, positions).astype(np.int64)
+    rowoff = rng.integers(0, 3999, depth).astype(np.int64)
+    b = rng.standard_normal((depth, m)).astype(np.float32)
+    packed = kernels_sgemm.PackedFloatWeights(b, 1)
+    ldo = packed._n_pad
+    out = np.full((positions, ldo), np.nan, np.float32)  # every kept element is written
+    kernels_sgemm._MODULE.function("cgemm")(grid.ctypes.data, gpos.ctypes.data, rowoff.ctypes.data,
+                                            packed._packed_at, out.ctypes.data, ldo, positions, depth, ldo,
+                                            kernels_conv_rows.KC, 0, ldo)
+    a = grid[gpos[:, None] + rowoff[None, :]].astype(np.float64)
+    want = a @ b.astype(np.float64)
+    bound = 2 * depth * np.finfo(np.float32).eps * (np.abs(a) @ np.abs(b.astype(np.float64)))
+    assert (np.abs(out[:, :m] - want) <= bound + 1e-30).all()
+
+
+@pytest.mark.parametrize(("n", "ck", "m", "positions", "takes"), [
+    (1, 2304, 256, 196, True),  # resnet50's 256 -> 256 on 14x14
+    (1, 147, 64, 12544, True),  # its 7x7 RGB stem
+    (1, 2304, 16, 196, False),  # fewer output channels than MIN_CHANNELS: the small kernel's
+    (1, 27, 64, 12544, False),  # K below MIN_DEPTH (a 3x3 RGB stem)
+    (1, 576, 32, 49, False),  # fewer multiply-adds than MIN_MACS
+])
+def test_routing_rule(n, ck, m, positions, takes):
+    """What the kernel takes (``gains``), on a CPU that can run it; none elsewhere."""
+    able = kernels_sgemm.support() is None
+    assert kernels_conv_rows.gains(n, ck, m, positions) == (takes and able)
+
+
+@needs_avx512
+def test_routes_around_the_pointwise_and_big_map_winograd_layers():
+    """1x1 stride-1 layers keep the pointwise path, 3x3 stride-1 layers of maps past
+    MAX_WINOGRAD_POSITIONS keep F(4x4, 3x3) (with conv_winograd=off they come here), and
+    small-map 3x3 layers and strided ones come here."""
+    seen: list[tuple[int, ...]] = []
+    real = kernels_conv_rows.RowsConvCall.__init__
+
+    def noted(self, shape, *args, **kwargs):
+        seen.append(shape)
+        real(self, shape, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernels_conv_rows.RowsConvCall, "__init__", noted)
+        for x_shape, w_shape, attrs, options, here in [
+            ((1, 64, 28, 28), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}, {}, False),  # 784 positions: F(4,3)
+            ((1, 64, 28, 28), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}, {"conv_winograd": "off"}, True),
+            ((1, 128, 14, 14), (128, 128, 3, 3), {"pads": [1, 1, 1, 1]}, {}, True),
+            ((1, 256, 14, 14), (128, 256, 1, 1), {}, {}, False),  # pointwise
+            ((1, 64, 28, 28), (128, 64, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}, {}, True),
+        ]:
+            seen.clear()
+            x, w, b = conv_data(7, x_shape, w_shape)
+            run_cpu(one_node("Conv", [x, In(w, const=True), In(b, const=True)], attrs, 22), True, **options)
+            assert bool(seen) == here, (x_shape, w_shape, options)
