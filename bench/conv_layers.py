@@ -48,24 +48,31 @@ def conv_model(n: int, c: int, h: int, m: int, k: int, s: int, pad: int | None =
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9).SerializeToString()
 
 
+def call_classes() -> dict[Any, str]:
+    """ep-cpu's prepared convolution call classes -> their route's name."""
+    from epoxy_ep_cpu.jit import (
+        kernels_conv,
+        kernels_conv_gemm,
+        kernels_conv_implicit,
+        kernels_conv_rows,
+        kernels_conv_small,
+        kernels_depthwise,
+        kernels_pointwise,
+        kernels_winograd,
+    )
+
+    return {kernels_conv.Conv2dCall: "direct", kernels_pointwise.PointwiseCall: "pointwise",
+            kernels_conv_gemm.GridConvCall: "grid", kernels_conv_implicit.ImplicitConvCall: "implicit",
+            kernels_winograd.WinogradCall: "winograd", kernels_conv_small.SmallConvCall: "small",
+            kernels_depthwise.DepthwiseCall: "depthwise", kernels_conv_rows.RowsConvCall: "rows"}
+
+
 class Routes:
     """Which prepared conv call ran last (the jit tier's call classes, spied on)."""
 
     def __init__(self) -> None:
-        from epoxy_ep_cpu.jit import (
-            kernels_conv,
-            kernels_conv_gemm,
-            kernels_conv_implicit,
-            kernels_conv_small,
-            kernels_pointwise,
-            kernels_winograd,
-        )
-
         self.last: list[str] = []
-        names = {kernels_conv.Conv2dCall: "direct", kernels_pointwise.PointwiseCall: "pointwise",
-                 kernels_conv_gemm.GridConvCall: "grid", kernels_conv_implicit.ImplicitConvCall: "implicit",
-                 kernels_winograd.WinogradCall: "winograd", kernels_conv_small.SmallConvCall: "small"}
-        for cls, name in names.items():
+        for cls, name in call_classes().items():
             self._spy(cls, name)
 
     def _spy(self, cls: Any, name: str) -> None:

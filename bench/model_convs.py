@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import onnx
 import onnxruntime as ort
-from conv_layers import best_us
+from conv_layers import best_us, call_classes
 from models import bert_model, light_models
 from onnx import TensorProto, helper, numpy_helper, shape_inference
 
@@ -73,24 +73,6 @@ def layer_model(key: LayerKey) -> bytes:
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                               [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9).SerializeToString()
-
-
-def call_classes() -> dict[Any, str]:
-    """ep-cpu's prepared convolution call classes -> their route's name."""
-    from epoxy_ep_cpu.jit import (
-        kernels_conv,
-        kernels_conv_gemm,
-        kernels_conv_implicit,
-        kernels_conv_small,
-        kernels_depthwise,
-        kernels_pointwise,
-        kernels_winograd,
-    )
-
-    return {kernels_conv.Conv2dCall: "direct", kernels_pointwise.PointwiseCall: "pointwise",
-            kernels_conv_gemm.GridConvCall: "grid", kernels_conv_implicit.ImplicitConvCall: "implicit",
-            kernels_winograd.WinogradCall: "winograd", kernels_conv_small.SmallConvCall: "small",
-            kernels_depthwise.DepthwiseCall: "depthwise"}
 
 
 class CallSpy:

@@ -50,6 +50,8 @@ MAX_WINOGRAD_POSITIONS = 14 * 14
 #: on several threads, layers with at least this many output channels per output position (all
 #: images') split their channels over the threads, each reading its part of the weights
 COLUMN_SPLIT_RATIO = 1.0
+#: bytes of a share's product chunk (positions x padded channels), stored while in L2
+CHUNK_BYTES = 1 << 18
 #: K rows a block: the tile's accumulators are stored and reloaded once a block
 KC = 128
 #: multiply-adds per thread below which a layer stays on one thread
@@ -66,9 +68,10 @@ def gains(n: int, ck: int, m: int, positions: int) -> bool:
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
 def _store_rows(acc, ldo, bias, z, y, ch0, ch1, positions, act, alpha, beta, first,
                 last):  # pragma: no cover - compiled
-    """Output positions [first, last) of channels [ch0, ch1) of one image's planes from the
-    position-major product (``acc[p * ldo + channel]``): bias, residual ``z`` (same layout as
-    ``y``; empty for none) and activation, channel-major, 16 positions at a time per channel."""
+    """Output positions [first, last) of channels [ch0, ch1) of one image's planes from their
+    position-major product (``acc[(p - first) * ldo + channel]``): bias, residual ``z`` (same
+    layout as ``y``; empty for none) and activation, channel-major, 16 positions at a time per
+    channel."""
     has_z = z.shape[0] > 0
     for p0 in range(first, last, 16):
         p1 = min(last, p0 + 16)
@@ -76,45 +79,52 @@ def _store_rows(acc, ldo, bias, z, y, ch0, ch1, positions, act, alpha, beta, fir
             bv = bias[ch]
             base = uint64(ch * positions)
             for p in range(p0, p1):
-                v = acc[uint64(p * ldo + ch)] + bv
+                v = acc[uint64((p - first) * ldo + ch)] + bv
                 if has_z:
                     v += z[base + p]
                 y[base + p] = activate(v, act, alpha, beta)
 
 
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def _chunk(geo, x_at, acc, bias, z, y, image, j0, j1, q0, q1, alpha, beta):  # pragma: no cover - compiled
+    """Positions [q0, q1) of ``image`` for columns [j0, j1): ``cgemm`` into ``acc`` (from its
+    start), then their store."""
+    gemm, b_at, gpos_at, ro_at, ldo, depth, kc, m, positions, xstep, act = (
+        geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7], geo[8], geo[10], geo[11])
+    native_shares.call_address12(gemm, x_at + 4 * image * xstep, gpos_at + 8 * q0, ro_at, b_at, acc.ctypes.data,
+                                 ldo, q1 - q0, depth, ldo, kc, j0, j1)
+    plane_out = m * positions
+    zi = z[image * plane_out:(image + 1) * plane_out] if z.shape[0] > 0 else z
+    _store_rows(acc, ldo, bias, zi, y[image * plane_out:(image + 1) * plane_out], j0, min(m, j1), positions, act,
+                alpha, beta, q0, q1)
+
+
 @njit(cache=True, nogil=True, boundscheck=False)
 def positions_share(geo, xp, acc, bias, z, y, alpha, beta, first, last):  # pragma: no cover - compiled
     """Row tiles [first, last) of every image's output positions (``geo[12]`` 0), or column
-    tiles [first, last) of every position (1): ``cgemm`` into those parts of ``acc`` (image-major,
-    ``positions`` rows an image), then their store. ``geo``: the cgemm's address, the packed
-    weights', the position table's and the row offsets', the accumulator's row length, K, the
-    K block, M, positions, images, the grid's image step, the activation code, the split."""
-    gemm, b_at, gpos_at, ro_at, ldo, depth, kc, m, positions, images, xstep, act = (
-        geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7], geo[8], geo[9], geo[10], geo[11])
-    x_at, acc_at = xp.ctypes.data, acc.ctypes.data
-    plane_out = m * positions
+    tiles [first, last) of every position (1), in chunks of ``geo[13]`` positions: each chunk's
+    product lands in this share's part of ``acc`` (``geo[13] * ldo`` floats, in the L2 cache)
+    and is stored from there. ``geo``: the cgemm's address, the packed weights', the position
+    table's and the row offsets', the accumulator's row length, K, the K block, M, positions,
+    images, the grid's image step, the activation code, the split, the chunk, shares, units."""
+    ldo, positions, images, chunk = geo[4], geo[8], geo[9], geo[13]
+    share = (first * geo[14] + geo[15] - 1) // geo[15]  # bounds are units * t // shares: t back
+    part = acc[share * chunk * ldo:(share + 1) * chunk * ldo]
+    x_at = xp.ctypes.data
     if geo[12] == 1:
         j0 = first * TILE_COLS
         j1 = min(ldo, last * TILE_COLS)
         for image in range(images):
-            native_shares.call_address12(gemm, x_at + 4 * image * xstep, gpos_at, ro_at, b_at,
-                                         acc_at + 4 * image * positions * ldo, ldo, positions, depth, ldo, kc, j0, j1)
-            zi = z[image * plane_out:(image + 1) * plane_out] if z.shape[0] > 0 else z
-            _store_rows(acc[image * positions * ldo:], ldo, bias, zi, y[image * plane_out:(image + 1) * plane_out],
-                        j0, min(m, j1), positions, act, alpha, beta, 0, positions)
+            for q0 in range(0, positions, chunk):
+                _chunk(geo, x_at, part, bias, z, y, image, j0, j1, q0, min(positions, q0 + chunk), alpha, beta)
         return
     p0 = first * TILE_ROWS
     p1 = min(images * positions, last * TILE_ROWS)
-    # rows past an image's end belong to the next image: each image's part on its own
-    while p0 < p1:
+    while p0 < p1:  # chunks within one image at a time
         image = p0 // positions
         q0 = p0 - image * positions
-        q1 = min(positions, q0 + p1 - p0)
-        native_shares.call_address12(gemm, x_at + 4 * image * xstep, gpos_at + 8 * q0, ro_at, b_at,
-                                     acc_at + 4 * p0 * ldo, ldo, q1 - q0, depth, ldo, kc, 0, ldo)
-        zi = z[image * plane_out:(image + 1) * plane_out] if z.shape[0] > 0 else z
-        _store_rows(acc[image * positions * ldo:], ldo, bias, zi, y[image * plane_out:(image + 1) * plane_out], 0,
-                    m, positions, act, alpha, beta, q0, q1)
+        q1 = min(positions, q0 + chunk, q0 + p1 - p0)
+        _chunk(geo, x_at, part, bias, z, y, image, 0, ldo, q0, q1, alpha, beta)
         p0 += q1 - q0
 
 
@@ -124,9 +134,8 @@ class RowsConvCall(PreparedConvCall):
     it, the weights packed as the GEMM's columns, the epilogue and the thread count; the
     images' positions are one run of row tiles, split over the threads."""
 
-    __slots__ = ("_count", "_fn", "_geo", "_gpos", "_pad", "_pad_split", "_pdims", "_rowoff", "_split", "_units",
-                 "_weights", "bias",
-                 "dtype", "out_shape", "params", "shape", "xp_size")
+    __slots__ = ("_chunk", "_count", "_fn", "_geo", "_gpos", "_pad", "_pad_split", "_pdims", "_rowoff", "_split",
+                 "_units", "_weights", "bias", "dtype", "out_shape", "params", "shape", "xp_size")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
                  strides: tuple[int, ...], dilations: tuple[int, ...], begin: Sequence[int],
@@ -151,10 +160,16 @@ class RowsConvCall(PreparedConvCall):
         # thread then reads its part of them), else the positions
         by_columns = nthreads > 1 and m >= COLUMN_SPLIT_RATIO * n * positions
         self._units = -(-weights._n_pad // TILE_COLS) if by_columns else -(-n * positions // TILE_ROWS)
-        self._geo = np.array((kernels_sgemm.gathered_address(), weights._packed_at, self._gpos.ctypes.data,
-                              self._rowoff.ctypes.data, weights._n_pad, depth, KC, m, positions, n, c * plane, act,
-                              int(by_columns)), dtype=np.int64)
         self._count = max(1, min(nthreads, self._units, n * m * depth * positions // MACS_PER_THREAD))
+        ldo = weights._n_pad
+        # a chunk's product stays in L2 until it is stored; one K block where K is a little past KC
+        # (a 7x7 RGB stem, K = 147: a second block of 19 rows stored and reloaded every accumulator)
+        fits = CHUNK_BYTES // (4 * ldo) // TILE_ROWS * TILE_ROWS
+        self._chunk = max(TILE_ROWS, min(-(-positions // TILE_ROWS) * TILE_ROWS, fits))
+        kc = depth if depth < KC + KC // 2 else KC
+        self._geo = np.array((kernels_sgemm.gathered_address(), weights._packed_at, self._gpos.ctypes.data,
+                              self._rowoff.ctypes.data, ldo, depth, kc, m, positions, n, c * plane, act,
+                              int(by_columns), self._chunk, self._count, self._units), dtype=np.int64)
         self._pad: Any = None
         self._fn: Any = None
         self._split: Any = None
@@ -168,8 +183,7 @@ class RowsConvCall(PreparedConvCall):
 
     def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
         n, c = self.shape[0], self.shape[1]
-        rows = n * self.out_shape[2] * self.out_shape[3]
-        acc = scratch("rows.acc", rows * self._weights._n_pad, _F32)
+        acc = scratch("rows.acc", self._count * self._chunk * self._weights._n_pad, _F32)
         xp = scratch("rows.padded", self.xp_size, _F32)
         y = np.empty(self.out_shape, dtype=_F32)
         flat = x.reshape(-1)
