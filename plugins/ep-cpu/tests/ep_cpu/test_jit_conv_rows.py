@@ -35,6 +35,7 @@ CASES = [
     ((2, 24, 13, 11), (200, 24, 3, 2), {"pads": [0, 1, 2, 0], "strides": [1, 3]}),
     ((2, 256, 8, 8), (96, 256, 1, 1), {"strides": [2, 2]}),  # strided 1x1
     ((1, 128, 7, 7), (512, 128, 3, 3), {"pads": [1, 1, 1, 1]}),  # more channels than positions
+    ((3, 96, 7, 7), (160, 96, 1, 1), {}),  # 1x1 stride 1: the input is read as its own grid
 ]
 
 
@@ -163,9 +164,9 @@ def test_routing_rule(n, ck, m, positions, takes):
 
 @needs_avx512
 def test_routes_around_the_pointwise_and_big_map_winograd_layers():
-    """1x1 stride-1 layers keep the pointwise path, 3x3 stride-1 layers of maps past
-    MAX_WINOGRAD_POSITIONS keep F(4x4, 3x3) (with conv_winograd=off they come here), and
-    small-map 3x3 layers and strided ones come here."""
+    """1x1 stride-1 layers of maps past POINTWISE_MAX_POSITIONS keep the pointwise path, 3x3
+    stride-1 layers of maps past MAX_WINOGRAD_POSITIONS keep F(4x4, 3x3) (with
+    conv_winograd=off they come here), and small-map 3x3 layers and strided ones come here."""
     seen: list[tuple[int, ...]] = []
     real = kernels_conv_rows.RowsConvCall.__init__
 
@@ -179,7 +180,8 @@ def test_routes_around_the_pointwise_and_big_map_winograd_layers():
             ((1, 64, 28, 28), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}, {}, False),  # 784 positions: F(4,3)
             ((1, 64, 28, 28), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}, {"conv_winograd": "off"}, True),
             ((1, 128, 14, 14), (128, 128, 3, 3), {"pads": [1, 1, 1, 1]}, {}, True),
-            ((1, 256, 14, 14), (128, 256, 1, 1), {}, {}, False),  # pointwise
+            ((1, 256, 28, 28), (128, 256, 1, 1), {}, {}, False),  # pointwise on 784 positions
+            ((1, 256, 14, 14), (128, 256, 1, 1), {}, {}, True),  # ... on 196: here, the input as its grid
             ((1, 64, 28, 28), (128, 64, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}, {}, True),
         ]:
             seen.clear()

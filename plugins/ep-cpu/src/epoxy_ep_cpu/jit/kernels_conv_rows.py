@@ -50,6 +50,9 @@ MAX_WINOGRAD_POSITIONS = 14 * 14
 #: on several threads, layers with at least this many output channels per output position (all
 #: images') split their channels over the threads, each reading its part of the weights
 COLUMN_SPLIT_RATIO = 1.0
+#: 1x1 stride-1 layers of at most this many output positions an image come here rather than to
+#: their own path (kernels_pointwise); see bench/README.md, session 36
+POINTWISE_MAX_POSITIONS = 14 * 14
 #: bytes of a share's product chunk (positions x padded channels), stored while in L2
 CHUNK_BYTES = 1 << 18
 #: K rows a block: the tile's accumulators are stored and reloaded once a block
@@ -134,8 +137,8 @@ class RowsConvCall(PreparedConvCall):
     it, the weights packed as the GEMM's columns, the epilogue and the thread count; the
     images' positions are one run of row tiles, split over the threads."""
 
-    __slots__ = ("_chunk", "_count", "_fn", "_geo", "_gpos", "_pad", "_pad_split", "_pdims", "_rowoff", "_split",
-                 "_units", "_weights", "bias", "dtype", "out_shape", "params", "shape", "xp_size")
+    __slots__ = ("_chunk", "_count", "_fn", "_geo", "_gpos", "_own", "_pad", "_pad_split", "_pdims", "_rowoff",
+                 "_split", "_units", "_weights", "bias", "dtype", "out_shape", "params", "shape", "xp_size")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
                  strides: tuple[int, ...], dilations: tuple[int, ...], begin: Sequence[int],
@@ -150,6 +153,9 @@ class RowsConvCall(PreparedConvCall):
         # output (oy, ox) sits at grid position oy * wq + ox of the phase grid (as for igemm)
         self._gpos = (np.arange(oh, dtype=np.int64)[:, None] * wq + np.arange(ow, dtype=np.int64)[None, :]).reshape(-1)
         self.shape, self.dtype, self.out_shape = shape, dtype, (n, m, oh, ow)
+        # a 1x1 stride-1 layer without padding reads the input itself as its grid
+        self._own = (int(dims[2]), wq) == (int(shape[2]), int(shape[3])) and tuple(strides) == (1, 1) and (
+            tuple(begin) == (0, 0)) and (kh, kw) == (1, 1)
         depth = c * kh * kw
         self._weights = kernels_sgemm.PackedFloatWeights(np.asarray(w, dtype=_F32).reshape(m, depth).T, 1)
         self.bias = np.ascontiguousarray(bias, dtype=_F32)
@@ -184,9 +190,9 @@ class RowsConvCall(PreparedConvCall):
     def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
         n, c = self.shape[0], self.shape[1]
         acc = scratch("rows.acc", self._count * self._chunk * self._weights._n_pad, _F32)
-        xp = scratch("rows.padded", self.xp_size, _F32)
-        y = np.empty(self.out_shape, dtype=_F32)
         flat = x.reshape(-1)
+        xp = flat if self._own else scratch("rows.padded", self.xp_size, _F32)
+        y = np.empty(self.out_shape, dtype=_F32)
         args = (self._geo, xp, acc, self.bias, _NO_Z if z is None else z.reshape(-1), y.reshape(-1), *self.params)
         pad_args = (flat, xp, self._pdims)
         pad, fn = self._pad, self._fn
@@ -199,9 +205,11 @@ class RowsConvCall(PreparedConvCall):
             self._pad_split = Split(pad_planes, pad, pad_args, n * c,
                                     threads.share_count(self._count, x.size, n * c))
         if self._count > 1:
-            self._pad_split(*pad_args)
+            if not self._own:
+                self._pad_split(*pad_args)
             self._split(*args)
         else:  # one thread: the kernels called directly
-            pad(*pad_args, 0, n * c)
+            if not self._own:
+                pad(*pad_args, 0, n * c)
             fn(*args, 0, self._units)
         return y

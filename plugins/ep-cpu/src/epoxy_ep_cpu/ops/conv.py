@@ -1216,7 +1216,7 @@ class _Jit:
         if rows is None or len(pk.kernel) != 2 or min(begin) < 0 or min(end) < 0:
             return False
         unit = tuple(strides) == (1, 1) and tuple(dilations) == (1, 1)
-        if unit and pk.kernel == (1, 1):
+        if unit and pk.kernel == (1, 1) and int(out_sp[0]) * int(out_sp[1]) > rows.POINTWISE_MAX_POSITIONS:
             return False
         if (unit and pk.kernel == (3, 3) and self.winograd
                 and int(out_sp[0]) * int(out_sp[1]) > rows.MAX_WINOGRAD_POSITIONS):
