@@ -21,13 +21,14 @@ share an image's output positions.
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from numba import njit, uint64
 
-from . import direct, kernels_sgemm, native_shares, threads
+from . import config, direct, kernels_sgemm, llvm_module, native_shares, rows_store_ir, threads
 from .activations import activate
 from .kernels_conv import PreparedConvCall, _geometry, _offsets
 from .kernels_conv_implicit import pad_planes
@@ -61,6 +62,16 @@ KC = 128
 MACS_PER_THREAD = 1 << 22
 
 
+_STORE_ARGS = [ctypes.c_void_p, ctypes.c_int64] + [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 6 + [ctypes.c_void_p]
+_STORE = llvm_module.LazyModule("the row-gathered convolution's store", ("avx512f",), rows_store_ir.module_ir,
+                                {rows_store_ir.ENTRY: _STORE_ARGS}, config.compiled_code_dir)
+
+
+def store_address() -> int:
+    """The compiled ``rows_store``'s address (``rows_store_ir``), for the compiled shares."""
+    return _STORE.address(rows_store_ir.ENTRY)
+
+
 def gains(n: int, ck: int, m: int, positions: int) -> bool:
     """Whether a layer of ``n`` images, ``ck`` im2col rows, ``m`` output channels and
     ``positions`` output positions an image is this path's (module docstring)."""
@@ -91,15 +102,22 @@ def _store_rows(acc, ldo, bias, z, y, ch0, ch1, positions, act, alpha, beta, fir
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
 def _chunk(geo, x_at, acc, bias, z, y, image, j0, j1, q0, q1, alpha, beta):  # pragma: no cover - compiled
     """Positions [q0, q1) of ``image`` for columns [j0, j1): ``cgemm`` into ``acc`` (from its
-    start), then their store."""
+    start), then their store: whole 16 x 16 blocks by ``rows_store`` (IR), the edges here."""
     gemm, b_at, gpos_at, ro_at, ldo, depth, kc, m, positions, xstep, act = (
         geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7], geo[8], geo[10], geo[11])
     native_shares.call_address12(gemm, x_at + 4 * image * xstep, gpos_at + 8 * q0, ro_at, b_at, acc.ctypes.data,
                                  ldo, q1 - q0, depth, ldo, kc, j0, j1)
     plane_out = m * positions
     zi = z[image * plane_out:(image + 1) * plane_out] if z.shape[0] > 0 else z
-    _store_rows(acc, ldo, bias, zi, y[image * plane_out:(image + 1) * plane_out], j0, min(m, j1), positions, act,
-                alpha, beta, q0, q1)
+    yi = y[image * plane_out:(image + 1) * plane_out]
+    c1 = min(m, j1)
+    z_at = zi.ctypes.data if z.shape[0] > 0 else uint64(0)
+    native_shares.call_address12(geo[16], acc.ctypes.data, ldo, bias.ctypes.data, z_at, yi.ctypes.data, positions, j0,
+                                 c1, q0, q1, act, geo[17])
+    whole_p = (q1 - q0) // 16 * 16
+    whole_c = (c1 - j0) // 16 * 16
+    _store_rows(acc[whole_p * ldo:], ldo, bias, zi, yi, j0, c1, positions, act, alpha, beta, q0 + whole_p, q1)
+    _store_rows(acc, ldo, bias, zi, yi, j0 + whole_c, c1, positions, act, alpha, beta, q0, q0 + whole_p)
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -137,8 +155,8 @@ class RowsConvCall(PreparedConvCall):
     it, the weights packed as the GEMM's columns, the epilogue and the thread count; the
     images' positions are one run of row tiles, split over the threads."""
 
-    __slots__ = ("_chunk", "_count", "_fn", "_geo", "_gpos", "_own", "_pad", "_pad_split", "_pdims", "_rowoff",
-                 "_split", "_units", "_weights", "bias", "dtype", "out_shape", "params", "shape", "xp_size")
+    __slots__ = ("_chunk", "_count", "_fn", "_geo", "_gpos", "_own", "_pad", "_pad_split", "_params", "_pdims",
+                 "_rowoff", "_split", "_units", "_weights", "bias", "dtype", "out_shape", "params", "shape", "xp_size")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
                  strides: tuple[int, ...], dilations: tuple[int, ...], begin: Sequence[int],
@@ -173,9 +191,11 @@ class RowsConvCall(PreparedConvCall):
         fits = CHUNK_BYTES // (4 * ldo) // TILE_ROWS * TILE_ROWS
         self._chunk = max(TILE_ROWS, min(-(-positions // TILE_ROWS) * TILE_ROWS, fits))
         kc = depth if depth < KC + KC // 2 else KC
+        self._params = np.array(self.params, dtype=_F32)  # the store's activation parameters
         self._geo = np.array((kernels_sgemm.gathered_address(), weights._packed_at, self._gpos.ctypes.data,
                               self._rowoff.ctypes.data, ldo, depth, kc, m, positions, n, c * plane, act,
-                              int(by_columns), self._chunk, self._count, self._units), dtype=np.int64)
+                              int(by_columns), self._chunk, self._count, self._units, store_address(),
+                              self._params.ctypes.data), dtype=np.int64)
         self._pad: Any = None
         self._fn: Any = None
         self._split: Any = None
