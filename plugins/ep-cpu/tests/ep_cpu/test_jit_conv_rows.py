@@ -177,12 +177,15 @@ def test_routes_around_the_pointwise_and_big_map_winograd_layers():
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(kernels_conv_rows.RowsConvCall, "__init__", noted)
         for x_shape, w_shape, attrs, options, here in [
-            ((1, 64, 28, 28), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}, {}, False),  # 784 positions: F(4,3)
+            ((1, 64, 28, 28), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}, {"jit_threads": 1}, False),  # F(4,3)
             ((1, 64, 28, 28), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}, {"conv_winograd": "off"}, True),
             ((1, 128, 14, 14), (128, 128, 3, 3), {"pads": [1, 1, 1, 1]}, {}, True),
             ((1, 256, 28, 28), (128, 256, 1, 1), {}, {}, False),  # pointwise on 784 positions
             ((1, 256, 14, 14), (128, 256, 1, 1), {}, {}, True),  # ... on 196: here, the input as its grid
             ((1, 64, 28, 28), (128, 64, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}, {}, True),
+            # on two threads shallow layers come here up to 28x28 maps (their Winograd splits worse)
+            ((1, 64, 28, 28), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}, {"jit_threads": 2}, True),
+            ((1, 128, 28, 28), (64, 128, 3, 3), {"pads": [1, 1, 1, 1]}, {"jit_threads": 2}, False),
         ]:
             seen.clear()
             x, w, b = conv_data(7, x_shape, w_shape)

@@ -56,6 +56,11 @@ COLUMN_SPLIT_RATIO = 1.0
 POINTWISE_MAX_POSITIONS = 14 * 14
 #: bytes of a share's product chunk (positions x padded channels), stored while in L2
 CHUNK_BYTES = 1 << 18
+#: on several threads, layers of at most this many input channels come here up to 28x28 maps: the
+#: Winograd variants' transforms split less well over threads than the product here (squeezenet
+#: 0.95x, inception_v1/v2 0.98x at 2 threads; bench/README.md, session 36)
+THREADS_SHALLOW_CHANNELS = 96
+THREADS_SHALLOW_MAX_POSITIONS = 28 * 28
 #: K rows a block: the tile's accumulators are stored and reloaded once a block
 KC = 128
 #: multiply-adds per thread below which a layer stays on one thread

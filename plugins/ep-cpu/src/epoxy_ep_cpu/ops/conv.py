@@ -1209,17 +1209,20 @@ class _Jit:
 
     def _rows_takes(self, shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeights, strides, dilations, begin, end,
                     out_sp) -> bool:
-        """Whether ``kernels_conv_rows`` takes a group-1 2-D layer (pads >= 0, ``gains``): not the
-        pointwise layers (their own path), nor the stride-1 3x3 layers of maps big enough for
-        the Winograd variants the options allow (``MAX_WINOGRAD_POSITIONS``)."""
+        """Whether ``kernels_conv_rows`` takes a group-1 2-D layer (pads >= 0, ``gains``, no path
+        measured for it): not the pointwise layers of big maps (their own path), nor the stride-1
+        3x3 layers of maps big enough for the Winograd variants the options allow
+        (``MAX_WINOGRAD_POSITIONS``, ``THREADS_SHALLOW_*``)."""
         rows = self.rows
-        if rows is None or len(pk.kernel) != 2 or min(begin) < 0 or min(end) < 0:
-            return False
+        if rows is None or len(pk.kernel) != 2 or min(begin) < 0 or min(end) < 0 or pk.chosen.get(shape) is not None:
+            return False  # (a path conv_algo_search=measure timed fastest is kept)
         unit = tuple(strides) == (1, 1) and tuple(dilations) == (1, 1)
         if unit and pk.kernel == (1, 1) and int(out_sp[0]) * int(out_sp[1]) > rows.POINTWISE_MAX_POSITIONS:
             return False
-        if (unit and pk.kernel == (3, 3) and self.winograd
-                and int(out_sp[0]) * int(out_sp[1]) > rows.MAX_WINOGRAD_POSITIONS):
+        most = rows.MAX_WINOGRAD_POSITIONS
+        if self.nthreads > 1 and int(shape[1]) <= rows.THREADS_SHALLOW_CHANNELS:
+            most = rows.THREADS_SHALLOW_MAX_POSITIONS
+        if unit and pk.kernel == (3, 3) and self.winograd and int(out_sp[0]) * int(out_sp[1]) > most:
             return False
         return bool(rows.RowsConvCall.takes(shape, pk.w.shape, dtype, out_sp))
 
