@@ -67,6 +67,32 @@ def conv_float64(x: np.ndarray, w: np.ndarray, b: np.ndarray, attrs: dict[str, A
     return y + b[None, :, None, None], (mag + np.abs(b)[None, :, None, None]) * c * kh * kw * 2.0 ** -23 + 1e-30
 
 
+def conv_out_shape(x_shape: tuple[int, ...], w_shape: tuple[int, ...], attrs: dict[str, Any]) -> tuple[int, ...]:
+    """The output shape of a 2-D convolution case (pads, strides, dilations from ``attrs``)."""
+    sh, sw = attrs.get("strides", (1, 1))
+    dh, dw = attrs.get("dilations", (1, 1))
+    pt, pl, pb, pr = attrs.get("pads", (0, 0, 0, 0))
+    oh = (x_shape[2] + pt + pb - (w_shape[2] - 1) * dh - 1) // sh + 1
+    ow = (x_shape[3] + pl + pr - (w_shape[3] - 1) * dw - 1) // sw + 1
+    return (x_shape[0], w_shape[0], oh, ow)
+
+
+def spy_calls(monkeypatch: Any, cls: type, check: Any = None) -> list[tuple[int, ...]]:
+    """The input shapes of every call of the prepared conv call class ``cls`` (``check(call)``
+    first, when given), collected in the returned list."""
+    seen: list[tuple[int, ...]] = []
+    real = cls.__call__
+
+    def counted(self: Any, x: np.ndarray, z: Any) -> np.ndarray:
+        if check is not None:
+            check(self)
+        seen.append(x.shape)
+        return real(self, x, z)
+
+    monkeypatch.setattr(cls, "__call__", counted)
+    return seen
+
+
 def case_ids(cases: list[tuple[Any, ...]]) -> list[str]:
     """pytest ids for ``(x shape, w shape, attributes)`` convolution cases."""
     return [f"{c[0]}-{c[1]}-{sorted(c[2].items())}" for c in cases]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _hostile import In, one_node, run_onnxruntime, run_reference
-from _jit_cases import case_ids, close, conv_data, conv_float64, run_cpu
+from _jit_cases import case_ids, close, conv_data, conv_float64, conv_out_shape, run_cpu, spy_calls
 
 pytest.importorskip("numba")
 
@@ -40,25 +40,8 @@ CASES = [
 
 
 def _count(monkeypatch) -> list[tuple[int, ...]]:
-    seen: list[tuple[int, ...]] = []
-    real = kernels_conv_rows.RowsConvCall.__call__
-
-    def counted(self, x, z):
-        seen.append(x.shape)
-        return real(self, x, z)
-
-    monkeypatch.setattr(kernels_conv_rows.RowsConvCall, "__call__", counted)
     monkeypatch.setattr(kernels_conv_rows, "MIN_MACS", 0)
-    return seen
-
-
-def _out_shape(x_shape, w_shape, attrs) -> tuple[int, ...]:
-    sh, sw = attrs.get("strides", (1, 1))
-    dh, dw = attrs.get("dilations", (1, 1))
-    pt, pl, pb, pr = attrs.get("pads", (0, 0, 0, 0))
-    oh = (x_shape[2] + pt + pb - (w_shape[2] - 1) * dh - 1) // sh + 1
-    ow = (x_shape[3] + pl + pr - (w_shape[3] - 1) * dw - 1) // sw + 1
-    return (x_shape[0], w_shape[0], oh, ow)
+    return spy_calls(monkeypatch, kernels_conv_rows.RowsConvCall)
 
 
 @needs_avx512
@@ -97,7 +80,7 @@ def test_rows_kernel_fused_conv_epilogue(monkeypatch, act, params, residual, cas
     x_shape, w_shape, attrs = CASES[case]
     x, w, b = conv_data(len(act) + 31, x_shape, w_shape)
     rng = np.random.default_rng(31)
-    z = rng.standard_normal(_out_shape(x_shape, w_shape, attrs)).astype(np.float32) if residual == "full" else None
+    z = rng.standard_normal(conv_out_shape(x_shape, w_shape, attrs)).astype(np.float32) if residual == "full" else None
     full = dict(attrs, **({"activation": act} if act else {}),
                 **({"activation_params": list(params)} if params else {}))
     case = one_node("FusedConv", [x, In(w, const=True), In(b, const=True), z], full, 1, domain="com.microsoft")

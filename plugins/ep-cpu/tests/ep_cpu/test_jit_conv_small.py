@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _hostile import In, one_node, run_onnxruntime, run_reference
-from _jit_cases import case_ids, close, conv_data, conv_float64, run_cpu
+from _jit_cases import case_ids, close, conv_data, conv_float64, conv_out_shape, run_cpu, spy_calls
 
 from epoxy.kit import is_aligned
 
@@ -44,27 +44,13 @@ CASES = [
 ]
 
 
+def _aligned_rows(call) -> None:
+    """The packed weights' rows start on cache lines (the kernel loads them whole)."""
+    assert is_aligned(call._floats[kernels_conv_small._weights_at.py_func(call.out_shape[1]):])
+
+
 def _count(monkeypatch) -> list[tuple[int, ...]]:
-    seen: list[tuple[int, ...]] = []
-    real = kernels_conv_small.SmallConvCall.__call__
-
-    def counted(self, x, z):
-        # the packed weights' rows start on cache lines (the kernel loads them whole)
-        assert is_aligned(self._floats[kernels_conv_small._weights_at.py_func(self.out_shape[1]):])
-        seen.append(x.shape)
-        return real(self, x, z)
-
-    monkeypatch.setattr(kernels_conv_small.SmallConvCall, "__call__", counted)
-    return seen
-
-
-def _out_shape(x_shape, w_shape, attrs) -> tuple[int, ...]:
-    sh, sw = attrs.get("strides", (1, 1))
-    dh, dw = attrs.get("dilations", (1, 1))
-    pt, pl, pb, pr = attrs.get("pads", (0, 0, 0, 0))
-    oh = (x_shape[2] + pt + pb - (w_shape[2] - 1) * dh - 1) // sh + 1
-    ow = (x_shape[3] + pl + pr - (w_shape[3] - 1) * dw - 1) // sw + 1
-    return (x_shape[0], w_shape[0], oh, ow)
+    return spy_calls(monkeypatch, kernels_conv_small.SmallConvCall, _aligned_rows)
 
 
 @needs_avx512
@@ -93,7 +79,7 @@ def test_cases_cover_both_widths_tiles_and_grids():
     several channel blocks, and 1x1 layers on their own input and on a copy."""
     seen = set()
     for x_shape, w_shape, attrs in CASES:
-        n, m, oh, ow = _out_shape(x_shape, w_shape, attrs)
+        n, m, oh, ow = conv_out_shape(x_shape, w_shape, attrs)
         sw, dw = attrs.get("strides", (1, 1))[1], attrs.get("dilations", (1, 1))[1]
         wq = ow + (w_shape[3] - 1) * dw // sw
         positions = (oh - 1) * wq + ow
@@ -126,7 +112,7 @@ def test_small_kernel_fused_conv_epilogue(monkeypatch, act, params, residual, ca
     x_shape, w_shape, attrs = CASES[case]
     x, w, b = conv_data(len(act) + 47, x_shape, w_shape)
     rng = np.random.default_rng(47)
-    out_shape = _out_shape(x_shape, w_shape, attrs)
+    out_shape = conv_out_shape(x_shape, w_shape, attrs)
     z = {"none": None, "full": rng.standard_normal(out_shape).astype(np.float32),
          "broadcast": rng.standard_normal((1, w_shape[0], 1, 1)).astype(np.float32)}[residual]
     full = dict(attrs, **({"activation": act} if act else {}),
@@ -243,7 +229,7 @@ def test_hard_activations_in_the_store_give_the_standalone_bits(monkeypatch, act
         monkeypatch.setattr(kernels_special, loop, lambda *a, _l=loop, _r=real_loop: after.append(_l) or _r(*a))
     x_shape, w_shape, attrs = CASES[2]
     x, w, b = conv_data(61, x_shape, w_shape)
-    z = np.random.default_rng(61).standard_normal(_out_shape(x_shape, w_shape, attrs)).astype(np.float32)
+    z = np.random.default_rng(61).standard_normal(conv_out_shape(x_shape, w_shape, attrs)).astype(np.float32)
     inputs = [x, In(w, const=True), In(b, const=True)] + ([z] if residual else [])
     with_act = dict(attrs, activation=act, **({"activation_params": list(params)} if params else {}))
     real = activation.hard_swish_into, activation.hard_sigmoid_into

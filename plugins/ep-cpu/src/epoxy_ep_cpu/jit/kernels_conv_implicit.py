@@ -192,6 +192,18 @@ def _round_up(x: int, m: int) -> int:
     return -(-x // m) * m
 
 
+def phase_grid(shape: Sequence[int], w_shape: Sequence[int], strides: Sequence[int], dilations: Sequence[int],
+               begin: Sequence[int], out_sp: Sequence[int]) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    """A group-1 layer's padded phase grid (``kernels_conv._geometry``): the pad's sizes, the
+    geometry, the grid's size in floats, and the offset of each im2col row (input channel,
+    kernel position) into an image's grid: ``channel * plane + offset(kernel position)``."""
+    key = (tuple(shape), tuple(w_shape), tuple(strides), tuple(dilations), tuple(begin), tuple(out_sp), 1)
+    pdims, dims, (xp_size, _, _) = _geometry(*key)  # type: ignore[arg-type]
+    offs = np.asarray(_offsets(dims), dtype=np.int64)
+    rowoff = (np.arange(int(shape[1]), dtype=np.int64)[:, None] * int(dims[1]) + offs[None, :]).reshape(-1)
+    return pdims, dims, int(xp_size), rowoff
+
+
 def interleaves(n: int, span: int) -> bool:
     """Whether a batch of ``n`` images with ``span`` grid positions each takes the interleaved
     layout: when rounding each image's span up to 16 would add more than an eighth."""
@@ -260,13 +272,10 @@ class ImplicitConvCall(PreparedConvCall):
                  out_sp: Sequence[int], act: int, alpha: float, beta: float, nthreads: int) -> None:
         n, c = shape[0], shape[1]
         m, _, kh, kw = w.shape
-        key = (shape, w.shape, tuple(strides), tuple(dilations), tuple(begin), tuple(out_sp), 1)
-        self._pdims, dims, (self.xp_size, _, _) = _geometry(*key)  # type: ignore[arg-type]
+        self._pdims, dims, self.xp_size, rowoff = phase_grid(shape, w.shape, strides, dilations, begin, out_sp)
         oh, ow, wq, plane = int(out_sp[0]), int(out_sp[1]), int(dims[3]), int(dims[1])
         span = (oh - 1) * wq + ow
         self._interleaved = interleaves(n, span)
-        offs = np.asarray(_offsets(dims), dtype=np.int64)
-        rowoff = (np.arange(c, dtype=np.int64)[:, None] * plane + offs[None, :]).reshape(-1)
         if self._interleaved:  # one run of the batch's columns: one "image" for the kernel
             self._cols, self._rowoff, self._n = _round_up(span * n, LANES), rowoff * n, 1
         else:

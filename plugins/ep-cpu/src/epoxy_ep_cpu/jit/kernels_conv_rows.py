@@ -30,8 +30,8 @@ from numba import njit, uint64
 
 from . import config, direct, kernels_sgemm, llvm_module, native_shares, rows_store_ir, threads
 from .activations import activate
-from .kernels_conv import PreparedConvCall, _geometry, _offsets
-from .kernels_conv_implicit import pad_planes
+from .kernels_conv import PreparedConvCall
+from .kernels_conv_implicit import pad_planes, phase_grid
 from .scratch import scratch
 from .sgemm_ir import TILE_COLS, TILE_ROWS
 from .threads import Split
@@ -168,11 +168,8 @@ class RowsConvCall(PreparedConvCall):
                  out_sp: Sequence[int], act: int, alpha: float, beta: float, nthreads: int) -> None:
         n, c = shape[0], shape[1]
         m, _, kh, kw = w.shape
-        key = (shape, w.shape, tuple(strides), tuple(dilations), tuple(begin), tuple(out_sp), 1)
-        self._pdims, dims, (self.xp_size, _, _) = _geometry(*key)  # type: ignore[arg-type]
+        self._pdims, dims, self.xp_size, self._rowoff = phase_grid(shape, w.shape, strides, dilations, begin, out_sp)
         oh, ow, wq, plane = int(out_sp[0]), int(out_sp[1]), int(dims[3]), int(dims[1])
-        offs = np.asarray(_offsets(dims), dtype=np.int64)
-        self._rowoff = (np.arange(c, dtype=np.int64)[:, None] * plane + offs[None, :]).reshape(-1)
         # output (oy, ox) sits at grid position oy * wq + ox of the phase grid (as for igemm)
         self._gpos = (np.arange(oh, dtype=np.int64)[:, None] * wq + np.arange(ow, dtype=np.int64)[None, :]).reshape(-1)
         self.shape, self.dtype, self.out_shape = shape, dtype, (n, m, oh, ow)

@@ -123,59 +123,40 @@ def _row_tiles(kind: str, entry: str, out_base: str, b_args: str, gathered: bool
                   "  br i1 %i.end, label %rows.done, label %rows"]
 
 
-def _driver_ir() -> list[str]:
+def _driver_ir(gathered: bool = False) -> list[str]:
     """``sgemm(A, B, out, lda, ldo, m, k, np, kc, j0, j1)``: ``out[:m, j0:j1] += A[:m, :k] @
     B[:k, j0:j1]`` for the packed B of ``np`` columns (``j0`` a multiple of TILE_COLS, ``j1``
-    one too or ``np``); each tile calls the ``sgemm_tile_R_V`` its size needs."""
-    out = ["define void @sgemm(float* noalias nocapture readonly %A, float* noalias nocapture readonly %B, "
-           "float* noalias nocapture %out, i64 %lda, i64 %ldo, i64 %m, i64 %k, i64 %np, i64 %kc, i64 %j0, "
-           "i64 %j1) {",
-           "entry:", "  %no.rows = icmp eq i64 %m, 0", "  %no.k = icmp eq i64 %k, 0",
-           "  %no.cols = icmp uge i64 %j0, %j1", "  %none.1 = or i1 %no.rows, %no.k",
-           "  %none = or i1 %none.1, %no.cols", "  br i1 %none, label %exit, label %blocks",
-           "blocks:", "  %kb = phi i64 [0, %entry], [%kb.next, %cols.done]",
-           "  %k.left = sub i64 %k, %kb", "  %k.many = icmp ugt i64 %k.left, %kc",
-           "  %k.cur = select i1 %k.many, i64 %kc, i64 %k.left", "  %fresh = icmp eq i64 %kb, 0",
-           "  br label %cols",
-           "cols:", "  %j = phi i64 [%j0, %blocks], [%j.next, %rows.done]",
-           "  %cols.left = sub i64 %np, %j", f"  %cols.many = icmp ugt i64 %cols.left, {TILE_COLS}",
-           f"  %tile.cols = select i1 %cols.many, i64 {TILE_COLS}, i64 %cols.left",
-           f"  %tile.vectors = udiv i64 %tile.cols, {LANES}",
-           # the tile's K block: tile j starts at j * k floats, its rows tile.cols wide
-           "  %b.tile = mul i64 %j, %k", "  %b.rows = mul i64 %kb, %tile.cols",
-           "  %b.off = add i64 %b.tile, %b.rows", "  %b.blk = getelementptr float, float* %B, i64 %b.off",
-           "  br label %rows"]
-    out += _row_tiles("sgemm", "cols", "%out", "float* %b.blk")
-    return out + ["rows.done:", "  %j.next = add i64 %j, %tile.cols", "  %j.end = icmp uge i64 %j.next, %j1",
-                  "  br i1 %j.end, label %cols.done, label %cols",
-                  "cols.done:", "  %kb.next = add i64 %kb, %k.cur", "  %kb.end = icmp uge i64 %kb.next, %k",
-                  "  br i1 %kb.end, label %exit, label %blocks",
-                  "exit:", "  ret void", "}"]
-
-
-def _gathered_driver_ir() -> list[str]:
-    """``cgemm(X, gpos, rowoff, B, out, ldo, m, k, np, kc, j0, j1)``: ``out[:m, j0:j1] = A[:m,
-    :k] @ B[:k, j0:j1]`` where ``A[i, kk] = X[gpos[i] + rowoff[kk]]`` (a convolution: row ``i``
-    an output position, ``kk`` an input channel and tap; ``out`` position-major) and B packed
-    as in ``sgemm``; K blocks, column tiles and row tiles as there."""
-    out = ["define void @cgemm(float* noalias nocapture readonly %X, i64* noalias nocapture readonly %gpos, "
-           "i64* noalias nocapture readonly %rowoff, float* noalias nocapture readonly %B, "
-           "float* noalias nocapture %out, i64 %ldo, i64 %m, i64 %k, i64 %np, i64 %kc, i64 %j0, i64 %j1) {",
-           "entry:", "  %lda = add i64 0, 0", "  %no.rows = icmp eq i64 %m, 0", "  %no.k = icmp eq i64 %k, 0",
-           "  %no.cols = icmp uge i64 %j0, %j1", "  %none.1 = or i1 %no.rows, %no.k",
-           "  %none = or i1 %none.1, %no.cols", "  br i1 %none, label %exit, label %blocks",
-           "blocks:", "  %kb = phi i64 [0, %entry], [%kb.next, %cols.done]",
-           "  %k.left = sub i64 %k, %kb", "  %k.many = icmp ugt i64 %k.left, %kc",
-           "  %k.cur = select i1 %k.many, i64 %kc, i64 %k.left", "  %fresh = icmp eq i64 %kb, 0",
-           "  %ro.blk = getelementptr i64, i64* %rowoff, i64 %kb", "  br label %cols",
-           "cols:", "  %j = phi i64 [%j0, %blocks], [%j.next, %rows.done]",
-           "  %cols.left = sub i64 %np, %j", f"  %cols.many = icmp ugt i64 %cols.left, {TILE_COLS}",
-           f"  %tile.cols = select i1 %cols.many, i64 {TILE_COLS}, i64 %cols.left",
-           f"  %tile.vectors = udiv i64 %tile.cols, {LANES}",
-           "  %b.tile = mul i64 %j, %k", "  %b.rows = mul i64 %kb, %tile.cols",
-           "  %b.off = add i64 %b.tile, %b.rows", "  %b.blk = getelementptr float, float* %B, i64 %b.off",
-           "  br label %rows"]
-    out += _row_tiles("cgemm", "cols", "%out", "float* %b.blk", gathered=True)
+    one too or ``np``); each tile calls the ``sgemm_tile_R_V`` its size needs.
+    ``gathered``: ``cgemm(X, gpos, rowoff, B, out, ldo, m, k, np, kc, j0, j1)``, the same with
+    ``A[i, kk] = X[gpos[i] + rowoff[kk]]`` (a convolution: row ``i`` an output position, ``kk``
+    an input channel and tap; ``out`` position-major), calling ``cgemm_tile_R_V``."""
+    if gathered:
+        head = ["define void @cgemm(float* noalias nocapture readonly %X, i64* noalias nocapture readonly %gpos, "
+                "i64* noalias nocapture readonly %rowoff, float* noalias nocapture readonly %B, "
+                "float* noalias nocapture %out, i64 %ldo, i64 %m, i64 %k, i64 %np, i64 %kc, i64 %j0, i64 %j1) {",
+                "entry:", "  %lda = add i64 0, 0"]  # the tiles' A row step: unused when gathered
+        block_rows = ["  %ro.blk = getelementptr i64, i64* %rowoff, i64 %kb"]
+    else:
+        head = ["define void @sgemm(float* noalias nocapture readonly %A, float* noalias nocapture readonly %B, "
+                "float* noalias nocapture %out, i64 %lda, i64 %ldo, i64 %m, i64 %k, i64 %np, i64 %kc, i64 %j0, "
+                "i64 %j1) {", "entry:"]
+        block_rows = []
+    out = head + ["  %no.rows = icmp eq i64 %m, 0", "  %no.k = icmp eq i64 %k, 0",
+                  "  %no.cols = icmp uge i64 %j0, %j1", "  %none.1 = or i1 %no.rows, %no.k",
+                  "  %none = or i1 %none.1, %no.cols", "  br i1 %none, label %exit, label %blocks",
+                  "blocks:", "  %kb = phi i64 [0, %entry], [%kb.next, %cols.done]",
+                  "  %k.left = sub i64 %k, %kb", "  %k.many = icmp ugt i64 %k.left, %kc",
+                  "  %k.cur = select i1 %k.many, i64 %kc, i64 %k.left", "  %fresh = icmp eq i64 %kb, 0",
+                  *block_rows, "  br label %cols",
+                  "cols:", "  %j = phi i64 [%j0, %blocks], [%j.next, %rows.done]",
+                  "  %cols.left = sub i64 %np, %j", f"  %cols.many = icmp ugt i64 %cols.left, {TILE_COLS}",
+                  f"  %tile.cols = select i1 %cols.many, i64 {TILE_COLS}, i64 %cols.left",
+                  f"  %tile.vectors = udiv i64 %tile.cols, {LANES}",
+                  # the tile's K block: tile j starts at j * k floats, its rows tile.cols wide
+                  "  %b.tile = mul i64 %j, %k", "  %b.rows = mul i64 %kb, %tile.cols",
+                  "  %b.off = add i64 %b.tile, %b.rows", "  %b.blk = getelementptr float, float* %B, i64 %b.off",
+                  "  br label %rows"]
+    out += _row_tiles("cgemm" if gathered else "sgemm", "cols", "%out", "float* %b.blk", gathered=gathered)
     return out + ["rows.done:", "  %j.next = add i64 %j, %tile.cols", "  %j.end = icmp uge i64 %j.next, %j1",
                   "  br i1 %j.end, label %cols.done, label %cols",
                   "cols.done:", "  %kb.next = add i64 %kb, %k.cur", "  %kb.end = icmp uge i64 %kb.next, %k",
@@ -227,4 +208,4 @@ def module_ir() -> str:
         for rows in range(1, TILE_ROWS + 1):
             for vectors in range(1, VECTORS + 1):
                 out += _tile_ir(rows, vectors, indirect, gathered)
-    return "\n".join(out + _driver_ir() + _implicit_driver_ir() + _gathered_driver_ir())
+    return "\n".join(out + _driver_ir() + _implicit_driver_ir() + _driver_ir(gathered=True))
