@@ -14,9 +14,11 @@ table. That is onnxruntime's NCHWc kernels' register tile without their channel-
 layout. Measured on the Intel guest (1 thread, product alone): 76-88 G multiply-adds/s on
 resnet50's 3x3 and stride-2 layers, onnxruntime 75-88 (bench/README.md, session 36).
 
-The product lands position-major (``acc[p, channel]``); the store pass transposes it into the
-channel-major output while adding the bias and residual and applying the activation. Threads
-share an image's output positions.
+The product lands position-major (``acc[p, channel]``), in chunks of positions that stay in
+L2; the store (``rows_store_ir``: 16 x 16 blocks transposed in registers, the edges in numba)
+writes them channel-major while adding the bias and residual and applying the activation.
+Threads share the images' positions, or the 64-channel column tiles where the channels
+outnumber the positions (each thread then reads its part of the weights).
 """
 
 from __future__ import annotations
