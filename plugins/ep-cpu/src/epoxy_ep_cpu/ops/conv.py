@@ -1134,9 +1134,10 @@ def _grid_width(kernel: tuple[int, ...], dilations, strides, out_sp) -> int:
 
 class _Jit:
     """The compiled direct kernel (``jit/kernels_conv.py``), the pointwise, grid GEMM, implicit
-    GEMM and small-layer calls (``jit/kernels_pointwise.py``, ``jit/kernels_conv_gemm.py``,
-    ``jit/kernels_conv_implicit.py``, ``jit/kernels_conv_small.py``) of a provider running the
-    jit tier, and the Winograd variants its options allow."""
+    GEMM, small-layer and position-row calls (``jit/kernels_pointwise.py``,
+    ``jit/kernels_conv_gemm.py``, ``jit/kernels_conv_implicit.py``, ``jit/kernels_conv_small.py``,
+    ``jit/kernels_conv_rows.py``) of a provider running the jit tier, and the Winograd variants
+    its options allow."""
 
     __slots__ = ("depthwise", "f23", "f43", "grid", "implicit", "module", "nthreads", "pointwise", "rows", "small",
                  "winograd")
@@ -1160,8 +1161,9 @@ class _Jit:
         AVX-512: ``kernels_conv_implicit.gains``), "winograd" / "winograd23" (F(4x4, 3x3) / F(2x2, 3x3)
         with compiled transforms: ``use_f43_jit``, ``use_f23_jit``, and the layers whose numpy
         path would be F(4,3)), "depthwise" (stride-1 and -2 depthwise layers: ``kernels_depthwise``),
-        "direct" (the direct kernel), "small" (``kernels_conv_small``: only for a ``prepared`` call,
-        its weights packed once), or None (the numpy paths)."""
+        "direct" (the direct kernel), "small" (``kernels_conv_small``) and "rows" (output positions
+        as the GEMM's rows, ``kernels_conv_rows``: ``_rows_takes``), both only for a ``prepared``
+        call, their weights packed once, or None (the numpy paths)."""
         c, m = shape[1], pk.w.shape[0]
         if self.depthwise is not None and self.depthwise.fits(c, m, group, pk.kernel, strides, dilations, begin, end):
             return "depthwise"
