@@ -138,7 +138,15 @@ class Variants:
         return sess
 
 
+#: pause before each timed block: onnxruntime's workers spin ~30 ms after a run (an epoxy
+#: block right after one took 1.3-2.7x its time alone: bench/README.md, session 37)
+SETTLE_SECONDS = 0.05
+
+
 def best_us(runs: dict[str, Callable[[], Any]], rounds: int, seconds: float) -> dict[str, float]:
+    for run in runs.values():  # warm every runner (a session's first runs build its plans)
+        run()
+        run()
     start = time.perf_counter()
     next(iter(runs.values()))()
     reps = max(3, int(seconds / max(time.perf_counter() - start, 1e-6)))
@@ -146,6 +154,7 @@ def best_us(runs: dict[str, Callable[[], Any]], rounds: int, seconds: float) -> 
     names = list(runs)
     for r in range(rounds):
         for name in names if r % 2 == 0 else names[::-1]:
+            time.sleep(SETTLE_SECONDS)  # the previous runner's spinning threads go to sleep
             t = time.perf_counter()
             for _ in range(reps):
                 runs[name]()

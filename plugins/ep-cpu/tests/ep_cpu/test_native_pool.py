@@ -257,3 +257,37 @@ def test_a_split_into_more_shares_grows_the_pool_and_the_old_one_ends():
     np.testing.assert_array_equal(out, np.arange(90) + 1.0)
     assert native_pool.pool(1).helpers >= 3
     assert all(not t.is_alive() for t in old._threads) or old is native_pool.pool(1)
+
+
+def test_a_helper_that_never_comes_leaves_its_share_to_the_caller():
+    """The caller claims each helper share not started when its own is done (a helper whose
+    vCPU is taken would otherwise cost a scheduler time slice): with the helper gone, every
+    share still runs exactly once, on the caller."""
+    pool = native_pool.NativePool(1)
+    pool.stop()  # the helper thread has ended: nobody else will claim share 1
+    out = np.zeros(40)
+    share = native_shares.kernel_share(_mark, (out, 1.0, 0, False))
+    argv = np.empty(share[2], np.int64)
+    share[1](argv, out, 1.0, 0, False)
+    for round_ in range(1, 4):
+        out[:] = 0
+        assert pool.run(share[0], argv, native_pool.bounds_for(40, 2))
+        np.testing.assert_array_equal(out, np.arange(40) + 1.0)  # written once each
+        assert pool.taken() == round_
+
+
+def test_shares_raced_for_by_caller_and_helper_run_once():
+    """Caller and awake helper race for share 1 every call (which wins depends on the
+    scheduler): each element is written exactly once either way."""
+    pool = native_pool.NativePool(1)
+    try:
+        out = np.zeros(1 << 16)
+        share = native_shares.kernel_share(_mark, (out, 1.0, 0, False))
+        argv = np.empty(share[2], np.int64)
+        share[1](argv, out, 1.0, 0, False)
+        for _ in range(50):
+            out[:] = 0
+            assert pool.run(share[0], argv, native_pool.bounds_for(out.size, 2))
+            np.testing.assert_array_equal(out, np.arange(out.size) + 1.0)
+    finally:
+        pool.stop()

@@ -45,6 +45,25 @@ def store_release(typingctx: Any, arr: Any, idx: Any, val: Any) -> Any:
 
 
 @intrinsic
+def claim(typingctx: Any, arr: Any, idx: Any, val: Any) -> Any:
+    """Set ``arr[idx]`` (an int64 array) to ``val`` unless it already holds it, atomically:
+    True for the one thread whose compare-exchange made it ``val`` (the cell's owner for that
+    value), False for any other. Values written to a cell must only grow, so a stale read
+    can only lose."""
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        cell = _cell(context, builder, signature, args)
+        value = context.cast(builder, args[2], signature.args[2], types.int64)
+        seen = builder.load_atomic(cell, ordering="acquire", align=8)
+        won = cgutils.alloca_once_value(builder, ir.Constant(ir.IntType(1), 0))
+        with builder.if_then(builder.icmp_signed("<", seen, value)):
+            pair = builder.cmpxchg(cell, seen, value, "acq_rel", "acquire")
+            builder.store(builder.extract_value(pair, 1), won)
+        return builder.load(won)
+
+    return types.boolean(arr, idx, val), codegen
+
+
+@intrinsic
 def cycles(typingctx: Any) -> Any:
     """The CPU's cycle counter (``llvm.readcyclecounter``: rdtsc on x86): a clock for spin
     budgets that costs no system call."""

@@ -11,6 +11,13 @@ arguments are packed into an int64 array (:mod:`.native_shares` makes these func
 numba kernels and for OpenBLAS's sgemm). Only an idle helper sleeps, on a condition, and the
 next share wakes it.
 
+A share is run by whoever claims it first (a compare-exchange of its sequence number): the
+caller, done with its own share, claims every helper share not yet started and runs it itself,
+and waits only for the ones helpers took. A helper that is late (asleep, its vCPU busy with
+another process's thread, onnxruntime's spinning workers in the same process) then costs the
+caller the helper's share, not a scheduler time slice: a 1x1 layer right after an onnxruntime
+session's run took 150 us a call here against 56 alone (bench/README.md, session 37).
+
 A helper that spun in Python (taking the GIL to call each share) measured no gain: it
 blocked on the GIL the caller held, and paid the wake-up anyway (bench/README.md, session 33).
 
@@ -31,16 +38,16 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from .atomics import cycles, load_acquire, pause_cpu, store_release, yield_cpu
+from .atomics import claim, cycles, load_acquire, pause_cpu, store_release, yield_cpu
 
 #: how long an idle helper stays awake: ~5 ms at 3 GHz (the gaps between the split layers of
 #: a run are tens to hundreds of microseconds; OpenBLAS's own workers stay ~0.1 s)
 SPIN_CYCLES = 1 << 24
 #: ``pause`` hints a turn of a wait (0: ``sched_yield`` every turn), see ``_wait_turn``
 PAUSES = int(os.environ.get("EPOXY_CPU_SPIN_PAUSES", "16"))
-#: int64 cells of a helper's control block (one 64-byte line: no false sharing)
-_STRIDE = 8
-_POSTED, _DONE, _FN, _ARGV, _FIRST, _LAST, _SLEEPING, _PAUSES = range(8)
+#: int64 cells of a helper's control block (two 64-byte lines: no false sharing between helpers)
+_STRIDE = 16
+_POSTED, _DONE, _FN, _ARGV, _FIRST, _LAST, _SLEEPING, _PAUSES, _CLAIMED, _TAKEN = range(10)
 _STOP = -1
 
 
@@ -79,9 +86,10 @@ def _serve_native(ctrl, base, seen, budget, hold):  # pragma: no cover - compile
         if posted == _STOP:
             return _STOP
         if posted != seen:
-            call_share(ctrl[base + 2], ctrl[base + 3], ctrl[base + 4], ctrl[base + 5])
-            store_release(ctrl, base + 1, posted)
             seen = posted
+            if claim(ctrl, base + _CLAIMED, posted):  # the caller did not take this share first
+                call_share(ctrl[base + _FN], ctrl[base + _ARGV], ctrl[base + _FIRST], ctrl[base + _LAST])
+                store_release(ctrl, base + _DONE, posted)
             start = cycles()
             continue
         if load_acquire(hold, 0) != 0 or cycles() - start > budget:
@@ -94,22 +102,29 @@ def _serve_native(ctrl, base, seen, budget, hold):  # pragma: no cover - compile
 def _post(ctrl, helpers, fn, argv, bounds, sequence):  # pragma: no cover - compiled
     """Share h + 1 to helper h (function, arguments, range first, then the sequence number)."""
     for h in range(helpers):
-        base = h * 8
-        ctrl[base + 2] = fn
-        ctrl[base + 3] = argv
-        ctrl[base + 4] = bounds[h + 1]
-        ctrl[base + 5] = bounds[h + 2]
+        base = h * _STRIDE
+        ctrl[base + _FN] = fn
+        ctrl[base + _ARGV] = argv
+        ctrl[base + _FIRST] = bounds[h + 1]
+        ctrl[base + _LAST] = bounds[h + 2]
         store_release(ctrl, base, sequence)
 
 
 @njit(nogil=True, cache=True)
-def _run_first_and_wait(ctrl, helpers, fn, argv, first, last, sequence):  # pragma: no cover - compiled
-    """The caller's share, then the wait for every helper's."""
-    call_share(fn, argv, first, last)
+def _run_first_and_wait(ctrl, helpers, fn, argv, bounds, sequence):  # pragma: no cover - compiled
+    """The caller's share; then each helper's share the helper has not claimed yet (it was
+    late: asleep, or its core taken) the caller claims and runs itself, and it waits for the
+    ones the helpers took."""
+    call_share(fn, argv, bounds[0], bounds[1])
     for h in range(helpers):
+        base = h * _STRIDE
+        if claim(ctrl, base + _CLAIMED, sequence):
+            call_share(fn, argv, bounds[h + 1], bounds[h + 2])
+            ctrl[base + _TAKEN] += 1
+            continue
         turn = 0
-        while load_acquire(ctrl, h * 8 + 1) != sequence:
-            _wait_turn(turn, ctrl[h * _STRIDE + _PAUSES])
+        while load_acquire(ctrl, base + _DONE) != sequence:
+            _wait_turn(turn, ctrl[base + _PAUSES])
             turn += 1
 
 
@@ -151,10 +166,15 @@ class NativePool:
                     for h in range(helpers):
                         self._wake(h)
                     self._cond.notify_all()
-            _run_first_and_wait(self._ctrl, helpers, fn, address, bounds[0], bounds[1], sequence)
+            _run_first_and_wait(self._ctrl, helpers, fn, address, bounds, sequence)
             return True
         finally:
             self._busy.release()
+
+    def taken(self) -> int:
+        """Helper shares the callers ran themselves so far (the helper had not claimed them
+        when the caller's own share was done)."""
+        return int(sum(self._ctrl[h * _STRIDE + _TAKEN] for h in range(self.helpers)))
 
     def quiesce(self) -> None:
         """Idle helpers to sleep now (another pool is about to want the cores)."""
