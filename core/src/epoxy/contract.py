@@ -39,6 +39,15 @@ KernelFn = Callable[..., Any]
 #: weight, not two (``epoxy.plan.released_constants``). Added in SDK API 1.4 (optional).
 RELEASED_INPUTS = "released_inputs"
 
+#: The kernel attribute by which an ``out=``-capable kernel says where its inputs lie in its
+#: output: ``out_parts(out_shape, input_shapes)`` returns, per input position, the element
+#: offset at which that input is one C-contiguous block of the (C-contiguous) output, or None
+#: there (or None for all). The planner may then hand the inputs' producers views of those
+#: blocks as their ``out=``; called with ``out=``, the kernel must leave an input that is
+#: already at its place as it is and copy the others (``epoxy.plan.placed_parts``). Added in
+#: SDK API 1.5 (optional).
+OUT_PARTS = "out_parts"
+
 
 @dataclass(frozen=True)
 class Device:

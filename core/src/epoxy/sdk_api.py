@@ -16,7 +16,9 @@ ahead-of-time compiled groups (``CompiledArtifact``, the optional ``Provider.exp
 adds the ``epoxy_register_policies`` hook (provider selection policies) and the device
 properties ``vendor``, ``device_type`` and ``hardware_id`` that ``epoxy.get_devices()`` reads;
 ``1.4`` adds the optional kernel attribute ``released_inputs`` (``contract.RELEASED_INPUTS``:
-constants a kernel keeps its own copy of, which the session may then drop).
+constants a kernel keeps its own copy of, which the session may then drop); ``1.5`` the optional
+kernel attribute ``out_parts`` (``contract.OUT_PARTS``: where a kernel's inputs lie in its
+output, so their producers write there: a concatenation that copies nothing).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import re
 from typing import Any
 
 #: the contract this core implements
-SDK_API = "1.4"
+SDK_API = "1.5"
 
 _FORM = re.compile(r"^\s*(\d+)\.(\d+)\s*$")
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -33,19 +33,28 @@ from .planner import DevicePlan
 
 @dataclass(frozen=True)
 class ArenaLayout:
-    """Buffer sizes and, per planned slot, (buffer index, dtype, shape)."""
+    """Buffer sizes and, per planned slot, (buffer index, dtype, shape); ``offsets``: the byte
+    offsets of slots that are parts of another's buffer (``placed_parts``), 0 for the rest."""
 
     buffer_sizes: tuple[int, ...]
     views: tuple[tuple[int, int, np.dtype, tuple[int, ...]], ...]  # (slot, buffer, dtype, shape)
+    offsets: Mapping[int, int] = field(default_factory=dict)
 
     @property
     def nbytes(self) -> int:
         return sum(self.buffer_sizes)
 
 
-def layout_from_plan(plan: DevicePlan, specs: dict[int, tuple[np.dtype, tuple[int, ...]]]) -> ArenaLayout:
-    views = tuple((slot, buf, specs[slot][0], specs[slot][1]) for slot, buf in sorted(plan.assignment.items()))
-    return ArenaLayout(tuple(plan.buffer_sizes), views)
+def layout_from_plan(plan: DevicePlan, specs: dict[int, tuple[np.dtype, tuple[int, ...]]],
+                     parts: Mapping[int, tuple[int, int]] | None = None) -> ArenaLayout:
+    """The arena of ``plan``'s assignment; ``parts`` (slot -> (root slot, byte offset)) put
+    slots inside their root's buffer."""
+    parts = parts or {}
+    buffer_of = dict(plan.assignment)
+    buffer_of.update({slot: plan.assignment[root] for slot, (root, _) in parts.items() if root in plan.assignment})
+    views = tuple((slot, buf, specs[slot][0], specs[slot][1]) for slot, buf in sorted(buffer_of.items()))
+    offsets = {slot: at for slot, (root, at) in parts.items() if root in plan.assignment}
+    return ArenaLayout(tuple(plan.buffer_sizes), views, offsets)
 
 
 class ArenaPool:
@@ -67,12 +76,14 @@ class ArenaPool:
             except (MemoryError, ValueError):  # more than the process can get: those kernels allocate
                 buffers.append(None)
         views: list[np.ndarray | None] = [None] * self.n_slots
+        offsets = self.layout.offsets
         for slot, buf, dtype, shape in self.layout.views:
             buffer = buffers[buf]
-            count = math.prod(shape)
-            if buffer is None or slot in self.dropped or count * dtype.itemsize > buffer.size:
+            start = offsets.get(slot, 0)
+            end = start + math.prod(shape) * dtype.itemsize
+            if buffer is None or slot in self.dropped or end > buffer.size:
                 continue
-            views[slot] = buffer[: count * dtype.itemsize].view(dtype).reshape(shape)
+            views[slot] = buffer[start:end].view(dtype).reshape(shape)
         return views
 
     def acquire(self) -> list[np.ndarray | None]:

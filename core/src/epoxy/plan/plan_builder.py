@@ -21,6 +21,7 @@ from ..partition.partitioner import Partition, Unit
 from ..run.executor import ExecutionPlan, Step
 from ..run.limits import allocation_cap
 from .arena import ArenaLayout, alias_extended_last_use, aliases_of_outputs, layout_from_plan
+from .placed_parts import place_parts
 from .placement import HOST, IOPlacement, describe_io, device_key
 from .planner import MemoryPlan, PlannedValue, credible_nbytes, last_uses, plan_memory, release_points
 from .released_constants import ReleaseLedger
@@ -275,21 +276,45 @@ def _arena_layout(graph: CoreGraph, slots: _Slots, steps: list[Step], last: dict
     may_alias = [not c for c in capable]
     protected = aliases_of_outputs(ins, outs, may_alias, outputs)
     extended = alias_extended_last_use(ins, outs, may_alias, last)
-    candidates: list[PlannedValue] = []
     specs: dict[int, tuple[Any, tuple[int, ...]]] = {}
+    sizes: dict[int, int] = {}
     for index, step in enumerate(steps):
         slot = step.outputs[0]
         if not capable[index] or slot in protected:
             continue
         vt = graph.value_type(slots.names[slot])
         nbytes = credible_nbytes(vt, cap)
-        if nbytes is None or nbytes == 0:
+        if nbytes is not None and nbytes > 0:
+            specs[slot], sizes[slot] = (vt.dtype, tuple(vt.shape)), nbytes  # type: ignore[arg-type]
+
+    def spec_of(slot: int) -> tuple[Any, tuple[int, ...]] | None:
+        if slot in specs:
+            return specs[slot]
+        if not 0 <= slot < len(slots.names):
+            return None
+        vt = graph.value_type(slots.names[slot])
+        return (vt.dtype, tuple(vt.shape)) if credible_nbytes(vt, cap) is not None else None  # type: ignore[arg-type]
+
+    parts = place_parts([s.fn for s in steps], ins, outs, capable, protected, spec_of)
+    # a root's buffer lives from its first part's producer to the last use of any part
+    span: dict[int, list[int]] = {}
+    candidates: list[PlannedValue] = []
+    for index, step in enumerate(steps):
+        slot = step.outputs[0]
+        if not capable[index] or slot not in specs:
             continue
-        specs[slot] = (vt.dtype, tuple(vt.shape))  # type: ignore[arg-type]
-        candidates.append(PlannedValue(slot, HOST, nbytes, index, extended.get(slot, index)))
+        root = parts[slot][0] if slot in parts else slot
+        first_last = span.setdefault(root, [index, index])
+        first_last[0] = min(first_last[0], index)
+        first_last[1] = max(first_last[1], extended.get(slot, index))
+    for index, step in enumerate(steps):
+        slot = step.outputs[0]
+        if slot in specs and slot not in parts and capable[index]:
+            first, last_use = span[slot]
+            candidates.append(PlannedValue(slot, HOST, sizes[slot], first, last_use))
     if not candidates:
         return None
-    return layout_from_plan(plan_memory(candidates).devices[HOST], specs)
+    return layout_from_plan(plan_memory(candidates).devices[HOST], specs, parts)
 
 
 class _HostAllocatorStub:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..contract import ValueType
+from ..contract import OUT_PARTS, ValueType
 from ..errors import OutputTypeError
 from .executor import ExecutionPlan, Step
 
@@ -112,6 +112,8 @@ def _checked(step: Step, expected: tuple[Expected | None, ...]) -> Callable[...,
 
     if getattr(fn, "supports_out", False):
         call.supports_out = True  # type: ignore[attr-defined]
+        if getattr(fn, OUT_PARTS, None) is not None:
+            setattr(call, OUT_PARTS, getattr(fn, OUT_PARTS))
     return call
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..contract import OUT_PARTS
 from .executor import ExecutionPlan
 
 
@@ -116,6 +117,8 @@ def timed(fn: Any, step: Any, profiler: Profiler, run_id: Any) -> Any:
 
     if getattr(fn, "supports_out", False):
         call.supports_out = True  # type: ignore[attr-defined]
+        if getattr(fn, OUT_PARTS, None) is not None:
+            setattr(call, OUT_PARTS, getattr(fn, OUT_PARTS))
     return call
 
 

@@ -322,9 +322,9 @@ class Conv2dCall(PreparedConvCall):
         self._fn: Any = None
         self._rest = (n * shape[1], blocks, act, dtype.type(alpha), dtype.type(beta))
 
-    def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
+    def __call__(self, x: np.ndarray, z: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
         dt = self.dtype
-        y = np.empty(self.out_shape, dtype=dt)
+        y = np.empty(self.out_shape, dtype=dt) if out is None else out
         args = (x.reshape(-1), np.empty(self.xp_size, dtype=dt), *self._head,
                 _NO_Z[dt] if z is None else z.reshape(-1), y.reshape(-1), *self._tail,
                 np.empty(self.acc_size, dtype=dt), *self._rest)

@@ -170,7 +170,7 @@ class GridConvCall(PreparedConvCall):
         span = (out_sp[0] - 1) * wq + out_sp[1]
         return shape[0] * shape[1] * math.prod(w_shape[2:]) * span <= MAX_COLS
 
-    def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
+    def __call__(self, x: np.ndarray, z: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
         dt = self.dtype
         # the padded planes, the im2col matrix and the accumulator are temporaries: reused
         # per thread (``scratch``: fresh multi-MB arrays page-faulted, ~4 ms of squeezenet's run)
@@ -192,7 +192,7 @@ class GridConvCall(PreparedConvCall):
         if product is None:
             product = self._product = SplitMatmul(*operands, self._gemm)
         product(*operands)
-        y = np.empty(self.out_shape, dtype=dt)
+        y = np.empty(self.out_shape, dtype=dt) if out is None else out
         stored = (acc.reshape(-1), self.bias, _NO_Z[dt] if z is None else z.reshape(-1), y.reshape(-1), *self._tail)
         fn = self._store
         if fn is None:

@@ -305,12 +305,12 @@ class ImplicitConvCall(PreparedConvCall):
         """Whether a float32 layer is this path's on ``nthreads`` threads (:func:`gains`)."""
         return dtype == _F32 and gains(*layer_sizes(shape, w_shape, wq, out_sp), nthreads)
 
-    def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
+    def __call__(self, x: np.ndarray, z: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
         m, depth = self._w.shape
         cols, xstep, size = self._cols, self._xstep, self.xp_size
         n, c = self.shape[0], self.shape[1]
         acc = scratch("implicit.acc", self._n * m * cols, _F32)
-        y = np.empty(self.out_shape, dtype=_F32)
+        y = np.empty(self.out_shape, dtype=_F32) if out is None else out
         flat = x.reshape(-1)
         # the interleaved pad also takes the channel and image counts
         layout = (c, n) if self._interleaved else ()

@@ -211,12 +211,12 @@ class RowsConvCall(PreparedConvCall):
         return dtype == _F32 and gains(int(shape[0]), int(shape[1] * w_shape[2] * w_shape[3]), int(w_shape[0]),
                                        int(out_sp[0]) * int(out_sp[1]))
 
-    def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
+    def __call__(self, x: np.ndarray, z: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
         n, c = self.shape[0], self.shape[1]
         acc = scratch("rows.acc", self._count * self._chunk * self._weights._n_pad, _F32)
         flat = x.reshape(-1)
         xp = flat if self._own else scratch("rows.padded", self.xp_size, _F32)
-        y = np.empty(self.out_shape, dtype=_F32)
+        y = np.empty(self.out_shape, dtype=_F32) if out is None else out
         args = (self._geo, xp, acc, self.bias, _NO_Z if z is None else z.reshape(-1), y.reshape(-1), *self.params)
         pad_args = (flat, xp, self._pdims)
         pad, fn = self._pad, self._fn

@@ -237,8 +237,8 @@ class SmallConvCall(PreparedConvCall):
         return dtype == _F32 and gains(*layer_sizes(shape, w_shape, wq, out_sp), nthreads,
                                        taps=int(w_shape[2] * w_shape[3]))
 
-    def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
-        y = np.empty(self.out_shape, dtype=_F32)
+    def __call__(self, x: np.ndarray, z: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
+        y = np.empty(self.out_shape, dtype=_F32) if out is None else out
         fn, args = self._fn, (x, y, _NO_Z if z is None else z, self._ints, self._floats)
         if self._count == 1:
             fn(*args, 0, self._n)

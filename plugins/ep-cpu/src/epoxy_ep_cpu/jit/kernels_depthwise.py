@@ -464,9 +464,9 @@ class DepthwiseCall:
     def accepts(self, x: np.ndarray, z: np.ndarray | None) -> bool:
         return x.shape == self.shape and call_accepts(x, z, self.dtype, self.out_shape)
 
-    def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
+    def __call__(self, x: np.ndarray, z: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
         dt = self.dtype
-        y = np.empty(self.out_shape, dtype=dt)
+        y = np.empty(self.out_shape, dtype=dt) if out is None else out
         if self._scratch:
             args = (x.reshape(-1), *self._head, _NO_Z[dt] if z is None else z.reshape(-1), y.reshape(-1),
                     scratch("depthwise.channels", self._scratch, dt), *self._rest)

@@ -103,9 +103,9 @@ class PointwiseCall(PreparedConvCall):
             self._implicit = (kernels_sgemm.implicit_kernel(), np.ascontiguousarray(self._w[0]), rowoff,
                               kernels_sgemm.IMPLICIT_KC)
 
-    def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
+    def __call__(self, x: np.ndarray, z: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
         dt = self.dtype
-        y = np.empty(self.out_shape, dtype=dt)
+        y = np.empty(self.out_shape, dtype=dt) if out is None else out
         if self._implicit is not None:
             self._product(x, y)
         else:

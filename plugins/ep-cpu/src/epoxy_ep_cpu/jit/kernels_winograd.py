@@ -223,7 +223,7 @@ class WinogradCall(PreparedConvCall):
         self._out_split: Any = None
         self._product: Any = None
 
-    def __call__(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray:
+    def __call__(self, x: np.ndarray, z: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
         dt = self.dtype
         c, m, k = self.shape[1], self.out_shape[1], self._elements
         n = self.shape[0]
@@ -245,7 +245,7 @@ class WinogradCall(PreparedConvCall):
         if product is None:
             product = self._product = SplitMatmul(*operands, self._gemm)
         product(*operands)
-        y = np.empty(self.out_shape, dtype=dt)
+        y = np.empty(self.out_shape, dtype=dt) if out is None else out
         stored = (prod.reshape(-1), self.bias, _NO_Z[dt] if z is None else z.reshape(-1), y.reshape(-1),
                   self._dims, *self._tail)
         fn = self._out

@@ -876,13 +876,19 @@ def _conv_2d_kernel(node: NodeSpec, epi: Epilogue | None, geo: _Geometry, group:
 
     prepared = _PreparedCalls(fast, prepacked, group, geo, epi)
 
-    def run(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, z: np.ndarray | None = None) -> np.ndarray:
+    def run(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, z: np.ndarray | None = None,
+            out: np.ndarray | None = None) -> np.ndarray:
         call = prepared.calls.get(x.shape, _UNSEEN)
         if call is _UNSEEN and prepared.pk is not None:
             prepared.consider(x, z)  # a shape's first run: every run of it takes one path
             call = prepared.calls.get(x.shape)
         if call is not None and call is not _UNSEEN and call.accepts(x, z):
-            y = call(x, z)
+            # the planned buffer (``out=``: an arena view, perhaps a concatenation's part) when
+            # it is what the call would allocate; the other paths allocate
+            if out is not None and out.shape == call.out_shape and out.dtype == call.dtype and out.flags.c_contiguous:
+                y = call(x, z, out)
+            else:
+                y = call(x, z)
             if epi is None or epi.after is None or getattr(call, "activation_done", False):
                 return y
             return epi.after(y)
@@ -899,6 +905,7 @@ def _conv_2d_kernel(node: NodeSpec, epi: Epilogue | None, geo: _Geometry, group:
             y = epi.tail(y, z, x, w, b)
         return y
 
+    run.supports_out = True  # type: ignore[attr-defined]
     return run
 
 

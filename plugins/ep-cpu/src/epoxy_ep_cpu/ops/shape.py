@@ -299,7 +299,63 @@ def concat(node: NodeSpec):
             return _channels_last_concat(arrays, dtype)
         return np.concatenate(arrays, axis=a, dtype=dtype)
 
-    return run
+    def run_into(*xs: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        if out is not None:
+            done = _concat_into(out, xs, axis)
+            if done is not None:
+                return done
+        return run(*xs)
+
+    run_into.supports_out = True  # type: ignore[attr-defined]
+    run_into.out_parts = lambda out_shape, shapes: concat_parts(out_shape, shapes, axis)  # type: ignore[attr-defined]
+    return run_into
+
+
+def concat_parts(out_shape: tuple[int, ...], shapes: list[tuple[int, ...]], axis: int) -> list[int | None] | None:
+    """``contract.OUT_PARTS`` of Concat: each input's element offset in the output, where the
+    axes before ``axis`` are all 1 (then each input is one contiguous block of it: channels of
+    one image); None otherwise or when the shapes do not concatenate to ``out_shape``."""
+    rank = len(out_shape)
+    a = axis + rank if axis < 0 else axis
+    if not 0 <= a < rank or math.prod(out_shape[:a]) != 1 or not _concatenates(out_shape, shapes, a):
+        return None
+    offsets: list[int | None] = []
+    at = 0
+    for shape in shapes:
+        offsets.append(at)
+        at += math.prod(shape)
+    return offsets
+
+
+def _concatenates(out_shape: tuple[int, ...], shapes: Sequence[tuple[int, ...]], a: int) -> bool:
+    """Whether ``shapes`` joined along axis ``a`` make ``out_shape``."""
+    return (all(len(s) == len(out_shape) and s[:a] == out_shape[:a] and s[a + 1:] == out_shape[a + 1:] for s in shapes)
+            and sum(s[a] for s in shapes) == out_shape[a])
+
+
+def _concat_into(out: np.ndarray, xs: tuple[Any, ...], axis: int) -> np.ndarray | None:
+    """Concat into the planned buffer ``out``: inputs a producer already wrote at their place
+    (``concat_parts``) are left there, the others copied; None (the kernel allocates) for
+    anything but plain numeric arrays of ``out``'s dtype that concatenate to its shape."""
+    dtype = out.dtype
+    if dtype.kind not in "fc":  # shape vectors and codes keep their own paths
+        return None
+    arrays = [x for x in xs if x is not None]
+    if any(type(x) is not np.ndarray or x.dtype != dtype for x in arrays):
+        return None
+    rank = out.ndim
+    a = axis + rank if axis < 0 else axis
+    if not 0 <= a < rank or not _concatenates(out.shape, [x.shape for x in arrays], a):
+        return None
+    if math.prod(out.shape[:a]) != 1:
+        return np.concatenate(arrays, axis=a, out=out)
+    flat, base, at = out.reshape(-1), out.ctypes.data, 0
+    for x in arrays:
+        size = x.size
+        if not (x.ctypes.data == base + at * dtype.itemsize and x.flags.c_contiguous):
+            flat[at:at + size] = x.reshape(-1)
+        at += size
+    return out
 
 
 def _channels_last_concat(arrays: list[np.ndarray], dtype: np.dtype) -> np.ndarray:
