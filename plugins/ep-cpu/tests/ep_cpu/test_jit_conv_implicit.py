@@ -17,6 +17,7 @@ from _jit_cases import case_ids, close, conv_data, conv_float64, run_cpu
 pytest.importorskip("numba")
 
 from epoxy_ep_cpu.jit import blas_spin, kernels_conv_gemm, kernels_conv_implicit, kernels_sgemm  # noqa: E402
+from epoxy_ep_cpu.jit import threads as jit_threads  # noqa: E402
 
 # the small-layer kernel would take many of these layers: its own tests are test_jit_conv_small.py
 pytestmark = pytest.mark.usefixtures("no_small_conv")
@@ -172,26 +173,33 @@ POINTWISE = [((1, 300, 24, 24), 7), ((1, 32, 23, 23), 40), ((1, 64, 32, 17), 96)
 
 
 @needs_avx512
+@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("residual", [False, True])
 @pytest.mark.parametrize(("x_shape", "m"), POINTWISE, ids=[f"{s}-{m}" for s, m in POINTWISE])
-def test_pointwise_layers_of_one_image_run_on_the_kernel(monkeypatch, x_shape, m, residual):
-    """A float32 1x1 layer of one image on a large map: the product on the few-rows kernel
-    (K across its 256-row blocks, output channels not a multiple of 6, a map whose positions
-    are not a multiple of 16: the tail on BLAS), then the residual and the Relu; within the
-    float32 bound of a float64 product, close to the numpy path and onnxruntime."""
+def test_pointwise_layers_of_one_image_run_on_the_kernel(monkeypatch, x_shape, m, residual, threads):
+    """A float32 1x1 layer of one image on a large map: the product on the few-rows kernel with
+    the bias, the residual and the Relu in its store (``pgemm``: K across its 64-row blocks,
+    output channels not a multiple of 6, a map whose positions are not a multiple of 16: the
+    tail on BLAS and a compiled pass); within the float32 bound of a float64 product, close
+    to the numpy path and onnxruntime."""
     from epoxy_ep_cpu.jit import kernels_pointwise
 
+    if threads > 1 and not jit_threads.native():
+        pytest.skip("on several threads the kernel splits over the native pool only")
     products = []
-    real = kernels_pointwise.PointwiseCall._product
-    monkeypatch.setattr(kernels_pointwise.PointwiseCall, "_product",
-                        lambda self, x, y: products.append(x.shape) or real(self, x, y))
+    real = kernels_pointwise.PointwiseCall.__call__
+    monkeypatch.setattr(kernels_pointwise.PointwiseCall, "__call__", lambda self, x, z, out=None: products.append(
+        (x.shape, self._implicit is not None and self._implicit[-1])) or real(self, x, z, out))
     x, w, b = conv_data(sum(x_shape) + m, x_shape, (m, x_shape[1], 1, 1))
     out_shape = (1, m, *x_shape[2:])
     z = np.random.default_rng(m).standard_normal(out_shape).astype(np.float32) if residual else None
     case = one_node("FusedConv", [x, In(w, const=True), In(b, const=True), z], {"activation": "Relu"}, 1,
                     domain="com.microsoft")
-    (on,) = run_cpu(case, True, runs=2, jit_threads=1)
-    assert products == [x_shape] * 2
+    (on,) = run_cpu(case, True, runs=2, jit_threads=threads)
+    macs = m * x_shape[1] * x_shape[2] * x_shape[3]
+    shares = max(1, min(threads, macs // jit_threads.MIN_SPLIT_MACS))  # a small layer stays whole
+    fused = threads == 1 or x_shape[1] <= kernels_pointwise.SPLIT_MAX_DEPTH  # deeper: OpenBLAS's shares
+    assert products == [(x_shape, shares if fused else False)] * 2
     flat = np.einsum("mc,cp->mp", w[:, :, 0, 0].astype(np.float64), x[0].reshape(x_shape[1], -1).astype(np.float64))
     mag = np.abs(w[:, :, 0, 0]).astype(np.float64) @ np.abs(x[0].reshape(x_shape[1], -1)).astype(np.float64)
     want = flat.reshape(out_shape) + b[None, :, None, None] + (0 if z is None else z)
@@ -201,11 +209,13 @@ def test_pointwise_layers_of_one_image_run_on_the_kernel(monkeypatch, x_shape, m
     assert (excess <= 0).all()
     close([on], run_cpu(case, False), 1e-5, 1e-4)
     close([on], run_onnxruntime(case), 1e-4, 1e-4)
+    if threads > 1 and fused:  # the shares sum as one thread does
+        np.testing.assert_array_equal(on, run_cpu(case, True, jit_threads=1)[0])
 
 
 def test_pointwise_batches_and_small_maps_keep_blas():
-    """The few-rows product is for one float32 image on a map of 512 positions and more, on one
-    thread."""
+    """The fused product is for one float32 image on a map of 512 positions and more, on one
+    thread or (where the native pool runs) several."""
     from epoxy_ep_cpu.jit.kernels_pointwise import takes_implicit
 
     able = kernels_sgemm.support() is None
@@ -215,4 +225,50 @@ def test_pointwise_batches_and_small_maps_keep_blas():
     assert not takes_implicit(1, 64, 64, 256, f32, 1)
     assert not takes_implicit(1, 64, 64, 3136, f64, 1)
     assert not takes_implicit(1, 64, 64, 3136, f32, 4)
-    assert not takes_implicit(1, 64, 64, 3136, f32, 1, nthreads=2)
+    assert takes_implicit(1, 64, 64, 3136, f32, 1, nthreads=2) == (able and jit_threads.native())
+    assert not takes_implicit(1, 256, 64, 3136, f32, 1, nthreads=2)  # deep: OpenBLAS shares
+
+
+def _numpy_activation(v: np.ndarray, act: int, alpha: float, beta: float) -> np.ndarray:
+    """``activations.activate`` in numpy (float32), NaN kept."""
+    a, b = np.float32(alpha), np.float32(beta)
+    if act == 1:
+        return np.where(v < 0, np.float32(0), v)
+    if act == 2:
+        return np.where(v >= 0, v, v * a)
+    if act == 3:
+        return np.where(v > b, b, np.where(v < a, a, v))
+    return v
+
+
+@needs_avx512
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("act", "alpha", "beta"), [(0, 0.0, 0.0), (1, 0.0, 0.0), (2, 0.1, 0.0), (3, -0.5, 0.75)])
+def test_the_fused_store_is_the_epilogue_pass_bit_for_bit(act, alpha, beta, threads):
+    """``pgemm``'s store (and the tail's pass) gives ``act((sum + bias) + z)`` exactly as the
+    numpy-side pass computes it from the same sums, NaN and infinities included, every
+    activation code, on one thread and split."""
+    from epoxy_ep_cpu.jit.kernels_pointwise import PointwiseCall
+
+    if threads > 1 and not jit_threads.native():
+        pytest.skip("on several threads the kernel splits over the native pool only")
+    rng = np.random.default_rng(act + 10 * threads)
+    c, m, side = 48, 70, 29  # rows not a multiple of 6, 841 positions: a tail of 9
+    x = rng.standard_normal((1, c, side, side)).astype(np.float32)
+    x[0, 3, 2, 5] = np.nan
+    x[0, 7, 20, 28] = np.inf  # the tail's last column
+    w = (rng.standard_normal((m, c, 1, 1)) * 0.3).astype(np.float32)
+    bias = rng.standard_normal(m).astype(np.float32)
+    z = rng.standard_normal((1, m, side, side)).astype(np.float32)
+    z[0, 1, 0, 0] = -np.inf
+    f32 = np.dtype(np.float32)
+    sums = PointwiseCall(x.shape, f32, w, np.zeros(m, np.float32), 0, 0.0, 0.0, threads)(x, None)
+    call = PointwiseCall(x.shape, f32, w, bias, act, alpha, beta, threads)
+    assert call._implicit is not None
+    for residual in (None, z):
+        got = call(x, residual)
+        v = sums + bias[None, :, None, None]
+        if residual is not None:
+            v = v + residual
+        np.testing.assert_array_equal(got, _numpy_activation(v, act, alpha, beta))
+    assert np.isnan(got).any()

@@ -9,26 +9,29 @@ all of that once: per call it is one ``np.matmul`` into the output and one compi
 adds the bias and the residual and applies the activation while each plane is in cache.
 Layers with many multiply-adds win too: the epilogue replaces two or three numpy passes.
 
-One float32 image on a large map (an ImageNet CNN's 1x1 layers at batch 1) runs its product
-on the few-rows register-tiled kernel instead (``kernels_sgemm.implicit_kernel``, AVX-512),
-whose B rows are the input's channel planes as they lie: nothing is packed, where OpenBLAS
-packs the whole input on every call (squeezenet's 128 -> 16 on 55x55: 0.12 against 0.16 ms,
-resnet50's 64 -> 256 on 56x56 0.93 against 1.02; on small batched maps BLAS stays ahead:
-bench/README.md, "Session 28"). On one thread only: BLAS's threads split it better.
+One float32 image on a large map (an ImageNet CNN's 1x1 layers at batch 1) runs on ``pgemm``
+instead (``pointwise_gemm_ir``, AVX-512): the few-rows register tiles with B rows the input's
+channel planes as they lie (nothing packed, where OpenBLAS packs the whole input on every call)
+and the bias, residual and activation in the store of the last K block, column tiles outermost.
+Threads split the positions (:func:`fused_columns`), each share whole 16-position vectors: at 2
+threads 1.1-2.4x faster than OpenBLAS's products split by hand plus the epilogue pass
+(squeezenet's 32 -> 128 on 27x27 106 -> 44 us, resnet50's 64 -> 256 on 56x56 681 -> 454 us;
+bench/README.md, session 37). On small batched maps BLAS stays ahead (session 28).
 """
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 import numpy as np
 from numba import njit, prange, uint64
 
-from . import direct, kernels_sgemm
+from . import config, direct, kernels_sgemm, llvm_module, native_shares, pointwise_gemm_ir
 from .activations import activate
 from .kernels_conv import PreparedConvCall
 from .sgemm_ir import LANES
-from .threads import GRAIN, SplitMatmul, gemm_count, serial_twin, use
+from .threads import GRAIN, Split, SplitMatmul, gemm_count, native, serial_twin, use
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _NO_Z = {dt: np.empty(0, dtype=dt) for dt in _FLOATS}
@@ -38,12 +41,74 @@ _NO_Z = {dt: np.empty(0, dtype=dt) for dt in _FLOATS}
 IMPLICIT_MIN_POSITIONS = 512
 
 
+#: input channels up to which a layer on several threads takes ``pgemm``'s split: deeper ones
+#: re-read their weights from L2 for every column tile, and inception_v1's 192/256 -> 16..128
+#: layers on 27x27 ran slower split that way than as OpenBLAS shares (the model 1.03-1.05x at 2
+#: threads; squeezenet, whose 1x1 layers are up to 128 deep on large maps, 0.95; session 37)
+SPLIT_MAX_DEPTH = 128
+
+
 def takes_implicit(n: int, c: int, m: int, plane: int, dtype: np.dtype, group: int, nthreads: int = 1) -> bool:
-    """Whether a pointwise layer's product runs on the few-rows kernel (module docstring): on
-    one thread only, where BLAS's threads split the same product better (resnet50 and
-    densenet121 at 2 threads: 1.17-1.19x slower with the output channels split)."""
-    return (n == 1 and group == 1 and nthreads == 1 and dtype == np.float32 and plane >= IMPLICIT_MIN_POSITIONS
-            and plane >= LANES and kernels_sgemm.support() is None)
+    """Whether a pointwise layer runs on ``pgemm`` (module docstring): one float32 image of 512
+    positions or more, on one thread, or split over the native pool up to SPLIT_MAX_DEPTH input
+    channels (without the pool, OpenBLAS's own threads split the product)."""
+    return (n == 1 and group == 1 and dtype == np.float32 and plane >= IMPLICIT_MIN_POSITIONS
+            and plane >= LANES and kernels_sgemm.support() is None
+            and (nthreads == 1 or (c <= SPLIT_MAX_DEPTH and native())))
+
+
+_FUSED = llvm_module.LazyModule(
+    "the fused pointwise GEMM", ("avx512f",), pointwise_gemm_ir.module_ir,
+    {"pgemm": [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 6 + [ctypes.c_void_p] * 2 + [ctypes.c_int64, ctypes.c_void_p]},
+    config.compiled_code_dir)
+
+
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def _tail_columns(w, x, y, m, c, plane, j0, j1):  # pragma: no cover - compiled
+    """``y[:, j] = W @ x[:, j]`` for the positions [j0, j1) ``pgemm`` leaves (the plane's last,
+    fewer than 16), in K order as its tiles sum. Unsigned indices: no negative-index wrap."""
+    cu, pu = uint64(c), uint64(plane)
+    for j in range(uint64(j0), uint64(j1)):
+        for ch in range(uint64(m)):
+            acc = np.float32(0.0)
+            for k in range(cu):
+                acc += w[ch * cu + k] * x[k * pu + j]
+            y[ch * pu + j] = acc
+
+
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def _epilogue_columns(y, bias, z, m, plane, act, alpha, beta, j0, j1):  # pragma: no cover - compiled
+    """``act(y + bias + z)`` in place on positions [j0, j1) of every output channel (unsigned
+    indices: a signed index's wrap check kept this loop scalar, 5x slower)."""
+    has_z = z.shape[0] > 0
+    for ch in range(m):
+        row = uint64(ch * plane)
+        bv = bias[ch]
+        for j in range(uint64(j0), uint64(j1)):
+            v = y[row + j] + bv
+            if has_z:
+                v += z[row + j]
+            y[row + j] = activate(v, act, alpha, beta)
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def fused_columns(gemm, w, rowoff, x, y, bias, z, params, m, c, plane, kc, act,
+                  first, last):  # pragma: no cover - compiled
+    """Output positions [16 first, 16 last) of one image's ``act(W @ x + bias (+ z))``:
+    ``pgemm`` over their whole vectors, and in the share that reaches the plane's end its last
+    positions (fewer than 16: ``pgemm`` would read past the input) by dot products and the
+    same epilogue. A share of :class:`PointwiseCall`'s split (``threads.Split``)."""
+    j0 = first * LANES
+    body = plane // LANES * LANES
+    j1 = min(last * LANES, body)
+    if j1 > j0:
+        z_at = np.int64(z.ctypes.data) + 4 * j0 if z.shape[0] > 0 else np.int64(0)
+        native_shares.call_address14(gemm, np.int64(w.ctypes.data), np.int64(rowoff.ctypes.data),
+                                     np.int64(x.ctypes.data) + 4 * j0, np.int64(y.ctypes.data) + 4 * j0, c, plane, m, c,
+                                     kc, j1 - j0, np.int64(bias.ctypes.data), z_at, act, np.int64(params.ctypes.data))
+    if last * LANES >= plane and body < plane:
+        _tail_columns(w, x, y, m, c, plane, body, plane)
+        _epilogue_columns(y, bias, z, m, plane, act, params[0], params[1], body, plane)
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
@@ -77,8 +142,8 @@ class PointwiseCall(PreparedConvCall):
     C-contiguous array of ``out_shape`` and ``dtype`` (:meth:`accepts` checks both), as for
     ``kernels_conv.Conv2dCall``, whose interface this shares."""
 
-    __slots__ = ("_count", "_epilogue", "_gemm", "_implicit", "_rest", "_split_product", "_w", "bias", "dtype",
-                 "out_shape", "shape", "x_shape", "y_shape")
+    __slots__ = ("_columns", "_count", "_epilogue", "_gemm", "_implicit", "_rest", "_split_product", "_w", "bias",
+                 "dtype", "out_shape", "shape", "x_shape", "y_shape")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
                  act: int, alpha: float, beta: float, nthreads: int, group: int = 1) -> None:
@@ -98,22 +163,34 @@ class PointwiseCall(PreparedConvCall):
         self._epilogue: Any = None
         self._split_product: Any = None
         self._implicit: Any = None
+        self._columns: Any = None
         if takes_implicit(n, c, m, plane, dtype, group, nthreads):
+            self.bias = np.ascontiguousarray(bias, dtype=np.float32)
+            units = -(-plane // LANES)
             rowoff = np.arange(c, dtype=np.int64) * plane  # B's row k: input channel k's plane
-            self._implicit = (kernels_sgemm.implicit_kernel(), np.ascontiguousarray(self._w[0]), rowoff,
-                              kernels_sgemm.IMPLICIT_KC)
+            self._implicit = ((_FUSED.address("pgemm"), np.ascontiguousarray(self._w[0]).reshape(-1), rowoff),
+                              (self.bias,), (np.array([alpha, beta], dtype=np.float32), m, c, plane,
+                                             kernels_sgemm.IMPLICIT_KC, act), units,
+                              max(1, min(nthreads, units, gemm_count(nthreads, m * c * plane))))
 
     def __call__(self, x: np.ndarray, z: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
         dt = self.dtype
         y = np.empty(self.out_shape, dtype=dt) if out is None else out
         if self._implicit is not None:
-            self._product(x, y)
-        else:
-            operands = (self._w, x.reshape(self.x_shape), y.reshape(self.y_shape))
-            product = self._split_product
-            if product is None:
-                product = self._split_product = SplitMatmul(*operands, self._gemm)
-            product(*operands)
+            head, bias, tail, units, count = self._implicit
+            args = (*head, x.reshape(-1), y.reshape(-1), *bias, _NO_Z[dt] if z is None else z.reshape(-1), *tail)
+            columns = self._columns
+            if columns is None:
+                fn = direct.overload(fused_columns, (*args, 0, 1))
+                columns = self._columns = (Split(fused_columns, fn, args, units, count) if count > 1
+                                           else lambda *a: fn(*a, 0, units))
+            columns(*args)
+            return y
+        operands = (self._w, x.reshape(self.x_shape), y.reshape(self.y_shape))
+        product = self._split_product
+        if product is None:
+            product = self._split_product = SplitMatmul(*operands, self._gemm)
+        product(*operands)
         args = (y.reshape(-1), self.bias, _NO_Z[dt] if z is None else z.reshape(-1), *self._rest)
         fn = self._epilogue
         if fn is None:
@@ -122,19 +199,6 @@ class PointwiseCall(PreparedConvCall):
             use(self._count, self._count * GRAIN)
         fn(*args)
         return y
-
-    def _product(self, x: np.ndarray, y: np.ndarray) -> None:
-        """``y = W @ x`` for one image on the few-rows kernel, on one thread: the columns up to
-        the last whole 16 there (it reads and writes whole vectors, never past a plane: the
-        tail would read past the input's end), the rest on BLAS."""
-        gemm, w, rowoff, kc = self._implicit
-        m, c = w.shape
-        plane = self.x_shape[3]
-        body = plane - plane % LANES
-        gemm(w.ctypes.data, rowoff.ctypes.data, x.ctypes.data, y.ctypes.data, c, plane, m, c, kc, body,
-             1, 0, 0)
-        if body < plane:
-            np.matmul(w, x.reshape(c, plane)[:, body:], out=y.reshape(m, plane)[:, body:])
 
 
 #: input channels per group from which a grouped 1x1 layer runs as batched GEMMs here (with

@@ -72,6 +72,13 @@ def _call_by_address(args: tuple[Any, ...]) -> Any:
 
 
 @intrinsic
+def call_address14(typingctx: Any, fn: Any, a1: Any, a2: Any, a3: Any, a4: Any, a5: Any, a6: Any, a7: Any, a8: Any,
+                   a9: Any, a10: Any, a11: Any, a12: Any, a13: Any, a14: Any) -> Any:
+    """``fn(a1, ..., a14)``: ``pgemm`` (``kernels_pointwise``), see :func:`_call_by_address`."""
+    return _call_by_address((fn, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14))
+
+
+@intrinsic
 def call_address13(typingctx: Any, fn: Any, a1: Any, a2: Any, a3: Any, a4: Any, a5: Any, a6: Any, a7: Any, a8: Any,
                    a9: Any, a10: Any, a11: Any, a12: Any, a13: Any) -> Any:
     """``fn(a1, ..., a13)``: ``igemm`` (``kernels_conv_implicit``), see :func:`_call_by_address`."""

@@ -18,6 +18,8 @@ bits differ from OpenBLAS's, as onnxruntime's MLAS bits do.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 #: rows of one register tile, and its registers of 16 float32 columns (24 accumulators)
 TILE_ROWS, VECTORS = 6, 4
 #: columns per register (N is padded to it), and the widest column tile
@@ -32,14 +34,18 @@ def _splat(name: str, scalar: str) -> list[str]:
             f"  %{name} = shufflevector {_FLOATS} %{name}.one, {_FLOATS} undef, <16 x i32> zeroinitializer"]
 
 
-def _tile_ir(rows: int, vectors: int, indirect: bool = False, gathered: bool = False) -> list[str]:
+def _tile_ir(rows: int, vectors: int, indirect: bool = False, gathered: bool = False,
+             fused: tuple[str, str, Callable[[int, int], list[str]]] | None = None) -> list[str]:
     """``sgemm_tile_R_V``: ``out[R, 16V] += A[R, kc] @ B[kc, 16V]`` (B rows 16V floats apart), or
     ``=`` when ``fresh`` (the first K block: ``out`` need not be zeroed beforehand).
     ``indirect``: ``igemm_tile_R_V``, whose B row ``k`` starts ``rowoff[k]`` floats past ``B``
     (an implicit im2col: rows are runs of an input grid, not a packed copy).
     ``gathered``: ``cgemm_tile_R_V``, whose A row ``r`` is read from an input grid ``X``, element
     ``k`` at ``X[gpos[r] + rowoff[k]]`` (a convolution's output position ``r`` over its input
-    channels and taps: an im2col row never packed), B packed as in ``sgemm``."""
+    channels and taps: an im2col row never packed), B packed as in ``sgemm``.
+    ``fused``: (name, extra parameters, store): the tile under another name with more
+    parameters, its final sums ``%sum{r}.{v}`` stored by ``store(rows, vectors)``'s lines
+    (``pointwise_gemm_ir``: the epilogue on the last K block)."""
     r_range, v_range = range(rows), range(vectors)
     width = LANES * vectors
     if gathered:
@@ -49,9 +55,12 @@ def _tile_ir(rows: int, vectors: int, indirect: bool = False, gathered: bool = F
     else:
         name, b_args = ("igemm", "i64* noalias nocapture readonly %rowoff, ") if indirect else ("sgemm", "")
         a_args = "float* noalias nocapture readonly %A, "
+    extra = ""
+    if fused is not None:
+        name, extra = fused[0], ", " + fused[1]
     out = [f"define internal void @{name}_tile_{rows}_{vectors}({a_args}{b_args}"
            "float* noalias nocapture readonly %B, float* noalias nocapture %out, i64 %kc, i64 %lda, "
-           "i64 %ldo, i1 %fresh) alwaysinline {", "entry:"]
+           f"i64 %ldo, i1 %fresh{extra}) alwaysinline {{", "entry:"]
     for r in r_range:
         if gathered:  # row r's first element: the grid at its position's offset
             out += [f"  %g.p{r} = getelementptr i64, i64* %gpos, i64 {r}", f"  %g{r} = load i64, i64* %g.p{r}, align 8",
@@ -89,6 +98,8 @@ def _tile_ir(rows: int, vectors: int, indirect: bool = False, gathered: bool = F
             for r in r_range for v in v_range]
     out += ["  %k.next = add i64 %k, 1", "  %k.end = icmp uge i64 %k.next, %kc",
             "  br i1 %k.end, label %store, label %k.loop", "store:"]
+    if fused is not None:
+        return out + fused[2](rows, vectors) + ["}"]
     out += [f"  store {_FLOATS} %sum{r}.{v}, {_FLOATS}* %o.q{r}.{v}, align 4" for r in r_range for v in v_range]
     return out + ["  ret void", "}"]
 

@@ -1,0 +1,114 @@
+"""LLVM IR text of the 1x1 convolution's GEMM with FusedConv's epilogue in its store: ``pgemm``
+(``kernels_pointwise`` compiles it with llvmlite).
+
+Why: the few-rows ``igemm`` walks K blocks outermost, so a layer's whole output is stored
+once per K block and then read and written again by a separate bias/residual/activation pass:
+on resnet50's 64 -> 256 layers at 56x56 the output (3.2 MB) went through memory three more
+times than needed, and those layers ran 1.6x onnxruntime's (bench/README.md, session 37).
+Here the column tiles are outermost: one tile's rows of every K block accumulate while they are
+in the L1/L2 cache, and the last K block's store adds the bias and the residual and applies the
+activation (``rows_store_ir._activation``: ``activations.activate``'s comparisons, NaN kept).
+Each element's sums run in the same order as ``igemm``'s, and the epilogue is the numpy-side
+pass's ``(sum + bias) + z`` then the activation: the same bits as before.
+"""
+
+from __future__ import annotations
+
+from .rows_store_ir import _activation
+from .sgemm_ir import _FLOATS, LANES, TILE_COLS, TILE_ROWS, VECTORS, _splat, _tile_ir
+
+_EPILOGUE_ARGS = ("i1 %last, float* noalias nocapture readonly %bias, float* noalias nocapture readonly %z, "
+                  f"i1 %has.z, i1 %is.relu, i1 %is.leaky, i1 %is.clip, {_FLOATS} %alpha.v, {_FLOATS} %beta.v")
+
+
+def _store(rows: int, vectors: int) -> list[str]:
+    """A tile's store: the sums as they are before the last K block, else ``act(sum +
+    bias[row] (+ z))`` (``z`` laid out as ``out``)."""
+    tiles = [(r, v) for r in range(rows) for v in range(vectors)]
+    out = ["  br i1 %last, label %ep, label %plain", "plain:"]
+    out += [f"  store {_FLOATS} %sum{r}.{v}, {_FLOATS}* %o.q{r}.{v}, align 4" for r, v in tiles]
+    out += ["  ret void", "ep:"]
+    for r in range(rows):
+        out += [f"  %bias.p{r} = getelementptr float, float* %bias, i64 {r}",
+                f"  %bias.s{r} = load float, float* %bias.p{r}, align 4", *_splat(f"bias{r}", f"%bias.s{r}")]
+    out += [f"  %e{r}.{v} = fadd {_FLOATS} %sum{r}.{v}, %bias{r}" for r, v in tiles]
+    out += ["  br i1 %has.z, label %ep.z, label %ep.act", "ep.z:"]
+    for r, v in tiles:
+        t = f"{r}.{v}"
+        out += [f"  %z.p{t} = getelementptr float, float* %z, i64 %o.at{t}",
+                f"  %z.q{t} = bitcast float* %z.p{t} to {_FLOATS}*",
+                f"  %z{t} = load {_FLOATS}, {_FLOATS}* %z.q{t}, align 4",
+                f"  %ez{t} = fadd {_FLOATS} %e{t}, %z{t}"]
+    out += ["  br label %ep.act", "ep.act:"]
+    out += [f"  %f{r}.{v} = phi {_FLOATS} [%e{r}.{v}, %ep], [%ez{r}.{v}, %ep.z]" for r, v in tiles]
+    for r, v in tiles:
+        t = f"{r}.{v}"
+        out += _activation(f"f{t}")
+        out.append(f"  store {_FLOATS} %f{t}.out, {_FLOATS}* %o.q{t}, align 4")
+    return out + ["  ret void"]
+
+
+def _driver() -> list[str]:
+    """``pgemm(A, rowoff, X, out, lda, ldo, m, k, kc, cols, bias, z, act, params)``: ``out[:m,
+    :cols] = act(A[:m, :k] @ B + bias (+ z))`` with ``B[kk, j] = X[rowoff[kk] + j]``; ``cols`` a
+    multiple of LANES, ``z`` null or laid out as ``out``, ``act`` an ``activations`` code and
+    ``params`` its two float32 parameters."""
+    out = ["define void @pgemm(float* noalias nocapture readonly %A, i64* noalias nocapture readonly %rowoff, "
+           "float* noalias nocapture readonly %X, float* noalias nocapture %out, i64 %lda, i64 %ldo, i64 %m, "
+           "i64 %k, i64 %kc, i64 %cols, float* noalias nocapture readonly %bias, "
+           "float* noalias nocapture readonly %z, i64 %act, float* noalias nocapture readonly %params) {",
+           "entry:",
+           "  %alpha.p = getelementptr float, float* %params, i64 0", "  %alpha = load float, float* %alpha.p",
+           "  %beta.p = getelementptr float, float* %params, i64 1", "  %beta = load float, float* %beta.p",
+           *_splat("alpha.v", "%alpha"), *_splat("beta.v", "%beta"),
+           "  %is.relu = icmp eq i64 %act, 1", "  %is.leaky = icmp eq i64 %act, 2", "  %is.clip = icmp eq i64 %act, 3",
+           "  %has.z = icmp ne float* %z, null",
+           "  %no.rows = icmp eq i64 %m, 0", "  %no.k = icmp eq i64 %k, 0", "  %no.cols = icmp eq i64 %cols, 0",
+           "  %none.1 = or i1 %no.rows, %no.k", "  %none = or i1 %none.1, %no.cols",
+           "  br i1 %none, label %exit, label %cols.loop",
+           "cols.loop:", "  %j = phi i64 [0, %entry], [%j.next, %blocks.done]",
+           "  %cols.left = sub i64 %cols, %j", f"  %cols.many = icmp ugt i64 %cols.left, {TILE_COLS}",
+           f"  %tile.cols = select i1 %cols.many, i64 {TILE_COLS}, i64 %cols.left",
+           f"  %tile.vectors = udiv i64 %tile.cols, {LANES}",
+           "  %b.col = getelementptr float, float* %X, i64 %j", "  %o.col = getelementptr float, float* %out, i64 %j",
+           "  %z.col = getelementptr float, float* %z, i64 %j", "  br label %blocks",
+           "blocks:", "  %kb = phi i64 [0, %cols.loop], [%kb.next, %rows.done]",
+           "  %k.left = sub i64 %k, %kb", "  %k.many = icmp ugt i64 %k.left, %kc",
+           "  %k.cur = select i1 %k.many, i64 %kc, i64 %k.left", "  %fresh = icmp eq i64 %kb, 0",
+           "  %kb.next = add i64 %kb, %k.cur", "  %last = icmp uge i64 %kb.next, %k",
+           "  %ro.blk = getelementptr i64, i64* %rowoff, i64 %kb", "  br label %rows",
+           "rows:", "  %i = phi i64 [0, %blocks], [%i.next, %tile.done]",
+           "  %rows.left = sub i64 %m, %i", f"  %rows.many = icmp ugt i64 %rows.left, {TILE_ROWS}",
+           f"  %tile.rows = select i1 %rows.many, i64 {TILE_ROWS}, i64 %rows.left",
+           "  %a.row = mul i64 %i, %lda", "  %a.off = add i64 %a.row, %kb",
+           "  %a.blk = getelementptr float, float* %A, i64 %a.off",
+           "  %o.row = mul i64 %i, %ldo", "  %o.blk = getelementptr float, float* %o.col, i64 %o.row",
+           "  %z.blk = getelementptr float, float* %z.col, i64 %o.row",
+           "  %bias.blk = getelementptr float, float* %bias, i64 %i",
+           "  %rows.index = sub i64 %tile.rows, 1", f"  %rows.base = mul i64 %rows.index, {VECTORS}",
+           "  %vectors.index = sub i64 %tile.vectors, 1", "  %which = add i64 %rows.base, %vectors.index",
+           "  switch i64 %which, label %tile.done ["]
+    sizes = [(r, v) for r in range(1, TILE_ROWS + 1) for v in range(1, VECTORS + 1)]
+    out += [f"    i64 {(r - 1) * VECTORS + v - 1}, label %tile{r}.{v}" for r, v in sizes] + ["  ]"]
+    for r, v in sizes:
+        out += [f"tile{r}.{v}:",
+                f"  call void @pgemm_tile_{r}_{v}(float* %a.blk, i64* %ro.blk, float* %b.col, float* %o.blk, "
+                "i64 %k.cur, i64 %lda, i64 %ldo, i1 %fresh, i1 %last, float* %bias.blk, float* %z.blk, i1 %has.z, "
+                f"i1 %is.relu, i1 %is.leaky, i1 %is.clip, {_FLOATS} %alpha.v, {_FLOATS} %beta.v)",
+                "  br label %tile.done"]
+    return out + ["tile.done:", "  %i.next = add i64 %i, %tile.rows", "  %i.end = icmp uge i64 %i.next, %m",
+                  "  br i1 %i.end, label %rows.done, label %rows",
+                  "rows.done:", "  %kb.end = icmp uge i64 %kb.next, %k",
+                  "  br i1 %kb.end, label %blocks.done, label %blocks",
+                  "blocks.done:", "  %j.next = add i64 %j, %tile.cols", "  %j.end = icmp uge i64 %j.next, %cols",
+                  "  br i1 %j.end, label %exit, label %cols.loop",
+                  "exit:", "  ret void", "}"]
+
+
+def module_ir() -> str:
+    """Every tile size of ``pgemm`` and its driver, in typed-pointer syntax."""
+    out = [f"declare {_FLOATS} @llvm.fma.v16f32({_FLOATS}, {_FLOATS}, {_FLOATS})"]
+    for rows in range(1, TILE_ROWS + 1):
+        for vectors in range(1, VECTORS + 1):
+            out += _tile_ir(rows, vectors, indirect=True, fused=("pgemm", _EPILOGUE_ARGS, _store))
+    return "\n".join(out + _driver())
