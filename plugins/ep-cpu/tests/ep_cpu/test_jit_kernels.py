@@ -167,24 +167,27 @@ def test_batch_norm_with_constant_parameters_equals_the_numpy_path(monkeypatch, 
 
 
 def test_batch_norm_parallel_variant_and_fed_parameters(monkeypatch):
-    """Forced onto two threads (grain 1) the values do not change; parameters fed at run
-    time take the numpy path."""
+    """Forced onto two threads (grain 1: two shares of planes, ``threads.Split``) the values do
+    not change; parameters fed at run time take the numpy path."""
     from _hostile import In
 
     from epoxy_ep_cpu.jit import kernels_normalization, threads
 
     launches: list[int] = []
-    real = kernels_normalization.batch_norm_planes
-    monkeypatch.setattr(kernels_normalization, "batch_norm_planes", lambda *a: launches.append(1) or real(*a))
+    real = kernels_normalization.Split
+    monkeypatch.setattr(kernels_normalization, "Split",
+                        lambda kernel, fn, args, total, count: launches.append(count) or real(kernel, fn, args, total,
+                                                                                             count))
     rng = _rng(77)
     x = rng.standard_normal((2, 8, 6, 6)).astype(np.float32)
     raw = [rng.standard_normal(8).astype(np.float32) + 2, rng.standard_normal(8).astype(np.float32),
            rng.standard_normal(8).astype(np.float32), rng.random(8).astype(np.float32) + 0.5]
     const = one_node("BatchNormalization", [x, *(In(p, const=True) for p in raw)], {}, 15)
     want = run_cpu(const, False)
+    monkeypatch.setattr(threads, "SHARE_GRAIN", 1)
     monkeypatch.setattr(threads, "GRAIN", 1)
     np.testing.assert_array_equal(run_cpu(const, True, jit_threads=2)[0], want[0])
-    assert launches == [1]
+    assert launches == [2]
     fed = one_node("BatchNormalization", [x, *raw], {}, 15)
     np.testing.assert_array_equal(run_cpu(fed, True)[0], want[0])
 

@@ -161,9 +161,14 @@ def _same3_calls(monkeypatch) -> list[int]:
     from epoxy_ep_cpu.jit import kernels_pool
 
     calls: list[int] = []
-    for name in ("same3_serial", "same3_parallel"):
-        real = getattr(kernels_pool, name)
-        monkeypatch.setattr(kernels_pool, name, lambda *a, _real=real: calls.append(1) or _real(*a))
+    real = kernels_pool.Pool2dCall.__call__
+
+    def spy(self, x):  # type: ignore[no-untyped-def]
+        if self._kernel is kernels_pool.same3_planes:
+            calls.append(1)
+        return real(self, x)
+
+    monkeypatch.setattr(kernels_pool.Pool2dCall, "__call__", spy)
     return calls
 
 
@@ -201,29 +206,36 @@ def test_same_size_3x3_pools_nan_and_infinities(monkeypatch):
     assert len(calls) == 2
 
 
-_PARALLEL = [(*c, "kernels_pool_rows", "run_shares") for c in CASES[:3]] + [
+_PARALLEL = [(*c, "kernels_pool_rows", "rows_planes") for c in CASES[:3]] + [
     ((1, 3, 10, 10), {"kernel_shape": [3, 3], "strides": [2, 2], "dilations": [2, 2]}, "kernels_pool",
-     "pool2d_parallel"),
-    ((2, 5, 12, 10), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, "kernels_pool", "same3_parallel")]  # whole planes
+     "pool2d_planes"),
+    ((2, 5, 12, 10), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, "kernels_pool", "same3_planes")]  # whole planes
 
 
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
 @pytest.mark.parametrize(("shape", "attrs", "module", "kernel"), _PARALLEL, ids=_ids(_PARALLEL))
-def test_parallel_variant_matches_the_serial_one(monkeypatch, op, shape, attrs, module, kernel):
-    """Inputs big enough for two threads run the ``prange`` variant (the row-buffer kernel:
-    two shares of planes, ``threads.run_shares``): forced here (grain 1), it must give the
-    serial kernel's values exactly."""
+def test_shares_of_planes_match_one_thread(monkeypatch, op, shape, attrs, module, kernel):
+    """Inputs big enough for two threads split their planes in two shares (``threads.Split``,
+    on the native pool where it runs): forced here (grain 1), they must give the one-thread
+    kernel's values exactly."""
     import importlib
+
+    from epoxy_ep_cpu.jit import threads
 
     compiled = importlib.import_module(f"epoxy_ep_cpu.jit.{module}")
     case = one_node(op, [_x(11, shape, np.float32)], attrs, 22)
     serial = run_cpu(case, True, jit_threads=1)
-    monkeypatch.setattr(compiled, "GRAIN", 1)
-    real, calls = getattr(compiled, kernel), []
-    shares = kernel == "run_shares"  # (fn, args, total, count): the share count is recorded
-    monkeypatch.setattr(compiled, kernel, lambda *a: calls.append(a[3] if shares else 1) or real(*a))
+    monkeypatch.setattr(threads, "SHARE_GRAIN", 1)
+    monkeypatch.setattr(threads, "GRAIN", 1)
+    real, calls = compiled.Split, []
+
+    def split(kernel_, fn, args, total, count):  # type: ignore[no-untyped-def]
+        calls.append((kernel_.__name__.startswith(kernel), count))
+        return real(kernel_, fn, args, total, count)
+
+    monkeypatch.setattr(compiled, "Split", split)
     close(run_cpu(case, True, jit_threads=2), serial, 0, 0)
-    assert calls == ([2] if shares else [1])
+    assert calls == [(True, 2)]
 
 
 def test_routing_of_unpadded_strided_pools_over_small_planes():

@@ -32,7 +32,7 @@ from . import direct
 from . import kernels_pool_codes as codes  # noqa: F401 - reached as ``module.codes``
 from . import kernels_pool_rows as rows
 from .pool_folds import MAX, MAX_NO_NAN, SUM, has_nan, max2, max2_finite
-from .threads import GRAIN, serial_twin, use
+from .threads import GRAIN, Split, serial_twin, share_count, use
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -308,27 +308,24 @@ def _same3_plane(x, y, v, div, recip, e, p, h, wd, is_max):  # pragma: no cover 
             y[yb + a1] = ((e + v[a1 - one]) + v[a1]) / div[a1]
 
 
-@njit(parallel=True, cache=True, nogil=True)
-def pool2d_parallel(x, y, dims, cnt_h, cnt_w, empty, planes, is_max, shares):  # pragma: no cover - compiled
-    for t in prange(shares):  # one share of planes a thread (``shares`` <= planes), its scratch allocated once
-        r = np.empty(dims[1], dtype=x.dtype)
-        starts = np.empty(dims[4], dtype=np.int64)
-        for p in range(t * planes // shares, (t + 1) * planes // shares):
-            _pool_plane(x, y, dims, cnt_h, cnt_w, empty, p, is_max, r, starts)
+@njit(cache=True, nogil=True)
+def pool2d_planes(x, y, dims, cnt_h, cnt_w, empty, is_max, first, last):  # pragma: no cover - compiled
+    """Planes [first, last) of the general windowed pool: a share of ``threads.Split`` (its
+    scratch allocated once), the whole pool on one thread."""
+    r = np.empty(dims[1], dtype=x.dtype)
+    starts = np.empty(dims[4], dtype=np.int64)
+    for p in range(first, last):
+        _pool_plane(x, y, dims, cnt_h, cnt_w, empty, p, is_max, r, starts)
 
 
-pool2d_serial = serial_twin(pool2d_parallel)  # the same loop without a parallel launch
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def same3_parallel(x, y, div, recip, empty, h, wd, planes, is_max):  # pragma: no cover - compiled
+@njit(cache=True, nogil=True)
+def same3_planes(x, y, div, recip, empty, h, wd, is_max, first, last):  # pragma: no cover - compiled
+    """Planes [first, last) of a 3x3 stride-1 pool padded by 1 (:func:`_same3_plane`), as
+    :func:`pool2d_planes`."""
     e = empty[0]
-    for p in prange(planes):
-        v = np.empty(h * wd, dtype=x.dtype)
+    v = np.empty(h * wd, dtype=x.dtype)
+    for p in range(first, last):
         _same3_plane(x, y, v, div, recip, e, p, h, wd, is_max)
-
-
-same3_serial = serial_twin(same3_parallel)
 
 
 _NO_COUNT = np.ones(1, dtype=np.int64)
@@ -373,7 +370,7 @@ class Pool2dCall:
     dispatcher's typing of eight arguments and the per-call setup were ~15 us of a 20 us
     pool on the exporter CNNs' 16x16 maps). Callers pass ``x`` C-contiguous of ``dtype``."""
 
-    __slots__ = ("_count", "_fn", "_kernels", "_rest", "_work", "dtype", "out_shape", "shape")
+    __slots__ = ("_count", "_fn", "_kernel", "_planes", "_rest", "_split", "dtype", "out_shape", "shape")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, kernel: Sequence[int], strides: Sequence[int],
                  dilations: Sequence[int], begin: Sequence[int], out_sp: Sequence[int],
@@ -385,27 +382,30 @@ class Pool2dCall:
                          dilations[1], begin[0], begin[1]), dtype=np.int64)
         cnt_h, cnt_w = counts if counts is not None else (_NO_COUNT, _NO_COUNT)
         empty = _EMPTY_MAX[dtype] if counts is None else _EMPTY_AVG[dtype]
-        self._work = n * c * h * wd
-        self._count = max(1, min(nthreads, n * c, self._work // GRAIN))
+        self._planes = n * c
+        self._count = share_count(nthreads, n * c * h * wd, n * c)
         self._fn: Any = None
-        self._kernels = (pool2d_serial, pool2d_parallel)
-        self._rest: tuple = (dims, cnt_h, cnt_w, empty, n * c, counts is None, self._count)
+        self._split: Any = None
+        self._kernel = pool2d_planes
+        self._rest: tuple = (dims, cnt_h, cnt_w, empty, counts is None)
         if same_size_3x3(kernel, strides, dilations, begin, out_sp, (h, wd)):
-            self._kernels = (same3_serial, same3_parallel)
+            self._kernel = same3_planes
             div = np.ones(1, dtype=dtype)
             if counts is not None:
                 both = np.multiply.outer(cnt_h.astype(np.int64), cnt_w.astype(np.int64)).reshape(-1)
                 div = np.where(both > 1, both, 1).astype(dtype)
             recip = dtype == np.float32 and (counts is None or bool((div.reshape(h, wd)[1:-1, 1:-1] == 9).all()))
-            self._rest = (div, recip, empty, h, wd, n * c, counts is None)
+            self._rest = (div, recip, empty, h, wd, counts is None)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         y = np.empty(self.out_shape, dtype=self.dtype)
         args = (x.reshape(-1), y.reshape(-1), *self._rest)
         fn = self._fn
         if fn is None:
-            fn = self._fn = direct.overload(self._kernels[self._count > 1], args)
-        if self._count > 1:
-            use(self._count, self._work)
-        fn(*args)
+            fn = self._fn = direct.overload(self._kernel, (*args, 0, self._planes))
+            self._split = Split(self._kernel, fn, args, self._planes, self._count) if self._count > 1 else None
+        if self._split is not None:  # planes shared over the native pool's helpers
+            self._split(*args)
+        else:
+            fn(*args, 0, self._planes)
         return y

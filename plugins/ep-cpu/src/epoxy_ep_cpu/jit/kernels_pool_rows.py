@@ -27,7 +27,7 @@ from numba import njit, uint64
 from . import direct
 from .pool_folds import MAX, MAX_NO_NAN, SUM, has_nan, max2, max2_finite
 from .simd import SPAN, deinterleave32
-from .threads import GRAIN, run_shares
+from .threads import Split, share_count
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
@@ -194,7 +194,7 @@ def _plane_max(x, y, ident, r, eo, starts, p, h, wd, oh, ow, kh, kw, sh, sw, pt,
 
 @njit(cache=True, nogil=True)
 def rows_planes_max(x, y, dims, ident, first, last):  # pragma: no cover - compiled
-    """MaxPool's planes [first, last): a share of ``threads.run_shares`` (one scratch row for
+    """MaxPool's planes [first, last): a share of ``threads.Split`` (one scratch row for
     them all), the whole pool on one thread. Apart from :func:`rows_planes_sum` so that a
     model compiles only the folds it runs (cold compile: bench/README.md, session 28)."""
     h, wd, oh, ow, kh, kw, sh, sw, pt, pl, rw = (dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6],
@@ -246,7 +246,7 @@ class RowsPoolCall:
     ``counts``: AveragePool's divisor factors per output row and column, None for MaxPool.
     Callers pass ``x`` C-contiguous of ``dtype``."""
 
-    __slots__ = ("_count", "_fn", "_kernel", "_planes", "_rest", "dtype", "out_shape", "shape")
+    __slots__ = ("_count", "_fn", "_kernel", "_planes", "_rest", "_split", "dtype", "out_shape", "shape")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, kernel: Sequence[int], strides: Sequence[int],
                  begin: Sequence[int], out_sp: Sequence[int], counts: tuple[np.ndarray, np.ndarray] | None,
@@ -264,8 +264,9 @@ class RowsPoolCall:
             div = np.maximum(both, 1).astype(dtype)
         work = n * c * h * wd
         self._planes = n * c
-        self._count = max(1, min(nthreads, n * c, work // GRAIN))
+        self._count = share_count(nthreads, work, n * c)
         self._fn: Any = None
+        self._split: Any = None
         self._rest = (dims, _IDENTITY[dtype]) if counts is None else (dims, div, _IDENTITY[dtype])
         self._kernel = rows_planes_max if counts is None else rows_planes_sum
 
@@ -275,8 +276,9 @@ class RowsPoolCall:
         fn = self._fn
         if fn is None:
             fn = self._fn = direct.overload(self._kernel, (*args, 0, self._planes))
-        if self._count > 1:
-            run_shares(fn, args, self._planes, self._count)
+            self._split = Split(self._kernel, fn, args, self._planes, self._count) if self._count > 1 else None
+        if self._split is not None:  # planes shared over the native pool's helpers
+            self._split(*args)
         else:  # one thread: the kernel called directly (a tiny layer's call is a few us)
             fn(*args, 0, self._planes)
         return y
