@@ -291,3 +291,21 @@ def test_shares_raced_for_by_caller_and_helper_run_once():
             np.testing.assert_array_equal(out, np.arange(out.size) + 1.0)
     finally:
         pool.stop()
+
+
+def test_a_helper_counted_awake_but_asleep_costs_a_share_not_a_hang():
+    """The caller reads the awake count without the lock (a run then is one compiled call): a
+    helper that went to sleep in between misses the post, and the caller claims its share."""
+    pool = native_pool.NativePool(1)
+    try:
+        pool._awake = 1  # stale: the helper was born asleep and nothing woke it
+        out = np.zeros(48)
+        share = native_shares.kernel_share(_mark, (out, 1.0, 0, False))
+        argv = np.empty(share[2], np.int64)
+        share[1](argv, out, 1.0, 0, False)
+        assert pool.run(share[0], argv, native_pool.bounds_for(48, 2))
+        np.testing.assert_array_equal(out, np.arange(48) + 1.0)
+        assert pool.taken() == 1
+    finally:
+        pool._awake = 0
+        pool.stop()

@@ -128,6 +128,14 @@ def _run_first_and_wait(ctrl, helpers, fn, argv, bounds, sequence):  # pragma: n
             turn += 1
 
 
+@njit(nogil=True, cache=True)
+def _post_run_wait(ctrl, helpers, fn, argv, bounds, sequence):  # pragma: no cover - compiled
+    """:func:`_post` and :func:`_run_first_and_wait` in one call (helpers known awake)."""
+    address = np.int64(argv.ctypes.data)
+    _post(ctrl, helpers, fn, address, bounds, sequence)
+    _run_first_and_wait(ctrl, helpers, fn, address, bounds, sequence)
+
+
 class NativePool:
     """``helpers`` threads, started with the pool, running the shares :meth:`run` posts."""
 
@@ -139,6 +147,7 @@ class NativePool:
         self._cond = threading.Condition(threading.Lock())
         self._busy = threading.Lock()
         self._awake = 0  # helpers counted awake (under _cond)
+        self._held = False  # quiesce() asked the awake helpers to sleep (the next run resets it)
         self._sequence = 0
         for h in range(helpers):
             self._ctrl[h * _STRIDE + _SLEEPING] = 1  # born asleep: the first share wakes it
@@ -158,7 +167,13 @@ class NativePool:
         try:
             self._sequence += 1
             sequence = self._sequence
+            if self._awake >= helpers and not self._held:
+                # read without the lock: a helper that goes to sleep meanwhile misses this share,
+                # which the caller then claims and runs itself (no share is lost or run twice)
+                _post_run_wait(self._ctrl, helpers, fn, argv, bounds, sequence)
+                return True
             self._hold[0] = 0
+            self._held = False
             address = argv.ctypes.data
             _post(self._ctrl, helpers, fn, address, bounds, sequence)
             with self._cond:  # (under the lock the helpers decide to sleep under: no lost wake-up)
@@ -180,6 +195,7 @@ class NativePool:
         """Idle helpers to sleep now (another pool is about to want the cores)."""
         if self._awake:
             self._hold[0] = 1
+            self._held = True
 
     def stop(self) -> None:
         """End the helpers (a larger pool replaces this one; tests), after the shares running."""
