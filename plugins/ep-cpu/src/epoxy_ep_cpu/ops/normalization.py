@@ -335,8 +335,19 @@ def lrn(node: NodeSpec):
     bias = float(node.attr("bias", 1.0))
     before = (size - 1) // 2
     after = size - 1 - before
+    compiled = jit.kernels("lrn")
+    nthreads = jit.thread_count() if compiled is not None else 1
+    calls: dict[tuple[Any, ...], Any] = {}  # (shape, dtype) -> the compiled call
 
     def run(x):
+        if compiled is not None and compiled.LRNCall.handles(x):
+            call = calls.get((x.shape, x.dtype))
+            if call is None:
+                if len(calls) >= 16:
+                    calls.clear()
+                call = calls[(x.shape, x.dtype)] = compiled.LRNCall(x.shape, x.dtype, size, alpha, beta, bias,
+                                                                    nthreads)
+            return call(x)
         cdt = compute_dtype(x.dtype)
         xc = x.astype(cdt, copy=False)
         c = x.shape[1]
