@@ -50,21 +50,9 @@ def conv_model(n: int, c: int, h: int, m: int, k: int, s: int, pad: int | None =
 
 def call_classes() -> dict[Any, str]:
     """ep-cpu's prepared convolution call classes -> their route's name."""
-    from epoxy_ep_cpu.jit import (
-        kernels_conv,
-        kernels_conv_gemm,
-        kernels_conv_implicit,
-        kernels_conv_rows,
-        kernels_conv_small,
-        kernels_depthwise,
-        kernels_pointwise,
-        kernels_winograd,
-    )
+    from epoxy_ep_cpu.jit.conv_routes import call_classes as classes
 
-    return {kernels_conv.Conv2dCall: "direct", kernels_pointwise.PointwiseCall: "pointwise",
-            kernels_conv_gemm.GridConvCall: "grid", kernels_conv_implicit.ImplicitConvCall: "implicit",
-            kernels_winograd.WinogradCall: "winograd", kernels_conv_small.SmallConvCall: "small",
-            kernels_depthwise.DepthwiseCall: "depthwise", kernels_conv_rows.RowsConvCall: "rows"}
+    return classes()
 
 
 class Routes:

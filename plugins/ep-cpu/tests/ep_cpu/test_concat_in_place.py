@@ -147,20 +147,9 @@ LAYERS = [(16, 32, 3, 8, 1, 1, "SmallConvCall"), (32, 64, 1, 28, 1, 1, "Pointwis
 
 def _routes():
     pytest.importorskip("numba")
-    from epoxy_ep_cpu.jit import (
-        kernels_conv,
-        kernels_conv_gemm,
-        kernels_conv_implicit,
-        kernels_conv_rows,
-        kernels_conv_small,
-        kernels_depthwise,
-        kernels_pointwise,
-        kernels_winograd,
-    )
+    from epoxy_ep_cpu.jit.conv_routes import call_classes
 
-    return (kernels_conv.Conv2dCall, kernels_pointwise.PointwiseCall, kernels_conv_gemm.GridConvCall,
-            kernels_conv_implicit.ImplicitConvCall, kernels_winograd.WinogradCall, kernels_conv_small.SmallConvCall,
-            kernels_conv_rows.RowsConvCall, kernels_depthwise.DepthwiseCall)
+    return tuple(call_classes())
 
 
 @pytest.mark.parametrize(("c", "m", "k", "side", "group", "threads", "route"), LAYERS,

@@ -15,7 +15,7 @@ pass's ``(sum + bias) + z`` then the activation: the same bits as before.
 from __future__ import annotations
 
 from .rows_store_ir import _activation
-from .sgemm_ir import _FLOATS, LANES, TILE_COLS, TILE_ROWS, VECTORS, _splat, _tile_ir
+from .sgemm_ir import _FLOATS, LANES, TILE_COLS, TILE_ROWS, VECTORS, _row_tiles, _splat, _tile_ir
 
 _EPILOGUE_ARGS = ("i1 %last, float* noalias nocapture readonly %bias, float* noalias nocapture readonly %z, "
                   f"i1 %has.z, i1 %is.relu, i1 %is.leaky, i1 %is.clip, {_FLOATS} %alpha.v, {_FLOATS} %beta.v")
@@ -70,35 +70,18 @@ def _driver() -> list[str]:
            "  %cols.left = sub i64 %cols, %j", f"  %cols.many = icmp ugt i64 %cols.left, {TILE_COLS}",
            f"  %tile.cols = select i1 %cols.many, i64 {TILE_COLS}, i64 %cols.left",
            f"  %tile.vectors = udiv i64 %tile.cols, {LANES}",
-           "  %b.col = getelementptr float, float* %X, i64 %j", "  %o.col = getelementptr float, float* %out, i64 %j",
-           "  %z.col = getelementptr float, float* %z, i64 %j", "  br label %blocks",
+           "  %b.col = getelementptr float, float* %X, i64 %j", "  br label %blocks",
            "blocks:", "  %kb = phi i64 [0, %cols.loop], [%kb.next, %rows.done]",
            "  %k.left = sub i64 %k, %kb", "  %k.many = icmp ugt i64 %k.left, %kc",
            "  %k.cur = select i1 %k.many, i64 %kc, i64 %k.left", "  %fresh = icmp eq i64 %kb, 0",
            "  %kb.next = add i64 %kb, %k.cur", "  %last = icmp uge i64 %kb.next, %k",
-           "  %ro.blk = getelementptr i64, i64* %rowoff, i64 %kb", "  br label %rows",
-           "rows:", "  %i = phi i64 [0, %blocks], [%i.next, %tile.done]",
-           "  %rows.left = sub i64 %m, %i", f"  %rows.many = icmp ugt i64 %rows.left, {TILE_ROWS}",
-           f"  %tile.rows = select i1 %rows.many, i64 {TILE_ROWS}, i64 %rows.left",
-           "  %a.row = mul i64 %i, %lda", "  %a.off = add i64 %a.row, %kb",
-           "  %a.blk = getelementptr float, float* %A, i64 %a.off",
-           "  %o.row = mul i64 %i, %ldo", "  %o.blk = getelementptr float, float* %o.col, i64 %o.row",
-           "  %z.blk = getelementptr float, float* %z.col, i64 %o.row",
-           "  %bias.blk = getelementptr float, float* %bias, i64 %i",
-           "  %rows.index = sub i64 %tile.rows, 1", f"  %rows.base = mul i64 %rows.index, {VECTORS}",
-           "  %vectors.index = sub i64 %tile.vectors, 1", "  %which = add i64 %rows.base, %vectors.index",
-           "  switch i64 %which, label %tile.done ["]
-    sizes = [(r, v) for r in range(1, TILE_ROWS + 1) for v in range(1, VECTORS + 1)]
-    out += [f"    i64 {(r - 1) * VECTORS + v - 1}, label %tile{r}.{v}" for r, v in sizes] + ["  ]"]
-    for r, v in sizes:
-        out += [f"tile{r}.{v}:",
-                f"  call void @pgemm_tile_{r}_{v}(float* %a.blk, i64* %ro.blk, float* %b.col, float* %o.blk, "
-                "i64 %k.cur, i64 %lda, i64 %ldo, i1 %fresh, i1 %last, float* %bias.blk, float* %z.blk, i1 %has.z, "
-                f"i1 %is.relu, i1 %is.leaky, i1 %is.clip, {_FLOATS} %alpha.v, {_FLOATS} %beta.v)",
-                "  br label %tile.done"]
-    return out + ["tile.done:", "  %i.next = add i64 %i, %tile.rows", "  %i.end = icmp uge i64 %i.next, %m",
-                  "  br i1 %i.end, label %rows.done, label %rows",
-                  "rows.done:", "  %kb.end = icmp uge i64 %kb.next, %k",
+           "  %ro.blk = getelementptr i64, i64* %rowoff, i64 %kb", "  br label %rows"]
+    per_tile = (["  %z.blk = getelementptr float, float* %z, i64 %o.off",
+                 "  %bias.blk = getelementptr float, float* %bias, i64 %i"],
+                ", i1 %last, float* %bias.blk, float* %z.blk, i1 %has.z, i1 %is.relu, i1 %is.leaky, i1 %is.clip, "
+                f"{_FLOATS} %alpha.v, {_FLOATS} %beta.v")
+    out += _row_tiles("pgemm", "blocks", "%out", "i64* %ro.blk, float* %b.col", extra=per_tile)
+    return out + ["rows.done:", "  %kb.end = icmp uge i64 %kb.next, %k",
                   "  br i1 %kb.end, label %blocks.done, label %blocks",
                   "blocks.done:", "  %j.next = add i64 %j, %tile.cols", "  %j.end = icmp uge i64 %j.next, %cols",
                   "  br i1 %j.end, label %exit, label %cols.loop",

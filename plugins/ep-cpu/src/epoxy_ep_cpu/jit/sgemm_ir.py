@@ -104,12 +104,14 @@ def _tile_ir(rows: int, vectors: int, indirect: bool = False, gathered: bool = F
     return out + ["  ret void", "}"]
 
 
-def _row_tiles(kind: str, entry: str, out_base: str, b_args: str, gathered: bool = False) -> list[str]:
+def _row_tiles(kind: str, entry: str, out_base: str, b_args: str, gathered: bool = False,
+               extra: tuple[list[str], str] = ([], "")) -> list[str]:
     """A driver's loop over the row tiles of one column tile and K block (from block
     ``%entry``): each calls the ``{kind}_tile_R_V`` its rows and the column tile's vectors
     need, on ``A``'s rows from ``%kb`` (``gathered``: the position table from row ``%i`` and
     the K block's offsets ``%ro.blk``) and ``out_base``'s from column ``%j``; ends at
-    ``%rows.done``."""
+    ``%rows.done``. ``extra``: lines computed per row tile (after ``%o.off``, the tile's
+    output offset) and the arguments they add to the call (``pointwise_gemm_ir``)."""
     if gathered:
         a_lines, a_arg = ["  %g.blk = getelementptr i64, i64* %gpos, i64 %i"], "float* %X, i64* %g.blk, i64* %ro.blk"
     else:
@@ -119,7 +121,7 @@ def _row_tiles(kind: str, entry: str, out_base: str, b_args: str, gathered: bool
            "  %rows.left = sub i64 %m, %i", f"  %rows.many = icmp ugt i64 %rows.left, {TILE_ROWS}",
            f"  %tile.rows = select i1 %rows.many, i64 {TILE_ROWS}, i64 %rows.left", *a_lines,
            "  %o.row = mul i64 %i, %ldo", "  %o.off = add i64 %o.row, %j",
-           f"  %o.blk = getelementptr float, float* {out_base}, i64 %o.off",
+           f"  %o.blk = getelementptr float, float* {out_base}, i64 %o.off", *extra[0],
            "  %rows.index = sub i64 %tile.rows, 1", f"  %rows.base = mul i64 %rows.index, {VECTORS}",
            "  %vectors.index = sub i64 %tile.vectors, 1", "  %which = add i64 %rows.base, %vectors.index",
            "  switch i64 %which, label %tile.done ["]
@@ -128,7 +130,7 @@ def _row_tiles(kind: str, entry: str, out_base: str, b_args: str, gathered: bool
     for r, v in sizes:
         out += [f"tile{r}.{v}:",
                 f"  call void @{kind}_tile_{r}_{v}({a_arg}, {b_args}, float* %o.blk, i64 %k.cur, i64 %lda, "
-                "i64 %ldo, i1 %fresh)",
+                f"i64 %ldo, i1 %fresh{extra[1]})",
                 "  br label %tile.done"]
     return out + ["tile.done:", "  %i.next = add i64 %i, %tile.rows", "  %i.end = icmp uge i64 %i.next, %m",
                   "  br i1 %i.end, label %rows.done, label %rows"]
