@@ -211,3 +211,30 @@ def test_a_part_written_early_keeps_its_region_until_the_concatenation(make_regi
         y, u = session.run(None, {"x": x, "w": w})
         np.testing.assert_array_equal(y, np.concatenate([x, x], axis=1))
         np.testing.assert_array_equal(u, -w)
+
+
+def test_a_declaration_the_planner_cannot_trust_places_nothing():
+    """out_parts that raises, answers for the wrong number of inputs, overlaps two inputs or
+    reaches past the output: nothing is placed (the concatenation copies), nothing raises."""
+    neg = _neg(None)
+    specs = {0: (np.dtype(np.float32), (1, 4, 16)), 1: (np.dtype(np.float32), (1, 4, 16)),
+             2: (np.dtype(np.float32), (1, 8, 16))}
+
+    def broken(answer):
+        def run(*xs, out=None):
+            return np.concatenate(xs, axis=1)
+
+        run.supports_out = True
+        setattr(run, OUT_PARTS, answer)
+        return run
+
+    def boom(out_shape, shapes):
+        raise RuntimeError("a provider bug")
+
+    for answer in (boom, lambda o, s: [0], lambda o, s: [0, 32], lambda o, s: [0, 100], lambda o, s: [-64, 0],
+                   lambda o, s: ["0", 64]):
+        fns = [neg, neg, broken(answer)]
+        assert place_parts(fns, [(9,), (9,), (0, 1)], [(0,), (1,), (2,)], [True, True, True], set(), specs.get) == {}
+    good = broken(lambda o, s: [0, 64])
+    assert place_parts([neg, neg, good], [(9,), (9,), (0, 1)], [(0,), (1,), (2,)], [True, True, True], set(),
+                       specs.get) == {0: (2, 0), 1: (2, 256)}

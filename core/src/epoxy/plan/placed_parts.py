@@ -59,7 +59,7 @@ def place_parts(step_fns: Sequence[Any], step_inputs: Sequence[Sequence[int]],
         in_specs = [spec_of(s) if s >= 0 else None for s in step_inputs[index]]
         if out_spec is None or any(spec is None for spec in in_specs):
             continue
-        offsets = parts_of(out_spec[1], [spec[1] for spec in in_specs])  # type: ignore[index]
+        offsets = _checked_offsets(parts_of, out_spec[1], [spec[1] for spec in in_specs])  # type: ignore[index]
         if offsets is None:
             continue
         itemsize = out_spec[0].itemsize
@@ -69,7 +69,7 @@ def place_parts(step_fns: Sequence[Any], step_inputs: Sequence[Sequence[int]],
                 seen.add(part)
                 continue
             seen.add(part)
-            at = base + int(offset) * itemsize
+            at = base + offset * itemsize
             spec = spec_of(part)
             if at % CACHE_LINE or spec is None or spec[0] != out_spec[0] or math.prod(spec[1]) == 0:
                 continue
@@ -77,3 +77,34 @@ def place_parts(step_fns: Sequence[Any], step_inputs: Sequence[Sequence[int]],
                 continue
             placed[part] = (root, at)
     return placed
+
+
+def _checked_offsets(parts_of: Any, out_shape: tuple[int, ...],
+                     shapes: list[tuple[int, ...]]) -> list[int | None] | None:
+    """A kernel's ``out_parts`` answer, or None when it raised or is not one the planner can
+    trust (a plugin's declaration must never make two values share memory): one entry per
+    input, each None or a block inside the output, no two blocks overlapping."""
+    try:
+        offsets = parts_of(out_shape, shapes)
+    except Exception:  # noqa: BLE001 - a provider's bug costs the placement, never the session
+        return None
+    if offsets is None or len(offsets) != len(shapes):
+        return None
+    total = math.prod(out_shape)
+    blocks: list[tuple[int, int]] = []
+    checked: list[int | None] = []
+    for offset, shape in zip(offsets, shapes):
+        if offset is None:
+            checked.append(None)
+            continue
+        if not isinstance(offset, (int, np.integer)) or isinstance(offset, bool) or not 0 <= offset <= total:
+            return None
+        end = int(offset) + math.prod(shape)
+        if end > total:
+            return None
+        blocks.append((int(offset), end))
+        checked.append(int(offset))
+    blocks.sort()
+    if any(a_end > b_start for (_, a_end), (b_start, _) in zip(blocks, blocks[1:])):
+        return None
+    return checked
