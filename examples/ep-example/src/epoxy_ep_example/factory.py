@@ -19,7 +19,7 @@ class ExampleFactory:
     version = __version__
     # the epoxy SDK API ("major.minor") this package was written and tested against, as a
     # literal (never the core's constant): a core of this major and this or a newer minor loads it
-    sdk_api = "1.4"
+    sdk_api = "1.5"
     priority = 10  # sessions ask providers highest first: cpu 0, openvino 50, cuda 100
     # Optional: aliases = ("ExampleExecutionProvider",) if onnxruntime users know your
     # hardware by such a name (sessions then accept it too).
