@@ -65,10 +65,10 @@ def place_parts(step_fns: Sequence[Any], step_inputs: Sequence[Sequence[int]],
         itemsize = out_spec[0].itemsize
         seen: set[int] = set()
         for part, offset in zip(step_inputs[index], offsets):
-            if offset is None or part in seen or part in placed or part in protected or part not in producer:
-                seen.add(part)
+            first_use = part not in seen
+            seen.add(part)  # a value given twice lives at its first place only
+            if offset is None or not first_use or part in placed or part in protected or part not in producer:
                 continue
-            seen.add(part)
             at = base + offset * itemsize
             spec = spec_of(part)
             if at % CACHE_LINE or spec is None or spec[0] != out_spec[0] or math.prod(spec[1]) == 0:

@@ -171,11 +171,11 @@ def test_batch_norm_parallel_variant_and_fed_parameters(monkeypatch):
     not change; parameters fed at run time take the numpy path."""
     from _hostile import In
 
-    from epoxy_ep_cpu.jit import kernels_normalization, threads
+    from epoxy_ep_cpu.jit import threads
 
     launches: list[int] = []
-    real = kernels_normalization.Split
-    monkeypatch.setattr(kernels_normalization, "Split",
+    real = threads.Split
+    monkeypatch.setattr(threads, "Split",
                         lambda kernel, fn, args, total, count: launches.append(count) or real(kernel, fn, args, total,
                                                                                              count))
     rng = _rng(77)

@@ -63,11 +63,11 @@ def test_compiled_lrn_matches_the_numpy_path_reference_and_onnxruntime(monkeypat
 
 
 def test_blocks_split_over_threads_give_one_threads_bits(monkeypatch):
-    from epoxy_ep_cpu.jit import kernels_lrn
+    from epoxy_ep_cpu.jit import threads
 
     counts: list[int] = []
-    real = kernels_lrn.Split
-    monkeypatch.setattr(kernels_lrn, "Split", lambda k, fn, args, total, count: counts.append(count) or real(
+    real = threads.Split
+    monkeypatch.setattr(threads, "Split", lambda k, fn, args, total, count: counts.append(count) or real(
         k, fn, args, total, count))
     case = one_node("LRN", [_x(3, (2, 32, 40, 40), np.float32)], {"size": 5}, 13)
     one = run_cpu(case, True, jit_threads=1)

@@ -164,7 +164,7 @@ def _same3_calls(monkeypatch) -> list[int]:
     real = kernels_pool.Pool2dCall.__call__
 
     def spy(self, x):  # type: ignore[no-untyped-def]
-        if self._kernel is kernels_pool.same3_planes:
+        if self._shares._kernel is kernels_pool.same3_planes:
             calls.append(1)
         return real(self, x)
 
@@ -227,13 +227,13 @@ def test_shares_of_planes_match_one_thread(monkeypatch, op, shape, attrs, module
     serial = run_cpu(case, True, jit_threads=1)
     monkeypatch.setattr(threads, "SHARE_GRAIN", 1)
     monkeypatch.setattr(threads, "GRAIN", 1)
-    real, calls = compiled.Split, []
+    real, calls = threads.Split, []
 
     def split(kernel_, fn, args, total, count):  # type: ignore[no-untyped-def]
-        calls.append((kernel_.__name__.startswith(kernel), count))
+        calls.append((kernel_.__name__.startswith(kernel) and kernel_.__module__ == compiled.__name__, count))
         return real(kernel_, fn, args, total, count)
 
-    monkeypatch.setattr(compiled, "Split", split)
+    monkeypatch.setattr(threads, "Split", split)
     close(run_cpu(case, True, jit_threads=2), serial, 0, 0)
     assert calls == [(True, 2)]
 

@@ -13,13 +13,10 @@ highest, those inside the channel axis only): the same bits as the numpy path.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 from numba import njit, uint64
 
-from . import direct
-from .threads import Split, share_count
+from .threads import Shares, share_count
 
 #: positions a block (one image's): the window's channels of a block stay in the L1/L2 cache
 BLOCK = 256
@@ -59,7 +56,7 @@ class LRNCall:
     """One LRN node's call for one input shape and dtype (float32/float64, at least 3-D,
     C-contiguous): the geometry and the split settled once."""
 
-    __slots__ = ("_args", "_beta", "_fn", "_split", "_units", "dtype", "shape")
+    __slots__ = ("_args", "_beta", "_shares", "dtype", "shape")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, size: int, alpha: float, beta: float, bias: float,
                  nthreads: int) -> None:
@@ -71,9 +68,7 @@ class LRNCall:
         t = dtype.type
         self._args = (c, plane, blocks, before, size - 1 - before, t(alpha / size), t(bias))
         self._beta = t(-beta)
-        self._units = n * blocks
-        self._fn: Any = None
-        self._split: Any = share_count(nthreads, n * c * plane, self._units)
+        self._shares = Shares(lrn_blocks, n * blocks, share_count(nthreads, n * c * plane, n * blocks))
 
     @staticmethod
     def handles(x: np.ndarray) -> bool:
@@ -81,16 +76,7 @@ class LRNCall:
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         y = np.empty(self.shape, dtype=self.dtype)
-        args = (x.reshape(-1), y.reshape(-1), *self._args)
-        fn = self._fn
-        if fn is None:
-            fn = self._fn = direct.overload(lrn_blocks, (*args, 0, 1))
-            count = self._split
-            self._split = Split(lrn_blocks, fn, args, self._units, count) if count > 1 else None
-        if self._split is not None:
-            self._split(*args)
-        else:
-            fn(*args, 0, self._units)
+        self._shares(x.reshape(-1), y.reshape(-1), *self._args)
         # x * d ** -beta as x * exp(-beta * log d), in numpy's vectorized log and exp (numba's
         # are scalar calls here: the whole pass in the kernel ran 1.04-1.10x slower)
         with np.errstate(all="ignore"):

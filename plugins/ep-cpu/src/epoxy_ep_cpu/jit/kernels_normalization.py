@@ -18,7 +18,7 @@ from numba import njit, prange
 
 from . import direct
 from .activations import activate
-from .threads import Split, pick, serial_twin, share_count
+from .threads import Shares, pick, serial_twin, share_count
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -182,20 +182,13 @@ class BatchNormKernel:
         y = out if out is not None else np.empty(x.shape, x.dtype)
         planes = x.shape[0] * x.shape[1]
         plane = x.size // planes if planes else 0
-        args = (x.reshape(-1), self.a, self.shift, y.reshape(-1), plane, self.channels, *self._act)
-        fn = self._fns.get(x.dtype)
-        if fn is None:
-            fn = self._fns[x.dtype] = direct.overload(batch_norm_planes, (*args, 0, planes))
-        count = share_count(self.nthreads, x.size, planes)
-        if count > 1:
-            split = self._fns.get((x.shape, count))
-            if split is None:
-                if len(self._fns) > 64:  # a model of many shapes: prepared splits are cheap to remake
-                    self._fns = {x.dtype: fn}
-                split = self._fns[(x.shape, count)] = Split(batch_norm_planes, fn, args, planes, count)
-            split(*args)
-        else:
-            fn(*args, 0, planes)
+        shares = self._fns.get((x.shape, x.dtype))
+        if shares is None:
+            if len(self._fns) >= 64:  # a model of many shapes: prepared shares are cheap to remake
+                self._fns.clear()
+            shares = self._fns[(x.shape, x.dtype)] = Shares(batch_norm_planes, planes,
+                                                             share_count(self.nthreads, x.size, planes))
+        shares(x.reshape(-1), self.a, self.shift, y.reshape(-1), plane, self.channels, *self._act)
         return y
 
 

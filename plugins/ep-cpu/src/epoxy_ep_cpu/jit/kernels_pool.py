@@ -32,7 +32,7 @@ from . import direct
 from . import kernels_pool_codes as codes  # noqa: F401 - reached as ``module.codes``
 from . import kernels_pool_rows as rows
 from .pool_folds import MAX, MAX_NO_NAN, SUM, has_nan, max2, max2_finite
-from .threads import GRAIN, Split, serial_twin, share_count, use
+from .threads import GRAIN, Shares, serial_twin, share_count, use
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -370,7 +370,7 @@ class Pool2dCall:
     dispatcher's typing of eight arguments and the per-call setup were ~15 us of a 20 us
     pool on the exporter CNNs' 16x16 maps). Callers pass ``x`` C-contiguous of ``dtype``."""
 
-    __slots__ = ("_count", "_fn", "_kernel", "_planes", "_rest", "_split", "dtype", "out_shape", "shape")
+    __slots__ = ("_rest", "_shares", "dtype", "out_shape", "shape")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, kernel: Sequence[int], strides: Sequence[int],
                  dilations: Sequence[int], begin: Sequence[int], out_sp: Sequence[int],
@@ -382,14 +382,11 @@ class Pool2dCall:
                          dilations[1], begin[0], begin[1]), dtype=np.int64)
         cnt_h, cnt_w = counts if counts is not None else (_NO_COUNT, _NO_COUNT)
         empty = _EMPTY_MAX[dtype] if counts is None else _EMPTY_AVG[dtype]
-        self._planes = n * c
-        self._count = share_count(nthreads, n * c * h * wd, n * c)
-        self._fn: Any = None
-        self._split: Any = None
-        self._kernel = pool2d_planes
+        count = share_count(nthreads, n * c * h * wd, n * c)
+        self._shares = Shares(pool2d_planes, n * c, count)  # planes over the native pool's helpers
         self._rest: tuple = (dims, cnt_h, cnt_w, empty, counts is None)
         if same_size_3x3(kernel, strides, dilations, begin, out_sp, (h, wd)):
-            self._kernel = same3_planes
+            self._shares = Shares(same3_planes, n * c, count)
             div = np.ones(1, dtype=dtype)
             if counts is not None:
                 both = np.multiply.outer(cnt_h.astype(np.int64), cnt_w.astype(np.int64)).reshape(-1)
@@ -399,13 +396,5 @@ class Pool2dCall:
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         y = np.empty(self.out_shape, dtype=self.dtype)
-        args = (x.reshape(-1), y.reshape(-1), *self._rest)
-        fn = self._fn
-        if fn is None:
-            fn = self._fn = direct.overload(self._kernel, (*args, 0, self._planes))
-            self._split = Split(self._kernel, fn, args, self._planes, self._count) if self._count > 1 else None
-        if self._split is not None:  # planes shared over the native pool's helpers
-            self._split(*args)
-        else:
-            fn(*args, 0, self._planes)
+        self._shares(x.reshape(-1), y.reshape(-1), *self._rest)
         return y

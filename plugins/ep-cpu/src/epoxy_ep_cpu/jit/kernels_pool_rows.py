@@ -19,15 +19,13 @@ window wholly in the padding (its value would depend on the identity)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 from numba import njit, uint64
 
-from . import direct
 from .pool_folds import MAX, MAX_NO_NAN, SUM, has_nan, max2, max2_finite
 from .simd import SPAN, deinterleave32
-from .threads import Split, share_count
+from .threads import Shares, share_count
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
@@ -246,7 +244,7 @@ class RowsPoolCall:
     ``counts``: AveragePool's divisor factors per output row and column, None for MaxPool.
     Callers pass ``x`` C-contiguous of ``dtype``."""
 
-    __slots__ = ("_count", "_fn", "_kernel", "_planes", "_rest", "_split", "dtype", "out_shape", "shape")
+    __slots__ = ("_rest", "_shares", "dtype", "out_shape", "shape")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, kernel: Sequence[int], strides: Sequence[int],
                  begin: Sequence[int], out_sp: Sequence[int], counts: tuple[np.ndarray, np.ndarray] | None,
@@ -263,22 +261,11 @@ class RowsPoolCall:
             both = np.multiply.outer(counts[0].astype(np.int64), counts[1].astype(np.int64)).reshape(-1)
             div = np.maximum(both, 1).astype(dtype)
         work = n * c * h * wd
-        self._planes = n * c
-        self._count = share_count(nthreads, work, n * c)
-        self._fn: Any = None
-        self._split: Any = None
         self._rest = (dims, _IDENTITY[dtype]) if counts is None else (dims, div, _IDENTITY[dtype])
-        self._kernel = rows_planes_max if counts is None else rows_planes_sum
+        self._shares = Shares(rows_planes_max if counts is None else rows_planes_sum, n * c,
+                              share_count(nthreads, work, n * c))  # planes over the native pool's helpers
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         y = np.empty(self.out_shape, dtype=self.dtype)
-        args = (x.reshape(-1), y.reshape(-1), *self._rest)
-        fn = self._fn
-        if fn is None:
-            fn = self._fn = direct.overload(self._kernel, (*args, 0, self._planes))
-            self._split = Split(self._kernel, fn, args, self._planes, self._count) if self._count > 1 else None
-        if self._split is not None:  # planes shared over the native pool's helpers
-            self._split(*args)
-        else:  # one thread: the kernel called directly (a tiny layer's call is a few us)
-            fn(*args, 0, self._planes)
+        self._shares(x.reshape(-1), y.reshape(-1), *self._rest)
         return y

@@ -284,6 +284,30 @@ class Split:
             self._fn(*args, 0, self._total)  # another thread's shares hold the helpers
 
 
+class Shares:
+    """A compiled pass ``kernel(*args, first, last)`` over [0, total) in ``count`` shares,
+    prepared at its first call: on one share the compiled overload called directly (a tiny
+    pass's call is a few us), else a :class:`Split`. The pools, BatchNorm and LRN passes of
+    one input shape each hold one."""
+
+    __slots__ = ("_count", "_kernel", "_run", "_total")
+
+    def __init__(self, kernel: Any, total: int, count: int) -> None:
+        self._kernel, self._total, self._count = kernel, total, count
+        self._run: Any = None
+
+    def __call__(self, *args: Any) -> None:
+        run = self._run
+        if run is None:
+            from . import direct
+
+            fn = direct.overload(self._kernel, (*args, 0, self._total))
+            total = self._total
+            run = self._run = (Split(self._kernel, fn, args, total, self._count) if self._count > 1
+                               else lambda *a: fn(*a, 0, total))
+        run(*args)
+
+
 class SplitMatmul:
     """``np.matmul(a, b, out=out)`` for operands shaped and strided as ``a``, ``b``, ``out``
     at preparation, split in ``count`` shares on the native pool (by products of a stack, by

@@ -308,11 +308,11 @@ def concat(node: NodeSpec):
             last = in_place[0]
             if last and last[0] is out and len(last) == len(xs) + 1 and all(a is b for a, b in zip(last[1:], xs)):
                 return out
-            done = _concat_into(out, xs, axis)
-            if done is not None:
-                if _all_at_their_place(out, xs):
+            placed = _concat_into(out, xs, axis)
+            if placed is not None:
+                if placed:
                     in_place[0] = (out, *xs)
-                return done
+                return out
         return run(*xs)
 
     run_into.supports_out = True  # type: ignore[attr-defined]
@@ -342,21 +342,11 @@ def _concatenates(out_shape: tuple[int, ...], shapes: Sequence[tuple[int, ...]],
             and sum(s[a] for s in shapes) == out_shape[a])
 
 
-def _all_at_their_place(out: np.ndarray, xs: tuple[Any, ...]) -> bool:
-    """Whether every input is a C-contiguous block of ``out`` at its place (after
-    :func:`_concat_into` accepted them: the shapes concatenate)."""
-    base, at = out.ctypes.data, 0
-    for x in xs:
-        if x is None or not x.flags.c_contiguous or x.ctypes.data != base + at * out.dtype.itemsize:
-            return False
-        at += x.size
-    return True
-
-
-def _concat_into(out: np.ndarray, xs: tuple[Any, ...], axis: int) -> np.ndarray | None:
+def _concat_into(out: np.ndarray, xs: tuple[Any, ...], axis: int) -> bool | None:
     """Concat into the planned buffer ``out``: inputs a producer already wrote at their place
-    (``concat_parts``) are left there, the others copied; None (the kernel allocates) for
-    anything but plain numeric arrays of ``out``'s dtype that concatenate to its shape."""
+    (``concat_parts``) are left there, the others copied; whether every input was found in
+    place, or None (nothing written: the kernel allocates) for anything but plain numeric
+    arrays of ``out``'s dtype that concatenate to its shape."""
     dtype = out.dtype
     if dtype.kind not in "fc":  # shape vectors and codes keep their own paths
         return None
@@ -368,14 +358,17 @@ def _concat_into(out: np.ndarray, xs: tuple[Any, ...], axis: int) -> np.ndarray 
     if not 0 <= a < rank or not _concatenates(out.shape, [x.shape for x in arrays], a):
         return None
     if math.prod(out.shape[:a]) != 1:
-        return np.concatenate(arrays, axis=a, out=out)
+        np.concatenate(arrays, axis=a, out=out)
+        return False
     flat, base, at = out.reshape(-1), out.ctypes.data, 0
+    all_placed = len(arrays) == len(xs)
     for x in arrays:
         size = x.size
         if not (x.ctypes.data == base + at * dtype.itemsize and x.flags.c_contiguous):
             flat[at:at + size] = x.reshape(-1)
+            all_placed = False
         at += size
-    return out
+    return all_placed
 
 
 def _channels_last_concat(arrays: list[np.ndarray], dtype: np.dtype) -> np.ndarray:
