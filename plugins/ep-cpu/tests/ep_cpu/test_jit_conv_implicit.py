@@ -272,3 +272,69 @@ def test_the_fused_store_is_the_epilogue_pass_bit_for_bit(act, alpha, beta, thre
             v = v + residual
         np.testing.assert_array_equal(got, _numpy_activation(v, act, alpha, beta))
     assert np.isnan(got).any()
+
+
+# (x shape, w shape, strides, pads): grids of rows a vector wide or more (fgemm's), one K block
+# (an RGB stem) and several (K = 144), stride 2 with both column parities, output rows of a
+# width that is and is not a multiple of 16, a batch (image-major)
+FGEMM_CASES = [
+    ((1, 3, 64, 64), (64, 3, 3, 3), (2, 2), (0, 0, 0, 0)),  # squeezenet's stem, smaller: wq 32, ow 31
+    ((1, 3, 45, 47), (20, 3, 7, 7), (2, 2), (3, 3, 3, 3)),  # a 7x7 stem, 20 rows: a 2-row tile
+    ((2, 16, 20, 32), (32, 16, 3, 3), (1, 1), (1, 1, 1, 1)),  # K = 144: three blocks, ow 32
+    ((1, 8, 33, 35), (13, 8, 3, 3), (2, 2), (1, 1, 1, 1)),  # wq 18: vectors across two rows
+]
+
+
+@needs_avx512
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", FGEMM_CASES, ids=[str(c[0]) for c in FGEMM_CASES])
+def test_fgemm_stores_the_two_pass_bits_and_nothing_else(monkeypatch, case, threads):
+    """``fgemm`` (the product stored onto the output planes with the epilogue) gives the
+    two-pass path's bits (``igemm`` then ``store_planes``) for every activation code, with and
+    without a residual holding NaN and infinities, on one thread and split, and writes nothing
+    outside the output it is given."""
+    monkeypatch.setattr(kernels_conv_implicit, "MACS_PER_THREAD", 1)
+    if threads > 1 and case[0][0] == 1 and not blas_spin.available():
+        pytest.skip("one image splits on the implicit GEMM only with blas_spin")
+    x_shape, w_shape, strides, pads = case
+    rng = np.random.default_rng(sum(x_shape) + threads)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    x[0, 0, 5, 7] = np.nan
+    x[-1, -1, -1, -1] = np.inf
+    w = (rng.standard_normal(w_shape) * 0.3).astype(np.float32)
+    bias = rng.standard_normal(w_shape[0]).astype(np.float32)
+    out_sp = tuple((x_shape[2 + i] + pads[i] + pads[i + 2] - w_shape[2 + i]) // strides[i] + 1 for i in range(2))
+    out_shape = (x_shape[0], w_shape[0], *out_sp)
+    z = rng.standard_normal(out_shape).astype(np.float32)
+    z[0, 1, 0, 0], z[-1, -1, -1, 3] = -np.inf, np.nan
+    f32 = np.dtype(np.float32)
+    for act, alpha, beta in [(0, 0.0, 0.0), (1, 0.0, 0.0), (2, 0.1, 0.0), (3, -0.5, 0.75)]:
+        fused, two_pass = (kernels_conv_implicit.ImplicitConvCall(x_shape, f32, w, bias, strides, (1, 1), pads[:2],
+                                                                  out_sp, act, alpha, beta, threads) for _ in range(2))
+        two_pass._fused = None
+        assert fused._fused is not None and not fused._interleaved
+        for residual in (None, z):
+            band = np.full(int(np.prod(out_shape)) + 64, np.nan, np.float32)
+            band[:32] = band[-32:] = 7.0  # guards either side of the output
+            out = band[32:-32].reshape(out_shape)
+            got = fused(x, residual, out)
+            assert got is out
+            np.testing.assert_array_equal(got, two_pass(x, residual))
+            assert (band[:32] == 7.0).all() and (band[-32:] == 7.0).all()
+            if act == 0 and residual is not None:  # no activation: the NaN and infinities reach it
+                assert np.isnan(got).any() and np.isinf(got).any()
+
+
+@needs_avx512
+def test_fgemm_is_not_taken_on_narrow_grids_or_the_interleaved_layout():
+    """Grid rows narrower than a vector (a vector would span three output rows) and the
+    interleaved layout keep the two-pass path."""
+    f32 = np.dtype(np.float32)
+    narrow = kernels_conv_implicit.ImplicitConvCall((1, 16, 12, 12), f32, np.ones((8, 16, 3, 3), np.float32),
+                                                    np.zeros(8, np.float32), (1, 1), (1, 1), (1, 1), (12, 12), 0,
+                                                    0.0, 0.0, 1)
+    assert narrow._fused is None
+    interleaved = kernels_conv_implicit.ImplicitConvCall((8, 32, 8, 8), f32, np.ones((64, 32, 3, 3), np.float32),
+                                                         np.zeros(64, np.float32), (2, 2), (1, 1), (1, 1), (4, 4), 0,
+                                                         0.0, 0.0, 1)
+    assert interleaved._interleaved and interleaved._fused is None

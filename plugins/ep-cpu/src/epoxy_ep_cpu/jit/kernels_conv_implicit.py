@@ -19,17 +19,33 @@ grid positions rounded up to 16): for maps whose span is long. Interleaved (posi
 image-minor: column ``q * n + i`` is position ``q`` of image ``i``) where rounding each image's
 span up would add more than an eighth (an 8x8 stride-2 layer: 19 positions, 32 columns): the
 batch's columns form one run. Measured in bench/README.md "Session 28".
+
+Image-major grids whose rows are a vector wide or more run ``fgemm`` (``implicit_fused_ir``)
+instead of ``igemm`` and the store pass: column tiles outermost, the last K block's sums stored
+straight onto the output planes with the bias, residual and activation, so the product (3.2 MB
+for an RGB stem at 224x224) never goes through memory; the same bits (session 38).
 """
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from numba import njit, uint64
 
-from . import blas_spin, direct, kernels_sgemm, native_pool, native_shares, threads
+from . import (
+    blas_spin,
+    config,
+    direct,
+    implicit_fused_ir,
+    kernels_sgemm,
+    llvm_module,
+    native_pool,
+    native_shares,
+    threads,
+)
 from .activations import activate
 from .kernels_conv import PreparedConvCall, _geometry, _offsets, _pad_plane, layer_sizes
 from .kernels_conv_gemm import _store_plane
@@ -53,6 +69,16 @@ MIN_MACS = 1 << 20
 #: multiply-adds per thread below which a layer stays on one thread (~20 us of work: waking the
 #: helper costs a few; the bench CNN's RGB stem at batch 16, 7.5 M, gains a second thread)
 MACS_PER_THREAD = 1 << 20
+
+
+#: narrowest grid row for ``fgemm`` (a vector then lies on at most two output rows)
+FUSED_MIN_WIDTH = LANES
+
+#: ``fgemm``: the implicit GEMM storing onto the output planes with the epilogue
+#: (``implicit_fused_ir``), for grids of rows at least FUSED_MIN_WIDTH wide
+_FUSED = llvm_module.LazyModule(
+    "the implicit convolution GEMM with its store", ("avx512f",), implicit_fused_ir.module_ir,
+    {"fgemm": [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 4 + [ctypes.c_void_p] * 4}, config.compiled_code_dir)
 
 
 def gains(n: int, ck: int, m: int, positions: int, nthreads: int = 1) -> bool:
@@ -214,8 +240,9 @@ def interleaves(n: int, span: int) -> bool:
 # size), the grids (base, one grid's size, shares, row tiles), pdims, the weights, rowoff, the
 # accumulator (address, size), depth, cols, m, kc, xstep, bias, z (address, size), y (address,
 # size), wq, oh, ow, act, alpha, beta (float64 bits), input planes, the compiled pad_planes and
-# store_planes (native_shares.compiled_address: called by address, not linked in)
-_ROWS_ARGV = 31
+# store_planes (native_shares.compiled_address: called by address, not linked in); ``fgemm``'s
+# address (0: igemm and store_planes), its parameters and geometry table
+_ROWS_ARGV = 34
 
 
 def _rows_share(argp, first, last):  # pragma: no cover - compiled (native_shares.share_address)
@@ -236,6 +263,13 @@ def _rows_share(argp, first, last):  # pragma: no cover - compiled (native_share
     depth, cols, m = v[11], v[12], v[13]
     r0 = first * TILE_ROWS
     r1 = min(m, last * TILE_ROWS)
+    if v[31] != 0:  # fgemm: the product stored onto the output planes
+        plane = v[23] * v[24]
+        z_at = v[17] + 4 * r0 * plane if v[18] > 0 else 0
+        native_shares.call_address13(v[31], v[8] + 4 * r0 * depth, v[9], grid_at, v[10] + 4 * r0 * cols,
+                                     v[19] + 4 * r0 * plane, r1 - r0, depth, 1, cols, v[16] + 4 * r0, z_at, v[32],
+                                     v[33])
+        return
     native_shares.call_address13(v[0], v[8] + 4 * r0 * depth, v[9], grid_at, v[10] + 4 * r0 * cols, depth, cols,
                                  r1 - r0, depth, v[14], cols, 1, v[15], m * cols)
     native_shares.call_compiled(v[30], (native_shares.carray(native_shares.f32_at(v[10]), (v[21],)),
@@ -264,8 +298,8 @@ class ImplicitConvCall(PreparedConvCall):
     padded phase grid, the implicit GEMM and a compiled store (module docstring). The
     interface of ``kernels_conv_gemm.GridConvCall``."""
 
-    __slots__ = ("_cols", "_count", "_gemm", "_interleaved", "_kc", "_n", "_native", "_pad", "_pdims", "_rowoff",
-                 "_store", "_store_tail", "_w", "_xstep", "bias", "dtype", "out_shape", "shape", "xp_size")
+    __slots__ = ("_cols", "_count", "_fused", "_gemm", "_interleaved", "_kc", "_n", "_native", "_pad", "_pdims",
+                 "_rowoff", "_store", "_store_tail", "_w", "_xstep", "bias", "dtype", "out_shape", "shape", "xp_size")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
                  strides: tuple[int, ...], dilations: tuple[int, ...], begin: Sequence[int],
@@ -295,6 +329,14 @@ class ImplicitConvCall(PreparedConvCall):
         self._count = max(1, min(nthreads, units, macs // MACS_PER_THREAD))
         self._gemm = kernels_sgemm.implicit_kernel()
         self._kc = kernels_sgemm.IMPLICIT_KC
+        # fgemm (its function, parameters, geometry table) where the grid's rows are a vector
+        # wide or more, image-major: the product never leaves the cache
+        self._fused: tuple[Any, np.ndarray, np.ndarray] | None = None
+        if not self._interleaved and wq >= max(LANES, FUSED_MIN_WIDTH):
+            geo = dict(wq=wq, ow=ow, oh=oh, kc=self._kc, xstep=self._xstep, accstep=m * self._cols,
+                       ystep=m * oh * ow, act=act)
+            self._fused = (_FUSED.function("fgemm"), np.array([alpha, beta], dtype=_F32),
+                           np.array([geo[f] for f in implicit_fused_ir.GEO_FIELDS], dtype=np.int64))
         self._pad: Any = None
         self._store: Any = None
         self._native: np.ndarray | None = None  # the native pool's argv template (_rows_template)
@@ -324,6 +366,13 @@ class ImplicitConvCall(PreparedConvCall):
                                                   (*store_args, 0, 1))
         gemm, w_at, ro_at, acc_at = self._gemm, self._w.ctypes.data, self._rowoff.ctypes.data, acc.ctypes.data
         pdims, kc = self._pdims, self._kc
+        fused = self._fused
+        if fused is not None:  # fgemm's pointers: output, residual (None: null), bias, tables
+            fgemm, params, geo = fused
+            plane = self.out_shape[2] * self.out_shape[3]
+            y_at, b_at = store_args[3].ctypes.data, self.bias.ctypes.data
+            z_at = None if z is None else store_args[2].ctypes.data
+            tables = (params.ctypes.data, geo.ctypes.data)
 
         def grid(first: int, last: int) -> int:
             """This thread's grid (``scratch`` is per thread) with input planes [first, last)
@@ -336,6 +385,11 @@ class ImplicitConvCall(PreparedConvCall):
         if self._n > 1:
             def images(first: int, last: int) -> None:
                 at = grid(first * c, last * c)
+                if fused is not None:
+                    step = 4 * first * m * plane
+                    fgemm(w_at, ro_at, at + 4 * first * xstep, acc_at + 4 * first * m * cols, y_at + step, m, depth,
+                          last - first, cols, b_at, None if z_at is None else z_at + step, *tables)
+                    return
                 gemm(w_at, ro_at, at + 4 * first * xstep, acc_at + 4 * first * m * cols, depth, cols, m, depth, kc,
                      cols, last - first, xstep, m * cols)
                 store(*store_args, first * m, last * m)
@@ -346,6 +400,11 @@ class ImplicitConvCall(PreparedConvCall):
         def rows(first: int, last: int) -> None:  # row tiles [first, last): output channels
             r0, r1 = first * TILE_ROWS, min(m, last * TILE_ROWS)
             at = grid(0, n * c)  # the whole input, each thread into its own grid
+            if fused is not None:
+                step = 4 * r0 * plane
+                fgemm(w_at + 4 * r0 * depth, ro_at, at, acc_at + 4 * r0 * cols, y_at + step, r1 - r0, depth, 1, cols,
+                      b_at + 4 * r0, None if z_at is None else z_at + step, *tables)
+                return
             gemm(w_at + 4 * r0 * depth, ro_at, at, acc_at + 4 * r0 * cols, depth, cols, r1 - r0, depth, kc, cols, 1,
                  xstep, m * cols)
             store(*store_args, r0, r1)
@@ -379,4 +438,6 @@ class ImplicitConvCall(PreparedConvCall):
         v.view(np.float64)[26:28] = self._store_tail[6:8]
         v[29] = native_shares.compiled_address(pad_planes, (flat, grid, self._pdims))
         v[30] = native_shares.compiled_address(store_planes, store_args)
+        if self._fused is not None:
+            v[31], v[32], v[33] = (_FUSED.address("fgemm"), self._fused[1].ctypes.data, self._fused[2].ctypes.data)
         return v

@@ -17,6 +17,15 @@ from __future__ import annotations
 from .rows_store_ir import _activation
 from .sgemm_ir import _FLOATS, LANES, TILE_COLS, TILE_ROWS, VECTORS, _row_tiles, _splat, _tile_ir
 
+#: an epilogue driver's entry lines: ``%params``' activation parameters as vectors, ``%act``'s
+#: code as flags, whether ``%z`` is given (``implicit_fused_ir`` shares them)
+ACTIVATION_SETUP = (
+    "  %alpha.p = getelementptr float, float* %params, i64 0", "  %alpha = load float, float* %alpha.p",
+    "  %beta.p = getelementptr float, float* %params, i64 1", "  %beta = load float, float* %beta.p",
+    *_splat("alpha.v", "%alpha"), *_splat("beta.v", "%beta"),
+    "  %is.relu = icmp eq i64 %act, 1", "  %is.leaky = icmp eq i64 %act, 2", "  %is.clip = icmp eq i64 %act, 3",
+    "  %has.z = icmp ne float* %z, null")
+
 _EPILOGUE_ARGS = ("i1 %last, float* noalias nocapture readonly %bias, float* noalias nocapture readonly %z, "
                   f"i1 %has.z, i1 %is.relu, i1 %is.leaky, i1 %is.clip, {_FLOATS} %alpha.v, {_FLOATS} %beta.v")
 
@@ -57,12 +66,7 @@ def _driver() -> list[str]:
            "float* noalias nocapture readonly %X, float* noalias nocapture %out, i64 %lda, i64 %ldo, i64 %m, "
            "i64 %k, i64 %kc, i64 %cols, float* noalias nocapture readonly %bias, "
            "float* noalias nocapture readonly %z, i64 %act, float* noalias nocapture readonly %params) {",
-           "entry:",
-           "  %alpha.p = getelementptr float, float* %params, i64 0", "  %alpha = load float, float* %alpha.p",
-           "  %beta.p = getelementptr float, float* %params, i64 1", "  %beta = load float, float* %beta.p",
-           *_splat("alpha.v", "%alpha"), *_splat("beta.v", "%beta"),
-           "  %is.relu = icmp eq i64 %act, 1", "  %is.leaky = icmp eq i64 %act, 2", "  %is.clip = icmp eq i64 %act, 3",
-           "  %has.z = icmp ne float* %z, null",
+           "entry:", *ACTIVATION_SETUP,
            "  %no.rows = icmp eq i64 %m, 0", "  %no.k = icmp eq i64 %k, 0", "  %no.cols = icmp eq i64 %cols, 0",
            "  %none.1 = or i1 %no.rows, %no.k", "  %none = or i1 %none.1, %no.cols",
            "  br i1 %none, label %exit, label %cols.loop",

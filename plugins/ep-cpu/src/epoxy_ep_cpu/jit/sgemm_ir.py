@@ -73,11 +73,16 @@ def _tile_ir(rows: int, vectors: int, indirect: bool = False, gathered: bool = F
             t = f"{r}.{v}"
             out += [f"  %o.at{t} = add i64 %o.off{r}, {LANES * v}",
                     f"  %o.p{t} = getelementptr float, float* %out, i64 %o.at{t}",
-                    f"  %o.q{t} = bitcast float* %o.p{t} to {_FLOATS}*",
-                    f"  %held{t} = load {_FLOATS}, {_FLOATS}* %o.q{t}, align 4",
-                    f"  %init{t} = select i1 %fresh, {_FLOATS} zeroinitializer, {_FLOATS} %held{t}"]
-    out += ["  br label %k.loop", "k.loop:", "  %k = phi i64 [0, %entry], [%k.next, %k.loop]"]
-    out += [f"  %acc{r}.{v} = phi {_FLOATS} [%init{r}.{v}, %entry], [%sum{r}.{v}, %k.loop]"
+                    f"  %o.q{t} = bitcast float* %o.p{t} to {_FLOATS}*"]
+    # the held sums are read only after the first K block: a fresh tile never touches ``out``
+    # (the fused drivers' product buffer stays cold when K is one block)
+    out += ["  br i1 %fresh, label %k.start, label %held", "held:"]
+    out += [f"  %held{r}.{v} = load {_FLOATS}, {_FLOATS}* %o.q{r}.{v}, align 4" for r in r_range for v in v_range]
+    out += ["  br label %k.start", "k.start:"]
+    out += [f"  %init{r}.{v} = phi {_FLOATS} [zeroinitializer, %entry], [%held{r}.{v}, %held]"
+            for r in r_range for v in v_range]
+    out += ["  br label %k.loop", "k.loop:", "  %k = phi i64 [0, %k.start], [%k.next, %k.loop]"]
+    out += [f"  %acc{r}.{v} = phi {_FLOATS} [%init{r}.{v}, %k.start], [%sum{r}.{v}, %k.loop]"
             for r in r_range for v in v_range]
     if indirect:
         out += ["  %ro.p = getelementptr i64, i64* %rowoff, i64 %k", "  %b.step = load i64, i64* %ro.p, align 8"]

@@ -1,0 +1,198 @@
+"""LLVM IR text of the implicit convolution GEMM that stores straight into the output planes,
+with FusedConv's epilogue: ``fgemm`` (``kernels_conv_implicit`` compiles it with llvmlite).
+
+Why: ``igemm`` writes the product on the padded phase grid (``cols`` columns a channel, ``wq``
+a row, the grid's extra columns included), and a separate compiled pass reads it back, drops
+those columns, adds the bias and the residual and applies the activation. An RGB stem's
+product is 3.2 MB: written, read and written again as the 3.15 MB output, through L3 or
+memory, where the layer's own arithmetic is 27 multiply-adds an output (squeezenet's 3 -> 64
+stride-2 stem alone: 651 -> 569 us at 1 thread, onnxruntime 559-583; inside the model its cold
+output dominates both paths, bench/README.md session 38).
+Here the column tiles are outermost (as in ``pgemm``): a column tile's partial sums of every
+K block stay in the L1/L2 cache, and the last block's store maps each 16-column vector of the
+grid onto the output: grid column ``q`` is output ``(q // wq, q % wq)`` when ``q % wq < ow``,
+so a vector lies on at most two output rows (``wq >= 16``) and is stored by two masked
+stores, the extra columns between them dropped. The arithmetic and its order are the
+two-pass path's: ``igemm``'s sums, then ``(sum + bias) + z`` and the activation.
+"""
+
+from __future__ import annotations
+
+from .pointwise_gemm_ir import ACTIVATION_SETUP
+from .rows_store_ir import _activation
+from .sgemm_ir import _FLOATS, LANES, TILE_COLS, TILE_ROWS, VECTORS, _row_tiles, _splat, _tile_ir
+
+_MASK = "<16 x i1>"
+_LANE_INDEX = "<" + ", ".join(f"i32 {i}" for i in range(LANES)) + ">"
+_MASKED_STORE = "llvm.masked.store.v16f32.p0v16f32"
+_MASKED_LOAD = "llvm.masked.load.v16f32.p0v16f32"
+
+#: the geometry table's entries (i64): the grid's row width, the output's row width and rows,
+#: the K block, one image's input grid, product and output sizes (floats), the activation's code
+GEO_FIELDS = ("wq", "ow", "oh", "kc", "xstep", "accstep", "ystep", "act")
+
+
+#: each vector's two parts: offsets into a plane and lane masks (``_vector_geometry``)
+_VECTOR_ARGS = ", ".join(f"i64 %off1.{v}, i64 %off2.{v}, {_MASK} %m1.{v}, {_MASK} %m2.{v}, i1 %whole.{v}"
+                         for v in range(VECTORS))
+
+
+_EPILOGUE_ARGS = ("i1 %last, float* noalias nocapture readonly %bias, float* noalias nocapture %y, "
+                  "float* noalias nocapture readonly %z, i1 %has.z, i1 %is.relu, i1 %is.leaky, i1 %is.clip, "
+                  f"{_FLOATS} %alpha.v, {_FLOATS} %beta.v, i64 %plane, {_VECTOR_ARGS}")
+
+
+def _masked_pointer(name: str, base: str, offset: str) -> list[str]:
+    return [f"  %{name}.p = getelementptr float, float* {base}, i64 {offset}",
+            f"  %{name}.q = bitcast float* %{name}.p to {_FLOATS}*"]
+
+
+def _store(rows: int, vectors: int) -> list[str]:
+    """A tile's store: the sums into the product buffer before the last K block, else
+    ``act(sum + bias[row] (+ z))`` into the output planes, row ``r``'s plane ``r * plane``
+    floats on, each vector's two parts by its masks."""
+    tiles = [(r, v) for r in range(rows) for v in range(vectors)]
+    out = ["  br i1 %last, label %ep, label %plain", "plain:"]
+    out += [f"  store {_FLOATS} %sum{r}.{v}, {_FLOATS}* %o.q{r}.{v}, align 4" for r, v in tiles]
+    out += ["  ret void", "ep:"]
+    for r in range(rows):
+        out += [f"  %bias.p{r} = getelementptr float, float* %bias, i64 {r}",
+                f"  %bias.s{r} = load float, float* %bias.p{r}, align 4", *_splat(f"bias{r}", f"%bias.s{r}"),
+                f"  %plane.at{r} = mul i64 %plane, {r}",
+                f"  %y.row{r} = getelementptr float, float* %y, i64 %plane.at{r}",
+                f"  %z.row{r} = getelementptr float, float* %z, i64 %plane.at{r}"]
+    out += [f"  %e{r}.{v} = fadd {_FLOATS} %sum{r}.{v}, %bias{r}" for r, v in tiles]
+    out += ["  br i1 %has.z, label %ep.z, label %ep.act", "ep.z:"]
+    for r, v in tiles:
+        t = f"{r}.{v}"
+        out += _masked_pointer(f"za{t}", f"%z.row{r}", f"%off1.{v}")
+        out += _masked_pointer(f"zb{t}", f"%z.row{r}", f"%off2.{v}")
+        out += [f"  %za{t} = call {_FLOATS} @{_MASKED_LOAD}({_FLOATS}* %za{t}.q, i32 4, {_MASK} %m1.{v}, "
+                f"{_FLOATS} zeroinitializer)",
+                f"  %zb{t} = call {_FLOATS} @{_MASKED_LOAD}({_FLOATS}* %zb{t}.q, i32 4, {_MASK} %m2.{v}, "
+                f"{_FLOATS} %za{t})",
+                f"  %ez{t} = fadd {_FLOATS} %e{t}, %zb{t}"]
+    out += ["  br label %ep.act", "ep.act:"]
+    out += [f"  %f{r}.{v} = phi {_FLOATS} [%e{r}.{v}, %ep], [%ez{r}.{v}, %ep.z]" for r, v in tiles]
+    for r, v in tiles:  # a vector wholly on one row's outputs is one plain store
+        t = f"{r}.{v}"
+        out += _activation(f"f{t}")
+        out += _masked_pointer(f"ya{t}", f"%y.row{r}", f"%off1.{v}")
+        out += _masked_pointer(f"yb{t}", f"%y.row{r}", f"%off2.{v}")
+        out += [f"  br i1 %whole.{v}, label %whole{t}, label %split{t}", f"whole{t}:",
+                f"  store {_FLOATS} %f{t}.out, {_FLOATS}* %ya{t}.q, align 4", f"  br label %done{t}", f"split{t}:",
+                f"  call void @{_MASKED_STORE}({_FLOATS} %f{t}.out, {_FLOATS}* %ya{t}.q, i32 4, {_MASK} %m1.{v})",
+                f"  call void @{_MASKED_STORE}({_FLOATS} %f{t}.out, {_FLOATS}* %yb{t}.q, i32 4, {_MASK} %m2.{v})",
+                f"  br label %done{t}", f"done{t}:"]
+    return out + ["  ret void"]
+
+
+def _splat_i32(name: str, scalar: str) -> list[str]:
+    return [f"  %{name}.one = insertelement <16 x i32> undef, i32 {scalar}, i32 0",
+            f"  %{name} = shufflevector <16 x i32> %{name}.one, <16 x i32> undef, <16 x i32> zeroinitializer"]
+
+
+def _vector_geometry(v: int) -> list[str]:
+    """Vector ``v`` of the column tile at ``%j``: its first grid column's output row and
+    column, the offsets of its two parts into a plane (the second part's lanes start ``wq -
+    ox`` in, at the next row's column 0) and their lane masks."""
+    return [f"  %q.{v} = add i64 %j, {LANES * v}", f"  %oy.{v} = udiv i64 %q.{v}, %wq",
+            f"  %oy.wq.{v} = mul i64 %oy.{v}, %wq", f"  %ox.{v} = sub i64 %q.{v}, %oy.wq.{v}",
+            f"  %row1.{v} = mul i64 %oy.{v}, %ow", f"  %off1.{v} = add i64 %row1.{v}, %ox.{v}",
+            f"  %row2.{v} = add i64 %row1.{v}, %ow", f"  %off2.a{v} = add i64 %row2.{v}, %ox.{v}",
+            f"  %off2.{v} = sub i64 %off2.a{v}, %wq",
+            # part 1: lanes < ow - ox, on a row < oh
+            f"  %ox.i{v} = trunc i64 %ox.{v} to i32", f"  %n1.{v} = sub i32 %ow.i, %ox.i{v}",
+            *_splat_i32(f"n1.s{v}", f"%n1.{v}"),
+            f"  %m1.lanes{v} = icmp slt <16 x i32> %lanes, %n1.s{v}",
+            f"  %in1.{v} = icmp ult i64 %oy.{v}, %oh", *_splat_bool(f"in1.s{v}", f"%in1.{v}"),
+            f"  %m1.{v} = and {_MASK} %m1.lanes{v}, %in1.s{v}",
+            # part 2: lanes in [wq - ox, wq - ox + ow), on a row < oh
+            f"  %s2.{v} = sub i32 %wq.i, %ox.i{v}", f"  %e2.{v} = add i32 %s2.{v}, %ow.i",
+            *_splat_i32(f"s2.s{v}", f"%s2.{v}"), *_splat_i32(f"e2.s{v}", f"%e2.{v}"),
+            f"  %m2.from{v} = icmp sge <16 x i32> %lanes, %s2.s{v}",
+            f"  %m2.to{v} = icmp slt <16 x i32> %lanes, %e2.s{v}",
+            f"  %m2.lanes{v} = and {_MASK} %m2.from{v}, %m2.to{v}",
+            f"  %oy.next{v} = add i64 %oy.{v}, 1", f"  %in2.{v} = icmp ult i64 %oy.next{v}, %oh",
+            *_splat_bool(f"in2.s{v}", f"%in2.{v}"), f"  %m2.{v} = and {_MASK} %m2.lanes{v}, %in2.s{v}",
+            # whole: all 16 lanes on row oy's outputs (ox + 16 <= ow, oy < oh)
+            f"  %ox.end{v} = add i64 %ox.{v}, {LANES}", f"  %fits.{v} = icmp ule i64 %ox.end{v}, %ow",
+            f"  %whole.{v} = and i1 %fits.{v}, %in1.{v}"]
+
+
+def _splat_bool(name: str, scalar: str) -> list[str]:
+    return [f"  %{name}.one = insertelement {_MASK} undef, i1 {scalar}, i32 0",
+            f"  %{name} = shufflevector {_MASK} %{name}.one, {_MASK} undef, <16 x i32> zeroinitializer"]
+
+
+def _geo(field: str) -> list[str]:
+    at = GEO_FIELDS.index(field)
+    return [f"  %{field}.p = getelementptr i64, i64* %geo, i64 {at}", f"  %{field} = load i64, i64* %{field}.p"]
+
+
+def _driver() -> list[str]:
+    """``fgemm(A, rowoff, X, acc, y, m, k, images, cols, bias, z, params, geo)``: for each image
+    ``i``, ``y_i[r] = act(A[r, :k] @ B_i + bias[r] (+ z_i[r]))`` with ``B_i[kk, q] =
+    X_i[rowoff[kk] + q]`` over the grid's ``cols`` columns (a multiple of LANES), stored onto
+    the ``oh x ow`` output plane of channel ``r`` (module docstring); ``acc`` holds the
+    partial sums of layers of more than one K block (``m x cols`` an image); ``z`` null or laid
+    out as ``y``; ``params`` the activation's two float32 parameters; ``geo`` the i64 table of
+    :data:`GEO_FIELDS`."""
+    setup = []
+    for field in GEO_FIELDS:
+        setup += _geo(field)
+    out = ["define void @fgemm(float* noalias nocapture readonly %A, i64* noalias nocapture readonly %rowoff, "
+           "float* noalias nocapture readonly %X, float* noalias nocapture %acc, float* noalias nocapture %y, "
+           "i64 %m, i64 %k, i64 %images, i64 %cols, float* noalias nocapture readonly %bias, "
+           "float* noalias nocapture readonly %z, float* noalias nocapture readonly %params, "
+           "i64* noalias nocapture readonly %geo) {",
+           "entry:", *setup, *ACTIVATION_SETUP,
+           "  %lda = add i64 %k, 0", "  %ldo = add i64 %cols, 0", "  %plane = mul i64 %oh, %ow",
+           "  %wq.i = trunc i64 %wq to i32", "  %ow.i = trunc i64 %ow to i32",
+           f"  %lanes = add <16 x i32> {_LANE_INDEX}, zeroinitializer",
+           "  %no.rows = icmp eq i64 %m, 0", "  %no.k = icmp eq i64 %k, 0", "  %no.cols = icmp eq i64 %cols, 0",
+           "  %no.images = icmp eq i64 %images, 0", "  %none.1 = or i1 %no.rows, %no.k",
+           "  %none.2 = or i1 %none.1, %no.cols", "  %none = or i1 %none.2, %no.images",
+           "  br i1 %none, label %exit, label %image",
+           "image:", "  %img = phi i64 [0, %entry], [%img.next, %cols.done]",
+           "  %x.off = mul i64 %img, %xstep", "  %x.img = getelementptr float, float* %X, i64 %x.off",
+           "  %acc.off = mul i64 %img, %accstep", "  %acc.img = getelementptr float, float* %acc, i64 %acc.off",
+           "  %y.off = mul i64 %img, %ystep", "  %y.img = getelementptr float, float* %y, i64 %y.off",
+           "  %z.img = getelementptr float, float* %z, i64 %y.off", "  br label %cols.loop",
+           "cols.loop:", "  %j = phi i64 [0, %image], [%j.next, %blocks.done]",
+           "  %cols.left = sub i64 %cols, %j", f"  %cols.many = icmp ugt i64 %cols.left, {TILE_COLS}",
+           f"  %tile.cols = select i1 %cols.many, i64 {TILE_COLS}, i64 %cols.left",
+           f"  %tile.vectors = udiv i64 %tile.cols, {LANES}",
+           "  %b.col = getelementptr float, float* %x.img, i64 %j"]
+    for v in range(VECTORS):
+        out += _vector_geometry(v)
+    out += ["  br label %blocks",
+            "blocks:", "  %kb = phi i64 [0, %cols.loop], [%kb.next, %rows.done]",
+            "  %k.left = sub i64 %k, %kb", "  %k.many = icmp ugt i64 %k.left, %kc",
+            "  %k.cur = select i1 %k.many, i64 %kc, i64 %k.left", "  %fresh = icmp eq i64 %kb, 0",
+            "  %kb.next = add i64 %kb, %k.cur", "  %last = icmp uge i64 %kb.next, %k",
+            "  %ro.blk = getelementptr i64, i64* %rowoff, i64 %kb", "  br label %rows"]
+    per_tile = (["  %bias.blk = getelementptr float, float* %bias, i64 %i", "  %y.at = mul i64 %i, %plane",
+                 "  %y.blk = getelementptr float, float* %y.img, i64 %y.at",
+                 "  %z.blk = getelementptr float, float* %z.img, i64 %y.at"],
+                ", i1 %last, float* %bias.blk, float* %y.blk, float* %z.blk, i1 %has.z, i1 %is.relu, i1 %is.leaky, "
+                f"i1 %is.clip, {_FLOATS} %alpha.v, {_FLOATS} %beta.v, i64 %plane, {_VECTOR_ARGS}")
+    out += _row_tiles("fgemm", "blocks", "%acc.img", "i64* %ro.blk, float* %b.col", extra=per_tile)
+    return out + ["rows.done:", "  %kb.end = icmp uge i64 %kb.next, %k",
+                  "  br i1 %kb.end, label %blocks.done, label %blocks",
+                  "blocks.done:", "  %j.next = add i64 %j, %tile.cols", "  %j.end = icmp uge i64 %j.next, %cols",
+                  "  br i1 %j.end, label %cols.done, label %cols.loop",
+                  "cols.done:", "  %img.next = add i64 %img, 1", "  %img.end = icmp uge i64 %img.next, %images",
+                  "  br i1 %img.end, label %exit, label %image",
+                  "exit:", "  ret void", "}"]
+
+
+def module_ir() -> str:
+    """Every tile size of ``fgemm`` and its driver, in typed-pointer syntax."""
+    out = [f"declare {_FLOATS} @llvm.fma.v16f32({_FLOATS}, {_FLOATS}, {_FLOATS})",
+           f"declare void @{_MASKED_STORE}({_FLOATS}, {_FLOATS}*, i32, {_MASK})",
+           f"declare {_FLOATS} @{_MASKED_LOAD}({_FLOATS}*, i32, {_MASK}, {_FLOATS})"]
+    for rows in range(1, TILE_ROWS + 1):
+        for vectors in range(1, VECTORS + 1):
+            out += _tile_ir(rows, vectors, indirect=True, fused=("fgemm", _EPILOGUE_ARGS, _store))
+    return "\n".join(out + _driver())
