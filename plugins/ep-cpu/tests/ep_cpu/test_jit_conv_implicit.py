@@ -242,18 +242,24 @@ def _numpy_activation(v: np.ndarray, act: int, alpha: float, beta: float) -> np.
 
 
 @needs_avx512
+@pytest.mark.parametrize("driver", ["pgemm", "pgemm_rows"])
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize(("act", "alpha", "beta"), [(0, 0.0, 0.0), (1, 0.0, 0.0), (2, 0.1, 0.0), (3, -0.5, 0.75)])
-def test_the_fused_store_is_the_epilogue_pass_bit_for_bit(act, alpha, beta, threads):
+def test_the_fused_store_is_the_epilogue_pass_bit_for_bit(monkeypatch, act, alpha, beta, threads, driver):
     """``pgemm``'s store (and the tail's pass) gives ``act((sum + bias) + z)`` exactly as the
     numpy-side pass computes it from the same sums, NaN and infinities included, every
-    activation code, on one thread and split."""
+    activation code, on one thread and split, with either driver (column tiles or row tiles
+    outermost: the same bits)."""
+    from epoxy_ep_cpu.jit import kernels_pointwise
     from epoxy_ep_cpu.jit.kernels_pointwise import PointwiseCall
+
+    monkeypatch.setattr(kernels_pointwise, "ROWS_OUTER_MAX_INPUT", 0 if driver == "pgemm" else 1 << 30)
 
     if threads > 1 and not jit_threads.native():
         pytest.skip("on several threads the kernel splits over the native pool only")
     rng = np.random.default_rng(act + 10 * threads)
     c, m, side = 48, 70, 29  # rows not a multiple of 6, 841 positions: a tail of 9
+    assert kernels_pointwise.driver(c, m, side * side) == driver
     x = rng.standard_normal((1, c, side, side)).astype(np.float32)
     x[0, 3, 2, 5] = np.nan
     x[0, 7, 20, 28] = np.inf  # the tail's last column
@@ -338,3 +344,16 @@ def test_fgemm_is_not_taken_on_narrow_grids_or_the_interleaved_layout():
                                                          np.zeros(64, np.float32), (2, 2), (1, 1), (1, 1), (4, 4), 0,
                                                          0.0, 0.0, 1)
     assert interleaved._interleaved and interleaved._fused is None
+
+
+@pytest.mark.parametrize(("c", "m", "plane", "driver"), [
+    (64, 256, 56 * 56, "pgemm_rows"),  # resnet50's expanding layer: 800 KB of input
+    (16, 64, 55 * 55, "pgemm_rows"),
+    (256, 64, 56 * 56, "pgemm"),  # reduces the channels: the input is re-read a row tile
+    (96, 128, 56 * 56, "pgemm"),  # expands, but 1.2 MB of input
+])
+def test_pointwise_driver_rule(c, m, plane, driver):
+    """Row tiles outermost for expanding layers whose input fits ``ROWS_OUTER_MAX_INPUT``."""
+    from epoxy_ep_cpu.jit.kernels_pointwise import driver as choose
+
+    assert choose(c, m, plane) == driver

@@ -57,10 +57,26 @@ def takes_implicit(n: int, c: int, m: int, plane: int, dtype: np.dtype, group: i
             and (nthreads == 1 or (c <= SPLIT_MAX_DEPTH and native())))
 
 
+#: largest input (C x H x W float32 bytes) of an expanding layer (M >= C) whose product runs
+#: ``pgemm_rows`` (row tiles outermost: each output plane written as one run, the input
+#: re-read from L2 a row tile); larger inputs, and layers that reduce the channels, keep
+#: ``pgemm``'s column tiles outermost. One thread, a memory-touch before each call, us,
+#: column / row order: 64 -> 256 on 56x56 1396 / 1057, 16 -> 64 on 55x55 174 / 109, 32 -> 128 on
+#: 27x27 149 / 95, 128 -> 512 on 28x28 835 / 719; but 256 -> 64 on 56x56 (3.2 MB input) 1031 /
+#: 1937 (bench/README.md, session 38)
+ROWS_OUTER_MAX_INPUT = 1 << 20
+
 _FUSED = llvm_module.LazyModule(
     "the fused pointwise GEMM", ("avx512f",), pointwise_gemm_ir.module_ir,
-    {"pgemm": [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 6 + [ctypes.c_void_p] * 2 + [ctypes.c_int64, ctypes.c_void_p]},
+    {name: [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 6 + [ctypes.c_void_p] * 2 + [ctypes.c_int64, ctypes.c_void_p]
+     for name in ("pgemm", "pgemm_rows")},
     config.compiled_code_dir)
+
+
+def driver(c: int, m: int, plane: int) -> str:
+    """Which ``pointwise_gemm_ir`` driver runs a layer of ``c`` -> ``m`` channels on ``plane``
+    positions (:data:`ROWS_OUTER_MAX_INPUT`)."""
+    return "pgemm_rows" if m >= c and 4 * c * plane <= ROWS_OUTER_MAX_INPUT else "pgemm"
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
@@ -168,7 +184,8 @@ class PointwiseCall(PreparedConvCall):
             self.bias = np.ascontiguousarray(bias, dtype=np.float32)
             units = -(-plane // LANES)
             rowoff = np.arange(c, dtype=np.int64) * plane  # B's row k: input channel k's plane
-            self._implicit = ((_FUSED.address("pgemm"), np.ascontiguousarray(self._w[0]).reshape(-1), rowoff),
+            gemm = _FUSED.address(driver(c, m, plane))
+            self._implicit = ((gemm, np.ascontiguousarray(self._w[0]).reshape(-1), rowoff),
                               (self.bias,), (np.array([alpha, beta], dtype=np.float32), m, c, plane,
                                              kernels_sgemm.IMPLICIT_KC, act), units,
                               max(1, min(nthreads, units, gemm_count(nthreads, m * c * plane))))

@@ -57,19 +57,26 @@ def _store(rows: int, vectors: int) -> list[str]:
     return out + ["  ret void"]
 
 
+#: both drivers' signature line
+_HEAD = ("define void @pgemm(float* noalias nocapture readonly %A, i64* noalias nocapture readonly %rowoff, "
+         "float* noalias nocapture readonly %X, float* noalias nocapture %out, i64 %lda, i64 %ldo, i64 %m, "
+         "i64 %k, i64 %kc, i64 %cols, float* noalias nocapture readonly %bias, "
+         "float* noalias nocapture readonly %z, i64 %act, float* noalias nocapture readonly %params) {")
+
+
+def _unless_empty(target: str) -> list[str]:
+    """Both drivers' exit on an empty product, else on to block ``%{target}``."""
+    return ["  %no.rows = icmp eq i64 %m, 0", "  %no.k = icmp eq i64 %k, 0", "  %no.cols = icmp eq i64 %cols, 0",
+            "  %none.1 = or i1 %no.rows, %no.k", "  %none = or i1 %none.1, %no.cols",
+            f"  br i1 %none, label %exit, label %{target}"]
+
+
 def _driver() -> list[str]:
     """``pgemm(A, rowoff, X, out, lda, ldo, m, k, kc, cols, bias, z, act, params)``: ``out[:m,
     :cols] = act(A[:m, :k] @ B + bias (+ z))`` with ``B[kk, j] = X[rowoff[kk] + j]``; ``cols`` a
     multiple of LANES, ``z`` null or laid out as ``out``, ``act`` an ``activations`` code and
     ``params`` its two float32 parameters."""
-    out = ["define void @pgemm(float* noalias nocapture readonly %A, i64* noalias nocapture readonly %rowoff, "
-           "float* noalias nocapture readonly %X, float* noalias nocapture %out, i64 %lda, i64 %ldo, i64 %m, "
-           "i64 %k, i64 %kc, i64 %cols, float* noalias nocapture readonly %bias, "
-           "float* noalias nocapture readonly %z, i64 %act, float* noalias nocapture readonly %params) {",
-           "entry:", *ACTIVATION_SETUP,
-           "  %no.rows = icmp eq i64 %m, 0", "  %no.k = icmp eq i64 %k, 0", "  %no.cols = icmp eq i64 %cols, 0",
-           "  %none.1 = or i1 %no.rows, %no.k", "  %none = or i1 %none.1, %no.cols",
-           "  br i1 %none, label %exit, label %cols.loop",
+    out = [_HEAD, "entry:", *ACTIVATION_SETUP, *_unless_empty("cols.loop"),
            "cols.loop:", "  %j = phi i64 [0, %entry], [%j.next, %blocks.done]",
            "  %cols.left = sub i64 %cols, %j", f"  %cols.many = icmp ugt i64 %cols.left, {TILE_COLS}",
            f"  %tile.cols = select i1 %cols.many, i64 {TILE_COLS}, i64 %cols.left",
@@ -92,10 +99,52 @@ def _driver() -> list[str]:
                   "exit:", "  ret void", "}"]
 
 
+def _rows_outer_driver() -> list[str]:
+    """``pgemm_rows``: ``pgemm`` (the same arguments) with the row tiles outermost and the
+    whole K in each tile's register pass (``kc`` unused): each output channel's plane is then
+    written, and its residual read, as one run a row tile, where the column-tiles-outermost
+    driver touched every plane's page on every column tile (256 write and 256 residual
+    streams on resnet50's 64 -> 256 layers, past what the prefetchers follow). The input's
+    columns are re-read from L2 once a row tile, so it suits inputs that fit there
+    (``kernels_pointwise.ROWS_OUTER_MAX_INPUT``). One K pass: the sums run in the blocked
+    driver's order, so the same bits."""
+    out = [_HEAD.replace("@pgemm(", "@pgemm_rows("), "entry:", *ACTIVATION_SETUP, *_unless_empty("rows"),
+           "rows:", "  %i = phi i64 [0, %entry], [%i.next, %cols.done]",
+           "  %rows.left = sub i64 %m, %i", f"  %rows.many = icmp ugt i64 %rows.left, {TILE_ROWS}",
+           f"  %tile.rows = select i1 %rows.many, i64 {TILE_ROWS}, i64 %rows.left",
+           "  %a.off = mul i64 %i, %lda", "  %a.blk = getelementptr float, float* %A, i64 %a.off",
+           "  %bias.blk = getelementptr float, float* %bias, i64 %i", "  %o.row = mul i64 %i, %ldo",
+           "  %rows.index = sub i64 %tile.rows, 1", f"  %rows.base = mul i64 %rows.index, {VECTORS}",
+           "  br label %cols.loop",
+           "cols.loop:", "  %j = phi i64 [0, %rows], [%j.next, %tile.done]",
+           "  %cols.left = sub i64 %cols, %j", f"  %cols.many = icmp ugt i64 %cols.left, {TILE_COLS}",
+           f"  %tile.cols = select i1 %cols.many, i64 {TILE_COLS}, i64 %cols.left",
+           f"  %tile.vectors = udiv i64 %tile.cols, {LANES}",
+           "  %b.col = getelementptr float, float* %X, i64 %j", "  %o.off = add i64 %o.row, %j",
+           "  %o.blk = getelementptr float, float* %out, i64 %o.off",
+           "  %z.blk = getelementptr float, float* %z, i64 %o.off",
+           "  %vectors.index = sub i64 %tile.vectors, 1", "  %which = add i64 %rows.base, %vectors.index",
+           "  switch i64 %which, label %tile.done ["]
+    sizes = [(r, v) for r in range(1, TILE_ROWS + 1) for v in range(1, VECTORS + 1)]
+    out += [f"    i64 {(r - 1) * VECTORS + v - 1}, label %tile{r}.{v}" for r, v in sizes] + ["  ]"]
+    for r, v in sizes:
+        out += [f"tile{r}.{v}:",
+                f"  call void @pgemm_tile_{r}_{v}(float* %a.blk, i64* %rowoff, float* %b.col, float* %o.blk, "
+                "i64 %k, i64 %lda, i64 %ldo, i1 true, i1 true, float* %bias.blk, float* %z.blk, i1 %has.z, "
+                f"i1 %is.relu, i1 %is.leaky, i1 %is.clip, {_FLOATS} %alpha.v, {_FLOATS} %beta.v)",
+                "  br label %tile.done"]
+    return out + ["tile.done:", "  %j.next = add i64 %j, %tile.cols", "  %j.end = icmp uge i64 %j.next, %cols",
+                  "  br i1 %j.end, label %cols.done, label %cols.loop",
+                  "cols.done:", "  %i.next = add i64 %i, %tile.rows", "  %i.end = icmp uge i64 %i.next, %m",
+                  "  br i1 %i.end, label %exit, label %rows",
+                  "exit:", "  ret void", "}"]
+
+
 def module_ir() -> str:
-    """Every tile size of ``pgemm`` and its driver, in typed-pointer syntax."""
+    """Every tile size of ``pgemm`` and both drivers, ``pgemm`` and ``pgemm_rows``, in
+    typed-pointer syntax."""
     out = [f"declare {_FLOATS} @llvm.fma.v16f32({_FLOATS}, {_FLOATS}, {_FLOATS})"]
     for rows in range(1, TILE_ROWS + 1):
         for vectors in range(1, VECTORS + 1):
             out += _tile_ir(rows, vectors, indirect=True, fused=("pgemm", _EPILOGUE_ARGS, _store))
-    return "\n".join(out + _driver())
+    return "\n".join(out + _driver() + _rows_outer_driver())
