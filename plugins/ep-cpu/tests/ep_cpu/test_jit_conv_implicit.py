@@ -300,6 +300,7 @@ def test_fgemm_stores_the_two_pass_bits_and_nothing_else(monkeypatch, case, thre
     without a residual holding NaN and infinities, on one thread and split, and writes nothing
     outside the output it is given."""
     monkeypatch.setattr(kernels_conv_implicit, "MACS_PER_THREAD", 1)
+    monkeypatch.setattr(kernels_conv_implicit, "FUSED_MAX_DEPTH", 1 << 30)  # the kernel takes any K
     if threads > 1 and case[0][0] == 1 and not blas_spin.available():
         pytest.skip("one image splits on the implicit GEMM only with blas_spin")
     x_shape, w_shape, strides, pads = case
@@ -333,9 +334,17 @@ def test_fgemm_stores_the_two_pass_bits_and_nothing_else(monkeypatch, case, thre
 
 @needs_avx512
 def test_fgemm_is_not_taken_on_narrow_grids_or_the_interleaved_layout():
-    """Grid rows narrower than a vector (a vector would span three output rows) and the
-    interleaved layout keep the two-pass path."""
+    """Grid rows narrower than a vector (a vector would span three output rows), the
+    interleaved layout and layers of more than one K block keep the two-pass path."""
     f32 = np.dtype(np.float32)
+    deep = kernels_conv_implicit.ImplicitConvCall((1, 16, 40, 40), f32, np.ones((32, 16, 3, 3), np.float32),
+                                                  np.zeros(32, np.float32), (1, 1), (1, 1), (1, 1), (40, 40), 0,
+                                                  0.0, 0.0, 1)
+    assert deep._fused is None  # K = 144
+    stem = kernels_conv_implicit.ImplicitConvCall((1, 3, 64, 64), f32, np.ones((64, 3, 3, 3), np.float32),
+                                                  np.zeros(64, np.float32), (2, 2), (1, 1), (0, 0), (31, 31), 0,
+                                                  0.0, 0.0, 1)
+    assert stem._fused is not None  # K = 27
     narrow = kernels_conv_implicit.ImplicitConvCall((1, 16, 12, 12), f32, np.ones((8, 16, 3, 3), np.float32),
                                                     np.zeros(8, np.float32), (1, 1), (1, 1), (1, 1), (12, 12), 0,
                                                     0.0, 0.0, 1)

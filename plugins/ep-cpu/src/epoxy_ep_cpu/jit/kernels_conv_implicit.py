@@ -20,8 +20,8 @@ image-minor: column ``q * n + i`` is position ``q`` of image ``i``) where roundi
 span up would add more than an eighth (an 8x8 stride-2 layer: 19 positions, 32 columns): the
 batch's columns form one run. Measured in bench/README.md "Session 28".
 
-Image-major grids whose rows are a vector wide or more run ``fgemm`` (``implicit_fused_ir``)
-instead of ``igemm`` and the store pass: column tiles outermost, the last K block's sums stored
+Image-major grids whose rows are a vector wide or more, of one K block (an RGB stem), run
+``fgemm`` (``implicit_fused_ir``) instead of ``igemm`` and the store pass: column tiles outermost, the last K block's sums stored
 straight onto the output planes with the bias, residual and activation, so the product (3.2 MB
 for an RGB stem at 224x224) never goes through memory; the same bits (session 38).
 """
@@ -73,6 +73,11 @@ MACS_PER_THREAD = 1 << 20
 
 #: narrowest grid row for ``fgemm`` (a vector then lies on at most two output rows)
 FUSED_MIN_WIDTH = LANES
+#: deepest im2col (C * kh * kw) for ``fgemm``: one K block. Its column tiles outermost re-read
+#: all the weights for every column tile, where ``igemm``'s K blocks outermost keep one block
+#: in L1: densenet121's 128 -> 32 3x3 layers (K = 1152) made the model 1.025-1.03x slower on
+#: ``fgemm`` (bench/README.md, session 38)
+FUSED_MAX_DEPTH = kernels_sgemm.IMPLICIT_KC
 
 #: ``fgemm``: the implicit GEMM storing onto the output planes with the epilogue
 #: (``implicit_fused_ir``), for grids of rows at least FUSED_MIN_WIDTH wide
@@ -332,7 +337,7 @@ class ImplicitConvCall(PreparedConvCall):
         # fgemm (its function, parameters, geometry table) where the grid's rows are a vector
         # wide or more, image-major: the product never leaves the cache
         self._fused: tuple[Any, np.ndarray, np.ndarray] | None = None
-        if not self._interleaved and wq >= max(LANES, FUSED_MIN_WIDTH):
+        if not self._interleaved and wq >= max(LANES, FUSED_MIN_WIDTH) and c * kh * kw <= FUSED_MAX_DEPTH:
             geo = dict(wq=wq, ow=ow, oh=oh, kc=self._kc, xstep=self._xstep, accstep=m * self._cols,
                        ystep=m * oh * ow, act=act)
             self._fused = (_FUSED.function("fgemm"), np.array([alpha, beta], dtype=_F32),
