@@ -21,9 +21,10 @@ span up would add more than an eighth (an 8x8 stride-2 layer: 19 positions, 32 c
 batch's columns form one run. Measured in bench/README.md "Session 28".
 
 Image-major grids whose rows are a vector wide or more, of one K block (an RGB stem), run
-``fgemm`` (``implicit_fused_ir``) instead of ``igemm`` and the store pass: column tiles outermost, the last K block's sums stored
-straight onto the output planes with the bias, residual and activation, so the product (3.2 MB
-for an RGB stem at 224x224) never goes through memory; the same bits (session 38).
+``fgemm`` (``implicit_fused_ir``) instead of ``igemm`` and the store pass: column tiles
+outermost, the sums stored straight onto the output planes with the bias, residual and
+activation, so the product (3.2 MB for an RGB stem at 224x224) never goes through memory;
+the same bits (session 38).
 """
 
 from __future__ import annotations
