@@ -292,15 +292,18 @@ FGEMM_CASES = [
 
 
 @needs_avx512
+@pytest.mark.parametrize("driver", ["fgemm", "fgemm_rows"])
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("case", FGEMM_CASES, ids=[str(c[0]) for c in FGEMM_CASES])
-def test_fgemm_stores_the_two_pass_bits_and_nothing_else(monkeypatch, case, threads):
-    """``fgemm`` (the product stored onto the output planes with the epilogue) gives the
-    two-pass path's bits (``igemm`` then ``store_planes``) for every activation code, with and
-    without a residual holding NaN and infinities, on one thread and split, and writes nothing
-    outside the output it is given."""
+def test_fgemm_stores_the_two_pass_bits_and_nothing_else(monkeypatch, case, threads, driver):
+    """Both drivers of ``implicit_fused_ir`` (the product stored onto the output planes with the
+    epilogue; column or row tiles outermost) give the two-pass path's bits (``igemm`` then
+    ``store_planes``) for every activation code, with and without a residual holding NaN and
+    infinities, on one thread and split, and write nothing outside the output they are given."""
     monkeypatch.setattr(kernels_conv_implicit, "MACS_PER_THREAD", 1)
-    monkeypatch.setattr(kernels_conv_implicit, "FUSED_MAX_DEPTH", 1 << 30)  # the kernel takes any K
+    monkeypatch.setattr(kernels_conv_implicit, "FUSED_MAX_DEPTH", 1 << 30)  # both kernels take any K
+    monkeypatch.setattr(kernels_conv_implicit, "ROWS_OUTER_MIN_ROWS", 0 if driver == "fgemm_rows" else 1 << 30)
+    monkeypatch.setattr(kernels_conv_implicit, "ROWS_OUTER_MAX_GRID", 1 << 30)
     if threads > 1 and case[0][0] == 1 and not blas_spin.available():
         pytest.skip("one image splits on the implicit GEMM only with blas_spin")
     x_shape, w_shape, strides, pads = case
@@ -319,6 +322,7 @@ def test_fgemm_stores_the_two_pass_bits_and_nothing_else(monkeypatch, case, thre
         fused, two_pass = (kernels_conv_implicit.ImplicitConvCall(x_shape, f32, w, bias, strides, (1, 1), pads[:2],
                                                                   out_sp, act, alpha, beta, threads) for _ in range(2))
         two_pass._fused = None
+        assert fused.fused_driver == driver
         assert fused._fused is not None and not fused._interleaved
         for residual in (None, z):
             band = np.full(int(np.prod(out_shape)) + 64, np.nan, np.float32)
@@ -337,14 +341,18 @@ def test_fgemm_is_not_taken_on_narrow_grids_or_the_interleaved_layout():
     """Grid rows narrower than a vector (a vector would span three output rows), the
     interleaved layout and layers of more than one K block keep the two-pass path."""
     f32 = np.dtype(np.float32)
-    deep = kernels_conv_implicit.ImplicitConvCall((1, 16, 40, 40), f32, np.ones((32, 16, 3, 3), np.float32),
+    deep = kernels_conv_implicit.ImplicitConvCall((1, 160, 40, 40), f32, np.ones((32, 160, 3, 3), np.float32),
                                                   np.zeros(32, np.float32), (1, 1), (1, 1), (1, 1), (40, 40), 0,
                                                   0.0, 0.0, 1)
-    assert deep._fused is None  # K = 144
-    stem = kernels_conv_implicit.ImplicitConvCall((1, 3, 64, 64), f32, np.ones((64, 3, 3, 3), np.float32),
-                                                  np.zeros(64, np.float32), (2, 2), (1, 1), (0, 0), (31, 31), 0,
+    assert deep._fused is None  # K = 144, 32 channels, but a 2.6 MB grid
+    stem = kernels_conv_implicit.ImplicitConvCall((1, 3, 64, 64), f32, np.ones((24, 3, 3, 3), np.float32),
+                                                  np.zeros(24, np.float32), (2, 2), (1, 1), (0, 0), (31, 31), 0,
                                                   0.0, 0.0, 1)
-    assert stem._fused is not None  # K = 27
+    assert stem.fused_driver == "fgemm"  # K = 27, 24 channels
+    wide = kernels_conv_implicit.ImplicitConvCall((1, 16, 40, 40), f32, np.ones((64, 16, 3, 3), np.float32),
+                                                  np.zeros(64, np.float32), (1, 1), (1, 1), (1, 1), (40, 40), 0,
+                                                  0.0, 0.0, 1)
+    assert wide.fused_driver == "fgemm_rows"  # 64 channels, a 108 KB grid
     narrow = kernels_conv_implicit.ImplicitConvCall((1, 16, 12, 12), f32, np.ones((8, 16, 3, 3), np.float32),
                                                     np.zeros(8, np.float32), (1, 1), (1, 1), (1, 1), (12, 12), 0,
                                                     0.0, 0.0, 1)

@@ -20,11 +20,12 @@ image-minor: column ``q * n + i`` is position ``q`` of image ``i``) where roundi
 span up would add more than an eighth (an 8x8 stride-2 layer: 19 positions, 32 columns): the
 batch's columns form one run. Measured in bench/README.md "Session 28".
 
-Image-major grids whose rows are a vector wide or more, of one K block (an RGB stem), run
-``fgemm`` (``implicit_fused_ir``) instead of ``igemm`` and the store pass: column tiles
-outermost, the sums stored straight onto the output planes with the bias, residual and
-activation, so the product (3.2 MB for an RGB stem at 224x224) never goes through memory;
-the same bits (session 38).
+Image-major grids whose rows are a vector wide or more run ``implicit_fused_ir``'s drivers
+instead of ``igemm`` and the store pass (:func:`fused_driver`): the sums stored straight onto
+the output planes with the bias, residual and activation, so the product (3.2 MB for an RGB
+stem at 224x224) never goes through memory; ``fgemm_rows`` (row tiles outermost, each plane
+written as one run) for 32+ output channels on a grid up to 1 MiB, else ``fgemm`` (column
+tiles outermost) for one K block; the same bits (session 38).
 """
 
 from __future__ import annotations
@@ -80,11 +81,33 @@ FUSED_MIN_WIDTH = LANES
 #: ``fgemm`` (bench/README.md, session 38)
 FUSED_MAX_DEPTH = kernels_sgemm.IMPLICIT_KC
 
-#: ``fgemm``: the implicit GEMM storing onto the output planes with the epilogue
-#: (``implicit_fused_ir``), for grids of rows at least FUSED_MIN_WIDTH wide
+#: fewest output channels, and largest grid (one image's, bytes), for ``fgemm_rows`` (row tiles
+#: outermost, each output plane written as one run, the grid re-read from L2 a row tile).
+#: One thread, us, a memory-touch before each call, fgemm / fgemm_rows / two-pass: squeezenet's
+#: stem 3 -> 64 580 / 502 / 756, its 16 -> 64 3x3 on 56x56 531 / 417 / 630, the 7x7 RGB stem
+#: 2647 / 1574 / 2201; but 3 -> 24 (shufflenet's stem) 234 / 263, and densenet121's 128 -> 32
+#: 3x3 (a 1.7 MB grid) 1842 / 1816 / 1768 (bench/README.md, session 38)
+ROWS_OUTER_MIN_ROWS = 32
+ROWS_OUTER_MAX_GRID = 1 << 20
+
+#: ``fgemm`` / ``fgemm_rows``: the implicit GEMM storing onto the output planes with the
+#: epilogue (``implicit_fused_ir``), for grids of rows at least FUSED_MIN_WIDTH wide
 _FUSED = llvm_module.LazyModule(
     "the implicit convolution GEMM with its store", ("avx512f",), implicit_fused_ir.module_ir,
-    {"fgemm": [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 4 + [ctypes.c_void_p] * 4}, config.compiled_code_dir)
+    {name: [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 4 + [ctypes.c_void_p] * 4 for name in ("fgemm", "fgemm_rows")},
+    config.compiled_code_dir)
+
+
+def fused_driver(m: int, depth: int, grid_floats: int, wq: int, interleaved: bool) -> str | None:
+    """The ``implicit_fused_ir`` driver of a layer of ``m`` output channels, ``depth`` im2col
+    rows and one image's grid of ``grid_floats``, rows ``wq`` wide: ``fgemm_rows`` (many
+    channels, a grid that fits L2), ``fgemm`` (one K block), or None (``igemm`` and the store
+    pass: the interleaved layout, grid rows narrower than a vector, deep layers on big grids)."""
+    if interleaved or wq < max(LANES, FUSED_MIN_WIDTH):
+        return None
+    if m >= ROWS_OUTER_MIN_ROWS and 4 * grid_floats <= ROWS_OUTER_MAX_GRID:
+        return "fgemm_rows"
+    return "fgemm" if depth <= FUSED_MAX_DEPTH else None
 
 
 def gains(n: int, ck: int, m: int, positions: int, nthreads: int = 1) -> bool:
@@ -305,7 +328,8 @@ class ImplicitConvCall(PreparedConvCall):
     interface of ``kernels_conv_gemm.GridConvCall``."""
 
     __slots__ = ("_cols", "_count", "_fused", "_gemm", "_interleaved", "_kc", "_n", "_native", "_pad", "_pdims",
-                 "_rowoff", "_store", "_store_tail", "_w", "_xstep", "bias", "dtype", "out_shape", "shape", "xp_size")
+                 "_rowoff", "_store", "_store_tail", "_w", "_xstep", "bias", "dtype", "fused_driver", "out_shape",
+                 "shape", "xp_size")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
                  strides: tuple[int, ...], dilations: tuple[int, ...], begin: Sequence[int],
@@ -338,10 +362,11 @@ class ImplicitConvCall(PreparedConvCall):
         # fgemm (its function, parameters, geometry table) where the grid's rows are a vector
         # wide or more, image-major: the product never leaves the cache
         self._fused: tuple[Any, np.ndarray, np.ndarray] | None = None
-        if not self._interleaved and wq >= max(LANES, FUSED_MIN_WIDTH) and c * kh * kw <= FUSED_MAX_DEPTH:
+        self.fused_driver = fused_driver(m, c * kh * kw, self._xstep, wq, self._interleaved)
+        if self.fused_driver is not None:
             geo = dict(wq=wq, ow=ow, oh=oh, kc=self._kc, xstep=self._xstep, accstep=m * self._cols,
                        ystep=m * oh * ow, act=act)
-            self._fused = (_FUSED.function("fgemm"), np.array([alpha, beta], dtype=_F32),
+            self._fused = (_FUSED.function(self.fused_driver), np.array([alpha, beta], dtype=_F32),
                            np.array([geo[f] for f in implicit_fused_ir.GEO_FIELDS], dtype=np.int64))
         self._pad: Any = None
         self._store: Any = None
@@ -445,5 +470,6 @@ class ImplicitConvCall(PreparedConvCall):
         v[29] = native_shares.compiled_address(pad_planes, (flat, grid, self._pdims))
         v[30] = native_shares.compiled_address(store_planes, store_args)
         if self._fused is not None:
-            v[31], v[32], v[33] = (_FUSED.address("fgemm"), self._fused[1].ctypes.data, self._fused[2].ctypes.data)
+            v[31], v[32], v[33] = (_FUSED.address(str(self.fused_driver)), self._fused[1].ctypes.data,
+                                   self._fused[2].ctypes.data)
         return v
