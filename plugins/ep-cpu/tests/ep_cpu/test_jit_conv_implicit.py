@@ -374,3 +374,26 @@ def test_pointwise_driver_rule(c, m, plane, driver):
     from epoxy_ep_cpu.jit.kernels_pointwise import driver as choose
 
     assert choose(c, m, plane) == driver
+
+
+@needs_avx512
+def test_an_rgb_7x7_stem_runs_fgemm_rows_before_the_rows_route(monkeypatch):
+    """A 7x7 stride-2 RGB stem (resnet50's, smaller) takes the implicit GEMM on ``fgemm_rows``
+    rather than the rows route (``ops/conv.STEM_MAX_CHANNELS``), close to the numpy path."""
+    from epoxy_ep_cpu.jit import kernels_conv_rows
+
+    seen = _count(monkeypatch, kernels_conv_implicit.ImplicitConvCall)
+    rows = _count(monkeypatch, kernels_conv_rows.RowsConvCall)
+    drivers: list[str | None] = []
+    real_init = kernels_conv_implicit.ImplicitConvCall.__init__
+
+    def spy_init(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        drivers.append(self.fused_driver)
+
+    monkeypatch.setattr(kernels_conv_implicit.ImplicitConvCall, "__init__", spy_init)
+    x, w, b = conv_data(7, (1, 3, 64, 64), (64, 3, 7, 7))
+    case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], {"strides": [2, 2], "pads": [3, 3, 3, 3]}, 22)
+    (on,) = run_cpu(case, True, runs=2)
+    assert seen == [(1, 3, 64, 64)] * 2 and rows == [] and drivers == ["fgemm_rows"]
+    close([on], run_cpu(case, False), 1e-5, 1e-4)

@@ -21,6 +21,15 @@ from epoxy_ep_cpu.jit import kernels_conv_rows, kernels_sgemm  # noqa: E402
 needs_avx512 = pytest.mark.skipif(kernels_sgemm.support() is not None,
                                   reason=f"row-gathered conv kernel: {kernels_sgemm.support()}")
 
+
+@pytest.fixture(autouse=True)
+def rgb_stems_on_this_route(monkeypatch):
+    """RGB stems take the implicit GEMM's ``fgemm_rows`` first (``ops/conv.STEM_MAX_CHANNELS``);
+    here they stay on this route, which still runs them where the implicit GEMM does not."""
+    from epoxy_ep_cpu.ops import conv
+
+    monkeypatch.setattr(conv, "STEM_MAX_CHANNELS", 0)
+
 # (x shape, w shape, attributes): small maps of 3x3 layers (what F(4,3) ran), strides 2 and 3,
 # a 7x7 RGB stem, 5x5 and non-square kernels, dilation, asymmetric pads, strided 1x1 layers,
 # output channels that fill 1-4 vectors of a column tile and several tiles (40, 72, 200),

@@ -373,6 +373,17 @@ class ImplicitConvCall(PreparedConvCall):
         self._native: np.ndarray | None = None  # the native pool's argv template (_rows_template)
 
     @staticmethod
+    def rows_outer(shape: tuple[int, ...], w_shape: tuple[int, ...], strides: Sequence[int],
+                   dilations: Sequence[int], begin: Sequence[int], out_sp: Sequence[int]) -> bool:
+        """Whether a layer this path takes would run ``fgemm_rows`` (:func:`fused_driver`)."""
+        _, dims, _, _ = phase_grid(shape, w_shape, strides, dilations, begin, out_sp)
+        n, c = int(shape[0]), int(shape[1])
+        oh, ow, wq = int(out_sp[0]), int(out_sp[1]), int(dims[3])
+        interleaved = interleaves(n, (oh - 1) * wq + ow)
+        depth = c * int(w_shape[2]) * int(w_shape[3])
+        return fused_driver(int(w_shape[0]), depth, c * int(dims[1]), wq, interleaved) == "fgemm_rows"
+
+    @staticmethod
     def takes(shape: tuple[int, ...], w_shape: tuple[int, ...], dtype: np.dtype, wq: int,
               out_sp: Sequence[int], nthreads: int = 1) -> bool:
         """Whether a float32 layer is this path's on ``nthreads`` threads (:func:`gains`)."""

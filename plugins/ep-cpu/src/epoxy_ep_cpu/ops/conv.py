@@ -1040,6 +1040,15 @@ _IMPLICIT_OVER_WINOGRAD_MAX_M = 32
 _IMPLICIT_OVER_WINOGRAD_SMALL_MAP = (64, 16 * 16)
 
 
+#: most input channels of a layer (an RGB stem) that takes the implicit GEMM's ``fgemm_rows``
+#: before the rows route: a 7x7 stride-2 RGB stem alone 1582 vs 1611 us, after a 64 MB touch
+#: 1737 vs 2114 (1 thread); models new / old, 1 / 2 threads: densenet121 0.961 / 0.957,
+#: inception_v1 0.989 / 0.985, inception_v2 0.991 / 0.992, resnet50 0.995 / 0.978. Deeper
+#: layers stay on the rows route: every layer both take, moved, made inception_v2 1.07x slower
+#: (bench/README.md, session 38)
+STEM_MAX_CHANNELS = 4
+
+
 def implicit_over_winograd(m: int, out_sp: Sequence[int]) -> bool:
     """Whether the implicit GEMM rather than a compiled Winograd variant runs a float32 3x3
     stride-1 layer of ``m`` output channels (when the implicit GEMM takes it at all)."""
@@ -1174,6 +1183,10 @@ class _Jit:
         c, m = shape[1], pk.w.shape[0]
         if self.depthwise is not None and self.depthwise.fits(c, m, group, pk.kernel, strides, dilations, begin, end):
             return "depthwise"
+        # an RGB stem on fgemm_rows before the rows route (STEM_MAX_CHANNELS)
+        if (prepared and group == 1 and shape[1] <= STEM_MAX_CHANNELS
+                and self._implicit_rows_takes(shape, dtype, pk, strides, dilations, begin, end, out_sp)):
+            return "implicit"
         if prepared and group == 1 and self._rows_takes(shape, dtype, pk, strides, dilations, begin, end, out_sp):
             return "rows"
         if (prepared and group == 1 and self._small_takes(shape, dtype, pk, strides, dilations, begin, end, out_sp)
@@ -1215,6 +1228,15 @@ class _Jit:
         if f43 and _numpy_path(shape, dtype, pk, strides, dilations, begin, end, out_sp, self.winograd) == "F(4,3)":
             return "winograd"  # the numpy F(4,3)'s layers the grid GEMM does not take
         return "direct" if direct else None
+
+    def _implicit_rows_takes(self, shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeights, strides, dilations,
+                             begin, end, out_sp) -> bool:
+        """Whether the implicit GEMM takes a layer and would run it on ``fgemm_rows``."""
+        if (self.implicit is None or len(pk.kernel) != 2 or min(begin) < 0 or min(end) < 0
+                or pk.chosen.get(shape) is not None):
+            return False
+        return (self._implicit_takes(shape, dtype, pk, strides, dilations, out_sp)
+                and self.implicit.ImplicitConvCall.rows_outer(shape, pk.w.shape, strides, dilations, begin, out_sp))
 
     def _rows_takes(self, shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeights, strides, dilations, begin, end,
                     out_sp) -> bool:
