@@ -23,12 +23,14 @@ needs_avx512 = pytest.mark.skipif(kernels_sgemm.support() is not None,
 
 
 @pytest.fixture(autouse=True)
-def rgb_stems_on_this_route(monkeypatch):
-    """RGB stems take the implicit GEMM's ``fgemm_rows`` first (``ops/conv.STEM_MAX_CHANNELS``);
-    here they stay on this route, which still runs them where the implicit GEMM does not."""
+def stems_and_strided_1x1_on_this_route(monkeypatch):
+    """RGB stems take the implicit GEMM's ``fgemm_rows`` first (``ops/conv.STEM_MAX_CHANNELS``)
+    and strided 1x1 layers their stride-1 twin (``SUBSAMPLE_STRIDED_1X1``); here they stay on
+    this route, which still runs them where those do not."""
     from epoxy_ep_cpu.ops import conv
 
     monkeypatch.setattr(conv, "STEM_MAX_CHANNELS", 0)
+    monkeypatch.setattr(conv, "SUBSAMPLE_STRIDED_1X1", False)
 
 # (x shape, w shape, attributes): small maps of 3x3 layers (what F(4,3) ran), strides 2 and 3,
 # a 7x7 RGB stem, 5x5 and non-square kernels, dilation, asymmetric pads, strided 1x1 layers,

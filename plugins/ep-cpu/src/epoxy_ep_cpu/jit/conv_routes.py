@@ -19,6 +19,7 @@ def call_classes() -> dict[Any, str]:
         kernels_conv_implicit,
         kernels_conv_rows,
         kernels_conv_small,
+        kernels_conv_subsampled,
         kernels_depthwise,
         kernels_pointwise,
         kernels_winograd,
@@ -27,4 +28,5 @@ def call_classes() -> dict[Any, str]:
     return {kernels_conv.Conv2dCall: "direct", kernels_pointwise.PointwiseCall: "pointwise",
             kernels_conv_gemm.GridConvCall: "grid", kernels_conv_implicit.ImplicitConvCall: "implicit",
             kernels_winograd.WinogradCall: "winograd", kernels_conv_small.SmallConvCall: "small",
-            kernels_depthwise.DepthwiseCall: "depthwise", kernels_conv_rows.RowsConvCall: "rows"}
+            kernels_depthwise.DepthwiseCall: "depthwise", kernels_conv_rows.RowsConvCall: "rows",
+            kernels_conv_subsampled.SubsampledCall: "subsampled"}

@@ -1040,6 +1040,11 @@ _IMPLICIT_OVER_WINOGRAD_MAX_M = 32
 _IMPLICIT_OVER_WINOGRAD_SMALL_MAP = (64, 16 * 16)
 
 
+#: strided unpadded 1x1 layers the rows route would take run as their stride-1 twin on the
+#: subsampled input instead (``jit/kernels_conv_subsampled.py``); the small-layer kernel keeps
+#: the exporter CNNs' strided 1x1 layers
+SUBSAMPLE_STRIDED_1X1 = True
+
 #: most input channels of a layer (an RGB stem) that takes the implicit GEMM's ``fgemm_rows``
 #: before the rows route: a 7x7 stride-2 RGB stem alone 1582 vs 1611 us, after a 64 MB touch
 #: 1737 vs 2114 (1 thread); models new / old, 1 / 2 threads: densenet121 0.961 / 0.957,
@@ -1156,7 +1161,7 @@ class _Jit:
     its options allow."""
 
     __slots__ = ("depthwise", "f23", "f43", "grid", "implicit", "module", "nthreads", "pointwise", "rows", "small",
-                 "winograd")
+                 "subsampled", "winograd")
 
     def __init__(self, module: ModuleType, nthreads: int, pointwise: ModuleType | None = None,
                  grid: ModuleType | None = None, winograd: tuple[str, ...] = (),
@@ -1166,6 +1171,7 @@ class _Jit:
         self.module, self.nthreads, self.pointwise, self.grid = module, nthreads, pointwise, grid
         self.depthwise, self.implicit, self.small, self.rows = depthwise, implicit, small, rows
         self.winograd = winograd
+        self.subsampled = jit.kernels("conv_subsampled")  # strided 1x1 layers on their stride-1 twin
         # kernels_winograd runs both variants (F(2,3) with tile 2), each where the option allows it
         self.f43 = compiled_winograd if "F(4,3)" in winograd else None
         self.f23 = compiled_winograd if "F(2,3)" in winograd else None
@@ -1179,7 +1185,9 @@ class _Jit:
         path would be F(4,3)), "depthwise" (stride-1 and -2 depthwise layers: ``kernels_depthwise``),
         "direct" (the direct kernel), "small" (``kernels_conv_small``) and "rows" (output positions
         as the GEMM's rows, ``kernels_conv_rows``: ``_rows_takes``), both only for a ``prepared``
-        call, their weights packed once, or None (the numpy paths)."""
+        call, their weights packed once, "subsampled" (a strided 1x1 layer: its stride-1 twin's
+        route on the subsampled input, ``kernels_conv_subsampled``, prepared calls only), or
+        None (the numpy paths)."""
         c, m = shape[1], pk.w.shape[0]
         if self.depthwise is not None and self.depthwise.fits(c, m, group, pk.kernel, strides, dilations, begin, end):
             return "depthwise"
@@ -1188,6 +1196,9 @@ class _Jit:
                 and self._implicit_rows_takes(shape, dtype, pk, strides, dilations, begin, end, out_sp)):
             return "implicit"
         if prepared and group == 1 and self._rows_takes(shape, dtype, pk, strides, dilations, begin, end, out_sp):
+            if (SUBSAMPLE_STRIDED_1X1 and self.subsampled is not None
+                    and self.subsampled.subsamples(pk.kernel, strides, begin, end)):
+                return "subsampled"  # the stride-1 twin's route on the subsampled input
             return "rows"
         if (prepared and group == 1 and self._small_takes(shape, dtype, pk, strides, dilations, begin, end, out_sp)
                 and self.route(shape, dtype, pk, group, strides, dilations, begin, end, out_sp,
@@ -1290,6 +1301,10 @@ class _Jit:
         bias = pk.bias_or_zeros()
         if route == "pointwise":
             return self.pointwise.PointwiseCall(shape, dtype, pk.w, bias, code, alpha, beta, self.nthreads, group)
+        if route == "subsampled":
+            twin = (shape[0], shape[1], *out_sp)
+            inner = self.call(twin, dtype, pk, group, (1, 1), dilations, begin, end, out_sp, epi)
+            return None if inner is None else self.subsampled.SubsampledCall(shape, inner, tuple(strides))
         if route == "winograd":
             return self.f43.WinogradCall(shape, dtype, pk.winograd43(), bias, begin, out_sp, code, alpha, beta,
                                          self.nthreads)
