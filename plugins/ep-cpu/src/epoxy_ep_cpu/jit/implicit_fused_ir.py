@@ -20,7 +20,19 @@ from __future__ import annotations
 
 from .pointwise_gemm_ir import ACTIVATION_SETUP
 from .rows_store_ir import _activation
-from .sgemm_ir import _FLOATS, LANES, TILE_COLS, TILE_ROWS, VECTORS, _row_tiles, _splat, _tile_ir
+from .sgemm_ir import (
+    _FLOATS,
+    LANES,
+    ROWS_BASE,
+    TILE_ROWS,
+    VECTORS,
+    _row_tiles,
+    _splat,
+    _tile_ir,
+    column_tile_size,
+    row_tile_size,
+    tile_switch,
+)
 
 _MASK = "<16 x i1>"
 _LANE_INDEX = "<" + ", ".join(f"i32 {i}" for i in range(LANES)) + ">"
@@ -130,6 +142,33 @@ def _geo(field: str) -> list[str]:
     return [f"  %{field}.p = getelementptr i64, i64* %geo, i64 {at}", f"  %{field} = load i64, i64* %{field}.p"]
 
 
+def _entry(name: str, image_done: str) -> list[str]:
+    """Both drivers' signature, entry block (the geometry table read, the activation set up, an
+    empty product's exit) and their image loop's head (``%x.img``, ``%acc.img``, ``%y.img``,
+    ``%z.img``; the loop comes back from ``%{image_done}``)."""
+    setup = []
+    for field in GEO_FIELDS:
+        setup += _geo(field)
+    return [f"define void @{name}(float* noalias nocapture readonly %A, i64* noalias nocapture readonly %rowoff, "
+            "float* noalias nocapture readonly %X, float* noalias nocapture %acc, float* noalias nocapture %y, "
+            "i64 %m, i64 %k, i64 %images, i64 %cols, float* noalias nocapture readonly %bias, "
+            "float* noalias nocapture readonly %z, float* noalias nocapture readonly %params, "
+            "i64* noalias nocapture readonly %geo) {",
+            "entry:", *setup, *ACTIVATION_SETUP,
+            "  %lda = add i64 %k, 0", "  %ldo = add i64 %cols, 0", "  %plane = mul i64 %oh, %ow",
+            "  %wq.i = trunc i64 %wq to i32", "  %ow.i = trunc i64 %ow to i32",
+            f"  %lanes = add <16 x i32> {_LANE_INDEX}, zeroinitializer",
+            "  %no.rows = icmp eq i64 %m, 0", "  %no.k = icmp eq i64 %k, 0", "  %no.cols = icmp eq i64 %cols, 0",
+            "  %no.images = icmp eq i64 %images, 0", "  %none.1 = or i1 %no.rows, %no.k",
+            "  %none.2 = or i1 %none.1, %no.cols", "  %none = or i1 %none.2, %no.images",
+            "  br i1 %none, label %exit, label %image",
+            "image:", f"  %img = phi i64 [0, %entry], [%img.next, %{image_done}]",
+            "  %x.off = mul i64 %img, %xstep", "  %x.img = getelementptr float, float* %X, i64 %x.off",
+            "  %acc.off = mul i64 %img, %accstep", "  %acc.img = getelementptr float, float* %acc, i64 %acc.off",
+            "  %y.off = mul i64 %img, %ystep", "  %y.img = getelementptr float, float* %y, i64 %y.off",
+            "  %z.img = getelementptr float, float* %z, i64 %y.off"]
+
+
 def _driver() -> list[str]:
     """``fgemm(A, rowoff, X, acc, y, m, k, images, cols, bias, z, params, geo)``: for each image
     ``i``, ``y_i[r] = act(A[r, :k] @ B_i + bias[r] (+ z_i[r]))`` with ``B_i[kk, q] =
@@ -138,31 +177,8 @@ def _driver() -> list[str]:
     partial sums of layers of more than one K block (``m x cols`` an image); ``z`` null or laid
     out as ``y``; ``params`` the activation's two float32 parameters; ``geo`` the i64 table of
     :data:`GEO_FIELDS`."""
-    setup = []
-    for field in GEO_FIELDS:
-        setup += _geo(field)
-    out = ["define void @fgemm(float* noalias nocapture readonly %A, i64* noalias nocapture readonly %rowoff, "
-           "float* noalias nocapture readonly %X, float* noalias nocapture %acc, float* noalias nocapture %y, "
-           "i64 %m, i64 %k, i64 %images, i64 %cols, float* noalias nocapture readonly %bias, "
-           "float* noalias nocapture readonly %z, float* noalias nocapture readonly %params, "
-           "i64* noalias nocapture readonly %geo) {",
-           "entry:", *setup, *ACTIVATION_SETUP,
-           "  %lda = add i64 %k, 0", "  %ldo = add i64 %cols, 0", "  %plane = mul i64 %oh, %ow",
-           "  %wq.i = trunc i64 %wq to i32", "  %ow.i = trunc i64 %ow to i32",
-           f"  %lanes = add <16 x i32> {_LANE_INDEX}, zeroinitializer",
-           "  %no.rows = icmp eq i64 %m, 0", "  %no.k = icmp eq i64 %k, 0", "  %no.cols = icmp eq i64 %cols, 0",
-           "  %no.images = icmp eq i64 %images, 0", "  %none.1 = or i1 %no.rows, %no.k",
-           "  %none.2 = or i1 %none.1, %no.cols", "  %none = or i1 %none.2, %no.images",
-           "  br i1 %none, label %exit, label %image",
-           "image:", "  %img = phi i64 [0, %entry], [%img.next, %cols.done]",
-           "  %x.off = mul i64 %img, %xstep", "  %x.img = getelementptr float, float* %X, i64 %x.off",
-           "  %acc.off = mul i64 %img, %accstep", "  %acc.img = getelementptr float, float* %acc, i64 %acc.off",
-           "  %y.off = mul i64 %img, %ystep", "  %y.img = getelementptr float, float* %y, i64 %y.off",
-           "  %z.img = getelementptr float, float* %z, i64 %y.off", "  br label %cols.loop",
-           "cols.loop:", "  %j = phi i64 [0, %image], [%j.next, %blocks.done]",
-           "  %cols.left = sub i64 %cols, %j", f"  %cols.many = icmp ugt i64 %cols.left, {TILE_COLS}",
-           f"  %tile.cols = select i1 %cols.many, i64 {TILE_COLS}, i64 %cols.left",
-           f"  %tile.vectors = udiv i64 %tile.cols, {LANES}",
+    out = [*_entry("fgemm", "cols.done"), "  br label %cols.loop",
+           "cols.loop:", "  %j = phi i64 [0, %image], [%j.next, %blocks.done]", *column_tile_size(),
            "  %b.col = getelementptr float, float* %x.img, i64 %j"]
     for v in range(VECTORS):
         out += _vector_geometry(v)
@@ -191,54 +207,22 @@ def _rows_outer_driver() -> list[str]:
     """``fgemm_rows``: ``fgemm`` (the same arguments) with row tiles outermost and the whole K
     in each tile's register pass (``acc`` and ``kc`` unused): each output plane is written as
     one run a row tile; the grid's columns are re-read from L2 once a row tile."""
-    setup = []
-    for field in GEO_FIELDS:
-        setup += _geo(field)
-    out = ["define void @fgemm_rows(float* noalias nocapture readonly %A, i64* noalias nocapture readonly %rowoff, "
-           "float* noalias nocapture readonly %X, float* noalias nocapture %acc, float* noalias nocapture %y, "
-           "i64 %m, i64 %k, i64 %images, i64 %cols, float* noalias nocapture readonly %bias, "
-           "float* noalias nocapture readonly %z, float* noalias nocapture readonly %params, "
-           "i64* noalias nocapture readonly %geo) {",
-           "entry:", *setup, *ACTIVATION_SETUP,
-           "  %lda = add i64 %k, 0", "  %ldo = add i64 %cols, 0", "  %plane = mul i64 %oh, %ow",
-           "  %wq.i = trunc i64 %wq to i32", "  %ow.i = trunc i64 %ow to i32",
-           f"  %lanes = add <16 x i32> {_LANE_INDEX}, zeroinitializer",
-           "  %no.rows = icmp eq i64 %m, 0", "  %no.k = icmp eq i64 %k, 0", "  %no.cols = icmp eq i64 %cols, 0",
-           "  %no.images = icmp eq i64 %images, 0", "  %none.1 = or i1 %no.rows, %no.k",
-           "  %none.2 = or i1 %none.1, %no.cols", "  %none = or i1 %none.2, %no.images",
-           "  br i1 %none, label %exit, label %image",
-           "image:", "  %img = phi i64 [0, %entry], [%img.next, %rows.done]",
-           "  %x.off = mul i64 %img, %xstep", "  %x.img = getelementptr float, float* %X, i64 %x.off",
-           "  %acc.off = mul i64 %img, %accstep", "  %acc.img = getelementptr float, float* %acc, i64 %acc.off",
-           "  %y.off = mul i64 %img, %ystep", "  %y.img = getelementptr float, float* %y, i64 %y.off",
-           "  %z.img = getelementptr float, float* %z, i64 %y.off", "  br label %rows",
-           "rows:", "  %i = phi i64 [0, %image], [%i.next, %cols.done]",
-           "  %rows.left = sub i64 %m, %i", f"  %rows.many = icmp ugt i64 %rows.left, {TILE_ROWS}",
-           f"  %tile.rows = select i1 %rows.many, i64 {TILE_ROWS}, i64 %rows.left",
+    out = [*_entry("fgemm_rows", "rows.done"), "  br label %rows",
+           "rows:", "  %i = phi i64 [0, %image], [%i.next, %cols.done]", *row_tile_size(),
            "  %a.off = mul i64 %i, %lda", "  %a.blk = getelementptr float, float* %A, i64 %a.off",
            "  %bias.blk = getelementptr float, float* %bias, i64 %i", "  %y.at = mul i64 %i, %plane",
            "  %y.blk = getelementptr float, float* %y.img, i64 %y.at",
-           "  %z.blk = getelementptr float, float* %z.img, i64 %y.at", "  %o.row = mul i64 %i, %ldo",
-           "  %rows.index = sub i64 %tile.rows, 1", f"  %rows.base = mul i64 %rows.index, {VECTORS}",
+           "  %z.blk = getelementptr float, float* %z.img, i64 %y.at", "  %o.row = mul i64 %i, %ldo", *ROWS_BASE,
            "  br label %cols.loop",
-           "cols.loop:", "  %j = phi i64 [0, %rows], [%j.next, %tile.done]",
-           "  %cols.left = sub i64 %cols, %j", f"  %cols.many = icmp ugt i64 %cols.left, {TILE_COLS}",
-           f"  %tile.cols = select i1 %cols.many, i64 {TILE_COLS}, i64 %cols.left",
-           f"  %tile.vectors = udiv i64 %tile.cols, {LANES}",
+           "cols.loop:", "  %j = phi i64 [0, %rows], [%j.next, %tile.done]", *column_tile_size(),
            "  %b.col = getelementptr float, float* %x.img, i64 %j", "  %o.off = add i64 %o.row, %j",
            "  %o.blk = getelementptr float, float* %acc.img, i64 %o.off"]
     for v in range(VECTORS):
         out += _vector_geometry(v)
-    out += ["  %vectors.index = sub i64 %tile.vectors, 1", "  %which = add i64 %rows.base, %vectors.index",
-            "  switch i64 %which, label %tile.done ["]
-    sizes = [(r, v) for r in range(1, TILE_ROWS + 1) for v in range(1, VECTORS + 1)]
-    out += [f"    i64 {(r - 1) * VECTORS + v - 1}, label %tile{r}.{v}" for r, v in sizes] + ["  ]"]
-    for r, v in sizes:
-        out += [f"tile{r}.{v}:",
-                f"  call void @fgemm_tile_{r}_{v}(float* %a.blk, i64* %rowoff, float* %b.col, float* %o.blk, i64 %k, "
-                "i64 %lda, i64 %ldo, i1 true, i1 true, float* %bias.blk, float* %y.blk, float* %z.blk, i1 %has.z, "
-                f"i1 %is.relu, i1 %is.leaky, i1 %is.clip, {_FLOATS} %alpha.v, {_FLOATS} %beta.v, i64 %plane, "
-                f"{_VECTOR_ARGS})", "  br label %tile.done"]
+    out += tile_switch(lambda r, v: f"  call void @fgemm_tile_{r}_{v}(float* %a.blk, i64* %rowoff, float* %b.col, "
+                                    "float* %o.blk, i64 %k, i64 %lda, i64 %ldo, i1 true, i1 true, float* %bias.blk, "
+                                    "float* %y.blk, float* %z.blk, i1 %has.z, i1 %is.relu, i1 %is.leaky, "
+                                    f"i1 %is.clip, {_FLOATS} %alpha.v, {_FLOATS} %beta.v, i64 %plane, {_VECTOR_ARGS})")
     return out + ["tile.done:", "  %j.next = add i64 %j, %tile.cols", "  %j.end = icmp uge i64 %j.next, %cols",
                   "  br i1 %j.end, label %cols.done, label %cols.loop",
                   "cols.done:", "  %i.next = add i64 %i, %tile.rows", "  %i.end = icmp uge i64 %i.next, %m",

@@ -15,7 +15,18 @@ pass's ``(sum + bias) + z`` then the activation: the same bits as before.
 from __future__ import annotations
 
 from .rows_store_ir import _activation
-from .sgemm_ir import _FLOATS, LANES, TILE_COLS, TILE_ROWS, VECTORS, _row_tiles, _splat, _tile_ir
+from .sgemm_ir import (
+    _FLOATS,
+    ROWS_BASE,
+    TILE_ROWS,
+    VECTORS,
+    _row_tiles,
+    _splat,
+    _tile_ir,
+    column_tile_size,
+    row_tile_size,
+    tile_switch,
+)
 
 #: an epilogue driver's entry lines: ``%params``' activation parameters as vectors, ``%act``'s
 #: code as flags, whether ``%z`` is given (``implicit_fused_ir`` shares them)
@@ -78,10 +89,7 @@ def _driver() -> list[str]:
     ``params`` its two float32 parameters."""
     out = [_HEAD, "entry:", *ACTIVATION_SETUP, *_unless_empty("cols.loop"),
            "cols.loop:", "  %j = phi i64 [0, %entry], [%j.next, %blocks.done]",
-           "  %cols.left = sub i64 %cols, %j", f"  %cols.many = icmp ugt i64 %cols.left, {TILE_COLS}",
-           f"  %tile.cols = select i1 %cols.many, i64 {TILE_COLS}, i64 %cols.left",
-           f"  %tile.vectors = udiv i64 %tile.cols, {LANES}",
-           "  %b.col = getelementptr float, float* %X, i64 %j", "  br label %blocks",
+           *column_tile_size(), "  %b.col = getelementptr float, float* %X, i64 %j", "  br label %blocks",
            "blocks:", "  %kb = phi i64 [0, %cols.loop], [%kb.next, %rows.done]",
            "  %k.left = sub i64 %k, %kb", "  %k.many = icmp ugt i64 %k.left, %kc",
            "  %k.cur = select i1 %k.many, i64 %kc, i64 %k.left", "  %fresh = icmp eq i64 %kb, 0",
@@ -109,30 +117,18 @@ def _rows_outer_driver() -> list[str]:
     (``kernels_pointwise.ROWS_OUTER_MAX_INPUT``). One K pass: the sums run in the blocked
     driver's order, so the same bits."""
     out = [_HEAD.replace("@pgemm(", "@pgemm_rows("), "entry:", *ACTIVATION_SETUP, *_unless_empty("rows"),
-           "rows:", "  %i = phi i64 [0, %entry], [%i.next, %cols.done]",
-           "  %rows.left = sub i64 %m, %i", f"  %rows.many = icmp ugt i64 %rows.left, {TILE_ROWS}",
-           f"  %tile.rows = select i1 %rows.many, i64 {TILE_ROWS}, i64 %rows.left",
+           "rows:", "  %i = phi i64 [0, %entry], [%i.next, %cols.done]", *row_tile_size(),
            "  %a.off = mul i64 %i, %lda", "  %a.blk = getelementptr float, float* %A, i64 %a.off",
-           "  %bias.blk = getelementptr float, float* %bias, i64 %i", "  %o.row = mul i64 %i, %ldo",
-           "  %rows.index = sub i64 %tile.rows, 1", f"  %rows.base = mul i64 %rows.index, {VECTORS}",
+           "  %bias.blk = getelementptr float, float* %bias, i64 %i", "  %o.row = mul i64 %i, %ldo", *ROWS_BASE,
            "  br label %cols.loop",
-           "cols.loop:", "  %j = phi i64 [0, %rows], [%j.next, %tile.done]",
-           "  %cols.left = sub i64 %cols, %j", f"  %cols.many = icmp ugt i64 %cols.left, {TILE_COLS}",
-           f"  %tile.cols = select i1 %cols.many, i64 {TILE_COLS}, i64 %cols.left",
-           f"  %tile.vectors = udiv i64 %tile.cols, {LANES}",
+           "cols.loop:", "  %j = phi i64 [0, %rows], [%j.next, %tile.done]", *column_tile_size(),
            "  %b.col = getelementptr float, float* %X, i64 %j", "  %o.off = add i64 %o.row, %j",
            "  %o.blk = getelementptr float, float* %out, i64 %o.off",
-           "  %z.blk = getelementptr float, float* %z, i64 %o.off",
-           "  %vectors.index = sub i64 %tile.vectors, 1", "  %which = add i64 %rows.base, %vectors.index",
-           "  switch i64 %which, label %tile.done ["]
-    sizes = [(r, v) for r in range(1, TILE_ROWS + 1) for v in range(1, VECTORS + 1)]
-    out += [f"    i64 {(r - 1) * VECTORS + v - 1}, label %tile{r}.{v}" for r, v in sizes] + ["  ]"]
-    for r, v in sizes:
-        out += [f"tile{r}.{v}:",
-                f"  call void @pgemm_tile_{r}_{v}(float* %a.blk, i64* %rowoff, float* %b.col, float* %o.blk, "
-                "i64 %k, i64 %lda, i64 %ldo, i1 true, i1 true, float* %bias.blk, float* %z.blk, i1 %has.z, "
-                f"i1 %is.relu, i1 %is.leaky, i1 %is.clip, {_FLOATS} %alpha.v, {_FLOATS} %beta.v)",
-                "  br label %tile.done"]
+           "  %z.blk = getelementptr float, float* %z, i64 %o.off"]
+    out += tile_switch(lambda r, v: f"  call void @pgemm_tile_{r}_{v}(float* %a.blk, i64* %rowoff, float* %b.col, "
+                                    "float* %o.blk, i64 %k, i64 %lda, i64 %ldo, i1 true, i1 true, float* %bias.blk, "
+                                    "float* %z.blk, i1 %has.z, i1 %is.relu, i1 %is.leaky, i1 %is.clip, "
+                                    f"{_FLOATS} %alpha.v, {_FLOATS} %beta.v)")
     return out + ["tile.done:", "  %j.next = add i64 %j, %tile.cols", "  %j.end = icmp uge i64 %j.next, %cols",
                   "  br i1 %j.end, label %cols.done, label %cols.loop",
                   "cols.done:", "  %i.next = add i64 %i, %tile.rows", "  %i.end = icmp uge i64 %i.next, %m",

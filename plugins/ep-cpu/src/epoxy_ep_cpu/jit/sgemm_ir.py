@@ -109,6 +109,37 @@ def _tile_ir(rows: int, vectors: int, indirect: bool = False, gathered: bool = F
     return out + ["  ret void", "}"]
 
 
+def row_tile_size() -> list[str]:
+    """``%tile.rows``: the rows left from ``%i`` up to TILE_ROWS (every driver's row tile)."""
+    return ["  %rows.left = sub i64 %m, %i", f"  %rows.many = icmp ugt i64 %rows.left, {TILE_ROWS}",
+            f"  %tile.rows = select i1 %rows.many, i64 {TILE_ROWS}, i64 %rows.left"]
+
+
+def column_tile_size(total: str = "%cols") -> list[str]:
+    """``%tile.cols`` (the columns left from ``%j`` of ``total``, up to TILE_COLS) and
+    ``%tile.vectors`` (every driver's column tile)."""
+    return [f"  %cols.left = sub i64 {total}, %j", f"  %cols.many = icmp ugt i64 %cols.left, {TILE_COLS}",
+            f"  %tile.cols = select i1 %cols.many, i64 {TILE_COLS}, i64 %cols.left",
+            f"  %tile.vectors = udiv i64 %tile.cols, {LANES}"]
+
+
+def tile_switch(call: Callable[[int, int], str]) -> list[str]:
+    """The dispatch to the tile function of ``%tile.rows`` x ``%tile.vectors`` (``%rows.base``
+    set: ``(tile.rows - 1) * VECTORS``): each case's line ``call(rows, vectors)``, then on to
+    ``%tile.done``."""
+    sizes = [(r, v) for r in range(1, TILE_ROWS + 1) for v in range(1, VECTORS + 1)]
+    out = ["  %vectors.index = sub i64 %tile.vectors, 1", "  %which = add i64 %rows.base, %vectors.index",
+           "  switch i64 %which, label %tile.done ["]
+    out += [f"    i64 {(r - 1) * VECTORS + v - 1}, label %tile{r}.{v}" for r, v in sizes] + ["  ]"]
+    for r, v in sizes:
+        out += [f"tile{r}.{v}:", call(r, v), "  br label %tile.done"]
+    return out
+
+
+#: ``%rows.base`` of the row tile at ``%i`` (for :func:`tile_switch`)
+ROWS_BASE = ["  %rows.index = sub i64 %tile.rows, 1", f"  %rows.base = mul i64 %rows.index, {VECTORS}"]
+
+
 def _row_tiles(kind: str, entry: str, out_base: str, b_args: str, gathered: bool = False,
                extra: tuple[list[str], str] = ([], "")) -> list[str]:
     """A driver's loop over the row tiles of one column tile and K block (from block
@@ -122,21 +153,11 @@ def _row_tiles(kind: str, entry: str, out_base: str, b_args: str, gathered: bool
     else:
         a_lines, a_arg = ["  %a.row = mul i64 %i, %lda", "  %a.off = add i64 %a.row, %kb",
                           "  %a.blk = getelementptr float, float* %A, i64 %a.off"], "float* %a.blk"
-    out = ["rows:", f"  %i = phi i64 [0, %{entry}], [%i.next, %tile.done]",
-           "  %rows.left = sub i64 %m, %i", f"  %rows.many = icmp ugt i64 %rows.left, {TILE_ROWS}",
-           f"  %tile.rows = select i1 %rows.many, i64 {TILE_ROWS}, i64 %rows.left", *a_lines,
+    out = ["rows:", f"  %i = phi i64 [0, %{entry}], [%i.next, %tile.done]", *row_tile_size(), *a_lines,
            "  %o.row = mul i64 %i, %ldo", "  %o.off = add i64 %o.row, %j",
-           f"  %o.blk = getelementptr float, float* {out_base}, i64 %o.off", *extra[0],
-           "  %rows.index = sub i64 %tile.rows, 1", f"  %rows.base = mul i64 %rows.index, {VECTORS}",
-           "  %vectors.index = sub i64 %tile.vectors, 1", "  %which = add i64 %rows.base, %vectors.index",
-           "  switch i64 %which, label %tile.done ["]
-    sizes = [(r, v) for r in range(1, TILE_ROWS + 1) for v in range(1, VECTORS + 1)]
-    out += [f"    i64 {(r - 1) * VECTORS + v - 1}, label %tile{r}.{v}" for r, v in sizes] + ["  ]"]
-    for r, v in sizes:
-        out += [f"tile{r}.{v}:",
-                f"  call void @{kind}_tile_{r}_{v}({a_arg}, {b_args}, float* %o.blk, i64 %k.cur, i64 %lda, "
-                f"i64 %ldo, i1 %fresh{extra[1]})",
-                "  br label %tile.done"]
+           f"  %o.blk = getelementptr float, float* {out_base}, i64 %o.off", *extra[0], *ROWS_BASE]
+    out += tile_switch(lambda r, v: f"  call void @{kind}_tile_{r}_{v}({a_arg}, {b_args}, float* %o.blk, i64 %k.cur, "
+                                    f"i64 %lda, i64 %ldo, i1 %fresh{extra[1]})")
     return out + ["tile.done:", "  %i.next = add i64 %i, %tile.rows", "  %i.end = icmp uge i64 %i.next, %m",
                   "  br i1 %i.end, label %rows.done, label %rows"]
 
@@ -167,9 +188,7 @@ def _driver_ir(gathered: bool = False) -> list[str]:
                   "  %k.cur = select i1 %k.many, i64 %kc, i64 %k.left", "  %fresh = icmp eq i64 %kb, 0",
                   *block_rows, "  br label %cols",
                   "cols:", "  %j = phi i64 [%j0, %blocks], [%j.next, %rows.done]",
-                  "  %cols.left = sub i64 %np, %j", f"  %cols.many = icmp ugt i64 %cols.left, {TILE_COLS}",
-                  f"  %tile.cols = select i1 %cols.many, i64 {TILE_COLS}, i64 %cols.left",
-                  f"  %tile.vectors = udiv i64 %tile.cols, {LANES}",
+                  *column_tile_size("%np"),
                   # the tile's K block: tile j starts at j * k floats, its rows tile.cols wide
                   "  %b.tile = mul i64 %j, %k", "  %b.rows = mul i64 %kb, %tile.cols",
                   "  %b.off = add i64 %b.tile, %b.rows", "  %b.blk = getelementptr float, float* %B, i64 %b.off",
@@ -204,9 +223,7 @@ def _implicit_driver_ir() -> list[str]:
            "  %ro.blk = getelementptr i64, i64* %rowoff, i64 %kb", "  %fresh = icmp eq i64 %kb, 0",
            "  br label %cols.loop",
            "cols.loop:", "  %j = phi i64 [0, %blocks], [%j.next, %rows.done]",
-           "  %cols.left = sub i64 %cols, %j", f"  %cols.many = icmp ugt i64 %cols.left, {TILE_COLS}",
-           f"  %tile.cols = select i1 %cols.many, i64 {TILE_COLS}, i64 %cols.left",
-           f"  %tile.vectors = udiv i64 %tile.cols, {LANES}",
+           *column_tile_size(),
            "  %b.blk = getelementptr float, float* %x.img, i64 %j", "  br label %rows"]
     out += _row_tiles("igemm", "cols.loop", "%out.img", "i64* %ro.blk, float* %b.blk")
     return out + ["rows.done:", "  %j.next = add i64 %j, %tile.cols", "  %j.end = icmp uge i64 %j.next, %cols",
