@@ -83,10 +83,11 @@ FUSED_MAX_DEPTH = kernels_sgemm.IMPLICIT_KC
 
 #: fewest output channels, and largest grid (one image's, bytes), for ``fgemm_rows`` (row tiles
 #: outermost, each output plane written as one run, the grid re-read from L2 a row tile).
-#: One thread, us, a memory-touch before each call, fgemm / fgemm_rows / two-pass: squeezenet's
-#: stem 3 -> 64 580 / 502 / 756, its 16 -> 64 3x3 on 56x56 531 / 417 / 630, the 7x7 RGB stem
-#: 2647 / 1574 / 2201; but 3 -> 24 (shufflenet's stem) 234 / 263, and densenet121's 128 -> 32
-#: 3x3 (a 1.7 MB grid) 1842 / 1816 / 1768 (bench/README.md, session 38)
+#: One thread, us, a 64 MB touch before each call, fgemm / fgemm_rows / two-pass
+#: (``bench/gemm_orders.py``): squeezenet's stem 3 -> 64 643 / 518 / 801, a 16 -> 64 3x3 on
+#: 56x56 576 / 428 / 666, the 7x7 RGB stem 3658 / 1737 / 2406; but 3 -> 24 (shufflenet's stem)
+#: 253 / 306, and densenet121's 128 -> 32 3x3 (a 1.7 MB grid) 2099 / 1819 / 1783
+#: (bench/README.md, session 38)
 ROWS_OUTER_MIN_ROWS = 32
 ROWS_OUTER_MAX_GRID = 1 << 20
 
@@ -269,8 +270,9 @@ def interleaves(n: int, span: int) -> bool:
 # size), the grids (base, one grid's size, shares, row tiles), pdims, the weights, rowoff, the
 # accumulator (address, size), depth, cols, m, kc, xstep, bias, z (address, size), y (address,
 # size), wq, oh, ow, act, alpha, beta (float64 bits), input planes, the compiled pad_planes and
-# store_planes (native_shares.compiled_address: called by address, not linked in); ``fgemm``'s
-# address (0: igemm and store_planes), its parameters and geometry table
+# store_planes (native_shares.compiled_address: called by address, not linked in); the fused
+# driver's address (``fgemm`` or ``fgemm_rows``; 0: igemm and store_planes), its parameters and
+# geometry table
 _ROWS_ARGV = 34
 
 
@@ -292,7 +294,7 @@ def _rows_share(argp, first, last):  # pragma: no cover - compiled (native_share
     depth, cols, m = v[11], v[12], v[13]
     r0 = first * TILE_ROWS
     r1 = min(m, last * TILE_ROWS)
-    if v[31] != 0:  # fgemm: the product stored onto the output planes
+    if v[31] != 0:  # a fused driver: the product stored onto the output planes
         plane = v[23] * v[24]
         z_at = v[17] + 4 * r0 * plane if v[18] > 0 else 0
         native_shares.call_address13(v[31], v[8] + 4 * r0 * depth, v[9], grid_at, v[10] + 4 * r0 * cols,
@@ -359,8 +361,8 @@ class ImplicitConvCall(PreparedConvCall):
         self._count = max(1, min(nthreads, units, macs // MACS_PER_THREAD))
         self._gemm = kernels_sgemm.implicit_kernel()
         self._kc = kernels_sgemm.IMPLICIT_KC
-        # fgemm (its function, parameters, geometry table) where the grid's rows are a vector
-        # wide or more, image-major: the product never leaves the cache
+        # the fused driver (its function, parameters, geometry table; :func:`fused_driver`):
+        # the product stored onto the output planes, never through memory
         self._fused: tuple[Any, np.ndarray, np.ndarray] | None = None
         self.fused_driver = fused_driver(m, c * kh * kw, self._xstep, wq, self._interleaved)
         if self.fused_driver is not None:
@@ -409,7 +411,7 @@ class ImplicitConvCall(PreparedConvCall):
         gemm, w_at, ro_at, acc_at = self._gemm, self._w.ctypes.data, self._rowoff.ctypes.data, acc.ctypes.data
         pdims, kc = self._pdims, self._kc
         fused = self._fused
-        if fused is not None:  # fgemm's pointers: output, residual (None: null), bias, tables
+        if fused is not None:  # the fused driver's pointers: output, residual (None: null), bias, tables
             fgemm, params, geo = fused
             plane = self.out_shape[2] * self.out_shape[3]
             y_at, b_at = store_args[3].ctypes.data, self.bias.ctypes.data

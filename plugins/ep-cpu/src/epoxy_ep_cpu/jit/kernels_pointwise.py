@@ -60,10 +60,10 @@ def takes_implicit(n: int, c: int, m: int, plane: int, dtype: np.dtype, group: i
 #: largest input (C x H x W float32 bytes) of an expanding layer (M >= C) whose product runs
 #: ``pgemm_rows`` (row tiles outermost: each output plane written as one run, the input
 #: re-read from L2 a row tile); larger inputs, and layers that reduce the channels, keep
-#: ``pgemm``'s column tiles outermost. One thread, a memory-touch before each call, us,
-#: column / row order: 64 -> 256 on 56x56 1396 / 1057, 16 -> 64 on 55x55 174 / 109, 32 -> 128 on
-#: 27x27 149 / 95, 128 -> 512 on 28x28 835 / 719; but 256 -> 64 on 56x56 (3.2 MB input) 1031 /
-#: 1937 (bench/README.md, session 38)
+#: ``pgemm``'s column tiles outermost. One thread, a 64 MB touch before each call, us, column /
+#: row order (``bench/gemm_orders.py``): 64 -> 256 on 56x56 1068 / 906, 16 -> 64 on 55x55 220 /
+#: 108, 32 -> 128 on 27x27 162 / 87, 128 -> 512 on 28x28 766 / 711; but 256 -> 64 on 56x56 (a 3.2
+#: MB input) 1004 / 1853 (bench/README.md, session 38)
 ROWS_OUTER_MAX_INPUT = 1 << 20
 
 _FUSED = llvm_module.LazyModule(
