@@ -92,17 +92,17 @@ def implicit(modules: dict, shape, w_shape, strides, pads) -> dict[str, float]:
     cols = -(-((oh - 1) * wq + ow) // 16) * 16
     grid = np.zeros(n * size + 16, np.float32)
     a = np.ascontiguousarray(w.reshape(m, -1))
-    acc = np.zeros(n * m * cols, np.float32)
     params = np.zeros(2, np.float32)
-    geo = np.array([wq, ow, oh, 64, int(c * dims[1]), m * cols, m * oh * ow, 1], np.int64)
+    fields = dict(wq=wq, ow=ow, oh=oh, xstep=int(c * dims[1]), ystep=m * oh * ow, act=1)
+    geo = np.array([fields[f] for f in implicit_fused_ir.GEO_FIELDS], np.int64)
     ys = {name: np.empty((n, m, oh, ow), np.float32) for name in ("fgemm", "fgemm_rows", "two-pass")}
     flat = x.reshape(-1)
 
     def run(name: str) -> Callable[[], object]:
         def call() -> None:
             kernels_conv_implicit.pad_planes(flat, grid, pdims, 0, n * c)
-            modules[name](a.ctypes.data, rowoff.ctypes.data, grid.ctypes.data, acc.ctypes.data, ys[name].ctypes.data,
-                          m, a.shape[1], n, cols, bias.ctypes.data, None, params.ctypes.data, geo.ctypes.data)
+            modules[name](a.ctypes.data, rowoff.ctypes.data, grid.ctypes.data, ys[name].ctypes.data, m, a.shape[1], n,
+                          cols, bias.ctypes.data, None, params.ctypes.data, geo.ctypes.data)
         return call
 
     fns = {"fgemm": run("fgemm"), "fgemm_rows": run("fgemm_rows"),
@@ -118,7 +118,7 @@ def main() -> None:
     if reason:
         raise SystemExit(f"these kernels need AVX-512: {reason}")
     p_sig = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 6 + [ctypes.c_void_p] * 2 + [ctypes.c_int64, ctypes.c_void_p]
-    f_sig = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 4 + [ctypes.c_void_p] * 4
+    f_sig = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 4 + [ctypes.c_void_p] * 4
     # each dict keeps its engine (key "engine"), which owns the compiled code
     plain = llvm_module.compile_functions(pointwise_gemm_ir.module_ir(), {n: p_sig for n in ("pgemm", "pgemm_rows")})
     fused = llvm_module.compile_functions(implicit_fused_ir.module_ir(), {n: f_sig for n in ("fgemm", "fgemm_rows")})

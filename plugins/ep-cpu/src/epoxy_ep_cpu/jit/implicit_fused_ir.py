@@ -8,12 +8,14 @@ product is 3.2 MB: written, read and written again as the 3.15 MB output, throug
 memory, where the layer's own arithmetic is 27 multiply-adds an output (squeezenet's 3 -> 64
 stride-2 stem alone: 651 -> 569 us at 1 thread, onnxruntime 559-583; inside the model its cold
 output dominates both paths, bench/README.md session 38).
-Here the column tiles are outermost (as in ``pgemm``): a column tile's partial sums of every
-K block stay in the L1/L2 cache, and the last block's store maps each 16-column vector of the
-grid onto the output: grid column ``q`` is output ``(q // wq, q % wq)`` when ``q % wq < ow``,
+Here each register tile sums the whole K in one pass and its store maps each 16-column vector
+of the grid onto the output: grid column ``q`` is output ``(q // wq, q % wq)`` when ``q % wq < ow``,
 so a vector lies on at most two output rows (``wq >= 16``) and is stored by two masked
 stores, the extra columns between them dropped. The arithmetic and its order are the
-two-pass path's: ``igemm``'s sums, then ``(sum + bias) + z`` and the activation.
+two-pass path's: ``igemm``'s sums (in K order, as its K blocks chain them), then ``(sum +
+bias) + z`` and the activation. Two drivers: ``fgemm`` with column tiles outermost (for a
+layer of one K block: deeper ones re-read all their weights every column tile),
+``fgemm_rows`` with row tiles outermost (each output plane written as one run).
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from .sgemm_ir import (
     ROWS_BASE,
     TILE_ROWS,
     VECTORS,
-    _row_tiles,
     _splat,
     _tile_ir,
     column_tile_size,
@@ -40,8 +41,8 @@ _MASKED_STORE = "llvm.masked.store.v16f32.p0v16f32"
 _MASKED_LOAD = "llvm.masked.load.v16f32.p0v16f32"
 
 #: the geometry table's entries (i64): the grid's row width, the output's row width and rows,
-#: the K block, one image's input grid, product and output sizes (floats), the activation's code
-GEO_FIELDS = ("wq", "ow", "oh", "kc", "xstep", "accstep", "ystep", "act")
+#: one image's input grid and output sizes (floats), the activation's code
+GEO_FIELDS = ("wq", "ow", "oh", "xstep", "ystep", "act")
 
 
 #: each vector's two parts: offsets into a plane and lane masks (``_vector_geometry``)
@@ -49,7 +50,7 @@ _VECTOR_ARGS = ", ".join(f"i64 %off1.{v}, i64 %off2.{v}, {_MASK} %m1.{v}, {_MASK
                          for v in range(VECTORS))
 
 
-_EPILOGUE_ARGS = ("i1 %last, float* noalias nocapture readonly %bias, float* noalias nocapture %y, "
+_EPILOGUE_ARGS = ("float* noalias nocapture readonly %bias, float* noalias nocapture %y, "
                   "float* noalias nocapture readonly %z, i1 %has.z, i1 %is.relu, i1 %is.leaky, i1 %is.clip, "
                   f"{_FLOATS} %alpha.v, {_FLOATS} %beta.v, i64 %plane, {_VECTOR_ARGS}")
 
@@ -60,13 +61,10 @@ def _masked_pointer(name: str, base: str, offset: str) -> list[str]:
 
 
 def _store(rows: int, vectors: int) -> list[str]:
-    """A tile's store: the sums into the product buffer before the last K block, else
-    ``act(sum + bias[row] (+ z))`` into the output planes, row ``r``'s plane ``r * plane``
-    floats on, each vector's two parts by its masks."""
+    """A tile's store: ``act(sum + bias[row] (+ z))`` into the output planes, row ``r``'s plane
+    ``r * plane`` floats on, each vector's two parts by its masks."""
     tiles = [(r, v) for r in range(rows) for v in range(vectors)]
-    out = ["  br i1 %last, label %ep, label %plain", "plain:"]
-    out += [f"  store {_FLOATS} %sum{r}.{v}, {_FLOATS}* %o.q{r}.{v}, align 4" for r, v in tiles]
-    out += ["  ret void", "ep:"]
+    out = ["  br label %ep", "ep:"]
     for r in range(rows):
         out += [f"  %bias.p{r} = getelementptr float, float* %bias, i64 {r}",
                 f"  %bias.s{r} = load float, float* %bias.p{r}, align 4", *_splat(f"bias{r}", f"%bias.s{r}"),
@@ -144,18 +142,18 @@ def _geo(field: str) -> list[str]:
 
 def _entry(name: str, image_done: str) -> list[str]:
     """Both drivers' signature, entry block (the geometry table read, the activation set up, an
-    empty product's exit) and their image loop's head (``%x.img``, ``%acc.img``, ``%y.img``,
-    ``%z.img``; the loop comes back from ``%{image_done}``)."""
+    empty product's exit) and their image loop's head (``%x.img``, ``%y.img``, ``%z.img``; the
+    loop comes back from ``%{image_done}``)."""
     setup = []
     for field in GEO_FIELDS:
         setup += _geo(field)
     return [f"define void @{name}(float* noalias nocapture readonly %A, i64* noalias nocapture readonly %rowoff, "
-            "float* noalias nocapture readonly %X, float* noalias nocapture %acc, float* noalias nocapture %y, "
+            "float* noalias nocapture readonly %X, float* noalias nocapture %y, "
             "i64 %m, i64 %k, i64 %images, i64 %cols, float* noalias nocapture readonly %bias, "
             "float* noalias nocapture readonly %z, float* noalias nocapture readonly %params, "
             "i64* noalias nocapture readonly %geo) {",
             "entry:", *setup, *ACTIVATION_SETUP,
-            "  %lda = add i64 %k, 0", "  %ldo = add i64 %cols, 0", "  %plane = mul i64 %oh, %ow",
+            "  %lda = add i64 %k, 0", "  %plane = mul i64 %oh, %ow",
             "  %wq.i = trunc i64 %wq to i32", "  %ow.i = trunc i64 %ow to i32",
             f"  %lanes = add <16 x i32> {_LANE_INDEX}, zeroinitializer",
             "  %no.rows = icmp eq i64 %m, 0", "  %no.k = icmp eq i64 %k, 0", "  %no.cols = icmp eq i64 %cols, 0",
@@ -164,39 +162,48 @@ def _entry(name: str, image_done: str) -> list[str]:
             "  br i1 %none, label %exit, label %image",
             "image:", f"  %img = phi i64 [0, %entry], [%img.next, %{image_done}]",
             "  %x.off = mul i64 %img, %xstep", "  %x.img = getelementptr float, float* %X, i64 %x.off",
-            "  %acc.off = mul i64 %img, %accstep", "  %acc.img = getelementptr float, float* %acc, i64 %acc.off",
             "  %y.off = mul i64 %img, %ystep", "  %y.img = getelementptr float, float* %y, i64 %y.off",
             "  %z.img = getelementptr float, float* %z, i64 %y.off"]
 
 
-def _driver() -> list[str]:
-    """``fgemm(A, rowoff, X, acc, y, m, k, images, cols, bias, z, params, geo)``: for each image
-    ``i``, ``y_i[r] = act(A[r, :k] @ B_i + bias[r] (+ z_i[r]))`` with ``B_i[kk, q] =
-    X_i[rowoff[kk] + q]`` over the grid's ``cols`` columns (a multiple of LANES), stored onto
-    the ``oh x ow`` output plane of channel ``r`` (module docstring); ``acc`` holds the
-    partial sums of layers of more than one K block (``m x cols`` an image); ``z`` null or laid
-    out as ``y``; ``params`` the activation's two float32 parameters; ``geo`` the i64 table of
-    :data:`GEO_FIELDS`."""
-    out = [*_entry("fgemm", "cols.done"), "  br label %cols.loop",
-           "cols.loop:", "  %j = phi i64 [0, %image], [%j.next, %blocks.done]", *column_tile_size(),
-           "  %b.col = getelementptr float, float* %x.img, i64 %j"]
+def _tile_call(rows: int, vectors: int) -> str:
+    """A register tile's call, the whole K in one pass (``fresh``: nothing held; its product
+    buffer is never touched, so none is passed)."""
+    return (f"  call void @fgemm_tile_{rows}_{vectors}(float* %a.blk, i64* %rowoff, float* %b.col, float* null, "
+            "i64 %k, i64 %lda, i64 %cols, i1 true, float* %bias.blk, float* %y.blk, float* %z.blk, i1 %has.z, "
+            f"i1 %is.relu, i1 %is.leaky, i1 %is.clip, {_FLOATS} %alpha.v, {_FLOATS} %beta.v, i64 %plane, "
+            f"{_VECTOR_ARGS})")
+
+
+#: a row tile's operands from ``%i``: its weights, bias and output/residual planes
+_ROW_TILE = ["  %a.off = mul i64 %i, %lda", "  %a.blk = getelementptr float, float* %A, i64 %a.off",
+             "  %bias.blk = getelementptr float, float* %bias, i64 %i", "  %y.at = mul i64 %i, %plane",
+             "  %y.blk = getelementptr float, float* %y.img, i64 %y.at",
+             "  %z.blk = getelementptr float, float* %z.img, i64 %y.at", *ROWS_BASE]
+
+
+def _column_tile() -> list[str]:
+    """The column tile at ``%j``: its size, its grid columns and each vector's geometry."""
+    out = [*column_tile_size(), "  %b.col = getelementptr float, float* %x.img, i64 %j"]
     for v in range(VECTORS):
         out += _vector_geometry(v)
-    out += ["  br label %blocks",
-            "blocks:", "  %kb = phi i64 [0, %cols.loop], [%kb.next, %rows.done]",
-            "  %k.left = sub i64 %k, %kb", "  %k.many = icmp ugt i64 %k.left, %kc",
-            "  %k.cur = select i1 %k.many, i64 %kc, i64 %k.left", "  %fresh = icmp eq i64 %kb, 0",
-            "  %kb.next = add i64 %kb, %k.cur", "  %last = icmp uge i64 %kb.next, %k",
-            "  %ro.blk = getelementptr i64, i64* %rowoff, i64 %kb", "  br label %rows"]
-    per_tile = (["  %bias.blk = getelementptr float, float* %bias, i64 %i", "  %y.at = mul i64 %i, %plane",
-                 "  %y.blk = getelementptr float, float* %y.img, i64 %y.at",
-                 "  %z.blk = getelementptr float, float* %z.img, i64 %y.at"],
-                ", i1 %last, float* %bias.blk, float* %y.blk, float* %z.blk, i1 %has.z, i1 %is.relu, i1 %is.leaky, "
-                f"i1 %is.clip, {_FLOATS} %alpha.v, {_FLOATS} %beta.v, i64 %plane, {_VECTOR_ARGS}")
-    out += _row_tiles("fgemm", "blocks", "%acc.img", "i64* %ro.blk, float* %b.col", extra=per_tile)
-    return out + ["rows.done:", "  %kb.end = icmp uge i64 %kb.next, %k",
-                  "  br i1 %kb.end, label %blocks.done, label %blocks",
-                  "blocks.done:", "  %j.next = add i64 %j, %tile.cols", "  %j.end = icmp uge i64 %j.next, %cols",
+    return out
+
+
+def _driver() -> list[str]:
+    """``fgemm(A, rowoff, X, y, m, k, images, cols, bias, z, params, geo)``: for each image
+    ``i``, ``y_i[r] = act(A[r, :k] @ B_i + bias[r] (+ z_i[r]))`` with ``B_i[kk, q] =
+    X_i[rowoff[kk] + q]`` over the grid's ``cols`` columns (a multiple of LANES), stored onto
+    the ``oh x ow`` output plane of channel ``r`` (module docstring); ``z`` null or laid out as
+    ``y``; ``params`` the activation's two float32 parameters; ``geo`` the i64 table of
+    :data:`GEO_FIELDS`. Column tiles outermost."""
+    out = [*_entry("fgemm", "cols.done"), "  br label %cols.loop",
+           "cols.loop:", "  %j = phi i64 [0, %image], [%j.next, %rows.done]", *_column_tile(), "  br label %rows",
+           "rows:", "  %i = phi i64 [0, %cols.loop], [%i.next, %tile.done]", *row_tile_size(), *_ROW_TILE]
+    out += tile_switch(_tile_call)
+    return out + ["tile.done:", "  %i.next = add i64 %i, %tile.rows", "  %i.end = icmp uge i64 %i.next, %m",
+                  "  br i1 %i.end, label %rows.done, label %rows",
+                  "rows.done:", "  %j.next = add i64 %j, %tile.cols", "  %j.end = icmp uge i64 %j.next, %cols",
                   "  br i1 %j.end, label %cols.done, label %cols.loop",
                   "cols.done:", "  %img.next = add i64 %img, 1", "  %img.end = icmp uge i64 %img.next, %images",
                   "  br i1 %img.end, label %exit, label %image",
@@ -204,25 +211,14 @@ def _driver() -> list[str]:
 
 
 def _rows_outer_driver() -> list[str]:
-    """``fgemm_rows``: ``fgemm`` (the same arguments) with row tiles outermost and the whole K
-    in each tile's register pass (``acc`` and ``kc`` unused): each output plane is written as
-    one run a row tile; the grid's columns are re-read from L2 once a row tile."""
+    """``fgemm_rows``: ``fgemm`` (the same arguments) with row tiles outermost: each output
+    plane is written as one run a row tile; the grid's columns are re-read from L2 once a row
+    tile."""
     out = [*_entry("fgemm_rows", "rows.done"), "  br label %rows",
-           "rows:", "  %i = phi i64 [0, %image], [%i.next, %cols.done]", *row_tile_size(),
-           "  %a.off = mul i64 %i, %lda", "  %a.blk = getelementptr float, float* %A, i64 %a.off",
-           "  %bias.blk = getelementptr float, float* %bias, i64 %i", "  %y.at = mul i64 %i, %plane",
-           "  %y.blk = getelementptr float, float* %y.img, i64 %y.at",
-           "  %z.blk = getelementptr float, float* %z.img, i64 %y.at", "  %o.row = mul i64 %i, %ldo", *ROWS_BASE,
+           "rows:", "  %i = phi i64 [0, %image], [%i.next, %cols.done]", *row_tile_size(), *_ROW_TILE,
            "  br label %cols.loop",
-           "cols.loop:", "  %j = phi i64 [0, %rows], [%j.next, %tile.done]", *column_tile_size(),
-           "  %b.col = getelementptr float, float* %x.img, i64 %j", "  %o.off = add i64 %o.row, %j",
-           "  %o.blk = getelementptr float, float* %acc.img, i64 %o.off"]
-    for v in range(VECTORS):
-        out += _vector_geometry(v)
-    out += tile_switch(lambda r, v: f"  call void @fgemm_tile_{r}_{v}(float* %a.blk, i64* %rowoff, float* %b.col, "
-                                    "float* %o.blk, i64 %k, i64 %lda, i64 %ldo, i1 true, i1 true, float* %bias.blk, "
-                                    "float* %y.blk, float* %z.blk, i1 %has.z, i1 %is.relu, i1 %is.leaky, "
-                                    f"i1 %is.clip, {_FLOATS} %alpha.v, {_FLOATS} %beta.v, i64 %plane, {_VECTOR_ARGS})")
+           "cols.loop:", "  %j = phi i64 [0, %rows], [%j.next, %tile.done]", *_column_tile()]
+    out += tile_switch(_tile_call)
     return out + ["tile.done:", "  %j.next = add i64 %j, %tile.cols", "  %j.end = icmp uge i64 %j.next, %cols",
                   "  br i1 %j.end, label %cols.done, label %cols.loop",
                   "cols.done:", "  %i.next = add i64 %i, %tile.rows", "  %i.end = icmp uge i64 %i.next, %m",

@@ -95,7 +95,7 @@ ROWS_OUTER_MAX_GRID = 1 << 20
 #: epilogue (``implicit_fused_ir``), for grids of rows at least FUSED_MIN_WIDTH wide
 _FUSED = llvm_module.LazyModule(
     "the implicit convolution GEMM with its store", ("avx512f",), implicit_fused_ir.module_ir,
-    {name: [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 4 + [ctypes.c_void_p] * 4 for name in ("fgemm", "fgemm_rows")},
+    {name: [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 4 + [ctypes.c_void_p] * 4 for name in ("fgemm", "fgemm_rows")},
     config.compiled_code_dir)
 
 
@@ -297,9 +297,8 @@ def _rows_share(argp, first, last):  # pragma: no cover - compiled (native_share
     if v[31] != 0:  # a fused driver: the product stored onto the output planes
         plane = v[23] * v[24]
         z_at = v[17] + 4 * r0 * plane if v[18] > 0 else 0
-        native_shares.call_address13(v[31], v[8] + 4 * r0 * depth, v[9], grid_at, v[10] + 4 * r0 * cols,
-                                     v[19] + 4 * r0 * plane, r1 - r0, depth, 1, cols, v[16] + 4 * r0, z_at, v[32],
-                                     v[33])
+        native_shares.call_address12(v[31], v[8] + 4 * r0 * depth, v[9], grid_at, v[19] + 4 * r0 * plane, r1 - r0,
+                                     depth, 1, cols, v[16] + 4 * r0, z_at, v[32], v[33])
         return
     native_shares.call_address13(v[0], v[8] + 4 * r0 * depth, v[9], grid_at, v[10] + 4 * r0 * cols, depth, cols,
                                  r1 - r0, depth, v[14], cols, 1, v[15], m * cols)
@@ -366,8 +365,7 @@ class ImplicitConvCall(PreparedConvCall):
         self._fused: tuple[Any, np.ndarray, np.ndarray] | None = None
         self.fused_driver = fused_driver(m, c * kh * kw, self._xstep, wq, self._interleaved)
         if self.fused_driver is not None:
-            geo = dict(wq=wq, ow=ow, oh=oh, kc=self._kc, xstep=self._xstep, accstep=m * self._cols,
-                       ystep=m * oh * ow, act=act)
+            geo = dict(wq=wq, ow=ow, oh=oh, xstep=self._xstep, ystep=m * oh * ow, act=act)
             self._fused = (_FUSED.function(self.fused_driver), np.array([alpha, beta], dtype=_F32),
                            np.array([geo[f] for f in implicit_fused_ir.GEO_FIELDS], dtype=np.int64))
         self._pad: Any = None
@@ -431,8 +429,8 @@ class ImplicitConvCall(PreparedConvCall):
                 at = grid(first * c, last * c)
                 if fused is not None:
                     step = 4 * first * m * plane
-                    fgemm(w_at, ro_at, at + 4 * first * xstep, acc_at + 4 * first * m * cols, y_at + step, m, depth,
-                          last - first, cols, b_at, None if z_at is None else z_at + step, *tables)
+                    fgemm(w_at, ro_at, at + 4 * first * xstep, y_at + step, m, depth, last - first, cols, b_at,
+                          None if z_at is None else z_at + step, *tables)
                     return
                 gemm(w_at, ro_at, at + 4 * first * xstep, acc_at + 4 * first * m * cols, depth, cols, m, depth, kc,
                      cols, last - first, xstep, m * cols)
@@ -446,8 +444,8 @@ class ImplicitConvCall(PreparedConvCall):
             at = grid(0, n * c)  # the whole input, each thread into its own grid
             if fused is not None:
                 step = 4 * r0 * plane
-                fgemm(w_at + 4 * r0 * depth, ro_at, at, acc_at + 4 * r0 * cols, y_at + step, r1 - r0, depth, 1, cols,
-                      b_at + 4 * r0, None if z_at is None else z_at + step, *tables)
+                fgemm(w_at + 4 * r0 * depth, ro_at, at, y_at + step, r1 - r0, depth, 1, cols, b_at + 4 * r0,
+                      None if z_at is None else z_at + step, *tables)
                 return
             gemm(w_at + 4 * r0 * depth, ro_at, at, acc_at + 4 * r0 * cols, depth, cols, r1 - r0, depth, kc, cols, 1,
                  xstep, m * cols)
