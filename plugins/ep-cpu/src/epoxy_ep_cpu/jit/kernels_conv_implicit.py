@@ -78,7 +78,9 @@ FUSED_MIN_WIDTH = LANES
 #: deepest im2col (C * kh * kw) for ``fgemm``: one K block. Its column tiles outermost re-read
 #: all the weights for every column tile, where ``igemm``'s K blocks outermost keep one block
 #: in L1: densenet121's 128 -> 32 3x3 layers (K = 1152) made the model 1.025-1.03x slower on
-#: ``fgemm`` (bench/README.md, session 38)
+#: ``fgemm`` (bench/README.md, session 38). Measured when ``fgemm`` still blocked K through a
+#: product buffer; summing the whole K in one pass it ran the 7x7 stem 1486 us against 1847:
+#: this limit is worth measuring again
 FUSED_MAX_DEPTH = kernels_sgemm.IMPLICIT_KC
 
 #: fewest output channels, and largest grid (one image's, bytes), for ``fgemm_rows`` (row tiles
