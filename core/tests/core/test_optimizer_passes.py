@@ -221,6 +221,21 @@ def test_conv_bn_folded(op, group, bias):  # type: ignore[no-untyped-def]
     check_same(m, after, {"x": rand(2, 4, 7, 7)}, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("shape,axis,dtype", [((300, 64, 3, 3), 0, np.float32), ((64, 300, 3, 3), 1, np.float32),
+                                               ((2000, 3000, 1, 1), 0, np.float32), ((7, 5), 0, np.float16),
+                                               ((0, 3), 1, np.float32)])
+def test_scaled_per_channel_rounds_each_product_once(shape, axis, dtype):  # type: ignore[no-untyped-def]
+    # the folded weight is the float64 product rounded once (the whole float64 array as the oracle)
+    from epoxy.kit import passes as kit_passes
+
+    w = RNG.standard_normal(shape).astype(dtype)
+    scale = RNG.standard_normal(shape[axis])
+    expected = (w.astype(np.float64) * kit_passes.per_channel(scale, w.ndim, axis)).astype(dtype)
+    got = kit_passes.scaled_per_channel(w, scale, axis)
+    assert got.dtype == dtype and got.shape == w.shape
+    assert np.array_equal(got.view(np.uint8), expected.view(np.uint8))
+
+
 def test_conv_bn_not_folded_when_conv_output_is_shared():  # type: ignore[no-untyped-def]
     m = _conv_bn_model()
     g = m.graph

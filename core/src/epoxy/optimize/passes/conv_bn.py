@@ -16,8 +16,8 @@ from ...kit.passes import (
     is_op,
     make_node,
     opset_of,
-    per_channel,
     replace,
+    scaled_per_channel,
     sole_consumer,
 )
 
@@ -63,15 +63,14 @@ def fold_into_conv(graph: ir.Graph, namer, conv: ir.Node, scale: np.ndarray | No
     for vec in (scale, shift):
         if vec is not None and vec.size != m:
             return False
-    w64 = w.astype(np.float64)
     b64 = np.zeros(m) if b is None else b.reshape(-1).astype(np.float64)
     if scale is not None:
-        w64 = w64 * per_channel(scale, w.ndim, axis=1 if transpose else 0)
+        w = scaled_per_channel(w, scale, axis=1 if transpose else 0)
         b64 = b64 * scale
     if shift is not None:
         b64 = b64 + shift
     base = conv.name or "conv"
-    new_w = add_initializer(graph, namer, f"{base}.W_folded", w64.astype(w.dtype))
+    new_w = add_initializer(graph, namer, f"{base}.W_folded", w)
     new_b = add_initializer(graph, namer, f"{base}.B_folded", b64.astype(w.dtype))
     new = make_node(namer, conv.op_type, [conv.inputs[0], new_w, new_b], name=base, version=conv.version)
     copy_attributes(conv, new)
