@@ -6,6 +6,7 @@ import os
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from .api.value_devices import session_devices
 from .contract import Allocator, Provider, ValueType
 from .control_flow import ControlFlowProvider
 from .errors import InvalidArgumentError, ProviderError, RunTerminatedError
+from .graph.constant_data import drop_constant_data
 from .graph.dtypes import describe_dtype
 from .graph.type_strings import type_string as _type_string
 from .load.functions import inline_local_functions, reinfer_shapes
@@ -194,6 +196,12 @@ class InferenceSession:
                 self._build_and_write_context(providers, provider_options)
             else:
                 self._build_through_cache(providers, provider_options)
+
+    def __del__(self) -> None:
+        # the onnx_ir model is cyclic: without this its weights wait for a full collection
+        model = self.__dict__.get("_model")
+        if model is not None:
+            drop_constant_data(model)
 
     def _build_through_cache(self, providers: Sequence[Any] | None, provider_options: Any) -> None:
         """``_build``, from the session cache's prepared model when there is one, storing it
@@ -386,7 +394,7 @@ class InferenceSession:
         # where each feed goes: graph inputs, or the host slot of an overridden initializer
         self._feed_slots = {**{n: built.plan.slot_names.index(n) for n in self._overridable
                                if n in built.plan.slot_names}, **built.plan.input_slots}
-        self._device_io = _device_io(built.plan, self._feed_slots, chosen, self._make_executor)
+        self._device_io = _device_io(built.plan, self._feed_slots, chosen, _weakly(self._make_executor))
         self._constant_owners = owners_of(built.plan.initial)
         self._declared_dtypes = {n: vt.dtype for n in graph.outputs
                                  if (vt := graph.value_type(n)).kind == "tensor" and vt.dtype is not None}
@@ -894,6 +902,21 @@ def _ort_shape(vt: ValueType) -> list[int | str | None]:
     if vt.kind != "tensor" or vt.shape is None:
         return []
     return [None if isinstance(d, str) and d.startswith("unk__") else d for d in vt.shape]
+
+
+def _weakly(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` without a reference to its object: a helper the session holds keeps it
+    out of a reference cycle, so dropping the last reference frees the session and its
+    weights at once instead of at the garbage collector's next full pass."""
+    ref = weakref.WeakMethod(method)
+
+    def call(*args: Any) -> Any:
+        bound = ref()
+        if bound is None:
+            raise ReferenceError("the session this belonged to is gone")
+        return bound(*args)
+
+    return call
 
 
 def _device_io(plan: Any, feed_slots: Mapping[str, int], providers: Sequence[tuple[str, Provider]],
