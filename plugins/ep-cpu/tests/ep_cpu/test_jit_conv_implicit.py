@@ -180,7 +180,7 @@ def test_pointwise_layers_of_one_image_run_on_the_kernel(monkeypatch, x_shape, m
     """A float32 1x1 layer of one image on a large map: the product on the few-rows kernel with
     the bias, the residual and the Relu in its store (``pgemm``: K across its 64-row blocks,
     output channels not a multiple of 6, a map whose positions are not a multiple of 16: the
-    tail on BLAS and a compiled pass); within the float32 bound of a float64 product, close
+    tail through a padded strip); within the float32 bound of a float64 product, close
     to the numpy path and onnxruntime."""
     from epoxy_ep_cpu.jit import kernels_pointwise
 
@@ -278,6 +278,39 @@ def test_the_fused_store_is_the_epilogue_pass_bit_for_bit(monkeypatch, act, alph
             v = v + residual
         np.testing.assert_array_equal(got, _numpy_activation(v, act, alpha, beta))
     assert np.isnan(got).any()
+
+
+@needs_avx512
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("c", "m", "positions"), [(48, 70, 729), (120, 7, 521), (16, 64, 3025)])
+def test_the_planes_last_positions_sum_as_the_body_does(c, m, positions, threads):
+    """A map whose positions are not whole 16-float vectors: its last positions go through the
+    same ``pgemm`` on a padded strip, so they hold the bits the same columns get inside a plane
+    of whole vectors (the residual, the bias and the Relu included; NaN and Inf in the tail)."""
+    from epoxy_ep_cpu.jit.kernels_pointwise import LANES, PointwiseCall
+
+    if threads > 1 and not jit_threads.native():
+        pytest.skip("on several threads the kernel splits over the native pool only")
+    whole = -(-positions // LANES) * LANES
+    assert whole > positions
+    rng = np.random.default_rng(positions + m)
+    wide = rng.standard_normal((1, c, 1, whole)).astype(np.float32)
+    wide[0, 1, 0, positions - 1] = np.inf
+    wide[0, 2, 0, positions - 2] = np.nan
+    z_wide = rng.standard_normal((1, m, 1, whole)).astype(np.float32)
+    w = (rng.standard_normal((m, c, 1, 1)) * 0.2).astype(np.float32)
+    bias = rng.standard_normal(m).astype(np.float32)
+    f32 = np.dtype(np.float32)
+    x = np.ascontiguousarray(wide[..., :positions])
+    z = np.ascontiguousarray(z_wide[..., :positions])
+    tail_call = PointwiseCall(x.shape, f32, w, bias, 1, 0.0, 0.0, threads)
+    whole_call = PointwiseCall(wide.shape, f32, w, bias, 1, 0.0, 0.0, threads)
+    assert tail_call._implicit is not None and whole_call._implicit is not None
+    for residual, residual_wide in ((None, None), (z, z_wide)):
+        got = tail_call(x, residual)
+        want = whole_call(wide, residual_wide)[..., :positions]
+        np.testing.assert_array_equal(got, want)
+    assert np.isnan(got[0, :, 0, positions - 2]).any()
 
 
 # (x shape, w shape, strides, pads): grids of rows a vector wide or more (fgemm's), one K block

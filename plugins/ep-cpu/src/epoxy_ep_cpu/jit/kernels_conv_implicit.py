@@ -79,8 +79,11 @@ FUSED_MIN_WIDTH = LANES
 #: all the weights for every column tile, where ``igemm``'s K blocks outermost keep one block
 #: in L1: densenet121's 128 -> 32 3x3 layers (K = 1152) made the model 1.025-1.03x slower on
 #: ``fgemm`` (bench/README.md, session 38). Measured when ``fgemm`` still blocked K through a
-#: product buffer; summing the whole K in one pass it ran the 7x7 stem 1486 us against 1847:
-#: this limit is worth measuring again
+#: product buffer; summing the whole K in one pass it ran the 7x7 stem 1486 us against 1847.
+#: Measured again with the whole-K ``fgemm`` (session 39): on the bench models it decides only
+#: densenet121's six 128 -> 32 3x3 layers on 56x56 (the stems take ``fgemm_rows``), and no
+#: limit there read 1.008x the model's time, 64 0.979-1.017x on resnet50, which it does not
+#: touch: within the noise, so it stays
 FUSED_MAX_DEPTH = kernels_sgemm.IMPLICIT_KC
 
 #: fewest output channels, and largest grid (one image's, bytes), for ``fgemm_rows`` (row tiles

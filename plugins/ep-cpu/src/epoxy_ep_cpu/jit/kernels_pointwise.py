@@ -30,11 +30,15 @@ from numba import njit, prange, uint64
 from . import config, direct, kernels_sgemm, llvm_module, native_shares, pointwise_gemm_ir
 from .activations import activate
 from .kernels_conv import PreparedConvCall
+from .scratch import scratch
 from .sgemm_ir import LANES
 from .threads import GRAIN, Split, SplitMatmul, gemm_count, native, serial_twin, use
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _NO_Z = {dt: np.empty(0, dtype=dt) for dt in _FLOATS}
+_F32 = np.dtype(np.float32)
+#: a plane of whole vectors: no strip (``fused_columns``' last two operands)
+_NO_STRIP = (np.empty(0, dtype=_F32), np.empty(0, dtype=np.int64))
 
 #: fewest positions of one image's map for the few-rows kernel (below, BLAS's packing of the
 #: input is cheap and its kernel faster: 8 x 96 -> 24 on 8x8 1.20x, 8 x 32 -> 32 1.40x)
@@ -80,40 +84,43 @@ def driver(c: int, m: int, plane: int) -> str:
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
-def _tail_columns(w, x, y, m, c, plane, j0, j1):  # pragma: no cover - compiled
-    """``y[:, j] = W @ x[:, j]`` for the positions [j0, j1) ``pgemm`` leaves (the plane's last,
-    fewer than 16), in K order as its tiles sum. Unsigned indices: no negative-index wrap."""
-    cu, pu = uint64(c), uint64(plane)
-    for j in range(uint64(j0), uint64(j1)):
-        for ch in range(uint64(m)):
-            acc = np.float32(0.0)
-            for k in range(cu):
-                acc += w[ch * cu + k] * x[k * pu + j]
-            y[ch * pu + j] = acc
-
-
-@njit(cache=True, nogil=True, boundscheck=False, inline="always")
-def _epilogue_columns(y, bias, z, m, plane, act, alpha, beta, j0, j1):  # pragma: no cover - compiled
-    """``act(y + bias + z)`` in place on positions [j0, j1) of every output channel (unsigned
-    indices: a signed index's wrap check kept this loop scalar, 5x slower)."""
+def _tail_strip(gemm, w, x, y, bias, z, params, m, c, plane, kc, act, strip, strip_rows,
+                body):  # pragma: no cover - compiled
+    """The plane's last positions [body, plane) (fewer than 16, past ``pgemm``'s whole
+    vectors) through the same ``pgemm``: copied into one zero-padded 16-position strip of
+    ``strip`` (input rows, then the residual's), multiplied there and copied back. The same
+    register tiles and K order as the body's positions, so the same bits as if the plane were
+    whole vectors; the scalar dot products this replaced took 10-33 us of a 27x27 layer's
+    50-117 (bench/README.md, session 39)."""
+    rem = uint64(plane - body)
+    lanes, cu, mu, pu = uint64(LANES), uint64(c), uint64(m), uint64(plane)
+    xs, ys, zs = uint64(0), cu * lanes, (cu + mu) * lanes
+    for k in range(cu):
+        for j in range(lanes):
+            strip[xs + k * lanes + j] = x[k * pu + uint64(body) + j] if j < rem else np.float32(0.0)
     has_z = z.shape[0] > 0
-    for ch in range(m):
-        row = uint64(ch * plane)
-        bv = bias[ch]
-        for j in range(uint64(j0), uint64(j1)):
-            v = y[row + j] + bv
-            if has_z:
-                v += z[row + j]
-            y[row + j] = activate(v, act, alpha, beta)
+    if has_z:
+        for ch in range(mu):
+            for j in range(lanes):
+                strip[zs + ch * lanes + j] = z[ch * pu + uint64(body) + j] if j < rem else np.float32(0.0)
+    base = np.int64(strip.ctypes.data)
+    native_shares.call_address14(gemm, np.int64(w.ctypes.data), np.int64(strip_rows.ctypes.data), base,
+                                 base + 4 * np.int64(ys), c, LANES, m, c, kc, LANES, np.int64(bias.ctypes.data),
+                                 base + 4 * np.int64(zs) if has_z else np.int64(0), act,
+                                 np.int64(params.ctypes.data))
+    for ch in range(mu):
+        for j in range(rem):
+            y[ch * pu + uint64(body) + j] = strip[ys + ch * lanes + j]
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def fused_columns(gemm, w, rowoff, x, y, bias, z, params, m, c, plane, kc, act,
+def fused_columns(gemm, w, rowoff, x, y, bias, z, params, m, c, plane, kc, act, strip, strip_rows,
                   first, last):  # pragma: no cover - compiled
     """Output positions [16 first, 16 last) of one image's ``act(W @ x + bias (+ z))``:
     ``pgemm`` over their whole vectors, and in the share that reaches the plane's end its last
-    positions (fewer than 16: ``pgemm`` would read past the input) by dot products and the
-    same epilogue. A share of :class:`PointwiseCall`'s split (``threads.Split``)."""
+    positions (fewer than 16: ``pgemm`` would read past the input) through a padded strip
+    (:func:`_tail_strip`; ``strip`` holds ``(c + 2 m) * 16`` floats, ``strip_rows`` the
+    strip's row offsets). A share of :class:`PointwiseCall`'s split (``threads.Split``)."""
     j0 = first * LANES
     body = plane // LANES * LANES
     j1 = min(last * LANES, body)
@@ -123,8 +130,7 @@ def fused_columns(gemm, w, rowoff, x, y, bias, z, params, m, c, plane, kc, act,
                                      np.int64(x.ctypes.data) + 4 * j0, np.int64(y.ctypes.data) + 4 * j0, c, plane, m, c,
                                      kc, j1 - j0, np.int64(bias.ctypes.data), z_at, act, np.int64(params.ctypes.data))
     if last * LANES >= plane and body < plane:
-        _tail_columns(w, x, y, m, c, plane, body, plane)
-        _epilogue_columns(y, bias, z, m, plane, act, params[0], params[1], body, plane)
+        _tail_strip(gemm, w, x, y, bias, z, params, m, c, plane, kc, act, strip, strip_rows, body)
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
@@ -158,8 +164,8 @@ class PointwiseCall(PreparedConvCall):
     C-contiguous array of ``out_shape`` and ``dtype`` (:meth:`accepts` checks both), as for
     ``kernels_conv.Conv2dCall``, whose interface this shares."""
 
-    __slots__ = ("_columns", "_count", "_epilogue", "_gemm", "_implicit", "_rest", "_split_product", "_w", "bias",
-                 "dtype", "out_shape", "shape", "x_shape", "y_shape")
+    __slots__ = ("_columns", "_count", "_epilogue", "_gemm", "_implicit", "_rest", "_split_product", "_strip", "_w",
+                 "bias", "dtype", "out_shape", "shape", "x_shape", "y_shape")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
                  act: int, alpha: float, beta: float, nthreads: int, group: int = 1) -> None:
@@ -180,6 +186,7 @@ class PointwiseCall(PreparedConvCall):
         self._split_product: Any = None
         self._implicit: Any = None
         self._columns: Any = None
+        self._strip: tuple[int, np.ndarray] | None = None
         if takes_implicit(n, c, m, plane, dtype, group, nthreads):
             self.bias = np.ascontiguousarray(bias, dtype=np.float32)
             units = -(-plane // LANES)
@@ -189,13 +196,18 @@ class PointwiseCall(PreparedConvCall):
                               (self.bias,), (np.array([alpha, beta], dtype=np.float32), m, c, plane,
                                              kernels_sgemm.IMPLICIT_KC, act), units,
                               max(1, min(nthreads, units, gemm_count(nthreads, m * c * plane))))
+            # the plane's last positions past whole vectors: a padded strip's input rows
+            self._strip = ((c + 2 * m) * LANES, np.arange(c, dtype=np.int64) * LANES) if plane % LANES else None
 
     def __call__(self, x: np.ndarray, z: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
         dt = self.dtype
         y = np.empty(self.out_shape, dtype=dt) if out is None else out
         if self._implicit is not None:
             head, bias, tail, units, count = self._implicit
-            args = (*head, x.reshape(-1), y.reshape(-1), *bias, _NO_Z[dt] if z is None else z.reshape(-1), *tail)
+            strip = (_NO_STRIP if self._strip is None
+                     else (scratch("pointwise-tail", self._strip[0], _F32), self._strip[1]))
+            args = (*head, x.reshape(-1), y.reshape(-1), *bias, _NO_Z[dt] if z is None else z.reshape(-1), *tail,
+                    *strip)
             columns = self._columns
             if columns is None:
                 fn = direct.overload(fused_columns, (*args, 0, 1))
