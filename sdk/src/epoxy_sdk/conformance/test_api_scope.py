@@ -228,6 +228,44 @@ def test_session_result_matches_reference(epoxy_provider_name, epoxy_provider, e
     _assert_ran_on(session, epoxy_provider_name, claimed)
 
 
+def _session_on_the_provider(name: str, provider: Any, options: Mapping[str, str]) -> Any:
+    """A session that ran wholly on the provider: the first chain of ops it claims that
+    builds and runs (``test_fused_chains_run_on_the_provider`` reports the others), or None."""
+    x = np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3)
+    for case in _chain_cases(provider):
+        try:
+            session = _kit_session(case.model(), name, options, disable_fallback=True)
+            session.run(None, {"x": x})
+        except Exception:  # noqa: BLE001 - reported by the chains test
+            continue
+        _assert_ran_on(session, name)
+        return session
+    return None
+
+
+def test_a_dropped_session_is_freed_at_once(epoxy_provider_name, epoxy_provider, epoxy_provider_options):
+    """After its last reference is dropped, a session that ran on the provider is gone without
+    the garbage collector: no kernel or compiled group holds the session or a bound method
+    of it, so a server that reloads a model frees the old one's weights at once."""
+    import gc
+    import weakref
+
+    session = _session_on_the_provider(epoxy_provider_name, epoxy_provider, epoxy_provider_options)
+    if session is None:
+        pytest.skip("no chain of the kit's ops runs wholly on the provider (the chains test says why)")
+    gone = weakref.ref(session)
+    gc.collect()  # what building the session left for the collector
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        del session
+        assert gone() is None, ("the session outlived its last reference: something it built (a kernel, a "
+                                "compiled group) refers back to it, so its memory waits for the garbage collector")
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def test_fused_chains_run_on_the_provider(epoxy_provider_name, epoxy_provider, epoxy_provider_options):
     """Chains of neighbouring ops the provider claims (generated from its capability answers),
     so a compiling provider's groups are compiled and run: each chain runs wholly on the
