@@ -18,11 +18,15 @@ and restores it, in place (aliases in helper modules follow), before every test:
     @pytest.fixture(autouse=True)
     def _random_data_independent_of_test_order() -> None:
         _starts.restore()
+
+``watch_constant_buffers(monkeypatch)``: weak references to the buffers behind the constants
+a session reads, to test that weights are released or freed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -81,3 +85,24 @@ def registry_with(*providers: Any, installed: bool = False, plugin_name: str = "
     if factories:
         registry.add_plugin(_Factories(factories), name=plugin_name)
     return registry
+
+
+def watch_constant_buffers(monkeypatch: Any) -> dict[str, Callable[[], np.ndarray | None]]:
+    """Weak references, by constant name, to the buffer behind every constant array the graph
+    spec reads from now on (the base array, not a view of it); ``monkeypatch``: pytest's, which
+    undoes the spy. A reference that still resolves means something holds that weight."""
+    from .graph import graph_spec
+
+    refs: dict[str, Callable[[], np.ndarray | None]] = {}
+    real = graph_spec._constant_array
+
+    def spy(name: str, value: Any) -> np.ndarray:
+        array = real(name, value)
+        base = array
+        while isinstance(base.base, np.ndarray):
+            base = base.base
+        refs[name] = weakref.ref(base)
+        return array
+
+    monkeypatch.setattr(graph_spec, "_constant_array", spy)
+    return refs

@@ -16,8 +16,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import epoxy
 from epoxy.contract import RELEASED_INPUTS
-from epoxy.graph import graph_spec
 from epoxy.kit import KernelProvider, KernelRegistry
+from epoxy.testing import watch_constant_buffers
 
 PACKING = KernelRegistry()
 
@@ -75,19 +75,7 @@ def _model(*, w_output: bool = False, w_also_added: bool = False, w_input: bool 
 @pytest.fixture
 def spied(monkeypatch) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     """Weak references to every constant array the graph spec makes (and its base buffer)."""
-    refs: dict[str, Any] = {}
-    real = graph_spec._constant_array
-
-    def spy(name, value):  # type: ignore[no-untyped-def]
-        array = real(name, value)
-        base = array
-        while isinstance(base.base, np.ndarray):
-            base = base.base
-        refs[name] = weakref.ref(base)
-        return array
-
-    monkeypatch.setattr(graph_spec, "_constant_array", spy)
-    return refs
+    return watch_constant_buffers(monkeypatch)
 
 
 def _session(make_registry, data: bytes, **options: Any) -> epoxy.InferenceSession:  # type: ignore[no-untyped-def]

@@ -15,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import epoxy
-from epoxy.graph import graph_spec
+from epoxy.testing import watch_constant_buffers
 
 W = np.random.default_rng(0).standard_normal((64, 32)).astype(np.float32)
 X = np.random.default_rng(1).standard_normal((3, 64)).astype(np.float32)
@@ -54,21 +54,9 @@ def collector_off() -> Iterator[None]:
 
 
 @pytest.fixture
-def weight_buffers(monkeypatch) -> list[Any]:  # type: ignore[no-untyped-def]
+def weight_buffers(monkeypatch) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     """Weak references to the buffers behind every constant array the graph spec reads."""
-    refs: list[Any] = []
-    real = graph_spec._constant_array
-
-    def spy(name, value):  # type: ignore[no-untyped-def]
-        array = real(name, value)
-        base = array
-        while isinstance(base.base, np.ndarray):
-            base = base.base
-        refs.append(weakref.ref(base))
-        return array
-
-    monkeypatch.setattr(graph_spec, "_constant_array", spy)
-    return refs
+    return watch_constant_buffers(monkeypatch)
 
 
 @pytest.mark.parametrize("in_subgraph", [False, True])
@@ -77,7 +65,7 @@ def test_dropping_a_session_frees_its_weights_without_a_collection(make_registry
     sess = epoxy.InferenceSession(_model(in_subgraph=in_subgraph), providers=["cpu"], registry=make_registry())
     feeds = {"x": X, **({"cond": np.array(True)} if in_subgraph else {})}
     np.testing.assert_allclose(sess.run(None, feeds)[0], X @ W, rtol=1e-5)
-    held = [ref for ref in weight_buffers if ref() is not None]
+    held = [ref for ref in weight_buffers.values() if ref() is not None]
     assert held, "the spy saw no weight"
     session_ref = weakref.ref(sess)
     with collector_off():

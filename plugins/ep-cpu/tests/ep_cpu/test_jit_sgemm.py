@@ -224,24 +224,12 @@ def test_an_owned_layers_original_weight_is_freed_fused_or_not(monkeypatch, op: 
     """On one thread an owned layer's weight is released and nothing keeps its memory: not
     the kernel, not the inner kernel a FusedGemm wraps (whose NodeSpec copies the constants)."""
     import gc
-    import weakref
 
-    from epoxy.graph import graph_spec
+    from epoxy.testing import watch_constant_buffers
 
     if sgemm.support() is not None:
         pytest.skip(f"the few-rows kernel cannot run here: {sgemm.support()}")
-    bases: dict[str, Any] = {}
-    real = graph_spec._constant_array
-
-    def spy(name, value):  # type: ignore[no-untyped-def]
-        array = real(name, value)
-        base = array
-        while isinstance(base.base, np.ndarray):
-            base = base.base
-        bases[name] = weakref.ref(base)
-        return array
-
-    monkeypatch.setattr(graph_spec, "_constant_array", spy)
+    bases = watch_constant_buffers(monkeypatch)
     w = np.random.default_rng(2).standard_normal((512, 256)).astype(np.float32)  # 2^17 weights: owned
     first = (helper.make_node("Gemm", ["x", "W"], ["g"], transB=1) if op == "Gemm"
              else helper.make_node("MatMul", ["x", "W"], ["g"]))
