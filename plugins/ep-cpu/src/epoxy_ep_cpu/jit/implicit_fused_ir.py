@@ -190,6 +190,13 @@ def _column_tile() -> list[str]:
     return out
 
 
+def _step(var: str, by: str, bound: str, loop: str, done: str | None = None) -> list[str]:
+    """A loop's latch: ``%var`` advanced by ``by``, back to ``%loop`` below ``bound``, else on to
+    ``%done`` (``<loop>.done`` unless named)."""
+    return [f"  %{var}.next = add i64 %{var}, {by}", f"  %{var}.end = icmp uge i64 %{var}.next, {bound}",
+            f"  br i1 %{var}.end, label %{done or loop.split('.')[0] + '.done'}, label %{loop}"]
+
+
 def _driver() -> list[str]:
     """``fgemm(A, rowoff, X, y, m, k, images, cols, bias, z, params, geo)``: for each image
     ``i``, ``y_i[r] = act(A[r, :k] @ B_i + bias[r] (+ z_i[r]))`` with ``B_i[kk, q] =
@@ -201,13 +208,11 @@ def _driver() -> list[str]:
            "cols.loop:", "  %j = phi i64 [0, %image], [%j.next, %rows.done]", *_column_tile(), "  br label %rows",
            "rows:", "  %i = phi i64 [0, %cols.loop], [%i.next, %tile.done]", *row_tile_size(), *_ROW_TILE]
     out += tile_switch(_tile_call)
-    return out + ["tile.done:", "  %i.next = add i64 %i, %tile.rows", "  %i.end = icmp uge i64 %i.next, %m",
-                  "  br i1 %i.end, label %rows.done, label %rows",
-                  "rows.done:", "  %j.next = add i64 %j, %tile.cols", "  %j.end = icmp uge i64 %j.next, %cols",
-                  "  br i1 %j.end, label %cols.done, label %cols.loop",
-                  "cols.done:", "  %img.next = add i64 %img, 1", "  %img.end = icmp uge i64 %img.next, %images",
-                  "  br i1 %img.end, label %exit, label %image",
+    return out + ["tile.done:", *_step("i", "%tile.rows", "%m", "rows"),
+                  "rows.done:", *_step("j", "%tile.cols", "%cols", "cols.loop"),
+                  "cols.done:", *_step("img", "1", "%images", "image", done="exit"),
                   "exit:", "  ret void", "}"]
+
 
 
 def _rows_outer_driver() -> list[str]:
@@ -219,12 +224,9 @@ def _rows_outer_driver() -> list[str]:
            "  br label %cols.loop",
            "cols.loop:", "  %j = phi i64 [0, %rows], [%j.next, %tile.done]", *_column_tile()]
     out += tile_switch(_tile_call)
-    return out + ["tile.done:", "  %j.next = add i64 %j, %tile.cols", "  %j.end = icmp uge i64 %j.next, %cols",
-                  "  br i1 %j.end, label %cols.done, label %cols.loop",
-                  "cols.done:", "  %i.next = add i64 %i, %tile.rows", "  %i.end = icmp uge i64 %i.next, %m",
-                  "  br i1 %i.end, label %rows.done, label %rows",
-                  "rows.done:", "  %img.next = add i64 %img, 1", "  %img.end = icmp uge i64 %img.next, %images",
-                  "  br i1 %img.end, label %exit, label %image",
+    return out + ["tile.done:", *_step("j", "%tile.cols", "%cols", "cols.loop"),
+                  "cols.done:", *_step("i", "%tile.rows", "%m", "rows"),
+                  "rows.done:", *_step("img", "1", "%images", "image", done="exit"),
                   "exit:", "  ret void", "}"]
 
 
