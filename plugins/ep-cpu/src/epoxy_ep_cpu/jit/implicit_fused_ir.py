@@ -214,7 +214,6 @@ def _driver() -> list[str]:
                   "exit:", "  ret void", "}"]
 
 
-
 def _rows_outer_driver() -> list[str]:
     """``fgemm_rows``: ``fgemm`` (the same arguments) with row tiles outermost: each output
     plane is written as one run a row tile; the grid's columns are re-read from L2 once a row

@@ -87,8 +87,9 @@ def driver(c: int, m: int, plane: int) -> str:
 def _tail_strip(gemm, w, x, y, bias, z, params, m, c, plane, kc, act, strip, strip_rows,
                 body):  # pragma: no cover - compiled
     """The plane's last positions [body, plane) (fewer than 16, past ``pgemm``'s whole
-    vectors) through the same ``pgemm``: copied into one zero-padded 16-position strip of
-    ``strip`` (input rows, then the residual's), multiplied there and copied back. The same
+    vectors) through the same ``pgemm``: copied into zero-padded 16-position rows of ``strip``
+    (the input's rows, then the output's, then the residual's), multiplied there and the output
+    copied back. The same
     register tiles and K order as the body's positions, so the same bits as if the plane were
     whole vectors; the scalar dot products this replaced took 10-33 us of a 27x27 layer's
     50-117 (bench/README.md, session 39)."""
