@@ -4,15 +4,14 @@ A server that reloads a model must not hold the old copy's weights until a full 
 
 from __future__ import annotations
 
-import gc
 import importlib.util
-import tracemalloc
 
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import epoxy
+from epoxy.testing import measure_drop
 
 RNG = np.random.default_rng(0)
 WEIGHT_BYTES = 8 << 20  # the model's weights, about: what must not linger
@@ -46,25 +45,10 @@ if importlib.util.find_spec("epoxy_ep_openvino") is not None:
 def test_nothing_sizeable_waits_for_the_collector_after_del(providers: list[str]) -> None:
     data = _model()
     x = RNG.standard_normal((1, 16, 16, 16)).astype(np.float32)
-    tracemalloc.start()
-    try:
-        sess = epoxy.InferenceSession(data, providers=providers)
-        assert sess.partition_report().nodes[0].provider == providers[0]
-        sess.run(None, {"x": x})
-        gc.collect()  # what creation left for the collector
-        held = tracemalloc.get_traced_memory()[0]
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            del sess
-            after_del = tracemalloc.get_traced_memory()[0]
-            gc.collect()
-            after_collection = tracemalloc.get_traced_memory()[0]
-        finally:
-            if was_enabled:
-                gc.enable()
-    finally:
-        tracemalloc.stop()
-    assert held - after_del > WEIGHT_BYTES // 2, f"del freed only {held - after_del} bytes of {held}"
-    assert after_del - after_collection < WEIGHT_BYTES // 16, (
-        f"{after_del - after_collection} bytes waited for the garbage collector after del")
+
+    def ran_on_first(session: epoxy.InferenceSession) -> None:
+        assert session.partition_report().nodes[0].provider == providers[0]
+
+    freed, waiting = measure_drop(lambda: epoxy.InferenceSession(data, providers=providers), {"x": x}, ran_on_first)
+    assert freed > WEIGHT_BYTES // 2, f"del freed only {freed} bytes"
+    assert waiting < WEIGHT_BYTES // 16, f"{waiting} bytes waited for the garbage collector after del"
