@@ -606,6 +606,9 @@ class InferenceSession:
             self._pending_selection = selection
             return False
         self.__dict__.update({k: v for k, v in vars(winner).items() if k not in _OWN_STATE})
+        winner.__dict__.clear()  # an empty shell: its __del__ must not drop the model this session now holds
+        # the device-I/O router called back into the winner: it calls this session now
+        self._device_io = _device_io(self._plan, self._feed_slots, self._providers, _weakly(self._make_executor))
         self._selection = selection
         self._report.selection = selection.to_dict()
         self._report.notes.append("this session is the winning candidate's, taken over from the measurement")

@@ -4,12 +4,15 @@ a note; ``epoxy tune`` and ``epoxy devices`` print what was measured and found."
 
 from __future__ import annotations
 
+import gc
 import json
+import weakref
 
 import numpy as np
 import pytest
 from device_policy_fakes import DeviceFactory, cpu_factory, gpu_factory
 from fakes import Factory, SimProvider
+from onnx import TensorProto, helper, numpy_helper
 from test_device_policies import MODEL
 
 import epoxy
@@ -185,6 +188,17 @@ def test_the_measured_winner_is_taken_over_not_created_again():
     assert any("taken over" in note for note in sess.partition_report().notes)
     assert "select" in sess.timings
     assert sess.run(None, {"x": np.ones((2, 4), np.float32)})[0].shape == (2, 4)
+    # the candidate it took over is gone: its model's data stays, the device-I/O router calls this
+    # session, and dropping the session frees it without the garbage collector
+    gc.collect()
+    assert sess._device_io._make_executor(sess._plan) is not None
+    gone = weakref.ref(sess)
+    gc.disable()
+    try:
+        del sess
+        assert gone() is None
+    finally:
+        gc.enable()
 
     fast2, slow2, cpu2 = providers()
     options = epoxy.SessionOptions(provider_selection_policy="max_performance", tune_budget_s=2.0,
@@ -193,6 +207,25 @@ def test_the_measured_winner_is_taken_over_not_created_again():
     written = epoxy.InferenceSession(MODEL, options, registry=registry_with(fast2, slow2, cpu2))
     assert written.get_providers() == ["fastgpu", "cpu"]
     assert len(fast2.created) == 2  # options that write files: the chosen providers are created anew
+
+
+def test_the_taken_over_model_keeps_its_weights_when_the_candidate_goes():
+    """The candidate whose state a measured session takes over is emptied first: dropping it must
+    not forget the initializers of the model the session now holds."""
+    bias = numpy_helper.from_array(np.full(4, 0.5, np.float32), "B")
+    nodes = [helper.make_node("Add", ["x", "B"], ["a"]), helper.make_node("Relu", ["a"], ["r"]),
+             helper.make_node("Neg", ["r"], ["y"])]
+    graph = helper.make_graph(nodes, "biased", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])], [bias])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    fast, slow, cpu = providers()
+    options = epoxy.SessionOptions(provider_selection_policy="max_performance", tune_budget_s=3.0)
+    sess = epoxy.InferenceSession(model, options, registry=registry_with(fast, slow, cpu))
+    assert any("taken over" in note for note in sess.partition_report().notes)
+    gc.collect()
+    assert sess._model.graph.initializers["B"].const_value is not None
+    x = np.arange(-4, 4, dtype=np.float32).reshape(2, 4)
+    np.testing.assert_array_equal(sess.run(None, {"x": x})[0], -np.maximum(x + 0.5, 0))
 
 
 class _FailingCpu(DeviceFactory):

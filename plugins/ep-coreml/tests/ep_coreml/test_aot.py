@@ -169,7 +169,8 @@ def exported(monkeypatch, tmp_path):
     sess = _session(m, _Converter(), tmp_path / "a")
     (sub, kernel), = pairs
     prov = _provider(sess)
-    return prov, sub, prov.export_compiled(kernel, sub), m
+    yield prov, sub, prov.export_compiled(kernel, sub), m
+    del sess  # alive through the test: its group's spec reads the session's model
 
 
 def _refused(prov: Any, sub: Any, art: Any, match: str) -> None:

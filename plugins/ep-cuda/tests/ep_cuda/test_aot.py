@@ -150,9 +150,10 @@ def test_compiled_model_end_to_end(tmp_path, monkeypatch):
 def exported(monkeypatch):
     rec = _Recorder(monkeypatch)
     m, _ = _model()
-    _sess, prov = _session(m)
+    sess, prov = _session(m)
     by_kind = {prov.plans[k].kind: (sub, k, prov.export_compiled(k, sub)) for sub, k in rec.pairs}
-    return prov, by_kind
+    yield prov, by_kind
+    del sess  # alive through the test: its groups' specs read the session's model
 
 
 def _refused(prov: CudaProvider, sub: Any, art: CompiledArtifact, match: str) -> None:
@@ -261,8 +262,9 @@ class _CubinFactory(FakeCudaFactory):
 def with_cubins(monkeypatch):
     rec = _Recorder(monkeypatch)
     m, _ = _model()
-    _sess, prov = _session(m, factory=_CubinFactory())
-    return prov, {prov.plans[k].kind: (sub, k, prov.export_compiled(k, sub)) for sub, k in rec.pairs}
+    sess, prov = _session(m, factory=_CubinFactory())
+    yield prov, {prov.plans[k].kind: (sub, k, prov.export_compiled(k, sub)) for sub, k in rec.pairs}
+    del sess  # alive through the test: its groups' specs read the session's model
 
 
 def test_cubins_need_a_signed_blob(with_cubins):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -99,6 +99,9 @@ class Exports:
     groups: list[ExportedGroup]
     problems: list[str]
     declined: int = 0  # groups for which export_compiled returned None
+    #: the sessions the groups were compiled in, kept alive with them: a group's graph reads its
+    #: session's model, whose weights the session forgets when it goes
+    sessions: list[Any] = field(default_factory=list)
 
 
 def export_groups(models: Sequence[tuple[str, Any, Mapping[str, Any]]],
@@ -112,7 +115,7 @@ def export_groups(models: Sequence[tuple[str, Any, Mapping[str, Any]]],
     for model_id, model, kwargs in models:
         with capturing() as capture:
             try:
-                build(model, kwargs)
+                exports.sessions.append(build(model, kwargs))
             except UnsupportedOpError:  # part of the model claimed, no cpu fallback installed
                 continue
         for group in capture.groups:
