@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from .hookspecs import HOOK_NAMES, hookimpl
+from .plan.gc_pause import collector_paused
 from .plugins import ProviderRegistry
 
 
@@ -125,16 +126,11 @@ def measure_drop(make_session: Callable[[], Any], feeds: Mapping[str, Any],
             check(session)
         gc.collect()  # what building the session left for the collector
         held = tracemalloc.get_traced_memory()[0]
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with collector_paused():
             del session
             after_del = tracemalloc.get_traced_memory()[0]
             gc.collect()
             after_collection = tracemalloc.get_traced_memory()[0]
-        finally:
-            if was_enabled:
-                gc.enable()
     finally:
         tracemalloc.stop()
     return held - after_del, after_del - after_collection

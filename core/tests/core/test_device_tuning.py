@@ -19,6 +19,7 @@ import epoxy
 from epoxy.cli.main import main
 from epoxy.devices import tune_cache
 from epoxy.errors import InvalidArgumentError
+from epoxy.plan.gc_pause import collector_paused
 from epoxy.plugins import reset_default_registry
 from epoxy.testing import registry_with
 
@@ -193,12 +194,9 @@ def test_the_measured_winner_is_taken_over_not_created_again():
     gc.collect()
     assert sess._device_io._make_executor(sess._plan) is not None
     gone = weakref.ref(sess)
-    gc.disable()
-    try:
+    with collector_paused():
         del sess
         assert gone() is None
-    finally:
-        gc.enable()
 
     fast2, slow2, cpu2 = providers()
     options = epoxy.SessionOptions(provider_selection_policy="max_performance", tune_budget_s=2.0,

@@ -15,6 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import epoxy
+from epoxy.plan.gc_pause import collector_paused
 from epoxy.testing import watch_constant_buffers
 
 W = np.random.default_rng(0).standard_normal((64, 32)).astype(np.float32)
@@ -44,13 +45,8 @@ def collector_off() -> Iterator[None]:
     """Only reference counting frees anything inside (what earlier steps left for the
     collector, e.g. the optimizer's discarded graphs, is collected first)."""
     gc.collect()
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 @pytest.fixture

@@ -250,20 +250,17 @@ def test_a_dropped_session_is_freed_at_once(epoxy_provider_name, epoxy_provider,
     import gc
     import weakref
 
+    from epoxy.plan.gc_pause import collector_paused
+
     session = _session_on_the_provider(epoxy_provider_name, epoxy_provider, epoxy_provider_options)
     if session is None:
         pytest.skip("no chain of the kit's ops runs wholly on the provider (the chains test says why)")
     gone = weakref.ref(session)
     gc.collect()  # what building the session left for the collector
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         del session
         assert gone() is None, ("the session outlived its last reference: something it built (a kernel, a "
                                 "compiled group) refers back to it, so its memory waits for the garbage collector")
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def test_fused_chains_run_on_the_provider(epoxy_provider_name, epoxy_provider, epoxy_provider_options):
