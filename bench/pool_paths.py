@@ -33,6 +33,14 @@ SHAPES = [
     ("AveragePool", 272, 14, 3, 2, [1, 1, 1, 1], 0),
     ("AveragePool", 128, 56, 2, 2, [0, 0, 0, 0], 0),  # densenet121 transitions
     ("AveragePool", 192, 28, 3, 1, [1, 1, 1, 1], 0),  # inception_v2 branch pools
+    ("AveragePool", 576, 14, 3, 1, [1, 1, 1, 1], 0),
+    ("AveragePool", 1024, 7, 3, 1, [1, 1, 1, 1], 0),
+    ("MaxPool", 1024, 7, 3, 1, [1, 1, 1, 1], 0),
+    ("MaxPool", 320, 28, 3, 2, [0, 0, 1, 1], 0),
+    ("MaxPool", 576, 14, 3, 2, [0, 0, 1, 1], 0),
+    ("MaxPool", 192, 27, 3, 1, [1, 1, 1, 1], 0),  # inception_v1 branch pools
+    ("MaxPool", 512, 13, 3, 1, [1, 1, 1, 1], 0),
+    ("MaxPool", 832, 6, 3, 1, [1, 1, 1, 1], 0),
     ("AveragePool", 2048, 7, 7, 1, [0, 0, 0, 0], 0),  # resnet50's head
 ]
 

@@ -154,7 +154,8 @@ def test_large_stride_one_pool_keeps_the_numpy_path(monkeypatch):
 
 
 # -- 3x3 stride-1 pools padded by 1 (inception's branch pools): the whole-plane kernel ----------
-SAME3 = [(1, 64, 14, 14), (2, 3, 7, 9), (1, 2, 1, 5), (1, 2, 5, 1), (1, 1, 1, 1), (1, 2, 2, 2), (1, 3, 3, 17)]
+SAME3 = [(1, 64, 14, 14), (2, 3, 7, 9), (1, 2, 1, 5), (1, 2, 5, 1), (1, 1, 1, 1), (1, 2, 2, 2), (1, 3, 3, 17),
+         (1, 100, 7, 7), (2, 5, 2, 3), (1, 7, 3, 2)]  # (blocks of many planes: ``_same3_chunk``)
 
 
 def _same3_calls(monkeypatch) -> list[int]:
@@ -191,6 +192,30 @@ def test_same_size_3x3_pools_match_the_numpy_path_bit_for_bit(monkeypatch, shape
     np.testing.assert_array_equal(on[0].view(np.uint8), off[0].view(np.uint8))  # the same bits, zero signs too
     # the reference sums in another order: a rounding of the largest input's size, not the output's
     close(on, run_reference(case), 1e-5, 4 * float(np.finfo(dtype).eps) * float(np.abs(x).max()))
+
+
+@pytest.mark.parametrize("block", [1, 20, 50, 149])
+@pytest.mark.parametrize(("op", "include_pad"), [("MaxPool", None), ("AveragePool", 0), ("AveragePool", 1)])
+def test_same_size_3x3_pool_blocks_of_planes_match_the_numpy_path(monkeypatch, block, op, include_pad):
+    """``same3_planes`` folds blocks of planes in one pass each and then redoes every plane's
+    border rows and columns: with blocks of 1, 2-3, 6 and 10 planes of 5x3 (the last one short,
+    NaN and infinities at plane borders, where a pass reads the neighbouring plane), the same
+    bits as the numpy path."""
+    from epoxy_ep_cpu.jit import kernels_pool
+
+    monkeypatch.setattr(kernels_pool, "SAME3_BLOCK_ELEMENTS", block)
+    calls = _same3_calls(monkeypatch)
+    x = _x(block, (2, 13, 5, 3), np.float32)
+    x[0, 1, 0, :] = np.nan
+    x[0, 2, 4, 1] = np.inf
+    x[0, 3, 0, 2] = -np.inf
+    x[1, 4, :, 0] = np.nan
+    attrs = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], **({} if include_pad is None else
+                                                              {"count_include_pad": include_pad})}
+    case = one_node(op, [x], attrs, 22)
+    on, off = run_cpu(case, True), run_cpu(case, False)
+    assert calls == [1]
+    np.testing.assert_array_equal(on[0].view(np.uint8), off[0].view(np.uint8))
 
 
 def test_same_size_3x3_pools_nan_and_infinities(monkeypatch):
@@ -287,6 +312,13 @@ ROWS = [
     ((1, 2, 112, 112), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
     ((1, 2, 9, 131), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [0, 1, 0, 0], "ceil_mode": 1}),
     ((2, 2, 7, 101), {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}),
+    # rows of up to 16 outputs are folded in registers (``simd.max_s2_row``: 16 at the edge, its
+    # 33 entries), longer ones up to 64 columns in masked 16-lane steps (``max3_rows``)
+    ((1, 2, 6, 33), {"kernel_shape": [3, 3], "strides": [2, 2]}),
+    ((1, 2, 6, 35), {"kernel_shape": [3, 3], "strides": [2, 2]}),
+    ((1, 3, 8, 40), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1}),
+    ((2, 2, 5, 34), {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}),
+    ((1, 2, 3, 31), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 0, 0]}),
 ]
 
 

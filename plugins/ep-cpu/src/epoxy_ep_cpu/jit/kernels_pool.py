@@ -318,14 +318,86 @@ def pool2d_planes(x, y, dims, cnt_h, cnt_w, empty, is_max, first, last):  # prag
         _pool_plane(x, y, dims, cnt_h, cnt_w, empty, p, is_max, r, starts)
 
 
+@njit(cache=True, nogil=True, boundscheck=False)
+def _same3_chunk(x, y, v, div, e, p0, p1, h, wd, is_max):  # pragma: no cover - compiled
+    """Planes [p0, p1) of :func:`_same3_plane`'s pool as one block: each pass is one loop over
+    all the block's planes, then the entries that loop got wrong are redone: the first and last
+    row of every plane (the vertical loop read the neighbouring plane's rows) and the first and
+    last column of every row. Why: a 13x13 or 7x7 plane's loops are shorter than one unrolled
+    vector iteration, so per plane they ran scalar (1 thread, [1024, 7, 7] MaxPool 71 -> 30 us,
+    [512, 13, 13] 48 -> 36; bench/README, session 40). Each entry is folded from the same
+    operands in the same order as in :func:`_same3_plane`, so the same bits. Needs ``h, wd >=
+    2``; AveragePool only with the full windows' 1/9 (``recip``): one multiply over the block,
+    the border outputs divided by their ``div`` entries below."""
+    n = uint64(h * wd)
+    w = uint64(wd)
+    one = uint64(1)
+    b = uint64(p0) * n
+    size = uint64(p1 - p0) * n
+    if is_max:
+        for j in range(b + w, b + size - w):
+            v[j - b] = max2(x[j + w], max2(x[j], x[j - w]))
+    else:
+        for j in range(b + w, b + size - w):
+            v[j - b] = (x[j - w] + x[j]) + x[j + w]
+    for s in range(uint64(0), size, n):  # each plane's top and bottom row
+        t = s + n - w
+        if is_max:
+            for i in range(w):
+                v[s + i] = max2(x[b + s + w + i], x[b + s + i])
+            for i in range(w):
+                v[t + i] = max2(x[b + t + i], x[b + t - w + i])
+        else:
+            for i in range(w):
+                v[s + i] = x[b + s + i] + x[b + s + w + i]
+            for i in range(w):
+                v[t + i] = x[b + t - w + i] + x[b + t + i]
+    if is_max:
+        for j in range(one, size - one):
+            y[b + j] = max2(v[j + one], max2(v[j], v[j - one]))
+        for a0 in range(uint64(0), size, w):  # every row's edge columns: two window columns
+            a1 = a0 + w - one
+            y[b + a0] = max2(v[a0 + one], v[a0])
+            y[b + a1] = max2(v[a1], v[a1 - one])
+        return
+    full = 1.0 / 9.0  # see _same3_plane: the float32 quotient's bits
+    for j in range(one, size - one):
+        y[b + j] = (((e + v[j - one]) + v[j]) + v[j + one]) * full
+    last = n - w
+    for s in range(uint64(0), size, n):
+        for i in range(one, w - one):  # the top and the bottom row: windows of 6 (or 9 counted)
+            y[b + s + i] = (((e + v[s + i - one]) + v[s + i]) + v[s + i + one]) / div[i]
+        for i in range(last + one, n - one):
+            y[b + s + i] = (((e + v[s + i - one]) + v[s + i]) + v[s + i + one]) / div[i]
+        for r in range(uint64(0), n, w):
+            a0 = s + r
+            a1 = a0 + w - one
+            y[b + a0] = ((e + v[a0]) + v[a0 + one]) / div[r]
+            y[b + a1] = ((e + v[a1 - one]) + v[a1]) / div[r + w - one]
+
+
 @njit(cache=True, nogil=True)
-def same3_planes(x, y, div, recip, empty, h, wd, is_max, first, last):  # pragma: no cover - compiled
+def same3_planes(x, y, div, recip, empty, h, wd, is_max, chunk, first, last):  # pragma: no cover - compiled
     """Planes [first, last) of a 3x3 stride-1 pool padded by 1 (:func:`_same3_plane`), as
-    :func:`pool2d_planes`."""
+    :func:`pool2d_planes`: ``chunk`` planes at a time through :func:`_same3_chunk` where it
+    applies, else plane by plane."""
     e = empty[0]
+    if h >= 2 and wd >= 2 and (is_max or recip):
+        v = np.empty(chunk * h * wd, dtype=x.dtype)
+        p = first
+        while p < last:
+            q = min(last, p + chunk)
+            _same3_chunk(x, y, v, div, e, p, q, h, wd, is_max)
+            p = q
+        return
     v = np.empty(h * wd, dtype=x.dtype)
     for p in range(first, last):
         _same3_plane(x, y, v, div, recip, e, p, h, wd, is_max)
+
+
+#: how many elements (of one dtype) :func:`same3_planes` folds a block of planes at a time:
+#: its row buffer stays in L1 (16 KB of float32)
+SAME3_BLOCK_ELEMENTS = 4096
 
 
 _NO_COUNT = np.ones(1, dtype=np.int64)
@@ -392,7 +464,8 @@ class Pool2dCall:
                 both = np.multiply.outer(cnt_h.astype(np.int64), cnt_w.astype(np.int64)).reshape(-1)
                 div = np.where(both > 1, both, 1).astype(dtype)
             recip = dtype == np.float32 and (counts is None or bool((div.reshape(h, wd)[1:-1, 1:-1] == 9).all()))
-            self._rest = (div, recip, empty, h, wd, counts is None)
+            chunk = max(1, SAME3_BLOCK_ELEMENTS // (h * wd))
+            self._rest = (div, recip, empty, h, wd, counts is None, chunk)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         y = np.empty(self.out_shape, dtype=self.dtype)

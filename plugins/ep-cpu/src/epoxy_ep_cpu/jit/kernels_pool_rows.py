@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit, uint64
 
 from .pool_folds import MAX, MAX_NO_NAN, SUM, has_nan, max2, max2_finite
-from .simd import SPAN, deinterleave32
+from .simd import LANES, SPAN, deinterleave32, max3_rows, max_s2_lanes, max_s2_row
 from .threads import Shares, share_count
 
 
@@ -62,25 +62,43 @@ def _max_columns(r, y, yo, n, s, kw, mode):  # pragma: no cover - compiled
 #: before the window max (on shorter rows the split's stores and reloads cost more than the
 #: strided reads they replace)
 SPLIT_MIN_OUTPUTS = 48
+#: input columns up to which a stride-2 max pool folds its window rows in masked 16-lane steps
+#: (``simd.max3_rows``): numba's vectorized loop needs longer rows than small maps have, and
+#: ran theirs scalar
+LANE_ROWS_MAX_COLUMNS = 64
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
-def _plane_max_s2(x, y, r, eo, xb, yb, h, wd, oh, ow, kh, kw, pt, pl, cols):  # pragma: no cover - compiled
+def _plane_max_s2(x, y, r, eo, ident, xb, yb, h, wd, oh, ow, kh, kw, pt, pl, cols):  # pragma: no cover - compiled
     """:func:`_plane_max`'s MAX_NO_NAN case for stride-2 windows of 2 or 3 (the CNNs' MaxPools),
     with the window rows' offsets computed in place and every loop written out: through the
     general plane function's mode and count dispatch the same loops ran 1.4x slower. ``eo``
     receives each folded row's even entries, then from ``half`` its odd ones (``simd``)."""
     w = uint64(wd)
     b = uint64(pl)
-    one, two = uint64(1), uint64(2)
+    one = uint64(1)
     split = ow >= SPLIT_MIN_OUTPUTS
+    short = cols <= LANE_ROWS_MAX_COLUMNS
+    tiny = ow <= LANES
+    zero, lanes = uint64(0), uint64(LANES)
     blocks = (ow + 1 + SPAN // 2 - 1) // (SPAN // 2)  # even entries 0..ow, odd ones 0..ow-1
     half = uint64(blocks * (SPAN // 2))
     for oy in range(oh):
         first = max(0, 2 * oy - pt)
         count = min(h, 2 * oy - pt + kh) - first
         s0 = uint64(xb + first * wd)
-        if count == 3:
+        yo = uint64(yb + oy * ow)
+        if tiny:  # the whole row in registers (``simd.max_s2_row``)
+            s1 = s0 + w if count >= 2 else s0
+            s2 = s1 + w if count == 3 else s1
+            max_s2_row(x, s0, s1, s2, pl, cols, ident, kw == 3, y, yo, ow)
+            continue
+        if short:  # a row twice (or thrice) folds two rows (or copies one): the same bits
+            s1 = s0 + w if count >= 2 else s0
+            s2 = s1 + w if count == 3 else s1
+            for c in range(zero, uint64(cols), lanes):
+                max3_rows(x, s0 + c, s1 + c, s2 + c, r, b + c, min(lanes, uint64(cols) - c))
+        elif count == 3:
             for i in range(uint64(cols)):
                 r[b + i] = max2_finite(x[s0 + w + w + i], max2_finite(x[s0 + w + i], x[s0 + i]))
         elif count == 2:
@@ -89,14 +107,9 @@ def _plane_max_s2(x, y, r, eo, xb, yb, h, wd, oh, ow, kh, kw, pt, pl, cols):  # 
         else:
             for i in range(uint64(cols)):
                 r[b + i] = x[s0 + i]
-        yo = uint64(yb + oy * ow)
-        if not split:
-            if kw == 3:
-                for i in range(uint64(ow)):
-                    y[yo + i] = max2_finite(r[i + i + two], max2_finite(r[i + i + one], r[i + i]))
-            else:
-                for i in range(uint64(ow)):
-                    y[yo + i] = max2_finite(r[i + i + one], r[i + i])
+        if not split:  # 16 outputs a step from two loads of the row buffer (``simd.max_s2_lanes``)
+            for o in range(zero, uint64(ow), lanes):
+                max_s2_lanes(r, o + o, kw == 3, y, yo + o, min(lanes, uint64(ow) - o))
             continue
         # the buffer's even and odd entries split apart by vector shuffles: output i's window
         # is then even[i], odd[i] (and even[i + 1]), read at unit stride
@@ -177,7 +190,7 @@ def _plane_max(x, y, ident, r, eo, starts, p, h, wd, oh, ow, kh, kw, sh, sw, pt,
     cols = min(wd, rw - pl)  # input columns some window reads
     _fill_edges(r, pl, cols, rw, ident[mode])
     if mode == MAX_NO_NAN and sh == 2 and sw == 2 and 2 <= kh <= 3 and 2 <= kw <= 3:
-        _plane_max_s2(x, y, r, eo, xb, yb, h, wd, oh, ow, kh, kw, pt, pl, cols)
+        _plane_max_s2(x, y, r, eo, ident[mode], xb, yb, h, wd, oh, ow, kh, kw, pt, pl, cols)
         return
     for oy in range(oh):
         count = 0
