@@ -440,3 +440,30 @@ def test_average_pool_over_the_whole_map_is_the_global_mean(monkeypatch, shape, 
     assert bool(means) == (include_pad in whole)
     close(on, off, _TIGHT[dtype], _TIGHT[dtype])
     close(on, ref, 1e-5, 1e-6)
+
+
+@pytest.mark.parametrize("route", ["loops", "lanes", "registers"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.uint8])
+def test_stride_two_max_pool_rows_fold_alike_on_every_route(monkeypatch, route, dtype):
+    """The stride-2 max pool's three ways of folding a row (plain loops; masked 16-lane steps;
+    the whole row in registers) forced in turn on the same inputs (pads, ceil mode, 2- and
+    3-wide windows): each gives the numpy path's values, codes included."""
+    from epoxy_ep_cpu.jit import kernels_pool_rows
+
+    limits = {"loops": (0, 0), "lanes": (1 << 20, 0), "registers": (0, 16)}[route]
+    monkeypatch.setattr(kernels_pool_rows, "LANE_ROWS_MAX_COLUMNS", limits[0])
+    monkeypatch.setattr(kernels_pool_rows, "REGISTER_ROWS_MAX_OUTPUTS", limits[1])
+    routes: list[int] = []
+    real = kernels_pool_rows.lanes_route
+    monkeypatch.setattr(kernels_pool_rows, "lanes_route", lambda ow, cols: routes.append(real(ow, cols)) or routes[-1])
+    for shape, attrs in [((1, 3, 9, 14), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [0, 0, 1, 1]}),
+                         ((2, 2, 7, 27), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1],
+                                          "ceil_mode": 1}),
+                         ((1, 2, 6, 30), {"kernel_shape": [2, 2], "strides": [2, 2]})]:
+        x = _x(len(routes) + 3, shape, np.float32) * 40
+        x = x.astype(dtype)
+        case = one_node("MaxPool", [x], attrs, 22)
+        np.testing.assert_array_equal(run_cpu(case, True)[0], run_cpu(case, False)[0])
+    want = {"loops": kernels_pool_rows.LOOP_ROWS, "lanes": kernels_pool_rows.LANE_ROWS,
+            "registers": kernels_pool_rows.REGISTER_ROWS}[route]
+    assert routes and set(routes) == {want}

@@ -66,10 +66,24 @@ SPLIT_MIN_OUTPUTS = 48
 #: (``simd.max3_rows``): numba's vectorized loop needs longer rows than small maps have, and
 #: ran theirs scalar
 LANE_ROWS_MAX_COLUMNS = 64
+#: output columns up to which a stride-2 max pool folds each output row in registers
+#: (``simd.max_s2_row``, at most 16)
+REGISTER_ROWS_MAX_OUTPUTS = LANES
+#: :func:`lanes_route`'s answers: plain loops, masked 16-lane row folds, rows in registers
+LOOP_ROWS, LANE_ROWS, REGISTER_ROWS = 0, 1, 2
+
+
+def lanes_route(ow: int, cols: int) -> int:
+    """How a stride-2 max pool with ``ow`` outputs a row over ``cols`` input columns folds
+    its rows (decided per shape in Python, so that the thresholds stay settable)."""
+    if ow <= min(REGISTER_ROWS_MAX_OUTPUTS, LANES):
+        return REGISTER_ROWS
+    return LANE_ROWS if cols <= LANE_ROWS_MAX_COLUMNS else LOOP_ROWS
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
-def _plane_max_s2(x, y, r, eo, ident, xb, yb, h, wd, oh, ow, kh, kw, pt, pl, cols):  # pragma: no cover - compiled
+def _plane_max_s2(x, y, r, eo, ident, xb, yb, h, wd, oh, ow, kh, kw, pt, pl, cols,
+                  lanes_route):  # pragma: no cover - compiled
     """:func:`_plane_max`'s MAX_NO_NAN case for stride-2 windows of 2 or 3 (the CNNs' MaxPools),
     with the window rows' offsets computed in place and every loop written out: through the
     general plane function's mode and count dispatch the same loops ran 1.4x slower. ``eo``
@@ -78,8 +92,8 @@ def _plane_max_s2(x, y, r, eo, ident, xb, yb, h, wd, oh, ow, kh, kw, pt, pl, col
     b = uint64(pl)
     one = uint64(1)
     split = ow >= SPLIT_MIN_OUTPUTS
-    short = cols <= LANE_ROWS_MAX_COLUMNS
-    tiny = ow <= LANES
+    tiny = lanes_route == REGISTER_ROWS
+    short = lanes_route == LANE_ROWS
     zero, lanes = uint64(0), uint64(LANES)
     blocks = (ow + 1 + SPAN // 2 - 1) // (SPAN // 2)  # even entries 0..ow, odd ones 0..ow-1
     half = uint64(blocks * (SPAN // 2))
@@ -177,7 +191,8 @@ def _fill_edges(r, pl, cols, rw, fill):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
-def _plane_max(x, y, ident, r, eo, starts, p, h, wd, oh, ow, kh, kw, sh, sw, pt, pl, rw):  # pragma: no cover
+def _plane_max(x, y, ident, r, eo, starts, p, h, wd, oh, ow, kh, kw, sh, sw, pt, pl, rw,
+               lanes_route):  # pragma: no cover - compiled
     """MaxPool's plane ``p`` of an (H, W) -> (oh, ow) pool with a (kh, kw) window, strides
     (sh, sw), pads (pt, pl) at the start and a row buffer ``rw`` wide; ``ident``: each mode's
     identity in ``x``'s dtype; ``r`` (``rw`` and ``SPAN`` more), ``eo`` (``rw`` and twice
@@ -190,7 +205,7 @@ def _plane_max(x, y, ident, r, eo, starts, p, h, wd, oh, ow, kh, kw, sh, sw, pt,
     cols = min(wd, rw - pl)  # input columns some window reads
     _fill_edges(r, pl, cols, rw, ident[mode])
     if mode == MAX_NO_NAN and sh == 2 and sw == 2 and 2 <= kh <= 3 and 2 <= kw <= 3:
-        _plane_max_s2(x, y, r, eo, ident[mode], xb, yb, h, wd, oh, ow, kh, kw, pt, pl, cols)
+        _plane_max_s2(x, y, r, eo, ident[mode], xb, yb, h, wd, oh, ow, kh, kw, pt, pl, cols, lanes_route)
         return
     for oy in range(oh):
         count = 0
@@ -210,11 +225,12 @@ def rows_planes_max(x, y, dims, ident, first, last):  # pragma: no cover - compi
     model compiles only the folds it runs (cold compile: bench/README.md, session 28)."""
     h, wd, oh, ow, kh, kw, sh, sw, pt, pl, rw = (dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6],
                                                  dims[7], dims[8], dims[9], dims[10])
+    lanes_route = dims[11]
     r = np.empty(rw + SPAN, dtype=x.dtype)  # the even/odd split reads whole blocks of SPAN
     eo = np.empty(rw + 2 * SPAN, dtype=x.dtype)
     starts = np.empty(kh, dtype=np.int64)
     for p in range(first, last):
-        _plane_max(x, y, ident, r, eo, starts, p, h, wd, oh, ow, kh, kw, sh, sw, pt, pl, rw)
+        _plane_max(x, y, ident, r, eo, starts, p, h, wd, oh, ow, kh, kw, sh, sw, pt, pl, rw, lanes_route)
 
 
 @njit(cache=True, nogil=True)
@@ -267,8 +283,9 @@ class RowsPoolCall:
         self.shape, self.dtype = shape, dtype
         self.out_shape = (n, c, oh, ow)
         width = (ow - 1) * strides[1] + kernel[1]
-        dims = np.array((h, wd, oh, ow, kernel[0], kernel[1], strides[0], strides[1], begin[0], begin[1], width),
-                        dtype=np.int64)
+        cols = min(wd, width - begin[1])  # input columns some window reads (as in _plane_max)
+        dims = np.array((h, wd, oh, ow, kernel[0], kernel[1], strides[0], strides[1], begin[0], begin[1], width,
+                         lanes_route(ow, cols)), dtype=np.int64)
         div = np.ones(1, dtype=dtype)
         if counts is not None:
             both = np.multiply.outer(counts[0].astype(np.int64), counts[1].astype(np.int64)).reshape(-1)
