@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, uint64
 
 from . import direct
 from .activations import activate
@@ -147,12 +147,15 @@ def batch_norm_planes(x, a, shift, y, plane, channels, act, alpha, beta, first, 
     """``y = act(x * a[c] + shift[c])`` over the contiguous planes [first, last) of ``plane``
     elements (plane p is channel ``p % channels``; ``act`` as ``activations.ACT_*``): a share
     of ``threads.Split`` (densenet121's 62 BatchNorm+Relu passes, 3.3 ms of a 2-thread run,
-    ran on one thread under numba's parallel grain), the whole pass on one thread."""
+    ran on one thread under numba's parallel grain), the whole pass on one thread. Unsigned
+    indices: with signed ones the inner loop did not vectorize (1 thread, [992, 14, 14] 85 ->
+    20 us, [224, 56, 56] 316 -> 189, a copy's time; bench/README.md, session 40)."""
+    n = uint64(plane)
     for p in range(first, last):
         av = a[p % channels]
         sv = shift[p % channels]
-        base = p * plane
-        for q in range(plane):
+        base = uint64(p) * n
+        for q in range(n):
             v = x[base + q] * av + sv
             v = activate(v, act, alpha, beta)
             y[base + q] = v
