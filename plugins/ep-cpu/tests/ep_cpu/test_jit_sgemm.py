@@ -86,6 +86,31 @@ def test_column_shares_on_two_threads_give_the_one_thread_bits(monkeypatch, nati
 
 
 @needs_avx512
+@pytest.mark.parametrize("per_thread", [1 << 16, 1 << 40])
+def test_one_row_products_split_by_their_weights(monkeypatch, per_thread: int) -> None:
+    """A classifier head at batch 1 (one row, 640 K multiply-adds: under MACS_PER_THREAD)
+    splits over two threads once its packed weights reach WEIGHTS_PER_THREAD a thread (its
+    cost is streaming them), with one thread's bits; below that it stays whole."""
+    from epoxy_ep_cpu.jit import native_pool, threads
+
+    if not threads.native():
+        pytest.skip("no native pool here (a BLAS other than OpenBLAS)")
+    runs: list[int] = []
+    real_run = native_pool.NativePool.run
+    monkeypatch.setattr(native_pool.NativePool, "run", lambda self, fn, argv, bounds: runs.append(len(bounds) - 1)
+                        or real_run(self, fn, argv, bounds))
+    monkeypatch.setattr(sgemm, "WEIGHTS_PER_THREAD", per_thread)
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((1, 640)).astype(np.float32)
+    b = rng.standard_normal((640, 1000)).astype(np.float32)  # 640 K weights: 2 shares of 64 K
+    one = sgemm.PackedFloatWeights(b, 1).matmul_any(a)
+    two = sgemm.PackedFloatWeights(b, 2).matmul_any(a)
+    np.testing.assert_array_equal(two, one)
+    _check(two, a, b)
+    assert runs == ([2] if per_thread == 1 << 16 else [])
+
+
+@needs_avx512
 def test_rows_are_read_in_place_weights_may_be_a_transposed_view_and_out_is_cleared(monkeypatch) -> None:
     """Rows of a wider array (a row stride past K), Gemm's transB weights as a transposed view,
     and a planned output buffer holding garbage: the product overwrites it."""

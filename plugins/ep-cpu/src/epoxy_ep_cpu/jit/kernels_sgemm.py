@@ -58,6 +58,11 @@ KC = 128
 IMPLICIT_KC = 64
 #: multiply-adds per thread below which a product stays on one thread
 MACS_PER_THREAD = 1 << 22
+#: packed weight elements per thread from which a product splits however few its rows: a
+#: classifier head at batch 1 (1 x 1024 @ 1024 x 1000, 1 M multiply-adds) streams 4 MB of
+#: weights, and two threads stream them from two caches (2 threads, us, hot / after a 64 MB
+#: touch: 212 / 258 on one thread, onnxruntime 46 / 146; bench/README.md, session 40)
+WEIGHTS_PER_THREAD = 1 << 16
 
 _F32 = np.dtype(np.float32)
 _REQUIRED_FEATURES = ("avx512f",)
@@ -184,7 +189,8 @@ class PackedFloatWeights:
         lda = a.strides[0] // 4
         head = (a.ctypes.data, self._packed_at, out.ctypes.data, lda, self._n_pad, m, self.k, self._n_pad, self._kc)
         tiles = -(-self._n_pad // TILE_COLS)
-        count = max(1, min(self.nthreads, tiles, m * self.k * self._n_pad // MACS_PER_THREAD))
+        count = max(1, min(self.nthreads, tiles, max(m * self.k * self._n_pad // MACS_PER_THREAD,
+                                                      self.k * self._n_pad // WEIGHTS_PER_THREAD)))
         fn, n_pad = _kernel(), self._n_pad
         if count > 1 and threads.native():
             # shares of column tiles handed to the native pool's spinning helpers (~3 us, where
