@@ -520,6 +520,30 @@ def test_pointwise_calls_match_the_numpy_path(monkeypatch, x_shape, w_shape, act
         close(on, run_onnxruntime(case), 1e-4, max(atol, 1e-5))
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_a_1x1_map_runs_on_packed_weights(monkeypatch, threads, residual, batch):
+    """A classifier head written as a 1x1 convolution on 1x1 maps (densenet121's) multiplies
+    its rows by packed weights, as Gemm's head does (counted), then adds the bias and residual
+    and applies the activation: the numpy path's values within a float32 GEMM's rounding."""
+    from epoxy_ep_cpu.jit import kernels_sgemm
+
+    if kernels_sgemm.support() is not None:
+        pytest.skip(kernels_sgemm.support())
+    products: list[tuple[int, ...]] = []
+    real = kernels_sgemm.PackedFloatWeights.matmul_any
+    monkeypatch.setattr(kernels_sgemm.PackedFloatWeights, "matmul_any",
+                        lambda self, a, out=None: products.append(a.shape) or real(self, a, out))
+    x, w, b = _data(31 + batch, (batch, 320, 1, 1), (1000, 320, 1, 1), np.float32, True)
+    z = np.random.default_rng(9).standard_normal((batch, 1000, 1, 1)).astype(np.float32) if residual else None
+    case = one_node("FusedConv", [x, In(w, const=True), In(b, const=True), z], {"activation": "Relu"}, 1,
+                    domain="com.microsoft")
+    on, off = run_cpu(case, True, runs=2, jit_threads=threads), run_cpu(case, False)
+    assert products == [(batch, 320)] * 2
+    close(on, off, *_tol(x, w))
+
+
 @pytest.mark.parametrize("attrs", [{"strides": [2, 2]}, {"pads": [1, 0, 0, 1]}, {"group": 8}],
                          ids=["strided", "padded", "two-channels-a-group"])
 def test_pointwise_calls_only_take_plain_1x1_layers(monkeypatch, attrs):
