@@ -65,8 +65,11 @@ THREADS_SHALLOW_CHANNELS = 96
 THREADS_SHALLOW_MAX_POSITIONS = 28 * 28
 #: K rows a block: the tile's accumulators are stored and reloaded once a block
 KC = 128
-#: multiply-adds per thread below which a layer stays on one thread
-MACS_PER_THREAD = 1 << 22
+#: multiply-adds per thread below which a layer stays on one thread (4 M until session 40:
+#: densenet121's 24 growth layers, 128 -> 32 3x3 on 14x14, 7.2 M, ran on one thread at 2, 124 us
+#: against onnxruntime's 76; at 1 M, 2 threads: densenet121 0.95, inception_v1 0.97,
+#: inception_v2 0.97, resnet50 and squeezenet 1.00; bench/ab_constant.py)
+MACS_PER_THREAD = 1 << 20
 
 
 _STORE_ARGS = [ctypes.c_void_p, ctypes.c_int64] + [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 6 + [ctypes.c_void_p]
