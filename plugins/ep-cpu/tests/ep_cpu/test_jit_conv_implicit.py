@@ -430,3 +430,16 @@ def test_an_rgb_7x7_stem_runs_fgemm_rows_before_the_rows_route(monkeypatch):
     (on,) = run_cpu(case, True, runs=2)
     assert seen == [(1, 3, 64, 64)] * 2 and rows == [] and drivers == ["fgemm_rows"]
     close([on], run_cpu(case, False), 1e-5, 1e-4)
+
+
+def test_implicit_over_winograd_takes_few_output_channels_of_shallow_layers():
+    """The implicit GEMM runs 3x3 stride-1 layers of few output channels when their input is
+    shallow too (the exporter CNNs' 8 -> 16 and 16 -> 32 layers); densenet121's 128 -> 32
+    layers on 56x56 and 28x28 stay on Winograd (measured faster there); small maps of up to
+    64 output channels take the implicit GEMM whatever their depth."""
+    from epoxy_ep_cpu.ops.conv import implicit_over_winograd
+
+    assert implicit_over_winograd(8, 16, (32, 32)) and implicit_over_winograd(64, 32, (56, 56))
+    assert not implicit_over_winograd(128, 32, (56, 56)) and not implicit_over_winograd(128, 32, (28, 28))
+    assert implicit_over_winograd(128, 64, (14, 14)) and implicit_over_winograd(512, 32, (8, 8))
+    assert not implicit_over_winograd(64, 96, (28, 28))

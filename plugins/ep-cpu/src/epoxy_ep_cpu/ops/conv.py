@@ -1038,6 +1038,10 @@ def use_f23_jit(n: int, c: int, m: int, out_sp: Sequence[int], nthreads: int, f4
 #: 0.97; Winograd kept: 64 -> 64 on 28x28 1.41, 96 -> 96 on 14x14 1.25, 128 -> 128 on 7x7 1.08)
 _IMPLICIT_OVER_WINOGRAD_MAX_M = 32
 _IMPLICIT_OVER_WINOGRAD_SMALL_MAP = (64, 16 * 16)
+#: ... and the few-output-channel rule only up to this many input channels: densenet121's
+#: 128 -> 32 layers on 56x56 and 28x28 ran F(4x4, 3x3) faster (1 thread, alone: 1782 vs 2011 us,
+#: 477 vs 524; the model 0.958 at 1 thread, 0.969 at 2; bench/README.md, session 40)
+_IMPLICIT_OVER_WINOGRAD_MAX_C = 64
 
 
 #: strided unpadded 1x1 layers the rows route would take run as their stride-1 twin on the
@@ -1054,11 +1058,12 @@ SUBSAMPLE_STRIDED_1X1 = True
 STEM_MAX_CHANNELS = 4
 
 
-def implicit_over_winograd(m: int, out_sp: Sequence[int]) -> bool:
+def implicit_over_winograd(c: int, m: int, out_sp: Sequence[int]) -> bool:
     """Whether the implicit GEMM rather than a compiled Winograd variant runs a float32 3x3
-    stride-1 layer of ``m`` output channels (when the implicit GEMM takes it at all)."""
+    stride-1 layer of ``c`` -> ``m`` channels (when the implicit GEMM takes it at all)."""
     most_m, most_positions = _IMPLICIT_OVER_WINOGRAD_SMALL_MAP
-    return m <= _IMPLICIT_OVER_WINOGRAD_MAX_M or (m <= most_m and int(out_sp[0]) * int(out_sp[1]) <= most_positions)
+    few_outputs = m <= _IMPLICIT_OVER_WINOGRAD_MAX_M and c <= _IMPLICIT_OVER_WINOGRAD_MAX_C
+    return few_outputs or (m <= most_m and int(out_sp[0]) * int(out_sp[1]) <= most_positions)
 
 
 #: compiled routes -> the weight layout their call multiplies with (built at session creation)
@@ -1213,7 +1218,7 @@ class _Jit:
                 and _flat_eligible(dtype, group, 2, strides, dilations, begin, end))  # group 1, stride 1, pads >= 0
         f43 = wino and self.f43 is not None
         measured = pk.chosen.get(shape)  # a measured numpy path other than these is kept
-        if (wino and measured is None and implicit_over_winograd(m, out_sp)
+        if (wino and measured is None and implicit_over_winograd(c, m, out_sp)
                 and self._implicit_takes(shape, dtype, pk, strides, dilations, out_sp)):
             return "implicit"
         if f43 and measured in (None, "F(4,3)") and use_f43_jit(shape[0], c, m, out_sp, self.nthreads):
