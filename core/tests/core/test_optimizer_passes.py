@@ -251,6 +251,45 @@ def test_bn_then_per_channel_mul_add_fold_into_conv():  # type: ignore[no-untype
     check_same(m, after, {"x": rand(2, 4, 7, 7)}, rtol=1e-4, atol=1e-4)
 
 
+def test_a_refold_rewrites_its_own_weights_in_place_and_never_the_users():  # type: ignore[no-untyped-def]
+    """Conv+BN makes the folded weight; the Mul/Add fold after it scales that array in place
+    (the one it made, read by one node), not a copy. The user's weights (an in-memory model's
+    arrays) come out of both folds untouched."""
+    proto = _conv_bn_model(extra=[("Mul", (6, 1, 1)), ("Add", (1, 6, 1, 1))])
+    user_w = numpy_helper.to_array(next(i for i in proto.graph.initializer if i.name == "w")).copy()
+    m = ir.serde.deserialize_model(proto)
+    held = m.graph.initializers["w"]
+    held.const_value = ir.Tensor(user_w)  # the user's own array, as an in-memory model holds it
+    before = user_w.copy()
+    ConvBatchNormFoldPass()(m)
+    first = next(n for n in m.graph if n.op_type == "Conv").inputs[1].const_value.numpy()
+    ConvAffineFoldPass()(m)
+    second = next(n for n in m.graph if n.op_type == "Conv").inputs[1].const_value.numpy()
+    assert second is first and np.shares_memory(second, first)  # scaled in place
+    assert np.array_equal(user_w.view(np.uint32), before.view(np.uint32))  # the user's array as it was
+    check_same(proto, ir.serde.serialize_model(m), {"x": rand(2, 4, 7, 7)}, rtol=1e-4, atol=1e-4)
+
+
+def test_rewritable_only_for_a_passs_own_single_use_arrays():  # type: ignore[no-untyped-def]
+    from epoxy.kit import passes as kit_passes
+
+    graph = ir.Graph([], [], nodes=[])
+    made = kit_passes.add_initializer(graph, None, "made", np.ones((4, 3), np.float32), fresh=True)
+    view = kit_passes.add_initializer(graph, None, "view", made.const_value.numpy()[1:], fresh=True)
+    kept = kit_passes.add_initializer(graph, None, "kept", np.ones(3, np.float32))  # not claimed fresh
+    users = ir.Value(name="users", const_value=ir.Tensor(np.ones(3, np.float32)))
+    graph.register_initializer(users)
+    x = ir.Value(name="x")
+    for k, value in enumerate((made, view, kept, users)):
+        graph.append(ir.Node("", "Add", [x, value], outputs=[ir.Value(name=f"a{k}")]))
+    assert kit_passes.rewritable(made, made.const_value.numpy())
+    assert not kit_passes.rewritable(users, users.const_value.numpy())  # the model's own
+    assert not kit_passes.rewritable(kept, kept.const_value.numpy())  # a pass's, not claimed fresh
+    assert not kit_passes.rewritable(view, view.const_value.numpy())  # a view: its memory is shared
+    graph.append(ir.Node("", "Mul", [x, made], outputs=[ir.Value(name="b")]))
+    assert not kit_passes.rewritable(made, made.const_value.numpy())  # two readers
+
+
 def test_bn_affine_fold_without_conv():  # type: ignore[no-untyped-def]
     inits = [init("scale", rand(5) + 1.5), init("bias", rand(5)), init("mean", rand(5)),
              init("var", np.abs(rand(5)) + 0.1), init("s", rand(5, 1, 1)), init("t", rand(5, 1, 1))]

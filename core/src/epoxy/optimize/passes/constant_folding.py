@@ -132,7 +132,8 @@ class ConstantFoldingPass(RewritePass):
                 continue
             name = out.name or namer("folded")
             out.name = None
-            value = add_initializer(graph, None, name, np.asarray(result))
+            # a ConstantOfShape's np.full is the fold's own; other folds may return views
+            value = add_initializer(graph, None, name, np.asarray(result), fresh=node.op_type == "ConstantOfShape")
             ir.convenience.replace_all_uses_with(out, value)
             graph.remove(node, safe=True)
             count += 1

@@ -17,6 +17,7 @@ from ...kit.passes import (
     make_node,
     opset_of,
     replace,
+    rewritable,
     scaled_per_channel,
     sole_consumer,
 )
@@ -65,12 +66,14 @@ def fold_into_conv(graph: ir.Graph, namer, conv: ir.Node, scale: np.ndarray | No
             return False
     b64 = np.zeros(m) if b is None else b.reshape(-1).astype(np.float64)
     if scale is not None:
-        w = scaled_per_channel(w, scale, axis=1 if transpose else 0)
+        weight = conv.inputs[1]
+        in_place = weight is not None and rewritable(weight, w)
+        w = scaled_per_channel(w, scale, axis=1 if transpose else 0, in_place=in_place)
         b64 = b64 * scale
     if shift is not None:
         b64 = b64 + shift
     base = conv.name or "conv"
-    new_w = add_initializer(graph, namer, f"{base}.W_folded", w)
+    new_w = add_initializer(graph, namer, f"{base}.W_folded", w, fresh=True)  # this fold's own array
     new_b = add_initializer(graph, namer, f"{base}.B_folded", b64.astype(w.dtype))
     new = make_node(namer, conv.op_type, [conv.inputs[0], new_w, new_b], name=base, version=conv.version)
     copy_attributes(conv, new)
