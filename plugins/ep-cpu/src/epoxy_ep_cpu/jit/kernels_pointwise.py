@@ -165,7 +165,7 @@ class PointwiseCall(PreparedConvCall):
     C-contiguous array of ``out_shape`` and ``dtype`` (:meth:`accepts` checks both), as for
     ``kernels_conv.Conv2dCall``, whose interface this shares."""
 
-    __slots__ = ("_columns", "_count", "_epilogue", "_gemm", "_implicit", "_rest", "_rows", "_split_product",
+    __slots__ = ("_columns", "_count", "_epilogue", "_gemm", "_implicit", "_packed_rows", "_rest", "_split_product",
                  "_strip", "_w", "bias", "dtype", "out_shape", "shape", "x_shape", "y_shape")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
@@ -188,15 +188,15 @@ class PointwiseCall(PreparedConvCall):
         self._implicit: Any = None
         self._columns: Any = None
         self._strip: tuple[int, np.ndarray] | None = None
-        self._rows: Any = None
+        self._packed_rows: Any = None
         if plane == 1 and group == 1 and dtype == np.float32:
             # a 1x1 map (a classifier head as a convolution): rows times packed weights, as
             # Gemm's head runs (2 threads, [1, 1024, 1, 1] -> 1000: BLAS 205 us alone, 421 in
             # densenet121; onnxruntime 85; bench/README.md, session 40)
             t = np.ascontiguousarray(self._w[0]).reshape(m, c).T
             if kernels_sgemm.support() is None and kernels_sgemm.owns(t, nthreads):
-                self._rows = kernels_sgemm.PackedFloatWeights(t, nthreads)
-        if self._rows is None and takes_implicit(n, c, m, plane, dtype, group, nthreads):
+                self._packed_rows = kernels_sgemm.PackedFloatWeights(t, nthreads)
+        if self._packed_rows is None and takes_implicit(n, c, m, plane, dtype, group, nthreads):
             self.bias = np.ascontiguousarray(bias, dtype=np.float32)
             units = -(-plane // LANES)
             rowoff = np.arange(c, dtype=np.int64) * plane  # B's row k: input channel k's plane
@@ -224,9 +224,9 @@ class PointwiseCall(PreparedConvCall):
                                            else lambda *a: fn(*a, 0, units))
             columns(*args)
             return y
-        if self._rows is not None:
+        if self._packed_rows is not None:
             rows = y.reshape(self.out_shape[0], -1)
-            got = self._rows.matmul_any(x.reshape(self.shape[0], -1), rows)
+            got = self._packed_rows.matmul_any(x.reshape(self.shape[0], -1), rows)
             if got is not rows:
                 rows[...] = got
         else:

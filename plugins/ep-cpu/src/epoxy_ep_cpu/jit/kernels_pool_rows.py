@@ -86,8 +86,10 @@ def _plane_max_s2(x, y, r, eo, ident, xb, yb, h, wd, oh, ow, kh, kw, pt, pl, col
                   lanes_route):  # pragma: no cover - compiled
     """:func:`_plane_max`'s MAX_NO_NAN case for stride-2 windows of 2 or 3 (the CNNs' MaxPools),
     with the window rows' offsets computed in place and every loop written out: through the
-    general plane function's mode and count dispatch the same loops ran 1.4x slower. ``eo``
-    receives each folded row's even entries, then from ``half`` its odd ones (``simd``)."""
+    general plane function's mode and count dispatch the same loops ran 1.4x slower. How a row
+    folds is ``lanes_route``'s: in registers (up to 16 outputs), in masked 16-lane steps through
+    the row buffer ``r`` (up to 64 columns), or in plain loops, split into even and odd entries
+    (``eo``: the even ones, then from ``half`` the odd ones) from SPLIT_MIN_OUTPUTS outputs."""
     w = uint64(wd)
     b = uint64(pl)
     one = uint64(1)

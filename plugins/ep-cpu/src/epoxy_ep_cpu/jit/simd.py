@@ -54,8 +54,6 @@ def deinterleave32(typingctx: Any, src: Any, at: Any, dst: Any, even_at: Any, od
 #: lanes of the masked folds below (one AVX-512 register of float32)
 LANES = 16
 _LANE_INDEX = ir.Constant(ir.VectorType(ir.IntType(32), LANES), list(range(LANES)))
-_EVEN16 = ir.Constant(ir.VectorType(ir.IntType(32), LANES), [2 * i for i in range(LANES)])
-_ODD16 = ir.Constant(ir.VectorType(ir.IntType(32), LANES), [2 * i + 1 for i in range(LANES)])
 
 
 def _greater(builder: Any, dtype: Any, v: Any, a: Any) -> Any:
@@ -115,6 +113,17 @@ def _masked_store(builder: Any, value: Any, pointer: Any, mask: Any) -> None:
     builder.call(fn, [value, builder.bitcast(pointer, value.type.as_pointer()), ir.Constant(ir.IntType(32), 1), mask])
 
 
+def _stride2_windows(builder: Any, dtype: Any, first: Any, second: Any, three: Any) -> Any:
+    """16 stride-2 window maxima of a folded row: ``first`` holds its entries [0, 32), ``second``
+    its entries [2, 34); output ``i`` folds entries ``2i, 2i + 1`` (and ``2i + 2`` when ``three``)
+    in :func:`max2`'s order."""
+    undefined = ir.Constant(first.type, ir.Undefined)
+    pair = _max2(builder, dtype, builder.shuffle_vector(first, undefined, _ODD),
+                 builder.shuffle_vector(first, undefined, _EVEN))
+    triple = _max2(builder, dtype, builder.shuffle_vector(second, undefined, _EVEN), pair)
+    return builder.select(three, triple, pair)
+
+
 def _pooled_dtype(src: Any, dst: Any) -> bool:
     return (isinstance(src, types.Array) and isinstance(dst, types.Array) and src.dtype == dst.dtype
             and isinstance(src.dtype, (types.Float, types.Integer)))
@@ -169,13 +178,8 @@ def max_s2_lanes(typingctx: Any, row: Any, at: Any, three: Any, dst: Any, to: An
         wide = ir.VectorType(element, 2 * LANES)
         first = builder.load(builder.bitcast(pointer(0, 1), wide.as_pointer()), align=1)
         second = builder.load(builder.bitcast(pointer(0, 1, 2), wide.as_pointer()), align=1)
-        undefined = ir.Constant(wide, ir.Undefined)
-        even = builder.shuffle_vector(first, undefined, _EVEN16)
-        odd = builder.shuffle_vector(first, undefined, _ODD16)
-        pair = _max2(builder, dtype, odd, even)
-        triple = _max2(builder, dtype, builder.shuffle_vector(second, undefined, _EVEN16), pair)
-        three_ = context.cast(builder, args[2], signature.args[2], types.boolean)
-        folded = builder.select(three_, triple, pair)
+        folded = _stride2_windows(builder, dtype, first, second,
+                                  context.cast(builder, args[2], signature.args[2], types.boolean))
         mask = _first_lanes(builder, context.cast(builder, args[5], signature.args[5], types.int64))
         _masked_store(builder, folded, pointer(3, 4), mask)
         return context.get_dummy_value()
@@ -217,12 +221,8 @@ def max_s2_row(typingctx: Any, src: Any, s0: Any, s1: Any, s2: Any, pl: Any, col
                 rows.append(_masked_load(builder, wide, builder.gep(data, [start]), mask, fill))
             return _max2(builder, dtype, rows[2], _max2(builder, dtype, rows[1], rows[0]))
 
-        first, second = folded(0), folded(2)
-        undefined = ir.Constant(wide, ir.Undefined)
-        pair = _max2(builder, dtype, builder.shuffle_vector(first, undefined, _ODD16),
-                     builder.shuffle_vector(first, undefined, _EVEN16))
-        triple = _max2(builder, dtype, builder.shuffle_vector(second, undefined, _EVEN16), pair)
-        out = builder.select(context.cast(builder, args[7], signature.args[7], types.boolean), triple, pair)
+        out = _stride2_windows(builder, dtype, folded(0), folded(2),
+                               context.cast(builder, args[7], signature.args[7], types.boolean))
         target = context.make_array(signature.args[8])(context, builder, args[8]).data
         _masked_store(builder, out, builder.gep(target, [int64(9)]), _first_lanes(builder, int64(10)))
         return context.get_dummy_value()
