@@ -1,7 +1,10 @@
-"""Peak RSS of load + first run, and session-creation time: epoxy vs onnxruntime.
+"""Peak RSS of load + first run, session-creation time and the first run's time: epoxy vs onnxruntime.
 
 Creation is load + optimize + partition + plan (imports timed separately: onnx_ir pulls
-in sympy, ~0.15 s, which is not session creation).
+in sympy, ~0.15 s, which is not session creation). The first run is timed too: in a fresh
+process it loads the compiled kernels a model uses from the kernel cache (numba's start and its
+cached kernels: ~0.4 s of squeezenet's first result; bench/README.md, session 40), so creation
+plus first run is what a new process waits for its first result.
 
 Each measurement runs in a fresh process (peak RSS is per process), alternating runtimes,
 and reports the median of ``--repeat`` processes and the ratio epoxy / onnxruntime.
@@ -46,9 +49,10 @@ else:
     sess = ort.InferenceSession(str(model.path), so, providers=["CPUExecutionProvider"])
 created = time.perf_counter() - imported
 sess.run(None, feeds)
+first_run = time.perf_counter() - imported - created
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({{"create_s": created, "import_s": imported - start, "peak_mb": peak / 1024,
-                  "import_base_mb": base / 1024}}))
+print(json.dumps({{"create_s": created, "first_run_s": first_run, "import_s": imported - start,
+                  "peak_mb": peak / 1024, "import_base_mb": base / 1024}}))
 """
 
 
@@ -77,9 +81,9 @@ def main() -> int:
         ensure_bert()
     print(
         "| model | epoxy peak MB | ort peak MB | RSS ratio | epoxy create s | ort create s | create ratio "
-        "| import s epoxy / ort |"
+        "| first run s epoxy / ort | create + first run ratio | import s epoxy / ort |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name in names:
         samples: dict[str, list[dict[str, float]]] = {"epoxy": [], "onnxruntime": []}
         for runtime in samples:  # warm-up child: writes bytecode, fills the page cache
@@ -91,6 +95,8 @@ def main() -> int:
         e, o = med["epoxy"], med["onnxruntime"]
         print(f"| {name} | {e['peak_mb']:.0f} | {o['peak_mb']:.0f} | {e['peak_mb'] / o['peak_mb']:.2f} | "
               f"{e['create_s']:.2f} | {o['create_s']:.2f} | {e['create_s'] / o['create_s']:.2f} | "
+              f"{e['first_run_s']:.2f} / {o['first_run_s']:.2f} | "
+              f"{(e['create_s'] + e['first_run_s']) / (o['create_s'] + o['first_run_s']):.2f} | "
               f"{e['import_s']:.2f} / {o['import_s']:.2f} |")
     return 0
 
