@@ -193,7 +193,7 @@ class PointwiseCall(PreparedConvCall):
             # a 1x1 map (a classifier head as a convolution): rows times packed weights, as
             # Gemm's head runs (2 threads, [1, 1024, 1, 1] -> 1000: BLAS 205 us alone, 421 in
             # densenet121; onnxruntime 85; bench/README.md, session 40)
-            t = np.ascontiguousarray(self._w[0]).reshape(m, c).T
+            t = self._w[0].reshape(m, c).T  # (C, M): the weights as Gemm's B
             if kernels_sgemm.support() is None and kernels_sgemm.owns(t, nthreads):
                 self._packed_rows = kernels_sgemm.PackedFloatWeights(t, nthreads)
         if self._packed_rows is None and takes_implicit(n, c, m, plane, dtype, group, nthreads):

@@ -104,14 +104,14 @@ def _plane_max_s2(x, y, r, eo, ident, xb, yb, h, wd, oh, ow, kh, kw, pt, pl, col
         count = min(h, 2 * oy - pt + kh) - first
         s0 = uint64(xb + first * wd)
         yo = uint64(yb + oy * ow)
+        # the lane routes' window rows: a row twice (or thrice) folds two rows (or copies one),
+        # the same bits
+        s1 = s0 + w if count >= 2 else s0
+        s2 = s1 + w if count == 3 else s1
         if tiny:  # the whole row in registers (``simd.max_s2_row``)
-            s1 = s0 + w if count >= 2 else s0
-            s2 = s1 + w if count == 3 else s1
             max_s2_row(x, s0, s1, s2, pl, cols, ident, kw == 3, y, yo, ow)
             continue
-        if short:  # a row twice (or thrice) folds two rows (or copies one): the same bits
-            s1 = s0 + w if count >= 2 else s0
-            s2 = s1 + w if count == 3 else s1
+        if short:
             for c in range(zero, uint64(cols), lanes):
                 max3_rows(x, s0 + c, s1 + c, s2 + c, r, b + c, min(lanes, uint64(cols) - c))
         elif count == 3:

@@ -1040,7 +1040,7 @@ _IMPLICIT_OVER_WINOGRAD_MAX_M = 32
 _IMPLICIT_OVER_WINOGRAD_SMALL_MAP = (64, 16 * 16)
 #: ... and the few-output-channel rule only up to this many input channels: densenet121's
 #: 128 -> 32 layers on 56x56 and 28x28 ran F(4x4, 3x3) faster (1 thread, alone: 1782 vs 2011 us,
-#: 477 vs 524; the model 0.958 at 1 thread, 0.969 at 2; bench/README.md, session 40)
+#: 477 vs 524; the model 0.989 at 1 thread, 0.976 at 2; bench/README.md, session 40)
 _IMPLICIT_OVER_WINOGRAD_MAX_C = 64
 
 
