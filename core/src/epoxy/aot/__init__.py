@@ -10,9 +10,27 @@ the reader trusts. See docs/AOT.md.
 
 from __future__ import annotations
 
-from .compile import compile_model
-from .format import CONTEXT_DOMAIN
-from .inspect import inspect_model
-from .writer import CompileSummary
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .compile import compile_model
+    from .format import CONTEXT_DOMAIN
+    from .inspect import inspect_model
+    from .writer import CompileSummary
 
 __all__ = ["CONTEXT_DOMAIN", "CompileSummary", "compile_model", "inspect_model"]
+
+#: loaded on first use: every session imports :mod:`.capture` and :mod:`.session_cache`, which
+#: must not bring in the writer and the compiler (~0.05 s of a fresh process's first session)
+_LAZY = {"compile_model": "compile", "CONTEXT_DOMAIN": "format", "inspect_model": "inspect",
+         "CompileSummary": "writer"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'epoxy.aot' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
