@@ -118,6 +118,48 @@ def test_rows_kernel_keeps_nan_and_inf(monkeypatch):
     close([on[finite]], [off[finite]], 1e-5, 1e-4)
 
 
+CHUNKED = [CASES[0], CASES[1], CASES[7], CASES[8]]  # one image, three images, strided 1x1, channel split
+
+
+@needs_avx512
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CHUNKED, ids=case_ids(CHUNKED))
+def test_position_chunks_give_the_same_bits(monkeypatch, x_shape, w_shape, attrs, threads):
+    """A layer's positions in chunks of one row tile, of a few tiles with a partial last one, or
+    in one chunk (the heavy-weights budget) give the same bits: chunks split the positions,
+    never a sum."""
+    monkeypatch.setattr(kernels_conv_rows, "MIN_MACS", 0)
+    chunks: list[int] = []
+    spy_calls(monkeypatch, kernels_conv_rows.RowsConvCall, lambda call: chunks.append(call._chunk))
+    x, w, b = conv_data(71 + threads, x_shape, w_shape)
+    case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], attrs, 22)
+    outputs = []
+    for budget, heavy in [(1, 1 << 40), (4 * 64 * 13, 1 << 40), (1, 0)]:
+        monkeypatch.setattr(kernels_conv_rows, "CHUNK_BYTES", budget)
+        monkeypatch.setattr(kernels_conv_rows, "HEAVY_WEIGHT_BYTES", heavy)
+        outputs.append(run_cpu(case, True, jit_threads=threads)[0])
+    for other in outputs[1:]:
+        np.testing.assert_array_equal(outputs[0], other)
+    positions = conv_out_shape(x_shape, w_shape, attrs)[2] * conv_out_shape(x_shape, w_shape, attrs)[3]
+    tile = kernels_conv_rows.TILE_ROWS
+    assert chunks[0] == tile and chunks[-1] == -(-positions // tile) * tile  # one tile; all in one chunk
+
+
+@pytest.mark.parametrize(("depth", "m", "positions", "chunk"), [
+    (512, 2048, 49, 54),  # resnet50's 512 -> 2048 on 7x7: 4 MB of weights, one chunk
+    (256, 1024, 196, 198),  # 256 -> 1024 on 14x14: 1 MB, one chunk (four at 256 KB)
+    (64, 64, 3136, 1020),  # 16 KB of weights: 256 KB chunks
+])
+def test_heavy_weights_take_larger_chunks(depth, m, positions, chunk):
+    """Layers whose packed weights reach HEAVY_WEIGHT_BYTES take HEAVY_CHUNK_BYTES chunks (their
+    weights are streamed from L3 once a chunk), the rest CHUNK_BYTES."""
+    side = int(positions ** 0.5)
+    w = np.zeros((m, depth, 1, 1), np.float32)
+    call = kernels_conv_rows.RowsConvCall((1, depth, side, side), np.dtype(np.float32), w, np.zeros(m, np.float32),
+                                          (1, 1), (1, 1), (0, 0), (side, side), 0, 0.0, 0.0, 1)
+    assert call._chunk == chunk
+
+
 @needs_avx512
 @pytest.mark.parametrize("positions", [1, 5, 6, 7, 13])
 @pytest.mark.parametrize("m", [16, 48, 64, 80, 200])

@@ -58,6 +58,14 @@ COLUMN_SPLIT_RATIO = 1.0
 POINTWISE_MAX_POSITIONS = 14 * 14
 #: bytes of a share's product chunk (positions x padded channels), stored while in L2
 CHUNK_BYTES = 1 << 18
+#: layers with at least this many bytes of packed weights take chunks of up to
+#: ``HEAVY_CHUNK_BYTES``: in a model every chunk streams all the weights from L3 (the layers
+#: between evicted them), and resnet50's 2048 x 512 / 1024 x 256 layers on 7x7 / 14x14 maps read
+#: them 2-4 times a run at 256 KB chunks. A/B at 1 thread against none heavy: resnet50 0.955-0.973,
+#: densenet121, inception_v1/v2, squeezenet, alexnet 0.99-1.01 (every layer at 1 MB cost densenet121
+#: 3 %: its small weights stay in L2 anyway); bench/README.md, session 41
+HEAVY_WEIGHT_BYTES = 1 << 18
+HEAVY_CHUNK_BYTES = 1 << 20
 #: on several threads, layers of at most this many input channels come here up to 28x28 maps: the
 #: Winograd variants' transforms split less well over threads than the product here (squeezenet
 #: 0.95x, inception_v1/v2 0.98x at 2 threads; bench/README.md, session 36)
@@ -195,7 +203,8 @@ class RowsConvCall(PreparedConvCall):
         ldo = weights._n_pad
         # a chunk's product stays in L2 until it is stored; one K block where K is a little past KC
         # (a 7x7 RGB stem, K = 147: a second block of 19 rows stored and reloaded every accumulator)
-        fits = CHUNK_BYTES // (4 * ldo) // TILE_ROWS * TILE_ROWS
+        budget = HEAVY_CHUNK_BYTES if 4 * depth * ldo >= HEAVY_WEIGHT_BYTES else CHUNK_BYTES
+        fits = budget // (4 * ldo) // TILE_ROWS * TILE_ROWS
         self._chunk = max(TILE_ROWS, min(-(-positions // TILE_ROWS) * TILE_ROWS, fits))
         kc = depth if depth < KC + KC // 2 else KC
         self._params = np.array(self.params, dtype=_F32)  # the store's activation parameters
