@@ -14,6 +14,14 @@ one K block are contiguous. The driver walks K in blocks of ``kc`` (a block of a
 range, then the row tiles; a tile stores the first K block's products into ``out`` and adds
 each later block's to them (the caller need not zero ``out``). Sums run in K order within a block, blocks in order:
 bits differ from OpenBLAS's, as onnxruntime's MLAS bits do.
+
+The convolution driver (``cgemm``) prefetches the next K block into L2 while it multiplies this
+one, a line per K step spread over the first four row tiles: inside a model a layer's weights
+come from L3 (the layers between evicted them) and a block's first row tile waited for them.
+Measured in models (bench/compare.py, 1 thread, alternated with the commit before, two rounds):
+resnet50 1.29-1.30 -> 1.14-1.18 x onnxruntime, inception_v2 1.29-1.34 -> 1.21-1.23, densenet121
+and squeezenet unchanged; 2 threads inception_v2 1.52-1.54 -> 1.37-1.43, resnet50 1.36-1.45 ->
+1.29-1.30 (bench/README.md, session 41). A prefetch into L1 instead measured the same.
 """
 
 from __future__ import annotations
@@ -58,8 +66,9 @@ def _tile_ir(rows: int, vectors: int, indirect: bool = False, gathered: bool = F
     extra = ""
     if fused is not None:
         name, extra = fused[0], ", " + fused[1]
+    pf_arg = "float* nocapture readonly %pf, " if gathered else ""
     out = [f"define internal void @{name}_tile_{rows}_{vectors}({a_args}{b_args}"
-           "float* noalias nocapture readonly %B, float* noalias nocapture %out, i64 %kc, i64 %lda, "
+           f"float* noalias nocapture readonly %B, {pf_arg}float* noalias nocapture %out, i64 %kc, i64 %lda, "
            f"i64 %ldo, i1 %fresh{extra}) alwaysinline {{", "entry:"]
     for r in r_range:
         if gathered:  # row r's first element: the grid at its position's offset
@@ -89,7 +98,10 @@ def _tile_ir(rows: int, vectors: int, indirect: bool = False, gathered: bool = F
     else:
         out.append(f"  %b.step = mul i64 %k, {width}")
     if gathered:
-        out += ["  %ro.p = getelementptr i64, i64* %rowoff, i64 %k", "  %a.step = load i64, i64* %ro.p, align 8"]
+        out += ["  %ro.p = getelementptr i64, i64* %rowoff, i64 %k", "  %a.step = load i64, i64* %ro.p, align 8",
+                f"  %pf.at = mul i64 %k, {LANES}", "  %pf.p = getelementptr float, float* %pf, i64 %pf.at",
+                "  %pf.i8 = bitcast float* %pf.p to i8*",
+                "  call void @llvm.prefetch.p0i8(i8* %pf.i8, i32 0, i32 2, i32 1)"]
     for v in v_range:
         out += [f"  %b.at{v} = add i64 %b.step, {LANES * v}",
                 f"  %b.p{v} = getelementptr float, float* %B, i64 %b.at{v}",
@@ -192,13 +204,42 @@ def _driver_ir(gathered: bool = False) -> list[str]:
                   # the tile's K block: tile j starts at j * k floats, its rows tile.cols wide
                   "  %b.tile = mul i64 %j, %k", "  %b.rows = mul i64 %kb, %tile.cols",
                   "  %b.off = add i64 %b.tile, %b.rows", "  %b.blk = getelementptr float, float* %B, i64 %b.off",
-                  "  br label %rows"]
-    out += _row_tiles("cgemm" if gathered else "sgemm", "cols", "%out", "float* %b.blk", gathered=gathered)
+                  *(_next_block() if gathered else []), "  br label %rows"]
+    out += _row_tiles("cgemm" if gathered else "sgemm", "cols", "%out",
+                      "float* %b.blk, float* %pf.tile" if gathered else "float* %b.blk", gathered=gathered,
+                      extra=(_prefetch_share(), "") if gathered else ([], ""))
     return out + ["rows.done:", "  %j.next = add i64 %j, %tile.cols", "  %j.end = icmp uge i64 %j.next, %j1",
                   "  br i1 %j.end, label %cols.done, label %cols",
                   "cols.done:", "  %kb.next = add i64 %kb, %k.cur", "  %kb.end = icmp uge i64 %kb.next, %k",
                   "  br i1 %kb.end, label %exit, label %blocks",
                   "exit:", "  ret void", "}"]
+
+
+def _next_block() -> list[str]:
+    """``%pf.blk``: the K block the driver reads after this one (the next column tile's, or the
+    first column tile's of the next K block), prefetched into L2 while this one is multiplied:
+    in a model the weights come from L3 (the layers between evicted them). The A/B is in the
+    module docstring."""
+    def tile_start(name: str, column: str, block_row: str) -> list[str]:
+        # column tile ``column`` (min(TILE_COLS, np - column) wide) from K row ``block_row``
+        return [f"  %{name}.left = sub i64 %np, {column}", f"  %{name}.many = icmp ugt i64 %{name}.left, {TILE_COLS}",
+                f"  %{name}.cols = select i1 %{name}.many, i64 {TILE_COLS}, i64 %{name}.left",
+                f"  %{name}.t = mul i64 {column}, %k", f"  %{name}.r = mul i64 {block_row}, %{name}.cols",
+                f"  %{name} = add i64 %{name}.t, %{name}.r"]
+
+    return ["  %nj = add i64 %j, %tile.cols", "  %nj.in = icmp ult i64 %nj, %j1", "  %kb.n = add i64 %kb, %k.cur",
+            *tile_start("pf.same", "%nj", "%kb"), *tile_start("pf.wrap", "%j0", "%kb.n"),
+            "  %pf.off = select i1 %nj.in, i64 %pf.same, i64 %pf.wrap",
+            "  %pf.blk = getelementptr float, float* %B, i64 %pf.off"]
+
+
+def _prefetch_share() -> list[str]:
+    """``%pf.tile``: the part of the next block a row tile prefetches (a line per K step: the
+    first four row tiles cover a 64-column block)."""
+    return [f"  %pf.ti = udiv i64 %i, {TILE_ROWS}", f"  %pf.many = icmp ugt i64 %pf.ti, {VECTORS - 1}",
+            f"  %pf.tc = select i1 %pf.many, i64 {VECTORS - 1}, i64 %pf.ti",
+            f"  %pf.lines = mul i64 %k.cur, {LANES}", "  %pf.rt = mul i64 %pf.tc, %pf.lines",
+            "  %pf.tile = getelementptr float, float* %pf.blk, i64 %pf.rt"]
 
 
 def _implicit_driver_ir() -> list[str]:
@@ -238,7 +279,8 @@ def _implicit_driver_ir() -> list[str]:
 def module_ir() -> str:
     """Every tile size of both GEMMs and their drivers ``sgemm`` and ``igemm``, in typed-pointer
     syntax (what every llvmlite numba supports reads)."""
-    out = [f"declare {_FLOATS} @llvm.fma.v16f32({_FLOATS}, {_FLOATS}, {_FLOATS})"]
+    out = [f"declare {_FLOATS} @llvm.fma.v16f32({_FLOATS}, {_FLOATS}, {_FLOATS})",
+           "declare void @llvm.prefetch.p0i8(i8* nocapture readonly, i32 immarg, i32 immarg, i32 immarg)"]
     for indirect, gathered in ((False, False), (True, False), (False, True)):
         for rows in range(1, TILE_ROWS + 1):
             for vectors in range(1, VECTORS + 1):
