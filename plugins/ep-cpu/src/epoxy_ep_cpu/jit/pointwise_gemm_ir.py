@@ -10,6 +10,13 @@ in the L1/L2 cache, and the last K block's store adds the bias and the residual 
 activation (``rows_store_ir._activation``: ``activations.activate``'s comparisons, NaN kept).
 Each element's sums run in the same order as ``igemm``'s, and the epilogue is the numpy-side
 pass's ``(sum + bias) + z`` then the activation: the same bits as before.
+
+Every K step also prefetches into L2 a line of the next column tile from the plane it reads
+(row tile t takes line min(t, 3) of the tile's four): a large map's input is past L2 inside a
+model and its planes are more streams than the hardware prefetchers follow. resnet50's pointwise
+layers inside the model, 1 thread, two runs each, us (bench/model_convs.py): 64 -> 256 on 56x56
+1217 / 1193 -> 1149 / 1036, 256 -> 64 1337 / 1258 -> 1029 / 1042, 256 -> 128 2022 / 1845 ->
+1538 / 1797, 512 -> 256 on 28x28 1912 / 1746 -> 1639 / 1601 (bench/README.md, session 41).
 """
 
 from __future__ import annotations
@@ -17,7 +24,10 @@ from __future__ import annotations
 from .rows_store_ir import _activation
 from .sgemm_ir import (
     _FLOATS,
+    LANES,
+    PREFETCH_DECLARATION,
     ROWS_BASE,
+    TILE_COLS,
     TILE_ROWS,
     VECTORS,
     _row_tiles,
@@ -82,6 +92,15 @@ def _unless_empty(target: str) -> list[str]:
             f"  br i1 %none, label %exit, label %{target}"]
 
 
+def _next_column_line() -> list[str]:
+    """``%pf.off``: the line of the next column tile a row tile prefetches from every input plane
+    it reads (row tile t: line min(t, 3) of the tile's four): the input of a layer on a large map
+    is past L2 and its planes are more streams than the hardware prefetchers follow."""
+    return [f"  %pf.t = udiv i64 %i, {TILE_ROWS}", f"  %pf.many = icmp ugt i64 %pf.t, {VECTORS - 1}",
+            f"  %pf.q = select i1 %pf.many, i64 {VECTORS - 1}, i64 %pf.t", f"  %pf.line = mul i64 %pf.q, {LANES}",
+            f"  %pf.off = add i64 %pf.line, {TILE_COLS}"]
+
+
 def _driver() -> list[str]:
     """``pgemm(A, rowoff, X, out, lda, ldo, m, k, kc, cols, bias, z, act, params)``: ``out[:m,
     :cols] = act(A[:m, :k] @ B + bias (+ z))`` with ``B[kk, j] = X[rowoff[kk] + j]``; ``cols`` a
@@ -96,10 +115,10 @@ def _driver() -> list[str]:
            "  %kb.next = add i64 %kb, %k.cur", "  %last = icmp uge i64 %kb.next, %k",
            "  %ro.blk = getelementptr i64, i64* %rowoff, i64 %kb", "  br label %rows"]
     per_tile = (["  %z.blk = getelementptr float, float* %z, i64 %o.off",
-                 "  %bias.blk = getelementptr float, float* %bias, i64 %i"],
+                 "  %bias.blk = getelementptr float, float* %bias, i64 %i", *_next_column_line()],
                 ", i1 %last, float* %bias.blk, float* %z.blk, i1 %has.z, i1 %is.relu, i1 %is.leaky, i1 %is.clip, "
                 f"{_FLOATS} %alpha.v, {_FLOATS} %beta.v")
-    out += _row_tiles("pgemm", "blocks", "%out", "i64* %ro.blk, float* %b.col", extra=per_tile)
+    out += _row_tiles("pgemm", "blocks", "%out", "i64* %ro.blk, float* %b.col, i64 %pf.off", extra=per_tile)
     return out + ["rows.done:", "  %kb.end = icmp uge i64 %kb.next, %k",
                   "  br i1 %kb.end, label %blocks.done, label %blocks",
                   "blocks.done:", "  %j.next = add i64 %j, %tile.cols", "  %j.end = icmp uge i64 %j.next, %cols",
@@ -126,6 +145,7 @@ def _rows_outer_driver() -> list[str]:
            "  %o.blk = getelementptr float, float* %out, i64 %o.off",
            "  %z.blk = getelementptr float, float* %z, i64 %o.off"]
     out += tile_switch(lambda r, v: f"  call void @pgemm_tile_{r}_{v}(float* %a.blk, i64* %rowoff, float* %b.col, "
+                                    f"i64 {TILE_COLS}, "
                                     "float* %o.blk, i64 %k, i64 %lda, i64 %ldo, i1 true, i1 true, float* %bias.blk, "
                                     "float* %z.blk, i1 %has.z, i1 %is.relu, i1 %is.leaky, i1 %is.clip, "
                                     f"{_FLOATS} %alpha.v, {_FLOATS} %beta.v)")
@@ -139,8 +159,9 @@ def _rows_outer_driver() -> list[str]:
 def module_ir() -> str:
     """Every tile size of ``pgemm`` and both drivers, ``pgemm`` and ``pgemm_rows``, in
     typed-pointer syntax."""
-    out = [f"declare {_FLOATS} @llvm.fma.v16f32({_FLOATS}, {_FLOATS}, {_FLOATS})"]
+    out = [f"declare {_FLOATS} @llvm.fma.v16f32({_FLOATS}, {_FLOATS}, {_FLOATS})", PREFETCH_DECLARATION]
     for rows in range(1, TILE_ROWS + 1):
         for vectors in range(1, VECTORS + 1):
-            out += _tile_ir(rows, vectors, indirect=True, fused=("pgemm", _EPILOGUE_ARGS, _store))
+            out += _tile_ir(rows, vectors, indirect=True, fused=("pgemm", _EPILOGUE_ARGS, _store),
+                            prefetch_ahead=True)
     return "\n".join(out + _driver() + _rows_outer_driver())

@@ -37,13 +37,20 @@ TILE_COLS = LANES * VECTORS
 _FLOATS = "<16 x float>"
 
 
+#: a read prefetch into L2 (locality 2: prefetcht1) of the ``i8*`` value formatted in, and the
+#: intrinsic's declaration (every module whose tiles prefetch carries it)
+PREFETCH_L2 = "  call void @llvm.prefetch.p0i8(i8* {}, i32 0, i32 2, i32 1)"
+PREFETCH_DECLARATION = "declare void @llvm.prefetch.p0i8(i8* nocapture readonly, i32 immarg, i32 immarg, i32 immarg)"
+
+
 def _splat(name: str, scalar: str) -> list[str]:
     return [f"  %{name}.one = insertelement {_FLOATS} undef, float {scalar}, i32 0",
             f"  %{name} = shufflevector {_FLOATS} %{name}.one, {_FLOATS} undef, <16 x i32> zeroinitializer"]
 
 
 def _tile_ir(rows: int, vectors: int, indirect: bool = False, gathered: bool = False,
-             fused: tuple[str, str, Callable[[int, int], list[str]]] | None = None) -> list[str]:
+             fused: tuple[str, str, Callable[[int, int], list[str]]] | None = None,
+             prefetch_ahead: bool = False) -> list[str]:
     """``sgemm_tile_R_V``: ``out[R, 16V] += A[R, kc] @ B[kc, 16V]`` (B rows 16V floats apart), or
     ``=`` when ``fresh`` (the first K block: ``out`` need not be zeroed beforehand).
     ``indirect``: ``igemm_tile_R_V``, whose B row ``k`` starts ``rowoff[k]`` floats past ``B``
@@ -53,7 +60,10 @@ def _tile_ir(rows: int, vectors: int, indirect: bool = False, gathered: bool = F
     channels and taps: an im2col row never packed), B packed as in ``sgemm``.
     ``fused``: (name, extra parameters, store): the tile under another name with more
     parameters, its final sums ``%sum{r}.{v}`` stored by ``store(rows, vectors)``'s lines
-    (``pointwise_gemm_ir``: the epilogue on the last K block)."""
+    (``pointwise_gemm_ir``: the epilogue on the last K block).
+    ``prefetch_ahead`` (``indirect`` only): an ``i64 %pf.off`` parameter after ``B``; each K step
+    prefetches into L2 the line ``pf.off`` floats past its B row (``pointwise_gemm_ir``: the next
+    column tile of the input's planes)."""
     r_range, v_range = range(rows), range(vectors)
     width = LANES * vectors
     if gathered:
@@ -66,7 +76,7 @@ def _tile_ir(rows: int, vectors: int, indirect: bool = False, gathered: bool = F
     extra = ""
     if fused is not None:
         name, extra = fused[0], ", " + fused[1]
-    pf_arg = "float* nocapture readonly %pf, " if gathered else ""
+    pf_arg = "float* nocapture readonly %pf, " if gathered else "i64 %pf.off, " if prefetch_ahead else ""
     out = [f"define internal void @{name}_tile_{rows}_{vectors}({a_args}{b_args}"
            f"float* noalias nocapture readonly %B, {pf_arg}float* noalias nocapture %out, i64 %kc, i64 %lda, "
            f"i64 %ldo, i1 %fresh{extra}) alwaysinline {{", "entry:"]
@@ -95,13 +105,15 @@ def _tile_ir(rows: int, vectors: int, indirect: bool = False, gathered: bool = F
             for r in r_range for v in v_range]
     if indirect:
         out += ["  %ro.p = getelementptr i64, i64* %rowoff, i64 %k", "  %b.step = load i64, i64* %ro.p, align 8"]
+        if prefetch_ahead:
+            out += ["  %pf.at = add i64 %b.step, %pf.off", "  %pf.p = getelementptr float, float* %B, i64 %pf.at",
+                    "  %pf.i8 = bitcast float* %pf.p to i8*", PREFETCH_L2.format("%pf.i8")]
     else:
         out.append(f"  %b.step = mul i64 %k, {width}")
     if gathered:
         out += ["  %ro.p = getelementptr i64, i64* %rowoff, i64 %k", "  %a.step = load i64, i64* %ro.p, align 8",
                 f"  %pf.at = mul i64 %k, {LANES}", "  %pf.p = getelementptr float, float* %pf, i64 %pf.at",
-                "  %pf.i8 = bitcast float* %pf.p to i8*",
-                "  call void @llvm.prefetch.p0i8(i8* %pf.i8, i32 0, i32 2, i32 1)"]
+                "  %pf.i8 = bitcast float* %pf.p to i8*", PREFETCH_L2.format("%pf.i8")]
     for v in v_range:
         out += [f"  %b.at{v} = add i64 %b.step, {LANES * v}",
                 f"  %b.p{v} = getelementptr float, float* %B, i64 %b.at{v}",
@@ -280,7 +292,7 @@ def module_ir() -> str:
     """Every tile size of both GEMMs and their drivers ``sgemm`` and ``igemm``, in typed-pointer
     syntax (what every llvmlite numba supports reads)."""
     out = [f"declare {_FLOATS} @llvm.fma.v16f32({_FLOATS}, {_FLOATS}, {_FLOATS})",
-           "declare void @llvm.prefetch.p0i8(i8* nocapture readonly, i32 immarg, i32 immarg, i32 immarg)"]
+           PREFETCH_DECLARATION]
     for indirect, gathered in ((False, False), (True, False), (False, True)):
         for rows in range(1, TILE_ROWS + 1):
             for vectors in range(1, VECTORS + 1):
