@@ -22,6 +22,11 @@ Measured in models (bench/compare.py, 1 thread, alternated with the commit befor
 resnet50 1.29-1.30 -> 1.14-1.18 x onnxruntime, inception_v2 1.29-1.34 -> 1.21-1.23, densenet121
 and squeezenet unchanged; 2 threads inception_v2 1.52-1.54 -> 1.37-1.43, resnet50 1.36-1.45 ->
 1.29-1.30 (bench/README.md, session 41). A prefetch into L1 instead measured the same.
+``sgemm`` prefetches the next block too, whole, from its first row tile (a product of few rows
+has one or two): ``(M, K) @ (K, N)`` with the weights in L3 (a 64 MB touch before each run),
+1 thread, epoxy / onnxruntime, two runs: 1024 x 1000 at 4 rows 1.38-1.44 -> 1.08-1.13, 16 rows
+1.25-1.45 -> 1.05; 768 x 3072 at 4 rows 1.16-1.28 -> 0.88-0.91, 16 rows 1.26-1.28 -> 0.86-0.91;
+one row unchanged (1.01-1.17: L3's bandwidth, onnxruntime's too).
 """
 
 from __future__ import annotations
@@ -76,7 +81,9 @@ def _tile_ir(rows: int, vectors: int, indirect: bool = False, gathered: bool = F
     extra = ""
     if fused is not None:
         name, extra = fused[0], ", " + fused[1]
-    pf_arg = "float* nocapture readonly %pf, " if gathered else "i64 %pf.off, " if prefetch_ahead else ""
+    plain = not (indirect or gathered or fused)
+    pf_arg = ("float* nocapture readonly %pf, " if gathered or plain else
+              "i64 %pf.off, " if prefetch_ahead else "")
     out = [f"define internal void @{name}_tile_{rows}_{vectors}({a_args}{b_args}"
            f"float* noalias nocapture readonly %B, {pf_arg}float* noalias nocapture %out, i64 %kc, i64 %lda, "
            f"i64 %ldo, i1 %fresh{extra}) alwaysinline {{", "entry:"]
@@ -114,6 +121,11 @@ def _tile_ir(rows: int, vectors: int, indirect: bool = False, gathered: bool = F
         out += ["  %ro.p = getelementptr i64, i64* %rowoff, i64 %k", "  %a.step = load i64, i64* %ro.p, align 8",
                 f"  %pf.at = mul i64 %k, {LANES}", "  %pf.p = getelementptr float, float* %pf, i64 %pf.at",
                 "  %pf.i8 = bitcast float* %pf.p to i8*", PREFETCH_L2.format("%pf.i8")]
+    if plain:  # the next block's row k, whole: a product of few rows is over before a quarter
+        for v in v_range:
+            out += [f"  %pn.at{v} = add i64 %b.step, {LANES * v}",
+                    f"  %pn.p{v} = getelementptr float, float* %pf, i64 %pn.at{v}",
+                    f"  %pn.i8.{v} = bitcast float* %pn.p{v} to i8*", PREFETCH_L2.format(f"%pn.i8.{v}")]
     for v in v_range:
         out += [f"  %b.at{v} = add i64 %b.step, {LANES * v}",
                 f"  %b.p{v} = getelementptr float, float* %B, i64 %b.at{v}",
@@ -216,10 +228,9 @@ def _driver_ir(gathered: bool = False) -> list[str]:
                   # the tile's K block: tile j starts at j * k floats, its rows tile.cols wide
                   "  %b.tile = mul i64 %j, %k", "  %b.rows = mul i64 %kb, %tile.cols",
                   "  %b.off = add i64 %b.tile, %b.rows", "  %b.blk = getelementptr float, float* %B, i64 %b.off",
-                  *(_next_block() if gathered else []), "  br label %rows"]
-    out += _row_tiles("cgemm" if gathered else "sgemm", "cols", "%out",
-                      "float* %b.blk, float* %pf.tile" if gathered else "float* %b.blk", gathered=gathered,
-                      extra=(_prefetch_share(), "") if gathered else ([], ""))
+                  *_next_block(), "  br label %rows"]
+    out += _row_tiles("cgemm" if gathered else "sgemm", "cols", "%out", "float* %b.blk, float* %pf.tile",
+                      gathered=gathered, extra=(_prefetch_share() if gathered else _first_tile_prefetches(), ""))
     return out + ["rows.done:", "  %j.next = add i64 %j, %tile.cols", "  %j.end = icmp uge i64 %j.next, %j1",
                   "  br i1 %j.end, label %cols.done, label %cols",
                   "cols.done:", "  %kb.next = add i64 %kb, %k.cur", "  %kb.end = icmp uge i64 %kb.next, %k",
@@ -252,6 +263,13 @@ def _prefetch_share() -> list[str]:
             f"  %pf.tc = select i1 %pf.many, i64 {VECTORS - 1}, i64 %pf.ti",
             f"  %pf.lines = mul i64 %k.cur, {LANES}", "  %pf.rt = mul i64 %pf.tc, %pf.lines",
             "  %pf.tile = getelementptr float, float* %pf.blk, i64 %pf.rt"]
+
+
+def _first_tile_prefetches() -> list[str]:
+    """``%pf.tile`` for ``sgemm``: the next block for the first row tile (it prefetches the
+    block whole: a product of few rows has one or two row tiles), the tile's own block (in L1:
+    a prefetch of it costs a load slot) for the others."""
+    return ["  %pf.first = icmp eq i64 %i, 0", "  %pf.tile = select i1 %pf.first, float* %pf.blk, float* %b.blk"]
 
 
 def _implicit_driver_ir() -> list[str]:
