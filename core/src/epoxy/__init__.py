@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .deferred_imports import defer_sympy
+from .deferred_imports import defer_sympy, lazy_attribute
 
 defer_sympy()  # before anything imports onnx_ir: sympy loads only if something uses it
 
@@ -88,13 +88,7 @@ def __getattr__(name: str) -> Any:
         import_module(".capi.onnxruntime_pybind11_state", __name__)
         globals()[name] = import_module(".capi", __name__)
         return globals()[name]
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'epoxy' has no attribute {name!r}")
-
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+    return lazy_attribute(__name__, _LAZY, globals(), name)
 
 
 def get_all_providers() -> list[str]:

@@ -97,3 +97,17 @@ def defer_sympy() -> bool:
         _register("sympy", sympy_spec)
         _register("onnx_ir._symbolic_shapes", parser_spec)
         return True
+
+
+def lazy_attribute(package: str, table: dict[str, str], namespace: dict[str, Any], name: str) -> Any:
+    """A package's module ``__getattr__``: attribute ``name`` from submodule ``table[name]`` of
+    ``package``, imported now and kept in ``namespace`` (the package's globals), so that
+    importing the package does not import what only some uses need."""
+    from importlib import import_module
+
+    module = table.get(name)
+    if module is None:
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", package), name)
+    namespace[name] = value
+    return value

@@ -10,8 +10,9 @@ the reader trusts. See docs/AOT.md.
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
+
+from ..deferred_imports import lazy_attribute
 
 if TYPE_CHECKING:
     from .compile import compile_model
@@ -28,9 +29,4 @@ _LAZY = {"compile_model": "compile", "CONTEXT_DOMAIN": "format", "inspect_model"
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'epoxy.aot' has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+    return lazy_attribute(__name__, _LAZY, globals(), name)
