@@ -66,6 +66,9 @@ def _tile_ir(rows: int, vectors: int, indirect: bool = False, gathered: bool = F
     ``fused``: (name, extra parameters, store): the tile under another name with more
     parameters, its final sums ``%sum{r}.{v}`` stored by ``store(rows, vectors)``'s lines
     (``pointwise_gemm_ir``: the epilogue on the last K block).
+    ``sgemm`` and ``cgemm`` tiles take a ``float* %pf`` after ``B``, the part of the driver's next
+    K block they prefetch into L2: ``cgemm``'s a line per K step, ``sgemm``'s the block's row k
+    whole (module docstring).
     ``prefetch_ahead`` (``indirect`` only): an ``i64 %pf.off`` parameter after ``B``; each K step
     prefetches into L2 the line ``pf.off`` floats past its B row (``pointwise_gemm_ir``: the next
     column tile of the input's planes)."""
