@@ -189,7 +189,7 @@ def test_pointwise_layers_of_one_image_run_on_the_kernel(monkeypatch, x_shape, m
     products = []
     real = kernels_pointwise.PointwiseCall.__call__
     monkeypatch.setattr(kernels_pointwise.PointwiseCall, "__call__", lambda self, x, z, out=None: products.append(
-        (x.shape, self._implicit is not None and self._implicit[-1])) or real(self, x, z, out))
+        (x.shape, self._implicit is not None and self._implicit[4])) or real(self, x, z, out))
     x, w, b = conv_data(sum(x_shape) + m, x_shape, (m, x_shape[1], 1, 1))
     out_shape = (1, m, *x_shape[2:])
     z = np.random.default_rng(m).standard_normal(out_shape).astype(np.float32) if residual else None
@@ -224,9 +224,50 @@ def test_pointwise_batches_and_small_maps_keep_blas():
     assert not takes_implicit(2, 64, 64, 3136, f32, 1)
     assert not takes_implicit(1, 64, 64, 256, f32, 1)
     assert not takes_implicit(1, 64, 64, 3136, f64, 1)
-    assert not takes_implicit(1, 64, 64, 3136, f32, 4)
+    assert takes_implicit(1, 64, 64, 3136, f32, 4) == able  # one pgemm a group
     assert takes_implicit(1, 64, 64, 3136, f32, 1, nthreads=2) == (able and jit_threads.native())
     assert not takes_implicit(1, 256, 64, 3136, f32, 1, nthreads=2)  # deep: OpenBLAS shares
+    assert takes_implicit(1, 256, 64, 3136, f32, 4, nthreads=2) == (able and jit_threads.native())  # 64 a group
+
+
+GROUPED = [((1, 24, 56, 56), 112, 4), ((1, 36, 29, 29), 60, 3), ((1, 16, 23, 23), 32, 2)]
+
+
+@needs_avx512
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("x_shape", "m", "group"), GROUPED, ids=[f"{s}-{m}-g{g}" for s, m, g in GROUPED])
+def test_grouped_pointwise_layers_run_one_pgemm_a_group(monkeypatch, x_shape, m, group, threads):
+    """A grouped 1x1 layer of one image (shufflenet's 24 -> 112 in 4 groups; planes with and
+    without a tail past whole vectors) runs one ``pgemm`` a group: each group's output holds the
+    bits of that group alone as a group-1 layer (bias, residual and Relu in the store, split
+    over threads or not), and the layer is close to the numpy path and onnxruntime."""
+    from epoxy_ep_cpu.jit.kernels_pointwise import PointwiseCall
+
+    if threads > 1 and not jit_threads.native():
+        pytest.skip("on several threads the kernel splits over the native pool only")
+    grouped = []
+    real = PointwiseCall.__call__
+    monkeypatch.setattr(PointwiseCall, "__call__", lambda self, x, z, out=None: grouped.append(
+        self._implicit is not None and self._implicit[5]) or real(self, x, z, out))
+    c = x_shape[1]
+    x, w, b = conv_data(c + m + group, x_shape, (m, c // group, 1, 1))
+    out_shape = (1, m, *x_shape[2:])
+    z = np.random.default_rng(m + group).standard_normal(out_shape).astype(np.float32)
+    case = one_node("FusedConv", [x, In(w, const=True), In(b, const=True), z], {"activation": "Relu", "group": group},
+                    1, domain="com.microsoft")
+    (on,) = run_cpu(case, True, runs=2, jit_threads=threads)
+    assert grouped == [group] * 2
+    f32 = np.dtype(np.float32)
+    cg, mg = c // group, m // group
+    monkeypatch.setattr(PointwiseCall, "__call__", real)
+    for g in range(group):
+        alone = PointwiseCall((1, cg, *x_shape[2:]), f32, w[g * mg:(g + 1) * mg], b[g * mg:(g + 1) * mg], 1, 0.0, 0.0,
+                              threads)
+        assert alone._implicit is not None
+        want = alone(np.ascontiguousarray(x[:, g * cg:(g + 1) * cg]), np.ascontiguousarray(z[:, g * mg:(g + 1) * mg]))
+        np.testing.assert_array_equal(on[:, g * mg:(g + 1) * mg], want)
+    close([on], run_cpu(case, False), 1e-5, 1e-4)
+    close([on], run_onnxruntime(case), 1e-4, 1e-4)
 
 
 def _numpy_activation(v: np.ndarray, act: int, alpha: float, beta: float) -> np.ndarray:

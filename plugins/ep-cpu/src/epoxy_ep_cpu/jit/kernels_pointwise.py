@@ -16,7 +16,9 @@ and the bias, residual and activation in the store of the last K block, column t
 Threads split the positions (:func:`fused_columns`), each share whole 16-position vectors: at 2
 threads 1.1-2.4x faster than OpenBLAS's products split by hand plus the epilogue pass
 (squeezenet's 32 -> 128 on 27x27 106 -> 44 us, resnet50's 64 -> 256 on 56x56 681 -> 454 us;
-bench/README.md, session 37). On small batched maps BLAS stays ahead (session 28).
+bench/README.md, session 37). On small batched maps BLAS stays ahead (session 28). A grouped
+layer runs one ``pgemm`` a group (:func:`fused_groups`), its threads splitting the groups'
+positions together (bench/README.md, session 41).
 """
 
 from __future__ import annotations
@@ -55,10 +57,11 @@ SPLIT_MAX_DEPTH = 128
 def takes_implicit(n: int, c: int, m: int, plane: int, dtype: np.dtype, group: int, nthreads: int = 1) -> bool:
     """Whether a pointwise layer runs on ``pgemm`` (module docstring): one float32 image of 512
     positions or more, on one thread, or split over the native pool up to SPLIT_MAX_DEPTH input
-    channels (without the pool, OpenBLAS's own threads split the product)."""
-    return (n == 1 and group == 1 and dtype == np.float32 and plane >= IMPLICIT_MIN_POSITIONS
+    channels a group (without the pool, OpenBLAS's own threads split the product). A grouped
+    layer runs one ``pgemm`` a group (:func:`fused_groups`)."""
+    return (n == 1 and dtype == np.float32 and plane >= IMPLICIT_MIN_POSITIONS
             and plane >= LANES and kernels_sgemm.support() is None
-            and (nthreads == 1 or (c <= SPLIT_MAX_DEPTH and native())))
+            and (nthreads == 1 or (c // group <= SPLIT_MAX_DEPTH and native())))
 
 
 #: largest input (C x H x W float32 bytes) of an expanding layer (M >= C) whose product runs
@@ -134,6 +137,27 @@ def fused_columns(gemm, w, rowoff, x, y, bias, z, params, m, c, plane, kc, act, 
         _tail_strip(gemm, w, x, y, bias, z, params, m, c, plane, kc, act, strip, strip_rows, body)
 
 
+@njit(cache=True, nogil=True, boundscheck=False)
+def fused_groups(gemm, w, rowoff, x, y, bias, z, params, m, c, plane, kc, act, strip, strip_rows, groups,
+                 first, last):  # pragma: no cover - compiled
+    """Units [first, last) of a grouped layer's ``act(W_g @ x_g + bias_g (+ z_g))`` for each of
+    ``groups`` groups (``m`` output and ``c`` input channels a group; ``w`` the groups' (m, c)
+    weights one after another): unit ``u`` is group ``u // units`` 's 16-position vector ``u %
+    units``, each group's positions run as :func:`fused_columns` runs a group-1 layer's (the same
+    tiles and K order: the bits of one ``pgemm`` a group). Shuffle networks' grouped 1x1 layers
+    (24 -> 112 in 4 groups on 56x56) ran as 4 small BLAS products plus an epilogue pass."""
+    units = (plane + LANES - 1) // LANES
+    g0 = first // units
+    g1 = min(groups, (last + units - 1) // units)
+    for g in range(g0, g1):
+        lo = max(first - g * units, 0)
+        hi = min(last - g * units, units)
+        zg = z[g * m * plane:(g + 1) * m * plane] if z.shape[0] > 0 else z
+        fused_columns(gemm, w[g * m * c:(g + 1) * m * c], rowoff, x[g * c * plane:(g + 1) * c * plane],
+                      y[g * m * plane:(g + 1) * m * plane], bias[g * m:(g + 1) * m], zg, params, m, c, plane, kc, act,
+                      strip, strip_rows, lo, hi)
+
+
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
 def _epilogue_plane(y, bias, z, p, plane, m, act, alpha, beta):  # pragma: no cover - compiled
     """``act(y + bias[channel] + z)`` in place on output plane ``p`` (= batch * M + channel);
@@ -198,29 +222,31 @@ class PointwiseCall(PreparedConvCall):
                 self._packed_rows = kernels_sgemm.PackedFloatWeights(t, nthreads)
         if self._packed_rows is None and takes_implicit(n, c, m, plane, dtype, group, nthreads):
             self.bias = np.ascontiguousarray(bias, dtype=np.float32)
-            units = -(-plane // LANES)
-            rowoff = np.arange(c, dtype=np.int64) * plane  # B's row k: input channel k's plane
-            gemm = _FUSED.address(driver(c, m, plane))
-            self._implicit = ((gemm, np.ascontiguousarray(self._w[0]).reshape(-1), rowoff),
-                              (self.bias,), (np.array([alpha, beta], dtype=np.float32), m, c, plane,
+            cg, mg = c // group, m // group  # a group's channels (group 1: the layer's)
+            units = group * -(-plane // LANES)
+            rowoff = np.arange(cg, dtype=np.int64) * plane  # B's row k: the group's input channel k's plane
+            gemm = _FUSED.address(driver(cg, mg, plane))
+            self._implicit = ((gemm, self._w.reshape(-1), rowoff),
+                              (self.bias,), (np.array([alpha, beta], dtype=np.float32), mg, cg, plane,
                                              kernels_sgemm.IMPLICIT_KC, act), units,
-                              max(1, min(nthreads, units, gemm_count(nthreads, m * c * plane))))
+                              max(1, min(nthreads, units, gemm_count(nthreads, mg * c * plane))), group)
             # the plane's last positions past whole vectors: a padded strip's input rows
-            self._strip = ((c + 2 * m) * LANES, np.arange(c, dtype=np.int64) * LANES) if plane % LANES else None
+            self._strip = ((cg + 2 * mg) * LANES, np.arange(cg, dtype=np.int64) * LANES) if plane % LANES else None
 
     def __call__(self, x: np.ndarray, z: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
         dt = self.dtype
         y = np.empty(self.out_shape, dtype=dt) if out is None else out
         if self._implicit is not None:
-            head, bias, tail, units, count = self._implicit
+            head, bias, tail, units, count, group = self._implicit
             strip = (_NO_STRIP if self._strip is None
                      else (scratch("pointwise-tail", self._strip[0], _F32), self._strip[1]))
             args = (*head, x.reshape(-1), y.reshape(-1), *bias, _NO_Z[dt] if z is None else z.reshape(-1), *tail,
-                    *strip)
+                    *strip, *(() if group == 1 else (group,)))
             columns = self._columns
             if columns is None:
-                fn = direct.overload(fused_columns, (*args, 0, 1))
-                columns = self._columns = (Split(fused_columns, fn, args, units, count) if count > 1
+                kernel = fused_columns if group == 1 else fused_groups
+                fn = direct.overload(kernel, (*args, 0, 1))
+                columns = self._columns = (Split(kernel, fn, args, units, count) if count > 1
                                            else lambda *a: fn(*a, 0, units))
             columns(*args)
             return y
