@@ -230,7 +230,9 @@ def test_pointwise_batches_and_small_maps_keep_blas():
     assert takes_implicit(1, 256, 64, 3136, f32, 4, nthreads=2) == (able and jit_threads.native())  # 64 a group
 
 
-GROUPED = [((1, 24, 56, 56), 112, 4), ((1, 36, 29, 29), 60, 3), ((1, 16, 23, 23), 32, 2)]
+# shufflenet's first grouped layer; planes with a tail past whole vectors (45x45: two shares at 2
+# threads, each finishing a group's plane); a small layer that stays one share
+GROUPED = [((1, 24, 56, 56), 112, 4), ((1, 48, 45, 45), 96, 3), ((1, 36, 29, 29), 60, 3), ((1, 16, 23, 23), 32, 2)]
 
 
 @needs_avx512
@@ -240,7 +242,8 @@ def test_grouped_pointwise_layers_run_one_pgemm_a_group(monkeypatch, x_shape, m,
     """A grouped 1x1 layer of one image (shufflenet's 24 -> 112 in 4 groups; planes with and
     without a tail past whole vectors) runs one ``pgemm`` a group: each group's output holds the
     bits of that group alone as a group-1 layer (bias, residual and Relu in the store, split
-    over threads or not), and the layer is close to the numpy path and onnxruntime."""
+    over threads or not; a plane's tail through the group's own part of the padded strip), and
+    the layer is close to the numpy path and onnxruntime."""
     from epoxy_ep_cpu.jit.kernels_pointwise import PointwiseCall
 
     if threads > 1 and not jit_threads.native():
@@ -248,7 +251,7 @@ def test_grouped_pointwise_layers_run_one_pgemm_a_group(monkeypatch, x_shape, m,
     grouped = []
     real = PointwiseCall.__call__
     monkeypatch.setattr(PointwiseCall, "__call__", lambda self, x, z, out=None: grouped.append(
-        self._implicit is not None and self._implicit[5]) or real(self, x, z, out))
+        self._implicit is not None and self._implicit[4:]) or real(self, x, z, out))
     c = x_shape[1]
     x, w, b = conv_data(c + m + group, x_shape, (m, c // group, 1, 1))
     out_shape = (1, m, *x_shape[2:])
@@ -256,10 +259,19 @@ def test_grouped_pointwise_layers_run_one_pgemm_a_group(monkeypatch, x_shape, m,
     case = one_node("FusedConv", [x, In(w, const=True), In(b, const=True), z], {"activation": "Relu", "group": group},
                     1, domain="com.microsoft")
     (on,) = run_cpu(case, True, runs=2, jit_threads=threads)
-    assert grouped == [group] * 2
+    plane = x_shape[2] * x_shape[3]
+    shares = max(1, min(threads, (m // group) * c * plane // jit_threads.MIN_SPLIT_MACS))
+    assert grouped == [(shares, group)] * 2
+    if x_shape[2] == 45:
+        assert shares == threads  # at 2 threads, two shares that each finish a group's plane tail
+    for _ in range(5):  # shares that finish two groups' planes at once: the same bits every run
+        np.testing.assert_array_equal(run_cpu(case, True, runs=3, jit_threads=threads)[0], on)
     f32 = np.dtype(np.float32)
     cg, mg = c // group, m // group
     monkeypatch.setattr(PointwiseCall, "__call__", real)
+    layer = PointwiseCall(x.shape, f32, w, b, 1, 0.0, 0.0, threads, group)
+    if plane % 16:  # a strip part a group: shares finishing two groups' planes at once never share one
+        assert layer._strip[0] == group * (cg + 2 * mg) * 16
     for g in range(group):
         alone = PointwiseCall((1, cg, *x_shape[2:]), f32, w[g * mg:(g + 1) * mg], b[g * mg:(g + 1) * mg], 1, 0.0, 0.0,
                               threads)

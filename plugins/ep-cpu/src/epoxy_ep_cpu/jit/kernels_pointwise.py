@@ -144,9 +144,12 @@ def fused_groups(gemm, w, rowoff, x, y, bias, z, params, m, c, plane, kc, act, s
     ``groups`` groups (``m`` output and ``c`` input channels a group; ``w`` the groups' (m, c)
     weights one after another): unit ``u`` is group ``u // units`` 's 16-position vector ``u %
     units``, each group's positions run as :func:`fused_columns` runs a group-1 layer's (the same
-    tiles and K order: the bits of one ``pgemm`` a group). Shuffle networks' grouped 1x1 layers
-    (24 -> 112 in 4 groups on 56x56) ran as 4 small BLAS products plus an epilogue pass."""
+    tiles and K order: the bits of one ``pgemm`` a group). Each group's plane tail has its own
+    part of ``strip`` (``(c + 2 m) * 16`` floats a group): two shares may finish two groups'
+    planes at once. Shuffle networks' grouped 1x1 layers (24 -> 112 in 4 groups on 56x56) ran as
+    4 small BLAS products plus an epilogue pass."""
     units = (plane + LANES - 1) // LANES
+    part = (c + 2 * m) * LANES if strip.shape[0] > 0 else 0
     g0 = first // units
     g1 = min(groups, (last + units - 1) // units)
     for g in range(g0, g1):
@@ -155,7 +158,7 @@ def fused_groups(gemm, w, rowoff, x, y, bias, z, params, m, c, plane, kc, act, s
         zg = z[g * m * plane:(g + 1) * m * plane] if z.shape[0] > 0 else z
         fused_columns(gemm, w[g * m * c:(g + 1) * m * c], rowoff, x[g * c * plane:(g + 1) * c * plane],
                       y[g * m * plane:(g + 1) * m * plane], bias[g * m:(g + 1) * m], zg, params, m, c, plane, kc, act,
-                      strip, strip_rows, lo, hi)
+                      strip[g * part:(g + 1) * part], strip_rows, lo, hi)
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
@@ -230,8 +233,9 @@ class PointwiseCall(PreparedConvCall):
                               (self.bias,), (np.array([alpha, beta], dtype=np.float32), mg, cg, plane,
                                              kernels_sgemm.IMPLICIT_KC, act), units,
                               max(1, min(nthreads, units, gemm_count(nthreads, mg * c * plane))), group)
-            # the plane's last positions past whole vectors: a padded strip's input rows
-            self._strip = ((cg + 2 * mg) * LANES, np.arange(cg, dtype=np.int64) * LANES) if plane % LANES else None
+            # the plane's last positions past whole vectors: a padded strip a group, its input rows
+            self._strip = ((group * (cg + 2 * mg) * LANES, np.arange(cg, dtype=np.int64) * LANES) if plane % LANES
+                           else None)
 
     def __call__(self, x: np.ndarray, z: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
         dt = self.dtype
