@@ -34,6 +34,7 @@ from .sgemm_ir import (
     _splat,
     _tile_ir,
     column_tile_size,
+    prefetch_quarter,
     row_tile_size,
     tile_switch,
 )
@@ -96,9 +97,7 @@ def _next_column_line() -> list[str]:
     """``%pf.off``: the line of the next column tile a row tile prefetches from every input plane
     it reads (row tile t: line min(t, 3) of the tile's four): the input of a layer on a large map
     is past L2 and its planes are more streams than the hardware prefetchers follow."""
-    return [f"  %pf.t = udiv i64 %i, {TILE_ROWS}", f"  %pf.many = icmp ugt i64 %pf.t, {VECTORS - 1}",
-            f"  %pf.q = select i1 %pf.many, i64 {VECTORS - 1}, i64 %pf.t", f"  %pf.line = mul i64 %pf.q, {LANES}",
-            f"  %pf.off = add i64 %pf.line, {TILE_COLS}"]
+    return [*prefetch_quarter(), f"  %pf.line = mul i64 %pf.q, {LANES}", f"  %pf.off = add i64 %pf.line, {TILE_COLS}"]
 
 
 def _driver() -> list[str]:

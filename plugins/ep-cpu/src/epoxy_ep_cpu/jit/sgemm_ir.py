@@ -259,12 +259,17 @@ def _next_block() -> list[str]:
             "  %pf.blk = getelementptr float, float* %B, i64 %pf.off"]
 
 
+def prefetch_quarter() -> list[str]:
+    """``%pf.q``: which of the next tile's four parts the row tile at ``%i`` prefetches (row tile
+    t: min(t, VECTORS - 1); the first four row tiles cover it, later ones repeat the last)."""
+    return [f"  %pf.t = udiv i64 %i, {TILE_ROWS}", f"  %pf.many = icmp ugt i64 %pf.t, {VECTORS - 1}",
+            f"  %pf.q = select i1 %pf.many, i64 {VECTORS - 1}, i64 %pf.t"]
+
+
 def _prefetch_share() -> list[str]:
     """``%pf.tile``: the part of the next block a row tile prefetches (a line per K step: the
     first four row tiles cover a 64-column block)."""
-    return [f"  %pf.ti = udiv i64 %i, {TILE_ROWS}", f"  %pf.many = icmp ugt i64 %pf.ti, {VECTORS - 1}",
-            f"  %pf.tc = select i1 %pf.many, i64 {VECTORS - 1}, i64 %pf.ti",
-            f"  %pf.lines = mul i64 %k.cur, {LANES}", "  %pf.rt = mul i64 %pf.tc, %pf.lines",
+    return [*prefetch_quarter(), f"  %pf.lines = mul i64 %k.cur, {LANES}", "  %pf.rt = mul i64 %pf.q, %pf.lines",
             "  %pf.tile = getelementptr float, float* %pf.blk, i64 %pf.rt"]
 
 
