@@ -51,7 +51,8 @@ def ep_cpu(session: nox.Session) -> None:
     """epoxy-ep-cpu kernels (onnx.reference and onnxruntime as oracles), with the numba tier on
     (the default); then the tests of the ops that have a compiled kernel again with it off, so
     both paths run in CI."""
-    session.install("./core", "./plugins/ep-cpu[image]", ONNX_PIN, "onnxruntime", "hypothesis", *PYTEST)
+    # ./sdk: its onnxruntime_oracle says where onnxruntime multiplies uint8 x int8 exactly here
+    session.install("./core", "./sdk", "./plugins/ep-cpu[image]", ONNX_PIN, "onnxruntime", "hypothesis", *PYTEST)
     _pytest(session, "plugins/ep-cpu/tests", parallel=True)
     # the jit-off pass skips the test files whose every session names its ``jit`` setting
     # (they already ran both ways above); test_jit_tier/test_jit_special keep default ones

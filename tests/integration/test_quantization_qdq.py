@@ -15,6 +15,7 @@ tensor adds roughly 0.5-1 % relative noise; three quantized activations plus int
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -22,9 +23,14 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from epoxy.quantization import collect
+from epoxy.quantization import collect, schemes
 from epoxy.quantization.qdq import DEFAULT_OP_TYPES, QuantizationError, quantize_static
 from epoxy.session import InferenceSession
+from epoxy_sdk.conformance.onnxruntime_oracle import reduce_range
+
+# onnxruntime is the oracle here: where its uint8 x int8 products saturate (no VNNI), the
+# models it runs get the 7-bit weights its documentation prescribes there (onnxruntime_oracle)
+quantize_static = functools.partial(quantize_static, reduce_range=reduce_range())
 
 ort = pytest.importorskip("onnxruntime")
 ort_quant = pytest.importorskip("onnxruntime.quantization")
@@ -124,7 +130,7 @@ def test_every_quantized_node_reads_only_dequantized_inputs(case):
 
 def test_weights_are_int8_initializers_per_channel(case):
     kind, model, stats, _, _ = case
-    q = quantize_static(model, stats)
+    q = quantize_static(model, stats, reduce_range=False)  # the weights alone: no oracle runs them
     inits = {i.name: numpy_helper.to_array(i) for i in q.graph.initializer}
     float_weights = {i.name for i in model.graph.initializer if i.name.startswith("w")}
     assert not float_weights & set(inits), "float weights left behind"
@@ -259,7 +265,7 @@ def test_error_same_order_as_onnxruntime_quantize_static(kind, tmp_path):
         str(src), str(dst), _Reader(calib), quant_format=ort_quant.QuantFormat.QDQ,
         op_types_to_quantize=["Conv", "MatMul", "Gemm"], per_channel=True,
         activation_type=ort_quant.QuantType.QUInt8, weight_type=ort_quant.QuantType.QInt8,
-        calibrate_method=ort_quant.CalibrationMethod.MinMax)
+        calibrate_method=ort_quant.CalibrationMethod.MinMax, reduce_range=reduce_range())
     theirs = rel(run_ort(onnx.load(dst), test), fp32)
     ours = rel(run_epoxy(quantize_static(model, calib), test), fp32)
     assert theirs / 3 <= ours <= theirs * 3, (ours, theirs)
@@ -436,11 +442,15 @@ def test_on_openvino_the_family_op_runs_int8_only_with_its_op_set(kind):
     stats = collect(model, feeds("cnn", 0, 2), providers=("cpu",))
     test = feeds("cnn", 99, 1)[0]
 
+    # without VNNI, OpenVINO's int8 convolutions halve their weights' scale (oneDNN's guard against
+    # the int16 saturation of u8*s8 pairs): one bit coarser than onnxruntime's run of the same codes
+    tolerance = 1e-3 if {"avx512_vnni", "avxvnni", "amx_int8"} & schemes.cpu_features() else 1e-2
+
     def layers(**options: Any) -> dict[tuple[str, str], int]:
         q = quantize_static(model, stats, **options)
         session = InferenceSession(q, providers=["openvino", "cpu"])
         out = np.asarray(session.run(None, test)[0])
-        np.testing.assert_allclose(out, run_ort(q, test), rtol=1e-3, atol=1e-3 * float(np.abs(out).max()))
+        np.testing.assert_allclose(out, run_ort(q, test), rtol=tolerance, atol=tolerance * float(np.abs(out).max()))
         return ov.layer_precisions(session)
 
     def int8(counts: dict[tuple[str, str], int], layer: str | None = None) -> int:

@@ -24,6 +24,7 @@ from quantization_checks import rel, run_epoxy, run_ort
 from epoxy.quantization import quantize_model
 from epoxy.quantization.dynamic import quantize_dynamic_report
 from epoxy.quantization.weight_only import quantize_weights_report
+from epoxy_sdk.conformance.onnxruntime_oracle import reduce_range
 
 pytest.importorskip("onnxruntime")
 
@@ -94,7 +95,7 @@ def _agree_with_onnxruntime_and_fp32(q: onnx.ModelProto, fp32: onnx.ModelProto, 
 
 def test_dynamic_quantizes_the_products_inside_loop_and_if():
     model = control_flow_model()
-    q, report = quantize_dynamic_report(model)
+    q, report = quantize_dynamic_report(model, reduce_range=reduce_range())  # onnxruntime is the oracle
     onnx.checker.check_model(q, full_check=True)
     assert set(report.quantized) == SITES and report.kept_float == ()
     bodies = _subgraphs(q)
@@ -107,7 +108,7 @@ def test_dynamic_quantizes_the_products_inside_loop_and_if():
     # every float weight was replaced: none of the five is left anywhere
     names = {i.name for i in q.graph.initializer} | {i.name for g in bodies.values() for i in g.initializer}
     assert not names & {"w_in", "w_step", "w_else", "w_local"}
-    _agree_with_onnxruntime_and_fp32(q, model, 0.03, fused=True)
+    _agree_with_onnxruntime_and_fp32(q, model, 0.06 if reduce_range() else 0.03, fused=True)  # 7 bits: coarser
 
 
 @pytest.mark.parametrize("dtype, block_size, bound", [("int8", None, 0.03), ("int4", 16, 0.25)])

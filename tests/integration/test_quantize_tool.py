@@ -24,6 +24,7 @@ from onnx import TensorProto, helper, numpy_helper
 from epoxy.cli.main import main
 from epoxy.quantization import auto, schemes
 from epoxy.quantization.report import count_nodes
+from epoxy.quantization.tool import quantize_model
 from epoxy.session import InferenceSession
 
 ort = pytest.importorskip("onnxruntime")
@@ -441,6 +442,24 @@ def test_format_flag_picks_the_integer_op_form(files: dict[str, Path], capsys: p
     np.testing.assert_allclose(y_epoxy, y_ort, rtol=1e-3, atol=1e-3 * float(np.abs(y_ort).max()))
     optimized = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
     assert optimized.run(None, {name: x})[0].shape == y_ort.shape
+
+
+@pytest.mark.parametrize("flags", [{"avx2"}, {"avx2", "avx512f", "avx512_vnni"}], ids=["no-vnni", "vnni"])
+def test_dynamic_weight_only_ignores_the_targets_reduce_range(monkeypatch: pytest.MonkeyPatch, flags: set[str]) -> None:
+    """Without VNNI the target's defaults take 7-bit weights for u8s8 kernels; a weight-only
+    model (dynamic, qdq) has none, so the default does not apply to it (it once refused every
+    such call on an AVX2 CPU); asked for explicitly, reduce_range is still refused there."""
+    monkeypatch.setattr(schemes, "cpu_features", lambda: frozenset(flags))
+    model = mlp()
+    quantized, _ = quantize_model(model, mode="dynamic", format="qdq")
+    assert "DequantizeLinear" in {n.op_type for n in quantized.graph.node}
+    codes = [numpy_helper.to_array(i) for i in quantized.graph.initializer if i.data_type == onnx.TensorProto.INT8]
+    assert codes and max(int(np.abs(c.astype(np.int32)).max()) for c in codes) == 127  # all 8 bits
+    with pytest.raises(ValueError, match="reduce_range is for the u8s8 integer kernels"):
+        quantize_model(model, mode="dynamic", format="qdq", reduce_range=True)
+    integer, _ = quantize_model(model, mode="dynamic", format="qoperator")
+    codes = [numpy_helper.to_array(i) for i in integer.graph.initializer if i.data_type == onnx.TensorProto.INT8]
+    assert max(int(np.abs(c.astype(np.int32)).max()) for c in codes) == (127 if "avx512_vnni" in flags else 64)
 
 
 def test_format_is_refused_for_modes_without_integer_ops(files: dict[str, Path],

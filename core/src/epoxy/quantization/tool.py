@@ -227,14 +227,17 @@ FORMAT_MODES = ("static", "dynamic", "auto")
 
 def _options(providers: tuple[str, ...], *, method: str, per_channel: bool | None, activation_dtype: str | None,
              weight_dtype: str | None, reduce_range: bool | None, op_types: Sequence[str] | None,
-             nodes_to_exclude: Sequence[str], format: str | None = None
+             nodes_to_exclude: Sequence[str], format: str | None = None, mode: str = "static"
              ) -> tuple[schemes.SchemeOptions, schemes.TargetDefaults]:
-    """The scheme options: the target's defaults with the caller's overrides."""
+    """The scheme options: the target's defaults with the caller's overrides. The target's
+    reduce_range (7-bit weights for u8s8 kernels without VNNI) is not applied to a weight-only
+    model (dynamic mode's qdq format), which has no integer kernel to protect."""
     d = schemes.target_defaults(providers, schemes.cpu_features())
+    weight_only = mode == "dynamic" and format == "qdq"
     return schemes.SchemeOptions(
         method=method, per_channel=d.per_channel if per_channel is None else per_channel,
         activation_dtype=activation_dtype or d.activation_dtype, weight_dtype=weight_dtype or d.weight_dtype,
-        reduce_range=d.reduce_range if reduce_range is None else reduce_range,
+        reduce_range=(d.reduce_range and not weight_only) if reduce_range is None else reduce_range,
         op_types=tuple(op_types) if op_types else None, nodes_to_exclude=tuple(nodes_to_exclude),
         providers=providers, format=format), d
 
@@ -282,7 +285,7 @@ def quantize_model(model: onnx.ModelProto | str | Path | bytes, *, mode: str = "
     options, defaults = _options(providers, method=method, per_channel=per_channel,
                              activation_dtype=activation_dtype, weight_dtype=weight_dtype,
                              reduce_range=reduce_range, op_types=op_types, nodes_to_exclude=nodes_to_exclude,
-                             format=format)
+                             format=format, mode=mode)
     available = set(schemes.available())
     features = schemes.cpu_features()
     if mode == "auto":

@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import epoxy
 from epoxy_ep_cpu.ops.channel_shuffle import ChannelShuffleError
+from epoxy_sdk.conformance.onnxruntime_oracle import weight_codes
 
 RNG = np.random.default_rng(3)
 
@@ -74,9 +75,9 @@ def test_codes_handed_on_channels_last_stay_channels_last(monkeypatch, x_dtype):
     c, g, h, w = 64, 4, 9, 10
     info = np.iinfo(x_dtype)
     inits = {"xs": np.float32(0.05), "xz": np.array(3, x_dtype),
-             "w1": RNG.integers(-127, 128, (c, c // g, 1, 1)).astype(np.int8), "ws": np.float32(0.01),
+             "w1": weight_codes(RNG, np.int8, (c, c // g, 1, 1), activation=x_dtype), "ws": np.float32(0.01),
              "wz": np.int8(0), "ys": np.float32(0.4), "yz": np.uint8(90),
-             "w2": RNG.integers(-127, 128, (c, 1, 3, 3)).astype(np.int8), "zs": np.float32(0.7), "zz": np.uint8(77)}
+             "w2": weight_codes(RNG, np.int8, (c, 1, 3, 3)), "zs": np.float32(0.7), "zz": np.uint8(77)}
     shuffle, more = _shuffle_nodes("y1", "s", 1, c, h, w, g)
     nodes = [helper.make_node("QLinearConv", ["x", "xs", "xz", "w1", "ws", "wz", "ys", "yz"], ["y1"], group=g),
              *shuffle,

@@ -13,6 +13,7 @@ from _contrib_oracle import MS, check, codes, epoxy_session, qparams, run_both, 
 from onnx import TensorProto, helper, numpy_helper
 
 import epoxy
+from epoxy_sdk.conformance.onnxruntime_oracle import reduce_range, weight_codes
 
 ort = pytest.importorskip("onnxruntime")
 quantization = pytest.importorskip("onnxruntime.quantization")
@@ -147,7 +148,7 @@ def test_qattention(w_dtype, per_column, mask, past, unidirectional):
     b, s, d, heads, hidden, p = 2, 4, 8, 2, 8, 3
     total = s + (p if past else 0)
     x = codes(rng, np.uint8, (b, s, d))
-    w = codes(rng, w_dtype, (d, 3 * hidden))
+    w = weight_codes(rng, w_dtype, (d, 3 * hidden))
     bias = rng.standard_normal(3 * hidden).astype(np.float32)
     col = (3 * hidden,) if per_column else ()
     w_scale = rng.uniform(0.001, 0.01, col).astype(np.float32)
@@ -162,7 +163,7 @@ def test_qattention(w_dtype, per_column, mask, past, unidirectional):
 
 def test_qattention_optional_zero_points_absent():
     rng = np.random.default_rng(18)
-    x, w = codes(rng, np.uint8, (1, 3, 4)), codes(rng, np.int8, (4, 12))
+    x, w = codes(rng, np.uint8, (1, 3, 4)), weight_codes(rng, np.int8, (4, 12))
     inputs = [x, w, rng.standard_normal(12).astype(np.float32), np.array(0.05, np.float32),
               np.array(0.01, np.float32)]
     check("QAttention", inputs, {"num_heads": 2}, rtol=1e-4, atol=1e-4)
@@ -231,7 +232,8 @@ def test_quantize_static_qoperator_model(tmp_path, activation, per_channel):
     calib = [{"x": rng.standard_normal((2, 3, 8, 8)).astype(np.float32)} for _ in range(4)]
     quantization.quantize_static(str(src), str(dst), _Reader(calib), quant_format=quantization.QuantFormat.QOperator,
                                  activation_type=getattr(quantization.QuantType, activation),
-                                 weight_type=quantization.QuantType.QInt8, per_channel=per_channel)
+                                 weight_type=quantization.QuantType.QInt8, per_channel=per_channel,
+                                 reduce_range=reduce_range())
     model = onnx.load(dst)
     written = {n.op_type for n in model.graph.node if n.domain == MS}
     assert {"QLinearAveragePool", "QLinearSoftmax", "QLinearConcat", "QGemm"} <= written, written
@@ -295,7 +297,8 @@ def test_quantize_dynamic_transformer_model(tmp_path, weight_type, per_channel):
     src, dst = tmp_path / "f.onnx", tmp_path / "q.onnx"
     onnx.save(_fused_bert(), src)
     quantization.quantize_dynamic(str(src), str(dst), weight_type=getattr(quantization.QuantType, weight_type),
-                                  per_channel=per_channel, extra_options={"DefaultTensorType": TensorProto.FLOAT})
+                                  per_channel=per_channel, reduce_range=reduce_range(),
+                                  extra_options={"DefaultTensorType": TensorProto.FLOAT})
     model = onnx.load(dst)
     assert {"QAttention", "QEmbedLayerNormalization"} <= {n.op_type for n in model.graph.node if n.domain == MS}
     rng = np.random.default_rng(3)
@@ -343,7 +346,7 @@ def test_dynamic_quantize_lstm(direction, w_dtype, per_column, optional):
     d = 2 if direction == "bidirectional" else 1
     col = (d, 4 * h) if per_column else (d,)
     x = rng.standard_normal((t, n, i)).astype(np.float32)
-    w, r = codes(rng, w_dtype, (d, i, 4 * h)), codes(rng, w_dtype, (d, h, 4 * h))
+    w, r = weight_codes(rng, w_dtype, (d, i, 4 * h)), weight_codes(rng, w_dtype, (d, h, 4 * h))
     w_scale, r_scale = (rng.uniform(0.005, 0.02, col).astype(np.float32) for _ in range(2))
     zero = np.zeros(col, w_dtype)  # onnxruntime requires zero weight zero points
     extra = [None] * 5
@@ -371,7 +374,8 @@ def test_quantize_dynamic_lstm_model(tmp_path):
     model.ir_version = 8
     src, dst = tmp_path / "f.onnx", tmp_path / "q.onnx"
     onnx.save(model, src)
-    quantization.quantize_dynamic(str(src), str(dst), weight_type=quantization.QuantType.QInt8)
+    quantization.quantize_dynamic(str(src), str(dst), weight_type=quantization.QuantType.QInt8,
+                                  reduce_range=reduce_range())
     q = onnx.load(dst)
     assert "DynamicQuantizeLSTM" in {n.op_type for n in q.graph.node}
     for batch in (1, 3):

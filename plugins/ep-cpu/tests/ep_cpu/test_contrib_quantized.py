@@ -11,6 +11,7 @@ import pytest
 from _contrib_oracle import feeds_of, single_node
 
 import epoxy
+from epoxy_sdk.conformance.onnxruntime_oracle import weight_codes
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -168,8 +169,7 @@ def test_dynamic_quantize_matmul(b_dtype, per_column, with_zp, with_bias):
     rng = np.random.default_rng(11)
     k, n = 16, 6
     a = rng.standard_normal((2, 3, k)).astype(np.float32)
-    info = np.iinfo(b_dtype)
-    b = rng.integers(info.min, info.max + 1, (k, n)).astype(b_dtype)
+    b = weight_codes(rng, b_dtype, (k, n))  # A is quantized to uint8
     shape = (n,) if per_column else ()
     b_scale = rng.uniform(0.001, 0.02, shape).astype(np.float32)
     b_zp = rng.integers(0, 10, shape).astype(b_dtype) if with_zp else None
@@ -183,9 +183,9 @@ def test_dynamic_quantize_matmul(b_dtype, per_column, with_zp, with_bias):
 def test_matmul_integer_to_float(a_dtype, b_dtype, per_column, with_zp):
     rng = np.random.default_rng(12)
     k, n = 10, 5
-    ia, ib = np.iinfo(a_dtype), np.iinfo(b_dtype)
+    ia = np.iinfo(a_dtype)
     a = rng.integers(ia.min, ia.max + 1, (3, k)).astype(a_dtype)
-    b = rng.integers(ib.min, ib.max + 1, (k, n)).astype(b_dtype)
+    b = weight_codes(rng, b_dtype, (k, n), activation=a_dtype)
     shape = (n,) if per_column else ()
     a_scale = np.array(0.03, np.float32)
     b_scale = rng.uniform(0.001, 0.02, shape).astype(np.float32)
@@ -205,7 +205,7 @@ def test_qgemm(trans_a, trans_b, out, with_c, per_column):
     # onnxruntime's quantized output has A's type
     a_dtype = np.int8 if out == "int8" else np.uint8
     a = rng.integers(np.iinfo(a_dtype).min, np.iinfo(a_dtype).max + 1, (k, m) if trans_a else (m, k)).astype(a_dtype)
-    b = rng.integers(-128, 128, (n, k) if trans_b else (k, n)).astype(np.int8)
+    b = weight_codes(rng, np.int8, (n, k) if trans_b else (k, n), activation=a_dtype)
     shape = (n,) if per_column else ()
     b_scale = rng.uniform(0.001, 0.01, shape).astype(np.float32)
     b_zp = np.zeros(shape, np.int8)

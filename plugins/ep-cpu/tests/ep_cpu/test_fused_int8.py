@@ -12,6 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import epoxy
 from epoxy.quantization import quantize_dynamic
+from epoxy_sdk.conformance.onnxruntime_oracle import reduce_range
 
 
 def _mlp(seed: int, bias_as: str) -> onnx.ModelProto:
@@ -134,7 +135,7 @@ def _static(seed: int, activation_dtype: str = "uint8") -> bytes:
     rng = np.random.default_rng(seed)
     calib = [{"x": rng.standard_normal((2, 16, 64)).astype(np.float32)} for _ in range(3)]
     return quantize_static(_mlp(seed, "add"), calib, op_types=("MatMul",), activation_dtype=activation_dtype,
-                           per_channel=True).SerializeToString()
+                           per_channel=True, reduce_range=reduce_range()).SerializeToString()
 
 
 @pytest.mark.parametrize("activation_dtype", ["uint8", "int8"])
@@ -196,7 +197,8 @@ def test_static_qdq_convolutions_read_as_float_run_on_codes(monkeypatch, jit):
 
     rng = np.random.default_rng(12)
     calib = [{"x": rng.standard_normal((1, 32, 56, 56)).astype(np.float32)} for _ in range(2)]
-    model = quantize_static(_residual_block(12), calib, per_channel=True).SerializeToString()
+    model = quantize_static(_residual_block(12), calib, per_channel=True,
+                            reduce_range=reduce_range()).SerializeToString()
     stores = []
     real = kernels_int8_conv.PackedInt8Conv.scaled
     monkeypatch.setattr(kernels_int8_conv.PackedInt8Conv, "scaled",

@@ -145,6 +145,7 @@ def test_position_chunks_give_the_same_bits(monkeypatch, x_shape, w_shape, attrs
     assert chunks[0] == tile and chunks[-1] == -(-positions // tile) * tile  # one tile; all in one chunk
 
 
+@needs_avx512
 @pytest.mark.parametrize(("depth", "m", "positions", "chunk"), [
     (512, 2048, 49, 54),  # resnet50's 512 -> 2048 on 7x7: 4 MB of weights, one chunk
     (256, 1024, 196, 198),  # 256 -> 1024 on 14x14: 1 MB, one chunk (four at 256 KB)

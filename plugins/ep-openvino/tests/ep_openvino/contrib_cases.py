@@ -19,6 +19,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from epoxy_sdk.conformance.onnxruntime_oracle import weight_codes
+
 MS = "com.microsoft"
 ML = "ai.onnx.ml"
 F32 = np.float32
@@ -410,9 +412,8 @@ def integer_matmuls() -> Iterator[Case]:
         for per_column in (False, True):
             for with_zp, with_bias in ((False, False), (True, True), (True, False)):
                 r = _rng(11)
-                info = np.iinfo(b_dtype)
                 shape = (n,) if per_column else ()
-                inputs = {"A": _normal(r, 2, 3, k), "B": r.integers(info.min, info.max + 1, (k, n)).astype(b_dtype),
+                inputs = {"A": _normal(r, 2, 3, k), "B": weight_codes(r, b_dtype, (k, n)),  # A: uint8 codes
                           "b_scale": r.uniform(0.001, 0.02, shape).astype(F32),
                           "b_zp": r.integers(0, 10, shape).astype(b_dtype) if with_zp else None,
                           "bias": _normal(r, n) if with_bias else None}
@@ -424,10 +425,10 @@ def integer_matmuls() -> Iterator[Case]:
         for per_column in (False, True):
             for with_zp in (False, True):
                 r = _rng(12)
-                ia, ib = np.iinfo(a_dtype), np.iinfo(b_dtype)
+                ia = np.iinfo(a_dtype)
                 shape = (n,) if per_column else ()
                 inputs = {"A": r.integers(ia.min, ia.max + 1, (3, k)).astype(a_dtype),
-                          "B": r.integers(ib.min, ib.max + 1, (k, n)).astype(b_dtype),
+                          "B": weight_codes(r, b_dtype, (k, n), activation=a_dtype),
                           "a_scale": np.array(0.03, F32), "b_scale": r.uniform(0.001, 0.02, shape).astype(F32),
                           "a_zp": np.array(3, a_dtype) if with_zp else None,
                           "b_zp": r.integers(0, 5, shape).astype(b_dtype) if with_zp else None,
@@ -446,7 +447,7 @@ def integer_matmuls() -> Iterator[Case]:
                     shape = (n,) if per_column else ()
                     inputs = {"A": r.integers(ia.min, ia.max + 1, (k, m) if trans_a else (m, k)).astype(a_dtype),
                               "a_scale": np.array(0.02, F32), "a_zp": np.array(12, a_dtype),
-                              "B": r.integers(-128, 128, (n, k) if trans_b else (k, n)).astype(np.int8),
+                              "B": weight_codes(r, np.int8, (n, k) if trans_b else (k, n), activation=a_dtype),
                               "b_scale": r.uniform(0.001, 0.01, shape).astype(F32), "b_zp": np.zeros(shape, np.int8),
                               "C": r.integers(-2000, 2000, (n,)).astype(np.int32) if with_c else None,
                               "y_scale": None if out == "float" else np.array(0.3, F32),

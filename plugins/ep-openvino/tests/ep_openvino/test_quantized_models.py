@@ -17,9 +17,10 @@ from ov_test_models import make_model
 import epoxy
 import epoxy_ep_openvino
 from epoxy.errors import InvalidArgumentError
-from epoxy.quantization import quantize_static
+from epoxy.quantization import quantize_static, schemes
 from epoxy_ep_openvino.exec_precision import int8_compute_layers
 from epoxy_ep_openvino.options import parse_options
+from epoxy_sdk.conformance.onnxruntime_oracle import reduce_range
 
 
 def _cnn(rng: np.random.Generator) -> onnx.ModelProto:
@@ -65,7 +66,9 @@ def _output_scale(model: onnx.ModelProto) -> float:
 def test_qdq_cnn_runs_whole_on_openvino_in_int8(activation_dtype: Literal["uint8", "int8"],
                                                 rng: np.random.Generator) -> None:
     ort = pytest.importorskip("onnxruntime")
-    qdq = quantize_static(_cnn(rng), _images(rng, 6), activation_dtype=activation_dtype, per_channel=True)
+    # onnxruntime is the reference: 7-bit weights where its u8s8 products saturate (onnxruntime_oracle)
+    qdq = quantize_static(_cnn(rng), _images(rng, 6), activation_dtype=activation_dtype, per_channel=True,
+                          reduce_range=reduce_range())
     data = qdq.SerializeToString()
     sess = epoxy.InferenceSession(data, providers=["openvino", "cpu"])  # default options, f32
 
@@ -145,5 +148,8 @@ def test_dynamic_quantization_group_size_changes_how_int8_weights_compute(rng: n
     off = run({})  # f32 default: activations stay float
     on = run({"dynamic_quantization_group_size": 32})
     assert rel(off) < 1e-5
+    if rel(on) < 1e-5 and not {"avx512_vnni", "avxvnni", "amx_int8"} & schemes.cpu_features():
+        # seen on an AVX2-only AMD EPYC: OpenVINO left the activations float, the hint had no effect
+        pytest.skip("OpenVINO does not quantize activations dynamically on this CPU (no VNNI or AMX)")
     # activations rounded to int8 in groups of 32: ~0.1-1% off, never exact
     assert 1e-4 < rel(on) < 0.02
