@@ -50,16 +50,21 @@ class CpuProviderFactory:
         described = TABLE.describe()
         here = availability().describe()
         if availability().available:
-            from .jit import kernels_int8_gemm, kernels_sgemm
+            from .jit import kernels_int8_gemm, kernels_sgemm, llvm_module
 
             reason = kernels_int8_gemm.support()
             here += ("; int8 GEMM on AVX512-VNNI" if reason is None
                      else f"; no int8 GEMM ({reason}): integer products run on float32 BLAS")
             reason = kernels_sgemm.support()
-            here += ("; float32 GEMM of 2-32 rows, the implicit-GEMM and small-layer convolutions on AVX-512"
-                     if reason is None
-                     else f"; no float32 few-rows GEMM ({reason}): every float product and convolution GEMM "
-                          "runs on BLAS")
+            if reason is not None:
+                here += (f"; no float32 few-rows GEMM ({reason}): every float product and convolution GEMM "
+                         "runs on BLAS")
+            elif llvm_module.missing(llvm_module.AVX512) is None:
+                here += ("; float32 GEMM of 2-32 rows, the row-gathered, pointwise, implicit-GEMM and small-layer "
+                         "convolutions on AVX-512")
+            else:
+                here += ("; float32 GEMM of 2-32 rows, the row-gathered and pointwise convolutions on AVX2 "
+                         "(the implicit-GEMM and small-layer ones need AVX-512)")
         described["jit"] = f"{described['jit']} [here: {here}]"
         from .malloc_policy import status
 

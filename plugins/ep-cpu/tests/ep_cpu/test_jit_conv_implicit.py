@@ -22,8 +22,11 @@ from epoxy_ep_cpu.jit import threads as jit_threads  # noqa: E402
 # the small-layer kernel would take many of these layers: its own tests are test_jit_conv_small.py
 pytestmark = pytest.mark.usefixtures("no_small_conv")
 
-needs_avx512 = pytest.mark.skipif(kernels_sgemm.support() is not None,
-                                  reason=f"float32 GEMM: {kernels_sgemm.support()}")
+needs_avx512 = pytest.mark.skipif(kernels_conv_implicit.support() is not None,
+                                  reason=f"implicit GEMM: {kernels_conv_implicit.support()}")
+# the pointwise GEMM (pgemm) runs wherever the float32 GEMM does (AVX2 and FMA)
+needs_float_gemm = pytest.mark.skipif(kernels_sgemm.support() is not None,
+                                      reason=f"float32 GEMM: {kernels_sgemm.support()}")
 
 # (x shape, w shape, attributes): strides, 5x5 and dilated kernels, asymmetric pads, K across
 # the kernel's 256-row blocks (64 * 9 = 576), output channels not a multiple of the 6-row tile,
@@ -153,7 +156,7 @@ def test_implicit_gemm_keeps_nan_and_inf():
 def test_routing_rule(n, ck, m, positions, takes):
     """What the implicit GEMM takes (``gains``), on a CPU that can run it; none elsewhere. On two
     threads a batch still does, one image only where OpenBLAS's idle workers can be parked."""
-    able = kernels_sgemm.support() is None
+    able = kernels_conv_implicit.support() is None
     assert kernels_conv_implicit.gains(n, ck, m, positions) == (takes and able)
     parks = blas_spin.available()
     assert kernels_conv_implicit.gains(n, ck, m, positions, 2) == (takes and able and (n > 1 or parks))
@@ -172,7 +175,7 @@ def test_float64_layers_keep_the_grid_gemm(monkeypatch):
 POINTWISE = [((1, 300, 24, 24), 7), ((1, 32, 23, 23), 40), ((1, 64, 32, 17), 96)]
 
 
-@needs_avx512
+@needs_float_gemm
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("residual", [False, True])
 @pytest.mark.parametrize(("x_shape", "m"), POINTWISE, ids=[f"{s}-{m}" for s, m in POINTWISE])
@@ -235,7 +238,7 @@ def test_pointwise_batches_and_small_maps_keep_blas():
 GROUPED = [((1, 24, 56, 56), 112, 4), ((1, 48, 45, 45), 96, 3), ((1, 36, 29, 29), 60, 3), ((1, 16, 23, 23), 32, 2)]
 
 
-@needs_avx512
+@needs_float_gemm
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize(("x_shape", "m", "group"), GROUPED, ids=[f"{s}-{m}-g{g}" for s, m, g in GROUPED])
 def test_grouped_pointwise_layers_run_one_pgemm_a_group(monkeypatch, x_shape, m, group, threads):
@@ -294,7 +297,7 @@ def _numpy_activation(v: np.ndarray, act: int, alpha: float, beta: float) -> np.
     return v
 
 
-@needs_avx512
+@needs_float_gemm
 @pytest.mark.parametrize("driver", ["pgemm", "pgemm_rows"])
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize(("act", "alpha", "beta"), [(0, 0.0, 0.0), (1, 0.0, 0.0), (2, 0.1, 0.0), (3, -0.5, 0.75)])
@@ -333,7 +336,7 @@ def test_the_fused_store_is_the_epilogue_pass_bit_for_bit(monkeypatch, act, alph
     assert np.isnan(got).any()
 
 
-@needs_avx512
+@needs_float_gemm
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize(("c", "m", "positions"), [(48, 70, 729), (120, 7, 521), (16, 64, 3025)])
 def test_the_planes_last_positions_sum_as_the_body_does(c, m, positions, threads):

@@ -18,7 +18,7 @@ pytest.importorskip("numba")
 
 from epoxy_ep_cpu.jit import kernels_conv_rows, kernels_sgemm  # noqa: E402
 
-needs_avx512 = pytest.mark.skipif(kernels_sgemm.support() is not None,
+needs_float_gemm = pytest.mark.skipif(kernels_sgemm.support() is not None,
                                   reason=f"row-gathered conv kernel: {kernels_sgemm.support()}")
 
 
@@ -55,7 +55,7 @@ def _count(monkeypatch) -> list[tuple[int, ...]]:
     return spy_calls(monkeypatch, kernels_conv_rows.RowsConvCall)
 
 
-@needs_avx512
+@needs_float_gemm
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES, ids=case_ids(CASES))
 def test_rows_kernel_matches_float64_and_the_numpy_path(monkeypatch, x_shape, w_shape, attrs, threads):
@@ -80,7 +80,7 @@ def test_rows_kernel_matches_float64_and_the_numpy_path(monkeypatch, x_shape, w_
 ACTS = [("Relu", ()), ("LeakyRelu", (0.2,)), ("Clip", (-0.5, 0.7)), ("HardSigmoid", (0.3, 0.4)), ("", ())]
 
 
-@needs_avx512
+@needs_float_gemm
 @pytest.mark.parametrize(("act", "params"), ACTS, ids=[f"{a or 'none'}{p}" for a, p in ACTS])
 @pytest.mark.parametrize("residual", ["none", "full"])
 @pytest.mark.parametrize("case", [1, 3, 8], ids=["batch", "stem", "columns"])
@@ -101,7 +101,7 @@ def test_rows_kernel_fused_conv_epilogue(monkeypatch, act, params, residual, cas
     close(on, run_onnxruntime(case), 1e-4, 1e-4)
 
 
-@needs_avx512
+@needs_float_gemm
 def test_rows_kernel_keeps_nan_and_inf(monkeypatch):
     """A NaN or an infinity in the input reaches the outputs whose windows hold it, as in the
     numpy path (the grid's padding never mixes into kept outputs)."""
@@ -121,7 +121,7 @@ def test_rows_kernel_keeps_nan_and_inf(monkeypatch):
 CHUNKED = [CASES[0], CASES[1], CASES[7], CASES[8]]  # one image, three images, strided 1x1, channel split
 
 
-@needs_avx512
+@needs_float_gemm
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CHUNKED, ids=case_ids(CHUNKED))
 def test_position_chunks_give_the_same_bits(monkeypatch, x_shape, w_shape, attrs, threads):
@@ -145,7 +145,7 @@ def test_position_chunks_give_the_same_bits(monkeypatch, x_shape, w_shape, attrs
     assert chunks[0] == tile and chunks[-1] == -(-positions // tile) * tile  # one tile; all in one chunk
 
 
-@needs_avx512
+@needs_float_gemm
 @pytest.mark.parametrize(("depth", "m", "positions", "chunk"), [
     (512, 2048, 49, 54),  # resnet50's 512 -> 2048 on 7x7: 4 MB of weights, one chunk
     (256, 1024, 196, 198),  # 256 -> 1024 on 14x14: 1 MB, one chunk (four at 256 KB)
@@ -161,7 +161,7 @@ def test_heavy_weights_take_larger_chunks(depth, m, positions, chunk):
     assert call._chunk == chunk
 
 
-@needs_avx512
+@needs_float_gemm
 @pytest.mark.parametrize("positions", [1, 5, 6, 7, 13])
 @pytest.mark.parametrize("m", [16, 48, 64, 80, 200])
 @pytest.mark.parametrize("depth", [1, 127, 128, 129, 300])
@@ -199,7 +199,7 @@ def test_routing_rule(n, ck, m, positions, takes):
     assert kernels_conv_rows.gains(n, ck, m, positions) == (takes and able)
 
 
-@needs_avx512
+@needs_float_gemm
 def test_routes_around_the_pointwise_and_big_map_winograd_layers():
     """1x1 stride-1 layers of maps past POINTWISE_MAX_POSITIONS keep the pointwise path, 3x3
     stride-1 layers of maps past MAX_WINOGRAD_POSITIONS keep F(4x4, 3x3) (with

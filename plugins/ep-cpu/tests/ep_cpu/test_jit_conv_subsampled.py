@@ -14,7 +14,7 @@ pytest.importorskip("numba")
 
 from epoxy_ep_cpu.jit import kernels_conv_subsampled, kernels_pointwise, kernels_sgemm  # noqa: E402
 
-needs_avx512 = pytest.mark.skipif(kernels_sgemm.support() is not None,
+needs_float_gemm = pytest.mark.skipif(kernels_sgemm.support() is not None,
                                   reason=f"the rows route this replaces: {kernels_sgemm.support()}")
 
 
@@ -26,7 +26,7 @@ def _spy(monkeypatch) -> list[tuple[int, ...]]:
     return seen
 
 
-@needs_avx512
+@needs_float_gemm
 @pytest.mark.parametrize("threads", [1, 2])
 def test_a_strided_1x1_layer_runs_its_twin_on_the_subsampled_input(monkeypatch, threads):
     seen = _spy(monkeypatch)
@@ -40,7 +40,7 @@ def test_a_strided_1x1_layer_runs_its_twin_on_the_subsampled_input(monkeypatch, 
     close([on], run_reference(case), 1e-5, 1e-4)
 
 
-@needs_avx512
+@needs_float_gemm
 def test_the_twin_takes_fused_conv_residual_and_activation(monkeypatch):
     seen = _spy(monkeypatch)
     x_shape, w_shape = (1, 256, 36, 32), (96, 256, 1, 1)

@@ -23,7 +23,7 @@ ort = pytest.importorskip("onnxruntime")
 
 from epoxy_ep_cpu.jit import kernels_sgemm as sgemm  # noqa: E402
 
-needs_avx512 = pytest.mark.skipif(sgemm.support() is not None, reason=f"float32 GEMM: {sgemm.support()}")
+needs_float_gemm = pytest.mark.skipif(sgemm.support() is not None, reason=f"float32 GEMM: {sgemm.support()}")
 
 
 def _bound(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -38,7 +38,7 @@ def _check(got: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
     assert (excess <= 0).all(), f"off by more than the bound at {np.unravel_index(np.argmax(excess), excess.shape)}"
 
 
-@needs_avx512
+@needs_float_gemm
 @pytest.mark.parametrize("m", [2, 5, 6, 7, 13, 32])
 @pytest.mark.parametrize("k", [1, 3, 255, 256, 257, 700])
 @pytest.mark.parametrize("n", [1, 15, 16, 48, 64, 80, 200])
@@ -58,7 +58,7 @@ def test_kernel_takes_every_edge_tile_and_k_block(monkeypatch, m: int, k: int, n
         _check(got, a, b)
 
 
-@needs_avx512
+@needs_float_gemm
 @pytest.mark.parametrize("native", [True, False], ids=["native-pool", "executor"])
 def test_column_shares_on_two_threads_give_the_one_thread_bits(monkeypatch, native: bool) -> None:
     """Split over two threads, the product's column tiles run as shares on the native pool's
@@ -85,7 +85,7 @@ def test_column_shares_on_two_threads_give_the_one_thread_bits(monkeypatch, nati
     assert runs == ([2] if native else [])
 
 
-@needs_avx512
+@needs_float_gemm
 @pytest.mark.parametrize("per_thread", [1 << 16, 1 << 40])
 def test_one_row_products_split_by_their_weights(monkeypatch, per_thread: int) -> None:
     """A classifier head at batch 1 (one row, 640 K multiply-adds: under MACS_PER_THREAD)
@@ -110,7 +110,7 @@ def test_one_row_products_split_by_their_weights(monkeypatch, per_thread: int) -
     assert runs == ([2] if per_thread == 1 << 16 else [])
 
 
-@needs_avx512
+@needs_float_gemm
 def test_rows_are_read_in_place_weights_may_be_a_transposed_view_and_out_is_cleared(monkeypatch) -> None:
     """Rows of a wider array (a row stride past K), Gemm's transB weights as a transposed view,
     and a planned output buffer holding garbage: the product overwrites it."""
@@ -128,7 +128,7 @@ def test_rows_are_read_in_place_weights_may_be_a_transposed_view_and_out_is_clea
     _check(out, a, w_t.T)
 
 
-@needs_avx512
+@needs_float_gemm
 def test_non_finite_values_spread_as_in_blas() -> None:
     rng = np.random.default_rng(4)
     a = rng.standard_normal((4, 512)).astype(np.float32)

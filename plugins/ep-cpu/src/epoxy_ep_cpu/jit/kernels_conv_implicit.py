@@ -99,9 +99,15 @@ ROWS_OUTER_MAX_GRID = 1 << 20
 #: ``fgemm`` / ``fgemm_rows``: the implicit GEMM storing onto the output planes with the
 #: epilogue (``implicit_fused_ir``), for grids of rows at least FUSED_MIN_WIDTH wide
 _FUSED = llvm_module.LazyModule(
-    "the implicit convolution GEMM with its store", ("avx512f",), implicit_fused_ir.module_ir,
+    "the implicit convolution GEMM with its store", llvm_module.AVX512, implicit_fused_ir.module_ir,
     {name: [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 4 + [ctypes.c_void_p] * 4 for name in ("fgemm", "fgemm_rows")},
     config.compiled_code_dir)
+
+
+def support() -> str | None:
+    """None when the kernel can run here (llvmlite and AVX-512: its store's masks and tiles
+    were measured there only), else why not."""
+    return llvm_module.missing(llvm_module.AVX512)
 
 
 def fused_driver(m: int, depth: int, grid_floats: int, wq: int, interleaved: bool) -> str | None:
@@ -124,7 +130,7 @@ def gains(n: int, ck: int, m: int, positions: int, nthreads: int = 1) -> bool:
     a spinning worker the light models lost 4-11 % that way against BLAS's threads
     (bench/README.md, session 28); with it asleep an RGB stem took 0.65-0.82x the grid GEMM's
     time (session 32)."""
-    return (kernels_sgemm.support() is None and ck >= MIN_DEPTH and m <= MAX_ROWS
+    return (support() is None and ck >= MIN_DEPTH and m <= MAX_ROWS
             and n * positions * ck * m >= MIN_MACS and (n > 1 or nthreads == 1 or blas_spin.available()))
 
 

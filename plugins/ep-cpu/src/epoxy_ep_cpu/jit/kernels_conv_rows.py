@@ -81,7 +81,8 @@ MACS_PER_THREAD = 1 << 20
 
 
 _STORE_ARGS = [ctypes.c_void_p, ctypes.c_int64] + [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 6 + [ctypes.c_void_p]
-_STORE = llvm_module.LazyModule("the row-gathered convolution's store", ("avx512f",), rows_store_ir.module_ir,
+_STORE = llvm_module.LazyModule("the row-gathered convolution's store", llvm_module.FLOAT_GEMM_FEATURES,
+                                rows_store_ir.module_ir,
                                 {rows_store_ir.ENTRY: _STORE_ARGS}, config.compiled_code_dir)
 
 

@@ -24,7 +24,7 @@ from numba import njit, uint64
 
 from epoxy.kit.aligned import aligned_zeros
 
-from . import config, direct, kernels_sgemm, llvm_module, position_gemm_ir
+from . import config, direct, llvm_module, position_gemm_ir
 from .activations import ACT_HARD_SIGMOID, ACT_HARD_SWISH, activate_wide
 from .kernels_conv import LANES as SLACK
 from .kernels_conv import PreparedConvCall, _geometry, _offsets, layer_sizes
@@ -77,15 +77,16 @@ MAX_MACS_ONE_IMAGE_SPATIAL = 12 << 20
 MACS_PER_THREAD = 1 << 20
 
 _MODULE = llvm_module.LazyModule(
-    "the small-convolution kernel", ("avx512f",), position_gemm_ir.module_ir,
+    "the small-convolution kernel", llvm_module.AVX512, position_gemm_ir.module_ir,
     {position_gemm_ir.entry_name(width, size): [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 7
      for width in position_gemm_ir.LANE_WIDTHS for size in position_gemm_ir.TILE_SIZES},
     config.compiled_code_dir)
 
 
 def support() -> str | None:
-    """None when the kernel can run here (llvmlite and AVX-512), else why not."""
-    return kernels_sgemm.support()
+    """None when the kernel can run here (llvmlite and AVX-512: its tiles hold 16 registers of
+    sums), else why not."""
+    return llvm_module.missing(llvm_module.AVX512)
 
 
 def product_address(lanes: int, tile: int) -> int:

@@ -74,7 +74,7 @@ def takes_implicit(n: int, c: int, m: int, plane: int, dtype: np.dtype, group: i
 ROWS_OUTER_MAX_INPUT = 1 << 20
 
 _FUSED = llvm_module.LazyModule(
-    "the fused pointwise GEMM", ("avx512f",), pointwise_gemm_ir.module_ir,
+    "the fused pointwise GEMM", llvm_module.FLOAT_GEMM_FEATURES, pointwise_gemm_ir.module_ir,
     {name: [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 6 + [ctypes.c_void_p] * 2 + [ctypes.c_int64, ctypes.c_void_p]
      for name in ("pgemm", "pgemm_rows")},
     config.compiled_code_dir)

@@ -65,13 +65,13 @@ MACS_PER_THREAD = 1 << 22
 WEIGHTS_PER_THREAD = 1 << 16
 
 _F32 = np.dtype(np.float32)
-_REQUIRED_FEATURES = ("avx512f",)
+_REQUIRED_FEATURES = llvm_module.FLOAT_GEMM_FEATURES
 
 
 @functools.cache
 def support() -> str | None:
-    """None when the kernel can run here, else why not (no llvmlite, or a CPU without
-    AVX-512: OpenBLAS runs every product then)."""
+    """None when the kernel can run here, else why not (no llvmlite, or a CPU without AVX2 and
+    FMA: OpenBLAS runs every product then)."""
     return llvm_module.missing(_REQUIRED_FEATURES)
 
 

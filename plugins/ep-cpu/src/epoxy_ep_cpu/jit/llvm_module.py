@@ -35,6 +35,14 @@ def _host_features() -> dict[str, bool] | str:
         return f"llvmlite has no native target: {type(exc).__name__}: {exc}"
 
 
+#: what the float32 GEMM modules need (``sgemm_ir`` and the drivers built on its tiles: the
+#: few-rows GEMM, the row-gathered and pointwise convolutions): AVX2 with FMA. On AVX-512 their
+#: register tile is wider (``sgemm_ir.tile_shape``); the implicit-GEMM and small-layer
+#: convolutions, tuned for AVX-512's 32 registers, keep requiring it (``AVX512``).
+FLOAT_GEMM_FEATURES = ("avx2", "fma")
+AVX512 = ("avx512f",)
+
+
 def missing(required: Sequence[str]) -> str | None:
     """None when llvmlite can compile for this CPU and it has every ``required`` feature, else
     why not. Probed once per process; compiles nothing."""

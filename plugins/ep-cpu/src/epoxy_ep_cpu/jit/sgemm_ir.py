@@ -33,8 +33,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-#: rows of one register tile, and its registers of 16 float32 columns (24 accumulators)
-TILE_ROWS, VECTORS = 6, 4
+from .llvm_module import AVX512, missing
+
+
+def tile_shape(avx512: bool) -> tuple[int, int]:
+    """(rows, registers of 16 float32 columns) of one register tile: 6 x 4 on AVX-512 (24 of its
+    32 vector registers hold sums); 6 x 1 elsewhere, where a 16-float register is two AVX2
+    registers: 12 of the 16 hold sums, two B's halves and one A's broadcast (a wider tile spills
+    its sums to the stack every K step)."""
+    return (6, 4) if avx512 else (6, 1)
+
+
+#: rows of one register tile, and its registers of 16 float32 columns, for this CPU
+TILE_ROWS, VECTORS = tile_shape(missing(AVX512) is None)
 #: columns per register (N is padded to it), and the widest column tile
 LANES = 16
 TILE_COLS = LANES * VECTORS
