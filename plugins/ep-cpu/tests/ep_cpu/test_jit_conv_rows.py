@@ -51,7 +51,10 @@ CASES = [
 
 
 def _count(monkeypatch) -> list[tuple[int, ...]]:
+    """Every layer of the cases on this route (small-map 3x3 ones too, as on AVX-512, where
+    the AVX2 rule leaves them to Winograd), its calls counted."""
     monkeypatch.setattr(kernels_conv_rows, "MIN_MACS", 0)
+    monkeypatch.setattr(kernels_conv_rows, "MAX_WINOGRAD_POSITIONS", 14 * 14)
     return spy_calls(monkeypatch, kernels_conv_rows.RowsConvCall)
 
 
@@ -129,6 +132,7 @@ def test_position_chunks_give_the_same_bits(monkeypatch, x_shape, w_shape, attrs
     in one chunk (the heavy-weights budget) give the same bits: chunks split the positions,
     never a sum."""
     monkeypatch.setattr(kernels_conv_rows, "MIN_MACS", 0)
+    monkeypatch.setattr(kernels_conv_rows, "MAX_WINOGRAD_POSITIONS", 14 * 14)  # as _count
     chunks: list[int] = []
     spy_calls(monkeypatch, kernels_conv_rows.RowsConvCall, lambda call: chunks.append(call._chunk))
     x, w, b = conv_data(71 + threads, x_shape, w_shape)
@@ -203,7 +207,9 @@ def test_routing_rule(n, ck, m, positions, takes):
 def test_routes_around_the_pointwise_and_big_map_winograd_layers():
     """1x1 stride-1 layers of maps past POINTWISE_MAX_POSITIONS keep the pointwise path, 3x3
     stride-1 layers of maps past MAX_WINOGRAD_POSITIONS keep F(4x4, 3x3) (with
-    conv_winograd=off they come here), and small-map 3x3 layers and strided ones come here."""
+    conv_winograd=off they come here), and small-map 3x3 layers and strided ones come here; on
+    AVX2 (the narrow tile) every 3x3 stride-1 layer Winograd can take keeps it on one thread."""
+    wide = kernels_conv_rows.WIDE_TILE
     seen: list[tuple[int, ...]] = []
     real = kernels_conv_rows.RowsConvCall.__init__
 
@@ -216,7 +222,7 @@ def test_routes_around_the_pointwise_and_big_map_winograd_layers():
         for x_shape, w_shape, attrs, options, here in [
             ((1, 64, 28, 28), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}, {"jit_threads": 1}, False),  # F(4,3)
             ((1, 64, 28, 28), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}, {"conv_winograd": "off"}, True),
-            ((1, 128, 14, 14), (128, 128, 3, 3), {"pads": [1, 1, 1, 1]}, {}, True),
+            ((1, 128, 14, 14), (128, 128, 3, 3), {"pads": [1, 1, 1, 1]}, {}, wide),
             ((1, 256, 28, 28), (128, 256, 1, 1), {}, {}, False),  # pointwise on 784 positions
             ((1, 256, 14, 14), (128, 256, 1, 1), {}, {}, True),  # ... on 196: here, the input as its grid
             ((1, 64, 28, 28), (128, 64, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}, {}, True),

@@ -47,9 +47,15 @@ MIN_CHANNELS = 32
 MIN_DEPTH = 64
 #: fewest multiply-adds worth the path (smaller layers: the small-layer kernel or the direct one)
 MIN_MACS = 1 << 22
+#: whether this CPU runs the kernel's AVX-512 tile (6 x 64); on AVX2 its 6 x 16 tile is slower
+#: than the Winograd variants on every 3x3 stride-1 layer (below)
+WIDE_TILE = llvm_module.missing(llvm_module.AVX512) is None
 #: stride-1 3x3 layers with more output positions than this stay on F(4x4, 3x3) where allowed:
-#: 2.25x fewer multiply-adds pay there (128 -> 128 on 28x28: 1.16-1.18 ms against 1.33 here)
-MAX_WINOGRAD_POSITIONS = 14 * 14
+#: 2.25x fewer multiply-adds pay there (128 -> 128 on 28x28: 1.16-1.18 ms against 1.33 here).
+#: On AVX2 all of them do (but the shallow ones on several threads, below): zfnet512's 512 ->
+#: 512 on 12x12 took 15.8 ms here against 9.8 on F(2x2, 3x3), 1 thread, an AVX2-only AMD EPYC
+#: (bench/README.md, session 42)
+MAX_WINOGRAD_POSITIONS = 14 * 14 if WIDE_TILE else 0
 #: on several threads, layers with at least this many output channels per output position (all
 #: images') split their channels over the threads, each reading its part of the weights
 COLUMN_SPLIT_RATIO = 1.0
