@@ -190,8 +190,9 @@ def models_torch(session: nox.Session) -> None:
         reason = f"torch==2.13.0 could not be installed here ({failure.reason or 'pip failed'}): the torch zoo needs it"
         print(reason)
         session.skip(reason)
-    session.install("./core", "./plugins/ep-cpu", "./plugins/ep-openvino", ONNX_PIN, "onnxruntime", "transformers",
-                    "onnxscript", *PYTEST)
+    # ./sdk: onnxruntime_oracle (7-bit weights for onnxruntime's quantizers where its u8s8 saturates)
+    session.install("./core", "./sdk", "./plugins/ep-cpu", "./plugins/ep-openvino", ONNX_PIN, "onnxruntime",
+                    "transformers", "onnxscript", *PYTEST)
     _pytest(session, "tests/models_torch", parallel=True)
 
 
