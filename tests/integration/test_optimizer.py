@@ -61,15 +61,32 @@ def _session(path_or_model, level):  # type: ignore[no-untyped-def]
                                   sess_options=epoxy.SessionOptions(graph_optimization_level=level))
 
 
+def _with_logits(path: Path) -> onnx.ModelProto:
+    """The model with the input of a final Softmax as one more output: the light models'
+    constant weights drive logits to ~1e10, where one ulp (~1e3) between two channels turns a
+    uniform softmax (0.001) into 0 / 0.002. An unoptimized session's run-time weights go
+    through OpenBLAS, whose Haswell kernels (AVX2 CPUs) round the rows of one product
+    differently: the logits are then compared, within float rounding, and not their softmax."""
+    model = onnx.load(str(path))
+    outputs = {o.name for o in model.graph.output}
+    for node in model.graph.node:
+        if node.op_type == "Softmax" and node.output[0] in outputs:
+            model.graph.output.append(onnx.ValueInfoProto(name=node.input[0]))
+            model.graph.output.append(onnx.ValueInfoProto(name=node.output[0]))
+            model.graph.output.remove(next(o for o in model.graph.output if o.name == node.output[0]))
+    return model
+
+
 @pytest.mark.parametrize("name", sorted(CORE_PASSES))
 def test_light_model_passes_and_outputs(name):  # type: ignore[no-untyped-def]
     if name not in LIGHT:
         pytest.skip(f"light_{name} not shipped with this onnx")
     bench = LIGHT[name]
     feeds = bench.make_feeds(np.random.default_rng(0))
-    plain = _session(str(bench.path), "disable")
-    basic = _session(str(bench.path), "basic")
-    extended = _session(str(bench.path), "extended")
+    model = _with_logits(bench.path)
+    plain = _session(model, "disable")
+    basic = _session(model, "basic")
+    extended = _session(model, "extended")
     assert set(basic.applied_passes) - {"RemoveUnusedNodesPass"} == CORE_PASSES[name]
     assert "CpuFusionPass" in extended.applied_passes
     graph = extended._graph
@@ -79,10 +96,15 @@ def test_light_model_passes_and_outputs(name):  # type: ignore[no-untyped-def]
         if node.op_type == "BatchNormalization" and graph.producer(node.inputs[0]) is not None:
             assert graph.nodes[graph.producer(node.inputs[0])].op_type not in ("Conv", "FusedConv")
     assert len(extended._graph.nodes) < len(basic._graph.nodes) < len(plain._graph.nodes)
-    want = plain.run(None, feeds)
+    names = [o.name for o in model.graph.output]
+    logits_of = {n.output[0]: n.input[0] for n in model.graph.node if n.op_type == "Softmax" and n.input[0] in names}
+    want = dict(zip(names, plain.run(None, feeds)))
     for session in (basic, extended):
-        for a, b in zip(want, session.run(None, feeds)):
-            np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5)
+        for name_, got in zip(names, session.run(None, feeds)):
+            logits = want.get(logits_of.get(name_, ""))
+            if logits is not None and np.abs(logits).max() > 1e6:
+                continue  # a softmax of logits where an ulp is > 0.06: the logits are compared
+            np.testing.assert_allclose(got, want[name_], rtol=1e-4, atol=1e-5)
 
 
 SMALL_BERT = {"hidden": 32, "heads": 4, "ffn": 64, "layers": 2, "seq": 8, "vocab": 50, "max_positions": 16}
