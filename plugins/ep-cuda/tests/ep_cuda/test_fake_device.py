@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 from cuda_helpers import assert_close, model, placement, run_both
 from onnx import TensorProto, helper
@@ -287,7 +288,15 @@ def test_light_squeezenet_all_on_device() -> None:
         pytest.skip("light models not shipped with this onnx")
     bm = found[0]
     feeds = bm.make_feeds(np.random.default_rng(0))
-    got, want, p, s = run_both(bm.path.read_bytes(), feeds)
-    assert_close(got, want, rtol=1e-3, atol=1e-5)
+    # its constant weights drive the logits to ~7e9, where an ulp (~512) between two channels
+    # turns the uniform softmax (0.001) into 0 / 0.002, and the fake device's products are
+    # numpy's OpenBLAS, whose Haswell kernels (AVX2 CPUs) round one product's rows differently:
+    # the logits (the Softmax's input, made an output) are compared, within float rounding
+    proto = onnx.load(str(bm.path))
+    (softmax,) = [n for n in proto.graph.node if n.op_type == "Softmax"]
+    proto.graph.output.insert(0, onnx.ValueInfoProto(name=softmax.input[0]))
+    got, want, p, s = run_both(proto.SerializeToString(), feeds)
+    assert np.abs(want[0]).max() > 1e9
+    assert_close(got[:1], want[:1], rtol=1e-5, atol=0)
     assert set(placement(s).values()) == {"cuda"}
     assert any(k == "conv" for k, _n in p.analysis.groups)
