@@ -87,7 +87,7 @@ TABLE: OptionTable[CpuSettings] = OptionTable("cpu", [
            notes="LayerNormalization, RMSNormalization, BatchNormalization, Softmax/LogSoftmax, pools, "
                  "Erf/Gelu/Sigmoid, Where, Conv (direct, 1x1 and im2col GEMMs), on float32/float64; the "
                  "8-bit integer matrix products with constant weights on an AVX512-VNNI GEMM, and float32 "
-                 "products of 2-32 rows with constant weights on an AVX-512 GEMM; off, or numba "
+                 "products of 2-32 rows with constant weights on an AVX-512 or AVX2+FMA GEMM; off, or numba "
                  "not importable: the numpy kernels (the reference path) run"),
     Option("jit_threads", "int", DEFAULT.jit_threads, "numba threads for the jit kernels", minimum=0,
            default_text="0: as many as the BLAS pool, i.e. intra_op_num_threads when set",
