@@ -444,7 +444,7 @@ def test_on_openvino_the_family_op_runs_int8_only_with_its_op_set(kind):
 
     # without VNNI, OpenVINO's int8 convolutions halve their weights' scale (oneDNN's guard against
     # the int16 saturation of u8*s8 pairs): one bit coarser than onnxruntime's run of the same codes
-    tolerance = 1e-3 if {"avx512_vnni", "avxvnni", "amx_int8"} & schemes.cpu_features() else 1e-2
+    tolerance = 1e-3 if schemes.vnni(schemes.cpu_features()) else 1e-2
 
     def layers(**options: Any) -> dict[tuple[str, str], int]:
         q = quantize_static(model, stats, **options)

@@ -185,6 +185,11 @@ ALL_MODES = ("static", "dynamic", "fp16", "bf16", "weight-int8", "weight-int4")
 _VNNI = ("avx512_vnni", "avxvnni", "amx_int8")
 
 
+def vnni(features: frozenset[str]) -> str | None:
+    """The first u8*s8 dot-product feature of ``features`` (AVX512-VNNI, AVX-VNNI, AMX-INT8), or None."""
+    return next((f for f in _VNNI if f in features), None)
+
+
 def cpu_features() -> frozenset[str]:
     """This CPU's feature flags, lower case (``/proc/cpuinfo``'s spelling: ``avx512_vnni``),
     from /proc/cpuinfo where it exists, else from numpy's dispatch table."""
@@ -224,12 +229,12 @@ def target_defaults(providers: tuple[str, ...], features: frozenset[str]) -> Tar
     """u8s8 where integer dot products take unsigned x signed bytes (x86); reduce_range where
     AVX2's vpmaddubsw adds two u8*s8 products into int16 and saturates (no VNNI); s8s8
     elsewhere (ARM's sdot, and runtimes without a u8s8 path)."""
-    vnni = next((f for f in _VNNI if f in features), None)
+    dot = vnni(features)
     if providers and providers[0] == "openvino":
         return TargetDefaults("uint8", "int8", True, False,
                               "OpenVINO runs QDQ u8 activations with symmetric s8 weights per channel")
-    if vnni:
-        name = {"avx512_vnni": "AVX512-VNNI", "avxvnni": "AVX-VNNI", "amx_int8": "AMX-INT8"}[vnni]
+    if dot:
+        name = {"avx512_vnni": "AVX512-VNNI", "avxvnni": "AVX-VNNI", "amx_int8": "AMX-INT8"}[dot]
         return TargetDefaults("uint8", "int8", True, False, f"this CPU has {name}")
     if "avx2" in features or "avx512f" in features:
         return TargetDefaults("uint8", "int8", True, True,

@@ -35,7 +35,7 @@ from .activations import activate
 from .kernels_conv import PreparedConvCall
 from .kernels_conv_implicit import pad_planes, phase_grid
 from .scratch import scratch
-from .sgemm_ir import TILE_COLS, TILE_ROWS
+from .sgemm_ir import TILE_COLS, TILE_ROWS, WIDE_TILE  # WIDE_TILE: AVX-512's 6 x 64 tile, else AVX2's 6 x 16
 from .threads import Split
 
 _F32 = np.dtype(np.float32)
@@ -47,9 +47,6 @@ MIN_CHANNELS = 32
 MIN_DEPTH = 64
 #: fewest multiply-adds worth the path (smaller layers: the small-layer kernel or the direct one)
 MIN_MACS = 1 << 22
-#: whether this CPU runs the kernel's AVX-512 tile (6 x 64); on AVX2 its 6 x 16 tile is slower
-#: than the Winograd variants on every 3x3 stride-1 layer (below)
-WIDE_TILE = llvm_module.missing(llvm_module.AVX512) is None
 #: stride-1 3x3 layers with more output positions than this stay on F(4x4, 3x3) where allowed:
 #: 2.25x fewer multiply-adds pay there (128 -> 128 on 28x28: 1.16-1.18 ms against 1.33 here).
 #: On AVX2 all of them do (but the shallow ones on several threads, below): zfnet512's 512 ->

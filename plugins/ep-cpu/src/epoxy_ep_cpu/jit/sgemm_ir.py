@@ -44,8 +44,10 @@ def tile_shape(avx512: bool) -> tuple[int, int]:
     return (6, 4) if avx512 else (6, 1)
 
 
+#: whether this CPU runs the AVX-512 tile (routes tuned for it read this too)
+WIDE_TILE = missing(AVX512) is None
 #: rows of one register tile, and its registers of 16 float32 columns, for this CPU
-TILE_ROWS, VECTORS = tile_shape(missing(AVX512) is None)
+TILE_ROWS, VECTORS = tile_shape(WIDE_TILE)
 #: columns per register (N is padded to it), and the widest column tile
 LANES = 16
 TILE_COLS = LANES * VECTORS
