@@ -63,8 +63,8 @@ class CpuProviderFactory:
                 here += ("; float32 GEMM of 2-32 rows, the row-gathered, pointwise, implicit-GEMM and small-layer "
                          "convolutions on AVX-512")
             else:
-                here += ("; float32 GEMM of 2-32 rows, the row-gathered and pointwise convolutions on AVX2 "
-                         "(the implicit-GEMM and small-layer ones need AVX-512)")
+                here += ("; float32 GEMM of 2-32 rows, the row-gathered, pointwise and small-layer convolutions on "
+                         "AVX2 (the implicit-GEMM ones need AVX-512)")
         described["jit"] = f"{described['jit']} [here: {here}]"
         from .malloc_policy import status
 

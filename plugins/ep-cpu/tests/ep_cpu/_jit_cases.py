@@ -103,3 +103,17 @@ def conv_data(seed: int, x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> 
     rng = np.random.default_rng(seed)
     return (rng.standard_normal(x_shape).astype(np.float32), rng.standard_normal(w_shape).astype(np.float32),
             rng.standard_normal(w_shape[0]).astype(np.float32))
+
+
+def small_layers_sum_as_blas(monkeypatch: Any) -> None:
+    """Tests comparing a constant-weight convolution's bits with the runtime-weight (numpy,
+    OpenBLAS) path's: the small-layer kernel (``kernels_conv_small``) sums each output over K in
+    order, one fma a step, as OpenBLAS's AVX-512 kernels do for such shapes but not its Haswell
+    ones (AVX2 CPUs). There the constant weights leave the small kernel to BLAS too, so both
+    sides sum alike; the small kernel is checked against float64 in test_jit_conv_small."""
+    try:
+        from epoxy_ep_cpu.jit import kernels_conv_small, sgemm_ir
+    except ImportError:  # no numba: no small kernel either
+        return
+    if not sgemm_ir.WIDE_TILE:
+        monkeypatch.setattr(kernels_conv_small, "gains", lambda *args, **kwargs: False)

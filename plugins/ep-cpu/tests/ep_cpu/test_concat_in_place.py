@@ -197,7 +197,7 @@ def test_every_prepared_route_writes_into_a_given_buffer(request, monkeypatch, c
     assert seen[-1][1]  # the prepared call was given the buffer
     from epoxy_ep_cpu.jit import blas_spin, kernels_conv_implicit, kernels_conv_small, kernels_sgemm
 
-    # the small-layer and implicit GEMMs need AVX-512, the other compiled GEMMs AVX2 and FMA
+    # the implicit GEMM needs AVX-512, the other compiled GEMMs (the small-layer one too) AVX2 and FMA
     support = {"SmallConvCall": kernels_conv_small.support,
                "ImplicitConvCall": kernels_conv_implicit.support}.get(route, kernels_sgemm.support)
     if support() is None and blas_spin.available():  # else the layer takes another route here

@@ -3,8 +3,9 @@ the position-tiled product of jit/position_gemm_ir.py transposed in registers, s
 compiled call) against a float64 convolution, the numpy path (jit off), the ONNX reference
 and onnxruntime (FusedConv), with proof that it ran.
 
-Values are compared within the float32 bound of a sum in any order (``conv_float64``). On a
-CPU without AVX-512 the layers keep the other paths, which the routing test checks instead."""
+Values are compared within the float32 bound of a sum in any order (``conv_float64``). The
+module is built for the CPU (AVX-512 or AVX2 tiles, ``position_gemm_ir.shapes``); on a CPU
+without AVX2 and FMA the layers keep the other paths, which the routing test checks instead."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ from epoxy.kit import is_aligned
 
 pytest.importorskip("numba")
 
-from epoxy_ep_cpu.jit import kernels_conv_small, position_gemm_ir  # noqa: E402
+from epoxy_ep_cpu.jit import kernels_conv_implicit, kernels_conv_small, position_gemm_ir, sgemm_ir  # noqa: E402
 
-needs_avx512 = pytest.mark.skipif(kernels_conv_small.support() is not None,
+needs_kernel = pytest.mark.skipif(kernels_conv_small.support() is not None,
                                   reason=f"small-layer kernel: {kernels_conv_small.support()}")
 
 # (x shape, w shape, attributes): both register widths (<= 8 output channels: 8 lanes), both
@@ -53,7 +54,7 @@ def _count(monkeypatch) -> list[tuple[int, ...]]:
     return spy_calls(monkeypatch, kernels_conv_small.SmallConvCall, _aligned_rows)
 
 
-@needs_avx512
+@needs_kernel
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES, ids=case_ids(CASES))
 def test_small_kernel_matches_float64_and_the_numpy_path(monkeypatch, x_shape, w_shape, attrs, threads):
@@ -74,34 +75,44 @@ def test_small_kernel_matches_float64_and_the_numpy_path(monkeypatch, x_shape, w
     close([on], run_reference(case), 1e-5, 1e-4)
 
 
-def test_cases_cover_both_widths_tiles_and_grids():
-    """The cases above run 8- and 16-lane registers, tiles of 8 and 16 positions, one and
-    several channel blocks, and 1x1 layers on their own input and on a copy."""
+@pytest.mark.parametrize("avx512", [True, False], ids=["avx512", "avx2"])
+def test_cases_cover_both_widths_tiles_and_grids(avx512):
+    """The cases above run every register width and tile size of both CPU kinds' modules
+    (``position_gemm_ir.shapes``: 8- and 16-lane registers and tiles of 8 and 16 positions on
+    AVX-512; 8 lanes and tiles of 4 and 8 on AVX2), one and several channel blocks, and 1x1
+    layers on their own input and on a copy."""
+    tiles, widths = position_gemm_ir.shapes(avx512)
     seen = set()
     for x_shape, w_shape, attrs in CASES:
         n, m, oh, ow = conv_out_shape(x_shape, w_shape, attrs)
         sw, dw = attrs.get("strides", (1, 1))[1], attrs.get("dilations", (1, 1))[1]
         wq = ow + (w_shape[3] - 1) * dw // sw
         positions = (oh - 1) * wq + ow
-        lanes = position_gemm_ir.lanes_for(m)
-        seen |= {("lanes", lanes), ("tile", position_gemm_ir.tile_for(positions)), ("blocks", -(-m // lanes) > 1)}
+        lanes = position_gemm_ir.lanes_for(m, widths)
+        tile = position_gemm_ir.tile_for(positions, tiles)
+        seen |= {("lanes", lanes), ("tile", tile), ("blocks", -(-m // lanes) > 1)}
         if w_shape[2:] == (1, 1) and not attrs:
-            seen.add(("own grid", positions % position_gemm_ir.tile_for(positions) == 0))
-    assert seen >= {("lanes", 8), ("lanes", 16), ("tile", 8), ("tile", 16), ("blocks", True), ("blocks", False),
-                    ("own grid", True), ("own grid", False)}
+            seen.add(("own grid", positions % tile == 0))
+    assert seen >= ({("lanes", w) for w in widths} | {("tile", t) for t in tiles}
+                    | {("blocks", True), ("blocks", False), ("own grid", True), ("own grid", False)})
 
 
 def test_tile_sizes_round_positions_up_the_least():
-    assert position_gemm_ir.tile_for(22) == 8  # 24, not 32
-    assert position_gemm_ir.tile_for(64) == 16 and position_gemm_ir.tile_for(78) == 16  # 80 either way: 16
-    assert position_gemm_ir.tile_for(3) == 8
-    assert position_gemm_ir.lanes_for(8) == 8 and position_gemm_ir.lanes_for(9) == 16
+    wide, narrow = position_gemm_ir.shapes(True), position_gemm_ir.shapes(False)
+    assert position_gemm_ir.tile_for(22, wide[0]) == 8  # 24, not 32
+    assert position_gemm_ir.tile_for(64, wide[0]) == 16 and position_gemm_ir.tile_for(78, wide[0]) == 16  # 80: 16
+    assert position_gemm_ir.tile_for(3, wide[0]) == 8
+    assert position_gemm_ir.lanes_for(8, wide[1]) == 8 and position_gemm_ir.lanes_for(9, wide[1]) == 16
+    # AVX2: 8-lane registers only (a layer of 40 outputs: 5 blocks), tiles of 4 or 8
+    assert position_gemm_ir.tile_for(22, narrow[0]) == 8 and position_gemm_ir.tile_for(19, narrow[0]) == 4
+    assert position_gemm_ir.lanes_for(40, narrow[1]) == 8
+    assert (position_gemm_ir.TILE_SIZES, position_gemm_ir.LANE_WIDTHS) == (wide if sgemm_ir.WIDE_TILE else narrow)
 
 
 ACTS = [("Relu", ()), ("LeakyRelu", (0.2,)), ("Clip", (-0.5, 0.7)), ("HardSigmoid", (0.3, 0.4)), ("", ())]
 
 
-@needs_avx512
+@needs_kernel
 @pytest.mark.parametrize(("act", "params"), ACTS, ids=[f"{a or 'none'}{p}" for a, p in ACTS])
 @pytest.mark.parametrize("residual", ["none", "full", "broadcast"])
 @pytest.mark.parametrize("case", [0, 2, 4], ids=["8-lanes", "tiles-of-8", "blocks"])
@@ -125,7 +136,7 @@ def test_small_kernel_fused_conv_epilogue(monkeypatch, act, params, residual, ca
         close(on, run_onnxruntime(case), 1e-4, 1e-4)
 
 
-@needs_avx512
+@needs_kernel
 @pytest.mark.parametrize("case", [0, 2, 10], ids=["padded", "tiles-of-8", "own-grid"])
 def test_small_kernel_keeps_nan_and_inf(case):
     """A NaN or an infinity in the input reaches the outputs whose windows hold it, as in the
@@ -211,7 +222,7 @@ def test_float64_and_runtime_weights_keep_the_other_paths(monkeypatch):
     assert seen == []
 
 
-@needs_avx512
+@needs_kernel
 @pytest.mark.parametrize(("act", "params"), [("HardSwish", ()), ("HardSigmoid", (0.3, 0.4)), ("HardSigmoid", ())])
 @pytest.mark.parametrize("residual", [False, True])
 def test_hard_activations_in_the_store_give_the_standalone_bits(monkeypatch, act, params, residual):
@@ -245,7 +256,8 @@ def test_hard_activations_in_the_store_give_the_standalone_bits(monkeypatch, act
 def test_layers_the_compiled_f43_runs_stay_on_it(monkeypatch):
     """On one thread, a layer both this path and the compiled F(4x4, 3x3) could run is F(4,3)'s
     (2.25x fewer multiply-adds: 64 -> 64 on 28x28 585 against 331 us, session 35); one F(4,3)
-    leaves to the implicit GEMM (32 output channels) stays here."""
+    leaves to the implicit GEMM (32 output channels) stays here, and where there is no implicit
+    GEMM (AVX2) F(4,3) keeps it too."""
     from epoxy_ep_cpu.jit import kernels_winograd
 
     small = _count(monkeypatch)
@@ -253,7 +265,9 @@ def test_layers_the_compiled_f43_runs_stay_on_it(monkeypatch):
     real = kernels_winograd.WinogradCall.__call__
     monkeypatch.setattr(kernels_winograd.WinogradCall, "__call__",
                         lambda self, x, z: wino.append(x.shape) or real(self, x, z))
-    for x_shape, m, want in (((1, 64, 28, 28), 64, "winograd"), ((1, 32, 28, 28), 32, "small")):
+    implicit = kernels_conv_implicit.support() is None
+    for x_shape, m, want in (((1, 64, 28, 28), 64, "winograd"),
+                             ((1, 32, 28, 28), 32, "small" if implicit else "winograd")):
         small.clear()
         wino.clear()
         x, w, b = conv_data(3, x_shape, (m, x_shape[1], 3, 3))

@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pytest
 from _calls import counting  # noqa: E402
+from _jit_cases import small_layers_sum_as_blas
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
@@ -292,7 +293,8 @@ def test_conv_prepacks_winograd_at_session_creation(dtype, transform):
         ((1, 4, 11), (3, 4, 3), {"dilations": [2]}),
     ],
 )
-def test_conv_constant_weights_same_as_runtime(xs, ws, attrs):
+def test_conv_constant_weights_same_as_runtime(monkeypatch, xs, ws, attrs):
+    small_layers_sum_as_blas(monkeypatch)
     x = RNG.standard_normal(xs).astype(np.float32)
     w = RNG.standard_normal(ws).astype(np.float32)
     b = RNG.standard_normal(ws[0]).astype(np.float32)

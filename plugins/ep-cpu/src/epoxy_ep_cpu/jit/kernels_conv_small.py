@@ -6,9 +6,11 @@ paths made for larger layers spent 5-35 us on it (bench/README.md, session 29): 
 kernel's plane-at-a-time loops ran at ~9 G multiply-adds/s, the grid GEMM copied im2col rows
 and called BLAS per image, the implicit GEMM (``kernels_conv_implicit``) rounds a map's grid
 positions up to 16-float vectors (a 4x4 map's 22 to 32) and crosses from Python three times.
-Here the register tile is 8 or 16 grid positions x 8 or 16 output channels
-(``position_gemm_ir``): a map's positions are rounded up to 8 or 16 only, the weights' rows
-are a few vectors in L1. One numba function pads the input
+Here the register tile is 8 or 16 grid positions x 8 or 16 output channels on AVX-512, 4 or 8
+positions x 8 channels on AVX2 (``position_gemm_ir.shapes``): a map's positions are rounded up
+to a tile only, the weights' rows are a few vectors in L1. On an AVX2 CPU (session 43, 1
+thread) the exporter CNNs' layers ran in 0.47-0.77x the time of the routes they took before
+(the grid GEMM, the direct kernel). One numba function pads the input
 into the phase grid (skipped when the input is its own grid: stride 1, no padding, as 1x1
 layers), calls the LLVM-IR product by its address (``native_call``) and stores the planes
 with the bias, the residual and the activation.
@@ -30,7 +32,7 @@ from .kernels_conv import LANES as SLACK
 from .kernels_conv import PreparedConvCall, _geometry, _offsets, layer_sizes
 from .kernels_conv_implicit import pad_planes
 from .native_call import call_product
-from .threads import run_shares
+from .threads import Split
 
 _F32 = np.dtype(np.float32)
 _NO_Z = np.empty((0, 0, 0, 0), dtype=_F32)
@@ -77,16 +79,16 @@ MAX_MACS_ONE_IMAGE_SPATIAL = 12 << 20
 MACS_PER_THREAD = 1 << 20
 
 _MODULE = llvm_module.LazyModule(
-    "the small-convolution kernel", llvm_module.AVX512, position_gemm_ir.module_ir,
+    "the small-convolution kernel", llvm_module.FLOAT_GEMM_FEATURES, position_gemm_ir.module_ir,
     {position_gemm_ir.entry_name(width, size): [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 7
      for width in position_gemm_ir.LANE_WIDTHS for size in position_gemm_ir.TILE_SIZES},
     config.compiled_code_dir)
 
 
 def support() -> str | None:
-    """None when the kernel can run here (llvmlite and AVX-512: its tiles hold 16 registers of
-    sums), else why not."""
-    return llvm_module.missing(llvm_module.AVX512)
+    """None when the kernel can run here (llvmlite, AVX2 and FMA: ``position_gemm_ir.shapes``
+    sizes its tiles for AVX-512 or AVX2), else why not."""
+    return llvm_module.missing(llvm_module.FLOAT_GEMM_FEATURES)
 
 
 def product_address(lanes: int, tile: int) -> int:
@@ -102,7 +104,7 @@ def gains(n: int, ck: int, m: int, positions: int, nthreads: int = 1, taps: int 
     path's on ``nthreads`` threads: up to ``MAX_CHANNELS`` outputs on maps up to
     ``MAX_POSITIONS`` (``MAX_POINTWISE_POSITIONS`` and ``MAX_POINTWISE_DEPTH`` inputs for 1x1
     layers) and ``MAX_IMAGE_VALUES`` im2col values an image, ``MIN_DEPTH`` rows unless
-    the layer is small, on AVX-512; one image on several threads only up to
+    the layer is small, on AVX-512 or AVX2 + FMA; one image on several threads only up to
     ``MAX_MACS_ONE_IMAGE`` (``MAX_MACS_ONE_IMAGE_SPATIAL`` with a spatial kernel)."""
     most = MAX_POSITIONS if taps > 1 else MAX_POINTWISE_POSITIONS
     one_image = MAX_MACS_ONE_IMAGE_SPATIAL if taps > 1 else MAX_MACS_ONE_IMAGE
@@ -190,7 +192,7 @@ class SmallConvCall(PreparedConvCall):
     store also applies HardSigmoid and HardSwish (``activations.activate_wide``), which the
     other calls leave to a pass after them: ``activation_done`` says so."""
 
-    __slots__ = ("_count", "_fn", "_floats", "_ints", "_n", "activation_done", "dtype", "out_shape", "shape")
+    __slots__ = ("_fn", "_floats", "_ints", "_n", "_split", "activation_done", "dtype", "out_shape", "shape")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
                  strides: tuple[int, ...], dilations: tuple[int, ...], begin: Sequence[int],
@@ -227,9 +229,12 @@ class SmallConvCall(PreparedConvCall):
         self.out_shape = (n, m, oh, ow)
         # whether the store applies an activation the other kernels leave to a pass after them
         self.activation_done = act in (ACT_HARD_SIGMOID, ACT_HARD_SWISH)
-        self._count = max(1, min(nthreads, n, n * positions * k * m // MACS_PER_THREAD))
+        count = max(1, min(nthreads, n, n * positions * k * m // MACS_PER_THREAD))
         sample = (np.empty(shape, dtype=_F32), np.empty(self.out_shape, dtype=_F32), _NO_Z, self._ints, self._floats)
         self._fn = direct.overload(small_conv, (*sample, 0, n))
+        # images in shares on the native pool: its helpers stay awake (``run_shares``' sleeping
+        # ones cost 70-130 us to wake on a VM, more than such a layer takes)
+        self._split = Split(small_conv, self._fn, sample, n, count) if count > 1 else None
 
     @staticmethod
     def takes(shape: tuple[int, ...], w_shape: tuple[int, ...], dtype: np.dtype, wq: int,
@@ -240,9 +245,9 @@ class SmallConvCall(PreparedConvCall):
 
     def __call__(self, x: np.ndarray, z: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
         y = np.empty(self.out_shape, dtype=_F32) if out is None else out
-        fn, args = self._fn, (x, y, _NO_Z if z is None else z, self._ints, self._floats)
-        if self._count == 1:
-            fn(*args, 0, self._n)
+        args = (x, y, _NO_Z if z is None else z, self._ints, self._floats)
+        if self._split is None:
+            self._fn(*args, 0, self._n)
         else:
-            run_shares(lambda first, last: fn(*args, first, last), (), self._n, self._count)
+            self._split(*args)
         return y

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 from numba import njit, uint64
 
+from .llvm_module import AVX512, missing
 from .pool_folds import MAX, MAX_NO_NAN, SUM, has_nan, max2, max2_finite
 from .simd import LANES, SPAN, deinterleave32, max3_rows, max_s2_lanes, max_s2_row
 from .threads import Shares, share_count
@@ -62,13 +63,18 @@ def _max_columns(r, y, yo, n, s, kw, mode):  # pragma: no cover - compiled
 #: before the window max (on shorter rows the split's stores and reloads cost more than the
 #: strided reads they replace)
 SPLIT_MIN_OUTPUTS = 48
+#: whether the masked 16-lane folds below pay: they do with AVX-512's mask registers; on an
+#: AVX2 CPU (an AMD EPYC without AVX-512, 1 thread) every shape ran 2.3-2.7x slower through them
+#: than through the plain loops ([8, 8, 16, 16] 3x3 s2 MaxPool 64 -> 24 us, [1, 128, 54, 54]
+#: 646 -> 262, [1, 256, 27, 27] 466 -> 188: bench/README, session 43)
+MASKED_LANES = missing(AVX512) is None
 #: input columns up to which a stride-2 max pool folds its window rows in masked 16-lane steps
 #: (``simd.max3_rows``): numba's vectorized loop needs longer rows than small maps have, and
 #: ran theirs scalar
-LANE_ROWS_MAX_COLUMNS = 64
+LANE_ROWS_MAX_COLUMNS = 64 if MASKED_LANES else 0
 #: output columns up to which a stride-2 max pool folds each output row in registers
 #: (``simd.max_s2_row``, at most 16)
-REGISTER_ROWS_MAX_OUTPUTS = LANES
+REGISTER_ROWS_MAX_OUTPUTS = LANES if MASKED_LANES else 0
 #: :func:`lanes_route`'s answers: plain loops, masked 16-lane row folds, rows in registers
 LOOP_ROWS, LANE_ROWS, REGISTER_ROWS = 0, 1, 2
 

@@ -18,22 +18,33 @@ A tile's sums run over the whole of K in order (one rounding per step, as the di
 
 from __future__ import annotations
 
-#: positions per register tile: 16 (16 accumulators of the 32 vector registers), or 8 where a
-#: map's positions rounded up to 16 would add more (a 4x4 map's 22 grid positions: 24, not 32)
-TILE_SIZES = (8, 16)
-#: channels per register: 8 for layers of up to 8 output channels, else 16
-LANE_WIDTHS = (8, 16)
+from .sgemm_ir import WIDE_TILE
 
 
-def lanes_for(channels: int) -> int:
-    """The register width, in float32 channels, for a layer of ``channels`` outputs."""
-    return 8 if channels <= 8 else 16
+def shapes(avx512: bool) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(tile sizes in positions, register widths in channels) for a CPU with or without
+    AVX-512. With it: tiles of 16 positions (16 accumulators of the 32 vector registers), or 8
+    where a map's positions rounded up to 16 would add more (a 4x4 map's 22 grid positions: 24,
+    not 32); registers of 8 channels for layers of up to 8 outputs, else 16. AVX2 has 16
+    registers of 8 floats: registers of 8 channels only, tiles of 8 positions (8 accumulators, the
+    weights' row and a broadcast) or 4."""
+    return ((8, 16), (8, 16)) if avx512 else ((4, 8), (8,))
 
 
-def tile_for(positions: int) -> int:
-    """The tile size for a map of ``positions`` grid positions: the one rounding them up the
-    least (16 on a tie)."""
-    return min(TILE_SIZES, key=lambda t: (-(-positions // t) * t, -t))
+#: this CPU's tile sizes and register widths (:func:`shapes`)
+TILE_SIZES, LANE_WIDTHS = shapes(WIDE_TILE)
+
+
+def lanes_for(channels: int, widths: tuple[int, ...] = LANE_WIDTHS) -> int:
+    """The register width, in float32 channels, for a layer of ``channels`` outputs: the
+    narrowest of ``widths`` that holds them, else the widest."""
+    return next((w for w in widths if channels <= w), widths[-1])
+
+
+def tile_for(positions: int, sizes: tuple[int, ...] = TILE_SIZES) -> int:
+    """The tile size for a map of ``positions`` grid positions: the one of ``sizes`` rounding
+    them up the least (the larger on a tie)."""
+    return min(sizes, key=lambda t: (-(-positions // t) * t, -t))
 
 
 def entry_name(lanes: int, tile: int) -> str:
@@ -154,7 +165,7 @@ def _driver_ir(lanes: int, tile: int) -> list[str]:
 
 
 def module_ir() -> str:
-    """Every register width and tile size's tile and driver, in typed-pointer syntax."""
+    """Every register width and tile size of this CPU's tile and driver, in typed-pointer syntax."""
     out: list[str] = []
     for lanes in LANE_WIDTHS:
         out.append(f"declare {_vec(lanes)} @llvm.fma.v{lanes}f32({_vec(lanes)}, {_vec(lanes)}, {_vec(lanes)})")
