@@ -26,7 +26,7 @@ from numba import njit, uint64
 
 from epoxy.kit.aligned import aligned_zeros
 
-from . import config, direct, llvm_module, position_gemm_ir
+from . import config, direct, llvm_module, position_gemm_ir, sgemm_ir
 from .activations import ACT_HARD_SIGMOID, ACT_HARD_SWISH, activate_wide
 from .kernels_conv import LANES as SLACK
 from .kernels_conv import PreparedConvCall, _geometry, _offsets, layer_sizes
@@ -43,8 +43,11 @@ MAX_CHANNELS = 64
 #: fewest im2col rows (C * kh * kw) on a layer of more than ``SHALLOW_MAX_POSITIONS`` positions
 #: in all (every image's): with fewer the store pass outweighs the product, and BLAS writes the
 #: planes directly (8 -> 16 or 48 channels 1x1 on 16x16 at batch 8: 1.01-1.14x slower); fewer
-#: positions gain anyway (8 -> 32 on 8x8 at batch 8 0.88x, 3 -> 16 on 32x32 0.80x)
-MIN_DEPTH = 16
+#: positions gain anyway (8 -> 32 on 8x8 at batch 8 0.88x, 3 -> 16 on 32x32 0.80x). On AVX2 no
+#: limit: there every shallow layer measured ran faster here (1x1, 4-12 -> 8-48 channels on 16x16
+#: and 24x24 at batch 2-16: 0.65-0.91x the pointwise route's time at 1 thread, 0.66-0.74x at 2;
+#: bench/README, session 43)
+MIN_DEPTH = 16 if sgemm_ir.WIDE_TILE else 1
 SHALLOW_MAX_POSITIONS = 1024
 #: most grid positions an image (the map's rows times the grid's width) of a layer with a
 #: spatial kernel: 32x32 maps still gain at one thread (3x3 layers 0.82-0.93x the implicit
