@@ -660,17 +660,23 @@ def test_grid_gemm_fused_conv_epilogue(monkeypatch, no_implicit, act, params, re
         close(on, run_onnxruntime(case), 1e-4, max(atol, 1e-5))
 
 
-@pytest.mark.parametrize(("threads", "size", "channels", "route"),
-                         [(1, 28, 64, "WinogradCall"), (2, 28, 64, "GridConvCall"), (1, 14, 128, "WinogradCall"),
-                          (2, 14, 128, "GridConvCall"), (1, 7, 128, "WinogradCall"), (2, 7, 128, "GridConvCall"),
-                          (2, 56, 64, "WinogradCall")])
+@pytest.mark.parametrize("avx512", [True, False], ids=["avx512-rule", "avx2-rule"])
+@pytest.mark.parametrize(("threads", "size", "channels", "route", "route_avx2"),
+                         [(1, 28, 64, "WinogradCall", "WinogradCall"), (2, 28, 64, "GridConvCall", "WinogradCall"),
+                          (1, 14, 128, "WinogradCall", "WinogradCall"), (2, 14, 128, "GridConvCall", "WinogradCall"),
+                          (1, 7, 128, "WinogradCall", "WinogradCall"), (2, 7, 128, "GridConvCall", "GridConvCall"),
+                          (2, 56, 64, "WinogradCall", "WinogradCall")])
 def test_winograd_layers_split_between_the_grid_gemm_and_compiled_f43(monkeypatch, no_implicit, threads, size, channels,
-                                                                     route):
+                                                                     route, route_avx2, avx512):
     """A 3x3 stride-1 layer where pick_path takes Winograd runs on the compiled F(4,3) from 16
-    tiles and enough channel pairs x positions (more on two threads, where the grid GEMM's
-    BLAS call uses both threads and the transforms one), on the compiled F(2,3) (the same
-    call class) on one thread's smaller maps; else on the grid GEMM."""
-    seen = _count_prepared(monkeypatch, route)
+    tiles and enough channel pairs x positions (more on two threads with the AVX-512 rule,
+    where the grid GEMM's BLAS call uses both threads and the transforms one; on AVX2 two
+    threads decide as one), on the compiled F(2,3) (the same call class) on one thread's
+    smaller maps; else on the grid GEMM."""
+    if not avx512 and conv_ops._two_thread_rule():
+        pytest.skip("the AVX2 rule's routes are checked on an AVX2 CPU (other routing constants differ here)")
+    monkeypatch.setattr(conv_ops, "_two_thread_rule", lambda: avx512)
+    seen = _count_prepared(monkeypatch, route if avx512 else route_avx2)
     x, w, b = _data(18, (1, channels, size, size), (channels, channels, 3, 3), np.float32, True)
     assert conv_ops.pick_path(channels, channels, (3, 3), [size, size], True, np.dtype(np.float32)).startswith("F(")
     wino = one_node("Conv", [x, In(w, const=True), In(b, const=True)], {"pads": [1, 1, 1, 1]}, 22)

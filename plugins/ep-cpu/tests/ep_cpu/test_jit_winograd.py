@@ -216,10 +216,11 @@ def test_use_f23_jit_thresholds():
     assert not use(1, 512, 512, [7, 7], 2) and use(1, 512, 512, [12, 12], 2) and not use(1, 64, 64, [12, 12], 2)
 
 
-def test_use_f43_jit_thresholds():
-    """The routing's numbers (ops/conv.py): 16 tiles at least; channel pairs x positions from
-    ~0.8 M on one thread and ~10 M on two; on two threads 25 tiles an image at least, and
-    under 100 tiles 32 M pairs x positions."""
+def test_use_f43_jit_thresholds(monkeypatch):
+    """The routing's numbers (ops/conv.py), as measured on AVX-512: 16 tiles at least; channel
+    pairs x positions from ~0.8 M on one thread and ~10 M on two; on two threads 25 tiles an
+    image at least, and under 100 tiles 32 M pairs x positions."""
+    monkeypatch.setattr(conv_ops, "_two_thread_rule", lambda: True)
     use = conv_ops.use_f43_jit
     assert not use(1, 512, 512, [7, 7], 1) and not use(1, 512, 512, [12, 12], 2)  # 4 and 9 tiles
     assert use(1, 128, 32, [56, 56], 1) and use(1, 128, 32, [56, 56], 2)
@@ -232,6 +233,18 @@ def test_use_f43_jit_thresholds():
     assert use(1, 256, 256, [28, 28], 2) and use(1, 512, 512, [28, 28], 2)
     assert use(1, 128, 128, [28, 28], 1) and not use(1, 128, 128, [28, 28], 2)
     assert use(1, 64, 64, [56, 56], 2)  # 196 tiles
+
+
+def test_use_f43_jit_keeps_the_one_thread_rule_on_two_threads_without_avx512(monkeypatch):
+    """On an AVX2 CPU (``_two_thread_rule`` False) two threads decide as one does: the grid
+    GEMM's two-thread OpenBLAS product gains less there (16 -> 64 on 55x55, 2 threads: F(4,3)
+    661-773 us, the grid GEMM 1369-1401)."""
+    monkeypatch.setattr(conv_ops, "_two_thread_rule", lambda: False)
+    use = conv_ops.use_f43_jit
+    for layer in ((1, 16, 64, [55, 55]), (1, 128, 128, [14, 14]), (4, 256, 256, [14, 14]), (1, 128, 128, [28, 28]),
+                  (1, 512, 512, [12, 12]), (1, 32, 32, [14, 14])):
+        assert use(*layer, 2) == use(*layer, 1)
+    assert use(1, 16, 64, [55, 55], 2) and not use(1, 512, 512, [12, 12], 2)
 
 
 def test_rgb_stems_never_take_the_compiled_winograd_whatever_the_batch():

@@ -182,11 +182,20 @@ def test_split_products_equal_numpy_on_one_blas_thread(how, a_shape, b_shape, tr
         np.testing.assert_array_equal(out, whole)
 
 
-def test_products_too_shallow_to_gain_stay_whole():
+def test_products_too_shallow_to_gain_stay_whole(monkeypatch):
+    """Products of fewer than MIN_SPLIT_DEPTH inner rows stay whole: 32 on AVX-512, where they
+    are memory-bound (64x16 @ 16x3025 took longer in two shares), 4 on AVX2, where they split
+    well (OpenBLAS's Haswell kernels)."""
+    assert native_shares.MIN_SPLIT_DEPTH == (32 if llvm_module.missing(llvm_module.AVX512) is None else 4)
+    monkeypatch.setattr(native_shares, "MIN_SPLIT_DEPTH", 32)
     a, b = np.ones((64, 16), np.float32), np.ones((16, 3025), np.float32)
     out = np.empty((64, 3025), np.float32)
-    assert threads.SplitMatmul(a, b, out, 2)._template is None  # memory-bound: no split
+    assert threads.SplitMatmul(a, b, out, 2)._template is None  # too shallow: no split
     np.testing.assert_array_equal(threads.SplitMatmul(a, b, out, 2)(a, b, out), a @ b)
+    monkeypatch.setattr(native_shares, "MIN_SPLIT_DEPTH", 4)
+    split = threads.SplitMatmul(a, b, out, 2)
+    assert split._template is not None or not threads.native()
+    np.testing.assert_allclose(split(a, b, out), a @ b)
 
 
 def test_two_thread_sessions_set_openblas_to_one_thread_and_later_sessions_keep_their_count():

@@ -26,6 +26,8 @@ from numba import carray, cfunc, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .llvm_module import AVX512, missing
+
 _SIGNATURE = types.void(types.int64, types.int64, types.int64)
 #: rows or columns a share of a split product is rounded to (whole vectors and cache lines)
 COLUMN_BLOCK = 16
@@ -185,9 +187,12 @@ def repoint(v, a, b, out):  # pragma: no cover - compiled
     v[11] = out.ctypes.data
 
 
-#: inner dimension below which a product is not split: it is bound by memory, not arithmetic
-#: (64x16 @ 16x3025 took longer in two shares than whole; so did OpenBLAS's two threads)
-MIN_SPLIT_DEPTH = 32
+#: inner dimension below which a product is not split: on AVX-512 it is bound by memory, not
+#: arithmetic (64x16 @ 16x3025 took longer in two shares than whole; so did OpenBLAS's two
+#: threads). On an AVX2 CPU (OpenBLAS's Haswell kernels) such products split well: two shares
+#: / one, us, 64x16 @ 16x3025 157-193 / 273, 64x27 @ 27x12321 (squeezenet's stem) 638-665 /
+#: 1165-1234, 64x4 @ 4x12321 241 / 338; 16x8 @ 8x3025 even (bench/README, session 43)
+MIN_SPLIT_DEPTH = 32 if missing(AVX512) is None else 4
 
 
 def _cblas_sgemm() -> int | None:

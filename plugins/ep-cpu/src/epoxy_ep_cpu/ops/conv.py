@@ -985,6 +985,17 @@ _F43_JIT_NARROW_TILES_THREADS = 100
 _F43_JIT_NARROW_MIN_PAIRS_THREADS = 32 << 20
 
 
+def _two_thread_rule() -> bool:
+    """Whether the two-thread figures above apply: they were measured on AVX-512 CPUs. On an
+    AVX2 one (OpenBLAS's Haswell kernels) the grid GEMM gains less from its second thread and
+    F(4,3) keeps its one-thread rule: 2 threads, us, F(4,3) / the grid GEMM, 16 -> 64 on 55x55
+    (squeezenet) 661-773 / 1369-1401, 128 -> 128 on 28x28 1335-1352 / 1840 (bench/README,
+    session 43)."""
+    from ..jit.llvm_module import AVX512, missing
+
+    return missing(AVX512) is None
+
+
 def use_f43_jit(n: int, c: int, m: int, out_sp: Sequence[int], nthreads: int) -> bool:
     """Whether the compiled F(4x4, 3x3) runs a float32 3x3 stride-1 layer of ``n`` images
     rather than the grid GEMM (the figures above)."""
@@ -993,6 +1004,8 @@ def use_f43_jit(n: int, c: int, m: int, out_sp: Sequence[int], nthreads: int) ->
     pairs = c * m * n * oh * ow
     if n * tiles < _F43_JIT_MIN_TILES or c < _WINOGRAD_JIT_MIN_C:
         return False
+    if nthreads > 1 and not _two_thread_rule():
+        nthreads = 1
     if nthreads > 1 and (tiles < _F43_JIT_MIN_TILES_THREADS or (
             tiles < _F43_JIT_NARROW_TILES_THREADS and pairs < _F43_JIT_NARROW_MIN_PAIRS_THREADS)):
         return False
