@@ -324,3 +324,22 @@ def test_a_helper_counted_awake_but_asleep_costs_a_share_not_a_hang():
     finally:
         pool._awake = 0
         pool.stop()
+
+
+def test_dense_products_too_small_to_split_go_straight_to_numpy(monkeypatch):
+    """A constant-weight product on two threads decides once per rows' shape: too few
+    multiply-adds to split (a classifier head at batch 1) is numpy's product, with no split
+    wrapper on every call; a larger one splits on the native pool. Both give numpy's values."""
+    from epoxy_ep_cpu import jit
+    from epoxy_ep_cpu.ops._dense_weights import DenseWeights
+
+    monkeypatch.setattr(jit, "thread_count", lambda: 2)
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((128, 96)).astype(np.float32)  # below the owned-weights size
+    dense = DenseWeights(w)
+    assert not dense.owned
+    small, large = rng.standard_normal((1, 128)).astype(np.float32), rng.standard_normal((512, 128)).astype(np.float32)
+    np.testing.assert_allclose(dense.product(small), small @ w, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(dense.product(large), large @ w, rtol=1e-4, atol=1e-4)
+    assert dense._splits[small.shape] is False
+    assert isinstance(dense._splits[large.shape], threads.SplitMatmul)

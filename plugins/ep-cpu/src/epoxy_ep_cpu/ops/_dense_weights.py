@@ -73,16 +73,27 @@ class DenseWeights:
 
     def _split_product(self, rows: np.ndarray, out: np.ndarray | None) -> np.ndarray:
         """``rows @ w`` on the session's threads when the jit tier splits products itself
-        (``jit.threads.SplitMatmul``: numpy's OpenBLAS is then on one thread), else numpy's."""
-        from ..jit.threads import SplitMatmul, gemm_count
-
-        if out is None:
-            out = np.empty((rows.shape[0], self.shape[1]), dtype=np.result_type(rows, self.w))
+        (``jit.threads.SplitMatmul``: numpy's OpenBLAS is then on one thread), else numpy's.
+        Decided once per rows' shape: a product too small to split (a classifier head at batch
+        1) goes straight to numpy (its split wrapper cost ~13 us a call on an AVX2 guest)."""
         split = self._splits.get(rows.shape)
         if split is None:
-            macs = rows.shape[0] * self.shape[0] * self.shape[1]
-            split = self._splits.setdefault(rows.shape, SplitMatmul(rows, self.w, out, gemm_count(self._threads, macs)))
+            split = self._splits.setdefault(rows.shape, self._splitter(rows))
+        if split is False:
+            return np.matmul(rows, self.w, out=out)
+        if out is None:
+            out = np.empty((rows.shape[0], self.shape[1]), dtype=np.result_type(rows, self.w))
         return split(rows, self.w, out)  # type: ignore[no-any-return]
+
+    def _splitter(self, rows: np.ndarray) -> Any:
+        """The split product for rows of this shape, or False where it would not split."""
+        from ..jit.threads import SplitMatmul, gemm_count
+
+        count = gemm_count(self._threads, rows.shape[0] * self.shape[0] * self.shape[1])
+        if count < 2:
+            return False
+        sample = np.empty((rows.shape[0], self.shape[1]), dtype=np.result_type(rows, self.w))
+        return SplitMatmul(rows, self.w, sample, count)
 
     def _pack(self) -> Any:
         with self._lock:
