@@ -1,5 +1,6 @@
-"""epoxy.load.trusted_types: a session-cache hit's value types, set without onnx_ir's
-value_info path, must be exactly what onnx_ir builds from the same value_info."""
+"""epoxy.load.trusted_types: a model's intermediate value types (after shape inference, or a
+session-cache hit's), set without onnx_ir's value_info path, must be exactly what onnx_ir
+builds from the same value_info."""
 
 from __future__ import annotations
 
@@ -93,3 +94,43 @@ def test_nothing_taken_leaves_the_value_info_alone() -> None:
     before = proto.SerializeToString()
     assert take_plain_types(proto.graph) == {}
     assert proto.SerializeToString() == before
+
+
+def test_a_name_declared_twice_is_left_to_onnx_ir() -> None:
+    """Two value_info entries for one value (a malformed model): neither is taken, so the
+    value gets the type onnx_ir alone gives it, whichever entry that is."""
+    proto = _model()
+    proto.graph.value_info.append(helper.make_tensor_value_info("static", TensorProto.FLOAT, [7, 3]))
+    reference = _values(ir.serde.deserialize_model(proto).graph)
+    taken = take_plain_types(proto.graph)
+    assert "static" not in taken and "symbolic" in taken
+    model = ir.serde.deserialize_model(proto)
+    apply_plain_types(model.graph, taken)
+    assert _described(_values(model.graph)["static"]) == _described(reference["static"])
+
+
+def test_a_fresh_load_gives_the_types_onnx_ir_gives(monkeypatch) -> None:
+    """epoxy.load.load_model sets a fresh model's inferred plain types directly too: every
+    value's type and shape as onnx_ir builds them from the same inferred model."""
+    from epoxy.load import loader
+    from epoxy.load.loader import load_model
+
+    applied: list[set[str]] = []
+    real = loader.apply_plain_types
+    monkeypatch.setattr(loader, "apply_plain_types",
+                        lambda graph, types: applied.append(set(types)) or real(graph, types))
+
+    proto = _model()
+    del proto.graph.value_info[:]  # types from shape inference, plus a declared denotation kept
+    proto.graph.node.remove(proto.graph.node[7])  # no sequence: a plain tensor graph
+    denoted = helper.make_tensor_value_info("denoted", TensorProto.FLOAT, ["n", 3])
+    denoted.type.tensor_type.shape.dim[0].denotation = "DATA_BATCH"
+    proto.graph.value_info.append(denoted)
+    loaded = load_model(proto.SerializeToString()).model
+    inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+    reference = _values(ir.serde.deserialize_model(inferred).graph)
+    got = _values(loaded.graph)
+    assert got["static"].shape is not None and got["static"].shape[1] == 3
+    for name in ("static", "symbolic", "unknown_dim", "unknown_rank", "denoted", "documented", "scalar", "y"):
+        assert _described(got[name]) == _described(reference[name]), name
+    assert applied and {"static", "symbolic", "scalar"} <= applied[0] and "denoted" not in applied[0]

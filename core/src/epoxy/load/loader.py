@@ -485,7 +485,7 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
             proto, owned = _copy(proto), True
         maps = strip_map_types(proto)
     try:
-        plain = take_plain_types(proto.graph) if trusted and owned else {}  # epoxy typed it: set directly
+        plain = take_plain_types(proto.graph) if owned else {}  # plain tensor types: set directly (faster)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model = ir.serde.deserialize_model(proto)

@@ -1,16 +1,20 @@
-"""The tensor types of a trusted model's intermediate values, set without onnx_ir's
-value_info deserializer.
+"""The tensor types of a model's intermediate values, set without onnx_ir's value_info
+deserializer.
 
-Why: a session-cache hit loads a model epoxy typed itself, whose value_info holds one plain
-tensor type per intermediate value. onnx_ir reads each through its general path (frozen
-shape with dim denotations, type denotation, metadata, doc string: ~10 us a value, a third
-of its deserializer's time on squeezenet); setting the type and shape directly costs ~1.3 us.
-Only plain entries for the main graph's node outputs and initializers are taken: anything
-else (denotations, metadata, non-tensor types, graph inputs) stays for onnx_ir, so the graph
+Why: after shape inference (or in a session-cache hit, a model epoxy typed itself) the
+value_info holds one plain tensor type per intermediate value. onnx_ir reads each through
+its general path (frozen shape with dim denotations, type denotation, metadata, doc string:
+~10 us a value, a third of its deserializer's time on squeezenet); setting the type and
+shape directly costs ~1.3 us (session creation 2-3.5 % faster on the exporter models and
+the light CNNs: bench/README, session 43). Only plain entries for the main graph's node
+outputs and initializers, named once, are taken: anything else (denotations, metadata,
+non-tensor types, graph inputs, a name declared twice) stays for onnx_ir, so the graph
 comes out as onnx_ir alone would build it.
 """
 
 from __future__ import annotations
+
+from collections import Counter
 
 import onnx
 import onnx_ir as ir
@@ -26,10 +30,11 @@ def take_plain_types(graph: onnx.GraphProto) -> dict[str, PlainType]:
     produced = {name for node in graph.node for name in node.output if name}
     produced.update(tensor.name for tensor in graph.initializer)
     produced.difference_update(info.name for info in graph.input)
+    declared = Counter(info.name for info in graph.value_info)
     taken: dict[str, PlainType] = {}
     kept: list[onnx.ValueInfoProto] = []
     for info in graph.value_info:
-        plain = _plain(info) if info.name in produced and info.name not in taken else None
+        plain = _plain(info) if info.name in produced and declared[info.name] == 1 else None
         if plain is None:
             kept.append(info)
         else:
