@@ -59,7 +59,7 @@ class CpuProviderFactory:
             if reason is not None:
                 here += (f"; no float32 few-rows GEMM ({reason}): every float product and convolution GEMM "
                          "runs on BLAS")
-            elif llvm_module.missing(llvm_module.AVX512) is None:
+            elif llvm_module.avx512():
                 here += ("; float32 GEMM of 2-32 rows, the row-gathered, pointwise, implicit-GEMM and small-layer "
                          "convolutions on AVX-512")
             else:

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 from numba import njit, uint64
 
-from .llvm_module import AVX512, missing
+from .llvm_module import avx512
 from .pool_folds import MAX, MAX_NO_NAN, SUM, has_nan, max2, max2_finite
 from .simd import LANES, SPAN, deinterleave32, max3_rows, max_s2_lanes, max_s2_row
 from .threads import Shares, share_count
@@ -67,7 +67,7 @@ SPLIT_MIN_OUTPUTS = 48
 #: AVX2 CPU (an AMD EPYC without AVX-512, 1 thread) every shape ran 2.3-2.7x slower through them
 #: than through the plain loops ([8, 8, 16, 16] 3x3 s2 MaxPool 64 -> 24 us, [1, 128, 54, 54]
 #: 646 -> 262, [1, 256, 27, 27] 466 -> 188: bench/README, session 43)
-MASKED_LANES = missing(AVX512) is None
+MASKED_LANES = avx512()
 #: input columns up to which a stride-2 max pool folds its window rows in masked 16-lane steps
 #: (``simd.max3_rows``): numba's vectorized loop needs longer rows than small maps have, and
 #: ran theirs scalar

@@ -43,6 +43,13 @@ FLOAT_GEMM_FEATURES = ("avx2", "fma")
 AVX512 = ("avx512f",)
 
 
+def avx512() -> bool:
+    """Whether this CPU has AVX-512: the tiles and routes tuned on it read this, and AVX2 CPUs
+    take their own (``sgemm_ir.tile_shape``, ``position_gemm_ir.shapes``, the pool and
+    two-thread rules). Probed once per process."""
+    return missing(AVX512) is None
+
+
 def missing(required: Sequence[str]) -> str | None:
     """None when llvmlite can compile for this CPU and it has every ``required`` feature, else
     why not. Probed once per process; compiles nothing."""

@@ -26,7 +26,7 @@ from numba import carray, cfunc, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .llvm_module import AVX512, missing
+from .llvm_module import avx512
 
 _SIGNATURE = types.void(types.int64, types.int64, types.int64)
 #: rows or columns a share of a split product is rounded to (whole vectors and cache lines)
@@ -192,7 +192,7 @@ def repoint(v, a, b, out):  # pragma: no cover - compiled
 #: threads). On an AVX2 CPU (OpenBLAS's Haswell kernels) such products split well: two shares
 #: / one, us, 64x16 @ 16x3025 157-193 / 273, 64x27 @ 27x12321 (squeezenet's stem) 638-665 /
 #: 1165-1234, 64x4 @ 4x12321 241 / 338; 16x8 @ 8x3025 even (bench/README, session 43)
-MIN_SPLIT_DEPTH = 32 if missing(AVX512) is None else 4
+MIN_SPLIT_DEPTH = 32 if avx512() else 4
 
 
 def _cblas_sgemm() -> int | None:

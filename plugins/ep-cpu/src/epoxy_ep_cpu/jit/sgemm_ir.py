@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .llvm_module import AVX512, missing
+from .llvm_module import avx512
 
 
 def tile_shape(avx512: bool) -> tuple[int, int]:
@@ -45,7 +45,7 @@ def tile_shape(avx512: bool) -> tuple[int, int]:
 
 
 #: whether this CPU runs the AVX-512 tile (routes tuned for it read this too)
-WIDE_TILE = missing(AVX512) is None
+WIDE_TILE = avx512()
 #: rows of one register tile, and its registers of 16 float32 columns, for this CPU
 TILE_ROWS, VECTORS = tile_shape(WIDE_TILE)
 #: columns per register (N is padded to it), and the widest column tile

@@ -991,9 +991,9 @@ def _two_thread_rule() -> bool:
     F(4,3) keeps its one-thread rule: 2 threads, us, F(4,3) / the grid GEMM, 16 -> 64 on 55x55
     (squeezenet) 661-773 / 1369-1401, 128 -> 128 on 28x28 1335-1352 / 1840 (bench/README,
     session 43)."""
-    from ..jit.llvm_module import AVX512, missing
+    from ..jit.llvm_module import avx512
 
-    return missing(AVX512) is None
+    return avx512()
 
 
 def use_f43_jit(n: int, c: int, m: int, out_sp: Sequence[int], nthreads: int) -> bool:
