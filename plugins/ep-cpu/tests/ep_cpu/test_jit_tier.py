@@ -198,7 +198,7 @@ def test_a_kernels_module_imported_first_still_caches_in_the_sources_folder(tmp_
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
     used, expected = out.stdout.split()
-    assert used.startswith(expected) and expected.startswith(str(tmp_path))
+    assert used == str(Path(expected) / "epoxy_ep_cpu.jit") and expected.startswith(str(tmp_path))
 
 
 def test_openmp_workers_sleep_unless_the_user_chose_a_wait_policy(monkeypatch):
@@ -296,3 +296,47 @@ def test_serial_twins_load_from_the_disk_cache(tmp_path) -> None:
                            env=env).stdout.split() for _ in range(2)]
     (first_hits, first_misses), (second_hits, second_misses) = ([int(v) for v in run] for run in runs)
     assert (first_hits, first_misses) == (0, 1) and (second_hits, second_misses) == (1, 0), runs
+
+
+def _package_copy(folder: Path, edit: str | None = None) -> Path:
+    """The installed epoxy_ep_cpu copied under ``folder`` (another install path); ``edit``:
+    a line appended to its jit tier's ``activations.py`` (other sources)."""
+    import shutil
+
+    import epoxy_ep_cpu
+
+    target = folder / "epoxy_ep_cpu"
+    shutil.copytree(Path(epoxy_ep_cpu.__file__).parent, target, ignore=shutil.ignore_patterns("__pycache__"))
+    if edit is not None:
+        helper = target / "jit" / "activations.py"
+        helper.write_text(helper.read_text() + edit)
+    return folder
+
+
+@pytest.mark.parametrize("users_dir", [False, True], ids=["default-dir", "users-numba-dir"])
+def test_the_same_sources_installed_elsewhere_load_the_cached_kernels(tmp_path, users_dir) -> None:
+    """numba names a kernel's cache folder after its install path: each venv (each nox session
+    in CI) compiled every kernel again. The tier's locator (jit/kernel_cache.py) keys them by
+    package and sources instead: a second install of the same sources loads what the first
+    compiled, and edited sources (another digest) compile their own."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "NUMBA_CACHE_LOCATOR_CLASSES")}
+    env["EPOXY_CPU_JIT"] = "1"
+    if users_dir:
+        env["NUMBA_CACHE_DIR"] = str(tmp_path / "users")
+    else:
+        env["EPOXY_CPU_JIT_CACHE_DIR"] = str(tmp_path / "cache")
+
+    def counts(install: Path) -> tuple[int, int]:
+        run = subprocess.run([sys.executable, "-c", _SERIAL_TWINS], capture_output=True, text=True, timeout=600,
+                             env={**env, "PYTHONPATH": str(install)}, cwd=tmp_path)
+        assert run.returncode == 0, run.stderr
+        hits, misses = (int(v) for v in run.stdout.split())
+        return hits, misses
+
+    first = counts(_package_copy(tmp_path / "venv-a"))
+    second = counts(_package_copy(tmp_path / "venv-b"))
+    edited = counts(_package_copy(tmp_path / "venv-c", edit="\n# edited\n"))
+    assert (first, second, edited) == ((0, 1), (1, 0), (0, 1))

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from numba import njit
 
+from . import kernel_cache  # noqa: F401 - the kernels' cache folder (numba picks it per kernel, at its definition)
+
 #: activation codes (``alpha``/``beta``: LeakyRelu's slope; Clip's low and high bounds)
 ACT_NONE, ACT_RELU, ACT_LEAKY, ACT_CLIP = 0, 1, 2, 3
 #: codes only :func:`activate_wide` has (``alpha``/``beta``: HardSigmoid's; HardSwish's 6 and 0.5)

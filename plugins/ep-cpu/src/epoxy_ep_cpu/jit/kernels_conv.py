@@ -23,7 +23,10 @@ from typing import Any
 import numpy as np
 from numba import njit, prange, uint64
 
-from . import direct
+from . import (
+    direct,
+    kernel_cache,  # noqa: F401 - the kernels' cache folder (numba picks it per kernel, at its definition)
+)
 from .activations import activate
 from .threads import GRAIN, serial_twin, use
 

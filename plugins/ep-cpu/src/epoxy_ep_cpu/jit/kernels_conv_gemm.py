@@ -26,7 +26,10 @@ from typing import Any
 import numpy as np
 from numba import njit, uint64
 
-from . import direct
+from . import (
+    direct,
+    kernel_cache,  # noqa: F401 - the kernels' cache folder (numba picks it per kernel, at its definition)
+)
 from .activations import activate
 from .kernels_conv import PreparedConvCall, _geometry, _offsets, _pad_plane
 from .scratch import scratch

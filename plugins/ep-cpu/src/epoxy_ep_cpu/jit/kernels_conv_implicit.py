@@ -42,6 +42,7 @@ from . import (
     config,
     direct,
     implicit_fused_ir,
+    kernel_cache,  # noqa: F401 - the kernels' cache folder (numba picks it per kernel, at its definition)
     kernels_sgemm,
     llvm_module,
     native_pool,

@@ -30,7 +30,16 @@ from typing import Any
 import numpy as np
 from numba import njit, uint64
 
-from . import config, direct, kernels_sgemm, llvm_module, native_shares, rows_store_ir, threads
+from . import (
+    config,
+    direct,
+    kernel_cache,  # noqa: F401 - the kernels' cache folder (numba picks it per kernel, at its definition)
+    kernels_sgemm,
+    llvm_module,
+    native_shares,
+    rows_store_ir,
+    threads,
+)
 from .activations import activate
 from .kernels_conv import PreparedConvCall
 from .kernels_conv_implicit import pad_planes, phase_grid

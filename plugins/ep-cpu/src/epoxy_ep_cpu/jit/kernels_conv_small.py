@@ -26,7 +26,14 @@ from numba import njit, uint64
 
 from epoxy.kit.aligned import aligned_zeros
 
-from . import config, direct, llvm_module, position_gemm_ir, sgemm_ir
+from . import (
+    config,
+    direct,
+    kernel_cache,  # noqa: F401 - the kernels' cache folder (numba picks it per kernel, at its definition)
+    llvm_module,
+    position_gemm_ir,
+    sgemm_ir,
+)
 from .activations import ACT_HARD_SIGMOID, ACT_HARD_SWISH, activate_wide
 from .kernels_conv import LANES as SLACK
 from .kernels_conv import PreparedConvCall, _geometry, _offsets, layer_sizes

@@ -22,7 +22,13 @@ from typing import Any
 import numpy as np
 from numba import njit, prange, uint64
 
-from . import direct, kernels_conv, kernels_depthwise_channels, threads
+from . import (
+    direct,
+    kernel_cache,  # noqa: F401 - the kernels' cache folder (numba picks it per kernel, at its definition)
+    kernels_conv,
+    kernels_depthwise_channels,
+    threads,
+)
 from .activations import ACT_HARD_SWISH, activate, activate_wide
 from .kernels_conv import LANES, call_accepts
 from .scratch import scratch

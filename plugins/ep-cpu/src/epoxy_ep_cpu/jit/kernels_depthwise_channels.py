@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, uint64
 
+from . import kernel_cache  # noqa: F401 - the kernels' cache folder (numba picks it per kernel, at its definition)
 from .activations import activate_wide
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 
+from . import kernel_cache  # noqa: F401 - the kernels' cache folder (numba picks it per kernel, at its definition)
 from . import kernels_int8_gemm as int8_gemm
 from .threads import pick, serial_twin
 

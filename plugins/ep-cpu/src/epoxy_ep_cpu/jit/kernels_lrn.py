@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, uint64
 
+from . import kernel_cache  # noqa: F401 - the kernels' cache folder (numba picks it per kernel, at its definition)
 from .threads import Shares, share_count
 
 #: positions a block (one image's): the window's channels of a block stay in the L1/L2 cache

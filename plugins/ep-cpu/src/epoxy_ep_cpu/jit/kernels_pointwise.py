@@ -29,7 +29,15 @@ from typing import Any
 import numpy as np
 from numba import njit, prange, uint64
 
-from . import config, direct, kernels_sgemm, llvm_module, native_shares, pointwise_gemm_ir
+from . import (
+    config,
+    direct,
+    kernel_cache,  # noqa: F401 - the kernels' cache folder (numba picks it per kernel, at its definition)
+    kernels_sgemm,
+    llvm_module,
+    native_shares,
+    pointwise_gemm_ir,
+)
 from .activations import activate
 from .kernels_conv import PreparedConvCall
 from .scratch import scratch

@@ -28,7 +28,10 @@ from typing import Any
 import numpy as np
 from numba import njit, prange, uint64
 
-from . import direct
+from . import (
+    direct,
+    kernel_cache,  # noqa: F401 - the kernels' cache folder (numba picks it per kernel, at its definition)
+)
 from . import kernels_pool_codes as codes  # noqa: F401 - reached as ``module.codes``
 from . import kernels_pool_rows as rows
 from .pool_folds import MAX, MAX_NO_NAN, SUM, has_nan, max2, max2_finite

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 from numba import njit, prange
 
+from . import kernel_cache  # noqa: F401 - the kernels' cache folder (numba picks it per kernel, at its definition)
 from .threads import pick, serial_twin
 
 #: the code dtypes this kernel takes

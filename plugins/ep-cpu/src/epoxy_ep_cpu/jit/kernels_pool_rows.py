@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 from numba import njit, uint64
 
+from . import kernel_cache  # noqa: F401 - the kernels' cache folder (numba picks it per kernel, at its definition)
 from .llvm_module import avx512
 from .pool_folds import MAX, MAX_NO_NAN, SUM, has_nan, max2, max2_finite
 from .simd import LANES, SPAN, deinterleave32, max3_rows, max_s2_lanes, max_s2_row

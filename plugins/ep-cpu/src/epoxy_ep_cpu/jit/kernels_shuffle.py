@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from . import kernel_cache  # noqa: F401 - the kernels' cache folder (numba picks it per kernel, at its definition)
 from .threads import pick, serial_twin
 
 

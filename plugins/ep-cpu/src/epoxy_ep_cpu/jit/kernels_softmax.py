@@ -13,7 +13,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange, uint64
 
-from . import direct
+from . import (
+    direct,
+    kernel_cache,  # noqa: F401 - the kernels' cache folder (numba picks it per kernel, at its definition)
+)
 from .fast_math import exp as fast_exp
 from .threads import Split, pick, serial_twin, share_count
 

@@ -26,6 +26,7 @@ from collections.abc import Callable
 import numpy as np
 from numba import njit
 
+from . import kernel_cache  # noqa: F401 - the kernels' cache folder (numba picks it per kernel, at its definition)
 from .activations import unit
 from .fast_math import erf as fast_erf
 from .fast_math import exp as fast_exp

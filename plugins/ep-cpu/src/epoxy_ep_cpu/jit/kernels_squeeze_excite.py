@@ -11,7 +11,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, uint64
 
-from . import direct
+from . import (
+    direct,
+    kernel_cache,  # noqa: F401 - the kernels' cache folder (numba picks it per kernel, at its definition)
+)
 from .kernels_special import sigmoid64, unit
 
 

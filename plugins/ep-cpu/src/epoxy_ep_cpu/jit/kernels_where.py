@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from . import kernel_cache  # noqa: F401 - the kernels' cache folder (numba picks it per kernel, at its definition)
+
 #: output elements from which the compiled select pays for its call (below, numpy's where
 #: is a few microseconds and numba's argument typing about as much)
 MIN_ELEMENTS = 4096

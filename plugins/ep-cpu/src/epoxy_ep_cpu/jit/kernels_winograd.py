@@ -22,7 +22,10 @@ from typing import Any
 import numpy as np
 from numba import njit, uint64
 
-from . import direct
+from . import (
+    direct,
+    kernel_cache,  # noqa: F401 - the kernels' cache folder (numba picks it per kernel, at its definition)
+)
 from .kernels_conv import PreparedConvCall
 from .scratch import scratch
 from .threads import Split, SplitMatmul, gemm_count, share_count

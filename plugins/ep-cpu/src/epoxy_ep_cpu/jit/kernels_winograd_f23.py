@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, uint64
 
+from . import kernel_cache  # noqa: F401 - the kernels' cache folder (numba picks it per kernel, at its definition)
 from .winograd_rows import chunk_plan, load_rows, scatter_plane, store_chunk
 
 

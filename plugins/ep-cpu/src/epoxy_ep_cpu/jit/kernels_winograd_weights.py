@@ -20,6 +20,7 @@ from numba import njit
 from epoxy.kit.aligned import aligned_empty
 
 from ..ops._winograd_f43 import _G as _G43
+from . import kernel_cache  # noqa: F401 - the kernels' cache folder (numba picks it per kernel, at its definition)
 
 #: F(2x2, 3x3)'s G (Lavin & Gray, points 0, +-1, infinity), as ``ops/conv.winograd_weights`` applies it
 _G23 = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])

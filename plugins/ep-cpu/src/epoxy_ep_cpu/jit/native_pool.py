@@ -38,6 +38,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
+from . import kernel_cache  # noqa: F401 - the kernels' cache folder (numba picks it per kernel, at its definition)
 from .atomics import claim, cycles, load_acquire, pause_cpu, store_release, yield_cpu
 
 #: how long an idle helper stays awake: ~5 ms at 3 GHz (the gaps between the split layers of

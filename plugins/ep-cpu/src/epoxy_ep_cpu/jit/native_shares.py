@@ -26,6 +26,7 @@ from numba import carray, cfunc, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from . import kernel_cache  # noqa: F401 - the kernels' cache folder (numba picks it per kernel, at its definition)
 from .llvm_module import avx512
 
 _SIGNATURE = types.void(types.int64, types.int64, types.int64)

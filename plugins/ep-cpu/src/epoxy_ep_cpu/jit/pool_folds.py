@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from numba import njit, uint64
 
+from . import kernel_cache  # noqa: F401 - the kernels' cache folder (numba picks it per kernel, at its definition)
+
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
 def max2(v, a):  # pragma: no cover - compiled
