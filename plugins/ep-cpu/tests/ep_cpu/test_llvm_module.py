@@ -88,3 +88,32 @@ def test_lazy_module_says_why_it_cannot_run():
                                     {}, lambda: None)
     with pytest.raises(RuntimeError, match="the test kernel cannot run here"):
         module.function("bump")
+
+
+@needs_llvm
+def test_a_later_lazy_module_loads_its_object_code_without_generating_the_ir(tmp_path):
+    """A later process's module finds its object code by its name, the sources digest and the
+    CPU (``object_path``), so the IR is neither generated nor parsed; a file that is not object
+    code is compiled over."""
+    made: list[int] = []
+
+    def add_four() -> str:
+        made.append(1)
+        return _ADD.format(amount="4.0")
+
+    def module() -> llvm_module.LazyModule:  # a fresh one: what a new process builds
+        return llvm_module.LazyModule("the test kernel", (), add_four, {"bump": [ctypes.c_void_p]}, lambda: tmp_path)
+
+    def bump(lazy: llvm_module.LazyModule) -> float:
+        value = np.zeros(1, dtype=np.float32)
+        lazy.function("bump")(value.ctypes.data)
+        return float(value[0])
+
+    first = module()
+    assert bump(first) == 4.0 and made == [1]
+    path = first.object_path(tmp_path)
+    assert path.read_bytes()[:4] in llvm_module._OBJECT_MAGIC
+    assert bump(module()) == 4.0 and made == [1]  # loaded: no IR made
+    path.write_bytes(b"not object code")
+    assert bump(module()) == 4.0 and made == [1, 1]
+    assert bump(module()) == 4.0 and made == [1, 1]  # the file compiled over is loaded again

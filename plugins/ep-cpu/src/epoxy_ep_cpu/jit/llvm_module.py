@@ -4,7 +4,8 @@ CPU: the int8 GEMM (``kernels_int8_gemm``) and the float32 few-rows GEMM (``kern
 One place probes the host (llvmlite importable, a native target, the CPU features a kernel
 needs) and turns IR text into ctypes functions, which release the GIL while they run. The
 compiled code lives as long as its execution engine, which is kept with the functions; its
-object code is kept beside numba's cached kernels, so a later process skips the compile.
+object code is kept beside numba's cached kernels, so a later process loads it without
+generating, parsing or compiling the IR.
 """
 
 from __future__ import annotations
@@ -60,37 +61,81 @@ def missing(required: Sequence[str]) -> str | None:
     return f"this CPU lacks {', '.join(lacking)}" if lacking else None
 
 
-def compile_functions(ir_text: str, signatures: Mapping[str, Sequence[Any]],
-                      cache_dir: Path | None = None) -> dict[str, Any]:
-    """The functions ``signatures`` names (entry point -> ctypes argument types, returning
-    nothing) of the module ``ir_text``, compiled at -O3 for this CPU; the engine that owns
-    their code is kept under the key ``"engine"``.
-
-    With ``cache_dir`` the object code is kept there, keyed by the IR, the CPU and llvmlite's
-    version: a later process loads it rather than compiling (0.2-0.3 s for the GEMM modules,
-    paid at a model's first run). A cache that cannot be read or written is passed over."""
-    import llvmlite
+def _target_machine() -> tuple[Any, str, str]:
+    """(target machine at -O3 for this CPU, its name, its features), as every module is built for."""
     import llvmlite.binding as llvm
 
     target = llvm.Target.from_default_triple()
     cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
-    machine = target.create_target_machine(cpu=cpu, features=features, opt=3)
-    module = llvm.parse_assembly(ir_text)
-    module.verify()
-    engine = llvm.create_mcjit_compiler(module, machine)
-    if cache_dir is not None:
-        key = hashlib.blake2b("\0".join((ir_text, cpu, features, llvmlite.__version__)).encode(), digest_size=16)
-        _use_object_cache(engine, cache_dir / f"llvm-{key.hexdigest()}.o")
-    engine.finalize_object()
+    return target.create_target_machine(cpu=cpu, features=features, opt=3), cpu, features
+
+
+def _functions(engine: Any, signatures: Mapping[str, Sequence[Any]]) -> dict[str, Any]:
     functions: dict[str, Any] = {"engine": engine}
     for name, argtypes in signatures.items():
         functions[name] = ctypes.CFUNCTYPE(None, *argtypes)(engine.get_function_address(name))
     return functions
 
 
+def compile_functions(ir_text: str, signatures: Mapping[str, Sequence[Any]],
+                      cache_dir: Path | None = None, *, object_path: Path | None = None) -> dict[str, Any]:
+    """The functions ``signatures`` names (entry point -> ctypes argument types, returning
+    nothing) of the module ``ir_text``, compiled at -O3 for this CPU; the engine that owns
+    their code is kept under the key ``"engine"``.
+
+    With ``cache_dir`` the object code is kept there, keyed by the IR, the CPU and llvmlite's
+    version: a later process loads it rather than compiling (0.2-0.3 s for the GEMM modules,
+    paid at a model's first run); ``object_path`` names the file instead (a key the caller
+    can compute without the IR: :class:`LazyModule`). A cache that cannot be read or written
+    is passed over."""
+    import llvmlite
+    import llvmlite.binding as llvm
+
+    machine, cpu, features = _target_machine()
+    module = llvm.parse_assembly(ir_text)
+    module.verify()
+    engine = llvm.create_mcjit_compiler(module, machine)
+    if object_path is None and cache_dir is not None:
+        key = hashlib.blake2b("\0".join((ir_text, cpu, features, llvmlite.__version__)).encode(), digest_size=16)
+        object_path = cache_dir / f"llvm-{key.hexdigest()}.o"
+    if object_path is not None:
+        _use_object_cache(engine, object_path)
+    engine.finalize_object()
+    return _functions(engine, signatures)
+
+
+def load_functions(object_path: Path, signatures: Mapping[str, Sequence[Any]]) -> dict[str, Any] | None:
+    """:func:`compile_functions`' result from object code kept at ``object_path``, with no IR
+    generated, parsed or verified (~45 ms and ~10 MB of a process's first run for the four
+    convolution modules); None when the file is missing or is not object code. The folder is
+    trusted as numba's own cache is: a file there was written for this module."""
+    import llvmlite.binding as llvm
+
+    code = _object_code(object_path)
+    if code is None:
+        return None
+    # an empty module whose "compiled" code MCJIT takes from the object cache: the load path a
+    # cache hit of compile_functions takes (llvmlite copies the buffer it is handed)
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _target_machine()[0])
+    engine.set_object_cache(lambda _module, _code: None, lambda _module: code)
+    engine.finalize_object()
+    if any(not engine.get_function_address(name) for name in signatures):
+        return None
+    return _functions(engine, signatures)
+
+
+@functools.cache
+def _sources_digest() -> str:
+    """The jit tier's sources digest (``config.sources_digest``), read once per process."""
+    from .config import sources_digest
+
+    return sources_digest()
+
+
 class LazyModule:
     """An IR module's functions, compiled at the first request in a process (once, under a
-    lock; its object code cached by :func:`compile_functions` in ``cache_dir()``).
+    lock; its object code kept in ``cache_dir()`` and loaded from there by later processes
+    without generating the IR: :meth:`object_path`).
 
     Why one class: each LLVM-IR kernel (the float32 GEMM, the small-layer product) is compiled
     on first use, never at import, and must not be compiled twice by two threads at once."""
@@ -102,6 +147,25 @@ class LazyModule:
         self._functions: dict[str, Any] | None = None
         self._lock = threading.Lock()
 
+    def object_path(self, cache_dir: Path) -> Path:
+        """Where this module's object code is kept: named by what it is (its description and
+        generator), the jit tier's sources digest (the IR is generated by them alone, for the
+        CPU's features), the CPU and llvmlite's version, so the file is found without the IR."""
+        import llvmlite
+
+        _, cpu, features = _target_machine()
+        generator = f"{getattr(self._ir_text, '__module__', '')}.{getattr(self._ir_text, '__qualname__', '')}"
+        parts = (self._what, generator, _sources_digest(), cpu, features, llvmlite.__version__)
+        return cache_dir / f"llvm-{hashlib.blake2b(chr(0).join(parts).encode(), digest_size=16).hexdigest()}.o"
+
+    def _build(self) -> dict[str, Any]:
+        cache_dir = self._cache_dir()
+        path = None if cache_dir is None else self.object_path(cache_dir)
+        loaded = None if path is None else load_functions(path, self._signatures)
+        if loaded is not None:
+            return loaded
+        return compile_functions(self._ir_text(), self._signatures, object_path=path)
+
     def function(self, name: str) -> Any:
         """The ctypes function ``name`` (a RuntimeError saying why when this CPU cannot run it)."""
         functions = self._functions
@@ -111,7 +175,7 @@ class LazyModule:
                 raise RuntimeError(f"{self._what} cannot run here: {reason}")
             with self._lock:
                 if self._functions is None:
-                    self._functions = compile_functions(self._ir_text(), self._signatures, self._cache_dir())
+                    self._functions = self._build()
                 functions = self._functions
         return functions[name]
 
@@ -125,17 +189,22 @@ class LazyModule:
 _OBJECT_MAGIC = (b"\x7fELF", b"\xcf\xfa\xed\xfe", b"\x64\x86\x00\x00")
 
 
+def _object_code(path: Path) -> bytes | None:
+    """The object code kept at ``path``; None when there is none (anything else is compiled again)."""
+    try:
+        code = path.read_bytes()
+    except OSError:
+        return None
+    return code if code[:4] in _OBJECT_MAGIC else None
+
+
 def _use_object_cache(engine: Any, path: Path) -> None:
     """Load ``engine``'s object code from ``path`` when it is there, else save it there once
     compiled (to a temporary name, then renamed: two processes compiling at once both leave a
     whole file)."""
 
     def load(_module: Any) -> bytes | None:
-        try:
-            code = path.read_bytes()
-        except OSError:
-            return None
-        return code if code[:4] in _OBJECT_MAGIC else None  # anything else is compiled again
+        return _object_code(path)
 
     def save(_module: Any, code: bytes) -> None:
         try:
