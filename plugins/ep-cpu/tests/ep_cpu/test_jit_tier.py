@@ -340,3 +340,16 @@ def test_the_same_sources_installed_elsewhere_load_the_cached_kernels(tmp_path, 
     second = counts(_package_copy(tmp_path / "venv-b"))
     edited = counts(_package_copy(tmp_path / "venv-c", edit="\n# edited\n"))
     assert (first, second, edited) == ((0, 1), (1, 0), (0, 1))
+
+
+def test_a_numba_without_the_locator_list_keeps_its_own_locators(monkeypatch) -> None:
+    """The locator hooks into numba's list of locator classes; a numba that has none (a later
+    release reorganizing its cache) must not break the tier: install() says so and changes
+    nothing, and numba's own locators serve the kernels (one folder per install, as before)."""
+    from epoxy_ep_cpu.jit import kernel_cache
+
+    assert kernel_cache.install()  # this numba has the list, and the locator is in it (once)
+    impl = kernel_cache._CACHE_IMPL
+    assert impl._locator_classes.count(kernel_cache.InstalledKernelLocator) == 1
+    monkeypatch.setattr(kernel_cache, "_CACHE_IMPL", None)
+    assert not kernel_cache.install()

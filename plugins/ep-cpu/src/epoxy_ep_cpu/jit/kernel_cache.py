@@ -50,7 +50,13 @@ def _content_stamp(path: str, mtime_ns: int, size: int) -> str:
         return hashlib.sha256(handle.read()).hexdigest()
 
 
-class InstalledKernelLocator(caching._CacheLocator):  # numba's base for its own locators
+#: numba's base class of its locators, and the class holding their list (``CacheImpl`` since
+#: numba 0.61, ``_CacheImpl`` before); a numba without them keeps its own locators
+_LOCATOR_BASE: type = getattr(caching, "_CacheLocator", object)
+_CACHE_IMPL: Any = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl", None)
+
+
+class InstalledKernelLocator(_LOCATOR_BASE):  # type: ignore[misc,valid-type]
     """Locates the cache of a kernel defined in the jit tier's folder (see the module docstring)."""
 
     def __init__(self, py_func: Any, py_file: str) -> None:
@@ -80,13 +86,15 @@ class InstalledKernelLocator(caching._CacheLocator):  # numba's base for its own
         return cls(py_func, py_file)
 
 
-def install() -> None:
-    """Put :class:`InstalledKernelLocator` first in numba's locator list (once; the class
-    holding the list is ``CacheImpl`` since numba 0.61, ``_CacheImpl`` before)."""
-    impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl  # type: ignore[attr-defined]
-    classes = impl._locator_classes
+def install() -> bool:
+    """Put :class:`InstalledKernelLocator` first in numba's locator list (once); False when this
+    numba has no such list (its own locators then serve the kernels, one folder per install)."""
+    classes = getattr(_CACHE_IMPL, "_locator_classes", None)
+    if _LOCATOR_BASE is object or not isinstance(classes, list):
+        return False
     if InstalledKernelLocator not in classes:
         classes.insert(0, InstalledKernelLocator)
+    return True
 
 
 install()
