@@ -7,6 +7,7 @@ Why environment variables: numba reads them once, when it is imported; a user's 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import sys
@@ -44,10 +45,18 @@ def sources_digest(folder: Path = _SOURCES) -> str:
     return digest.hexdigest()
 
 
+@functools.cache
+def installed_sources_digest() -> str:
+    """:func:`sources_digest` of the installed tier, once per process: every cached kernel's
+    locator asks (``kernel_cache.cache_folder``), ~150 of them at import, and reading and
+    hashing the sources each time cost ~1 ms (0.1 s of a fresh process's session creation)."""
+    return sources_digest()
+
+
 def kernel_cache_dir() -> Path:
     """Where numba caches this version of the kernels: ``default_cache_dir() /
     sources-<sources_digest()>``."""
-    return default_cache_dir() / f"sources-{sources_digest()}"
+    return default_cache_dir() / f"sources-{installed_sources_digest()}"
 
 
 def compiled_code_dir() -> Path:

@@ -28,7 +28,7 @@ from typing import Any
 from numba.core import caching
 from numba.core import config as numba_config
 
-from .config import kernel_cache_dir, sources_digest
+from .config import installed_sources_digest, kernel_cache_dir
 
 #: the folder whose modules' kernels this locator serves (the jit tier's own)
 JIT_FOLDER = Path(__file__).resolve().parent
@@ -36,11 +36,13 @@ JIT_FOLDER = Path(__file__).resolve().parent
 PACKAGE = f"{JIT_FOLDER.parent.name}.{JIT_FOLDER.name}"
 
 
+@functools.lru_cache(maxsize=8)
 def cache_folder(cache_dir: str) -> str:
-    """Where the jit tier's kernels go under numba's cache dir ``cache_dir``."""
+    """Where the jit tier's kernels go under numba's cache dir ``cache_dir`` (once per dir:
+    every kernel's locator asks)."""
     if Path(cache_dir) == kernel_cache_dir():
         return os.path.join(cache_dir, PACKAGE)  # the dir names the sources already
-    return os.path.join(cache_dir, f"{PACKAGE}-sources-{sources_digest()}")
+    return os.path.join(cache_dir, f"{PACKAGE}-sources-{installed_sources_digest()}")
 
 
 @functools.cache
@@ -76,14 +78,18 @@ class InstalledKernelLocator(_LOCATOR_BASE):  # type: ignore[misc,valid-type]
 
     @classmethod
     def from_function(cls, py_func: Any, py_file: str) -> InstalledKernelLocator | None:
-        if not numba_config.CACHE_DIR:
-            return None
-        try:
-            if Path(py_file).resolve().parent != JIT_FOLDER:
-                return None
-        except (OSError, ValueError):  # a placeholder file name ("<string>")
+        if not numba_config.CACHE_DIR or not _in_jit_folder(py_file):
             return None
         return cls(py_func, py_file)
+
+
+@functools.lru_cache(maxsize=256)
+def _in_jit_folder(py_file: str) -> bool:
+    """Whether ``py_file`` is one of the jit tier's modules (once per file: each of its kernels asks)."""
+    try:
+        return Path(py_file).resolve().parent == JIT_FOLDER
+    except (OSError, ValueError):  # a placeholder file name ("<string>")
+        return False
 
 
 def install() -> bool:

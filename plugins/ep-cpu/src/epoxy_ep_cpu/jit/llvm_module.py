@@ -124,14 +124,6 @@ def load_functions(object_path: Path, signatures: Mapping[str, Sequence[Any]]) -
     return _functions(engine, signatures)
 
 
-@functools.cache
-def _sources_digest() -> str:
-    """The jit tier's sources digest (``config.sources_digest``), read once per process."""
-    from .config import sources_digest
-
-    return sources_digest()
-
-
 class LazyModule:
     """An IR module's functions, compiled at the first request in a process (once, under a
     lock; its object code kept in ``cache_dir()`` and loaded from there by later processes
@@ -153,9 +145,11 @@ class LazyModule:
         CPU's features), the CPU and llvmlite's version, so the file is found without the IR."""
         import llvmlite
 
+        from .config import installed_sources_digest
+
         _, cpu, features = _target_machine()
         generator = f"{getattr(self._ir_text, '__module__', '')}.{getattr(self._ir_text, '__qualname__', '')}"
-        parts = (self._what, generator, _sources_digest(), cpu, features, llvmlite.__version__)
+        parts = (self._what, generator, installed_sources_digest(), cpu, features, llvmlite.__version__)
         return cache_dir / f"llvm-{hashlib.blake2b(chr(0).join(parts).encode(), digest_size=16).hexdigest()}.o"
 
     def _build(self) -> dict[str, Any]:

@@ -408,9 +408,9 @@ def _load_module(source: str) -> Any:
     import sys
     from pathlib import Path
 
-    from .config import compiled_code_dir, sources_digest
+    from .config import compiled_code_dir, installed_sources_digest
 
-    digest = hashlib.sha256(f"{sources_digest()}\n{source}".encode()).hexdigest()[:16]
+    digest = hashlib.sha256(f"{installed_sources_digest()}\n{source}".encode()).hexdigest()[:16]
     name = f"epoxy_share_{digest}"
     loaded = sys.modules.get(name)
     if loaded is not None:
