@@ -61,13 +61,21 @@ def missing(required: Sequence[str]) -> str | None:
     return f"this CPU lacks {', '.join(lacking)}" if lacking else None
 
 
-def _target_machine() -> tuple[Any, str, str]:
-    """(target machine at -O3 for this CPU, its name, its features), as every module is built for."""
+@functools.cache
+def _host_cpu() -> tuple[str, str]:
+    """(this CPU's name, its features) as LLVM names them: what every module is built for."""
     import llvmlite.binding as llvm
 
-    target = llvm.Target.from_default_triple()
-    cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
-    return target.create_target_machine(cpu=cpu, features=features, opt=3), cpu, features
+    return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+
+
+def _target_machine() -> tuple[Any, str, str]:
+    """(a target machine at -O3 for this CPU, its name, its features); a new machine each time:
+    an execution engine takes ownership of the one it is made with."""
+    import llvmlite.binding as llvm
+
+    cpu, features = _host_cpu()
+    return llvm.Target.from_default_triple().create_target_machine(cpu=cpu, features=features, opt=3), cpu, features
 
 
 def _functions(engine: Any, signatures: Mapping[str, Sequence[Any]]) -> dict[str, Any]:
@@ -147,7 +155,7 @@ class LazyModule:
 
         from .config import installed_sources_digest
 
-        _, cpu, features = _target_machine()
+        cpu, features = _host_cpu()
         generator = f"{getattr(self._ir_text, '__module__', '')}.{getattr(self._ir_text, '__qualname__', '')}"
         parts = (self._what, generator, installed_sources_digest(), cpu, features, llvmlite.__version__)
         return cache_dir / f"llvm-{hashlib.blake2b(chr(0).join(parts).encode(), digest_size=16).hexdigest()}.o"
