@@ -31,7 +31,7 @@ from .load.functions import inline_local_functions, reinfer_shapes
 from .load.loader import ModelSource, load_model
 from .load.model_edits import model_edits, save_optimized
 from .load.model_meta import ModelMetadata
-from .optimize import optimize
+from .optimize import lifts_all_constants, optimize
 from .options import RunOptions, SessionOptions
 from .partition.report import PartitionReport
 from .plan.compile_graph import partition_and_plan
@@ -303,7 +303,9 @@ class InferenceSession:
         reader = CompiledModelReader()
         loaded = load_model(model, check=self._options.check_model, infer_shapes=self._options.infer_shapes,
                             memory_limit=limit, prepare=None if cached else model_edits(self._options),
-                            compiled=reader, trusted=cached is not None)
+                            compiled=reader, trusted=cached is not None,
+                            lift_constants=lifts_all_constants(self._registry.passes(),
+                                                               self._options.optimization_level))
         notes.extend(reader.notes)
         if limit is not None:
             check_static_values(loaded.model.graph, limit)
@@ -344,6 +346,8 @@ class InferenceSession:
                          "were skipped")
         else:
             self.applied_passes = optimize(loaded.model, self._registry.passes(), level, names, notes)
+            if loaded.lifted_constants and "LiftConstantsPass" not in self.applied_passes:
+                self.applied_passes.insert(0, "LiftConstantsPass")  # its work, done while loading
         self._prepared_notes = [*loaded.warnings, *notes[optimizer_notes_from:]] if cached is None else []
         if self._options.optimized_model_filepath:
             save_optimized(loaded.model, self._options.optimized_model_filepath)

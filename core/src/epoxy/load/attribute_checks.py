@@ -117,20 +117,37 @@ def _ints(node: onnx.NodeProto, refs: Mapping[str, onnx.AttributeProto]) -> dict
     return ints
 
 
-def _problems(nodes: Iterable[onnx.NodeProto], ranks: Mapping[str, int], refs: Mapping[str, onnx.AttributeProto],
+class _GraphRanks:
+    """A graph's value ranks (:func:`_ranks`), read on first use: most graphs hold no node
+    :data:`ATTRIBUTE_CHECKS` reads them for, and the read walks every value_info (~1 ms a
+    600-node model)."""
+
+    def __init__(self, graph: onnx.GraphProto | None, outer: _GraphRanks | None, main: bool, inferred: bool) -> None:
+        self._graph, self._outer, self._main, self._inferred = graph, outer, main, inferred
+        self._ranks: Mapping[str, int] | None = None if graph is not None else {}
+
+    def ranks(self) -> Mapping[str, int]:
+        if self._ranks is None:
+            outer = self._outer.ranks() if self._outer is not None else {}
+            self._ranks = _ranks(self._graph, outer, self._main, self._inferred)  # type: ignore[arg-type]
+        return self._ranks
+
+
+def _problems(nodes: Iterable[onnx.NodeProto], ranks: _GraphRanks, refs: Mapping[str, onnx.AttributeProto],
               inferred: bool) -> Iterator[tuple[onnx.NodeProto, str]]:
     """(node, what is wrong) over ``nodes`` and the subgraphs inside them."""
     for node in nodes:
         check = ATTRIBUTE_CHECKS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
         if check is not None:
-            facts = NodeFacts(_ints(node, refs), tuple(ranks.get(name) if name else None for name in node.input),
+            known = ranks.ranks()
+            facts = NodeFacts(_ints(node, refs), tuple(known.get(name) if name else None for name in node.input),
                               len(node.output))
             problem = check(facts)
             if problem is not None:
                 yield node, problem
         for attr in node.attribute:
             for sub in ([attr.g] if attr.type == _A.GRAPH else list(attr.graphs)):
-                yield from _problems(sub.node, _ranks(sub, ranks, False, inferred), refs, inferred)
+                yield from _problems(sub.node, _GraphRanks(sub, ranks, False, inferred), refs, inferred)
 
 
 def _function_contexts(proto: onnx.ModelProto) -> Iterator[tuple[onnx.FunctionProto, dict[str, onnx.AttributeProto]]]:
@@ -208,10 +225,11 @@ def check_attributes(proto: onnx.ModelProto, source: str, *, inferred: bool = Fa
     (subgraphs and function bodies too). ``inferred``: ``proto`` holds inferred types, whose
     ranks may be used."""
     in_graph = ((node, problem, "") for node, problem in
-                _problems(proto.graph.node, _ranks(proto.graph, {}, True, inferred), {}, inferred))
+                _problems(proto.graph.node, _GraphRanks(proto.graph, None, True, inferred), {}, inferred))
     in_functions = ((node, problem, f" in function {function.name!r}")
                     for function, refs in _function_contexts(proto)
-                    for node, problem in _problems(function.node, {}, refs, inferred))
+                    for node, problem in _problems(function.node, _GraphRanks(None, None, False, inferred), refs,
+                                                   inferred))
     model_opsets = _opsets(proto.opset_import)
     # attribute types do not change with inference: checked on the first call only
     mistyped = iter(()) if inferred else chain(

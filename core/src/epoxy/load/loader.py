@@ -22,6 +22,7 @@ from ..errors import InvalidGraphError, InvalidProtobufError, ModelFileNotFoundE
 from ..options import CHECK_MODES, check_mode  # noqa: F401 - CHECK_MODES: what load_model(check=...) takes
 from ..run.limits import item_size
 from .attribute_checks import check_attributes
+from .constant_nodes import lift_constant_nodes
 from .graph_checks import settle_declared_types, vet_model, vet_nodes
 from .inference_guard import has_shape_trusting_nodes, hide, restore, reveal_safe
 from .map_types import attach_map_types, model_has_maps, restore_map_types, strip_map_types
@@ -44,6 +45,8 @@ class LoadedModel:
     source: str
     base_dir: Path | None
     warnings: list[str] = field(default_factory=list)
+    #: Constant nodes lifted to initializers while loading (``lift_constants``)
+    lifted_constants: int = 0
 
 
 def _copy(proto: onnx.ModelProto) -> onnx.ModelProto:
@@ -251,7 +254,7 @@ def _long_1d_value(proto: onnx.ModelProto) -> str | None:
     while graphs:
         graph = graphs.pop()
         for vi in (*graph.input, *graph.output, *graph.value_info):
-            dims = vi.type.tensor_type.shape.dim if vi.type.HasField("tensor_type") else []
+            dims = vi.type.tensor_type.shape.dim  # empty (a default message) for other types
             if len(dims) == 1 and (dims[0].dim_value > DATA_PROP_MAX_1D or dims[0].dim_value < 0):
                 return vi.name
         for init in graph.initializer:
@@ -297,24 +300,28 @@ def _run_inference(view: onnx.ModelProto, source: str, notes: list[str], editabl
     infer = onnx.shape_inference.infer_shapes
     # a first pass without data propagation finds long 1-D values data propagation
     # would crawl through; only when there is none is the full inference run. It is
-    # strict so that declarations inference disagrees with are found
+    # strict so that declarations inference disagrees with are found. Each pass reads
+    # the same serialized view (serialized again only when the view changes)
+    data = view.SerializeToString()
     try:
-        inferred = infer(view, check_type=False, strict_mode=True, data_prop=False)
+        inferred = infer(data, check_type=False, strict_mode=True, data_prop=False)
     except Exception:  # noqa: BLE001 - a declaration inference disagrees with, or an op it cannot infer
         view = _settle_declarations(view, source, notes, editable)
-        inferred = infer(view, check_type=False, strict_mode=False, data_prop=False)
+        data = view.SerializeToString()
+        inferred = infer(data, check_type=False, strict_mode=False, data_prop=False)
     long_value = _long_1d_value(inferred)
     if long_value is not None:
         notes.append(f"{source}: 1-D value {long_value!r} is longer than {DATA_PROP_MAX_1D}; "
                      "shape inference ran without data propagation")
     else:
         if guarded:  # the hidden nodes' inputs as the full inference sees them, then theirs
-            hidden = reveal_safe(view, infer(view, check_type=False, strict_mode=False, data_prop=True))
+            hidden = reveal_safe(view, infer(data, check_type=False, strict_mode=False, data_prop=True))
+            data = view.SerializeToString()  # revealed nodes are back in their domain
             if hidden:
                 notes.append(f"{source}: shape inference skipped node(s) {', '.join(map(repr, hidden))}: their "
                              "input shapes are unknown or have a negative dim, which onnx's inference would "
                              "index with (their outputs' shapes are learned when they run)")
-        inferred = infer(view, check_type=False, strict_mode=False, data_prop=True)
+        inferred = infer(data, check_type=False, strict_mode=False, data_prop=True)
     check_attributes(inferred, source, inferred=True)  # the spec's ranges, now that ranks are known
     return inferred
 
@@ -404,7 +411,7 @@ def _densify_sparse(proto: onnx.ModelProto, source: str) -> None:
 def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes: bool = True,
                memory_limit: int | None = None,
                prepare: Callable[[onnx.ModelProto], None] | None = None,
-               compiled: Any = None, trusted: bool = False) -> LoadedModel:
+               compiled: Any = None, trusted: bool = False, lift_constants: bool = False) -> LoadedModel:
     """Read, validate and shape-infer a model, returning it as an ``onnx_ir`` model.
 
     ``check``: ``"warn"`` (default): onnx.checker complaints about a model that is safe to
@@ -421,7 +428,10 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
     inference is skipped when it says the graph is typed already.
     ``trusted``: a file epoxy wrote itself from a model that passed every check here (the
     session cache, :mod:`epoxy.aot.session_cache`): the text, checker, graph and attribute
-    checks are not repeated; the size and memory-limit checks are."""
+    checks are not repeated; the size and memory-limit checks are.
+    ``lift_constants``: Constant nodes become initializers before the graph is built, as the
+    optimizer's LiftConstantsPass would make them (:mod:`.constant_nodes`; only in a proto
+    loading owns, never the caller's)."""
     mode = "off" if trusted else check_mode(check)
     proto, name, base_dir, mapped = _read_proto(source, None if compiled is None else compiled.file_backed)
     owned = not isinstance(source, onnx.ModelProto)  # whether `proto` may be edited in place
@@ -448,6 +458,7 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
             proto, owned = _copy(proto), True
         if compiled.expand(proto, base_dir, name):
             infer_shapes = False  # typed and optimized when it was compiled
+        lift_constants = False  # its groups' nodes stay as they were compiled
         edited = True
     notes: list[str] = []
     # the tensors walked above tell whether anything is sparse (a walk of every node's
@@ -493,7 +504,9 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
                 proto, owned = _copy(proto), True
             _adopt_inferred(proto, inferred)
         else:
+            owned = owned or inferred is not proto  # a proto inference made, not the caller's
             proto = inferred
+    lifted = lift_constant_nodes(proto) if lift_constants and owned else 0
     maps = None
     if model_has_maps(proto):  # onnx_ir cannot hold map types: they travel beside it
         if not owned:
@@ -512,7 +525,7 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
         raise
     except Exception as exc:
         raise ModelLoadError(f"{name}: cannot build the graph: {type(exc).__name__}: {exc}") from exc
-    return LoadedModel(model=model, source=name, base_dir=base_dir, warnings=notes)
+    return LoadedModel(model=model, source=name, base_dir=base_dir, warnings=notes, lifted_constants=lifted)
 
 
 #: Initializers at least this large are left out of the checker / inference skeleton.

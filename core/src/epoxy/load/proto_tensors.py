@@ -30,14 +30,15 @@ def model_graphs(proto: onnx.ModelProto) -> Iterator[onnx.GraphProto]:
     """The main graph, every subgraph below it, and every graph inside function bodies."""
     stack = [proto.graph]
     for function in proto.functions:
-        stack.extend(_node_graphs(function.node))
+        stack.extend(node_graphs(function.node))
     while stack:
         graph = stack.pop()
         yield graph
-        stack.extend(_node_graphs(graph.node))
+        stack.extend(node_graphs(graph.node))
 
 
-def _node_graphs(nodes: Iterable[onnx.NodeProto]) -> list[onnx.GraphProto]:
+def node_graphs(nodes: Iterable[onnx.NodeProto]) -> list[onnx.GraphProto]:
+    """The subgraphs held directly by the attributes of ``nodes`` (not the ones nested below them)."""
     found: list[onnx.GraphProto] = []
     for node in nodes:
         for attr in node.attribute:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["LEVEL_ORDER", "optimize"]
+__all__ = ["LEVEL_ORDER", "lifts_all_constants", "optimize"]
 
 
 def __getattr__(name: str) -> Any:

@@ -107,3 +107,14 @@ def has_gradient(graph: ir.Graph) -> bool:
         if node.op_type == "Gradient" and node.domain == "ai.onnx.preview.training":
             return True
     return False
+
+
+def lifts_all_constants(passes: Sequence[PassRegistration], level: str) -> bool:
+    """Whether ``level`` runs a pass lifting every ``value`` Constant node (onnx_ir's
+    LiftConstantsToInitializersPass, no size limit, for every provider): then loading may
+    lift them on the protobuf first (:mod:`epoxy.load.constant_nodes`), to the same graph."""
+    from onnx_ir.passes.common import LiftConstantsToInitializersPass
+
+    enabled = LEVEL_ORDER[level]
+    return any(isinstance(entry.pass_, LiftConstantsToInitializersPass) and entry.pass_.size_limit == 0
+               and entry.providers is None and LEVEL_ORDER[entry.level] <= enabled for entry in passes)
