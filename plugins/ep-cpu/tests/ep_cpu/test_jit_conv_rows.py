@@ -234,3 +234,74 @@ def test_routes_around_the_pointwise_and_big_map_winograd_layers():
             x, w, b = conv_data(7, x_shape, w_shape)
             run_cpu(one_node("Conv", [x, In(w, const=True), In(b, const=True)], attrs, 22), True, **options)
             assert bool(seen) == here, (x_shape, w_shape, options)
+
+
+# -- one packed copy a layer: the original weight goes once the static shape's call packed it ---
+
+
+def test_packed_columns_unpack_to_the_weight_exactly():
+    """``PackedFloatWeights.unpacked`` gives B back bit for bit, for widths that fill several
+    column tiles and a padded last one (what a let-go layer rebuilds its weight from)."""
+    rng = np.random.default_rng(7)
+    for k, n in ((9, 5), (147, 64), (256, 200), (32, 1000)):
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        np.testing.assert_array_equal(kernels_sgemm.PackedFloatWeights(b, 1).unpacked(), b)
+
+
+def _released_session(x_shape, w_shape, attrs, monkeypatch):
+    import epoxy
+
+    monkeypatch.setattr(kernels_conv_rows, "MIN_MACS", 0)
+    monkeypatch.setattr(kernels_conv_rows, "MAX_WINOGRAD_POSITIONS", 14 * 14)
+    x, w, b = conv_data(sum(x_shape), x_shape, w_shape)
+    case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], attrs, 22)
+    session = epoxy.InferenceSession(case.model.SerializeToString(), providers=[("cpu", {"jit": True})])
+    return session, case, x, w, b
+
+
+@needs_float_gemm
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), [
+    ((1, 64, 14, 14), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((3, 96, 7, 7), (160, 96, 1, 1), {}),
+    ((2, 256, 8, 8), (96, 256, 1, 1), {"strides": [2, 2]}),  # strided 1x1 (its twin, when subsampled)
+])
+def test_a_static_layer_on_this_route_keeps_one_copy_of_its_weight(monkeypatch, x_shape, w_shape, attrs):
+    """The session drops its reference to W (the kernel says it never reads it:
+    ``released_inputs``), the layer drops its own once its call packed W, and every run gives
+    the float64 convolution's values within the float32 bound, the same bits each time."""
+    import gc
+
+    from epoxy_ep_cpu.ops import conv
+
+    session, case, x, w, b = _released_session(x_shape, w_shape, attrs, monkeypatch)
+    assert any("held only by the kernels" in note for note in session._report.notes), session._report.notes
+    weights = [o for o in gc.get_objects() if type(o) is conv._ConvWeights and o.w_shape == w_shape]
+    assert len(weights) == 1 and weights[0].let_go_when_packed
+    first = session.run(None, case.feeds)[0]
+    assert weights[0]._w is None and weights[0]._gemm_columns is not None  # only the packed copy is left
+    want, bound = conv_float64(x, w, b, attrs)
+    assert (np.abs(first - want) <= bound).all()
+    np.testing.assert_array_equal(session.run(None, case.feeds)[0], first)
+    np.testing.assert_array_equal(weights[0].w, w)  # rebuilt from the packed copy, should another path need it
+
+
+@needs_float_gemm
+def test_a_layer_packs_its_weight_once_for_every_input_shape(monkeypatch):
+    """A dynamic batch: each new shape prepares its own call, all on the one packed copy
+    (each call packed its own before: a second copy of the weight per shape)."""
+    import epoxy
+
+    monkeypatch.setattr(kernels_conv_rows, "MIN_MACS", 0)
+    packed = []
+    real = kernels_conv_rows.pack_weights
+    monkeypatch.setattr(kernels_conv_rows, "pack_weights", lambda w: packed.append(w.shape) or real(w))
+    x, w, b = conv_data(11, (2, 96, 7, 7), (160, 96, 1, 1))
+    case = one_node("Conv", [In(x, shape=["N", 96, 7, 7]), In(w, const=True), In(b, const=True)], {}, 22)
+    session = epoxy.InferenceSession(case.model.SerializeToString(), providers=[("cpu", {"jit": True})])
+    calls = spy_calls(monkeypatch, kernels_conv_rows.RowsConvCall)
+    for n in (1, 2, 3):
+        got = session.run(None, {"x0": x[:1].repeat(n, axis=0)})[0]
+        want, bound = conv_float64(x[:1].repeat(n, axis=0), w, b, {})
+        assert (np.abs(got - want) <= bound).all()
+    assert [shape[0] for shape in calls] == [1, 2, 3]
+    assert packed == [(160, 96, 1, 1)]

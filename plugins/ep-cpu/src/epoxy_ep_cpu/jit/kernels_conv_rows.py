@@ -180,6 +180,13 @@ def positions_share(geo, xp, acc, bias, z, y, alpha, beta, first, last):  # prag
         p0 += q1 - q0
 
 
+def pack_weights(w: np.ndarray) -> kernels_sgemm.PackedFloatWeights:
+    """A layer's weights ``(M, C, KH, KW)`` packed as the GEMM's columns (``K = C KH KW`` by
+    ``M``): they do not depend on the input shape, so a layer packs them once."""
+    m = int(w.shape[0])
+    return kernels_sgemm.PackedFloatWeights(np.asarray(w, dtype=_F32).reshape(m, -1).T, 1)
+
+
 class RowsConvCall(PreparedConvCall):
     """One input shape of a group-1 float32 2-D layer on ``cgemm``, prepared: the padded grid's
     geometry and row offsets (the implicit GEMM's phase grid), the table of output positions on
@@ -189,12 +196,19 @@ class RowsConvCall(PreparedConvCall):
     __slots__ = ("_chunk", "_count", "_fn", "_geo", "_gpos", "_own", "_pad", "_pad_split", "_params", "_pdims",
                  "_rowoff", "_split", "_units", "_weights", "bias", "dtype", "out_shape", "params", "shape", "xp_size")
 
-    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray | None, bias: np.ndarray,
                  strides: tuple[int, ...], dilations: tuple[int, ...], begin: Sequence[int],
-                 out_sp: Sequence[int], act: int, alpha: float, beta: float, nthreads: int) -> None:
+                 out_sp: Sequence[int], act: int, alpha: float, beta: float, nthreads: int,
+                 packed: kernels_sgemm.PackedFloatWeights | None = None,
+                 w_shape: tuple[int, ...] | None = None) -> None:
+        """``packed``: the weights already packed (:func:`pack_weights`: one copy a layer
+        shares between its input shapes, which may have let ``w`` go); ``w`` may then be None
+        and ``w_shape`` gives its shape."""
         n, c = shape[0], shape[1]
-        m, _, kh, kw = w.shape
-        self._pdims, dims, self.xp_size, self._rowoff = phase_grid(shape, w.shape, strides, dilations, begin, out_sp)
+        full_shape = tuple(w.shape) if w is not None else tuple(w_shape)  # type: ignore[arg-type]
+        m, _, kh, kw = full_shape
+        self._pdims, dims, self.xp_size, self._rowoff = phase_grid(shape, full_shape, strides, dilations, begin,
+                                                                   out_sp)
         oh, ow, wq, plane = int(out_sp[0]), int(out_sp[1]), int(dims[3]), int(dims[1])
         # output (oy, ox) sits at grid position oy * wq + ox of the phase grid (as for igemm)
         self._gpos = (np.arange(oh, dtype=np.int64)[:, None] * wq + np.arange(ow, dtype=np.int64)[None, :]).reshape(-1)
@@ -203,7 +217,10 @@ class RowsConvCall(PreparedConvCall):
         self._own = (int(dims[2]), wq) == (int(shape[2]), int(shape[3])) and tuple(strides) == (1, 1) and (
             tuple(begin) == (0, 0)) and (kh, kw) == (1, 1)
         depth = c * kh * kw
-        self._weights = kernels_sgemm.PackedFloatWeights(np.asarray(w, dtype=_F32).reshape(m, depth).T, 1)
+        self._weights = packed if packed is not None else pack_weights(w)  # type: ignore[arg-type]
+        if (self._weights.k, self._weights.n) != (depth, m):
+            raise ValueError(f"packed weights hold ({self._weights.k}, {self._weights.n}); this layer needs "
+                             f"({depth}, {m})")
         self.bias = np.ascontiguousarray(bias, dtype=_F32)
         self.params = (_F32.type(alpha), _F32.type(beta))
         positions = oh * ow

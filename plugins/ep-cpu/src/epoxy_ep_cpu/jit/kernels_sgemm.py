@@ -154,6 +154,17 @@ class PackedFloatWeights:
     def nbytes(self) -> int:
         return int(self._packed.nbytes)
 
+    def unpacked(self) -> np.ndarray:
+        """``B (K, N)`` again, as a fresh C-contiguous float32 array: for a layer that let its
+        original weights go once packed (a convolution's other paths need them back, rarely)."""
+        k, n = self.k, self.n
+        b = np.empty((k, n), dtype=_F32)
+        for first in range(0, n, TILE_COLS):
+            width = min(TILE_COLS, self._n_pad - first)
+            stop = min(first + width, n)
+            b[:, first:stop] = self._packed[first * k:(first + width) * k].reshape(k, width)[:, :stop - first]
+        return b
+
     def takes(self, a: np.ndarray) -> bool:
         """Whether ``a`` is a product for this kernel: float32 ``(M, K)`` rows with unit steps
         along K, :func:`gains` (one row stays OpenBLAS's matrix-vector product)."""

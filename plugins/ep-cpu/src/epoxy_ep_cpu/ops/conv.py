@@ -600,12 +600,18 @@ class _ConvWeights:
     """A Conv's weight (and bias) in the layouts the paths multiply with: built once in the
     factory when the weight is a constant, else per call."""
 
-    __slots__ = ("_rows", "_transforms", "_wino", "_wino43", "_zero_bias", "bias", "chosen", "depthwise_cl",
-                 "kernel", "w")
+    __slots__ = ("_gemm_columns", "_rows", "_transforms", "_w", "_wino", "_wino43", "_zero_bias", "bias", "chosen",
+                 "depthwise_cl", "kernel", "let_go_when_packed", "w_shape")
 
     def __init__(self, w: np.ndarray, b: np.ndarray | None, cdt: np.dtype, group: int = 1,
                  transforms: ModuleType | None = None) -> None:
-        self.w = np.ascontiguousarray(w, dtype=cdt)
+        self._w: np.ndarray | None = np.ascontiguousarray(w, dtype=cdt)
+        self.w_shape = tuple(int(d) for d in self._w.shape)
+        #: the rows call's packed columns (``gemm_columns``), shared by every input shape
+        self._gemm_columns: Any = None
+        #: whether the original weight goes once packed: the layer's static shape runs on the
+        #: packed copy and the session dropped its own reference (``_release_for_rows``)
+        self.let_go_when_packed = False
         # the jit tier's compiled Winograd weight transforms (float32 weights), when it runs:
         # 2-4x faster and no float64 temporaries, where session creation spent most of its time
         self._transforms = transforms if self.w.dtype == np.float32 else None
@@ -619,7 +625,27 @@ class _ConvWeights:
         m = w.shape[0]
         self.depthwise_cl = None  # (kh * kw, C) for the channels-last depthwise path
         if group == m and w.shape[1] == 1 and len(self.kernel) == 2 and m >= _DEPTHWISE_CL_MIN_C:
-            self.depthwise_cl = np.ascontiguousarray(self.w.reshape(m, -1).T)
+            self.depthwise_cl = np.ascontiguousarray(self._w.reshape(m, -1).T)
+
+    @property
+    def w(self) -> np.ndarray:
+        """The weight in the compute dtype; rebuilt from the packed columns when it was let go
+        (a path other than the rows call needs it: a copy, made once)."""
+        w = self._w
+        if w is None:
+            columns = self._gemm_columns.unpacked()  # (K, M)
+            w = self._w = np.ascontiguousarray(columns.T).reshape(self.w_shape)
+        return w
+
+    def gemm_columns(self, rows: ModuleType) -> Any:
+        """The weight packed as the rows call's GEMM columns (``kernels_conv_rows.pack_weights``),
+        once for the layer; the original goes then when ``let_go_when_packed``."""
+        columns = self._gemm_columns
+        if columns is None:
+            columns = self._gemm_columns = rows.pack_weights(self.w)
+            if self.let_go_when_packed:
+                self._w = None
+        return columns
 
     def winograd(self) -> np.ndarray:
         u = self._wino
@@ -647,8 +673,12 @@ class _ConvWeights:
             return self.bias
         zb = self._zero_bias
         if zb is None:
-            zb = self._zero_bias = np.zeros(self.w.shape[0], dtype=self.w.dtype)
+            zb = self._zero_bias = np.zeros(self.w_shape[0], dtype=self.dtype)
         return zb
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._w.dtype if self._w is not None else np.dtype(np.float32)  # only float32 weights are let go
 
     def keep_layouts(self, paths: set[str]) -> None:
         """Drop the weight layouts no path in ``paths`` multiplies with (after timing)."""
@@ -773,28 +803,26 @@ def flat_candidates(kernel: tuple[int, ...], dtype: np.dtype, winograd: tuple[st
 def _prepare_path(
     node: NodeSpec, geo: _Geometry, group: int, pk: _ConvWeights, winograd: tuple[str, ...], measure: bool,
     fast: _Jit | None = None,
-) -> None:
+) -> str | None:
     """For a static input shape, settle the layer's path now (session creation): timed
     among the candidates with ``measure``, else by ``pick_path``; the chosen path's weight
     layout is built here, unless a compiled path (``fast``) runs the shape. Other shapes
-    decide at run time with ``pick_path``."""
+    decide at run time with ``pick_path``. Returns the compiled route that runs the static
+    shape, if one does."""
     xt = node.input_types[0] if node.input_types else None
     if group != 1 or len(pk.kernel) != 2 or xt is None or not xt.is_static or len(xt.shape) != 4:
-        return
+        return None
     shape = tuple(int(d) for d in xt.shape)
     try:
         strides, dilations, pads = geo.get(2, pk.kernel)
         out_sp, begin, end, _ = resolve_pads(shape[2:], pk.kernel, strides, dilations, pads, geo.auto_pad)
     except Exception:  # noqa: BLE001 - odd attributes: decided at run time
-        return
+        return None
     dtype = pk.w.dtype
-    if (
-        shape[1] != pk.w.shape[1]
-        or 0 in shape
-        or 0 in out_sp
-        or not _flat_eligible(dtype, 1, 2, strides, dilations, begin, end)
-    ):
-        return
+    if shape[1] != pk.w.shape[1] or 0 in shape or 0 in out_sp:
+        return None
+    if not _flat_eligible(dtype, 1, 2, strides, dilations, begin, end):  # no numpy layout to build
+        return _multiplying_route(fast, shape, dtype, pk, strides, dilations, begin, end, out_sp)
     candidates = flat_candidates(pk.kernel, dtype, winograd)
     if measure and len(candidates) > 1:
         key = (shape, pk.w.shape, tuple(begin), tuple(end), dtype.str, blas_key())
@@ -806,10 +834,25 @@ def _prepare_path(
         route = fast.route(shape, dtype, pk, 1, strides, dilations, begin, end, out_sp) if fast is not None else None
         if route in _COMPILED_LAYOUTS:
             _COMPILED_LAYOUTS[route](pk)  # its weight layout, now rather than at the first run
-        if route:
-            return  # the jit tier's call runs this shape: no other numpy layout needed
+        if route:  # the jit tier's call runs this shape: no other numpy layout needed
+            return _multiplying_route(fast, shape, dtype, pk, strides, dilations, begin, end, out_sp, route)
     if path in _WEIGHT_LAYOUTS:
         _WEIGHT_LAYOUTS[path](pk)
+    return None
+
+
+def _multiplying_route(fast: _Jit | None, shape: tuple[int, ...], dtype: np.dtype, pk: _ConvWeights, strides,
+                       dilations, begin, end, out_sp, route: str | None = "") -> str | None:
+    """The compiled route that multiplies a group-1 layer's input of ``shape`` (``route``
+    when the caller has it): for a strided 1x1 layer ("subsampled"), its stride-1 twin's."""
+    if fast is None:
+        return None
+    if route == "":
+        route = fast.route(shape, dtype, pk, 1, strides, dilations, begin, end, out_sp)
+    if route == "subsampled":
+        twin = (shape[0], shape[1], *out_sp)
+        return fast.route(twin, dtype, pk, 1, (1, 1), dilations, begin, end, out_sp)
+    return route
 
 
 @KERNELS.register("Conv", (1, 11, 22))
@@ -872,7 +915,10 @@ def _conv_2d_kernel(node: NodeSpec, epi: Epilogue | None, geo: _Geometry, group:
     if w_const is not None and (b_const is not None or not has_b) and w_const.dtype.kind == "f":
         cdt = compute_dtype(w_const.dtype)
         prepacked = (cdt, _ConvWeights(w_const, b_const, cdt, group, jit.kernels("winograd_weights")))
-        _prepare_path(node, geo, group, prepacked[1], winograd, current.measure_conv_paths, fast)
+        route = _prepare_path(node, geo, group, prepacked[1], winograd, current.measure_conv_paths, fast)
+        releases = _release_for_rows(prepacked[1], route)
+    else:
+        releases = False
 
     prepared = _PreparedCalls(fast, prepacked, group, geo, epi)
 
@@ -894,7 +940,7 @@ def _conv_2d_kernel(node: NodeSpec, epi: Epilogue | None, geo: _Geometry, group:
             return epi.after(y)
         dtype = x.dtype
         cdt = compute_dtype(dtype)
-        if prepacked is not None and prepacked[0] == cdt:
+        if prepacked is not None and (prepacked[0] == cdt or w is None):  # None: released to the packed copy
             pk, packed = prepacked[1], True
         else:
             pk, packed = _ConvWeights(w, b, cdt, group), False
@@ -906,7 +952,22 @@ def _conv_2d_kernel(node: NodeSpec, epi: Epilogue | None, geo: _Geometry, group:
         return y
 
     run.supports_out = True  # type: ignore[attr-defined]
+    if releases:  # W (input 1) is never read from the plan: the layer keeps its packed copy
+        run.released_inputs = frozenset({1})  # type: ignore[attr-defined]
     return run
+
+
+def _release_for_rows(pk: _ConvWeights, route: str | None) -> bool:
+    """Whether a layer lets its original weight go once the rows call packed it: its static
+    input shape runs on that call (``route``), whose packed columns serve every later shape
+    of the layer too. Why: the packed copy is as large as the weight (resnet50's 1x1 layers:
+    70 MB held twice, its peak RSS 1.23x onnxruntime's). The session then drops its own
+    reference (``epoxy.contract.RELEASED_INPUTS``); a path that needs the weight again
+    (another input shape) rebuilds it from the packed copy."""
+    if route != "rows" or pk.dtype != np.float32:
+        return False
+    pk.let_go_when_packed = True
+    return True
 
 
 #: the numpy paths the grid GEMM (``jit/kernels_conv_gemm.py``) replaces for a stride-1 layer,
@@ -1109,10 +1170,10 @@ class _PreparedCalls:
         """Prepare a call for ``x``'s shape when the compiled kernel runs it whole (the
         epilogue included) and the constant weight's dtype is ``x``'s."""
         pk, fast = self.pk, self.fast
-        if pk is None or fast is None or x.dtype != pk.w.dtype or x.ndim != 4 or not x.flags.c_contiguous:
+        if pk is None or fast is None or x.dtype != pk.dtype or x.ndim != 4 or not x.flags.c_contiguous:
             return
         _, strides, dilations, begin, end, out_sp = _geometry_for(self.geo, x, pk.w, self.group)
-        n, m = x.shape[0], pk.w.shape[0]
+        n, m = x.shape[0], pk.w_shape[0]
         epi = self.epi
         if len(self.calls) >= _PREPARED_PER_NODE:
             self.calls.clear()
@@ -1339,8 +1400,8 @@ class _Jit:
             return self.small.SmallConvCall(shape, dtype, pk.w, bias, strides, dilations, begin, out_sp, code, alpha,
                                             beta, self.nthreads)
         if route == "rows":
-            return self.rows.RowsConvCall(shape, dtype, pk.w, bias, strides, dilations, begin, out_sp, code, alpha,
-                                          beta, self.nthreads)
+            return self.rows.RowsConvCall(shape, dtype, None, bias, strides, dilations, begin, out_sp, code, alpha,
+                                          beta, self.nthreads, packed=pk.gemm_columns(self.rows), w_shape=pk.w_shape)
         if route == "implicit":
             return self.implicit.ImplicitConvCall(shape, dtype, pk.w, bias, strides, dilations, begin, out_sp, code,
                                                   alpha, beta, self.nthreads)
