@@ -47,12 +47,18 @@ def _numpy_dtype(data_type: ir.DataType) -> np.dtype | None:
         return None
 
 
+@functools.lru_cache(maxsize=4096)
+def _tensor_type(dtype: ir.DataType, dims: tuple[int | str | None, ...] | None) -> ValueType:
+    """One (frozen) ValueType per element type and shape: a graph's values share a few."""
+    return ValueType("tensor", int(dtype), _numpy_dtype(dtype), dims)
+
+
 def _type_from_ir(type_: Any, shape: ir.Shape | None) -> ValueType:
     if type_ is None:
         return UNKNOWN
     if isinstance(type_, ir.TensorType):
         dims = None if shape is None else tuple(d if isinstance(d, int) else d.value for d in shape)
-        return ValueType("tensor", int(type_.dtype), _numpy_dtype(type_.dtype), dims)
+        return _tensor_type(type_.dtype, dims)
     if isinstance(type_, ir.SequenceType):
         return ValueType("sequence", element=_type_from_ir(type_.elem_type, None))
     if isinstance(type_, ir.OptionalType):
@@ -170,8 +176,9 @@ class CoreGraph:
                 f"node {node.name or node.op_type!r} uses domain {domain or 'ai.onnx'!r} "
                 "which the model does not import (opset_import)", node=node.name
             )
-        inputs = tuple("" if v is None else value_name(v) for v in node.inputs)
-        outputs = tuple(value_name(v) for v in node.outputs)
+        # value_name's cast, inline: names of a loaded model's values are all str
+        inputs = cast(tuple[str, ...], tuple("" if v is None else v.name for v in node.inputs))
+        outputs = cast(tuple[str, ...], tuple(v.name for v in node.outputs))
         output_types = tuple(self._typed(v) for v in node.outputs)
         for name, value_type in zip(outputs, output_types):
             if not name:
