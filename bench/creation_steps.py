@@ -120,8 +120,9 @@ def model_paths(args: argparse.Namespace) -> list[Path]:
 
 def measure(path: Path, creations: int, timer: StepTimer) -> tuple[float, float, dict[str, float]]:
     """(epoxy s, onnxruntime s, steps of the fastest epoxy creation incl. its stages)."""
-    import epoxy
     import onnxruntime as ort
+
+    import epoxy
 
     options = epoxy.SessionOptions()
     options.intra_op_num_threads = 1

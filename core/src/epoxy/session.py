@@ -31,7 +31,7 @@ from .load.functions import inline_local_functions, reinfer_shapes
 from .load.loader import ModelSource, load_model
 from .load.model_edits import model_edits, save_optimized
 from .load.model_meta import ModelMetadata
-from .optimize import lifts_all_constants, optimize
+from .optimize import constant_lifting_pass, optimize
 from .options import RunOptions, SessionOptions
 from .partition.report import PartitionReport
 from .plan.compile_graph import partition_and_plan
@@ -301,11 +301,10 @@ class InferenceSession:
         t0 = time.perf_counter()
         limit = self._options.memory_limit_bytes
         reader = CompiledModelReader()
+        lifting = constant_lifting_pass(self._registry.passes(), self._options.optimization_level)
         loaded = load_model(model, check=self._options.check_model, infer_shapes=self._options.infer_shapes,
                             memory_limit=limit, prepare=None if cached else model_edits(self._options),
-                            compiled=reader, trusted=cached is not None,
-                            lift_constants=lifts_all_constants(self._registry.passes(),
-                                                               self._options.optimization_level))
+                            compiled=reader, trusted=cached is not None, lift_constants=lifting is not None)
         notes.extend(reader.notes)
         if limit is not None:
             check_static_values(loaded.model.graph, limit)
@@ -346,8 +345,8 @@ class InferenceSession:
                          "were skipped")
         else:
             self.applied_passes = optimize(loaded.model, self._registry.passes(), level, names, notes)
-            if loaded.lifted_constants and "LiftConstantsPass" not in self.applied_passes:
-                self.applied_passes.insert(0, "LiftConstantsPass")  # its work, done while loading
+            if loaded.lifted_constants and lifting not in self.applied_passes:
+                self.applied_passes.insert(0, cast(str, lifting))  # its work, done while loading
         self._prepared_notes = [*loaded.warnings, *notes[optimizer_notes_from:]] if cached is None else []
         if self._options.optimized_model_filepath:
             save_optimized(loaded.model, self._options.optimized_model_filepath)

@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from epoxy.load.loader import load_model
 from epoxy.optimize.passes import LiftConstantsPass
-from epoxy.optimize.pipeline import lifts_all_constants
+from epoxy.optimize.pipeline import constant_lifting_pass
 
 
 def _const(name: str, array: np.ndarray) -> onnx.NodeProto:
@@ -76,8 +76,8 @@ def test_a_callers_proto_is_never_edited():
 
 def test_lifting_follows_the_optimization_level():
     passes = __import__("epoxy.plugins", fromlist=["default_registry"]).default_registry().passes()
-    assert lifts_all_constants(passes, "basic") and lifts_all_constants(passes, "all")
-    assert not lifts_all_constants(passes, "disable")
+    assert constant_lifting_pass(passes, "basic") == constant_lifting_pass(passes, "all") == "LiftConstantsPass"
+    assert constant_lifting_pass(passes, "disable") is None
 
 
 def test_a_session_reports_the_lift_as_the_pass_it_stands_for(make_registry):

@@ -8,7 +8,7 @@ pattern and are not graph outputs, so replacing the pattern cannot change anythi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeGuard
@@ -208,8 +208,10 @@ def rewritable(value: ir.Value, array: np.ndarray) -> bool:
 
 
 #: attribute types of plain Python values and of non-empty lists of one of them
-_SCALAR_ATTRIBUTES = {int: ir.AttrInt64, float: ir.AttrFloat32, str: ir.AttrString}
-_LIST_ATTRIBUTES = {int: ir.AttrInt64s, float: ir.AttrFloat32s, str: ir.AttrStrings}
+_SCALAR_ATTRIBUTES: dict[type, Callable[[str, Any], ir.Attr]] = {
+    int: ir.AttrInt64, float: ir.AttrFloat32, str: ir.AttrString}
+_LIST_ATTRIBUTES: dict[type, Callable[[str, Any], ir.Attr]] = {
+    int: ir.AttrInt64s, float: ir.AttrFloat32s, str: ir.AttrStrings}
 
 
 def as_attribute(name: str, value: Any) -> ir.Attr:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["LEVEL_ORDER", "lifts_all_constants", "optimize"]
+__all__ = ["LEVEL_ORDER", "constant_lifting_pass", "optimize"]
 
 
 def __getattr__(name: str) -> Any:

@@ -109,12 +109,15 @@ def has_gradient(graph: ir.Graph) -> bool:
     return False
 
 
-def lifts_all_constants(passes: Sequence[PassRegistration], level: str) -> bool:
-    """Whether ``level`` runs a pass lifting every ``value`` Constant node (onnx_ir's
-    LiftConstantsToInitializersPass, no size limit, for every provider): then loading may
-    lift them on the protobuf first (:mod:`epoxy.load.constant_nodes`), to the same graph."""
+def constant_lifting_pass(passes: Sequence[PassRegistration], level: str) -> str | None:
+    """The name of a pass ``level`` runs that lifts every ``value`` Constant node (onnx_ir's
+    LiftConstantsToInitializersPass, no size limit, for every provider), if any: loading may
+    then lift them on the protobuf first (:mod:`epoxy.load.constant_nodes`), to the same graph."""
     from onnx_ir.passes.common import LiftConstantsToInitializersPass
 
     enabled = LEVEL_ORDER[level]
-    return any(isinstance(entry.pass_, LiftConstantsToInitializersPass) and entry.pass_.size_limit == 0
-               and entry.providers is None and LEVEL_ORDER[entry.level] <= enabled for entry in passes)
+    for entry in passes:
+        if (isinstance(entry.pass_, LiftConstantsToInitializersPass) and entry.pass_.size_limit == 0
+                and entry.providers is None and LEVEL_ORDER[entry.level] <= enabled):
+            return entry.name
+    return None
