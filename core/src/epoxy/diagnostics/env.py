@@ -24,6 +24,7 @@ KNOWN: dict[str, str] = {
     "EPOXY_TUNE_CACHE_DIR": "where max_performance keeps its provider decisions",
     "EPOXY_CPU_JIT": "cpu provider: numba-compiled kernels on/off",
     "EPOXY_CPU_JIT_CACHE_DIR": "cpu provider: where numba caches compiled kernels",
+    "EPOXY_CPU_JIT_FULL_REFRESH": "cpu provider: 1 loads cached kernels after numba's full target refresh",
     "EPOXY_CPU_NATIVE_POOL": "cpu provider: its own spinning helper threads on several threads (0: OpenBLAS's)",
     "EPOXY_CPU_SPIN_PAUSES": "cpu provider: pause hints a turn of its helpers' wait (0: sched_yield every turn)",
     "EPOXY_CPU_FUSE_ELEMENTWISE": "cpu provider: fuse elementwise chains on/off",

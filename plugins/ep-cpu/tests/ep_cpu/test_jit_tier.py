@@ -353,3 +353,42 @@ def test_a_numba_without_the_locator_list_keeps_its_own_locators(monkeypatch) ->
     assert impl._locator_classes.count(kernel_cache.InstalledKernelLocator) == 1
     monkeypatch.setattr(kernel_cache, "_CACHE_IMPL", None)
     assert not kernel_cache.install()
+
+
+_LOADED_WITHOUT_REFRESH = """
+import sys
+import numpy as np
+from epoxy_ep_cpu.jit import kernels_softmax
+x = np.linspace(-3, 3, 16, dtype=np.float32).reshape(2, 8, 1)
+out = np.empty_like(x)
+kernels_softmax.softmax_serial(x, False, out)
+e = np.exp(x - x.max(axis=1, keepdims=True))
+assert np.allclose(out, e / e.sum(axis=1, keepdims=True), rtol=1e-6, atol=1e-7), out
+stats = kernels_softmax.softmax_serial.stats
+loaded = "numba.np.linalg" in sys.modules  # imported by numba's full target refresh only
+import numba
+@numba.njit
+def users_own(a):  # compiled after the light load: numba refreshes the context itself
+    return np.sqrt(a).sum()
+assert abs(users_own(np.full(4, 4.0)) - 8.0) < 1e-12
+print(sum(stats.cache_hits.values()), sum(stats.cache_misses.values()), loaded)
+"""
+
+
+@pytest.mark.parametrize("full_refresh", ["", "1"], ids=["light", "numbas-own-path"])
+def test_a_cached_kernel_loads_without_numbas_full_refresh(tmp_path, full_refresh) -> None:
+    """A second process loads the tier's cached kernel with numba's runtime initialized but
+    without its full target refresh (every lowering registry imported: ~60 ms and ~10 MB of a
+    fresh process's first run, jit/cached_loading.py): right values, and a function compiled
+    afterwards still compiles. ``EPOXY_CPU_JIT_FULL_REFRESH=1`` keeps numba's own path."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "EPOXY_CPU_JIT": "1",
+           "EPOXY_CPU_JIT_FULL_REFRESH": full_refresh}
+    runs = [subprocess.run([sys.executable, "-c", _LOADED_WITHOUT_REFRESH], capture_output=True, text=True,
+                           env=env, timeout=600) for _ in range(2)]
+    assert all(run.returncode == 0 for run in runs), [run.stderr[-2000:] for run in runs]
+    first, second = (run.stdout.split() for run in runs)
+    assert first[:2] == ["0", "1"] and second[:2] == ["1", "0"], (first, second)
+    assert second[2] == ("True" if full_refresh else "False")

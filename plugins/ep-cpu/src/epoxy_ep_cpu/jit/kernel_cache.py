@@ -28,6 +28,7 @@ from typing import Any
 from numba.core import caching
 from numba.core import config as numba_config
 
+from . import cached_loading
 from .config import installed_sources_digest, kernel_cache_dir
 
 #: the folder whose modules' kernels this locator serves (the jit tier's own)
@@ -104,3 +105,4 @@ def install() -> bool:
 
 
 install()
+cached_loading.install(InstalledKernelLocator)  # and they load without numba's full target refresh
