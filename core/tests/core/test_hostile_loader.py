@@ -113,6 +113,52 @@ def test_valid_attributes_load_and_hidden_nodes_come_back_inferred():
     assert list(loaded.model.opset_imports) == [""]
 
 
+def _inference_passes(monkeypatch) -> list[bool]:
+    """Records each of onnx's shape inferences the loader runs (its data_prop flag)."""
+    real, calls = onnx.shape_inference.infer_shapes, []
+
+    def counted(model, *args, **kwargs):
+        calls.append(bool(kwargs.get("data_prop")))
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", counted)
+    return calls
+
+
+def test_a_hidden_node_whose_inputs_the_first_pass_knows_is_revealed_without_an_extra_inference(monkeypatch):
+    """GatherND with fully known indices (as exported transformers hold): two inferences,
+    as for a model without it, and the node comes back inferred."""
+    calls = _inference_passes(monkeypatch)
+    loaded = load_model(gather_nd(1, (2, 1)))
+    assert calls == [False, True]
+    node = next(iter(loaded.model.graph))
+    assert (node.domain, list(node.outputs[0].shape)) == ("", [2, 4])
+
+
+def test_a_hidden_node_whose_indices_need_data_propagation_waits_for_it(monkeypatch):
+    """Indices expanded to a shape computed from another value's shape: the first pass
+    (no data propagation) cannot know their dims, so the hidden node waits for the pass that
+    propagates them, and is then revealed and inferred; with a negative dim there it stays
+    hidden and the note names it."""
+    def model(extra_dim: int) -> onnx.ModelProto:
+        nodes = [helper.make_node("Shape", ["s"], ["dims"], name="shape"),
+                 helper.make_node("Concat", ["dims", "extra"], ["target"], name="concat", axis=0),
+                 helper.make_node("Expand", ["z", "target"], ["indices"], name="expand"),
+                 helper.make_node("GatherND", ["data", "indices"], ["y"], name="gather")]
+        return _model(nodes, [_vi("data", [2, 3, 4]), _vi("z", [1, 1], TensorProto.INT64), _vi("s", [2])],
+                      [_vi("y", None)], [numpy_helper.from_array(np.array([extra_dim], np.int64), "extra")])
+
+    calls = _inference_passes(monkeypatch)
+    loaded = load_model(model(1))
+    assert calls == [False, True, True]
+    gather = next(n for n in loaded.model.graph if n.op_type == "GatherND")
+    assert (gather.domain, list(gather.outputs[0].shape)) == ("", [2, 3, 4])
+    calls.clear()
+    loaded = load_model(model(-10))
+    assert calls == [False, True, True]
+    assert any("skipped node(s) 'gather'" in w for w in loaded.warnings)
+
+
 def test_a_models_own_node_in_the_hiding_domain_keeps_its_domain(make_registry):
     """The domain nodes are hidden in during inference is the loader's own: a model's node
     written in it is not 'restored' into an ONNX op (it used to run silently as a Relu); it is

@@ -8,6 +8,9 @@ see it before inference, since the dims come out of inference. So such nodes are
 private domain while onnx infers the rest (it then skips them, leaving their outputs
 untyped); their inputs' inferred shapes are checked, and only the nodes found safe take
 part in the final inference. The others keep untyped outputs: kernels see real shapes.
+A node whose rule can answer from the first inference (no data propagation: the dims it
+reads are known there already) is revealed before the data-propagating passes; only the
+others wait for an extra inference that shows them their inputs as data propagation does.
 """
 
 from __future__ import annotations
@@ -30,17 +33,20 @@ _REAL_DOMAIN = {hidden: real for real, hidden in HIDDEN_DOMAINS.items()}
 Shape = Sequence[int | None]
 
 
-def _gathernd_safe(shapes: Sequence[Shape | None]) -> bool | None:
-    """GatherND reads ``indices``' last dim as an index offset: it must be known not negative."""
+def _gathernd_safe(shapes: Sequence[Shape | None], refinable: bool = False) -> bool | None:
+    """GatherND reads ``indices``' last dim as an index offset: it must be known not negative
+    (and no known dim of ``indices`` may be negative). ``refinable``: the shapes come from an
+    inference without data propagation, which may still learn unknown dims (never change a
+    known one), so the last dim must be known already."""
     indices = shapes[1] if len(shapes) > 1 else None
-    if indices is None or not indices:
+    if indices is None or not indices or (refinable and indices[-1] is None):
         return None
     return all(d is None or d >= 0 for d in indices)
 
 
 #: op type (ONNX domain) -> whether its input shapes are safe for onnx's inference of it
-#: (``None``: not known, as when they are not inferred)
-SHAPE_TRUSTING: dict[str, Callable[[Sequence[Shape | None]], bool | None]] = {"GatherND": _gathernd_safe}
+#: (``None``: not known, as when they are not inferred), given whether they are refinable
+SHAPE_TRUSTING: dict[str, Callable[[Sequence[Shape | None], bool], bool | None]] = {"GatherND": _gathernd_safe}
 
 
 def _shape(vi: onnx.ValueInfoProto) -> Shape | None:
@@ -120,12 +126,32 @@ def reveal_safe(view: onnx.ModelProto, inferred: onnx.ModelProto) -> list[str]:
         if node.domain not in _REAL_DOMAIN:
             continue
         inputs = [shapes.get(name) if shapes is not None and name else None for name in seen.input]
-        safe = SHAPE_TRUSTING[node.op_type](inputs)
+        safe = SHAPE_TRUSTING[node.op_type](inputs, False)
         if safe:
             node.domain = _REAL_DOMAIN[node.domain]
         elif safe is not None:
             left.append(node.name or node.op_type)
     return left
+
+
+def reveal_settled(view: onnx.ModelProto, inferred: onnx.ModelProto) -> bool:
+    """Give back their domain to the hidden nodes of ``view`` found safe from the shapes of
+    ``inferred``, an inference of ``view`` *without* data propagation (each op's rule answers
+    only from the dims it needs that are known already); whether any node is still hidden.
+    Why: exported transformers hold a GatherND whose indices' last dim needs no data
+    propagation, and one inference of the whole model (~1 ms of a 20 ms session creation)
+    was run only to find its input shapes."""
+    hidden = False
+    pairs = zip(_all_nodes(view), _all_nodes(inferred, with_shapes=True), strict=True)
+    for (node, _), (seen, shapes) in pairs:
+        if node.domain not in _REAL_DOMAIN:
+            continue
+        inputs = [shapes.get(name) if shapes is not None and name else None for name in seen.input]
+        if SHAPE_TRUSTING[node.op_type](inputs, True):
+            node.domain = _REAL_DOMAIN[node.domain]
+        else:
+            hidden = True
+    return hidden
 
 
 def restore(proto: onnx.ModelProto) -> onnx.ModelProto:
@@ -149,4 +175,4 @@ def ir_node_safe(node: ir.Node) -> bool:
         return True
     shapes = [None if v is None or v.shape is None else [d if isinstance(d, int) else None for d in v.shape]
               for v in node.inputs]
-    return bool(SHAPE_TRUSTING[node.op_type](shapes))
+    return bool(SHAPE_TRUSTING[node.op_type](shapes, False))

@@ -24,7 +24,7 @@ from ..run.limits import item_size
 from .attribute_checks import check_attributes
 from .constant_nodes import lift_constant_nodes
 from .graph_checks import settle_declared_types, vet_model, vet_nodes
-from .inference_guard import has_shape_trusting_nodes, hide, restore, reveal_safe
+from .inference_guard import has_shape_trusting_nodes, hide, restore, reveal_safe, reveal_settled
 from .map_types import attach_map_types, model_has_maps, restore_map_types, strip_map_types
 from .proto_tensors import FoundTensor, dense_parts, model_graphs, model_tensors
 from .trusted_types import apply_plain_types, take_plain_types
@@ -314,8 +314,12 @@ def _run_inference(view: onnx.ModelProto, source: str, notes: list[str], editabl
         notes.append(f"{source}: 1-D value {long_value!r} is longer than {DATA_PROP_MAX_1D}; "
                      "shape inference ran without data propagation")
     else:
-        if guarded:  # the hidden nodes' inputs as the full inference sees them, then theirs
-            hidden = reveal_safe(view, infer(data, check_type=False, strict_mode=False, data_prop=True))
+        if guarded:
+            # hidden nodes whose inputs' shapes this pass knows fully are revealed now; the
+            # others see their inputs as the full inference sees them first
+            hidden = []
+            if reveal_settled(view, inferred):
+                hidden = reveal_safe(view, infer(data, check_type=False, strict_mode=False, data_prop=True))
             data = view.SerializeToString()  # revealed nodes are back in their domain
             if hidden:
                 notes.append(f"{source}: shape inference skipped node(s) {', '.join(map(repr, hidden))}: their "
