@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+from .walk import all_graphs
+
 
 def drop_constant_data(model: ir.Model) -> None:
     """Forget every initializer's data in ``model``'s graphs (the graph structure stays)."""
-    for graph in model.graphs():
+    for graph in all_graphs(model.graph):
         for value in graph.initializers.values():
             value.const_value = None

@@ -17,6 +17,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ..graph.names import FreshNames
+from ..graph.walk import all_nodes
 
 #: Ops whose semantics are those of the default ONNX domain.
 ONNX_DOMAINS = ("", "ai.onnx")
@@ -160,7 +161,7 @@ class Namer(FreshNames):
         used = self.used
         used.update(graph.initializers)
         used.update(v.name for v in graph.inputs if v.name)
-        for node in ir.traversal.RecursiveGraphIterator(graph):
+        for node in all_nodes(graph):
             if node.name:
                 used.add(node.name)
             used.update(v.name for v in node.outputs if v.name)
@@ -501,8 +502,8 @@ def fused_version(model: ir.Model, since: int) -> int | None:
 #: make the two modules import each other)
 CORE_PASSES = (
     "BatchNormAffineFoldPass", "ConstantFoldingPass", "ConvAffineFoldPass", "ConvBatchNormFoldPass",
-    "DequantizeWeightsPass", "DropoutEliminationPass", "GeluFusionPass", "IdentityEliminationPass",
-    "LayerNormFusionPass",
+    "DeadNodeRemovalPass", "DequantizeWeightsPass", "DropoutEliminationPass", "GeluFusionPass",
+    "IdentityEliminationPass", "LayerNormFusionPass",
     "LegacyInitializerInputsPass",
     "LiftConstantsPass", "MatMulAddToGemmPass", "ReshapeTransposeSimplifyPass", "RMSNormFusionPass",
 )

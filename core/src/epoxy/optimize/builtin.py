@@ -20,13 +20,12 @@ class BuiltinPasses:
     @hookimpl
     def epoxy_register_passes(self, register: Any) -> None:
         # imported here: the registry (``epoxy providers`` too) is built without onnx_ir
-        from onnx_ir.passes.common import RemoveUnusedNodesPass
-
         from .passes import (
             BatchNormAffineFoldPass,
             ConstantFoldingPass,
             ConvAffineFoldPass,
             ConvBatchNormFoldPass,
+            DeadNodeRemovalPass,
             DequantizeWeightsPass,
             DropoutEliminationPass,
             GeluFusionPass,
@@ -84,4 +83,4 @@ class BuiltinPasses:
         register(LayerNormFusionPass(), level="extended")
         # an opset-23 op: only where cpu runs first (other providers may not claim it)
         register(RMSNormFusionPass(), level="extended", providers=("cpu",))
-        register(RemoveUnusedNodesPass(), level="basic")
+        register(DeadNodeRemovalPass(), level="basic")

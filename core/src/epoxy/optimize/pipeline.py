@@ -14,6 +14,7 @@ from typing import Any
 import onnx_ir as ir
 
 from ..errors import EpoxyError, InvalidArgumentError, ModelLoadError
+from ..graph.walk import all_nodes
 from ..kit.passes import OpCensus, op_census
 
 LEVEL_ORDER = {"disable": 0, "basic": 1, "extended": 2, "all": 3}
@@ -103,7 +104,7 @@ def _run_passes(model: ir.Model, passes: Sequence[PassRegistration], enabled: in
 
 def has_gradient(graph: ir.Graph) -> bool:
     """Whether ``graph`` or any subgraph in it holds an ``ai.onnx.preview.training`` Gradient."""
-    for node in ir.traversal.RecursiveGraphIterator(graph):
+    for node in all_nodes(graph):
         if node.op_type == "Gradient" and node.domain == "ai.onnx.preview.training":
             return True
     return False

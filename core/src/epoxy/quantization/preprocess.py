@@ -18,13 +18,12 @@ import onnx_ir as ir
 
 def _passes() -> list:
     """The optimizer's exact, standard-ONNX simplifications, in the order it runs them."""
-    from onnx_ir.passes.common import RemoveUnusedNodesPass
-
     from epoxy.optimize.passes import (
         BatchNormAffineFoldPass,
         ConstantFoldingPass,
         ConvAffineFoldPass,
         ConvBatchNormFoldPass,
+        DeadNodeRemovalPass,
         DropoutEliminationPass,
         IdentityEliminationPass,
         LegacyInitializerInputsPass,
@@ -33,7 +32,7 @@ def _passes() -> list:
 
     return [LiftConstantsPass(lift_all_constants=False, size_limit=0), LegacyInitializerInputsPass(),
             IdentityEliminationPass(), DropoutEliminationPass(), ConstantFoldingPass(), ConvBatchNormFoldPass(),
-            BatchNormAffineFoldPass(), ConvAffineFoldPass(), RemoveUnusedNodesPass()]
+            BatchNormAffineFoldPass(), ConvAffineFoldPass(), DeadNodeRemovalPass()]
 
 
 def preprocess(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:

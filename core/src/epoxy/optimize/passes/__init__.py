@@ -8,6 +8,7 @@ read by nothing else. ``builtin.py`` registers them by level.
 from .constant_folding import ConstantFoldingPass
 from .conv_affine import BatchNormAffineFoldPass, ConvAffineFoldPass
 from .conv_bn import ConvBatchNormFoldPass
+from .dead_nodes import DeadNodeRemovalPass
 from .dropout import DropoutEliminationPass
 from .gelu import GeluFusionPass
 from .identity import IdentityEliminationPass
@@ -24,6 +25,7 @@ __all__ = [
     "ConstantFoldingPass",
     "ConvAffineFoldPass",
     "ConvBatchNormFoldPass",
+    "DeadNodeRemovalPass",
     "DequantizeWeightsPass",
     "DropoutEliminationPass",
     "GeluFusionPass",
