@@ -31,7 +31,13 @@ from .load.functions import inline_local_functions, reinfer_shapes
 from .load.loader import ModelSource, load_model
 from .load.model_edits import model_edits, save_optimized
 from .load.model_meta import ModelMetadata
-from .optimize import constant_lifting_pass, optimize
+from .optimize import (
+    constant_folding_pass,
+    constant_lifting_pass,
+    legacy_inputs_pass,
+    optimize,
+    with_work_done_while_loading,
+)
 from .options import RunOptions, SessionOptions
 from .partition.report import PartitionReport
 from .plan.compile_graph import partition_and_plan
@@ -301,10 +307,14 @@ class InferenceSession:
         t0 = time.perf_counter()
         limit = self._options.memory_limit_bytes
         reader = CompiledModelReader()
-        lifting = constant_lifting_pass(self._registry.passes(), self._options.optimization_level)
+        passes, level = self._registry.passes(), self._options.optimization_level
+        # passes loading may do on the protobuf first (the same graph, built faster)
+        lifting, folding = constant_lifting_pass(passes, level), constant_folding_pass(passes, level)
+        legacy = legacy_inputs_pass(passes, level)
         loaded = load_model(model, check=self._options.check_model, infer_shapes=self._options.infer_shapes,
                             memory_limit=limit, prepare=None if cached else model_edits(self._options),
-                            compiled=reader, trusted=cached is not None, lift_constants=lifting is not None)
+                            compiled=reader, trusted=cached is not None, lift_constants=lifting is not None,
+                            fold_fills=None if folding is None else folding[1], legacy_inputs=legacy is not None)
         notes.extend(reader.notes)
         if limit is not None:
             check_static_values(loaded.model.graph, limit)
@@ -344,9 +354,11 @@ class InferenceSession:
             notes.append("an epoxy compiled model: optimized when compiled, so the optimizer and shape inference "
                          "were skipped")
         else:
-            self.applied_passes = optimize(loaded.model, self._registry.passes(), level, names, notes)
-            if loaded.lifted_constants and lifting not in self.applied_passes:
-                self.applied_passes.insert(0, cast(str, lifting))  # its work, done while loading
+            applied = optimize(loaded.model, self._registry.passes(), level, names, notes)
+            done = [name for name, count in ((lifting, loaded.lifted_constants),
+                                             (legacy, loaded.legacy_inputs_dropped),
+                                             (folding and folding[0], loaded.folded_fills)) if name and count]
+            self.applied_passes = with_work_done_while_loading(applied, done, self._registry.passes())
         self._prepared_notes = [*loaded.warnings, *notes[optimizer_notes_from:]] if cached is None else []
         if self._options.optimized_model_filepath:
             save_optimized(loaded.model, self._options.optimized_model_filepath)

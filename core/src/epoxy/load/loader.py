@@ -22,9 +22,11 @@ from ..errors import InvalidGraphError, InvalidProtobufError, ModelFileNotFoundE
 from ..options import CHECK_MODES, check_mode  # noqa: F401 - CHECK_MODES: what load_model(check=...) takes
 from ..run.limits import item_size
 from .attribute_checks import check_attributes
+from .constant_fills import attach_fills, fold_constant_fills
 from .constant_nodes import lift_constant_nodes
 from .graph_checks import settle_declared_types, vet_model, vet_nodes
 from .inference_guard import has_shape_trusting_nodes, hide, restore, reveal_safe, reveal_settled
+from .legacy_inputs import drop_initializer_inputs
 from .map_types import attach_map_types, model_has_maps, restore_map_types, strip_map_types
 from .proto_tensors import FoundTensor, dense_parts, model_graphs, model_tensors
 from .trusted_types import apply_plain_types, take_plain_types
@@ -47,6 +49,10 @@ class LoadedModel:
     warnings: list[str] = field(default_factory=list)
     #: Constant nodes lifted to initializers while loading (``lift_constants``)
     lifted_constants: int = 0
+    #: ConstantOfShape nodes folded into initializers while loading (``fold_fills``)
+    folded_fills: int = 0
+    #: an IR < 4 model's initializers taken out of its inputs while loading (``legacy_inputs``)
+    legacy_inputs_dropped: bool = False
 
 
 def _copy(proto: onnx.ModelProto) -> onnx.ModelProto:
@@ -415,7 +421,8 @@ def _densify_sparse(proto: onnx.ModelProto, source: str) -> None:
 def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes: bool = True,
                memory_limit: int | None = None,
                prepare: Callable[[onnx.ModelProto], None] | None = None,
-               compiled: Any = None, trusted: bool = False, lift_constants: bool = False) -> LoadedModel:
+               compiled: Any = None, trusted: bool = False, lift_constants: bool = False,
+               fold_fills: int | None = None, legacy_inputs: bool = False) -> LoadedModel:
     """Read, validate and shape-infer a model, returning it as an ``onnx_ir`` model.
 
     ``check``: ``"warn"`` (default): onnx.checker complaints about a model that is safe to
@@ -435,7 +442,11 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
     checks are not repeated; the size and memory-limit checks are.
     ``lift_constants``: Constant nodes become initializers before the graph is built, as the
     optimizer's LiftConstantsPass would make them (:mod:`.constant_nodes`; only in a proto
-    loading owns, never the caller's)."""
+    loading owns, never the caller's). ``fold_fills``: ConstantOfShape nodes of a constant
+    shape of at most this many elements become initializers before the graph is built, as
+    the optimizer's ConstantFoldingPass would make them (:mod:`.constant_fills`; the same).
+    ``legacy_inputs``: an IR < 4 model's initializers stop being graph inputs, as the
+    optimizer's LegacyInitializerInputsPass makes them (:mod:`.legacy_inputs`; the same)."""
     mode = "off" if trusted else check_mode(check)
     proto, name, base_dir, mapped = _read_proto(source, None if compiled is None else compiled.file_backed)
     owned = not isinstance(source, onnx.ModelProto)  # whether `proto` may be edited in place
@@ -462,7 +473,8 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
             proto, owned = _copy(proto), True
         if compiled.expand(proto, base_dir, name):
             infer_shapes = False  # typed and optimized when it was compiled
-        lift_constants = False  # its groups' nodes stay as they were compiled
+        # its groups' nodes stay as they were compiled
+        lift_constants, fold_fills, legacy_inputs = False, None, False
         edited = True
     notes: list[str] = []
     # the tensors walked above tell whether anything is sparse (a walk of every node's
@@ -510,7 +522,10 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
         else:
             owned = owned or inferred is not proto  # a proto inference made, not the caller's
             proto = inferred
+    # the optimizer's first passes, done on the protobuf when they will run (faster, same graph)
     lifted = lift_constant_nodes(proto) if lift_constants and owned else 0
+    legacy_dropped = drop_initializer_inputs(proto) if legacy_inputs and owned else False
+    fills = fold_constant_fills(proto, fold_fills) if fold_fills is not None and owned else {}
     maps = None
     if model_has_maps(proto):  # onnx_ir cannot hold map types: they travel beside it
         if not owned:
@@ -524,12 +539,14 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
         apply_plain_types(model.graph, plain)
         if maps:
             attach_map_types(model.graph, maps)
+        attach_fills(model.graph, fills)
         _own_initializer_data(model.graph, mapped, name)
     except ModelLoadError:
         raise
     except Exception as exc:
         raise ModelLoadError(f"{name}: cannot build the graph: {type(exc).__name__}: {exc}") from exc
-    return LoadedModel(model=model, source=name, base_dir=base_dir, warnings=notes, lifted_constants=lifted)
+    return LoadedModel(model=model, source=name, base_dir=base_dir, warnings=notes, lifted_constants=lifted,
+                       folded_fills=len(fills), legacy_inputs_dropped=legacy_dropped)
 
 
 #: Initializers at least this large are left out of the checker / inference skeleton.

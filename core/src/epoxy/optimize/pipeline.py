@@ -110,15 +110,58 @@ def has_gradient(graph: ir.Graph) -> bool:
     return False
 
 
+def _everyones_pass(passes: Sequence[PassRegistration], level: str, kind: type) -> PassRegistration | None:
+    """The first pass of class ``kind`` that ``level`` runs for every provider, if any."""
+    enabled = LEVEL_ORDER[level]
+    for entry in passes:
+        if isinstance(entry.pass_, kind) and entry.providers is None and LEVEL_ORDER[entry.level] <= enabled:
+            return entry
+    return None
+
+
 def constant_lifting_pass(passes: Sequence[PassRegistration], level: str) -> str | None:
     """The name of a pass ``level`` runs that lifts every ``value`` Constant node (onnx_ir's
     LiftConstantsToInitializersPass, no size limit, for every provider), if any: loading may
     then lift them on the protobuf first (:mod:`epoxy.load.constant_nodes`), to the same graph."""
     from onnx_ir.passes.common import LiftConstantsToInitializersPass
 
-    enabled = LEVEL_ORDER[level]
-    for entry in passes:
-        if (isinstance(entry.pass_, LiftConstantsToInitializersPass) and entry.pass_.size_limit == 0
-                and entry.providers is None and LEVEL_ORDER[entry.level] <= enabled):
-            return entry.name
-    return None
+    entry = _everyones_pass(passes, level, LiftConstantsToInitializersPass)
+    if entry is None or entry.pass_.size_limit != 0:  # type: ignore[attr-defined]
+        return None
+    return entry.name
+
+
+def constant_folding_pass(passes: Sequence[PassRegistration], level: str) -> tuple[str, int] | None:
+    """The name and element limit of the ConstantFoldingPass ``level`` runs for every provider,
+    if any: loading may then fold constant-shape ConstantOfShape nodes on the protobuf first
+    (:mod:`epoxy.load.constant_fills`), to the same graph."""
+    from .passes import ConstantFoldingPass
+
+    entry = _everyones_pass(passes, level, ConstantFoldingPass)
+    if entry is None:
+        return None
+    return entry.name, int(entry.pass_.max_elements)  # type: ignore[attr-defined]
+
+
+def legacy_inputs_pass(passes: Sequence[PassRegistration], level: str) -> str | None:
+    """The name of the LegacyInitializerInputsPass ``level`` runs for every provider, if any:
+    loading may then apply its rule on the protobuf first (:mod:`epoxy.load.legacy_inputs`)."""
+    from .passes import LegacyInitializerInputsPass
+
+    entry = _everyones_pass(passes, level, LegacyInitializerInputsPass)
+    return None if entry is None else entry.name
+
+
+def with_work_done_while_loading(applied: list[str], done: Sequence[str],
+                                 passes: Sequence[PassRegistration]) -> list[str]:
+    """``applied`` (pass names, in registration order) with the passes whose work loading
+    did (``done``) added where they run: the session reports them as applied."""
+    order = {entry.name: i for i, entry in enumerate(passes)}
+    result = list(applied)
+    for name in done:
+        if name in result:
+            continue
+        rank = order.get(name, -1)
+        at = next((i for i, other in enumerate(result) if order.get(other, -1) > rank), len(result))
+        result.insert(at, name)
+    return result
