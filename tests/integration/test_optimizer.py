@@ -36,10 +36,9 @@ CORE_PASSES = {
     # ConstantOfShape in these IR-3 models: legacy inputs + folding make them constants)
     "bvlc_alexnet": {"LegacyInitializerInputsPass", "DropoutEliminationPass", "ConstantFoldingPass"},
     "densenet121": {"LegacyInitializerInputsPass", "ConstantFoldingPass", "ConvBatchNormFoldPass",
-                    "BatchNormAffineFoldPass", "ConvAffineFoldPass"},
+                    "BatchNormAffineFoldPass"},  # the scale after each Conv+BN goes with the BN
     "inception_v1": {"LegacyInitializerInputsPass", "DropoutEliminationPass", "ConstantFoldingPass"},
-    "inception_v2": {"LegacyInitializerInputsPass", "ConstantFoldingPass", "ConvBatchNormFoldPass",
-                     "ConvAffineFoldPass"},
+    "inception_v2": {"LegacyInitializerInputsPass", "ConstantFoldingPass", "ConvBatchNormFoldPass"},
     "resnet50": {"LegacyInitializerInputsPass", "ConstantFoldingPass", "ConvBatchNormFoldPass"},
     "shufflenet": {"LegacyInitializerInputsPass", "ConstantFoldingPass", "ConvBatchNormFoldPass"},
     "squeezenet": {"LegacyInitializerInputsPass", "DropoutEliminationPass", "ConstantFoldingPass"},

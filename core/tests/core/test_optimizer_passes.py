@@ -245,25 +245,45 @@ def test_conv_bn_not_folded_when_conv_output_is_shared():  # type: ignore[no-unt
 
 def test_bn_then_per_channel_mul_add_fold_into_conv():  # type: ignore[no-untyped-def]
     # densenet / inception_v2 style: BN followed by an unsqueezed per-channel scale and shift
+    # (the Conv+BN fold takes the chain too: one scaling of W, one new conv)
     m = _conv_bn_model(extra=[("Mul", (6, 1, 1)), ("Add", (1, 6, 1, 1)), ("Sub", (6, 1, 1)), ("Div", (1,))])
     after, im, counts = apply(m, ConvBatchNormFoldPass(), ConvAffineFoldPass())
-    assert counts == [1, 1] and ops(im) == ["Conv", "Relu"]
+    assert counts == [1, 0] and ops(im) == ["Conv", "Relu"]
     check_same(m, after, {"x": rand(2, 4, 7, 7)}, rtol=1e-4, atol=1e-4)
 
 
+def test_a_conv_bn_fold_takes_the_chain_after_the_bn_with_factors_composed_in_float64():  # type: ignore[no-untyped-def]
+    """The folded weight is W * (bn_scale * chain_scale), each element rounded once."""
+    m = _conv_bn_model(extra=[("Mul", (6, 1, 1)), ("Add", (1, 6, 1, 1))])
+    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    _, im, counts = apply(m, ConvBatchNormFoldPass())
+    assert counts == [1]
+    conv = next(n for n in im.graph if n.op_type == "Conv")
+    w, scale, var, k0 = (inits[n].astype(np.float64) for n in ("w", "scale", "var", "k0"))
+    factors = (scale / np.sqrt(var + 1e-3)) * k0.reshape(-1)
+    expected = (w * factors.reshape(-1, 1, 1, 1)).astype(np.float32)
+    assert np.array_equal(conv.inputs[1].const_value.numpy(), expected)
+
+
 def test_a_refold_rewrites_its_own_weights_in_place_and_never_the_users():  # type: ignore[no-untyped-def]
-    """Conv+BN makes the folded weight; the Mul/Add fold after it scales that array in place
+    """The Mul/Add fold makes the folded weight; the Conv+BN fold after it scales that array in place
     (the one it made, read by one node), not a copy. The user's weights (an in-memory model's
     arrays) come out of both folds untouched."""
-    proto = _conv_bn_model(extra=[("Mul", (6, 1, 1)), ("Add", (1, 6, 1, 1))])
+    proto = _conv_bn_model()
+    # a per-channel Mul between the conv and the BN: the Mul/Add fold goes first, then Conv+BN
+    conv, bn = proto.graph.node[0], proto.graph.node[1]
+    conv.output[0] = "c0"
+    proto.graph.node.insert(1, helper.make_node("Mul", ["c0", "k"], ["c"]))
+    proto.graph.initializer.append(init("k", rand(6, 1, 1) + 2.0))
+    assert bn.input[0] == "c"
     user_w = numpy_helper.to_array(next(i for i in proto.graph.initializer if i.name == "w")).copy()
     m = ir.serde.deserialize_model(proto)
     held = m.graph.initializers["w"]
     held.const_value = ir.Tensor(user_w)  # the user's own array, as an in-memory model holds it
     before = user_w.copy()
-    ConvBatchNormFoldPass()(m)
-    first = next(n for n in m.graph if n.op_type == "Conv").inputs[1].const_value.numpy()
     ConvAffineFoldPass()(m)
+    first = next(n for n in m.graph if n.op_type == "Conv").inputs[1].const_value.numpy()
+    ConvBatchNormFoldPass()(m)
     second = next(n for n in m.graph if n.op_type == "Conv").inputs[1].const_value.numpy()
     assert second is first and np.shares_memory(second, first)  # scaled in place
     assert np.array_equal(user_w.view(np.uint32), before.view(np.uint32))  # the user's array as it was
