@@ -31,13 +31,7 @@ from .load.functions import inline_local_functions, reinfer_shapes
 from .load.loader import ModelSource, load_model
 from .load.model_edits import model_edits, save_optimized
 from .load.model_meta import ModelMetadata
-from .optimize import (
-    constant_folding_pass,
-    constant_lifting_pass,
-    legacy_inputs_pass,
-    optimize,
-    with_work_done_while_loading,
-)
+from .optimize import LoadTimePasses, optimize, with_work_done_while_loading
 from .options import RunOptions, SessionOptions
 from .partition.report import PartitionReport
 from .plan.compile_graph import partition_and_plan
@@ -308,13 +302,14 @@ class InferenceSession:
         limit = self._options.memory_limit_bytes
         reader = CompiledModelReader()
         passes, level = self._registry.passes(), self._options.optimization_level
-        # passes loading may do on the protobuf first (the same graph, built faster)
-        lifting, folding = constant_lifting_pass(passes, level), constant_folding_pass(passes, level)
-        legacy = legacy_inputs_pass(passes, level)
+        early = LoadTimePasses.of(passes, level)  # done on the protobuf first: the same graph, built faster
         loaded = load_model(model, check=self._options.check_model, infer_shapes=self._options.infer_shapes,
                             memory_limit=limit, prepare=None if cached else model_edits(self._options),
-                            compiled=reader, trusted=cached is not None, lift_constants=lifting is not None,
-                            fold_fills=None if folding is None else folding[1], legacy_inputs=legacy is not None)
+                            compiled=reader, trusted=cached is not None,
+                            lift_constants=early.lift_constants is not None,
+                            legacy_inputs=early.legacy_inputs is not None,
+                            fold_fills=None if early.fold_fills is None else early.fold_fills[1],
+                            drop_unread=early.drop_unread is not None)
         notes.extend(reader.notes)
         if limit is not None:
             check_static_values(loaded.model.graph, limit)
@@ -355,9 +350,10 @@ class InferenceSession:
                          "were skipped")
         else:
             applied = optimize(loaded.model, self._registry.passes(), level, names, notes)
-            done = [name for name, count in ((lifting, loaded.lifted_constants),
-                                             (legacy, loaded.legacy_inputs_dropped),
-                                             (folding and folding[0], loaded.folded_fills)) if name and count]
+            done = [name for name, count in (
+                (early.lift_constants, loaded.lifted_constants), (early.legacy_inputs, loaded.legacy_inputs_dropped),
+                (early.fold_fills and early.fold_fills[0], loaded.folded_fills),
+                (early.drop_unread, loaded.dropped_initializers)) if name and count]
             self.applied_passes = with_work_done_while_loading(applied, done, self._registry.passes())
         self._prepared_notes = [*loaded.warnings, *notes[optimizer_notes_from:]] if cached is None else []
         if self._options.optimized_model_filepath:

@@ -65,8 +65,7 @@ def _fills_model(ir_version: int = 8) -> onnx.ModelProto:
 def _optimized(model: Path | bytes, tmp_path: Path, name: str, monkeypatch, on_protobuf: bool
                ) -> tuple[onnx.ModelProto, list[str]]:
     if not on_protobuf:  # the passes do all the work
-        for helper_name in ("constant_lifting_pass", "constant_folding_pass", "legacy_inputs_pass"):
-            monkeypatch.setattr(session_module, helper_name, lambda passes, level: None)
+        monkeypatch.setattr(session_module.LoadTimePasses, "of", classmethod(lambda cls, passes, level: cls()))
     options = epoxy.SessionOptions()
     options.optimized_model_filepath = str(tmp_path / f"{name}.onnx")
     session = epoxy.InferenceSession(model if isinstance(model, bytes) else str(model), options,
@@ -98,12 +97,16 @@ def test_the_optimized_graph_is_the_passes_graph(model, tmp_path, monkeypatch):
     late, late_passes = _optimized(source, tmp_path, "late", monkeypatch, on_protobuf=False)
     assert _canonical(early) == _canonical(late)
     assert early_passes == late_passes
-    assert "ConstantFoldingPass" in early_passes
+    assert {"ConstantFoldingPass", "DeadNodeRemovalPass"} <= set(early_passes)
 
 
 def test_what_is_folded_while_loading_and_what_is_left():
-    loaded = load_model(_fills_model(), fold_fills=1 << 28, lift_constants=True)
+    loaded = load_model(_fills_model(), fold_fills=1 << 28, lift_constants=True, drop_unread=True)
     assert loaded.folded_fills == 4
+    # the folded fills' shapes nothing else reads are gone (out_shape feeds a fill left to the pass)
+    assert loaded.dropped_initializers == 4
+    assert not {"w_shape", "zeros_shape", "ints_shape", "const_shape"} & set(loaded.model.graph.initializers)
+    assert "out_shape" in loaded.model.graph.initializers
     graph = loaded.model.graph
     left = sorted(n.outputs[0].name for n in graph if n.op_type == "ConstantOfShape")
     assert left == ["as_output", "from_concat", "overridable"]
@@ -114,6 +117,7 @@ def test_what_is_folded_while_loading_and_what_is_left():
     assert ints.dtype == np.int64 and ints.tolist() == [7] * 5
     limited = load_model(_fills_model(), fold_fills=27, lift_constants=True)  # w has 108 elements
     assert "w" not in limited.model.graph.initializers and limited.folded_fills == 3
+    assert limited.dropped_initializers == 0 and "zeros_shape" in limited.model.graph.initializers
 
 
 def test_nothing_is_folded_in_a_model_with_a_gradient_or_in_a_callers_proto():
@@ -122,7 +126,7 @@ def test_nothing_is_folded_in_a_model_with_a_gradient_or_in_a_callers_proto():
     with_gradient = onnx.ModelProto()
     with_gradient.CopyFrom(proto)
     with_gradient.graph.node.append(gradient)
-    assert fold_constant_fills(with_gradient, 1 << 28) == {}
+    assert fold_constant_fills(with_gradient, 1 << 28, drop_unread=True) == ({}, 0)
     before = proto.SerializeToString()
     unowned = load_model(proto, fold_fills=1 << 28, infer_shapes=False, check="off")
     assert unowned.folded_fills == 0 and proto.SerializeToString() == before
@@ -138,3 +142,15 @@ def test_a_folded_fill_runs_as_the_pass_would(tmp_path):
     theirs = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     for a, b in zip(ours, theirs, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_load_time_work_follows_the_optimization_level():
+    from epoxy.optimize import LoadTimePasses
+    from epoxy.plugins import default_registry
+
+    passes = default_registry().passes()
+    basic = LoadTimePasses.of(passes, "basic")
+    assert basic == LoadTimePasses("LiftConstantsPass", "LegacyInitializerInputsPass",
+                                   ("ConstantFoldingPass", 1 << 28), "DeadNodeRemovalPass")
+    assert LoadTimePasses.of(passes, "all") == basic
+    assert LoadTimePasses.of(passes, "disable") == LoadTimePasses()

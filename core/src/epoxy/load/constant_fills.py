@@ -10,8 +10,9 @@ override, whose output is not a graph output and whose fill is one number become
 initializer holding ``numpy.full`` of that shape, made when the graph is built
 (:func:`attach_fills`) and marked as a pass's own array (later folds may scale it in place).
 The protobuf only carries the initializer's name, type and dims meanwhile: loading owns it,
-and no check reads it after this step. The pass still runs for what this leaves (a shape
-computed by other constant plumbing). One difference can show: the cpu-only QDQ passes that
+and no check reads it after this step. The shapes nothing reads any more then go at once
+(when the dead-node pass runs). The pass still runs for what this leaves (a shape computed
+by other constant plumbing). One difference can show: the cpu-only QDQ passes that
 run before the fold now see such a fill as the initializer it becomes (a quantized weight
 made by ConstantOfShape is then folded into its integer op, as one given as data is).
 """
@@ -90,11 +91,30 @@ def _has_gradient(proto: onnx.ModelProto) -> bool:
     return any(node.op_type == "Gradient" and node.domain == _TRAINING_DOMAIN for node in nodes)
 
 
-def fold_constant_fills(proto: onnx.ModelProto, max_elements: int) -> dict[str, Fill]:
+def _drop_unread(proto: onnx.ModelProto, names: set[str]) -> int:
+    """Remove the main-graph initializers of ``names`` no node of any graph reads any more
+    (the folded fills' shapes), as the optimizer's dead-node pass would at its end, after
+    building, converting and carrying each one through every pass; how many went."""
+    graph = proto.graph
+    unread = names - {o.name for o in graph.output}
+    for sub in model_graphs(proto):
+        for node in sub.node:
+            unread.difference_update(node.input)
+            if not unread:
+                return 0
+    positions = [i for i, t in enumerate(graph.initializer) if t.name in unread]
+    for i in reversed(positions):
+        del graph.initializer[i]
+    return len(positions)
+
+
+def fold_constant_fills(proto: onnx.ModelProto, max_elements: int, drop_unread: bool = False
+                        ) -> tuple[dict[str, Fill], int]:
     """Turn the foldable ConstantOfShape nodes of ``proto``'s main graph (edited in place)
-    into data-less initializers; the fills to attach once the graph is built, by name."""
+    into data-less initializers: the fills to attach once the graph is built, by name, and
+    how many shape initializers left unread were removed (``drop_unread``)."""
     if _has_gradient(proto):
-        return {}
+        return {}, 0
     graph = proto.graph
     overridable = {i.name for i in graph.input}
     shapes = {t.name: t for t in graph.initializer if t.name not in overridable}
@@ -117,14 +137,16 @@ def fold_constant_fills(proto: onnx.ModelProto, max_elements: int) -> dict[str, 
         taken.add(name)
         fills[name] = Fill(dims, value)
         positions.append(i)
+    shape_names = {graph.node[i].input[0] for i in positions}
     for i in reversed(positions):
         del graph.node[i]
+    dropped = _drop_unread(proto, shape_names) if drop_unread else 0
     for name, fill in fills.items():
         tensor = graph.initializer.add()
         tensor.name = name
         tensor.data_type = onnx.helper.np_dtype_to_tensor_dtype(fill.value.dtype)
         tensor.dims.extend(fill.shape)
-    return fills
+    return fills, dropped
 
 
 def attach_fills(graph: ir.Graph, fills: dict[str, Fill]) -> None:

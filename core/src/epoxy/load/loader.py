@@ -53,6 +53,8 @@ class LoadedModel:
     folded_fills: int = 0
     #: an IR < 4 model's initializers taken out of its inputs while loading (``legacy_inputs``)
     legacy_inputs_dropped: bool = False
+    #: initializers the folds left unread, removed while loading (``drop_unread``)
+    dropped_initializers: int = 0
 
 
 def _copy(proto: onnx.ModelProto) -> onnx.ModelProto:
@@ -422,7 +424,8 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
                memory_limit: int | None = None,
                prepare: Callable[[onnx.ModelProto], None] | None = None,
                compiled: Any = None, trusted: bool = False, lift_constants: bool = False,
-               fold_fills: int | None = None, legacy_inputs: bool = False) -> LoadedModel:
+               fold_fills: int | None = None, legacy_inputs: bool = False, drop_unread: bool = False
+               ) -> LoadedModel:
     """Read, validate and shape-infer a model, returning it as an ``onnx_ir`` model.
 
     ``check``: ``"warn"`` (default): onnx.checker complaints about a model that is safe to
@@ -444,7 +447,8 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
     optimizer's LiftConstantsPass would make them (:mod:`.constant_nodes`; only in a proto
     loading owns, never the caller's). ``fold_fills``: ConstantOfShape nodes of a constant
     shape of at most this many elements become initializers before the graph is built, as
-    the optimizer's ConstantFoldingPass would make them (:mod:`.constant_fills`; the same).
+    the optimizer's ConstantFoldingPass would make them (:mod:`.constant_fills`; the same);
+    ``drop_unread``: and the shapes they leave unread are removed, as the dead-node pass would.
     ``legacy_inputs``: an IR < 4 model's initializers stop being graph inputs, as the
     optimizer's LegacyInitializerInputsPass makes them (:mod:`.legacy_inputs`; the same)."""
     mode = "off" if trusted else check_mode(check)
@@ -525,7 +529,7 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
     # the optimizer's first passes, done on the protobuf when they will run (faster, same graph)
     lifted = lift_constant_nodes(proto) if lift_constants and owned else 0
     legacy_dropped = drop_initializer_inputs(proto) if legacy_inputs and owned else False
-    fills = fold_constant_fills(proto, fold_fills) if fold_fills is not None and owned else {}
+    fills, dropped = ({}, 0) if fold_fills is None or not owned else fold_constant_fills(proto, fold_fills, drop_unread)
     maps = None
     if model_has_maps(proto):  # onnx_ir cannot hold map types: they travel beside it
         if not owned:
@@ -546,7 +550,7 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
     except Exception as exc:
         raise ModelLoadError(f"{name}: cannot build the graph: {type(exc).__name__}: {exc}") from exc
     return LoadedModel(model=model, source=name, base_dir=base_dir, warnings=notes, lifted_constants=lifted,
-                       folded_fills=len(fills), legacy_inputs_dropped=legacy_dropped)
+                       folded_fills=len(fills), legacy_inputs_dropped=legacy_dropped, dropped_initializers=dropped)
 
 
 #: Initializers at least this large are left out of the checker / inference skeleton.

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["LEVEL_ORDER", "constant_folding_pass", "constant_lifting_pass", "legacy_inputs_pass", "optimize",
-           "with_work_done_while_loading"]
+__all__ = ["LEVEL_ORDER", "LoadTimePasses", "constant_lifting_pass", "optimize", "with_work_done_while_loading"]
 
 
 def __getattr__(name: str) -> Any:

@@ -131,25 +131,34 @@ def constant_lifting_pass(passes: Sequence[PassRegistration], level: str) -> str
     return entry.name
 
 
-def constant_folding_pass(passes: Sequence[PassRegistration], level: str) -> tuple[str, int] | None:
-    """The name and element limit of the ConstantFoldingPass ``level`` runs for every provider,
-    if any: loading may then fold constant-shape ConstantOfShape nodes on the protobuf first
-    (:mod:`epoxy.load.constant_fills`), to the same graph."""
-    from .passes import ConstantFoldingPass
+@dataclass(frozen=True)
+class LoadTimePasses:
+    """The passes ``level`` runs for every provider whose work loading may do first, on the
+    protobuf, to the same graph (None: the pass does not run, so loading does nothing of it).
 
-    entry = _everyones_pass(passes, level, ConstantFoldingPass)
-    if entry is None:
-        return None
-    return entry.name, int(entry.pass_.max_elements)  # type: ignore[attr-defined]
+    ``lift_constants``: Constant nodes to initializers (:mod:`epoxy.load.constant_nodes`);
+    ``legacy_inputs``: an IR < 4 model's initializer inputs (:mod:`epoxy.load.legacy_inputs`);
+    ``fold_fills``: ConstantOfShape folds, with the pass's element limit, and
+    ``drop_unread``: the initializers they leave unread, which the dead-node pass would
+    remove (:mod:`epoxy.load.constant_fills`)."""
 
+    lift_constants: str | None = None
+    legacy_inputs: str | None = None
+    fold_fills: tuple[str, int] | None = None
+    drop_unread: str | None = None
 
-def legacy_inputs_pass(passes: Sequence[PassRegistration], level: str) -> str | None:
-    """The name of the LegacyInitializerInputsPass ``level`` runs for every provider, if any:
-    loading may then apply its rule on the protobuf first (:mod:`epoxy.load.legacy_inputs`)."""
-    from .passes import LegacyInitializerInputsPass
+    @classmethod
+    def of(cls, passes: Sequence[PassRegistration], level: str) -> LoadTimePasses:
+        from .passes import ConstantFoldingPass, DeadNodeRemovalPass, LegacyInitializerInputsPass
 
-    entry = _everyones_pass(passes, level, LegacyInitializerInputsPass)
-    return None if entry is None else entry.name
+        folding = _everyones_pass(passes, level, ConstantFoldingPass)
+        legacy = _everyones_pass(passes, level, LegacyInitializerInputsPass)
+        dead = _everyones_pass(passes, level, DeadNodeRemovalPass)
+        return cls(
+            lift_constants=constant_lifting_pass(passes, level),
+            legacy_inputs=None if legacy is None else legacy.name,
+            fold_fills=None if folding is None else (folding.name, int(folding.pass_.max_elements)),  # type: ignore[attr-defined]
+            drop_unread=None if dead is None or folding is None else dead.name)
 
 
 def with_work_done_while_loading(applied: list[str], done: Sequence[str],

@@ -21,6 +21,7 @@ from ...kit.passes import (
     scaled_per_channel,
     sole_consumer,
 )
+from .affine_chain import follow_affine
 
 
 def bn_inference_affine(model: ir.Model, bn: ir.Node, channels: int | None) -> tuple[np.ndarray, np.ndarray] | None:
@@ -93,8 +94,6 @@ class ConvBatchNormFoldPass(RewritePass):
     needs = (frozenset({"Conv", "ConvTranspose"}), frozenset({"BatchNormalization"}))
 
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
-        from .conv_affine import follow_affine
-
         count = 0
         for conv in graph_nodes(graph):
             if conv.graph is not graph or not is_op(conv, ("Conv", "ConvTranspose")) or len(conv.inputs) < 2:
