@@ -15,7 +15,7 @@ others wait for an extra inference that shows them their inputs as data propagat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import onnx
 import onnx_ir as ir
@@ -55,31 +55,49 @@ def _shape(vi: onnx.ValueInfoProto) -> Shape | None:
     return [d.dim_value if d.HasField("dim_value") else None for d in vi.type.tensor_type.shape.dim]
 
 
-def _shapes(graph: onnx.GraphProto, outer: Mapping[str, Shape]) -> dict[str, Shape]:
-    shapes = dict(outer)
-    for vi in (*graph.input, *graph.value_info, *graph.output):
-        shape = _shape(vi)
-        if shape is not None:
-            shapes[vi.name] = shape
-    shapes.update((t.name, list(t.dims)) for t in graph.initializer)
-    return shapes
+class _ScopeShapes:
+    """The shapes of the values one graph sees (its own, then its enclosing graphs'), read
+    from the proto only for the names asked: a hidden node needs two, and reading every
+    value's shape of an exported transformer was ~1 ms of its session creation."""
+
+    def __init__(self, graph: onnx.GraphProto, outer: _ScopeShapes | None) -> None:
+        self._graph, self._outer = graph, outer
+        self._declared: dict[str, list[onnx.ValueInfoProto]] | None = None
+        self._initializers: dict[str, onnx.TensorProto] = {}
+
+    def get(self, name: str) -> Shape | None:
+        if self._declared is None:
+            declared: dict[str, list[onnx.ValueInfoProto]] = {}
+            graph = self._graph
+            for vi in (*graph.input, *graph.value_info, *graph.output):
+                declared.setdefault(vi.name, []).append(vi)
+            self._declared = declared
+            self._initializers = {t.name: t for t in graph.initializer}
+        tensor = self._initializers.get(name)
+        if tensor is not None:  # an initializer's dims win, as they did
+            return list(tensor.dims)
+        for vi in reversed(self._declared.get(name, ())):  # the last declaration with a shape
+            shape = _shape(vi)
+            if shape is not None:
+                return shape
+        return None if self._outer is None else self._outer.get(name)
 
 
-def _walk(nodes: Iterable[onnx.NodeProto], shapes: Mapping[str, Shape] | None
-          ) -> Iterator[tuple[onnx.NodeProto, Mapping[str, Shape] | None]]:
+def _walk(nodes: Iterable[onnx.NodeProto], shapes: _ScopeShapes | None
+          ) -> Iterator[tuple[onnx.NodeProto, _ScopeShapes | None]]:
     """Every node below ``nodes`` (subgraphs too), with the shapes in its scope (when given)."""
     for node in nodes:
         yield node, shapes
         for attr in node.attribute:
             for sub in ([attr.g] if attr.type == _A.GRAPH else list(attr.graphs)):
-                yield from _walk(sub.node, None if shapes is None else _shapes(sub, shapes))
+                yield from _walk(sub.node, None if shapes is None else _ScopeShapes(sub, shapes))
 
 
 def _all_nodes(proto: onnx.ModelProto, with_shapes: bool = False
-               ) -> Iterator[tuple[onnx.NodeProto, Mapping[str, Shape] | None]]:
+               ) -> Iterator[tuple[onnx.NodeProto, _ScopeShapes | None]]:
     """Main graph and subgraphs (with shapes when asked), then function bodies (no shapes:
     onnx infers them per call and keeps no types in them)."""
-    yield from _walk(proto.graph.node, _shapes(proto.graph, {}) if with_shapes else None)
+    yield from _walk(proto.graph.node, _ScopeShapes(proto.graph, None) if with_shapes else None)
     for function in proto.functions:
         yield from _walk(function.node, None)
 
