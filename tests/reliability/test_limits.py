@@ -57,6 +57,20 @@ def test_inferred_size_above_limit_is_refused_before_allocation():
         _session(model, memory_limit_bytes=64 * MB)
 
 
+def test_a_constant_fill_above_limit_is_refused_not_folded_while_loading():
+    """A ConstantOfShape loading could fold (2**22 floats, under the fold's element cap) but
+    above the memory limit stays a node, refused by the limit check before allocation."""
+    model = _model(
+        [helper.make_node("ConstantOfShape", ["shape"], ["big"], name="cos"),
+         helper.make_node("ReduceSum", ["big"], ["y"], name="sum", keepdims=0)],
+        [], [_vi("y", [])], [numpy_helper.from_array(np.array([2**11, 2**11], np.int64), "shape")],
+    )
+    with pytest.raises(ResourceLimitError, match=r"value 'big' \(output of node 'cos' \(ConstantOfShape\), "
+                                                 r"shape \[2048, 2048\], float32\)"):
+        _session(model, memory_limit_bytes=MB)
+    assert _session(model, memory_limit_bytes=64 * MB).applied_passes  # under the limit: folded and run
+
+
 def test_initializer_above_limit_is_refused_before_its_data_is_read(tmp_path):
     model = seeds.mlp()
     onnx.save(model, tmp_path / "m.onnx", save_as_external_data=True, location="w.bin", size_threshold=0)

@@ -108,11 +108,13 @@ def _drop_unread(proto: onnx.ModelProto, names: set[str]) -> int:
     return len(positions)
 
 
-def fold_constant_fills(proto: onnx.ModelProto, max_elements: int, drop_unread: bool = False
-                        ) -> tuple[dict[str, Fill], int]:
+def fold_constant_fills(proto: onnx.ModelProto, max_elements: int, drop_unread: bool = False,
+                        max_bytes: int | None = None) -> tuple[dict[str, Fill], int]:
     """Turn the foldable ConstantOfShape nodes of ``proto``'s main graph (edited in place)
     into data-less initializers: the fills to attach once the graph is built, by name, and
-    how many shape initializers left unread were removed (``drop_unread``)."""
+    how many shape initializers left unread were removed (``drop_unread``). ``max_bytes``
+    (the session's memory limit): a larger fill stays a node, which the limit check refuses
+    before anything allocates it, as it did before this fold existed."""
     if _has_gradient(proto):
         return {}, 0
     graph = proto.graph
@@ -132,6 +134,8 @@ def fold_constant_fills(proto: onnx.ModelProto, max_elements: int, drop_unread: 
         dims = _shape(shape_tensor, max_elements)
         value = None if dims is None else _fill_value(node, seen)
         if dims is None or value is None:
+            continue
+        if max_bytes is not None and math.prod(dims) * value.itemsize > max_bytes:
             continue
         name = node.output[0]
         taken.add(name)

@@ -529,7 +529,8 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
     # the optimizer's first passes, done on the protobuf when they will run (faster, same graph)
     lifted = lift_constant_nodes(proto) if lift_constants and owned else 0
     legacy_dropped = drop_initializer_inputs(proto) if legacy_inputs and owned else False
-    fills, dropped = ({}, 0) if fold_fills is None or not owned else fold_constant_fills(proto, fold_fills, drop_unread)
+    fills, dropped = ({}, 0) if fold_fills is None or not owned else fold_constant_fills(
+        proto, fold_fills, drop_unread, max_bytes=memory_limit)
     maps = None
     if model_has_maps(proto):  # onnx_ir cannot hold map types: they travel beside it
         if not owned:
