@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from ..errors import InvalidGraphError, InvalidProtobufError, ModelFileNotFoundE
 from ..options import CHECK_MODES, check_mode  # noqa: F401 - CHECK_MODES: what load_model(check=...) takes
 from ..run.limits import item_size
 from .attribute_checks import check_attributes
-from .constant_fills import attach_fills, fold_constant_fills
+from .constant_fills import Fill, attach_fills, fold_constant_fills
 from .constant_nodes import lift_constant_nodes
 from .graph_checks import settle_declared_types, vet_model, vet_nodes
 from .inference_guard import has_shape_trusting_nodes, hide, restore, reveal_safe, reveal_settled
@@ -487,9 +487,16 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
         if not owned:
             proto, owned = _copy(proto), True  # densifying edits the proto: never the caller's
         _densify_sparse(proto, name)
+    # the optimizer's ConstantOfShape fold (and, for it, the IR < 4 inputs rule) done first
+    # when loading owns the proto: the checks and inference then read half the nodes of a
+    # model that makes its weights that way (else done after inference, on its copy)
+    folded = _fold_early(proto, legacy_inputs, fold_fills, drop_unread, memory_limit) if owned else None
+    early = folded is not None
+    legacy_dropped, fills, dropped = folded or (False, {}, 0)
     # the checker and shape inference serialize the whole model (several copies of every
     # weight at once); they get a skeleton whose large initializers are typed inputs instead
-    skeleton = _skeleton(proto) if (mode != "off" or infer_shapes) else None
+    # (and the folded fills, whose data is made only when the graph is built)
+    skeleton = _skeleton(proto, fills) if (mode != "off" or infer_shapes) else None
     complaint = None
     if mode != "off":
         _refuse_newer_ir(proto, name)
@@ -499,14 +506,14 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
                      "check_model='strict' refuses them)")
     # refusals of what is unsafe to run, repairs of what onnxruntime reads one way (a
     # dry run first when the proto is the caller's: it is copied only when repaired)
-    unverifiable = frozenset(mapped)
+    unverifiable = frozenset(mapped) | frozenset(fills)
     repairs = [] if trusted else vet_model(proto, name, unverifiable, repair=owned)
     if repairs and not owned:
         proto, owned = _copy(proto), True
         repairs = vet_model(proto, name, unverifiable)
     notes.extend(repairs)
     if repairs and skeleton is not None:
-        skeleton = _skeleton(proto)
+        skeleton = _skeleton(proto, fills)
     if complaint is not None:
         # what the checker says once the repaired problems are gone, then every node on
         # its own (the checker stops at its first complaint)
@@ -528,9 +535,10 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
             proto = inferred
     # the optimizer's first passes, done on the protobuf when they will run (faster, same graph)
     lifted = lift_constant_nodes(proto) if lift_constants and owned else 0
-    legacy_dropped = drop_initializer_inputs(proto) if legacy_inputs and owned else False
-    fills, dropped = ({}, 0) if fold_fills is None or not owned else fold_constant_fills(
-        proto, fold_fills, drop_unread, max_bytes=memory_limit)
+    if not early and owned:  # a caller's proto that inference copied: its turn now
+        legacy_dropped = drop_initializer_inputs(proto) if legacy_inputs else False
+        fills, dropped = ({}, 0) if fold_fills is None else fold_constant_fills(
+            proto, fold_fills, drop_unread, max_bytes=memory_limit)
     maps = None
     if model_has_maps(proto):  # onnx_ir cannot hold map types: they travel beside it
         if not owned:
@@ -565,11 +573,30 @@ def _tensor_bytes(tensor: onnx.TensorProto) -> int:
     return math.prod(tensor.dims) * itemsize if itemsize else 0
 
 
-def _skeleton(proto: onnx.ModelProto) -> onnx.ModelProto | None:
-    """The model without the data of large initializers, which become typed graph inputs
-    (same checker verdict and inferred shapes; weights are not shape tensors)."""
+def _fold_early(proto: onnx.ModelProto, legacy_inputs: bool, fold_fills: int | None, drop_unread: bool,
+                memory_limit: int | None) -> tuple[bool, dict[str, Fill], int] | None:
+    """The ConstantOfShape fold before the checks (:mod:`.constant_fills`), preceded by the
+    IR < 4 inputs rule: (rule applied, fills, shapes dropped); None when it waits for after
+    inference (no fold asked, or an IR < 4 model whose initializers are not all inputs: the
+    graph checks repair that layout first and name those initializers)."""
+    if fold_fills is None:
+        return None
     graph = proto.graph
-    big = [t for t in graph.initializer if _tensor_bytes(t) >= SKELETON_MIN_BYTES]
+    if proto.ir_version < 4:
+        inputs = {v.name for v in graph.input}
+        if not all(t.name in inputs for t in graph.initializer):
+            return None
+    legacy_dropped = drop_initializer_inputs(proto) if legacy_inputs else False
+    fills, dropped = fold_constant_fills(proto, fold_fills, drop_unread, max_bytes=memory_limit)
+    return legacy_dropped, fills, dropped
+
+
+def _skeleton(proto: onnx.ModelProto, data_less: Collection[str] = ()) -> onnx.ModelProto | None:
+    """The model without the data of large initializers (and of those named ``data_less``,
+    which have none yet), which become typed graph inputs (same checker verdict and
+    inferred shapes; weights are not shape tensors)."""
+    graph = proto.graph
+    big = [t for t in graph.initializer if t.name in data_less or _tensor_bytes(t) >= SKELETON_MIN_BYTES]
     if not big:
         return None
     big_names = {t.name for t in big}
