@@ -12,6 +12,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from test_load_lifts_constants import _model as _constants_model
 
 import epoxy
 import epoxy.session as session_module
@@ -85,10 +86,14 @@ def _canonical(proto: onnx.ModelProto) -> tuple:
     return proto.ir_version, nodes, inits, [i.name for i in graph.input], values
 
 
-@pytest.mark.parametrize("model", ["fills", "fills_ir3", "fills_ir3_partial", "shufflenet", "squeezenet",
-                                   "inception_v1"])
+@pytest.mark.parametrize("model", ["fills", "fills_ir3", "fills_ir3_partial", "constants", "constants_ir3",
+                                   "shufflenet", "squeezenet", "inception_v1"])
 def test_the_optimized_graph_is_the_passes_graph(model, tmp_path, monkeypatch):
-    if model.startswith("fills"):
+    if model.startswith("constants"):  # Constant nodes in the main graph and in an If branch
+        proto = _constants_model()
+        proto.ir_version = 3 if model == "constants_ir3" else proto.ir_version  # lifted after the checks
+        source: Path | bytes = proto.SerializeToString()
+    elif model.startswith("fills"):
         proto = _fills_model(ir_version=8 if model == "fills" else 3)
         # IR 3: every initializer is a graph input too; "partial": some are not (the graph
         # checks repair that and say so, the same either way)
@@ -98,7 +103,7 @@ def test_the_optimized_graph_is_the_passes_graph(model, tmp_path, monkeypatch):
         if model != "fills":
             proto.graph.input.extend(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
                                      for t in declared)
-        source: Path | bytes = proto.SerializeToString()
+        source = proto.SerializeToString()
     else:
         source = LIGHT / f"light_{model}.onnx"
     early, early_passes, early_warnings = _optimized(source, tmp_path, "early", monkeypatch, on_protobuf=True)
@@ -106,7 +111,8 @@ def test_the_optimized_graph_is_the_passes_graph(model, tmp_path, monkeypatch):
     assert _canonical(early) == _canonical(late)
     assert early_passes == late_passes
     assert early_warnings == late_warnings  # the checks say the same of the model
-    assert {"ConstantFoldingPass", "DeadNodeRemovalPass"} <= set(early_passes)
+    folds = {"ConstantFoldingPass", "DeadNodeRemovalPass"}
+    assert ({"LiftConstantsPass"} if model.startswith("constants") else folds) <= set(early_passes)
 
 
 def test_what_is_folded_while_loading_and_what_is_left():

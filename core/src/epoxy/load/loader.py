@@ -22,11 +22,11 @@ from ..errors import InvalidGraphError, InvalidProtobufError, ModelFileNotFoundE
 from ..options import CHECK_MODES, check_mode  # noqa: F401 - CHECK_MODES: what load_model(check=...) takes
 from ..run.limits import item_size
 from .attribute_checks import check_attributes
-from .constant_fills import Fill, attach_fills, fold_constant_fills
-from .constant_nodes import lift_constant_nodes
+from .constant_fills import attach_fills
+from .early_passes import EarlyAsk, EarlyWork, settled_layout
+from .early_passes import apply as apply_early_passes
 from .graph_checks import settle_declared_types, vet_model, vet_nodes
 from .inference_guard import has_shape_trusting_nodes, hide, restore, reveal_safe, reveal_settled
-from .legacy_inputs import drop_initializer_inputs
 from .map_types import attach_map_types, model_has_maps, restore_map_types, strip_map_types
 from .proto_tensors import FoundTensor, dense_parts, model_graphs, model_tensors
 from .trusted_types import apply_plain_types, take_plain_types
@@ -487,12 +487,13 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
         if not owned:
             proto, owned = _copy(proto), True  # densifying edits the proto: never the caller's
         _densify_sparse(proto, name)
-    # the optimizer's ConstantOfShape fold (and, for it, the IR < 4 inputs rule) done first
-    # when loading owns the proto: the checks and inference then read half the nodes of a
-    # model that makes its weights that way (else done after inference, on its copy)
-    folded = _fold_early(proto, legacy_inputs, fold_fills, drop_unread, memory_limit) if owned else None
-    early = folded is not None
-    legacy_dropped, fills, dropped = folded or (False, {}, 0)
+    # the optimizer's first passes done now when loading owns the proto: the checks and
+    # inference then read fewer nodes (else after inference, on the copy it makes)
+    ask = EarlyAsk(lift_constants, legacy_inputs, fold_fills, drop_unread, memory_limit)
+    work = EarlyWork()
+    if owned and ask.anything and settled_layout(proto):
+        apply_early_passes(proto, ask, work, before_checks=True)
+    fills = work.fills
     # the checker and shape inference serialize the whole model (several copies of every
     # weight at once); they get a skeleton whose large initializers are typed inputs instead
     # (and the folded fills, whose data is made only when the graph is built)
@@ -533,12 +534,9 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
         else:
             owned = owned or inferred is not proto  # a proto inference made, not the caller's
             proto = inferred
-    # the optimizer's first passes, done on the protobuf when they will run (faster, same graph)
-    lifted = lift_constant_nodes(proto) if lift_constants and owned else 0
-    if not early and owned:  # a caller's proto that inference copied: its turn now
-        legacy_dropped = drop_initializer_inputs(proto) if legacy_inputs else False
-        fills, dropped = ({}, 0) if fold_fills is None else fold_constant_fills(
-            proto, fold_fills, drop_unread, max_bytes=memory_limit)
+    if owned and ask.anything and work.left:  # what waited (or a caller's proto inference copied)
+        apply_early_passes(proto, ask, work, before_checks=False)
+        fills = work.fills
     maps = None
     if model_has_maps(proto):  # onnx_ir cannot hold map types: they travel beside it
         if not owned:
@@ -558,8 +556,9 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
         raise
     except Exception as exc:
         raise ModelLoadError(f"{name}: cannot build the graph: {type(exc).__name__}: {exc}") from exc
-    return LoadedModel(model=model, source=name, base_dir=base_dir, warnings=notes, lifted_constants=lifted,
-                       folded_fills=len(fills), legacy_inputs_dropped=legacy_dropped, dropped_initializers=dropped)
+    return LoadedModel(model=model, source=name, base_dir=base_dir, warnings=notes, lifted_constants=work.lifted,
+                       folded_fills=len(fills), legacy_inputs_dropped=work.legacy_dropped,
+                       dropped_initializers=work.dropped)
 
 
 #: Initializers at least this large are left out of the checker / inference skeleton.
@@ -571,24 +570,6 @@ def _tensor_bytes(tensor: onnx.TensorProto) -> int:
         return 0
     itemsize = item_size(tensor.data_type)  # None: an unknown dtype, left to the checker
     return math.prod(tensor.dims) * itemsize if itemsize else 0
-
-
-def _fold_early(proto: onnx.ModelProto, legacy_inputs: bool, fold_fills: int | None, drop_unread: bool,
-                memory_limit: int | None) -> tuple[bool, dict[str, Fill], int] | None:
-    """The ConstantOfShape fold before the checks (:mod:`.constant_fills`), preceded by the
-    IR < 4 inputs rule: (rule applied, fills, shapes dropped); None when it waits for after
-    inference (no fold asked, or an IR < 4 model whose initializers are not all inputs: the
-    graph checks repair that layout first and name those initializers)."""
-    if fold_fills is None:
-        return None
-    graph = proto.graph
-    if proto.ir_version < 4:
-        inputs = {v.name for v in graph.input}
-        if not all(t.name in inputs for t in graph.initializer):
-            return None
-    legacy_dropped = drop_initializer_inputs(proto) if legacy_inputs else False
-    fills, dropped = fold_constant_fills(proto, fold_fills, drop_unread, max_bytes=memory_limit)
-    return legacy_dropped, fills, dropped
 
 
 def _skeleton(proto: onnx.ModelProto, data_less: Collection[str] = ()) -> onnx.ModelProto | None:
