@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 LOADING_STEPS = [
     ("epoxy.load.loader", name) for name in (
         "_read_proto", "_first_bad_text", "_load_external_data", "_skeleton", "_checker_complaint", "vet_model",
-        "check_attributes", "_infer_shapes", "lift_constant_nodes", "model_has_maps", "take_plain_types",
-        "apply_plain_types", "_own_initializer_data")
+        "check_attributes", "_infer_shapes", "apply_early_passes", "model_has_maps", "take_plain_types",
+        "apply_plain_types", "attach_fills", "_own_initializer_data")
 ] + [("epoxy.run.limits", name) for name in ("check_declared_ranks", "check_proto_sizes", "check_proto_data")] + [
     ("onnx_ir.serde", "deserialize_model")]
 

@@ -100,7 +100,7 @@ def test_the_optimized_graph_is_the_passes_graph(model, tmp_path, monkeypatch):
         declared = [t for t in proto.graph.initializer if t.name != "override_shape"]
         if model == "fills_ir3_partial":
             declared = declared[::2]
-        if model != "fills":
+        if model.startswith("fills_ir3"):
             proto.graph.input.extend(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
                                      for t in declared)
         source = proto.SerializeToString()
@@ -133,6 +133,23 @@ def test_what_is_folded_while_loading_and_what_is_left():
     limited = load_model(_fills_model(), fold_fills=27, lift_constants=True)  # w has 108 elements
     assert "w" not in limited.model.graph.initializers and limited.folded_fills == 3
     assert limited.dropped_initializers == 0 and "zeros_shape" in limited.model.graph.initializers
+
+
+def test_nodes_the_checks_would_report_are_left_to_them():
+    """A ConstantOfShape in an opset-8 model (the op is opset 9) stays for the checker to
+    report; a Constant or ConstantOfShape spelled in a domain "ai.onnx" the model does not
+    import stays for the graph checks, which refuse it as before."""
+    old = _fills_model()
+    old.opset_import[0].version = 8
+    loaded = load_model(old, fold_fills=1 << 28, lift_constants=True, check="warn")
+    assert loaded.folded_fills == 0
+    assert any("No Op registered for ConstantOfShape with domain_version of 8" in w for w in loaded.warnings)
+    spelled = _fills_model()
+    for node in spelled.graph.node:
+        if node.op_type in ("ConstantOfShape", "Constant"):
+            node.domain = "ai.onnx"
+    with pytest.raises(epoxy.InvalidGraphError, match="No opset import for domain 'ai.onnx'"):
+        load_model(spelled.SerializeToString(), fold_fills=1 << 28, lift_constants=True)
 
 
 def test_nothing_is_folded_in_a_model_with_a_gradient_or_in_a_callers_proto():

@@ -5,7 +5,8 @@ Why here and not only in the optimizer: models that make their weights with Cons
 node to deserialize (~20 us) and a fold of the optimizer's
 :class:`~epoxy.optimize.passes.ConstantFoldingPass` (~40 us of graph edits), against ~10 us
 for an initializer. The rule is the pass's, so the optimized graph is the same either way:
-a main-graph ``ConstantOfShape`` of the ONNX domain whose shape is an initializer no feed can
+a main-graph ``ConstantOfShape`` of the ONNX domain (spelled ``""``, imported at opset 9 or
+later) whose shape is an initializer no feed can
 override, whose output is not a graph output and whose fill is one number becomes an
 initializer holding ``numpy.full`` of that shape, made when the graph is built
 (:func:`attach_fills`) and marked as a pass's own array (later folds may scale it in place).
@@ -29,9 +30,9 @@ import onnx_ir as ir
 from onnx import numpy_helper
 
 from ..kit.passes import PASS_MADE
+from .constant_nodes import imports_onnx
 from .proto_tensors import model_graphs
 
-_ONNX_DOMAINS = frozenset({"", "ai.onnx"})
 _TRAINING_DOMAIN = "ai.onnx.preview.training"
 #: fill types folded here (others, e.g. bfloat16 or strings, are left to the pass)
 _FOLDED_KINDS = frozenset("biuf")
@@ -115,7 +116,7 @@ def fold_constant_fills(proto: onnx.ModelProto, max_elements: int, drop_unread: 
     how many shape initializers left unread were removed (``drop_unread``). ``max_bytes``
     (the session's memory limit): a larger fill stays a node, which the limit check refuses
     before anything allocates it, as it did before this fold existed."""
-    if _has_gradient(proto):
+    if not imports_onnx(proto, since=9) or _has_gradient(proto):  # ConstantOfShape is an opset-9 op
         return {}, 0
     graph = proto.graph
     overridable = {i.name for i in graph.input}
@@ -125,7 +126,7 @@ def fold_constant_fills(proto: onnx.ModelProto, max_elements: int, drop_unread: 
     seen: dict[bytes, np.ndarray | None] = {}
     positions = []
     for i, node in enumerate(graph.node):
-        if (node.op_type != "ConstantOfShape" or node.domain not in _ONNX_DOMAINS or len(node.input) != 1
+        if (node.op_type != "ConstantOfShape" or node.domain != "" or len(node.input) != 1
                 or len(node.output) != 1 or not node.output[0] or node.output[0] in taken):
             continue
         shape_tensor = shapes.get(node.input[0])

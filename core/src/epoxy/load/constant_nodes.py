@@ -16,11 +16,17 @@ import onnx
 
 from .proto_tensors import node_graphs
 
-_ONNX_DOMAINS = frozenset({"", "ai.onnx"})
+
+def imports_onnx(proto: onnx.ModelProto, since: int = 1) -> bool:
+    """Whether ``proto`` imports the ONNX domain (spelled ``""``) at ``since`` or later.
+    Why it matters here: the checks report a node of an unimported domain or opset (and read
+    ``"ai.onnx"`` as another domain unless imported); work done before them may only take
+    nodes they would find nothing to say about (the optimizer's pass takes the others)."""
+    return any(entry.domain == "" and entry.version >= since for entry in proto.opset_import)
 
 
 def _liftable(node: onnx.NodeProto) -> bool:
-    if node.op_type != "Constant" or node.domain not in _ONNX_DOMAINS or len(node.attribute) != 1:
+    if node.op_type != "Constant" or node.domain != "" or len(node.attribute) != 1:
         return False
     attr = node.attribute[0]
     return attr.name == "value" and attr.type == onnx.AttributeProto.TENSOR and len(node.output) == 1
@@ -29,6 +35,8 @@ def _liftable(node: onnx.NodeProto) -> bool:
 def lift_constant_nodes(proto: onnx.ModelProto) -> int:
     """Lift the liftable Constant nodes of ``proto`` (edited in place) into initializers;
     how many were lifted. Function bodies are left alone (onnx_ir inlines them later)."""
+    if not imports_onnx(proto):
+        return 0
     lifted = 0
     graphs = [proto.graph]
     while graphs:
