@@ -278,6 +278,21 @@ def replace(
     graph.remove(list(old_nodes), safe=True)
 
 
+def take_place(graph: ir.Graph, value: ir.Value, old: ir.Value, old_nodes: Sequence[ir.Node]) -> None:
+    """``value`` takes ``old``'s place (its readers, graph output slot and name) and
+    ``old_nodes`` (the nodes between them, ``old``'s producer among them) go: a pattern
+    folded into the node that produces ``value``, without building a new node."""
+    if value.type is None:
+        value.type = old.type
+    if old.shape is not None:
+        value.shape = old.shape
+    ir.convenience.replace_all_uses_with(old, value, replace_graph_outputs=True)
+    name = old.name
+    old.name = None
+    value.name = name
+    graph.remove(list(old_nodes), safe=True)
+
+
 def _last_in_graph_order(graph: ir.Graph, nodes: Sequence[ir.Node]) -> ir.Node:
     """The node of ``nodes`` that comes last in ``graph``.
 

@@ -11,15 +11,13 @@ from ...kit.passes import (
     add_initializer,
     attr,
     constant,
-    copy_attributes,
     graph_nodes,
     is_op,
-    make_node,
     opset_of,
-    replace,
     rewritable,
     scaled_per_channel,
     sole_consumer,
+    take_place,
 )
 from .affine_chain import follow_affine
 
@@ -50,8 +48,12 @@ def bn_inference_affine(model: ir.Model, bn: ir.Node, channels: int | None) -> t
 
 def fold_into_conv(graph: ir.Graph, namer, conv: ir.Node, scale: np.ndarray | None, shift: np.ndarray | None,
                    old_nodes: list[ir.Node], last_out: ir.Value) -> bool:
-    """Replace ``old_nodes`` (a Conv/ConvTranspose followed by per-output-channel affine
-    nodes ending in ``last_out``) by one conv with ``W*scale`` and ``B*scale + shift``."""
+    """Fold ``old_nodes`` (a Conv/ConvTranspose followed by per-output-channel affine nodes
+    ending in ``last_out``) into the conv: it reads ``W*scale`` and ``B*scale + shift`` and
+    its output takes ``last_out``'s place and name; the other nodes go.
+
+    Why the conv is edited rather than replaced by a new one: a new node, its output and
+    the graph splice were ~60 us of onnx_ir edits per fold (densenet121 folds 118 convs)."""
     w = constant(conv.inputs[1])
     b_value = conv.inputs[2] if len(conv.inputs) > 2 else None
     b = constant(b_value) if b_value is not None else None
@@ -76,9 +78,11 @@ def fold_into_conv(graph: ir.Graph, namer, conv: ir.Node, scale: np.ndarray | No
     base = conv.name or "conv"
     new_w = add_initializer(graph, namer, f"{base}.W_folded", w, fresh=True)  # this fold's own array
     new_b = add_initializer(graph, namer, f"{base}.B_folded", b64.astype(w.dtype))
-    new = make_node(namer, conv.op_type, [conv.inputs[0], new_w, new_b], name=base, version=conv.version)
-    copy_attributes(conv, new)
-    replace(graph, old_nodes, [new], [last_out], [new.outputs[0]])
+    conv.replace_input_with(1, new_w)
+    if len(conv.inputs) < 3:
+        conv.resize_inputs(3)
+    conv.replace_input_with(2, new_b)
+    take_place(graph, conv.outputs[0], last_out, [n for n in old_nodes if n is not conv])
     return True
 
 
