@@ -44,31 +44,33 @@ def test_declared_input_above_limit_is_refused_at_creation():
     _session(model, memory_limit_bytes=8 * MB)  # under the limit: fine
 
 
-def test_inferred_size_above_limit_is_refused_before_allocation():
-    """ConstantOfShape of a constant [2**20, 2**20] shape: inference knows the output is
-    4 TiB; the session is refused before the optimizer or a kernel could allocate it."""
-    model = _model(
+def _filled(dims: list[int]) -> onnx.ModelProto:
+    """ConstantOfShape of the constant shape ``dims`` (float32 zeros), summed."""
+    return _model(
         [helper.make_node("ConstantOfShape", ["shape"], ["big"], name="cos"),
          helper.make_node("ReduceSum", ["big"], ["y"], name="sum", keepdims=0)],
-        [], [_vi("y", [])], [numpy_helper.from_array(np.array([2**20, 2**20], np.int64), "shape")],
+        [], [_vi("y", [])], [numpy_helper.from_array(np.array(dims, np.int64), "shape")],
     )
-    with pytest.raises(ResourceLimitError, match=r"value 'big' \(output of node 'cos' \(ConstantOfShape\), "
-                                                 r"shape \[1048576, 1048576\], float32\)"):
-        _session(model, memory_limit_bytes=64 * MB)
 
 
-def test_a_constant_fill_above_limit_is_refused_not_folded_while_loading():
-    """A ConstantOfShape loading could fold (2**22 floats, under the fold's element cap) but
-    above the memory limit stays a node, refused by the limit check before allocation."""
-    model = _model(
-        [helper.make_node("ConstantOfShape", ["shape"], ["big"], name="cos"),
-         helper.make_node("ReduceSum", ["big"], ["y"], name="sum", keepdims=0)],
-        [], [_vi("y", [])], [numpy_helper.from_array(np.array([2**11, 2**11], np.int64), "shape")],
-    )
-    with pytest.raises(ResourceLimitError, match=r"value 'big' \(output of node 'cos' \(ConstantOfShape\), "
-                                                 r"shape \[2048, 2048\], float32\)"):
-        _session(model, memory_limit_bytes=MB)
-    assert _session(model, memory_limit_bytes=64 * MB).applied_passes  # under the limit: folded and run
+@pytest.mark.parametrize("dims, limit", [
+    # inference knows the output is 4 TiB: refused before the optimizer or a kernel could allocate it
+    ([2**20, 2**20], 64 * MB),
+    # a fill loading could fold (under the fold's element cap) but above the memory limit stays
+    # a node, refused the same way
+    ([2**11, 2**11], MB),
+])
+def test_inferred_size_above_limit_is_refused_before_allocation(dims, limit):
+    shown = ", ".join(map(str, dims))
+    with pytest.raises(ResourceLimitError, match=rf"value 'big' \(output of node 'cos' \(ConstantOfShape\), "
+                                                 rf"shape \[{shown}\], float32\)"):
+        _session(_filled(dims), memory_limit_bytes=limit)
+
+
+def test_a_constant_fill_under_the_limit_is_folded_and_runs():
+    session = _session(_filled([2**11, 2**11]), memory_limit_bytes=64 * MB)
+    assert "ConstantFoldingPass" in session.applied_passes
+    assert session.run(None, {})[0] == 0
 
 
 def test_initializer_above_limit_is_refused_before_its_data_is_read(tmp_path):
