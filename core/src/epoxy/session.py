@@ -349,12 +349,12 @@ class InferenceSession:
             notes.append("an epoxy compiled model: optimized when compiled, so the optimizer and shape inference "
                          "were skipped")
         else:
-            applied = optimize(loaded.model, self._registry.passes(), level, names, notes)
+            applied = optimize(loaded.model, passes, level, names, notes)
             done = [name for name, count in (
                 (early.lift_constants, loaded.lifted_constants), (early.legacy_inputs, loaded.legacy_inputs_dropped),
                 (early.fold_fills and early.fold_fills[0], loaded.folded_fills),
                 (early.drop_unread, loaded.dropped_initializers)) if name and count]
-            self.applied_passes = with_work_done_while_loading(applied, done, self._registry.passes())
+            self.applied_passes = with_work_done_while_loading(applied, done, passes)
         self._prepared_notes = [*loaded.warnings, *notes[optimizer_notes_from:]] if cached is None else []
         if self._options.optimized_model_filepath:
             save_optimized(loaded.model, self._options.optimized_model_filepath)

@@ -6,16 +6,17 @@ node to deserialize (~20 us) and a fold of the optimizer's
 :class:`~epoxy.optimize.passes.ConstantFoldingPass` (~40 us of graph edits), against ~10 us
 for an initializer. The rule is the pass's, so the optimized graph is the same either way:
 a main-graph ``ConstantOfShape`` of the ONNX domain (spelled ``""``, imported at opset 9 or
-later) whose shape is an initializer no feed can
-override, whose output is not a graph output and whose fill is one number becomes an
-initializer holding ``numpy.full`` of that shape, made when the graph is built
-(:func:`attach_fills`) and marked as a pass's own array (later folds may scale it in place).
-The protobuf only carries the initializer's name, type and dims meanwhile: loading owns it,
-and no check reads it after this step. The shapes nothing reads any more then go at once
-(when the dead-node pass runs). The pass still runs for what this leaves (a shape computed
-by other constant plumbing). One difference can show: the cpu-only QDQ passes that
-run before the fold now see such a fill as the initializer it becomes (a quantized weight
-made by ConstantOfShape is then folded into its integer op, as one given as data is).
+later) whose shape is an initializer no feed can override, whose output is not a graph
+output and whose fill is one number becomes an initializer holding ``numpy.full`` of that
+shape, made when the graph is built (:func:`attach_fills`) and marked as a pass's own array
+(later folds may scale it in place). Until then the protobuf carries the initializer's
+name, type and dims only: loading owns it, the checker and shape inference read it as a
+typed input, the graph checks know it has no data yet. The shapes nothing reads any more
+then go at once (when the dead-node pass runs). The pass still runs for what this leaves
+(a shape computed by other constant plumbing). One difference can show: the cpu-only QDQ
+passes that run before the fold now see such a fill as the initializer it becomes (a
+quantized weight made by ConstantOfShape is then folded into its integer op, as one given
+as data is).
 """
 
 from __future__ import annotations

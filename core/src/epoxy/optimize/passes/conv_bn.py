@@ -53,7 +53,7 @@ def fold_into_conv(graph: ir.Graph, namer, conv: ir.Node, scale: np.ndarray | No
     its output takes ``last_out``'s place and name; the other nodes go.
 
     Why the conv is edited rather than replaced by a new one: a new node, its output and
-    the graph splice were ~60 us of onnx_ir edits per fold (densenet121 folds 118 convs)."""
+    the graph splice were ~60 us of onnx_ir edits per fold; the conv also keeps its name."""
     w = constant(conv.inputs[1])
     b_value = conv.inputs[2] if len(conv.inputs) > 2 else None
     b = constant(b_value) if b_value is not None else None
