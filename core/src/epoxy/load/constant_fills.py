@@ -117,9 +117,11 @@ def fold_constant_fills(proto: onnx.ModelProto, max_elements: int, drop_unread: 
     how many shape initializers left unread were removed (``drop_unread``). ``max_bytes``
     (the session's memory limit): a larger fill stays a node, which the limit check refuses
     before anything allocates it, as it did before this fold existed."""
+    graph = proto.graph
+    if not any(node.op_type == "ConstantOfShape" for node in graph.node):
+        return {}, 0  # most models: the checks below are walks of their own
     if not imports_onnx(proto, since=9) or _has_gradient(proto):  # ConstantOfShape is an opset-9 op
         return {}, 0
-    graph = proto.graph
     overridable = {i.name for i in graph.input}
     shapes = {t.name: t for t in graph.initializer if t.name not in overridable}
     taken = {o.name for o in graph.output} | {t.name for t in graph.initializer} | overridable
