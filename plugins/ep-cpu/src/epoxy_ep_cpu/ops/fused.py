@@ -38,6 +38,7 @@ from epoxy.kit.passes import (
     LegacyInitializerInputsPass,
     Namer,
     RewritePass,
+    as_attribute,
     attr,
     constant,
     consumers,
@@ -51,6 +52,7 @@ from epoxy.kit.passes import (
     opset_of,
     replace,
     sole_consumer,
+    take_place,
 )
 
 from .. import jit
@@ -491,6 +493,22 @@ def _addend(node: ir.Node | None, value: ir.Value) -> ir.Value | None:
     return other
 
 
+def _become_fused_conv(graph: ir.Graph, conv: ir.Node, act: dict[str, Any] | None, tail: list[ir.Node],
+                       out: ir.Value) -> None:
+    """Turn ``conv`` into the FusedConv applying ``act`` (its ``tail`` of activation nodes,
+    ending in ``out``, goes: the conv's output takes ``out``'s place)."""
+    kept = len(conv.inputs)
+    while kept and conv.inputs[kept - 1] is None:
+        kept -= 1
+    if kept != len(conv.inputs):
+        conv.resize_inputs(kept)
+    for key, value in (act or {"activation": ""}).items():
+        if value is not None:
+            conv.attributes[key] = as_attribute(key, value)
+    conv.op_type, conv.domain, conv.version = "FusedConv", DOMAIN, None
+    take_place(graph, conv.outputs[0], out, tail)
+
+
 class CpuConvFusionPass(RewritePass):
     """``Conv`` [+ ``Add``/``Sum`` residual] [+ activation] -> ``com.epoxy.cpu::FusedConv``."""
 
@@ -515,16 +533,17 @@ class CpuConvFusionPass(RewritePass):
             act, out = _take_activation(model, nodes, nxt, out)
             if len(nodes) == 1:
                 continue
-            inputs = list(conv.inputs[:3]) + [None] * (3 - len(conv.inputs[:3]))
-            if z is not None:
-                inputs.append(z)
-            while inputs and inputs[-1] is None:
-                inputs.pop()
-            fused = make_node(namer, "FusedConv", inputs, act or {"activation": ""}, name=conv.name or "conv",
-                              domain=DOMAIN)
-            copy_attributes(conv, fused)
             ensure_opset(model, DOMAIN, DOMAIN_VERSION)
-            replace(graph, nodes, [fused], [out], [fused.outputs[0]])
+            if z is None:
+                # the conv itself becomes the FusedConv (a new node and the graph splice were
+                # most of this pass's time); not with an addend, which may be computed after it
+                _become_fused_conv(graph, conv, act, nodes[1:], out)
+            else:
+                inputs = list(conv.inputs[:3]) + [None] * (3 - len(conv.inputs[:3])) + [z]
+                fused = make_node(namer, "FusedConv", inputs, act or {"activation": ""},
+                                  name=conv.name or "conv", domain=DOMAIN)
+                copy_attributes(conv, fused)
+                replace(graph, nodes, [fused], [out], [fused.outputs[0]])
             count += 1
         return count
 
