@@ -44,21 +44,21 @@ class BatchNormAffineFoldPass(RewritePass):
     needs = (frozenset({"BatchNormalization"}),)
 
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
-        from ...kit.passes import add_initializer, copy_attributes, make_node, rank_of, replace
+        from ...kit.passes import add_initializer, rank_of, take_place
 
         count = 0
         for bn in graph_nodes(graph):
             if bn.graph is not graph or not is_op(bn, "BatchNormalization"):
                 continue
-            affine = bn_inference_affine(model, bn, None)
             x = bn.inputs[0] if bn.inputs else None
             rank = rank_of(bn.outputs[0]) or rank_of(x)
-            if affine is None or rank is None or rank < 2:
+            gamma = constant(bn.inputs[1]) if len(bn.inputs) > 1 else None
+            if rank is None or rank < 2 or gamma is None:
                 continue
-            gamma = constant(bn.inputs[1])
-            assert gamma is not None
+            # the chain first: most BNs have none, and reading the BN's affine map is the dearer test
             nodes, scale, shift, last = follow_affine(bn.outputs[0], rank, gamma.size, gamma.dtype)
-            if not nodes:
+            affine = bn_inference_affine(model, bn, None) if nodes else None
+            if affine is None:
                 continue
             s0, t0 = affine
             s = s0 if scale is None else s0 * scale
@@ -71,9 +71,10 @@ class BatchNormAffineFoldPass(RewritePass):
             new_beta = add_initializer(graph, namer, f"{base}.bias_folded", t.astype(dtype))
             zeros = add_initializer(graph, namer, f"{base}.mean_folded", np.zeros(gamma.size, dtype))
             ones = add_initializer(graph, namer, f"{base}.var_folded", np.ones(gamma.size, dtype))
-            new = make_node(namer, "BatchNormalization", [x, new_gamma, new_beta, zeros, ones], name=base,
-                            version=bn.version)
-            copy_attributes(bn, new)
-            replace(graph, [bn, *nodes], [new], [last], [new.outputs[0]])
+            # the BN itself reads the folded parameters (a new node and the graph splice were most
+            # of the fold's time); its output takes the chain's place
+            for index, value in enumerate((new_gamma, new_beta, zeros, ones), start=1):
+                bn.replace_input_with(index, value)
+            take_place(graph, bn.outputs[0], last, nodes)
             count += 1
         return count
