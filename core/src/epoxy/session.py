@@ -338,7 +338,6 @@ class InferenceSession:
         inlined = inline_local_functions(loaded.model)
         if inlined:
             notes.append(f"inlined {inlined} call(s) of model-local functions")
-        level = self._options.optimization_level
         if cached is not None:  # prepared by an earlier session: say what that one said
             self.applied_passes = list(cached.applied_passes)
             notes.extend(cached.notes)

@@ -493,11 +493,10 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
     work = EarlyWork()
     if owned and ask.anything and settled_layout(proto):
         apply_early_passes(proto, ask, work, before_checks=True)
-    fills = work.fills
     # the checker and shape inference serialize the whole model (several copies of every
     # weight at once); they get a skeleton whose large initializers are typed inputs instead
     # (and the folded fills, whose data is made only when the graph is built)
-    skeleton = _skeleton(proto, fills) if (mode != "off" or infer_shapes) else None
+    skeleton = _skeleton(proto, work.fills) if (mode != "off" or infer_shapes) else None
     complaint = None
     if mode != "off":
         _refuse_newer_ir(proto, name)
@@ -507,14 +506,14 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
                      "check_model='strict' refuses them)")
     # refusals of what is unsafe to run, repairs of what onnxruntime reads one way (a
     # dry run first when the proto is the caller's: it is copied only when repaired)
-    unverifiable = frozenset(mapped) | frozenset(fills)
+    unverifiable = frozenset(mapped) | frozenset(work.fills)
     repairs = [] if trusted else vet_model(proto, name, unverifiable, repair=owned)
     if repairs and not owned:
         proto, owned = _copy(proto), True
         repairs = vet_model(proto, name, unverifiable)
     notes.extend(repairs)
     if repairs and skeleton is not None:
-        skeleton = _skeleton(proto, fills)
+        skeleton = _skeleton(proto, work.fills)
     if complaint is not None:
         # what the checker says once the repaired problems are gone, then every node on
         # its own (the checker stops at its first complaint)
@@ -536,7 +535,6 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
             proto = inferred
     if owned and ask.anything and work.left:  # what waited (or a caller's proto inference copied)
         apply_early_passes(proto, ask, work, before_checks=False)
-        fills = work.fills
     maps = None
     if model_has_maps(proto):  # onnx_ir cannot hold map types: they travel beside it
         if not owned:
@@ -550,14 +548,14 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
         apply_plain_types(model.graph, plain)
         if maps:
             attach_map_types(model.graph, maps)
-        attach_fills(model.graph, fills)
+        attach_fills(model.graph, work.fills)
         _own_initializer_data(model.graph, mapped, name)
     except ModelLoadError:
         raise
     except Exception as exc:
         raise ModelLoadError(f"{name}: cannot build the graph: {type(exc).__name__}: {exc}") from exc
     return LoadedModel(model=model, source=name, base_dir=base_dir, warnings=notes, lifted_constants=work.lifted,
-                       folded_fills=len(fills), legacy_inputs_dropped=work.legacy_dropped,
+                       folded_fills=len(work.fills), legacy_inputs_dropped=work.legacy_dropped,
                        dropped_initializers=work.dropped)
 
 
