@@ -33,6 +33,7 @@ def _core_test_module(name: str):  # type: ignore[no-untyped-def]
 
 
 fills_model = _core_test_module("load_time_models").fills_model
+reshaped_fills_model = _core_test_module("load_time_models").reshaped_fills_model
 constants_model = _core_test_module("test_load_lifts_constants")._model
 
 
@@ -58,8 +59,9 @@ def _canonical(proto: onnx.ModelProto) -> tuple:
     return proto.ir_version, nodes, inits, [i.name for i in graph.input], values
 
 
-@pytest.mark.parametrize("model", ["fills", "fills_ir3", "fills_ir3_partial", "constants", "constants_ir3",
-                                   "shufflenet", "squeezenet", "inception_v1"])
+@pytest.mark.parametrize("model", ["fills", "fills_ir3", "fills_ir3_partial", "reshaped_11", "reshaped_17",
+                                   "constants", "constants_ir3",
+                                   "shufflenet", "squeezenet", "inception_v1", "inception_v2", "densenet121"])
 def test_the_optimized_graph_is_the_passes_graph(model, tmp_path, monkeypatch):
     if model.startswith("constants"):  # Constant nodes in the main graph and in an If branch
         proto = constants_model()
@@ -76,6 +78,8 @@ def test_the_optimized_graph_is_the_passes_graph(model, tmp_path, monkeypatch):
             proto.graph.input.extend(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
                                      for t in declared)
         source = proto.SerializeToString()
+    elif model.startswith("reshaped"):  # Unsqueeze & co. of fills: axes attributes at 11, inputs at 17
+        source = reshaped_fills_model(int(model.split("_")[1])).SerializeToString()
     else:
         source = LIGHT / f"light_{model}.onnx"
     early, early_passes, early_warnings = _optimized(source, tmp_path, "early", monkeypatch, on_protobuf=True)
@@ -87,12 +91,21 @@ def test_the_optimized_graph_is_the_passes_graph(model, tmp_path, monkeypatch):
     assert ({"LiftConstantsPass"} if model.startswith("constants") else folds) <= set(early_passes)
 
 
-def test_a_folded_fill_runs_as_the_pass_would(tmp_path):
-    """The session's outputs with the load-time folds equal onnxruntime's on the fills model."""
+@pytest.mark.parametrize("model", ["fills", "reshaped_11", "reshaped_17"])
+def test_a_folded_fill_runs_as_the_pass_would(model):
+    """The session's outputs with the load-time folds equal onnxruntime's on the fills models."""
     ort = pytest.importorskip("onnxruntime")
-    proto = fills_model()
-    feeds = {"x": np.random.default_rng(0).standard_normal((1, 3, 8, 8), np.float32),
-             "feed": np.ones((2, 3), np.float32), "override_shape": np.array([4], np.int64)}
+    rng = np.random.default_rng(0)
+    if model == "fills":
+        proto = fills_model()
+        feeds = {"x": rng.standard_normal((1, 3, 8, 8), np.float32),
+                 "feed": np.ones((2, 3), np.float32), "override_shape": np.array([4], np.int64)}
+    else:
+        opset = int(model.split("_")[1])
+        proto = reshaped_fills_model(opset, bad_axes=False)  # which onnxruntime refuses to load
+        feeds = {"x": rng.standard_normal((1, 4, 2, 2), np.float32), "feed": rng.standard_normal((3, 2), np.float32)}
+        if opset >= 13:
+            feeds["axes_feed"] = np.array([1], np.int64)  # overrides the initializer
     ours = epoxy.InferenceSession(proto.SerializeToString(), providers=["cpu"]).run(None, feeds)
     theirs = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     for a, b in zip(ours, theirs, strict=True):

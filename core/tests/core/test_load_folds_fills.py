@@ -7,12 +7,12 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from load_time_models import fills_model
+from load_time_models import fills_model, reshaped_fills_model
 from onnx import helper
 
 import epoxy
 from epoxy.kit.passes import PASS_MADE
-from epoxy.load.constant_fills import fold_constant_fills
+from epoxy.load.constant_fills import FoldedFills, fold_constant_fills
 from epoxy.load.loader import load_model
 
 
@@ -34,6 +34,29 @@ def test_what_is_folded_while_loading_and_what_is_left():
     limited = load_model(fills_model(), fold_fills=27, lift_constants=True)  # w has 108 elements
     assert "w" not in limited.model.graph.initializers and limited.folded_fills == 3
     assert limited.dropped_initializers == 0 and "zeros_shape" in limited.model.graph.initializers
+
+
+@pytest.mark.parametrize("opset", [11, 17])
+def test_a_reshaped_fill_is_a_fill(opset):
+    """The pass's reshaping folds of a fill are folded with it (axes as an attribute before
+    opset 13, as an initializer from 13); a reshape whose axes a feed may override and one
+    whose axes the rule refuses stay, and so does a fill one of them still reads; a fill an
+    Identity reads is left to the passes; the shapes and axes nothing reads any more go."""
+    loaded = load_model(reshaped_fills_model(opset), fold_fills=1 << 28, lift_constants=True, drop_unread=True)
+    graph = loaded.model.graph
+    left = [n.op_type + ":" + n.outputs[0].name for n in graph]
+    assert left == ["Mul:scaled", "Add:plus"] + (["Unsqueeze:by_feed"] if opset >= 13 else []) + [
+        "Neg:negated", "ConstantOfShape:row", "Identity:row_out", "Unsqueeze:bad_axes"]
+    # 2 ConstantOfShape, Unsqueeze, Squeeze, Reshape, Transpose (+ by_feed's Unsqueeze before 13)
+    assert loaded.folded_fills == (6 if opset >= 13 else 7)
+    fills = {name: graph.initializers[name].const_value for name in ("scale_chw", "grid_t")}
+    assert fills["scale_chw"].numpy().shape == (4, 1, 1) and (fills["scale_chw"].numpy() == np.float32(0.5)).all()
+    assert fills["grid_t"].numpy().shape == (3, 2) and (fills["grid_t"].numpy() == np.float32(2)).all()
+    assert all(tensor.meta.get(PASS_MADE) for tensor in fills.values())
+    gone = {"plane", "squeezed", "grid", "scale_shape", "plane_shape", "to_2x3"}
+    gone |= {"axes_12", "axes_02"} if opset >= 13 else {"scale"}  # before 13 the axes were never read
+    assert not gone & set(graph.initializers)
+    assert ("scale" in graph.initializers) == (opset >= 13)  # by_feed still reads it
 
 
 def test_nodes_the_checks_would_report_are_left_to_them():
@@ -59,7 +82,7 @@ def test_nothing_is_folded_in_a_model_with_a_gradient_or_in_a_callers_proto():
     with_gradient = onnx.ModelProto()
     with_gradient.CopyFrom(proto)
     with_gradient.graph.node.append(gradient)
-    assert fold_constant_fills(with_gradient, 1 << 28, drop_unread=True) == ({}, 0)
+    assert fold_constant_fills(with_gradient, 1 << 28, drop_unread=True) == FoldedFills()
     before = proto.SerializeToString()
     unowned = load_model(proto, fold_fills=1 << 28, infer_shapes=False, check="off")
     assert unowned.folded_fills == 0 and proto.SerializeToString() == before

@@ -9,7 +9,10 @@ a main-graph ``ConstantOfShape`` of the ONNX domain (spelled ``""``, imported at
 later) whose shape is an initializer no feed can override, whose output is not a graph
 output and whose fill is one number becomes an initializer holding ``numpy.full`` of that
 shape, made when the graph is built (:func:`attach_fills`) and marked as a pass's own array
-(later folds may scale it in place). Until then the protobuf carries the initializer's
+(later folds may scale it in place). The pass's reshaping folds of such a fill (an Unsqueeze,
+Squeeze, Reshape, Transpose or Identity of constant axes and shape: densenet121 unsqueezes
+238 of its fills into per-channel scales) give a fill of another shape, folded here too by
+the pass's own rules (:mod:`epoxy.graph.fold_rules`). Until then the protobuf carries the initializer's
 name, type and dims only: loading owns it, the checker and shape inference read it as a
 typed input, the graph checks know it has no data yet. The shapes nothing reads any more
 then go at once (when the dead-node pass runs). The pass still runs for what this leaves
@@ -23,18 +26,22 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import onnx
 import onnx_ir as ir
 from onnx import numpy_helper
 
+from ..graph.fold_rules import FOLDERS, RESHAPING, Attributes
 from ..kit.passes import PASS_MADE
 from .constant_nodes import imports_onnx
 from .proto_tensors import model_graphs
 
 _TRAINING_DOMAIN = "ai.onnx.preview.training"
+#: ops the optimizer removes before it folds (IdentityEliminationPass, DropoutEliminationPass)
+_ELIMINATED = frozenset({"Identity", "Dropout"})
 #: fill types folded here (others, e.g. bfloat16 or strings, are left to the pass)
 _FOLDED_KINDS = frozenset("biuf")
 
@@ -93,73 +100,141 @@ def _has_gradient(proto: onnx.ModelProto) -> bool:
     return any(node.op_type == "Gradient" and node.domain == _TRAINING_DOMAIN for node in nodes)
 
 
-def _drop_unread(proto: onnx.ModelProto, names: set[str]) -> int:
-    """Remove the main-graph initializers of ``names`` no node of any graph reads any more
-    (the folded fills' shapes), as the optimizer's dead-node pass would at its end, after
-    building, converting and carrying each one through every pass; how many went."""
-    graph = proto.graph
-    unread = names - {o.name for o in graph.output}
+def _unread(proto: onnx.ModelProto, names: set[str]) -> set[str]:
+    """Those of ``names`` that no node of any graph reads and that are not graph outputs."""
+    unread = names - {o.name for o in proto.graph.output}
     for sub in model_graphs(proto):
         for node in sub.node:
             unread.difference_update(node.input)
             if not unread:
-                return 0
-    positions = [i for i, t in enumerate(graph.initializer) if t.name in unread]
+                break
+    return unread
+
+
+def _drop_initializers(graph: onnx.GraphProto, names: set[str]) -> int:
+    positions = [i for i, t in enumerate(graph.initializer) if t.name in names]
     for i in reversed(positions):
         del graph.initializer[i]
     return len(positions)
 
 
+def _opset(proto: onnx.ModelProto) -> int:
+    return next(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx"))
+
+
+def _proto_attributes(node: onnx.NodeProto) -> Attributes:
+    """``kit.passes.attr`` for a NodeProto: what the fold rules read of a node."""
+    values = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+    def get(name: str, default: Any = None) -> Any:
+        return values.get(name, default)
+
+    return get
+
+
+def _reshaped(node: onnx.NodeProto, fill: Fill, constants: dict[str, onnx.TensorProto], opset: int) -> Fill | None:
+    """The fill a reshaping fold (:data:`~epoxy.graph.fold_rules.RESHAPING`) of ``fill``
+    gives, by the pass's own evaluator run on a zero-stride view (nothing is allocated);
+    None where the pass would not fold it (an input that is not a constant, a rule that
+    refuses the node)."""
+    if any(a.name == "value" for a in node.attribute):  # the pass leaves such a node too
+        return None
+    arity, evaluate = FOLDERS[node.op_type]
+    args: list[np.ndarray | None] = [np.broadcast_to(fill.value, fill.shape)]
+    for name in node.input[1:arity]:
+        tensor = constants.get(name) if name else None
+        if name and (tensor is None or tensor.data_location == onnx.TensorProto.EXTERNAL):
+            return None
+        try:
+            args.append(None if tensor is None else numpy_helper.to_array(tensor))
+        except Exception:  # noqa: BLE001 - malformed: left to the pass and the kernel to report
+            return None
+    try:
+        result = evaluate(_proto_attributes(node), opset, args)
+    except Exception:  # noqa: BLE001 - a malformed node: the pass leaves it to the kernel too
+        return None
+    return None if result is None else Fill(tuple(int(d) for d in result.shape), fill.value)
+
+
+@dataclass
+class FoldedFills:
+    """What :func:`fold_constant_fills` did: the fills to attach by name, how many nodes it
+    folded and how many initializers left unread it removed."""
+
+    fills: dict[str, Fill] = field(default_factory=dict)
+    nodes: int = 0
+    dropped: int = 0
+
+
 def fold_constant_fills(proto: onnx.ModelProto, max_elements: int, drop_unread: bool = False,
-                        max_bytes: int | None = None) -> tuple[dict[str, Fill], int]:
-    """Turn the foldable ConstantOfShape nodes of ``proto``'s main graph (edited in place)
-    into data-less initializers: the fills to attach once the graph is built, by name, and
-    how many shape initializers left unread were removed (``drop_unread``). ``max_bytes``
+                        max_bytes: int | None = None) -> FoldedFills:
+    """Turn the foldable ConstantOfShape nodes of ``proto``'s main graph (edited in place),
+    and the reshaping folds of their fills, into data-less initializers; with
+    ``drop_unread``, remove the shapes, axes and fills nothing reads any more. ``max_bytes``
     (the session's memory limit): a larger fill stays a node, which the limit check refuses
     before anything allocates it, as it did before this fold existed."""
     graph = proto.graph
     if not any(node.op_type == "ConstantOfShape" for node in graph.node):
-        return {}, 0  # most models: the checks below are walks of their own
+        return FoldedFills()  # most models: the checks below are walks of their own
     if not imports_onnx(proto, since=9) or _has_gradient(proto):  # ConstantOfShape is an opset-9 op
-        return {}, 0
+        return FoldedFills()
     overridable = {i.name for i in graph.input}
-    shapes = {t.name: t for t in graph.initializer if t.name not in overridable}
+    constants = {t.name: t for t in graph.initializer if t.name not in overridable}
     taken = {o.name for o in graph.output} | {t.name for t in graph.initializer} | overridable
+    # what the passes before the fold remove (an Identity, a Dropout) reads its input by
+    # another name, or gives it a graph output's: left to them, and the fold after them
+    taken.update(node.input[0] for node in graph.node if node.op_type in _ELIMINATED and node.input)
+    opset = _opset(proto)
     fills: dict[str, Fill] = {}
     seen: dict[bytes, np.ndarray | None] = {}
     positions = []
     for i, node in enumerate(graph.node):
-        if (node.op_type != "ConstantOfShape" or node.domain != "" or len(node.input) != 1
-                or len(node.output) != 1 or not node.output[0] or node.output[0] in taken):
+        if (node.domain != "" or len(node.output) != 1 or not node.output[0] or node.output[0] in taken
+                or not node.input):
             continue
-        shape_tensor = shapes.get(node.input[0])
-        if shape_tensor is None:
+        if node.op_type == "ConstantOfShape":
+            fill = _as_fill(node, constants, seen, max_elements, max_bytes)
+        elif node.op_type in RESHAPING and node.input[0] in fills:
+            fill = _reshaped(node, fills[node.input[0]], constants, opset)
+        else:
             continue
-        dims = _shape(shape_tensor, max_elements)
-        value = None if dims is None else _fill_value(node, seen)
-        if dims is None or value is None:
-            continue
-        if max_bytes is not None and math.prod(dims) * value.itemsize > max_bytes:
-            continue
-        name = node.output[0]
-        taken.add(name)
-        fills[name] = Fill(dims, value)
-        positions.append(i)
-    shape_names = {graph.node[i].input[0] for i in positions}
+        if fill is not None:
+            taken.add(node.output[0])
+            fills[node.output[0]] = fill
+            positions.append(i)
+    read = {name for i in positions for name in graph.node[i].input if name}
     for i in reversed(positions):
         del graph.node[i]
-    dropped = _drop_unread(proto, shape_names) if drop_unread else 0
+    dropped = 0
+    if drop_unread:
+        unread = _unread(proto, read)
+        dropped = _drop_initializers(graph, unread)
+        fills = {name: fill for name, fill in fills.items() if name not in unread}
     for name, fill in fills.items():
         tensor = graph.initializer.add()
         tensor.name = name
         tensor.data_type = onnx.helper.np_dtype_to_tensor_dtype(fill.value.dtype)
         tensor.dims.extend(fill.shape)
-    return fills, dropped
+    return FoldedFills(fills, len(positions), dropped)
+
+
+def _as_fill(node: onnx.NodeProto, constants: dict[str, onnx.TensorProto], seen: dict[bytes, np.ndarray | None],
+             max_elements: int, max_bytes: int | None) -> Fill | None:
+    """A ConstantOfShape node's fill, None where it is not folded here."""
+    shape_tensor = constants.get(node.input[0]) if len(node.input) == 1 else None
+    dims = None if shape_tensor is None else _shape(shape_tensor, max_elements)
+    value = None if dims is None else _fill_value(node, seen)
+    if dims is None or value is None:
+        return None
+    if max_bytes is not None and math.prod(dims) * value.itemsize > max_bytes:
+        return None
+    return Fill(dims, value)
 
 
 def attach_fills(graph: ir.Graph, fills: dict[str, Fill]) -> None:
     """Give each folded initializer of ``graph`` its array, marked as a fold's own, as
-    :func:`epoxy.kit.passes.add_initializer` marks one (a later fold may rewrite it in place)."""
+    :func:`epoxy.kit.passes.add_initializer` marks one (a later fold may rewrite it in place;
+    a reshaped fill is its own array too, where the pass's reshape is a view of its fill's)."""
     initializers = graph.initializers
     for name, fill in fills.items():
         tensor = ir.Tensor(np.full(fill.shape, fill.value, dtype=fill.value.dtype))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import onnx
 
-from .constant_fills import Fill, fold_constant_fills
+from .constant_fills import FoldedFills, fold_constant_fills
 from .constant_nodes import lift_constant_nodes
 from .legacy_inputs import drop_initializer_inputs
 
@@ -41,8 +41,7 @@ class EarlyWork:
 
     lifted: int = 0
     legacy_dropped: bool = False
-    fills: dict[str, Fill] = field(default_factory=dict)
-    dropped: int = 0
+    fold: FoldedFills = field(default_factory=FoldedFills)
     left: set[str] = field(default_factory=lambda: {"legacy", "lift", "fold"})
 
 
@@ -67,6 +66,5 @@ def apply(proto: onnx.ModelProto, ask: EarlyAsk, work: EarlyWork, *, before_chec
         work.left.discard("lift")
     if "fold" in work.left:
         if ask.fold_fills is not None:
-            work.fills, work.dropped = fold_constant_fills(proto, ask.fold_fills, ask.drop_unread,
-                                                           max_bytes=ask.memory_limit)
+            work.fold = fold_constant_fills(proto, ask.fold_fills, ask.drop_unread, max_bytes=ask.memory_limit)
         work.left.discard("fold")

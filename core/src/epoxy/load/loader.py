@@ -496,7 +496,7 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
     # the checker and shape inference serialize the whole model (several copies of every
     # weight at once); they get a skeleton whose large initializers are typed inputs instead
     # (and the folded fills, whose data is made only when the graph is built)
-    skeleton = _skeleton(proto, work.fills) if (mode != "off" or infer_shapes) else None
+    skeleton = _skeleton(proto, work.fold.fills) if (mode != "off" or infer_shapes) else None
     complaint = None
     if mode != "off":
         _refuse_newer_ir(proto, name)
@@ -506,14 +506,14 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
                      "check_model='strict' refuses them)")
     # refusals of what is unsafe to run, repairs of what onnxruntime reads one way (a
     # dry run first when the proto is the caller's: it is copied only when repaired)
-    unverifiable = frozenset(mapped) | frozenset(work.fills)
+    unverifiable = frozenset(mapped) | frozenset(work.fold.fills)
     repairs = [] if trusted else vet_model(proto, name, unverifiable, repair=owned)
     if repairs and not owned:
         proto, owned = _copy(proto), True
         repairs = vet_model(proto, name, unverifiable)
     notes.extend(repairs)
     if repairs and skeleton is not None:
-        skeleton = _skeleton(proto, work.fills)
+        skeleton = _skeleton(proto, work.fold.fills)
     if complaint is not None:
         # what the checker says once the repaired problems are gone, then every node on
         # its own (the checker stops at its first complaint)
@@ -548,15 +548,15 @@ def load_model(source: ModelSource, *, check: bool | str = "warn", infer_shapes:
         apply_plain_types(model.graph, plain)
         if maps:
             attach_map_types(model.graph, maps)
-        attach_fills(model.graph, work.fills)
+        attach_fills(model.graph, work.fold.fills)
         _own_initializer_data(model.graph, mapped, name)
     except ModelLoadError:
         raise
     except Exception as exc:
         raise ModelLoadError(f"{name}: cannot build the graph: {type(exc).__name__}: {exc}") from exc
     return LoadedModel(model=model, source=name, base_dir=base_dir, warnings=notes, lifted_constants=work.lifted,
-                       folded_fills=len(work.fills), legacy_inputs_dropped=work.legacy_dropped,
-                       dropped_initializers=work.dropped)
+                       folded_fills=work.fold.nodes, legacy_inputs_dropped=work.legacy_dropped,
+                       dropped_initializers=work.fold.dropped)
 
 
 #: Initializers at least this large are left out of the checker / inference skeleton.

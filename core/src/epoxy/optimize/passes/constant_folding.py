@@ -9,92 +9,13 @@ the plan builder with the providers' own kernels.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
 
 import numpy as np
 import onnx_ir as ir
 
+from ...graph.fold_rules import FOLDERS
 from ...kit.passes import Namer, RewritePass, add_initializer, attr, constant, graph_nodes, is_op, opset_of
-
-
-def _axes(node: ir.Node, opset: int, since: int, args: list[np.ndarray | None]) -> list[int] | None:
-    if opset >= since:
-        return None if len(args) < 2 or args[1] is None else [int(a) for a in args[1].reshape(-1)]
-    found = attr(node, "axes")
-    return None if found is None else [int(a) for a in found]
-
-
-def _constant_of_shape(node: ir.Node, opset: int, args: list) -> np.ndarray:
-    shape = tuple(int(d) for d in args[0].reshape(-1))
-    value = node.attributes.get("value")
-    fill = np.zeros(1, dtype=np.float32) if value is None else value.value.numpy().reshape(-1)
-    return np.full(shape, fill[0], dtype=fill.dtype)
-
-
-def _unsqueeze(node: ir.Node, opset: int, args: list) -> np.ndarray | None:
-    x = args[0]
-    axes = _axes(node, opset, 13, args)
-    if axes is None:
-        return None
-    rank = x.ndim + len(axes)
-    axes = sorted(a + rank if a < 0 else a for a in axes)
-    if len(set(axes)) != len(axes) or any(not 0 <= a < rank for a in axes):
-        return None
-    out = x
-    for a in axes:
-        out = np.expand_dims(out, a)
-    return out
-
-
-def _squeeze(node: ir.Node, opset: int, args: list) -> np.ndarray | None:
-    x = args[0]
-    axes = _axes(node, opset, 13, args)
-    if axes is None:
-        return np.squeeze(x)
-    axes = [a + x.ndim if a < 0 else a for a in axes]
-    if any(not 0 <= a < x.ndim or x.shape[a] != 1 for a in axes):
-        return None
-    return np.squeeze(x, axis=tuple(axes))
-
-
-def _reshape(node: ir.Node, opset: int, args: list) -> np.ndarray | None:
-    x = args[0]
-    if opset < 5:
-        return None
-    shape = [int(d) for d in args[1].reshape(-1)]
-    allowzero = opset >= 14 and bool(attr(node, "allowzero", 0))
-    if not allowzero:
-        shape = [x.shape[i] if d == 0 and i < x.ndim else d for i, d in enumerate(shape)]
-    if shape.count(-1) > 1:
-        return None
-    try:
-        return x.reshape(shape)
-    except ValueError:
-        return None
-
-
-def _transpose(node: ir.Node, opset: int, args: list) -> np.ndarray | None:
-    perm = attr(node, "perm")
-    return np.transpose(args[0], None if perm is None else tuple(perm))
-
-
-def _concat(node: ir.Node, opset: int, args: list) -> np.ndarray | None:
-    axis = attr(node, "axis")
-    if axis is None or any(a is None for a in args) or len({a.dtype for a in args}) != 1:
-        return None
-    return np.concatenate(args, axis=axis)
-
-
-FOLDERS: dict[str, tuple[int, Callable[..., np.ndarray | None]]] = {
-    # op: (number of inputs read, evaluator)
-    "ConstantOfShape": (1, _constant_of_shape),
-    "Unsqueeze": (2, _unsqueeze),
-    "Squeeze": (2, _squeeze),
-    "Reshape": (2, _reshape),
-    "Transpose": (1, _transpose),
-    "Identity": (1, lambda node, opset, args: args[0]),
-    "Concat": (-1, _concat),
-}
 
 
 class ConstantFoldingPass(RewritePass):
@@ -125,7 +46,7 @@ class ConstantFoldingPass(RewritePass):
             if node.op_type == "ConstantOfShape" and int(np.prod(args[0])) > self.max_elements:
                 continue
             try:
-                result = fn(node, opset_of(model, node), args)
+                result = fn(functools.partial(attr, node), opset_of(model, node), args)
             except Exception:  # malformed node: leave it to the kernel to report
                 result = None
             if result is None or result.dtype == object:
