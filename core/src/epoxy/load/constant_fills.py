@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,33 +79,37 @@ def _fill_value(node: onnx.NodeProto, seen: dict[bytes, np.ndarray | None]) -> n
 
 def _shape(tensor: onnx.TensorProto, max_elements: int) -> tuple[int, ...] | None:
     """A 1-D int64 initializer as a shape of at most ``max_elements`` elements, else None."""
-    if tensor.data_type != onnx.TensorProto.INT64 or len(tensor.dims) != 1 or tensor.data_location:
+    dims_field = tensor.dims
+    if tensor.data_type != onnx.TensorProto.INT64 or len(dims_field) != 1 or tensor.data_location:
         return None
-    if tensor.raw_data:
-        if len(tensor.raw_data) != 8 * tensor.dims[0]:
+    raw = tensor.raw_data
+    if raw:
+        if len(raw) != 8 * dims_field[0]:
             return None
-        dims = tuple(int(d) for d in np.frombuffer(tensor.raw_data, "<i8"))
+        dims = struct.unpack(f"<{dims_field[0]}q", raw)
     else:
-        if len(tensor.int64_data) != tensor.dims[0]:
+        if len(tensor.int64_data) != dims_field[0]:
             return None
         dims = tuple(tensor.int64_data)
-    if any(d < 0 for d in dims) or math.prod(dims) > max_elements:
+    if (dims and min(dims) < 0) or math.prod(dims) > max_elements:
         return None
     return dims
 
 
-def _has_gradient(proto: onnx.ModelProto) -> bool:
-    """Whether a Gradient node is anywhere (function bodies too: they are inlined before the
-    optimizer, which then runs only gradient-safe passes, and folding is not one)."""
+def _has_gradient(proto: onnx.ModelProto, graphs: list[onnx.GraphProto]) -> bool:
+    """Whether a Gradient node is anywhere in ``graphs`` (the model's) or in a function body
+    (they are inlined before the optimizer, which then runs only gradient-safe passes, and
+    folding is not one)."""
     bodies = (node for function in proto.functions for node in function.node)
-    nodes = itertools.chain((node for graph in model_graphs(proto) for node in graph.node), bodies)
+    nodes = itertools.chain((node for graph in graphs for node in graph.node), bodies)
     return any(node.op_type == "Gradient" and node.domain == _TRAINING_DOMAIN for node in nodes)
 
 
-def _unread(proto: onnx.ModelProto, names: set[str]) -> set[str]:
-    """Those of ``names`` that no node of any graph reads and that are not graph outputs."""
+def _unread(proto: onnx.ModelProto, names: set[str], graphs: list[onnx.GraphProto]) -> set[str]:
+    """Those of ``names`` that no node of ``graphs`` (the model's) reads and that are not
+    graph outputs."""
     unread = names - {o.name for o in proto.graph.output}
-    for sub in model_graphs(proto):
+    for sub in graphs:
         for node in sub.node:
             unread.difference_update(node.input)
             if not unread:
@@ -132,16 +138,34 @@ def _proto_attributes(node: onnx.NodeProto) -> Attributes:
     return get
 
 
-def _reshaped(node: onnx.NodeProto, fill: Fill, constants: dict[str, onnx.TensorProto], opset: int) -> Fill | None:
+#: a reshape as :func:`_reshaped` evaluates it: op type, attributes, the fill's shape, the
+#: other inputs' names (one model's constants: a name is one value)
+_ReshapeKey = tuple[str, tuple[bytes, ...], tuple[int, ...], tuple[str, ...]]
+
+
+def _reshaped(node: onnx.NodeProto, fill: Fill, constants: dict[str, onnx.TensorProto], opset: int,
+              seen: dict[_ReshapeKey, tuple[int, ...] | None]) -> Fill | None:
     """The fill a reshaping fold (:data:`~epoxy.graph.fold_rules.RESHAPING`) of ``fill``
     gives, by the pass's own evaluator run on a zero-stride view (nothing is allocated);
     None where the pass would not fold it (an input that is not a constant, a rule that
-    refuses the node)."""
+    refuses the node). ``seen``: the shapes evaluated so far (densenet121's 238 Unsqueezes
+    are 30 distinct ones)."""
+    arity, evaluate = FOLDERS[node.op_type]
+    others = tuple(node.input[1:arity])
+    key = (node.op_type, tuple(a.SerializeToString() for a in node.attribute), fill.shape, others)
+    if key not in seen:
+        seen[key] = _reshaped_shape(node, fill, constants, opset, evaluate, others)
+    shape = seen[key]
+    return None if shape is None else Fill(shape, fill.value)
+
+
+def _reshaped_shape(node: onnx.NodeProto, fill: Fill, constants: dict[str, onnx.TensorProto], opset: int,
+                    evaluate: Callable[[Attributes, int, list], np.ndarray | None],
+                    others: tuple[str, ...]) -> tuple[int, ...] | None:
     if any(a.name == "value" for a in node.attribute):  # the pass leaves such a node too
         return None
-    arity, evaluate = FOLDERS[node.op_type]
     args: list[np.ndarray | None] = [np.broadcast_to(fill.value, fill.shape)]
-    for name in node.input[1:arity]:
+    for name in others:
         tensor = constants.get(name) if name else None
         if name and (tensor is None or tensor.data_location == onnx.TensorProto.EXTERNAL):
             return None
@@ -153,7 +177,7 @@ def _reshaped(node: onnx.NodeProto, fill: Fill, constants: dict[str, onnx.Tensor
         result = evaluate(_proto_attributes(node), opset, args)
     except Exception:  # noqa: BLE001 - a malformed node: the pass leaves it to the kernel too
         return None
-    return None if result is None else Fill(tuple(int(d) for d in result.shape), fill.value)
+    return None if result is None else tuple(int(d) for d in result.shape)
 
 
 @dataclass
@@ -176,7 +200,8 @@ def fold_constant_fills(proto: onnx.ModelProto, max_elements: int, drop_unread: 
     graph = proto.graph
     if not any(node.op_type == "ConstantOfShape" for node in graph.node):
         return FoldedFills()  # most models: the checks below are walks of their own
-    if not imports_onnx(proto, since=9) or _has_gradient(proto):  # ConstantOfShape is an opset-9 op
+    graphs = list(model_graphs(proto))
+    if not imports_onnx(proto, since=9) or _has_gradient(proto, graphs):  # ConstantOfShape is an opset-9 op
         return FoldedFills()
     overridable = {i.name for i in graph.input}
     constants = {t.name: t for t in graph.initializer if t.name not in overridable}
@@ -187,41 +212,51 @@ def fold_constant_fills(proto: onnx.ModelProto, max_elements: int, drop_unread: 
     opset = _opset(proto)
     fills: dict[str, Fill] = {}
     seen: dict[bytes, np.ndarray | None] = {}
+    reshapes: dict[_ReshapeKey, tuple[int, ...] | None] = {}
     positions = []
+    read: set[str] = set()  # the folded nodes' inputs
     for i, node in enumerate(graph.node):
-        if (node.domain != "" or len(node.output) != 1 or not node.output[0] or node.output[0] in taken
-                or not node.input):
-            continue
-        if node.op_type == "ConstantOfShape":
-            fill = _as_fill(node, constants, seen, max_elements, max_bytes)
-        elif node.op_type in RESHAPING and node.input[0] in fills:
-            fill = _reshaped(node, fills[node.input[0]], constants, opset)
+        op_type = node.op_type  # tested first: one read of the proto for most nodes
+        if op_type == "ConstantOfShape":
+            inputs = node.input
+            if len(inputs) != 1 or node.domain:
+                continue
+            fill = _as_fill(node, constants.get(inputs[0]), seen, max_elements, max_bytes)
+        elif op_type in RESHAPING:
+            inputs = node.input
+            if not inputs or inputs[0] not in fills or node.domain:
+                continue
+            fill = _reshaped(node, fills[inputs[0]], constants, opset, reshapes)
         else:
             continue
-        if fill is not None:
-            taken.add(node.output[0])
-            fills[node.output[0]] = fill
-            positions.append(i)
-    read = {name for i in positions for name in graph.node[i].input if name}
+        outputs = node.output
+        if fill is None or len(outputs) != 1 or not outputs[0] or outputs[0] in taken:
+            continue
+        taken.add(outputs[0])
+        fills[outputs[0]] = fill
+        positions.append(i)
+        read.update(inputs)
+    read.discard("")
     for i in reversed(positions):
         del graph.node[i]
     dropped = 0
     if drop_unread:
-        unread = _unread(proto, read)
+        unread = _unread(proto, read, graphs)
         dropped = _drop_initializers(graph, unread)
         fills = {name: fill for name, fill in fills.items() if name not in unread}
+    data_types: dict[np.dtype, int] = {}
     for name, fill in fills.items():
-        tensor = graph.initializer.add()
-        tensor.name = name
-        tensor.data_type = onnx.helper.np_dtype_to_tensor_dtype(fill.value.dtype)
+        dtype = fill.value.dtype
+        data_type = data_types.get(dtype) or data_types.setdefault(dtype, onnx.helper.np_dtype_to_tensor_dtype(dtype))
+        tensor = graph.initializer.add(name=name, data_type=data_type)
         tensor.dims.extend(fill.shape)
     return FoldedFills(fills, len(positions), dropped)
 
 
-def _as_fill(node: onnx.NodeProto, constants: dict[str, onnx.TensorProto], seen: dict[bytes, np.ndarray | None],
+def _as_fill(node: onnx.NodeProto, shape_tensor: onnx.TensorProto | None, seen: dict[bytes, np.ndarray | None],
              max_elements: int, max_bytes: int | None) -> Fill | None:
-    """A ConstantOfShape node's fill, None where it is not folded here."""
-    shape_tensor = constants.get(node.input[0]) if len(node.input) == 1 else None
+    """A ConstantOfShape node's fill (``shape_tensor``: its shape's initializer, if it is
+    one no feed overrides), None where it is not folded here."""
     dims = None if shape_tensor is None else _shape(shape_tensor, max_elements)
     value = None if dims is None else _fill_value(node, seen)
     if dims is None or value is None:
