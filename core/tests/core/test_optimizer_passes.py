@@ -290,6 +290,36 @@ def test_a_refold_rewrites_its_own_weights_in_place_and_never_the_users():  # ty
     check_same(proto, ir.serde.serialize_model(m), {"x": rand(2, 4, 7, 7)}, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_a_conv_bn_fold_of_a_passs_own_arrays_writes_into_them(with_bias):  # type: ignore[no-untyped-def]
+    """Weights and BN parameters a pass made (folded fills): the weight is scaled in its own
+    initializer and the bias written into the conv's bias or, without one, into the BN's
+    shift: no initializer added. The model's own arrays get new ones and stay as they were."""
+    from epoxy.kit.passes import PASS_MADE
+
+    proto = _conv_bn_model(with_bias=with_bias)
+    for own in (True, False):
+        m = ir.serde.deserialize_model(proto)
+        arrays = {}
+        for name, value in m.graph.initializers.items():
+            arrays[name] = value.const_value.numpy().copy()
+            value.const_value = ir.Tensor(arrays[name])
+            value.const_value.meta[PASS_MADE] = own
+        before = {name: array.copy() for name, array in arrays.items()}
+        names = set(m.graph.initializers)
+        ConvBatchNormFoldPass()(m)
+        conv = next(n for n in m.graph if n.op_type == "Conv")
+        w, b = conv.inputs[1], conv.inputs[2]
+        if own:
+            assert set(m.graph.initializers) <= names  # nothing added
+            assert w.name == "w" and w.const_value.numpy() is arrays["w"]
+            assert b.name == ("b" if with_bias else "bias") and b.const_value.numpy() is arrays[b.name]
+        else:
+            assert w.name not in names and b.name not in names  # new initializers
+            assert all(np.array_equal(arrays[n], before[n]) for n in arrays)
+        check_same(proto, ir.serde.serialize_model(m), {"x": rand(2, 4, 7, 7)}, rtol=1e-4, atol=1e-4)
+
+
 def test_rewritable_only_for_a_passs_own_single_use_arrays():  # type: ignore[no-untyped-def]
     from epoxy.kit import passes as kit_passes
 
