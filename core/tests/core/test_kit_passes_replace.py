@@ -42,3 +42,21 @@ def test_a_pattern_with_two_ends_goes_after_the_later_one():
     replace(graph, [a, s], [new], [a.outputs[0], s.outputs[0]], list(new.outputs))
     assert list(graph) == [m, new, d]
     assert list(d.inputs) == list(new.outputs)
+
+
+def test_a_node_becomes_the_fused_op_in_place():
+    """``become``: A turns into a fused op in place (attributes set, only the kept ones of its
+    own stay), B and C go, A's output takes C's place and name; no node is made."""
+    from epoxy.kit.passes import become
+
+    graph, n = _chain()
+    a = n["A"]
+    a.attributes["kept"] = ir.AttrInt64("kept", 3)
+    a.attributes["dropped"] = ir.AttrInt64("dropped", 4)
+    out = a.outputs[0]
+    become(graph, a, "FusedRelu", {"alpha": 0.5, "none": None}, domain="com.example", keep=["kept"],
+           tail=[n["B"], n["C"]], out=n["C"].outputs[0])
+    assert list(graph) == [a, n["S"], n["D"]]
+    assert (a.op_type, a.domain, a.version) == ("FusedRelu", "com.example", None)
+    assert sorted(a.attributes) == ["alpha", "kept"] and a.attributes["alpha"].value == 0.5
+    assert n["D"].inputs[0] is out and out.name == "c"

@@ -290,22 +290,28 @@ def test_a_refold_rewrites_its_own_weights_in_place_and_never_the_users():  # ty
     check_same(proto, ir.serde.serialize_model(m), {"x": rand(2, 4, 7, 7)}, rtol=1e-4, atol=1e-4)
 
 
+def _held_as(proto, own):  # type: ignore[no-untyped-def]
+    """``proto`` as an onnx_ir model whose initializers hold arrays of ours, marked as a pass's
+    own (``own``: as folded fills are) or not (a model's own data); the arrays and copies."""
+    from epoxy.kit.passes import PASS_MADE
+
+    m = ir.serde.deserialize_model(proto)
+    arrays = {}
+    for name, value in m.graph.initializers.items():
+        arrays[name] = value.const_value.numpy().copy()
+        value.const_value = ir.Tensor(arrays[name])
+        value.const_value.meta[PASS_MADE] = own
+    return m, arrays, {name: array.copy() for name, array in arrays.items()}
+
+
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_a_conv_bn_fold_of_a_passs_own_arrays_writes_into_them(with_bias):  # type: ignore[no-untyped-def]
     """Weights and BN parameters a pass made (folded fills): the weight is scaled in its own
     initializer and the bias written into the conv's bias or, without one, into the BN's
     shift: no initializer added. The model's own arrays get new ones and stay as they were."""
-    from epoxy.kit.passes import PASS_MADE
-
     proto = _conv_bn_model(with_bias=with_bias)
     for own in (True, False):
-        m = ir.serde.deserialize_model(proto)
-        arrays = {}
-        for name, value in m.graph.initializers.items():
-            arrays[name] = value.const_value.numpy().copy()
-            value.const_value = ir.Tensor(arrays[name])
-            value.const_value.meta[PASS_MADE] = own
-        before = {name: array.copy() for name, array in arrays.items()}
+        m, arrays, before = _held_as(proto, own)
         names = set(m.graph.initializers)
         ConvBatchNormFoldPass()(m)
         conv = next(n for n in m.graph if n.op_type == "Conv")
@@ -318,6 +324,28 @@ def test_a_conv_bn_fold_of_a_passs_own_arrays_writes_into_them(with_bias):  # ty
             assert w.name not in names and b.name not in names  # new initializers
             assert all(np.array_equal(arrays[n], before[n]) for n in arrays)
         check_same(proto, ir.serde.serialize_model(m), {"x": rand(2, 4, 7, 7)}, rtol=1e-4, atol=1e-4)
+
+
+def test_a_bn_affine_fold_of_a_passs_own_parameters_writes_into_them():  # type: ignore[no-untyped-def]
+    """BN -> Mul -> Add folded into the BN: its parameters, when a pass's own, are rewritten
+    where they are; the model's own get new initializers and stay as they were."""
+    nodes = [helper.make_node("BatchNormalization", ["x", "g", "b", "mu", "v"], ["bn"], epsilon=1e-3),
+             helper.make_node("Mul", ["bn", "k"], ["scaled"]), helper.make_node("Add", ["scaled", "t"], ["y"])]
+    inits = [init("g", rand(6) + 1.5), init("b", rand(6)), init("mu", rand(6)), init("v", np.abs(rand(6)) + 0.1),
+             init("k", rand(6, 1, 1) + 2.0), init("t", rand(1, 6, 1, 1))]
+    proto = model(nodes, [vi("x", [2, 6, 5, 5])], [vi("y", [2, 6, 5, 5])], inits)
+    for own in (True, False):
+        m, arrays, before = _held_as(proto, own)
+        names = set(m.graph.initializers)
+        assert BatchNormAffineFoldPass()(m).modified and ops(m) == ["BatchNormalization"]
+        params = next(iter(m.graph)).inputs[1:]
+        if own:
+            assert [p.name for p in params] == ["g", "b", "mu", "v"]
+            assert all(p.const_value.numpy() is arrays[p.name] for p in params)
+        else:
+            assert not {p.name for p in params} & names  # new initializers
+            assert all(np.array_equal(arrays[n], before[n]) for n in arrays)
+        check_same(proto, ir.serde.serialize_model(m), {"x": rand(2, 6, 5, 5)}, rtol=1e-4, atol=1e-4)
 
 
 def test_rewritable_only_for_a_passs_own_single_use_arrays():  # type: ignore[no-untyped-def]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ...kit.passes import Namer, RewritePass, attr, ensure_opset, graph_nodes, is_op, make_node, replace, sole_consumer
+from ...kit.passes import Namer, RewritePass, attr, become, ensure_opset, graph_nodes, is_op, sole_consumer
 from .qdq_pairs import DOMAIN, DOMAIN_VERSION  # the cpu provider's op domain, named once
 
 OP_TYPE = "ChannelShuffle"
@@ -69,9 +69,10 @@ class ChannelShufflePass(RewritePass):
             group = shuffle_group(first, transpose, last)
             if group is None:
                 continue
-            fused = make_node(namer, OP_TYPE, [first.inputs[0]], {"group": group}, name=transpose.name or OP_TYPE,
-                              domain=DOMAIN, version=DOMAIN_VERSION)
-            replace(graph, [first, transpose, last], [fused], [last.outputs[0]], [fused.outputs[0]])
+            # the Transpose becomes the shuffle, reading x: no new node (see kit.passes.become)
+            transpose.replace_input_with(0, first.inputs[0])
+            become(graph, transpose, OP_TYPE, {"group": group}, domain=DOMAIN, version=DOMAIN_VERSION,
+                   tail=[first, last], out=last.outputs[0])
             count += 1
         if count:
             ensure_opset(model, DOMAIN, DOMAIN_VERSION)

@@ -44,7 +44,7 @@ class BatchNormAffineFoldPass(RewritePass):
     needs = (frozenset({"BatchNormalization"}),)
 
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
-        from ...kit.passes import add_initializer, rank_of, take_place
+        from ...kit.passes import add_initializer, rank_of, take_place, written_into
 
         count = 0
         for bn in graph_nodes(graph):
@@ -67,14 +67,16 @@ class BatchNormAffineFoldPass(RewritePass):
             eps = float(bn.attributes.get_float("epsilon", 1e-5))
             base = bn.name or "bn"
             dtype = gamma.dtype
-            new_gamma = add_initializer(graph, namer, f"{base}.scale_folded", (s * np.sqrt(1.0 + eps)).astype(dtype))
-            new_beta = add_initializer(graph, namer, f"{base}.bias_folded", t.astype(dtype))
-            zeros = add_initializer(graph, namer, f"{base}.mean_folded", np.zeros(gamma.size, dtype))
-            ones = add_initializer(graph, namer, f"{base}.var_folded", np.ones(gamma.size, dtype))
+            folded = {"scale": (s * np.sqrt(1.0 + eps)).astype(dtype), "bias": t.astype(dtype),
+                      "mean": np.zeros(gamma.size, dtype), "var": np.ones(gamma.size, dtype)}
             # the BN itself reads the folded parameters (a new node and the graph splice were most
-            # of the fold's time); its output takes the chain's place
-            for index, value in enumerate((new_gamma, new_beta, zeros, ones), start=1):
-                bn.replace_input_with(index, value)
+            # of the fold's time), written into its own when they are a pass's (folded fills);
+            # its output takes the chain's place
+            for index, (role, data) in enumerate(folded.items(), start=1):
+                param = bn.inputs[index]
+                if written_into(param, constant(param), data) is None:
+                    bn.replace_input_with(index, add_initializer(graph, namer, f"{base}.{role}_folded", data,
+                                                                 fresh=True))
             take_place(graph, bn.outputs[0], last, nodes)
             count += 1
         return count

@@ -18,6 +18,7 @@ from ...kit.passes import (
     scaled_per_channel,
     sole_consumer,
     take_place,
+    written_into,
 )
 from .affine_chain import follow_affine
 
@@ -44,17 +45,6 @@ def bn_inference_affine(model: ir.Model, bn: ir.Node, channels: int | None) -> t
     eps = float(attr(bn, "epsilon", 1e-5))
     scale = gamma / np.sqrt(var + eps)
     return scale, beta - mean * scale
-
-
-def _rewritten(value: ir.Value | None, array: np.ndarray | None, data: np.ndarray) -> ir.Value | None:
-    """``value`` with ``data`` written into its array, when that array is a pass's own, of
-    ``data``'s size and dtype, read by one node (:func:`rewritable`); else None (untouched)."""
-    if value is None or array is None or array.size != data.size or array.dtype != data.dtype:
-        return None
-    if not rewritable(value, array):
-        return None
-    array[...] = data.reshape(array.shape)
-    return value
 
 
 def fold_into_conv(graph: ir.Graph, namer, conv: ir.Node, scale: np.ndarray | None, shift: np.ndarray | None,
@@ -94,7 +84,7 @@ def fold_into_conv(graph: ir.Graph, namer, conv: ir.Node, scale: np.ndarray | No
     if shift is not None:
         b64 = b64 + shift
     bias = b64.astype(w.dtype)
-    new_b = _rewritten(b_value, b, bias) or _rewritten(spare, constant(spare) if spare is not None else None, bias)
+    new_b = written_into(b_value, b, bias) or written_into(spare, constant(spare) if spare is not None else None, bias)
     if new_b is None:
         new_b = add_initializer(graph, namer, f"{base}.B_folded", bias, fresh=True)
     if len(conv.inputs) < 3:

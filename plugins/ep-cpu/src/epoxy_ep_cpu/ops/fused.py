@@ -38,8 +38,8 @@ from epoxy.kit.passes import (
     LegacyInitializerInputsPass,
     Namer,
     RewritePass,
-    as_attribute,
     attr,
+    become,
     constant,
     consumers,
     copy_attributes,
@@ -52,7 +52,6 @@ from epoxy.kit.passes import (
     opset_of,
     replace,
     sole_consumer,
-    take_place,
 )
 
 from .. import jit
@@ -502,11 +501,8 @@ def _become_fused_conv(graph: ir.Graph, conv: ir.Node, act: dict[str, Any] | Non
         kept -= 1
     if kept != len(conv.inputs):
         conv.resize_inputs(kept)
-    for key, value in (act or {"activation": ""}).items():
-        if value is not None:
-            conv.attributes[key] = as_attribute(key, value)
-    conv.op_type, conv.domain, conv.version = "FusedConv", DOMAIN, None
-    take_place(graph, conv.outputs[0], out, tail)
+    become(graph, conv, "FusedConv", act or {"activation": ""}, domain=DOMAIN, keep=list(conv.attributes),
+           tail=tail, out=out)
 
 
 class CpuConvFusionPass(RewritePass):

@@ -21,14 +21,13 @@ from epoxy.kit.passes import (
     Namer,
     RewritePass,
     attr,
+    become,
     constant,
     dtype_of,
     ensure_opset,
     graph_nodes,
     is_op,
-    make_node,
     opset_of,
-    replace,
     sole_consumer,
 )
 
@@ -63,11 +62,9 @@ class CpuBatchNormActivationPass(RewritePass):
             act = _activation_of(model, nxt, bn.outputs[0])
             if act is None or nxt is None or act["activation"] not in JIT_ACTIVATIONS:
                 continue
-            fused = make_node(namer, "FusedBatchNormalization", list(bn.inputs),
-                              {**act, "epsilon": float(attr(bn, "epsilon", 1e-5))}, name=bn.name or "bn",
-                              domain=DOMAIN)
             ensure_opset(model, DOMAIN, DOMAIN_VERSION)
-            replace(graph, [bn, nxt], [fused], [nxt.outputs[0]], [fused.outputs[0]])
+            become(graph, bn, "FusedBatchNormalization", {**act, "epsilon": float(attr(bn, "epsilon", 1e-5))},
+                   domain=DOMAIN, tail=[nxt], out=nxt.outputs[0])
             count += 1
         return count
 
