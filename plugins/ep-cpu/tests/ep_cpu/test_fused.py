@@ -180,6 +180,28 @@ def test_matmul_bias_with_broadcasting_addend():  # type: ignore[no-untyped-def]
     assert fused_ops(fused) == ["FusedMatMul"]
 
 
+def test_matmul_plus_an_addend_computed_after_it():  # type: ignore[no-untyped-def]
+    """The addend is made by a node placed after the MatMul: the fused node goes after both
+    (the MatMul turned into it in place would read the addend before it is computed); a
+    constant bias and a graph input make the MatMul itself the fused node."""
+    inits = [init("w", rand(8, 4)), init("b", rand(4))]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["mm"]), helper.make_node("Neg", ["z"], ["nz"]),
+             helper.make_node("Add", ["mm", "nz"], ["s"]), helper.make_node("Relu", ["s"], ["y"]),
+             helper.make_node("MatMul", ["x", "w"], ["mm2"], name="second"),
+             helper.make_node("Add", ["mm2", "b"], ["y2"]),
+             helper.make_node("MatMul", ["x", "w"], ["mm3"], name="third"),
+             helper.make_node("Add", ["z", "mm3"], ["y3"])]
+    # rank 3: a 2-D MatMul + Add would become a Gemm first
+    m = build(nodes, [helper.make_tensor_value_info("x", F, [2, 5, 8]), helper.make_tensor_value_info("z", F, [5, 4])],
+              [helper.make_tensor_value_info(n, F, None) for n in ("y", "y2", "y3")], inits, opset=13)
+    fused = compare(m, {"x": rand(2, 5, 8), "z": rand(5, 4)})
+    specs = fused._graph.nodes
+    assert [n.op_type for n in specs].count("FusedMatMul") == 3
+    order = [n.op_type if n.op_type != "FusedMatMul" else n.inputs[2] for n in specs]
+    assert order.index("Neg") < order.index("nz")  # the fused node reading Neg's output comes after it
+    assert {n.name for n in specs if n.op_type == "FusedMatMul" and n.inputs[2] in ("b", "z")} == {"second", "third"}
+
+
 def test_gemm_relu():  # type: ignore[no-untyped-def]
     inits = [init("w", rand(6, 8)), init("b", rand(6))]
     nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["g"], transB=1, alpha=0.5),

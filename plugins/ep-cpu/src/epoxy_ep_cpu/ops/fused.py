@@ -572,11 +572,21 @@ class CpuMatMulFusionPass(RewritePass):
             if len(nodes) == 1:
                 continue
             op = "FusedMatMul" if mm.op_type == "MatMul" else "FusedGemm"
-            fused = make_node(namer, op, inputs, act or {"activation": ""}, name=mm.name or op, domain=DOMAIN)
-            if mm.op_type == "Gemm":
-                copy_attributes(mm, fused)
             ensure_opset(model, DOMAIN, DOMAIN_VERSION)
-            replace(graph, nodes, [fused], [out], [fused.outputs[0]])
+            if len(inputs) == len(mm.inputs) or inputs[-1].producer() is None:
+                # the MatMul/Gemm itself becomes the fused node (see kit.passes.become): what it
+                # reads is defined before it (a bias added by a node computed after the MatMul
+                # would not be: that one gets a new node, placed after both)
+                for index in range(len(mm.inputs), len(inputs)):
+                    mm.resize_inputs(index + 1)
+                    mm.replace_input_with(index, inputs[index])
+                become(graph, mm, op, act or {"activation": ""}, domain=DOMAIN, keep=list(mm.attributes),
+                       tail=nodes[1:], out=out)
+            else:
+                fused = make_node(namer, op, inputs, act or {"activation": ""}, name=mm.name or op, domain=DOMAIN)
+                if mm.op_type == "Gemm":
+                    copy_attributes(mm, fused)
+                replace(graph, nodes, [fused], [out], [fused.outputs[0]])
             count += 1
         return count
 
