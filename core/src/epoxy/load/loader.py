@@ -28,6 +28,7 @@ from .early_passes import apply as apply_early_passes
 from .graph_checks import settle_declared_types, vet_model, vet_nodes
 from .inference_guard import has_shape_trusting_nodes, hide, restore, reveal_safe, reveal_settled
 from .map_types import attach_map_types, model_has_maps, restore_map_types, strip_map_types
+from .propagation_sources import propagation_has_no_source
 from .proto_tensors import FoundTensor, dense_parts, model_graphs, model_tensors
 from .trusted_types import apply_plain_types, take_plain_types
 from .utf8_twin import text_is_valid
@@ -321,6 +322,8 @@ def _run_inference(view: onnx.ModelProto, source: str, notes: list[str], editabl
     if long_value is not None:
         notes.append(f"{source}: 1-D value {long_value!r} is longer than {DATA_PROP_MAX_1D}; "
                      "shape inference ran without data propagation")
+    elif not guarded and propagation_has_no_source(inferred):
+        pass  # data propagation would learn nothing: this run's types are final
     else:
         if guarded:
             # hidden nodes whose inputs' shapes this pass knows fully are revealed now; the

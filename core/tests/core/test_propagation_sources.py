@@ -1,0 +1,80 @@
+"""Loading skips the data-propagating shape inference when propagation has no source in the
+model (epoxy.load.propagation_sources): the predicate on crafted models, and the loader runs
+onnx's inference once for such a model, twice otherwise, with the same types either way.
+tests/integration/test_propagation_sources_suite.py holds the predicate to onnx's own
+inference on the backend suite's models."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper, shape_inference
+
+from epoxy.load.loader import load_model
+from epoxy.load.propagation_sources import propagation_has_no_source
+
+F = TensorProto.FLOAT
+
+
+def _model(nodes, inputs, inits=(), outputs=("y",)):  # type: ignore[no-untyped-def]
+    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info(o, F, None) for o in outputs],
+                              list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _x(shape=(1, 4, 6, 6), name="x", elem=F):  # type: ignore[no-untyped-def]
+    return helper.make_tensor_value_info(name, elem, list(shape) if shape is not None else None)
+
+
+CASES = {
+    # feature maps only: nothing for propagation to start from
+    "cnn": (True, _model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Concat", ["x", "r"], ["c"], axis=1),
+                          helper.make_node("Add", ["c", "c"], ["y"])], [_x()])),
+    "shape": (False, _model([helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Reshape", ["x", "s"], ["y"])],
+                            [_x()])),
+    "bias_1d": (False, _model([helper.make_node("Add", ["x", "b"], ["y"])], [_x((2, 3))],
+                              [numpy_helper.from_array(np.ones(3, np.float32), "b")])),
+    "vector_input": (False, _model([helper.make_node("Concat", ["v", "v"], ["y"], axis=0)], [_x((3,), "v")])),
+    "unknown_rank": (False, _model([helper.make_node("Mul", ["x", "x"], ["y"])], [_x(None)])),
+    "no_propagating_op": (True, _model([helper.make_node("Reshape", ["x", "s"], ["y"])], [_x()],
+                                       [numpy_helper.from_array(np.array([4, 36], np.int64), "s")])),
+    "subgraph": (False, _model([helper.make_node("If", ["c"], ["y"], then_branch=helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["t"])], "t", [], [helper.make_tensor_value_info("t", F, None)]),
+        else_branch=helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "e", [],
+                                      [helper.make_tensor_value_info("e", F, None)]))],
+        [_x(), helper.make_tensor_value_info("c", TensorProto.BOOL, [])])),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_predicate_on_crafted_models(name):
+    expected, model = CASES[name]
+    inferred = shape_inference.infer_shapes(model, check_type=False, strict_mode=True, data_prop=False)
+    assert propagation_has_no_source(inferred) is expected
+    if expected:  # and it is right: propagation infers exactly the same
+        full = shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+        assert full.SerializeToString() == inferred.SerializeToString()
+
+
+@pytest.mark.parametrize("name", ["cnn", "shape"])
+def test_the_loader_infers_once_when_nothing_can_propagate(name, monkeypatch):
+    expected, model = CASES[name]
+    real = shape_inference.infer_shapes
+    calls: list[bool] = []
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(kwargs.get("data_prop", False))
+        return real(*args, **kwargs)
+
+    types_before = {}
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", counted)
+    loaded = load_model(model.SerializeToString())
+    assert calls == ([False] if expected else [False, True])
+    graph = loaded.model.graph
+    for node in graph:
+        for value in node.outputs:
+            types_before[value.name] = (value.type, value.shape)
+    monkeypatch.setattr("epoxy.load.loader.propagation_has_no_source", lambda inferred: False)
+    both = load_model(model.SerializeToString()).model.graph
+    assert {v.name: (v.type, v.shape) for n in both for v in n.outputs} == types_before
