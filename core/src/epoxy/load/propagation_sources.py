@@ -31,14 +31,18 @@ def _propagating_ops() -> frozenset[str]:
                      if schema.domain in ("", "ai.onnx") and schema.has_data_propagation_function)
 
 
-def _ranks(graph: onnx.GraphProto) -> dict[str, int]:
+def _ranks(graph: onnx.GraphProto, names: set[str]) -> dict[str, int]:
+    """The known ranks of ``names`` in ``graph``'s types (only those are read: a transformer
+    declares thousands of values)."""
     ranks: dict[str, int] = {}
     for info in (*graph.input, *graph.value_info, *graph.output):
-        tensor = info.type.tensor_type if info.type.HasField("tensor_type") else None
-        if tensor is not None and tensor.HasField("shape"):
-            ranks[info.name] = len(tensor.shape.dim)
+        if info.name in names:
+            tensor = info.type.tensor_type if info.type.HasField("tensor_type") else None
+            if tensor is not None and tensor.HasField("shape"):
+                ranks[info.name] = len(tensor.shape.dim)
     for tensor in graph.initializer:  # an initializer's dims win (a declaration may be wrong)
-        ranks[tensor.name] = len(tensor.dims)
+        if tensor.name in names:
+            ranks[tensor.name] = len(tensor.dims)
     return ranks
 
 
@@ -57,10 +61,7 @@ def propagation_has_no_source(inferred: onnx.ModelProto) -> bool:
         return False
     if not nodes:
         return True
-    ranks = _ranks(graph)
-    for node in nodes:
-        for name in node.input:
-            rank = ranks.get(name) if name else 2
-            if rank is None or rank < 2:  # an integer initializer is data only at rank 0 or 1 too
-                return False
-    return True
+    read = {name for node in nodes for name in node.input if name}
+    ranks = _ranks(graph, read)
+    # an integer initializer is data only at rank 0 or 1 too
+    return all(ranks.get(name, 0) >= 2 for name in read)
