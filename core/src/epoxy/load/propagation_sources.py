@@ -1,27 +1,47 @@
-"""Whether onnx's data propagation could learn anything in a model, read from an inference
-run without it.
+"""Whether onnx's data propagation could change any inferred type in a model, read from an
+inference run without it.
 
 Why: loading infers shapes twice, without data propagation (strict: declarations inference
 disagrees with are found; long 1-D values, which propagation would crawl, are found) and
-then with it. Propagation starts only at a node whose op has a propagation function
-(``Shape``, ``Size``, ``Concat``, ``Gather``, ``Slice``, ``Add``...) reading a value it can
-hold as data: any input of ``Shape``/``Size``, an integer initializer or a value of rank 0 or 1
-(its elements, known or not) for the others; a value it made itself comes from such a start.
-When no node of the main graph reads such an input in the first run's types (every input of
-every propagating node has a known rank of 2 or more, and there is no ``Shape``/``Size``),
-the second run would infer exactly what the first did, and is skipped (squeezenet,
-densenet121, resnet50 and most CNNs: their Concat/Add/Mul read feature maps). A model with
-subgraphs or local functions always gets the second run.
+then with it. The second run costs as much as the first and, on most CNNs, infers exactly
+what the first did; it is skipped when this module shows it must.
+
+How: propagation computes values ("data") only at nodes whose op has a propagation function
+(``Shape``, ``Size``, ``Concat``, ``Gather``, ``Slice``, ``Add``, ``Mul``...). It starts from
+what such a node can read as data: any input of ``Shape``/``Size`` (its shape), and for the
+others an integer initializer or any value of rank 0 or 1 (its elements, known or not), and
+it flows to those nodes' outputs. Data changes a type only where a node's inference reads an
+input's values (Reshape's shape, Expand's shape, Pad's pads, a reduction's axes...). So the
+values that may carry data are followed from every start through the propagating nodes
+(over-approximated: an output carries data when any input may); when every other node that
+reads one is an op whose inference reads no input's values (:data:`READS_NO_VALUES`: Conv,
+Relu, BatchNormalization, MaxPool...), the second run would infer what the first did.
+densenet121's scale vectors (Unsqueeze -> Mul -> Add -> Relu), squeezenet's and resnet50's
+Concat/Add of feature maps pass; an exported transformer's Shape -> Gather -> Concat ->
+Reshape does not. A model with subgraphs or local functions always gets the second run.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 
 import onnx
 
 #: ops whose shape alone is data to propagation (any input rank)
 _SHAPE_READERS = frozenset({"Shape", "Size"})
+
+#: ONNX ops whose shape inference reads no input's values, only types and attributes (so
+#: data that reaches them changes nothing); every op of onnx's with a value-reading rule
+#: (Reshape, Expand, Tile, Pad, Resize, Slice, Split, TopK, ConstantOfShape, Range,
+#: reductions with axes inputs...) is left out, and so is every op not listed
+READS_NO_VALUES = frozenset({
+    "Abs", "And", "AveragePool", "BatchNormalization", "Ceil", "Clip", "Conv", "ConvTranspose", "Div", "Dropout",
+    "Elu", "Equal", "Erf", "Exp", "Flatten", "Floor", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "Greater",
+    "HardSigmoid", "HardSwish", "Identity", "InstanceNormalization", "LRN", "LayerNormalization", "LeakyRelu", "Less",
+    "Log", "LogSoftmax", "MatMul", "Max", "MaxPool", "Mean", "Min", "Neg", "Not", "Or", "PRelu", "Pow", "Reciprocal",
+    "Relu", "Selu", "Sigmoid", "Softmax", "Softplus", "Softsign", "Sqrt", "Sum", "Tanh", "Transpose", "Where",
+})
 
 
 @functools.cache
@@ -46,22 +66,32 @@ def _ranks(graph: onnx.GraphProto, names: set[str]) -> dict[str, int]:
     return ranks
 
 
+def _holds_graphs(nodes: Iterable[onnx.NodeProto]) -> bool:
+    graph_kinds = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+    return any(attr.type in graph_kinds for node in nodes for attr in node.attribute)
+
+
 def propagation_has_no_source(inferred: onnx.ModelProto) -> bool:
-    """True when ``inferred`` (a model with the types of an inference run without data
-    propagation) has no node propagation could start from (see the module docstring)."""
-    if inferred.functions:
-        return False
+    """True when data propagation could change no type of ``inferred`` (a model with the
+    types of an inference run without it): see the module docstring."""
     graph = inferred.graph
+    if inferred.functions or _holds_graphs(graph.node):
+        return False
     propagating = _propagating_ops()
-    nodes = [node for node in graph.node if node.op_type in propagating and node.domain in ("", "ai.onnx")]
-    if any(node.op_type in _SHAPE_READERS for node in nodes):
-        return False
-    if any(attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-           for node in graph.node for attr in node.attribute):
-        return False
+    onnx_domain = ("", "ai.onnx")
+    nodes = [node for node in graph.node if node.op_type in propagating and node.domain in onnx_domain]
     if not nodes:
         return True
     read = {name for node in nodes for name in node.input if name}
     ranks = _ranks(graph, read)
-    # an integer initializer is data only at rank 0 or 1 too
-    return all(ranks.get(name, 0) >= 2 for name in read)
+    carries = {name for name in read if ranks.get(name, 0) < 2}  # rank 0/1 or unknown: may be data
+    for node in nodes:  # in graph order, so data made upstream is known when read
+        if node.op_type in _SHAPE_READERS or any(name in carries for name in node.input):
+            carries.update(name for name in node.output if name)
+    for node in graph.node:
+        if node.op_type in propagating and node.domain in onnx_domain:
+            continue
+        if any(name in carries for name in node.input) and (
+                node.domain not in onnx_domain or node.op_type not in READS_NO_VALUES):
+            return False
+    return True
