@@ -91,3 +91,18 @@ def test_the_loader_infers_once_when_nothing_can_propagate(name, monkeypatch):
     monkeypatch.setattr("epoxy.load.loader.propagation_has_no_source", lambda inferred: False)
     both = load_model(model.SerializeToString()).model.graph
     assert {v.name: (v.type, v.shape) for n in both for v in n.outputs} == types_before
+
+
+def test_a_long_vector_propagation_would_crawl_is_kept_from_it():
+    """A 1-D value longer than DATA_PROP_MAX_1D that propagation could start from: the second
+    run is left out (noted), as propagation would build one dim per element; a long vector
+    propagation cannot start from needs no note (one run, nothing to crawl)."""
+    from epoxy.load.loader import DATA_PROP_MAX_1D
+
+    n = DATA_PROP_MAX_1D + 1
+    crawled = _model([helper.make_node("Add", ["v", "v"], ["s"]), helper.make_node("Expand", ["x", "s"], ["y"])],
+                     [_x((1,), "x"), _x((n,), "v", I64)])
+    loaded = load_model(crawled.SerializeToString())
+    assert any(f"'v' is longer than {DATA_PROP_MAX_1D}" in note for note in loaded.warnings)
+    inert = _model([helper.make_node("Relu", ["v"], ["y"])], [_x((n,), "v")])
+    assert not any("longer than" in note for note in load_model(inert.SerializeToString()).warnings)

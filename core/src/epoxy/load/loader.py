@@ -318,12 +318,11 @@ def _run_inference(view: onnx.ModelProto, source: str, notes: list[str], editabl
         view = _settle_declarations(view, source, notes, editable)
         data = view.SerializeToString()
         inferred = infer(data, check_type=False, strict_mode=False, data_prop=False)
-    long_value = _long_1d_value(inferred)
-    if long_value is not None:
+    if not guarded and propagation_has_no_source(inferred):
+        pass  # data propagation would learn nothing (nor crawl anything): this run's types are final
+    elif (long_value := _long_1d_value(inferred)) is not None:
         notes.append(f"{source}: 1-D value {long_value!r} is longer than {DATA_PROP_MAX_1D}; "
                      "shape inference ran without data propagation")
-    elif not guarded and propagation_has_no_source(inferred):
-        pass  # data propagation would learn nothing: this run's types are final
     else:
         if guarded:
             # hidden nodes whose inputs' shapes this pass knows fully are revealed now; the
