@@ -1,7 +1,7 @@
 """The loader's skip of onnx's data-propagating inference (epoxy.load.propagation_sources)
 held to onnx itself on every model of the ONNX backend suite (~6 s): wherever the check says
 propagation can change no type, inference with it gives exactly the types inference without
-it gave (1,721 of the 2,033 skip it with onnx 1.23; the exporter-made CNNs of bench/ too,
+it gave (1,699 of the 2,033 skip it with onnx 1.23; the exporter-made CNNs of bench/ too,
 the transformers do not), and the light models the bench times skip it."""
 
 from __future__ import annotations

@@ -44,6 +44,16 @@ CASES = {
     "unknown_rank_to_expand": (False, _model(
         [helper.make_node("Mul", ["s", "s"], ["m"]), helper.make_node("Expand", ["x", "m"], ["y"])],
         [_x(), _x(None, "s", I64)])),
+    # Slice's inference reads its starts: data reaching them may change its output's shape
+    "vector_to_slice_starts": (False, _model(
+        [helper.make_node("Add", ["v", "v"], ["starts"]), helper.make_node("Slice", ["x", "starts", "ends"], ["y"])],
+        [_x(), _x((1,), "v", I64)], [numpy_helper.from_array(np.array([3], np.int64), "ends")])),
+    # but a vector Unsqueeze reshapes (its input 0) is only passed along: densenet121's scales
+    "vector_through_unsqueeze": (True, _model(
+        [helper.make_node("Unsqueeze", ["b", "axes"], ["u"]), helper.make_node("Mul", ["x", "u"], ["m"]),
+         helper.make_node("Relu", ["m"], ["y"])],
+        [_x()], [numpy_helper.from_array(np.ones(4, np.float32), "b"),
+                 numpy_helper.from_array(np.array([1, 2], np.int64), "axes")])),
     "no_propagating_op": (True, _model([helper.make_node("Reshape", ["x", "s"], ["y"])], [_x()],
                                        [numpy_helper.from_array(np.array([4, 36], np.int64), "s")])),
     "other_domain_reads_it": (False, _model(

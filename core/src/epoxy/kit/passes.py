@@ -208,7 +208,6 @@ def rewritable(value: ir.Value, array: np.ndarray) -> bool:
             and array.flags.writeable and len(value.uses()) == 1 and not value.is_graph_output())
 
 
-
 def written_into(value: ir.Value | None, array: np.ndarray | None, data: np.ndarray) -> ir.Value | None:
     """``value`` with ``data`` written into its array when that array is a pass's own, of
     ``data``'s size and dtype, read by one node (:func:`rewritable`); else None (untouched).
@@ -220,6 +219,7 @@ def written_into(value: ir.Value | None, array: np.ndarray | None, data: np.ndar
         return None
     array[...] = data.reshape(array.shape)
     return value
+
 
 #: attribute types of plain Python values and of non-empty lists of one of them
 _SCALAR_ATTRIBUTES: dict[type, Callable[[str, Any], ir.Attr]] = {

@@ -10,10 +10,11 @@ later) whose shape is an initializer no feed can override, whose output is not a
 output and whose fill is one number becomes an initializer holding ``numpy.full`` of that
 shape, made when the graph is built (:func:`attach_fills`) and marked as a pass's own array
 (later folds may scale it in place). The pass's reshaping folds of such a fill (an Unsqueeze,
-Squeeze, Reshape, Transpose or Identity of constant axes and shape: densenet121 unsqueezes
-238 of its fills into per-channel scales) give a fill of another shape, folded here too by
-the pass's own rules (:mod:`epoxy.graph.fold_rules`). Until then the protobuf carries the initializer's
-name, type and dims only: loading owns it, the checker and shape inference read it as a
+Squeeze, Reshape or Transpose of constant axes and shape: densenet121 unsqueezes 238 of its
+fills into per-channel scales) give a fill of another shape, folded here too by the pass's
+own rules (:mod:`epoxy.graph.fold_rules`); a fill an Identity or Dropout reads is left to the
+passes that remove those first. Until then the protobuf carries the initializer's name, type
+and dims only: loading owns it, the checker and shape inference read it as a
 typed input, the graph checks know it has no data yet. The shapes nothing reads any more
 then go at once (when the dead-node pass runs). The pass still runs for what this leaves
 (a shape computed by other constant plumbing). One difference can show: the cpu-only QDQ

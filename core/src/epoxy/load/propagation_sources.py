@@ -11,11 +11,12 @@ How: propagation computes values ("data") only at nodes whose op has a propagati
 what such a node can read as data: any input of ``Shape``/``Size`` (its shape), and for the
 others an integer initializer or any value of rank 0 or 1 (its elements, known or not), and
 it flows to those nodes' outputs. Data changes a type only where a node's inference reads an
-input's values (Reshape's shape, Expand's shape, Pad's pads, a reduction's axes...). So the
-values that may carry data are followed from every start through the propagating nodes
-(over-approximated: an output carries data when any input may); when every other node that
-reads one is an op whose inference reads no input's values (:data:`READS_NO_VALUES`: Conv,
-Relu, BatchNormalization, MaxPool...), the second run would infer what the first did.
+input's values (Reshape's shape, Expand's shape, Slice's starts, a reduction's axes...). So
+the values that may carry data are followed from every start through the propagating nodes
+(over-approximated: an output carries data when any input may); when every node that reads
+one reads it where its inference reads no values (:data:`READS_NO_VALUES`: Conv, Relu,
+BatchNormalization, MaxPool...; a propagating op at an input its inference reads the shape
+of), the second run would infer what the first did.
 densenet121's scale vectors (Unsqueeze -> Mul -> Add -> Relu), squeezenet's and resnet50's
 Concat/Add of feature maps pass; an exported transformer's Shape -> Gather -> Concat ->
 Reshape does not. A model with subgraphs or local functions always gets the second run.
@@ -42,6 +43,15 @@ READS_NO_VALUES = frozenset({
     "Log", "LogSoftmax", "MatMul", "Max", "MaxPool", "Mean", "Min", "Neg", "Not", "Or", "PRelu", "Pow", "Reciprocal",
     "Relu", "Selu", "Sigmoid", "Softmax", "Softplus", "Softsign", "Sqrt", "Sum", "Tanh", "Transpose", "Where",
 })
+
+
+#: the inputs whose values the inference of a propagating op reads (Slice's starts, ends,
+#: axes and steps; Squeeze's and Unsqueeze's axes); the others' inference reads shapes only.
+#: A propagating op not listed here (a later onnx's) counts as reading every input
+_PROPAGATING_VALUE_INPUTS: dict[str, frozenset[int]] = {
+    **dict.fromkeys(("Add", "Sub", "Mul", "Cast", "Concat", "Gather", "Shape", "Size"), frozenset()),
+    "Slice": frozenset({1, 2, 3, 4}), "Squeeze": frozenset({1}), "Unsqueeze": frozenset({1}),
+}
 
 
 @functools.cache
@@ -84,14 +94,25 @@ def propagation_has_no_source(inferred: onnx.ModelProto) -> bool:
         return True
     read = {name for node in nodes for name in node.input if name}
     ranks = _ranks(graph, read)
-    carries = {name for name in read if ranks.get(name, 0) < 2}  # rank 0/1 or unknown: may be data
+    starts = {name for name in read if ranks.get(name, 0) < 2}  # rank 0/1 or unknown: may be data
+    # an initializer's values are read by inference with or without propagation: only what
+    # propagation makes, and a vector it reads from a feed, can change a type where read
+    carries = starts - {tensor.name for tensor in graph.initializer}
     for node in nodes:  # in graph order, so data made upstream is known when read
-        if node.op_type in _SHAPE_READERS or any(name in carries for name in node.input):
+        if node.op_type in _SHAPE_READERS or any(name in starts or name in carries for name in node.input):
             carries.update(name for name in node.output if name)
     for node in graph.node:
-        if node.op_type in propagating and node.domain in onnx_domain:
-            continue
-        if any(name in carries for name in node.input) and (
-                node.domain not in onnx_domain or node.op_type not in READS_NO_VALUES):
+        fed = [index for index, name in enumerate(node.input) if name in carries]
+        if fed and not _reads_no_values(node, fed, propagating):
             return False
     return True
+
+
+def _reads_no_values(node: onnx.NodeProto, inputs: list[int], propagating: frozenset[str]) -> bool:
+    """Whether ``node``'s inference reads none of ``inputs``' values (only their types)."""
+    if node.domain not in ("", "ai.onnx"):
+        return False
+    if node.op_type in propagating:
+        value_inputs = _PROPAGATING_VALUE_INPUTS.get(node.op_type)
+        return value_inputs is not None and not value_inputs.intersection(inputs)
+    return node.op_type in READS_NO_VALUES
