@@ -88,7 +88,8 @@ ATTRIBUTE_CHECKS: dict[str, Check] = {
 }
 
 
-def _rank(vi: onnx.ValueInfoProto) -> int | None:
+def declared_rank(vi: onnx.ValueInfoProto) -> int | None:
+    """The rank ``vi`` declares for a tensor, None when it declares none."""
     tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
     return len(tt.shape.dim) if tt is not None and tt.HasField("shape") else None
 
@@ -101,7 +102,7 @@ def _ranks(graph: onnx.GraphProto, outer: Mapping[str, int], main: bool, inferre
     elif main:
         trusted = graph.input
     for vi in trusted:
-        rank = _rank(vi)
+        rank = declared_rank(vi)
         if rank is not None:
             ranks[vi.name] = rank
     ranks.update((t.name, len(t.dims)) for t in graph.initializer)

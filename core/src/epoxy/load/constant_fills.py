@@ -126,7 +126,8 @@ def _drop_initializers(graph: onnx.GraphProto, names: set[str]) -> int:
 
 
 def _opset(proto: onnx.ModelProto) -> int:
-    return next(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx"))
+    """The ONNX opset the folded nodes (domain ``""``) run at: ``imports_onnx`` found it."""
+    return next(o.version for o in proto.opset_import if o.domain == "")
 
 
 def _proto_attributes(node: onnx.NodeProto) -> Attributes:

@@ -25,9 +25,11 @@ Reshape does not. A model with subgraphs or local functions always gets the seco
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
 
 import onnx
+
+from .attribute_checks import declared_rank
+from .proto_tensors import node_graphs
 
 #: ops whose shape alone is data to propagation (any input rank)
 _SHAPE_READERS = frozenset({"Shape", "Size"})
@@ -66,26 +68,19 @@ def _ranks(graph: onnx.GraphProto, names: set[str]) -> dict[str, int]:
     declares thousands of values)."""
     ranks: dict[str, int] = {}
     for info in (*graph.input, *graph.value_info, *graph.output):
-        if info.name in names:
-            tensor = info.type.tensor_type if info.type.HasField("tensor_type") else None
-            if tensor is not None and tensor.HasField("shape"):
-                ranks[info.name] = len(tensor.shape.dim)
+        if info.name in names and (rank := declared_rank(info)) is not None:
+            ranks[info.name] = rank
     for tensor in graph.initializer:  # an initializer's dims win (a declaration may be wrong)
         if tensor.name in names:
             ranks[tensor.name] = len(tensor.dims)
     return ranks
 
 
-def _holds_graphs(nodes: Iterable[onnx.NodeProto]) -> bool:
-    graph_kinds = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-    return any(attr.type in graph_kinds for node in nodes for attr in node.attribute)
-
-
 def propagation_has_no_source(inferred: onnx.ModelProto) -> bool:
     """True when data propagation could change no type of ``inferred`` (a model with the
     types of an inference run without it): see the module docstring."""
     graph = inferred.graph
-    if inferred.functions or _holds_graphs(graph.node):
+    if inferred.functions or node_graphs(graph.node):
         return False
     propagating = _propagating_ops()
     onnx_domain = ("", "ai.onnx")
