@@ -59,6 +59,29 @@ def test_gather_nd() -> None:
     check("GatherND", [("x", X), ("i", np.array([[0, 1, 2]], np.int64))])
 
 
+def test_gather_nd_flat_rows() -> None:
+    """The flat-row gather against the reference: several batch dims, whole slices (a last
+    index dim of 0), no index at all, and a bool mask as Llama's exports gather it."""
+    x4 = RNG.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    idx = np.stack([RNG.integers(-4, 4, (2, 3, 6)), RNG.integers(-5, 5, (2, 3, 6))], axis=-1)
+    check("GatherND", [("x", x4), ("i", idx)], batch_dims=2)
+    # onnx.reference cannot reshape these (onnxruntime agrees with both)
+    check("GatherND", [("x", X), ("i", np.zeros((2, 0), np.int64))], expected=[np.stack([X, X])])
+    check("GatherND", [("x", X), ("i", np.zeros((3, 0, 2), np.int64))], batch_dims=1,
+          expected=[np.zeros((3, 0), np.float32)])
+    mask = RNG.random((1, 16)) > 0.5
+    pairs = np.stack([np.zeros(16, np.int64), np.arange(16)], axis=-1).reshape(1, 1, 1, 16, 2)
+    check("GatherND", [("x", mask), ("i", pairs)])
+
+
+@pytest.mark.parametrize("bad,size", [([[0, 4]], 4), ([[3, 0]], 3), ([[-4, 0]], 3), ([[0, -5]], 4)])
+def test_gather_nd_out_of_range_names_the_dimension(bad, size) -> None:  # type: ignore[no-untyped-def]
+    from epoxy.errors import KernelError
+
+    with pytest.raises(KernelError, match=f"GatherND: index out of range for dimension of size {size}"):
+        run_both("GatherND", [("x", X), ("i", np.array(bad, np.int64))], expected=[X[0, 0]])
+
+
 @pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
 def test_scatter_elements(reduction) -> None:  # type: ignore[no-untyped-def]
     data = np.arange(12, dtype=np.float32).reshape(3, 4)
