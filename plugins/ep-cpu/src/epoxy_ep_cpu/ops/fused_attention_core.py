@@ -41,6 +41,7 @@ from epoxy.kit.passes import (
     opset_of,
 )
 
+from .. import jit
 from ..registry import KERNELS
 from ._broadcast import fits_into
 from .fused import DOMAIN, DOMAIN_VERSION, _kernel
@@ -57,6 +58,9 @@ from .fused_attention import (
 )
 
 _FAST = (np.dtype(np.float32), np.dtype(np.float64))
+_F32 = np.dtype(np.float32)
+#: scores shapes a node keeps a prepared softmax for (a decoder's grow token by token)
+_SHAPES_KEPT = 8
 
 
 # ============================================================================ kernel
@@ -70,6 +74,21 @@ def fused_attention_core(node: NodeSpec):
     softmax = _kernel(_spec(node, "Softmax", 13, 1, {"axis": -1}))
     slow = _op_by_op(node, softmax, q_scale, k_scale, scale, nan_to_zero)
     combined = q_scale * k_scale * scale
+    compiled = jit.kernels("softmax")
+    nthreads = jit.thread_count() if compiled is not None else 0
+    rows: dict[tuple[int, ...], Any] = {}  # float32 scores shape -> prepared ``LastAxisRows``
+
+    def softmax_of(s: np.ndarray) -> np.ndarray:
+        """The Softmax node's result for ``s``, float32 scores (the product's own array)
+        in place on its compiled rows kernel."""
+        if compiled is None or s.dtype != _F32 or s.size == 0 or not s.flags.c_contiguous:
+            return softmax(s)  # type: ignore[no-any-return]
+        prepared = rows.get(s.shape)
+        if prepared is None:
+            if len(rows) >= _SHAPES_KEPT:
+                rows.clear()
+            prepared = rows[s.shape] = compiled.LastAxisRows(s.shape, nthreads)
+        return prepared(s)  # type: ignore[no-any-return]
 
     def run(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
         mask = mask if has_mask else None
@@ -79,7 +98,7 @@ def fused_attention_core(node: NodeSpec):
         s = np.matmul(q * dt.type(combined) if combined != 1.0 else q, k)
         if mask is not None:
             s = np.add(s, mask, out=s) if fits_into(mask.shape, s.shape) else s + mask
-        p = softmax(s)
+        p = softmax_of(s)
         if nan_to_zero:
             p = _zero_nans(p, s)
         return np.matmul(p, v)
