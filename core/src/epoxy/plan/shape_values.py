@@ -74,7 +74,7 @@ SHAPE_RULES: dict[tuple[str, str], ShapeRule] = {
     # fused forms written by the optimizer passes (core's and ep-cpu's) and onnxruntime's names
     **{(domain, op): _FOLLOWS for domain in ("com.microsoft", "com.epoxy.cpu")
        for op in ("FusedConv", "FusedGemm", "FusedMatMul", "FusedAttention", "FusedAttentionCore", "Gelu",
-                  "BiasGelu", "FastGelu", "QuickGelu")},
+                  "BiasGelu", "FastGelu", "QuickGelu", "FusedRotary", "SqueezeExcite")},
 }
 
 #: ops whose output is value-fixed once their input's *shape* is

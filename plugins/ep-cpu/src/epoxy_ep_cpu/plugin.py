@@ -21,11 +21,14 @@ def epoxy_register_passes(register: Any) -> None:
     from .ops.fused_attention_core import attention_passes
     from .ops.fused_batchnorm import CpuBatchNormActivationPass
     from .ops.fused_int8 import CpuConvIntegerToFloatPass, CpuMatMulIntegerToFloatPass
+    from .ops.rotary import CpuRotaryFusionPass
     from .ops.squeeze_excite import CpuSqueezeExcitePass
 
     # exact up to float rounding (tests/ep_cpu/test_attention_fusion.py): on by default
     for pass_ in attention_passes():
         register(pass_, level="basic", providers=("cpu",))
+    # the same values bit for bit (tests/ep_cpu/test_rotary_fusion.py): on by default
+    register(CpuRotaryFusionPass(), level="basic", providers=("cpu",))
     for pass_ in cpu_passes():
         register(pass_, level="extended", providers=("cpu",))
     # after cpu_passes: a block's 1x1 convolutions carry their activations by then
