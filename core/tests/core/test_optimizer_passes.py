@@ -15,6 +15,7 @@ from onnx.reference import ReferenceEvaluator
 from epoxy import InferenceSession, SessionOptions
 from epoxy.optimize.passes import (
     BatchNormAffineFoldPass,
+    CastEliminationPass,
     ConstantFoldingPass,
     ConvAffineFoldPass,
     ConvBatchNormFoldPass,
@@ -136,6 +137,45 @@ def test_identity_between_two_graph_outputs_is_kept(outputs, make_registry):  # 
 def test_identity_of_a_graph_input_to_a_graph_output_is_kept():  # type: ignore[no-untyped-def]
     m = model([helper.make_node("Identity", ["x"], ["y"])], [vi("x", [2])], [vi("y", [2])])
     assert apply(m, IdentityEliminationPass())[2] == [0]
+
+
+# -- Cast to its own type ------------------------------------------------------------------
+def test_cast_to_the_type_it_reads_is_eliminated():  # type: ignore[no-untyped-def]
+    """Same-type Cast and CastLike go (a graph output keeps its name); real conversions stay."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Cast", ["r"], ["c"], to=F),
+             helper.make_node("CastLike", ["c", "x"], ["l"]),
+             helper.make_node("Cast", ["l"], ["d"], to=TensorProto.DOUBLE),
+             helper.make_node("Cast", ["d"], ["y"], to=F), helper.make_node("Neg", ["y"], ["n"]),
+             helper.make_node("Cast", ["n"], ["z"], to=F)]
+    m = model(nodes, [vi("x", [2, 3])], [vi("y", [2, 3]), vi("z", [2, 3])])
+    after, im, counts = apply(m, CastEliminationPass())
+    assert counts == [3] and ops(im) == ["Relu", "Cast", "Cast", "Neg"]
+    assert [o.name for o in im.graph.outputs] == ["y", "z"]
+    check_same(m, after, {"x": rand(2, 3)})
+
+
+def test_cast_of_a_graph_input_to_a_graph_output_or_of_an_unknown_type_is_kept():  # type: ignore[no-untyped-def]
+    m = model([helper.make_node("Cast", ["x"], ["y"], to=F)], [vi("x", [2])], [vi("y", [2])])
+    assert apply(m, CastEliminationPass())[2] == [0]
+    untyped = helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Cast", ["r"], ["c"], to=F),
+         helper.make_node("Neg", ["c"], ["y"])], "g", [vi("x", [2])], [vi("y", [2])]),
+        opset_imports=[helper.make_opsetid("", 17)])  # not shape-inferred: r's type is unknown
+    assert apply(untyped, CastEliminationPass())[2] == [0]
+
+
+def test_an_rms_norm_between_float_round_trips_takes_its_weight():  # type: ignore[no-untyped-def]
+    """TorchScript's Llama: Cast(x, float) -> RMSNorm -> Cast(float) -> Mul(weight), all float32:
+    with the Casts gone the weight is the norm's scale (one node, the same values)."""
+    base = _rms_model(opset=18, gamma="first")
+    nodes = [helper.make_node("Cast", ["x_in"], ["x"], to=F)] + list(base.graph.node)
+    last = nodes[-1]  # Mul(gamma, n)
+    nodes[-1:] = [helper.make_node("Cast", ["n"], ["n_back"], to=F),
+                  helper.make_node("Mul", [last.input[0], "n_back"], ["y"])]
+    m = model(nodes, [vi("x_in", [2, 5, 16])], [vi("y", [2, 5, 16])], list(base.graph.initializer), opset=18)
+    after, im, counts = apply(m, CastEliminationPass(), RMSNormFusionPass(), bump_opset=23)
+    assert counts == [2, 1] and ops(im) == ["RMSNormalization"]
+    check_same(m, after, {"x_in": rand(2, 5, 16)})
 
 
 # -- legacy initializers + constant folding -------------------------------------------------

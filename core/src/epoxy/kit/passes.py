@@ -549,7 +549,8 @@ def fused_version(model: ir.Model, since: int) -> int | None:
 #: core's passes are written with the helpers above, so importing them here eagerly would
 #: make the two modules import each other)
 CORE_PASSES = (
-    "BatchNormAffineFoldPass", "ConstantFoldingPass", "ConvAffineFoldPass", "ConvBatchNormFoldPass",
+    "BatchNormAffineFoldPass", "CastEliminationPass", "ConstantFoldingPass", "ConvAffineFoldPass",
+    "ConvBatchNormFoldPass",
     "DeadNodeRemovalPass", "DequantizeWeightsPass", "DropoutEliminationPass", "GeluFusionPass",
     "IdentityEliminationPass", "LayerNormFusionPass",
     "LegacyInitializerInputsPass",

@@ -22,6 +22,7 @@ class BuiltinPasses:
         # imported here: the registry (``epoxy providers`` too) is built without onnx_ir
         from .passes import (
             BatchNormAffineFoldPass,
+            CastEliminationPass,
             ConstantFoldingPass,
             ConvAffineFoldPass,
             ConvBatchNormFoldPass,
@@ -52,6 +53,7 @@ class BuiltinPasses:
                  gradient_safe=True)
         register(LegacyInitializerInputsPass(), level="basic", gradient_safe=True)
         register(IdentityEliminationPass(), level="basic")
+        register(CastEliminationPass(), level="basic")
         register(DropoutEliminationPass(), level="basic")
         # cpu first: QDQ convolutions and linear layers onto its integer codes (extended: int8
         # rounding, see the passes), then the other weights' DQs folded for its float kernels; a

@@ -5,6 +5,7 @@ subgraphs of control-flow nodes) and only touch patterns whose intermediate valu
 read by nothing else. ``builtin.py`` registers them by level.
 """
 
+from .cast_elimination import CastEliminationPass
 from .constant_folding import ConstantFoldingPass
 from .conv_affine import BatchNormAffineFoldPass, ConvAffineFoldPass
 from .conv_bn import ConvBatchNormFoldPass
@@ -22,6 +23,7 @@ from .rms_norm import RMSNormFusionPass
 
 __all__ = [
     "BatchNormAffineFoldPass",
+    "CastEliminationPass",
     "ConstantFoldingPass",
     "ConvAffineFoldPass",
     "ConvBatchNormFoldPass",
