@@ -551,10 +551,11 @@ def fused_version(model: ir.Model, since: int) -> int | None:
 CORE_PASSES = (
     "BatchNormAffineFoldPass", "CastEliminationPass", "ConstantFoldingPass", "ConvAffineFoldPass",
     "ConvBatchNormFoldPass",
-    "DeadNodeRemovalPass", "DequantizeWeightsPass", "DropoutEliminationPass", "GeluFusionPass",
+    "DeadNodeRemovalPass", "DequantizeWeightsPass", "DropoutEliminationPass", "FlattenedGemmPass", "GeluFusionPass",
     "IdentityEliminationPass", "LayerNormFusionPass",
     "LegacyInitializerInputsPass",
     "LiftConstantsPass", "MatMulAddToGemmPass", "ReshapeTransposeSimplifyPass", "RMSNormFusionPass",
+    "StaticShapePass",
 )
 
 

@@ -29,6 +29,7 @@ class BuiltinPasses:
             DeadNodeRemovalPass,
             DequantizeWeightsPass,
             DropoutEliminationPass,
+            FlattenedGemmPass,
             GeluFusionPass,
             IdentityEliminationPass,
             LayerNormFusionPass,
@@ -37,6 +38,7 @@ class BuiltinPasses:
             MatMulAddToGemmPass,
             ReshapeTransposeSimplifyPass,
             RMSNormFusionPass,
+            StaticShapePass,
         )
         from .passes.channel_shuffle import ChannelShufflePass
         from .passes.qdq_add import QDQAddPass
@@ -71,12 +73,17 @@ class BuiltinPasses:
         register(QDQConvToIntegerPass(), level="extended", providers=("cpu",))  # the ones read as float
         register(QDQMatMulToIntegerPass(), level="extended", providers=("cpu",))
         register(DequantizeWeightsPass(), level="basic", providers=("cpu",))
+        # static dimensions read through Shape become constants the folding after it carries on
+        register(StaticShapePass(), level="basic")
         register(ConstantFoldingPass(), level="basic")
         # activations' Q->DQ into a cpu op: extended, so basic-level files stay standard ONNX
         register(QuantizeDequantizePairPass(), level="extended", providers=("cpu",))
         register(ConvBatchNormFoldPass(), level="basic")
         register(BatchNormAffineFoldPass(), level="basic")
         register(ConvAffineFoldPass(), level="basic")
+        # before MatMul+Add -> Gemm (which takes 2-D products only): a linear layer's flatten,
+        # Gemm and reshape back become a MatMul (+ Add) the providers' fusions see through
+        register(FlattenedGemmPass(), level="extended")
         register(MatMulAddToGemmPass(), level="extended")
         register(ReshapeTransposeSimplifyPass(), level="basic")
         # after the QDQ passes: the shuffle then moves int8 codes, which the cpu op keeps channels last

@@ -28,10 +28,12 @@ def rotary_model(d: int = 8, form: str = "constant", dtype: int = TensorProto.FL
                  negate_first: bool = False) -> onnx.ModelProto:
     """``y = x * cos + Concat(-x[..., h:], x[..., :h]) * sin`` on x [b, heads, s, d] (cos and sin
     [1, 1, s, d] feeds); ``form``: ``constant`` slice bounds, or ``shape`` (h from
-    Shape/Gather/Div/Cast/Unsqueeze of x); ``swap``: the commutative operands the other way
-    round; ``axis``: the slices' and the Concat's axis; ``negate_first``: ``Concat(-x1, x2)``
-    (not rotate-half); ``leak``: an intermediate also returned (the pattern must then stay);
-    ``reshape_after``: y reshaped by a target computed from Shape(y) (shape arithmetic)."""
+    Shape/Gather/Div/Cast/Unsqueeze of x; the core folds the Gather of a static last
+    dimension), or ``shape-symbolic`` (the same with d symbolic: the Gather stays); ``swap``:
+    the commutative operands the other way round; ``axis``: the slices' and the Concat's
+    axis; ``negate_first``: ``Concat(-x1, x2)`` (not rotate-half); ``leak``: an intermediate
+    also returned (the pattern must then stay); ``reshape_after``: y reshaped by a target
+    computed from Shape(y) (shape arithmetic)."""
     n = helper.make_node
     h = d // 2
     inits = [_i64("axes", axis), _i64("steps", 1), _i64("zero", 0), _i64("end", BIG), _i64("lo", h),
@@ -61,18 +63,20 @@ def rotary_model(d: int = 8, form: str = "constant", dtype: int = TensorProto.FL
         nodes += [n("Shape", ["y"], ["ys"]), n("Slice", ["ys", "zero", "keep2"], ["ylead"]),
                   n("Concat", ["ylead", "flat_tail"], ["target"], axis=0), n("Reshape", ["y", "target"], ["yr"])]
         out = "yr"
-    inputs = [helper.make_tensor_value_info("x", dtype, ["b", 4, "s", d]),
-              helper.make_tensor_value_info("cos", dtype, [1, 1, "s", d]),
-              helper.make_tensor_value_info("sin", dtype, [1, 1, "s", d])]
-    outputs = [helper.make_tensor_value_info(out, dtype, ["b", 4, "r"] if reshape_after else ["b", 4, "s", d])]
+    last = "d" if form == "shape-symbolic" else d  # symbolic: Gather(Shape(x)) stays a node
+    inputs = [helper.make_tensor_value_info("x", dtype, ["b", 4, "s", last]),
+              helper.make_tensor_value_info("cos", dtype, [1, 1, "s", last]),
+              helper.make_tensor_value_info("sin", dtype, [1, 1, "s", last])]
+    outputs = [helper.make_tensor_value_info(out, dtype, ["b", 4, "r"] if reshape_after else ["b", 4, "s", last])]
     if leak:
-        outputs.append(helper.make_tensor_value_info(leak, dtype, ["b", 4, "s", d]))
+        outputs.append(helper.make_tensor_value_info(leak, dtype, ["b", 4, "s", last]))
     graph = helper.make_graph(nodes, "rotary", inputs, outputs, initializer=inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def feeds_for(model: onnx.ModelProto, b: int = 2, s: int = 5, np_dtype=np.float32):  # type: ignore[no-untyped-def]
-    d = model.graph.input[0].type.tensor_type.shape.dim[3].dim_value
+def feeds_for(model: onnx.ModelProto, b: int = 2, s: int = 5, np_dtype=np.float32, d: int = 0):  # type: ignore[no-untyped-def]
+    """Feeds for ``model``; ``d``: the last dimension when the model's is symbolic."""
+    d = model.graph.input[0].type.tensor_type.shape.dim[3].dim_value or d or 8
     angles = RNG.standard_normal((1, 1, s, d))
     return {"x": RNG.standard_normal((b, 4, s, d)).astype(np_dtype),
             "cos": np.cos(angles).astype(np_dtype), "sin": np.sin(angles).astype(np_dtype)}
@@ -97,7 +101,7 @@ def run_all(model: onnx.ModelProto, feeds: dict[str, np.ndarray], jit: str = "on
     return fused
 
 
-@pytest.mark.parametrize("form", ["constant", "shape"])
+@pytest.mark.parametrize("form", ["constant", "shape", "shape-symbolic"])
 @pytest.mark.parametrize("swap", [False, True])
 @pytest.mark.parametrize("jit", ["on", "off"])
 def test_exporter_forms_are_fused_and_match(form, swap, jit) -> None:  # type: ignore[no-untyped-def]
@@ -112,6 +116,9 @@ def test_half_of_an_odd_last_dimension_and_float64() -> None:
     """h = 7 // 2 = 3: the halves are 4 and 3 long, as the op-by-op graph makes them."""
     model = rotary_model(d=7, form="shape")
     assert fused_count(run_all(model, feeds_for(model))) == 1
+    model = rotary_model(form="shape-symbolic")  # h from the run's own last dimension: 7, then 8
+    assert fused_count(run_all(model, feeds_for(model, d=7))) == 1
+    assert fused_count(run_all(model, feeds_for(model, d=8))) == 1
     model = rotary_model(dtype=TensorProto.DOUBLE)
     assert fused_count(run_all(model, feeds_for(model, np_dtype=np.float64))) == 1
 

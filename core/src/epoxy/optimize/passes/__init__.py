@@ -11,6 +11,7 @@ from .conv_affine import BatchNormAffineFoldPass, ConvAffineFoldPass
 from .conv_bn import ConvBatchNormFoldPass
 from .dead_nodes import DeadNodeRemovalPass
 from .dropout import DropoutEliminationPass
+from .flattened_gemm import FlattenedGemmPass
 from .gelu import GeluFusionPass
 from .identity import IdentityEliminationPass
 from .layer_norm import LayerNormFusionPass
@@ -20,6 +21,7 @@ from .matmul_add import MatMulAddToGemmPass
 from .qdq_weights import DequantizeWeightsPass
 from .reshape_transpose import ReshapeTransposeSimplifyPass
 from .rms_norm import RMSNormFusionPass
+from .static_shape import StaticShapePass
 
 __all__ = [
     "BatchNormAffineFoldPass",
@@ -30,6 +32,7 @@ __all__ = [
     "DeadNodeRemovalPass",
     "DequantizeWeightsPass",
     "DropoutEliminationPass",
+    "FlattenedGemmPass",
     "GeluFusionPass",
     "IdentityEliminationPass",
     "LayerNormFusionPass",
@@ -38,4 +41,5 @@ __all__ = [
     "MatMulAddToGemmPass",
     "RMSNormFusionPass",
     "ReshapeTransposeSimplifyPass",
+    "StaticShapePass",
 ]

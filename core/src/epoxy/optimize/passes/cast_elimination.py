@@ -40,6 +40,8 @@ class CastEliminationPass(RewritePass):
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
         for node in graph_nodes(graph):
-            if is_op(node, ("Cast", "CastLike")) and _same_type_cast(node) and bypass(graph, node, node.inputs[0]):
+            source = node.inputs[0] if node.inputs else None
+            if is_op(node, ("Cast", "CastLike")) and source is not None and _same_type_cast(node) \
+                    and bypass(graph, node, source):
                 count += 1
         return count

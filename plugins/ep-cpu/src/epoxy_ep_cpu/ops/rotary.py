@@ -58,7 +58,8 @@ def _producer_of(value: ir.Value | None, op_type: str) -> ir.Node | None:
 def _is_half_of_last_dim(value: ir.Value | None, x: ir.Value, rank: int | None) -> bool:
     """Whether ``value`` is ``[Unsqueeze(.., 0)] [Cast to int64]* Div(Gather(Shape(x), -1), 2)``:
     torch.onnx's TorchScript exporter writes ``x[..., : x.shape[-1] // 2]`` so when the head
-    size is not a constant of its trace."""
+    size is not a constant of its trace (the Gather is a constant once the core's static-shape
+    pass has read a static last dimension)."""
     node = value.producer() if value is not None else None
     if is_op(node, "Unsqueeze"):
         axes = attr(node, "axes") if len(node.inputs) < 2 else constant(node.inputs[1])
@@ -74,6 +75,10 @@ def _is_half_of_last_dim(value: ir.Value | None, x: ir.Value, rank: int | None) 
     two = constant(node.inputs[1])
     if two is None or two.size != 1 or int(two.reshape(-1)[0]) != 2 or two.dtype.kind not in "iu":
         return False
+    folded = constant(node.inputs[0])  # the dimension already a constant (static shapes)
+    if folded is not None:
+        last = x.shape[-1] if x.shape is not None and len(x.shape) else None
+        return folded.size == 1 and isinstance(last, int) and int(folded.reshape(-1)[0]) == last
     gather = _producer_of(node.inputs[0], "Gather")
     if gather is None or len(gather.inputs) != 2 or int(attr(gather, "axis", 0)) != 0:
         return False
