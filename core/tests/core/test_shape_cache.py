@@ -140,6 +140,35 @@ def test_third_run_of_a_shape_skips_the_shape_steps_and_matches_the_full_plan() 
         assert shape_steps == (8 if run < 2 else 4), (run, dict(CALLS))
 
 
+def test_a_value_only_cached_steps_read_is_not_computed_in_the_reduced_plan() -> None:
+    """``v = Identity(Relu(x))`` read only by Shape (whose result is cached): after the second
+    run of a shape the Identity computes for nothing and the reduced plan drops it too."""
+    i0 = helper.make_tensor("i0", TensorProto.INT64, [], [0])
+    ax = helper.make_tensor("ax", TensorProto.INT64, [1], [0])
+    minus1 = helper.make_tensor("m1", TensorProto.INT64, [1], [-1])
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Identity", ["r"], ["v"]),
+        helper.make_node("Shape", ["v"], ["s"]),
+        helper.make_node("Gather", ["s", "i0"], ["b"], axis=0),
+        helper.make_node("Unsqueeze", ["b", "ax"], ["b1"]),
+        helper.make_node("Concat", ["b1", "m1"], ["target"], axis=0),
+        helper.make_node("Reshape", ["r", "target"], ["y"]),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, "w"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", "m"])
+    model = _model(nodes, [x], [y], [i0, ax, minus1])
+    sess = _session(model, graph_optimization_level="disable")  # the Identity stays a step
+    assert isinstance(sess._executor, ShapeCachingExecutor)
+    x_value = np.random.default_rng(3).standard_normal((2, 3, 4)).astype(np.float32)
+    for run in range(4):
+        CALLS.clear()
+        (out,) = sess.run(None, {"x": x_value})
+        np.testing.assert_array_equal(out, np.maximum(x_value, 0).reshape(2, 12))
+        assert CALLS["Identity"] == (1 if run < 2 else 0), (run, dict(CALLS))
+    assert [step.op_type for step in sess._executor.reduced_plan.steps] == ["Relu", "Reshape"]
+
+
 def test_alternating_shapes_each_get_their_own_values() -> None:
     sess = _session(_flatten_model())
     rng = np.random.default_rng(1)

@@ -23,6 +23,26 @@ def shape_caching_executor(plan: ExecutionPlan, graph: CoreGraph) -> ShapeCachin
         return None
 
     def derive(full: ExecutionPlan, drop: set[int]) -> Any:
-        return derive_plan(full, drop, full.output_slots)
+        return derive_plan(full, drop | unread_after(full, drop), full.output_slots)
 
     return ShapeCachingExecutor(plan, skip, needed, derive)
+
+
+def unread_after(plan: ExecutionPlan, skipped: set[int]) -> set[int]:
+    """The steps whose results only ``skipped`` steps read (directly or through other such
+    steps) and that make no graph output: once the skipped steps' results are cached, they
+    compute for nothing. Why: an exporter's view read both by a fused kernel (which makes the
+    view itself) and by a ``Shape`` (cached) would otherwise still run in every run."""
+    outputs = set(plan.output_slots.values())
+    readers: dict[int, list[int]] = {}
+    for index, step in enumerate(plan.steps):
+        for slot in step.inputs:
+            readers.setdefault(slot, []).append(index)
+    dead: set[int] = set()
+    for index in range(len(plan.steps) - 1, -1, -1):  # steps are in topological order
+        step = plan.steps[index]
+        if index in skipped or step.provider == "copy" or any(slot in outputs for slot in step.outputs):
+            continue
+        if all(reader in skipped or reader in dead for slot in step.outputs for reader in readers.get(slot, ())):
+            dead.add(index)
+    return dead

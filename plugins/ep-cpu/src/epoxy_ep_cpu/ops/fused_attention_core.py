@@ -90,7 +90,20 @@ def fused_attention_core(node: NodeSpec):
             prepared = rows[s.shape] = compiled.LastAxisRows(s.shape, nthreads)
         return prepared(s)  # type: ignore[no-any-return]
 
+    splits = [(int(node.attr(f"{name}_split", 0)), int(node.attr(f"{name}_split_layout", 1))) for name in "qkv"]
+    merge = bool(node.attr("merge", 0))
+
     def run(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+        if splits[0][0]:
+            q = _heads(q, *splits[0])
+        if splits[1][0]:
+            k = _heads(k, *splits[1])
+        if splits[2][0]:
+            v = _heads(v, *splits[2])
+        y = attend(q, k, v, mask)
+        return _merged(y) if merge else y
+
+    def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
         mask = mask if has_mask else None
         dt = q.dtype
         if dt not in _FAST or k.dtype != dt or v.dtype != dt or (mask is not None and mask.dtype != dt):
@@ -104,6 +117,25 @@ def fused_attention_core(node: NodeSpec):
         return np.matmul(p, v)
 
     return run
+
+
+def _heads(x: np.ndarray, depth: int, layout: int) -> np.ndarray:
+    """A [b, s, h x d] projection split into heads, as the Reshape and Transpose the graph had
+    made them (``attention_heads.py``): [b, h, s, d], or [b, h, d, s] for layout 2 (a key
+    already transposed); C-contiguous like the Transpose step's copy, so the products after
+    it read the same bits in the same layout."""
+    if x.ndim != 3 or x.shape[2] % depth:
+        raise ValueError(f"FusedAttentionCore: an input of shape {list(x.shape)} does not split into heads of "
+                         f"{depth}")
+    b, s, width = x.shape
+    heads = x.reshape(b, s, width // depth, depth)
+    return np.ascontiguousarray(heads.transpose((0, 2, 3, 1) if layout == 2 else (0, 2, 1, 3)))
+
+
+def _merged(y: np.ndarray) -> np.ndarray:
+    """The context [b, h, s, d] merged back to [b, s, h x d] (Transpose then Reshape)."""
+    b, h, s, d = y.shape
+    return np.ascontiguousarray(y.transpose(0, 2, 1, 3)).reshape(b, s, h * d)
 
 
 def _zero_nans(p: np.ndarray, scores: np.ndarray) -> np.ndarray:
@@ -215,5 +247,8 @@ def _softmax_over_last_axis(model: ir.Model, node: ir.Node) -> bool:
 
 
 def attention_passes() -> list[ir.passes.PassBase]:
-    """The whole block first (``FusedAttention``), then the core of the attention it leaves."""
-    return [CpuAttentionFusionPass(), CpuAttentionCoreFusionPass()]
+    """The whole block first (``FusedAttention``), then the core of the attention it leaves,
+    then the head views around that core (``attention_heads.py``)."""
+    from .attention_heads import CpuAttentionHeadViewsPass
+
+    return [CpuAttentionFusionPass(), CpuAttentionCoreFusionPass(), CpuAttentionHeadViewsPass()]
