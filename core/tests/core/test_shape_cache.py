@@ -70,14 +70,17 @@ def _model(nodes: list, inputs: list, outputs: list, inits: list = ()) -> Any:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def _flatten_model() -> Any:
-    """y = Reshape(Relu(x), [batch, -1]) with the target computed the TorchScript way."""
+def _flatten_model(shape_of_a_copy: bool = False) -> Any:
+    """y = Reshape(Relu(x), [batch, -1]) with the target computed the TorchScript way;
+    ``shape_of_a_copy``: the Shape reads ``Identity(Relu(x))`` (a value nothing else reads)."""
     i0 = helper.make_tensor("i0", TensorProto.INT64, [], [0])
     ax = helper.make_tensor("ax", TensorProto.INT64, [1], [0])
     minus1 = helper.make_tensor("m1", TensorProto.INT64, [1], [-1])
+    copy = [helper.make_node("Identity", ["r"], ["v"])] if shape_of_a_copy else []
     nodes = [
         helper.make_node("Relu", ["x"], ["r"]),
-        helper.make_node("Shape", ["r"], ["s"]),
+        *copy,
+        helper.make_node("Shape", ["v" if shape_of_a_copy else "r"], ["s"]),
         helper.make_node("Gather", ["s", "i0"], ["b"], axis=0),
         helper.make_node("Unsqueeze", ["b", "ax"], ["b1"]),
         helper.make_node("Concat", ["b1", "m1"], ["target"], axis=0),
@@ -143,21 +146,7 @@ def test_third_run_of_a_shape_skips_the_shape_steps_and_matches_the_full_plan() 
 def test_a_value_only_cached_steps_read_is_not_computed_in_the_reduced_plan() -> None:
     """``v = Identity(Relu(x))`` read only by Shape (whose result is cached): after the second
     run of a shape the Identity computes for nothing and the reduced plan drops it too."""
-    i0 = helper.make_tensor("i0", TensorProto.INT64, [], [0])
-    ax = helper.make_tensor("ax", TensorProto.INT64, [1], [0])
-    minus1 = helper.make_tensor("m1", TensorProto.INT64, [1], [-1])
-    nodes = [
-        helper.make_node("Relu", ["x"], ["r"]),
-        helper.make_node("Identity", ["r"], ["v"]),
-        helper.make_node("Shape", ["v"], ["s"]),
-        helper.make_node("Gather", ["s", "i0"], ["b"], axis=0),
-        helper.make_node("Unsqueeze", ["b", "ax"], ["b1"]),
-        helper.make_node("Concat", ["b1", "m1"], ["target"], axis=0),
-        helper.make_node("Reshape", ["r", "target"], ["y"]),
-    ]
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, "w"])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", "m"])
-    model = _model(nodes, [x], [y], [i0, ax, minus1])
+    model = _flatten_model(shape_of_a_copy=True)
     sess = _session(model, graph_optimization_level="disable")  # the Identity stays a step
     assert isinstance(sess._executor, ShapeCachingExecutor)
     x_value = np.random.default_rng(3).standard_normal((2, 3, 4)).astype(np.float32)

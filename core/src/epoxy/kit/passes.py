@@ -99,6 +99,15 @@ def static_shape(value: ir.Value | None) -> tuple[int, ...] | None:
     return tuple(dims)
 
 
+def same_dim(a: object, b: object) -> bool:
+    """Two dimensions equal as shape inference knows them: equal ints, or symbolic dims of
+    the same name (the same run-time value: inference names a dim after where it comes from)."""
+    if isinstance(a, int) or isinstance(b, int):
+        return isinstance(a, int) and isinstance(b, int) and a == b
+    name_a, name_b = getattr(a, "value", None), getattr(b, "value", None)
+    return isinstance(name_a, str) and name_a == name_b
+
+
 def is_float(value: ir.Value | None) -> bool:
     return dtype_of(value) in (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16)
 

@@ -35,18 +35,12 @@ from ...kit.passes import (
     is_op,
     make_node,
     replace,
+    same_dim,
     sole_consumer,
 )
 
 _LINEAR_TYPES = (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16)
 
-
-def _same_dim(a: object, b: object) -> bool:
-    """Equal as shape inference knows them: equal ints, or symbolic dims of the same name."""
-    if isinstance(a, int) or isinstance(b, int):
-        return isinstance(a, int) and isinstance(b, int) and a == b
-    name_a, name_b = getattr(a, "value", None), getattr(b, "value", None)
-    return isinstance(name_a, str) and name_a == name_b
 
 
 def _row_bias(c: ir.Value | None, n: int) -> bool:
@@ -170,7 +164,7 @@ class FlattenedGemmPass(RewritePass):
         if shape is None or result is None or len(result) < 2 or len(shape) < len(result):
             return None
         lead = len(result) - 1
-        if not all(_same_dim(a, b) for a, b in zip(shape[:lead], result[:lead])) or result[-1] != n:
+        if not all(same_dim(a, b) for a, b in zip(shape[:lead], result[:lead])) or result[-1] != n:
             return None
         rest = [d for d in shape[lead:] if isinstance(d, int)]
         if len(rest) == len(shape) - lead and math.prod(rest) != k:

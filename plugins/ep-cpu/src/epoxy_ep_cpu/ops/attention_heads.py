@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from epoxy.kit.passes import Namer, RewritePass, attr, graph_nodes, is_op, sole_consumer, take_place
+from epoxy.kit.passes import Namer, RewritePass, attr, graph_nodes, is_op, same_dim, sole_consumer, take_place
 
 from .fused import DOMAIN
 
@@ -29,13 +29,6 @@ _SPLITS = {"q_split": ((0, 2, 1, 3),), "k_split": ((0, 2, 1, 3), (0, 2, 3, 1)), 
 #: the perm each input's split uses, as the kernel's code: 1 plain heads, 2 keys transposed
 SPLIT_CODES = {(0, 2, 1, 3): 1, (0, 2, 3, 1): 2}
 
-
-def _same_dim(a: object, b: object) -> bool:
-    """Equal as shape inference knows them: equal ints, or symbolic dims of the same name."""
-    if isinstance(a, int) or isinstance(b, int):
-        return isinstance(a, int) and isinstance(b, int) and a == b
-    name_a, name_b = getattr(a, "value", None), getattr(b, "value", None)
-    return isinstance(name_a, str) and name_a == name_b
 
 
 def _perm(node: ir.Node) -> tuple[int, ...] | None:
@@ -49,7 +42,7 @@ def _head_layout(flat: ir.Shape | None, heads: ir.Shape | None) -> int | None:
     if flat is None or heads is None or len(flat) != 3 or len(heads) != 4:
         return None
     width, h, d = flat[2], heads[2], heads[3]
-    if not (_same_dim(flat[0], heads[0]) and _same_dim(flat[1], heads[1])):
+    if not (same_dim(flat[0], heads[0]) and same_dim(flat[1], heads[1])):
         return None
     if not isinstance(width, int) or not isinstance(d, int) or d <= 0 or width % d:
         return None
