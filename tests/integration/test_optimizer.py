@@ -190,3 +190,33 @@ def test_unknown_custom_domain_is_imported():  # type: ignore[no-untyped-def]
         pytest.skip("no light_squeezenet")
     session = _session(model, "extended")
     assert session._model.opset_imports.get("com.epoxy.cpu") == 1
+
+
+def test_a_gpt2_style_linear_layer_runs_as_one_fused_matmul_and_matches_onnxruntime():  # type: ignore[no-untyped-def]
+    """GPT-2's Conv1D as TorchScript writes it: Reshape(x, Concat([-1], Shape(x)[-1:])) -> Gemm
+    -> Reshape(Concat(Shape(x)[:2], [N])) -> Relu. The static-shape, flattened-Gemm and cpu
+    fusion passes leave one FusedMatMul (bias and activation inside); values as onnxruntime's."""
+    n = helper.make_node
+    rng = np.random.default_rng(6)
+    big = np.iinfo(np.int64).max
+    inits = [numpy_helper.from_array((rng.standard_normal((16, 24)) * 0.3).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(24).astype(np.float32), "c")]
+    inits += [numpy_helper.from_array(np.array(v, np.int64), name) for name, v in
+              (("m1", [-1]), ("big", [big]), ("n24", [24]), ("i0", [0]), ("i2", [2]))]
+    nodes = [n("Shape", ["x"], ["xs"]), n("Slice", ["xs", "m1", "big"], ["xk"]),
+             n("Concat", ["m1", "xk"], ["flat"], axis=0), n("Reshape", ["x", "flat"], ["rows"]),
+             n("Gemm", ["rows", "w", "c"], ["g"]), n("Slice", ["xs", "i0", "i2"], ["lead"]),
+             n("Concat", ["lead", "n24"], ["back"], axis=0), n("Reshape", ["g", "back"], ["y0"]),
+             n("Relu", ["y0"], ["y"])]
+    graph = helper.make_graph(nodes, "linear", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", "s", 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", "s", 24])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    session = epoxy.InferenceSession(model.SerializeToString(), providers=["cpu"])
+    kinds = [node.op_type for node in session._graph.nodes]
+    assert kinds == ["FusedMatMul"], kinds
+    import onnxruntime as ort
+
+    oracle = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for shape in ((2, 3, 16), (1, 7, 16)):
+        x = rng.standard_normal(shape).astype(np.float32)
+        np.testing.assert_allclose(session.run(None, {"x": x})[0], oracle.run(None, {"x": x})[0], rtol=1e-5, atol=1e-6)

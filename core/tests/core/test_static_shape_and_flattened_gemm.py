@@ -1,13 +1,13 @@
 """StaticShapePass (static dimensions read through Shape become constants) and
 FlattenedGemmPass (a linear layer's flatten -> Gemm -> reshape back becomes MatMul [+ Add]):
 the forms both torch.onnx exporters write for GPT-2's Conv1D layers, the near misses that must
-stay, and the values against onnx.reference and onnxruntime."""
+stay, and the values against onnx.reference (a whole cpu session on such a layer:
+tests/integration/test_optimizer.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 from test_optimizer_passes import apply, check_same, init, ops, rand, vi
@@ -63,14 +63,14 @@ def test_a_flatten_target_computed_from_shape_folds_to_a_constant():  # type: ig
     check_same(m, after, {"x": rand(2, 3, 32)})
 
 
-def test_a_static_dimension_holds_for_every_run_because_feeds_are_checked():  # type: ignore[no-untyped-def]
+def test_a_static_dimension_holds_for_every_run_because_feeds_are_checked(make_registry):  # type: ignore[no-untyped-def]
     """The constant [32] stands for x's last dimension: a feed of another width is refused
-    before any node runs, as without the pass."""
+    before any node runs, as without the pass (the test registry's mini cpu runs the Neg)."""
     n = helper.make_node
     inits = [init("m1", np.array([-1], np.int64)), init("big", np.array([BIG], np.int64))]
     nodes = [n("Shape", ["x"], ["s"]), n("Slice", ["s", "m1", "big"], ["last"]), n("Neg", ["last"], ["y"])]
     m = _model(nodes, [vi("x", ["b", 32])], [vi("y", [1], TensorProto.INT64)], inits)
-    session = epoxy.InferenceSession(m.SerializeToString(), providers=["cpu"])
+    session = epoxy.InferenceSession(m.SerializeToString(), providers=["cpu"], registry=make_registry())
     assert session.run(None, {"x": rand(2, 32)})[0].tolist() == [-32]
     with pytest.raises(epoxy.errors.InvalidArgument, match="x"):
         session.run(None, {"x": rand(2, 31)})
@@ -154,15 +154,3 @@ def test_near_misses_stay(kwargs):  # type: ignore[no-untyped-def]
     m = gpt2_linear(**kwargs)
     after, im, counts = apply(m, FlattenedGemmPass())
     assert counts == [0] and "Gemm" in ops(im)
-
-
-def test_gpt2_style_layer_in_a_session_matches_onnxruntime():  # type: ignore[no-untyped-def]
-    """Through a whole session: the flatten, Gemm and reshape back are gone (the cpu provider
-    fuses the MatMul, bias and activation), the outputs are onnxruntime's."""
-    m = gpt2_linear("shape", trans_b=1)
-    session = epoxy.InferenceSession(m.SerializeToString(), providers=["cpu"])
-    kinds = [node.op_type for node in session._graph.nodes]
-    assert "Gemm" not in kinds and "Reshape" not in kinds
-    oracle = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    for feeds in (_feeds(m), _feeds(m, b=1, s=5)):
-        np.testing.assert_allclose(session.run(None, feeds)[0], oracle.run(None, feeds)[0], rtol=1e-5, atol=1e-6)
