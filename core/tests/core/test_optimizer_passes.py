@@ -487,6 +487,52 @@ def test_reshape_with_zero_after_reshape_kept():  # type: ignore[no-untyped-def]
     assert ops(im) == ["Reshape", "Reshape"]
 
 
+def test_a_shared_inner_transpose_stays_and_the_outer_reads_its_input():  # type: ignore[no-untyped-def]
+    """t1 is also returned: it stays, and the Transpose after it reads x with the composed perm."""
+    nodes = [helper.make_node("Transpose", ["x"], ["t1"], perm=[0, 2, 1, 3]),
+             helper.make_node("Transpose", ["t1"], ["y"], perm=[0, 1, 3, 2])]
+    m = model(nodes, [vi("x", [2, 3, 4, 5])], [vi("y", None), vi("t1", None)])
+    after, im, _ = apply(m, ReshapeTransposeSimplifyPass())
+    outer = [n for n in im.graph if n.outputs[0].name == "y"][0]
+    assert outer.inputs[0].name == "x" and list(outer.attributes["perm"].value) == [0, 2, 3, 1]
+    check_same(m, after, {"x": rand(2, 3, 4, 5)})
+
+
+def _batched_transpose_model(split_dims=("b", 3, 5, 4), merge_tail=(4, 5)):  # type: ignore[no-untyped-def]
+    """The dynamo exporter's transposed key: y [b, 3, 4, 5] -> Reshape [b*3, 4, 5] (target from
+    Shape) -> Transpose (0, 2, 1) -> Reshape [b, 3, 5, 4] (target from Shape): shapes
+    inferred with data propagation, as a session sees them."""
+    n = helper.make_node
+    inits = [init("i0", np.array([0], np.int64)), init("i1", np.array([1], np.int64)),
+             init("m1", np.array([-1], np.int64)), init("tail", np.array(list(merge_tail), np.int64)),
+             init("heads", np.array([3], np.int64)), init("split_tail", np.array([5, 4], np.int64))]
+    nodes = [n("Relu", ["x"], ["y"]), n("Shape", ["y"], ["ys"]), n("Slice", ["ys", "i0", "i1"], ["b"]),
+             n("Concat", ["m1", "tail"], ["merge_target"], axis=0), n("Reshape", ["y", "merge_target"], ["merged"]),
+             n("Transpose", ["merged"], ["mt"], perm=[0, 2, 1]),
+             n("Concat", ["b", "heads", "split_tail"], ["split_target"], axis=0),
+             n("Reshape", ["mt", "split_target"], ["z"])]
+    g = helper.make_graph(nodes, "g", [vi("x", ["b", 3, 4, 5])], [vi("z", list(split_dims))], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    return onnx.shape_inference.infer_shapes(m, data_prop=True)
+
+
+def test_a_batched_transpose_detour_is_one_transpose():  # type: ignore[no-untyped-def]
+    m = _batched_transpose_model()
+    after, im, _ = apply(m, ReshapeTransposeSimplifyPass())
+    transposes = [n for n in im.graph if n.op_type == "Transpose"]
+    assert len(transposes) == 1 and list(transposes[0].attributes["perm"].value) == [0, 1, 3, 2]
+    assert transposes[0].inputs[0].name == "y" and "Reshape" not in ops(im)
+    for b in (1, 2):
+        check_same(m, after, {"x": rand(b, 3, 4, 5)})
+
+
+def test_a_detour_that_regroups_the_matrices_stays():  # type: ignore[no-untyped-def]
+    """Merged to [-1, 5, 4] (not y's trailing [4, 5]): a reinterpretation, not a transpose."""
+    m = _batched_transpose_model(merge_tail=(5, 4))
+    _, im, _ = apply(m, ReshapeTransposeSimplifyPass())
+    assert ops(im).count("Reshape") == 2
+
+
 # -- GELU ------------------------------------------------------------------------------------
 def _c(name, v):  # type: ignore[no-untyped-def]
     return init(name, np.array(v, np.float32))
