@@ -23,10 +23,14 @@ def model(
     inits: dict[str, np.ndarray] | None = None,
     opset: int = 17,
     out_types: dict[str, Any] | None = None,
+    dims: dict[str, list[Any]] | None = None,
 ) -> bytes:
+    """A model of ``nodes``; ``dims``: declared input shapes other than the sample arrays' (a
+    symbolic dimension keeps a Shape a run-time computation: static ones fold to constants)."""
     g = helper.make_graph(
         nodes, "t",
-        [helper.make_tensor_value_info(n, NP2ONNX[v.dtype], list(v.shape)) for n, v in inputs.items()],
+        [helper.make_tensor_value_info(n, NP2ONNX[v.dtype], (dims or {}).get(n, list(v.shape)))
+         for n, v in inputs.items()],
         [],
         initializer=[numpy_helper.from_array(v, n) for n, v in (inits or {}).items()],
     )
