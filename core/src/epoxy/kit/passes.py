@@ -120,6 +120,15 @@ def private(value: ir.Value | None, allowed: Iterable[ir.Node] = ()) -> bool:
     return all(id(use.node) in allowed_set for use in value.uses())
 
 
+def producer_of(value: ir.Value | None, op_type: str | None = None) -> ir.Node | None:
+    """The node making ``value`` (None for a graph input, an initializer or None); with
+    ``op_type``, only when that node is this default-domain op."""
+    node = value.producer() if value is not None else None
+    if op_type is not None and not is_op(node, op_type):
+        return None
+    return node
+
+
 def sole_consumer(value: ir.Value | None) -> ir.Node | None:
     """The only node reading ``value`` (once), when it is not a graph output."""
     if value is None or value.is_graph_output():

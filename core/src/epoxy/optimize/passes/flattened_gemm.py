@@ -34,13 +34,13 @@ from ...kit.passes import (
     graph_nodes,
     is_op,
     make_node,
+    producer_of,
     replace,
     same_dim,
     sole_consumer,
 )
 
 _LINEAR_TYPES = (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16)
-
 
 
 def _row_bias(c: ir.Value | None, n: int) -> bool:
@@ -59,14 +59,14 @@ def _last_dim_of(value: ir.Value | None, x: ir.Value) -> bool:
     """Whether ``value`` is ``[x.shape[-1]]`` as TorchScript computes it: ``Slice(Shape(x),
     [-1], [end])`` (end past the rank), possibly as ``Unsqueeze(Squeeze(..))``, or
     ``Unsqueeze(Gather(Shape(x), -1))``."""
-    node = value.producer() if value is not None else None
+    node = producer_of(value)
     if is_op(node, "Unsqueeze"):
-        inner = node.inputs[0].producer() if node.inputs and node.inputs[0] is not None else None
+        inner = producer_of(node.inputs[0]) if node.inputs else None
         if is_op(inner, "Squeeze"):
-            node = inner.inputs[0].producer() if inner.inputs and inner.inputs[0] is not None else None
+            node = producer_of(inner.inputs[0]) if inner.inputs else None
         elif is_op(inner, "Gather"):
             index = constant(inner.inputs[1]) if len(inner.inputs) == 2 else None
-            shape = inner.inputs[0].producer() if inner.inputs[0] is not None else None
+            shape = producer_of(inner.inputs[0])
             return (index is not None and index.size == 1 and int(index.reshape(-1)[0]) == -1
                     and is_op(shape, "Shape") and shape.inputs[0] is x and not shape.attributes)
         else:
@@ -75,7 +75,7 @@ def _last_dim_of(value: ir.Value | None, x: ir.Value) -> bool:
         return False
     starts, ends = constant(node.inputs[1]), constant(node.inputs[2])
     steps = constant(node.inputs[4]) if len(node.inputs) > 4 and node.inputs[4] is not None else np.ones(1)
-    shape = node.inputs[0].producer() if node.inputs[0] is not None else None
+    shape = producer_of(node.inputs[0])
     if starts is None or ends is None or steps is None or not is_op(shape, "Shape") or shape.inputs[0] is not x:
         return False
     rank = len(x.shape) if x.shape is not None else None
@@ -90,8 +90,8 @@ def _rows_of(target: ir.Value | None, x: ir.Value, k: int) -> bool:
     c = constant(target)
     if c is not None:
         return [int(t) for t in c.reshape(-1)] == [-1, k]
-    concat = target.producer() if target is not None else None
-    if not is_op(concat, "Concat") or len(concat.inputs) != 2 or int(attr(concat, "axis", 0)) != 0:
+    concat = producer_of(target, "Concat")
+    if concat is None or len(concat.inputs) != 2 or int(attr(concat, "axis", 0)) != 0:
         return False
     first = constant(concat.inputs[0])
     return first is not None and [int(t) for t in first.reshape(-1)] == [-1] and _last_dim_of(concat.inputs[1], x)
@@ -148,7 +148,7 @@ class FlattenedGemmPass(RewritePass):
         c = gemm.inputs[2] if len(gemm.inputs) > 2 else None
         if c is not None and float(attr(gemm, "beta", 1.0)) != 1.0:
             return None
-        flatten = gemm.inputs[0].producer() if gemm.inputs[0] is not None else None
+        flatten = producer_of(gemm.inputs[0])
         back = sole_consumer(gemm.outputs[0])
         if not is_op(flatten, "Reshape") or not is_op(back, "Reshape") or back.inputs[0] is not gemm.outputs[0]:
             return None

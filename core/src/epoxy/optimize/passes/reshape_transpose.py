@@ -28,6 +28,7 @@ from ...kit.passes import (
     is_op,
     make_node,
     opset_of,
+    producer_of,
     replace,
     same_dim,
     sole_consumer,
@@ -55,8 +56,8 @@ class ReshapeTransposeSimplifyPass(RewritePass):
             return 0
         if perm == list(range(len(perm))):
             return int(bypass(graph, node, node.inputs[0]))
-        inner = node.inputs[0].producer()
-        shared = is_op(inner, "Transpose") and (len(inner.outputs[0].uses()) > 1 or inner.outputs[0].is_graph_output())
+        inner = producer_of(node.inputs[0], "Transpose")
+        shared = inner is not None and (len(inner.outputs[0].uses()) > 1 or inner.outputs[0].is_graph_output())
         if shared and inner.inputs[0] is not None:  # type: ignore[union-attr]
             # a transpose others read too stays for them; this one reads its input directly
             first = attr(inner, "perm")  # type: ignore[arg-type]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from ...kit.passes import Namer, RewritePass, add_initializer, attr, constant, graph_nodes, is_op
+from ...kit.passes import Namer, RewritePass, add_initializer, attr, constant, graph_nodes, producer_of
 
 
 def _static(dims: list[object]) -> np.ndarray | None:
@@ -28,8 +28,8 @@ def _static(dims: list[object]) -> np.ndarray | None:
 
 def _shape_source(value: ir.Value | None) -> list[object] | None:
     """The dims (ints or symbolic) ``value`` holds when it is a ``Shape`` node's output."""
-    node = value.producer() if value is not None else None
-    if not is_op(node, "Shape") or not node.inputs or node.inputs[0] is None or node.inputs[0].shape is None:
+    node = producer_of(value, "Shape")
+    if node is None or not node.inputs or node.inputs[0] is None or node.inputs[0].shape is None:
         return None
     dims: list[object] = list(node.inputs[0].shape)
     rank = len(dims)

@@ -20,7 +20,17 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from epoxy.kit.passes import Namer, RewritePass, attr, graph_nodes, is_op, same_dim, sole_consumer, take_place
+from epoxy.kit.passes import (
+    Namer,
+    RewritePass,
+    attr,
+    graph_nodes,
+    is_op,
+    producer_of,
+    same_dim,
+    sole_consumer,
+    take_place,
+)
 
 from .fused import DOMAIN
 
@@ -56,11 +66,11 @@ def _split_of(value: ir.Value | None, core: ir.Node, perms: tuple[tuple[int, ...
     """(the projection, head depth, split code, the views that go) when ``value``, read by
     ``core`` (and Shape nodes), is ``Transpose(Reshape(x, ..), perm)`` splitting x into heads;
     each view goes unless something else reads it."""
-    transpose = value.producer() if value is not None else None
-    if not is_op(transpose, "Transpose") or _perm(transpose) not in perms or not _read_for_shape_only(value, core):
+    transpose = producer_of(value, "Transpose")
+    if transpose is None or _perm(transpose) not in perms or not _read_for_shape_only(value, core):
         return None
-    reshape = transpose.inputs[0].producer() if transpose.inputs[0] is not None else None
-    if not is_op(reshape, "Reshape") or transpose.inputs[0].is_graph_output():  # type: ignore[union-attr]
+    reshape = producer_of(transpose.inputs[0], "Reshape")
+    if reshape is None or transpose.inputs[0].is_graph_output():  # type: ignore[union-attr]
         return None
     x = reshape.inputs[0]
     depth = _head_layout(x.shape if x is not None else None, transpose.inputs[0].shape)  # type: ignore[union-attr]

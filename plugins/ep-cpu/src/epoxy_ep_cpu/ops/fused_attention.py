@@ -44,6 +44,7 @@ from epoxy.kit.passes import (
     is_op,
     make_node,
     opset_of,
+    producer_of,
     replace,
     sole_consumer,
 )
@@ -189,10 +190,6 @@ def _final_shape(shape: tuple[int, ...], spec: tuple[int, ...]) -> tuple[int, ..
 
 
 # ============================================================================ pass
-def _producer(value: ir.Value | None) -> ir.Node | None:
-    return value.producer() if value is not None else None
-
-
 def _only_reader(value: ir.Value, node: ir.Node) -> bool:
     return sole_consumer(value) is node
 
@@ -201,12 +198,12 @@ def _head_view(
     value: ir.Value, reader: ir.Node, perm: tuple[int, ...]
 ) -> tuple[ir.Value, list[int], list[ir.Node]] | None:
     """``value = Transpose(Reshape(x, shape), perm)`` read only by ``reader``: (x, shape, nodes)."""
-    t = _producer(value)
+    t = producer_of(value)
     if not is_op(t, "Transpose") or not _only_reader(value, reader) or len(t.outputs) != 1:
         return None
     if tuple(int(p) for p in (attr(t, "perm") or ())) != perm:
         return None
-    r = _producer(t.inputs[0])
+    r = producer_of(t.inputs[0])
     if not is_op(r, "Reshape") or len(r.inputs) != 2 or not _only_reader(t.inputs[0], t) or attr(r, "allowzero", 0):
         return None
     shape = constant(r.inputs[1])
@@ -252,13 +249,13 @@ def scores_of(sm: ir.Node) -> tuple[ir.Node, ir.Value | None, float, list[ir.Nod
     x = sm.inputs[0]
     mask = None
     scale = 1.0
-    p = _producer(x)
+    p = producer_of(x)
     if p is None or not _only_reader(x, sm) or len(p.outputs) != 1:
         return None
     if is_op(p, "Add") and len(p.inputs) == 2:
         for i in (0, 1):
             cand, other = p.inputs[i], p.inputs[1 - i]
-            q = _producer(cand)
+            q = producer_of(cand)
             if cand is not other and q is not None and _only_reader(cand, p) and (
                 is_op(q, "MatMul") or _scale_of(q, q.inputs[0]) is not None
                 or (len(q.inputs) == 2 and _scale_of(q, q.inputs[1]) is not None)
@@ -272,10 +269,10 @@ def scores_of(sm: ir.Node) -> tuple[ir.Node, ir.Value | None, float, list[ir.Nod
     if is_op(p, ("Div", "Mul")) and len(p.outputs) == 1:
         for cand in p.inputs:
             sc = _scale_of(p, cand)
-            if sc is not None and is_op(_producer(cand), "MatMul") and _only_reader(cand, p):
+            if sc is not None and is_op(producer_of(cand), "MatMul") and _only_reader(cand, p):
                 scale = sc
                 nodes.append(p)
-                x, p = cand, _producer(cand)
+                x, p = cand, producer_of(cand)
                 break
         else:
             return None

@@ -39,6 +39,7 @@ from epoxy.kit.passes import (
     consumers,
     is_op,
     opset_of,
+    producer_of,
 )
 
 from .. import jit
@@ -49,7 +50,6 @@ from .fused_attention import (
     CpuAttentionFusionPass,
     SoftmaxAnchoredPass,
     _only_reader,
-    _producer,
     _scalar_for,
     _scale_of,
     _spec,
@@ -173,7 +173,7 @@ def _op_by_op(node: NodeSpec, softmax: Callable[..., Any], q_scale: float, k_sca
 def _scaled_input(value: ir.Value, reader: ir.Node) -> tuple[ir.Value, float, ir.Node | None]:
     """``value = Mul(x, c)`` (or ``Mul(c, x)``) with a one-element float constant, read only by
     ``reader``: (x, c, the Mul); else (value, 1.0, None)."""
-    mul = _producer(value)
+    mul = producer_of(value)
     if is_op(mul, "Mul") and len(mul.outputs) == 1 and _only_reader(value, reader):
         for x in mul.inputs:
             c = _scale_of(mul, x)

@@ -32,6 +32,7 @@ from epoxy.kit.passes import (
     make_node,
     opset_of,
     other_input,
+    producer_of,
     rank_of,
     replace,
     sole_consumer,
@@ -50,26 +51,21 @@ _TO_THE_END = 1 << 31
 HALF = -1
 
 
-def _producer_of(value: ir.Value | None, op_type: str) -> ir.Node | None:
-    node = value.producer() if value is not None else None
-    return node if is_op(node, op_type) else None
-
-
 def _is_half_of_last_dim(value: ir.Value | None, x: ir.Value, rank: int | None) -> bool:
     """Whether ``value`` is ``[Unsqueeze(.., 0)] [Cast to int64]* Div(Gather(Shape(x), -1), 2)``:
     torch.onnx's TorchScript exporter writes ``x[..., : x.shape[-1] // 2]`` so when the head
     size is not a constant of its trace (the Gather is a constant once the core's static-shape
     pass has read a static last dimension)."""
-    node = value.producer() if value is not None else None
+    node = producer_of(value)
     if is_op(node, "Unsqueeze"):
         axes = attr(node, "axes") if len(node.inputs) < 2 else constant(node.inputs[1])
         if axes is None or [int(a) for a in np.asarray(axes).reshape(-1)] != [0]:
             return False
         value = node.inputs[0]
-        node = value.producer() if value is not None else None
+        node = producer_of(value)
     while is_op(node, "Cast") and int(attr(node, "to", 0)) == ir.DataType.INT64:
         value = node.inputs[0]
-        node = value.producer() if value is not None else None
+        node = producer_of(value)
     if not is_op(node, "Div") or len(node.inputs) != 2:
         return False
     two = constant(node.inputs[1])
@@ -79,14 +75,14 @@ def _is_half_of_last_dim(value: ir.Value | None, x: ir.Value, rank: int | None) 
     if folded is not None:
         last = x.shape[-1] if x.shape is not None and len(x.shape) else None
         return folded.size == 1 and isinstance(last, int) and int(folded.reshape(-1)[0]) == last
-    gather = _producer_of(node.inputs[0], "Gather")
+    gather = producer_of(node.inputs[0], "Gather")
     if gather is None or len(gather.inputs) != 2 or int(attr(gather, "axis", 0)) != 0:
         return False
     index = constant(gather.inputs[1])
     if index is None or index.size != 1:
         return False
     i = int(index.reshape(-1)[0])
-    shape = _producer_of(gather.inputs[0], "Shape")
+    shape = producer_of(gather.inputs[0], "Shape")
     if shape is None or shape.inputs[0] is not x or attr(shape, "start") is not None or attr(shape, "end") is not None:
         return False
     return i == -1 or (rank is not None and i == rank - 1)
@@ -130,11 +126,11 @@ def _rotated_half(model: ir.Model, concat: ir.Node) -> tuple[ir.Value, int, list
     axis=-1)``, each intermediate read once, else None; ``h`` may be :data:`HALF`."""
     if len(concat.inputs) != 2 or len(concat.outputs) != 1:
         return None
-    neg = _producer_of(concat.inputs[0], "Neg")
-    first = _producer_of(concat.inputs[1], "Slice")
+    neg = producer_of(concat.inputs[0], "Neg")
+    first = producer_of(concat.inputs[1], "Slice")
     if neg is None or first is None or sole_consumer(concat.inputs[0]) is not concat:
         return None
-    second = _producer_of(neg.inputs[0], "Slice") if neg.inputs else None
+    second = producer_of(neg.inputs[0], "Slice") if neg.inputs else None
     if second is None or sole_consumer(neg.inputs[0]) is not neg or sole_consumer(concat.inputs[1]) is not concat:
         return None
     rank = rank_of(first.inputs[0])
