@@ -4,11 +4,16 @@ Why: before numba loads a cached function it refreshes its CPU target context, w
 every lowering and typing registry it has (linalg, random, typed containers, datetime, ...).
 Compiling needs them; loading compiled code does not: in a fresh process that refresh was
 ~60 ms and ~10 MB of squeezenet's first result (0.49 s; bench/README.md, session 45). What
-loading needs is numba's runtime (NRT) registered with LLVM and every external symbol the
-cached object code refers to. numba registers those when its CPU context is made (its C
-helpers, libm) or when NRT is initialized, except the string-hashing secrets, which the
-hashing registry registers when imported; so here NRT is initialized and that module imported,
-and the kernel is loaded.
+loading needs is every external symbol the cached object code refers to: numba registers
+them when its CPU context is made (its C helpers, libm), when NRT is initialized (the runtime's
+C functions) and when the hashing registry is imported (the string-hashing secrets). Here the
+runtime's C functions are registered the way ``rtsys.initialize`` registers them, without the
+rest of that call: it also compiles NRT's atomic reference-count functions into a module of
+their own, which the first LLVM compilation of a process pays (~30 MB of LLVM's optimizer and
+~25 ms; bench/README.md, session 49). Cached code does not call that module: numba links its
+functions into every library it compiles, so they are in each cached object. A later compile
+initializes NRT through numba's refresh as before; a load that fails on the light path is
+retried on numba's own.
 
 Only the tier's own kernels take this path (served by the locator ``install`` is given,
 ``kernel_cache.InstalledKernelLocator``, or defined in the modules it generates:
@@ -34,16 +39,19 @@ _ready_lock = threading.Lock()
 _ready = False
 
 
-def _prepare_for_loading(target_context: Any) -> None:
-    """NRT registered and the hashing secrets defined, once per process."""
+def _prepare_for_loading() -> None:
+    """The runtime's C functions and the hashing secrets registered with LLVM, once per process."""
     global _ready
     with _ready_lock:
         if _ready:
             return
         import numba.cpython.hashing  # noqa: F401 - registers the _numba_hashsecret_* symbols with LLVM
-        from numba.core.runtime import rtsys
+        from llvmlite import binding as llvm
+        from numba.core.runtime import _nrt_python
 
-        rtsys.initialize(target_context)
+        for helper, address in _nrt_python.c_helpers.items():
+            # rtsys.initialize's naming: internal helpers keep their name, the API gets NRT_
+            llvm.add_symbol(helper if helper.startswith("_") else "NRT_" + helper, address)
         _ready = True
 
 
@@ -67,9 +75,12 @@ def load_overload(self: Any, sig: Any, target_context: Any) -> Any:
     """``Cache.load_overload`` for the tier's kernels without the full refresh (module docstring)."""
     if not _ours(self):
         return _NUMBA_LOAD(self, sig, target_context)
-    _prepare_for_loading(target_context)
-    with self._guard_against_spurious_io_errors():
-        return self._load_overload(sig, target_context)
+    _prepare_for_loading()
+    try:
+        with self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)
+    except Exception:  # noqa: BLE001 - numba's own path loads it again, or raises the real error
+        return _NUMBA_LOAD(self, sig, target_context)
     return None  # the guard swallowed an I/O error: numba compiles instead, as it would
 
 
