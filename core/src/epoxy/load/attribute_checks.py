@@ -147,8 +147,10 @@ def _problems(nodes: Iterable[onnx.NodeProto], ranks: _GraphRanks, refs: Mapping
             if problem is not None:
                 yield node, problem
         for attr in node.attribute:
-            for sub in ([attr.g] if attr.type == _A.GRAPH else list(attr.graphs)):
-                yield from _problems(sub.node, _GraphRanks(sub, ranks, False, inferred), refs, inferred)
+            kind = attr.type
+            if kind in _GRAPH_KINDS:  # most attributes hold no graph: their lists are not read
+                for sub in ([attr.g] if kind == _A.GRAPH else list(attr.graphs)):
+                    yield from _problems(sub.node, _GraphRanks(sub, ranks, False, inferred), refs, inferred)
 
 
 def _function_contexts(proto: onnx.ModelProto) -> Iterator[tuple[onnx.FunctionProto, dict[str, onnx.AttributeProto]]]:
@@ -172,6 +174,9 @@ def _function_contexts(proto: onnx.ModelProto) -> Iterator[tuple[onnx.FunctionPr
         for site in sites:
             yield function, {**defaults, **{a.name: a for a in site.attribute}}
 
+
+#: attribute types that hold subgraphs (``g`` or ``graphs``)
+_GRAPH_KINDS = frozenset({_A.GRAPH, _A.GRAPHS})
 
 #: the domains whose nodes onnx's own inference functions read
 _ONNX_DOMAINS = {"": "", "ai.onnx": "", "ai.onnx.ml": "ai.onnx.ml"}
@@ -203,15 +208,20 @@ def _mistyped(nodes: Iterable[onnx.NodeProto], opsets: Mapping[str, int]) -> Ite
     typed TYPE_PROTO but holding ``i`` aborts the process), and the checker that would refuse
     it may be off (``check_model="off"``)."""
     for node in nodes:
+        attributes = node.attribute
+        if not attributes:  # most nodes of an exported transformer (Add, MatMul, Shape...)
+            continue
         declared = _schema_attribute_types(node, opsets)
-        for attr in node.attribute:
+        for attr in attributes:
+            kind = attr.type
             if declared is not None and not attr.ref_attr_name and attr.name in declared \
-                    and attr.type != declared[attr.name]:
+                    and kind != declared[attr.name]:
                 want = _A.AttributeType.Name(declared[attr.name])
-                got = _A.AttributeType.Name(attr.type) if attr.type in _A.AttributeType.values() else str(attr.type)
+                got = _A.AttributeType.Name(kind) if kind in _A.AttributeType.values() else str(kind)
                 yield node, f"attribute {attr.name!r} has type {got}; the spec declares {want}"
-            for sub in ([attr.g] if attr.type == _A.GRAPH else list(attr.graphs)):
-                yield from _mistyped(sub.node, opsets)
+            if kind in _GRAPH_KINDS:
+                for sub in ([attr.g] if kind == _A.GRAPH else list(attr.graphs)):
+                    yield from _mistyped(sub.node, opsets)
 
 
 def _opsets(imports: Iterable[onnx.OperatorSetIdProto], outer: Mapping[str, int] | None = None) -> dict[str, int]:

@@ -223,6 +223,7 @@ class _GraphVetter:
         visible = outer | frozenset(defined) | frozenset(producers)
         free: set[str] = set()
         after: list[set[int]] = [set() for _ in graph.node]  # node -> nodes it must run after
+        ordered = True  # no node reads a later node's output (then there is no cycle either)
         for index, node in enumerate(graph.node):
             reads = [n for n in node.input if n]
             for attr in node.attribute:
@@ -235,6 +236,7 @@ class _GraphVetter:
                         raise self.refuse(where, f"node {_label(node, index)} reads its own output {name!r}: "
                                           "a cycle, the graph cannot run in any order", node.name)
                     after[index].add(producers[name])
+                    ordered = ordered and producers[name] < index
                 elif name in defined:
                     continue
                 elif name in outer:
@@ -242,7 +244,8 @@ class _GraphVetter:
                 else:
                     raise self.refuse(where, f"node {_label(node, index)} reads {name!r}, which no graph "
                                       "input, initializer or node defines", node.name)
-        self._sort(graph, after, where)
+        if not ordered:  # the file's order is already topological in most models: nothing to sort
+            self._sort(graph, after, where)
         for out in graph.output:
             if out.name in producers or out.name in defined:
                 continue
