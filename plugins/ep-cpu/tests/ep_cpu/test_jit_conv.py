@@ -238,13 +238,61 @@ def test_depthwise_kernel_kinds_follow_the_measured_rule():
     from epoxy_ep_cpu.jit.kernels_depthwise import kernel_kind
 
     assert kernel_kind(384, 48, 3, 3, 1) == "channels"
-    assert kernel_kind(384, 48, 4, 4, 1) == "grid"  # from 4x4 maps the one-pass grid kernel is as fast
-    assert kernel_kind(288, 96, 7, 7, 1) == "grid"
+    assert kernel_kind(384, 48, 4, 4, 1) == "channels"
+    assert kernel_kind(288, 96, 7, 7, 1) == "channels"
+    assert kernel_kind(96, 96, 8, 8, 1) == "grid"  # from 8x8 maps the one-pass grid kernel is as fast
     assert kernel_kind(64, 16, 2, 2, 1) == "small"  # too few channels for a vector
     assert kernel_kind(64, 16, 8, 8, 1) == "grid"
-    assert kernel_kind(288, 72, 7, 7, 1) == "grid"
     assert kernel_kind(384, 48, 4, 4, 2) == "grid"  # split over threads
-    assert kernel_kind(672, 672, 7, 7, 1, 25) == "grid"  # row weights past the cache
+    assert kernel_kind(672, 672, 7, 7, 1, 25) == "channels"
+    assert kernel_kind(960, 960, 7, 7, 1, 25) == "grid"  # row weights past the cache
+
+
+def test_a_depthwise_layer_split_over_the_native_pool_keeps_the_grid_kernel(monkeypatch):
+    """A one-thread-grain layer large enough for the native pool's split runs the grid kernel
+    on the threads, not the one-thread channels kernel its small maps would take."""
+    from epoxy_ep_cpu.jit import kernels_depthwise
+
+    monkeypatch.setattr(kernels_depthwise.threads, "native", lambda: True)
+    w = np.ones((672, 1, 5, 5), np.float32)
+    b = np.zeros(672, np.float32)
+    one = kernels_depthwise.DepthwiseCall((1, 672, 7, 7), np.dtype(np.float32), w, b, (2, 2), (7, 7), 0, 0.0, 0.0, 1)
+    two = kernels_depthwise.DepthwiseCall((1, 672, 7, 7), np.dtype(np.float32), w, b, (2, 2), (7, 7), 0, 0.0, 0.0, 2)
+    assert (one._kind, one._split_count) == ("channels", 1)
+    assert two._kind == "grid" and two._split_count == 2
+
+
+@pytest.mark.parametrize(("act", "params"), [("Relu", ()), ("LeakyRelu", (0.1,)), ("Clip", (-0.5, 0.7)),
+                                             ("HardSwish", ())])
+def test_channels_kernel_activations_without_a_residual_are_the_standalone_ops_bits(monkeypatch, act, params):
+    """Without a residual the channels kernel applies the activation over each output row
+    while it is contiguous, one loop per code (session 49: the per-element branch in the
+    transposing store was mispredicted): the same bits as the layer without it followed by
+    the activation, NaN and signed zeros included."""
+    from epoxy_ep_cpu.jit import kernels_depthwise_channels
+    from epoxy_ep_cpu.ops.activation import hard_swish_into
+
+    used = []
+    real = kernels_depthwise_channels.depthwise_channels
+    monkeypatch.setattr(kernels_depthwise_channels, "depthwise_channels", lambda *a: used.append(1) or real(*a))
+    x_shape, w_shape, attrs = CHANNEL_MAPS[0]
+    x, w, b = _data(7, x_shape, w_shape, np.float32, True)
+    x[0, 0, 0, 0] = np.nan
+    x[1, 1] = 0.0
+    b[1] = -0.0
+    inputs = [x, In(w, const=True), In(b, const=True)]
+    with_act = dict(attrs, activation=act, **({"activation_params": list(params)} if params else {}))
+    (fused,) = run_cpu(one_node("FusedConv", inputs, with_act, 1, domain=DOMAIN), True, runs=2)
+    (plain,) = run_cpu(one_node("FusedConv", inputs, attrs, 1, domain=DOMAIN), True, runs=2)
+    assert used, "the channels kernel did not run"
+    want = {"Relu": lambda v: np.where(v < 0, np.float32(0), v),
+            "LeakyRelu": lambda v: np.where(v >= 0, v, v * np.float32(params[0])),
+            "Clip": lambda v: np.where(v > np.float32(params[1]), np.float32(params[1]),
+                                       np.where(v < np.float32(params[0]), np.float32(params[0]), v)),
+            "HardSwish": hard_swish_into}[act](plain)
+    assert np.isnan(fused).any()
+    np.testing.assert_array_equal(fused, want)
+    np.testing.assert_array_equal(np.signbit(fused), np.signbit(want))
 
 
 def test_large_plain_conv_keeps_the_numpy_path(monkeypatch):

@@ -379,16 +379,18 @@ def depthwise_small(x, w, bias, z, y, dims, planes, act, alpha, beta):  # pragma
 #: x 32 planes 27.0 / 32.4, 1 x 32 4.7 / 5.2), 8x8 7x (30.7 / 207)
 SMALL_MAP = 4
 #: output positions per plane up to which a one-thread layer of at least ``CHANNELS_MIN_C``
-#: channels runs :mod:`kernels_depthwise_channels`. Measured after the grid kernel's one-pass
-#: taps (bench/README.md, session 35; us, grid / channels): 3x3 outputs 38.8 / 28.4 (8 x 64,
-#: 3x3), 74.6 / 44.5 (576, 5x5); 2x2 95.7 / 26.5 (8 x 96, 5x5); 4x4 even or the grid's (8 x
-#: 48: 33.3 / 41.3, 480: 38.2 / 51.4, 240 5x5: 32.7 / 30.4); 7x7 the grid's by 2-3x (232:
-#: 24.8 / 80.1, 96 5x5: 18.7 / 40.7). Session 27 had set 16, and 49 from 96 channels.
+#: channels runs :mod:`kernels_depthwise_channels`. Measured again after that kernel's store
+#: stopped branching per element on the activation (bench/README.md, session 49; 1 thread,
+#: ReLU, us, grid / channels): 4x4 outputs 5.3 / 3.3 (48, 3x3), 35.2 / 14.0 (240, 5x5), 13.4 /
+#: 5.5 (72, 3x3 stride 2), batch 8 264 / 94; 5x5 16.6 / 9.7 (96, 5x5); 7x7 10.9 / 9.8 (96,
+#: 3x3), 41.6 / 31.7 (384), 4.5 / 4.5 (32), batch 8 116 / 86 (144); 8x8 even or the grid's
+#: (4.6 / 5.3 at 32 channels, 11.6 / 11.9 at 96); 14x14 the grid's by 1.8x. Sessions 27-35 had
+#: 9 (3x3 maps), when the store's mispredicted branches doubled the kernel's time.
 CHANNELS_MIN_C = 32
-CHANNELS_MAX_POSITIONS = 9
+CHANNELS_MAX_POSITIONS = 49
 #: and at most this many row weights (the kernel streams them once per output row: 672
-#: channels of 5x5 on 7x7 maps, 117 K, ran even with the plane kernel)
-CHANNELS_MAX_ROW_WEIGHTS = 1 << 16
+#: channels of 5x5 on 7x7 maps, 118 K, 118 / 125 us; 960 channels, 168 K, 202 / 177)
+CHANNELS_MAX_ROW_WEIGHTS = 1 << 17
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _NO_Z = {dt: np.empty(0, dtype=dt) for dt in _FLOATS}
@@ -439,7 +441,12 @@ class DepthwiseCall:
         self.dims = np.array((c, h, wd, oh, ow, kh, kw, int(begin[0]), int(begin[1]), stride), dtype=np.int64)
         planes = n * c
         self._count = max(1, min(nthreads, planes, planes * oh * ow * kh * kw // kernels_conv.MAC_GRAIN))
-        self._kind = kernel_kind(planes, c, oh, ow, self._count, kh * kw)
+        # a one-thread grid layer whose planes pay a hand-off each: split on the native pool
+        # (such a layer stays on the grid kernel: the channels kernel runs on one thread)
+        native_split = 1
+        if self._count == 1 and nthreads > 1 and threads.native():
+            native_split = max(1, min(nthreads, planes, planes * oh * ow * kh * kw // NATIVE_MACS_PER_SHARE))
+        self._kind = kernel_kind(planes, c, oh, ow, max(self._count, native_split), kh * kw)
         # the small-map kernels' stores also apply HardSwish (``store``: its
         # ``activations.activate_wide`` code), which the grid kernel leaves to a pass after it;
         # HardSigmoid's multiply-add would contract into one rounding under their fastmath
@@ -461,10 +468,7 @@ class DepthwiseCall:
             self._head = (np.ascontiguousarray(w, dtype=dtype).reshape(-1), bias)
             self._rest = (self.dims, planes, *(() if self._kind == "small" else (self._count,)), *scalars)
         self._fn: Any = None
-        # a one-thread grid layer whose planes pay a hand-off each: split on the native pool
-        self._split_count = 1
-        if self._kind == "grid" and self._count == 1 and nthreads > 1 and threads.native():
-            self._split_count = max(1, min(nthreads, planes, planes * oh * ow * kh * kw // NATIVE_MACS_PER_SHARE))
+        self._split_count = native_split if self._kind == "grid" else 1
         self._split: Any = None
 
     def accepts(self, x: np.ndarray, z: np.ndarray | None) -> bool:
