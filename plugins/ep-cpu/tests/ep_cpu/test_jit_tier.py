@@ -396,3 +396,42 @@ def test_a_cached_kernel_loads_without_numbas_full_refresh(tmp_path, full_refres
     assert first[:2] == ["0", "1"] and second[:2] == ["1", "0"], (first, second)
     assert second[2:4] == (["True", "True"] if full_refresh else ["False", "False"]), second
     assert second[4] == "True" and first[3:] == ["True", "True"], (first, second)
+
+
+_LIGHT_LOAD_FAILS = """
+import numpy as np
+from numba.core import caching
+import epoxy_ep_cpu.jit.kernel_cache  # noqa: F401 - installs the light loader
+from epoxy_ep_cpu.jit import cached_loading, kernels_softmax
+real = caching.Cache._load_overload
+failed = []
+def broken(self, sig, target_context):  # the light path's load fails once (a numba change, a bad entry)
+    if not failed:
+        failed.append(1)
+        raise RuntimeError("light load failed")
+    return real(self, sig, target_context)
+caching.Cache._load_overload = broken
+x = np.linspace(-3, 3, 16, dtype=np.float32).reshape(2, 8, 1)
+out = np.empty_like(x)
+kernels_softmax.softmax_serial(x, False, out)
+e = np.exp(x - x.max(axis=1, keepdims=True))
+assert np.allclose(out, e / e.sum(axis=1, keepdims=True), rtol=1e-6, atol=1e-7), out
+stats = kernels_softmax.softmax_serial.stats
+print(len(failed), sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))
+"""
+
+
+def test_a_light_load_that_fails_is_retried_on_numbas_own_path(tmp_path) -> None:
+    """When the light path cannot load a cached kernel, numba's own loading takes it from the
+    cache (no compile, right values) instead of the session failing."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "EPOXY_CPU_JIT": "1", "EPOXY_CPU_JIT_FULL_REFRESH": ""}
+    warm = subprocess.run([sys.executable, "-c", _LOADED_WITHOUT_REFRESH], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert warm.returncode == 0, warm.stderr[-2000:]
+    run = subprocess.run([sys.executable, "-c", _LIGHT_LOAD_FAILS], capture_output=True, text=True, env=env,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["1", "1", "0"], run.stdout
