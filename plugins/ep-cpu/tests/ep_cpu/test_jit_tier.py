@@ -355,16 +355,21 @@ def test_a_numba_without_the_locator_list_keeps_its_own_locators(monkeypatch) ->
     assert not kernel_cache.install()
 
 
-_LOADED_WITHOUT_REFRESH = """
-import sys
-import numpy as np
-from epoxy_ep_cpu.jit import kernels_softmax
+#: a child's run of a tier kernel (right values checked), then its cache statistics in ``stats``
+_SOFTMAX_RUN = """
 x = np.linspace(-3, 3, 16, dtype=np.float32).reshape(2, 8, 1)
 out = np.empty_like(x)
 kernels_softmax.softmax_serial(x, False, out)
 e = np.exp(x - x.max(axis=1, keepdims=True))
 assert np.allclose(out, e / e.sum(axis=1, keepdims=True), rtol=1e-6, atol=1e-7), out
 stats = kernels_softmax.softmax_serial.stats
+"""
+
+_LOADED_WITHOUT_REFRESH = """
+import sys
+import numpy as np
+from epoxy_ep_cpu.jit import kernels_softmax
+""" + _SOFTMAX_RUN + """
 loaded = "numba.np.linalg" in sys.modules  # imported by numba's full target refresh only
 from numba.core.runtime import rtsys
 nrt_compiled = rtsys._init  # NRT's own module: compiled by numba's path and by a compile only
@@ -411,12 +416,7 @@ def broken(self, sig, target_context):  # the light path's load fails once (a nu
         raise RuntimeError("light load failed")
     return real(self, sig, target_context)
 caching.Cache._load_overload = broken
-x = np.linspace(-3, 3, 16, dtype=np.float32).reshape(2, 8, 1)
-out = np.empty_like(x)
-kernels_softmax.softmax_serial(x, False, out)
-e = np.exp(x - x.max(axis=1, keepdims=True))
-assert np.allclose(out, e / e.sum(axis=1, keepdims=True), rtol=1e-6, atol=1e-7), out
-stats = kernels_softmax.softmax_serial.stats
+""" + _SOFTMAX_RUN + """
 print(len(failed), sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))
 """
 

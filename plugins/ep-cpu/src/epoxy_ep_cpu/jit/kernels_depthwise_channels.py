@@ -87,29 +87,29 @@ def depthwise_channels(x, wrow, brow, z, y, scratch, dims, act, alpha, beta):  #
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def _activate_loop(acc, n, act, alpha, beta):  # pragma: no cover - compiled
+    for q in range(n):
+        acc[q] = activate_wide(acc[q], act, alpha, beta)
+
+
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
 def _activate_row(acc, row, act, alpha, beta):  # pragma: no cover - compiled
-    """``acc[:row]`` through ``activate_wide`` in place, one loop per code (a constant code
-    folds the function's branches away: each loop is a plain select LLVM vectorizes; the
-    same bits, the same function on the same values)."""
+    """``acc[:row]`` through ``activate_wide`` in place, one loop per code: inlined with a
+    constant code, each loop's branches fold into a select LLVM vectorizes (the same bits, the
+    same function on the same values)."""
     n = uint64(row)
     if act == 1:
-        for q in range(n):
-            acc[q] = activate_wide(acc[q], 1, alpha, beta)
+        _activate_loop(acc, n, 1, alpha, beta)
     elif act == 2:
-        for q in range(n):
-            acc[q] = activate_wide(acc[q], 2, alpha, beta)
+        _activate_loop(acc, n, 2, alpha, beta)
     elif act == 3:
-        for q in range(n):
-            acc[q] = activate_wide(acc[q], 3, alpha, beta)
+        _activate_loop(acc, n, 3, alpha, beta)
     elif act == 4:
-        for q in range(n):
-            acc[q] = activate_wide(acc[q], 4, alpha, beta)
+        _activate_loop(acc, n, 4, alpha, beta)
     elif act == 5:
-        for q in range(n):
-            acc[q] = activate_wide(acc[q], 5, alpha, beta)
+        _activate_loop(acc, n, 5, alpha, beta)
     elif act != 0:
-        for q in range(n):
-            acc[q] = activate_wide(acc[q], act, alpha, beta)
+        _activate_loop(acc, n, act, alpha, beta)
 
 
 def row_weights(w: np.ndarray, bias: np.ndarray, ow: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
