@@ -12,8 +12,10 @@ accumulated tap by tap, each tap one unit-stride loop over the row's ``ow * C`` 
 the tap's channel weights repeated per output column (per-position loops over C alone were as
 fast on the smallest layers but 1.5-2x slower on 120 channels of 5x5: too short for their
 setup), and the row is stored back to the NCHW output with the bias, an optional residual of
-the output's shape and the exact activations (Relu, LeakyRelu, Clip) applied. One thread (the
-layers this takes are below the thread grain); one compiled specialization per dtype.
+the output's shape and the exact activations (Relu, LeakyRelu, Clip, HardSigmoid's and
+HardSwish's codes) applied; without a residual the activation runs over the row before the
+store, while it is contiguous (session 49). One thread (the layers this takes are below the
+thread grain); one compiled specialization per dtype.
 """
 
 from __future__ import annotations
