@@ -175,7 +175,12 @@ CHANNEL_MAPS = [((8, 48, 3, 3), (48, 1, 3, 3), {"group": 48, "pads": [1, 1, 1, 1
                 ((2, 40, 4, 4), (40, 1, 5, 5), {"group": 40, "pads": [2, 2, 2, 2], "strides": [2, 2]}),
                 ((1, 35, 3, 4), (35, 1, 3, 3), {"group": 35, "pads": [0, 1, 2, 0]}),  # asymmetric pads, odd C
                 ((3, 96, 3, 3), (96, 1, 5, 5), {"group": 96, "pads": [2, 2, 2, 2]}),
-                ((1, 33, 2, 2), (33, 1, 5, 5), {"group": 33, "pads": [2, 2, 2, 2]})]
+                ((1, 33, 2, 2), (33, 1, 5, 5), {"group": 33, "pads": [2, 2, 2, 2]}),
+                # register tiles (session 50): rows past one tile of 8 and a masked channel
+                # block (11 columns, 36 channels), convnext's 7x7 on 8x8, 5x5 stride 2
+                ((2, 36, 10, 11), (36, 1, 3, 3), {"group": 36, "pads": [1, 1, 1, 1]}),
+                ((1, 16, 8, 8), (16, 1, 7, 7), {"group": 16, "pads": [3, 3, 3, 3]}),
+                ((1, 24, 9, 9), (24, 1, 5, 5), {"group": 24, "pads": [2, 2, 2, 2], "strides": [2, 2]})]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -240,12 +245,17 @@ def test_depthwise_kernel_kinds_follow_the_measured_rule():
     assert kernel_kind(384, 48, 3, 3, 1) == "channels"
     assert kernel_kind(384, 48, 4, 4, 1) == "channels"
     assert kernel_kind(288, 96, 7, 7, 1) == "channels"
-    assert kernel_kind(96, 96, 8, 8, 1) == "grid"  # from 8x8 maps the one-pass grid kernel is as fast
-    assert kernel_kind(64, 16, 2, 2, 1) == "small"  # too few channels for a vector
+    assert kernel_kind(96, 96, 14, 14, 1) == "channels"
+    assert kernel_kind(96, 96, 16, 16, 1) == "grid"  # past 14x14 the one-pass grid kernel is as fast
+    assert kernel_kind(64, 16, 2, 2, 1) == "small"  # a narrow layer's smallest maps
+    assert kernel_kind(64, 16, 7, 7, 1) == "channels"
     assert kernel_kind(64, 16, 8, 8, 1) == "grid"
+    assert kernel_kind(16, 16, 8, 8, 1, 49) == "channels"  # convnext's 7x7 layers
+    assert kernel_kind(128, 128, 20, 20, 1, 25) == "channels"
+    assert kernel_kind(128, 128, 28, 28, 1, 25) == "grid"
+    assert kernel_kind(64, 8, 4, 4, 1) == "grid"  # too few channels for a vector
     assert kernel_kind(384, 48, 4, 4, 2) == "grid"  # split over threads
-    assert kernel_kind(672, 672, 7, 7, 1, 25) == "channels"
-    assert kernel_kind(960, 960, 7, 7, 1, 25) == "grid"  # row weights past the cache
+    assert kernel_kind(960, 960, 7, 7, 1, 25) == "channels"
 
 
 def test_a_depthwise_layer_split_over_the_native_pool_keeps_the_grid_kernel(monkeypatch):

@@ -378,19 +378,27 @@ def depthwise_small(x, w, bias, z, y, dims, planes, act, alpha, beta):  # pragma
 #: planes 56.2 / 17.5, 8 x 48 stride 2 49.3 / 18.4, 1 x 64 8.4 / 3.3; 4x4 outputs lose (3x3, 8
 #: x 32 planes 27.0 / 32.4, 1 x 32 4.7 / 5.2), 8x8 7x (30.7 / 207)
 SMALL_MAP = 4
-#: output positions per plane up to which a one-thread layer of at least ``CHANNELS_MIN_C``
-#: channels runs :mod:`kernels_depthwise_channels`. Measured again after that kernel's store
-#: stopped branching per element on the activation (bench/README.md, session 49; 1 thread,
-#: ReLU, us, grid / channels): 4x4 outputs 5.3 / 3.3 (48, 3x3), 35.2 / 14.0 (240, 5x5), 13.4 /
-#: 5.5 (72, 3x3 stride 2), batch 8 264 / 94; 5x5 16.6 / 9.7 (96, 5x5); 7x7 10.9 / 9.8 (96,
-#: 3x3), 41.6 / 31.7 (384), 4.5 / 4.5 (32), batch 8 116 / 86 (144); 8x8 even or the grid's
-#: (4.6 / 5.3 at 32 channels, 11.6 / 11.9 at 96); 14x14 the grid's by 1.8x. Sessions 27-35 had
-#: 9 (3x3 maps), when the store's mispredicted branches doubled the kernel's time.
-CHANNELS_MIN_C = 32
-CHANNELS_MAX_POSITIONS = 49
-#: and at most this many row weights (the kernel streams them once per output row: 672
-#: channels of 5x5 on 7x7 maps, 118 K, 118 / 125 us; 960 channels, 168 K, 202 / 177)
-CHANNELS_MAX_ROW_WEIGHTS = 1 << 17
+#: fewest channels for :mod:`kernels_depthwise_channels` (a vector of 16 float32 half empty
+#: below); from ``CHANNELS_FULL_C`` it also takes the maps of at most ``SMALL_MAP`` outputs
+CHANNELS_MIN_C = 16
+CHANNELS_FULL_C = 32
+#: output positions per plane up to which a one-thread layer runs the channels kernel:
+#: (3x3-kernel layers of 16-31 channels, of 32 and more, kernels of 25 taps and more).
+#: Measured after its register tiles (session 50; 1 thread, batch 1, us channels / grid):
+#: 3x3, 16 channels 7x7 0.96, 14x14 1.06; 32 channels 14x14 0.83, 16x16 0.92, 28x28 1.14;
+#: 64-256 channels 14x14 0.73-0.82, 28x28 1.04-1.74; 5x5, 16-256 channels 16x16 0.60-0.75,
+#: 28x28 0.70-1.07; 8 channels lose everywhere (1.1-2.3). bench/README.md "Session 50".
+CHANNELS_MAX_POSITIONS = (49, 196, 400)
+
+
+def channels_max_positions(c: int, taps: int) -> int:
+    """The largest output map (positions) the channels kernel takes for ``c`` channels and a
+    kernel of ``taps`` taps (:data:`CHANNELS_MAX_POSITIONS`)."""
+    narrow, wide, large_kernel = CHANNELS_MAX_POSITIONS
+    if taps >= 25:
+        return large_kernel
+    return wide if c >= CHANNELS_FULL_C else narrow
+
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _NO_Z = {dt: np.empty(0, dtype=dt) for dt in _FLOATS}
@@ -406,17 +414,17 @@ def fits(c: int, m: int, group: int, kernel: Sequence[int], strides: Sequence[in
 
 def kernel_kind(planes: int, c: int, oh: int, ow: int, count: int, taps: int = 9) -> str:
     """Which kernel runs a layer on one thread's worth of work: ``channels`` (vectorized across
-    channels, :mod:`kernels_depthwise_channels`) on small maps with channels to fill vectors
-    and row weights (``taps`` x ``ow`` x C) that stay in cache, ``small`` (per-output scalar
-    loops) on the smallest maps left, else ``grid`` (one plane at a time on a padded grid).
-    Layers split over threads always take ``grid``. Measured rule: see
-    :data:`CHANNELS_MAX_POSITIONS`."""
+    channels, :mod:`kernels_depthwise_channels`) on maps up to :func:`channels_max_positions`
+    with channels to fill vectors, ``small`` (per-output scalar loops) on the smallest maps
+    left (and those of fewer than ``CHANNELS_FULL_C`` channels), else ``grid`` (one plane at
+    a time on a padded grid). Layers split over threads always take ``grid``."""
     if count > 1:
         return "grid"
     positions = oh * ow
-    if c >= CHANNELS_MIN_C and taps * ow * c <= CHANNELS_MAX_ROW_WEIGHTS and positions <= CHANNELS_MAX_POSITIONS:
+    tiny = positions <= SMALL_MAP
+    if c >= CHANNELS_MIN_C and positions <= channels_max_positions(c, taps) and (c >= CHANNELS_FULL_C or not tiny):
         return "channels"
-    return "small" if positions <= SMALL_MAP else "grid"
+    return "small" if tiny else "grid"
 
 
 class DepthwiseCall:
@@ -460,10 +468,11 @@ class DepthwiseCall:
         scalars = (act, dtype.type(alpha), dtype.type(beta))
         if self._kind == "channels":
             grid = kernels_depthwise_channels.grid_shape((oh, ow), (kh, kw), stride)
-            self._scratch = kernels_depthwise_channels.scratch_size(c, grid, stride, ow)
-            self._head = kernels_depthwise_channels.row_weights(w, bias, ow, dtype)
+            self._scratch = kernels_depthwise_channels.scratch_size(c, grid, ow)
+            self._head = (kernels_depthwise_channels.tap_weights(w, dtype), bias)
             self._rest: tuple[Any, ...] = (np.array((n, c, h, wd, oh, ow, kh, kw, int(begin[0]), int(begin[1]), stride,
-                                                     *grid), dtype=np.int64), *scalars)
+                                                     *grid), dtype=np.int64),
+                                           kernels_depthwise_channels.tap_offsets((kh, kw), grid, c), *scalars)
         else:
             self._head = (np.ascontiguousarray(w, dtype=dtype).reshape(-1), bias)
             self._rest = (self.dims, planes, *(() if self._kind == "small" else (self._count,)), *scalars)

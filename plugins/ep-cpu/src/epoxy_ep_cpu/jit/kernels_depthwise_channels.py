@@ -8,12 +8,11 @@ mobilenetv3 at batch 8 spent 39 us in one 48-channel 3x3 layer on 4x4 maps (0.05
 multiply-adds, 1.4 G a second) and ~120 us of its 342 in four such layers; onnxruntime runs
 the whole model in 113 us. Here each image is copied once, transposed to channels-last with
 zero padding, into a scratch grid (split by column parity for stride 2); an output row is then
-accumulated tap by tap, each tap one unit-stride loop over the row's ``ow * C`` outputs against
-the tap's channel weights repeated per output column (per-position loops over C alone were as
-fast on the smallest layers but 1.5-2x slower on 120 channels of 5x5: too short for their
-setup), and the row is stored back to the NCHW output with the bias, an optional residual of
-the output's shape and the exact activations (Relu, LeakyRelu, Clip, HardSigmoid's and
-HardSwish's codes) applied; without a residual the activation runs over the row before the
+computed in register tiles of up to eight positions and one vector of channels over all the
+taps (:mod:`depthwise_taps`; session 50: the tap-by-tap pass over the row's ``ow * C`` sums in
+memory before it ran at a fifth of the multiply-add rate), and the row is stored back to the
+NCHW output with the bias, an optional residual of the output's shape and the exact
+activations (Relu, LeakyRelu, Clip, HardSigmoid's and HardSwish's codes) applied; without a residual the activation runs over the row before the
 store, while it is contiguous (session 49). One thread (the layers this takes are below the
 thread grain); one compiled specialization per dtype.
 """
@@ -25,67 +24,81 @@ from numba import njit, uint64
 
 from . import kernel_cache  # noqa: F401 - the kernels' cache folder (numba picks it per kernel, at its definition)
 from .activations import activate_wide
+from .depthwise_taps import TILE, VECTOR_BYTES, tap_tile
+from .lane_transpose import transpose_block
 
 
-@njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
-def depthwise_channels(x, wrow, brow, z, y, scratch, dims, act, alpha, beta):  # pragma: no cover - compiled
-    """``y = act(depthwise(x) + bias + z)``. ``x``: NCHW flat; ``wrow`` / ``brow``: the weights
-    and bias as :func:`row_weights` lays them out; ``scratch``: :func:`scratch_size` elements
-    (the grid of one image, then one output row's accumulators); ``dims``: N, C, H, W, oh, ow,
-    kh, kw, pad top, pad left, stride, hp, wq (:func:`grid_shape`; pads >= 0, grid cells past
-    the input stay zero). The grid is channels last and split by column parity for stride 2
-    (column phase, row, column, channel), so for one output row and one tap the inputs of the
-    whole row are one contiguous run of ``ow * C`` elements, as are the tap's weights, repeated
-    per output column: the update is one long unit-stride loop."""
+@njit(cache=True, nogil=True, boundscheck=False)
+def depthwise_channels(x, wt, bias, z, y, scratch, dims, toff, act, alpha, beta):  # pragma: no cover - compiled
+    """``y = act(depthwise(x) + bias + z)``. ``x``: NCHW flat; ``wt``: the weights as
+    :func:`tap_weights` lays them out, ``bias``: (C,); ``scratch``: :func:`scratch_size`
+    elements (the padded grid of one image, channels last, then two output rows' worth);
+    ``dims``: N, C, H, W, oh, ow, kh, kw, pad top, pad left, stride, hp, wp
+    (:func:`grid_shape`; pads >= 0, grid cells past the input stay zero); ``toff``:
+    :func:`tap_offsets`. For one output row and one tap the inputs of consecutive output
+    columns lie ``stride * C`` apart in the grid: a register tile
+    (:func:`depthwise_taps.tap_tile`) takes up to ``TILE`` of them times one vector of
+    channels over all the taps; the moves into and out of channels-last order are register
+    transposes (:func:`lane_transpose.transpose_block`)."""
     n, c, h, wd, oh, ow = dims[0], dims[1], dims[2], dims[3], dims[4], dims[5]
-    kh, kw, pt, pl, s, hp, wq = dims[6], dims[7], dims[8], dims[9], dims[10], dims[11], dims[12]
-    grid = s * hp * wq * c
-    row = uint64(ow * c)
+    kh, kw, pt, pl, s, hp, wp = dims[6], dims[7], dims[8], dims[9], dims[10], dims[11], dims[12]
+    grid = hp * wp * c
+    row = ow * c
     xt = scratch[:grid]
-    acc = scratch[grid:grid + ow * c]
+    acc = scratch[grid:grid + row]
+    zt = scratch[grid + row:grid + 2 * row]  # the residual's row, channels last
     rows = min(h, hp - pt)  # input rows and columns inside the grid (the others no window reads)
-    cols = min(wd, s * wq - pl)
-    plane = uint64(h * wd)
-    out_plane = uint64(oh * ow)
+    cols = min(wd, wp - pl)
+    plane = h * wd
+    out_plane = oh * ow
     has_z = z.shape[0] > 0
-    for q in range(uint64(grid)):
-        xt[q] = 0.0
+    taps = kh * kw
+    lanes = VECTOR_BYTES // x.itemsize  # a vector of channels (depthwise_taps.lanes_of)
+    _zero_border(xt, hp, wp, c, pt, pl, rows, cols)
     for b in range(n):
-        xb = uint64(b * c) * plane
-        for iy in range(rows):  # NCHW -> the channels-last phase grid (the padding stays zero)
-            for ix in range(cols):
-                gc = ix + pl
-                dst = uint64((((gc % s) * hp + iy + pt) * wq + gc // s) * c)
-                src = xb + uint64(iy * wd + ix)
-                for ch in range(uint64(c)):
-                    xt[dst + ch] = x[src + ch * plane]
-        yb = uint64(b * c) * out_plane
+        xb = b * c * plane
+        for iy in range(rows):  # NCHW -> the channels-last grid (the padding stays zero)
+            for ix in range(0, cols, lanes):
+                for cb in range(0, c, lanes):
+                    transpose_block(x, xb + cb * plane + iy * wd + ix, plane, min(lanes, c - cb),
+                                    xt, ((iy + pt) * wp + ix + pl) * c + cb, c, min(lanes, cols - ix))
+        yb = b * c * out_plane
         for oy in range(oh):
-            for q in range(row):
-                acc[q] = brow[q]
-            for ky in range(kh):
-                gr = oy * s + ky
-                for kx in range(kw):
-                    xo = uint64((((kx % s) * hp + gr) * wq + kx // s) * c)
-                    wo = uint64(ky * kw + kx) * row
-                    for q in range(row):
-                        acc[q] += wrow[wo + q] * xt[xo + q]
-            yr = yb + uint64(oy * ow)
+            xrow = oy * s * wp * c
+            for ox in range(0, ow, TILE):
+                for cb in range(0, c, lanes):
+                    tap_tile(xt, wt, bias, acc, toff, taps, xrow + ox * s * c + cb, cb, ox * c + cb, c, s * c,
+                             min(lanes, c - cb), min(TILE, ow - ox))
+            yr = yb + oy * ow
             if has_z:
-                for ch in range(c):
-                    at = yr + uint64(ch) * out_plane
-                    for ox in range(ow):
-                        v = acc[uint64(ox * c + ch)] + z[at + uint64(ox)]
-                        y[at + uint64(ox)] = activate_wide(v, act, alpha, beta)
-            else:
-                # the activation over the row while it is contiguous (a vectorized select):
-                # in the transposing store below it was a branch per element, mispredicted on
-                # half of them (a ReLU'd 4x4 layer ran 2x slower than without an activation)
-                _activate_row(acc, row, act, alpha, beta)
-                for ch in range(c):
-                    at = yr + uint64(ch) * out_plane
-                    for ox in range(ow):
-                        y[at + uint64(ox)] = acc[uint64(ox * c + ch)]
+                for ox in range(0, ow, lanes):
+                    for cb in range(0, c, lanes):
+                        transpose_block(z, yr + cb * out_plane + ox, out_plane, min(lanes, c - cb),
+                                        zt, ox * c + cb, c, min(lanes, ow - ox))
+                for q in range(uint64(row)):
+                    acc[q] = acc[q] + zt[q]
+            _activate_row(acc, row, act, alpha, beta)
+            for ox in range(0, ow, lanes):  # channels last -> the NCHW output row
+                for cb in range(0, c, lanes):
+                    transpose_block(acc, ox * c + cb, c, min(lanes, ow - ox),
+                                    y, yr + cb * out_plane + ox, out_plane, min(lanes, c - cb))
+
+
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def _zero_border(xt, hp, wp, c, pt, pl, rows, cols):  # pragma: no cover - compiled
+    """Zero the grid cells no image fills (the padding around rows [pt, pt + rows) and
+    columns [pl, pl + cols)): the images' copies overwrite the rest."""
+    line = uint64(wp * c)
+    for q in range(uint64(pt) * line):
+        xt[q] = 0.0
+    for q in range(uint64(pt + rows) * line, uint64(hp) * line):
+        xt[q] = 0.0
+    for iy in range(pt, pt + rows):
+        at = uint64(iy) * line
+        for q in range(uint64(pl * c)):
+            xt[at + q] = 0.0
+        for q in range(uint64((pl + cols) * c), line):
+            xt[at + q] = 0.0
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
@@ -114,22 +127,24 @@ def _activate_row(acc, row, act, alpha, beta):  # pragma: no cover - compiled
         _activate_loop(acc, n, act, alpha, beta)
 
 
-def row_weights(w: np.ndarray, bias: np.ndarray, ow: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """``(C, 1, kh, kw)`` depthwise weights and ``(C,)`` bias as the kernel reads them: per tap,
-    the channel vector repeated for each of ``ow`` output columns (flat ``(kh * kw, ow * C)``),
-    and the bias repeated the same way (``ow * C``)."""
+def tap_weights(w: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``(C, 1, kh, kw)`` depthwise weights as the kernel reads them: per tap (row by row,
+    column by column), the channels' weights (flat ``(kh * kw, C)``)."""
     c, _, kh, kw = w.shape
-    taps = np.asarray(w, dtype=dtype).reshape(c, kh * kw).T  # (kh * kw, C)
-    wrow = np.ascontiguousarray(np.tile(taps[:, None, :], (1, ow, 1))).reshape(-1)
-    return wrow, np.ascontiguousarray(np.tile(np.asarray(bias, dtype=dtype), ow))
+    return np.ascontiguousarray(np.asarray(w, dtype=dtype).reshape(c, kh * kw).T).reshape(-1)
+
+
+def tap_offsets(kernel: tuple[int, int], grid: tuple[int, int], c: int) -> np.ndarray:
+    """Per tap (row by row, column by column), where its input for output (0, 0) lies in the
+    channels-last grid (:func:`grid_shape`'s rows and columns, ``c`` channels)."""
+    return np.array([(ky * grid[1] + kx) * c for ky in range(kernel[0]) for kx in range(kernel[1])], dtype=np.int64)
 
 
 def grid_shape(out_sp: tuple[int, int], kernel: tuple[int, int], stride: int) -> tuple[int, int]:
-    """The grid's rows and the columns of each column phase: what the outputs' windows read."""
-    wp = (out_sp[1] - 1) * stride + kernel[1]
-    return (out_sp[0] - 1) * stride + kernel[0], -(-wp // stride)
+    """The grid's rows and columns: what the outputs' windows read."""
+    return (out_sp[0] - 1) * stride + kernel[0], (out_sp[1] - 1) * stride + kernel[1]
 
 
-def scratch_size(c: int, grid: tuple[int, int], stride: int, ow: int) -> int:
-    """Elements of the kernel's scratch: the grid's phases, then one output row's accumulators."""
-    return stride * grid[0] * grid[1] * c + ow * c
+def scratch_size(c: int, grid: tuple[int, int], ow: int) -> int:
+    """Elements of the kernel's scratch: the grid, then one output row's sums and residual."""
+    return grid[0] * grid[1] * c + 2 * ow * c

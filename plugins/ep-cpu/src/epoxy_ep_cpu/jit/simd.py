@@ -82,12 +82,13 @@ def _lanes_between(builder: Any, lanes: int, shift: int, low: Any, high: Any) ->
     return builder.and_(builder.icmp_signed(">=", index, low_), builder.icmp_signed("<", index, high_))
 
 
-def _first_lanes(builder: Any, count: Any) -> Any:
-    """The mask of lanes ``[0, count)``."""
-    return builder.icmp_unsigned("<", _LANE_INDEX, _splat(builder, builder.trunc(count, ir.IntType(32)), LANES))
+def first_lanes(builder: Any, count: Any, lanes: int = LANES) -> Any:
+    """The mask of lanes ``[0, count)`` of a ``lanes``-wide vector (``count``: an integer)."""
+    index = _LANE_INDEX if lanes == LANES else ir.Constant(ir.VectorType(ir.IntType(32), lanes), list(range(lanes)))
+    return builder.icmp_unsigned("<", index, _splat(builder, builder.trunc(count, ir.IntType(32)), lanes))
 
 
-def _masked(builder: Any, kind: str, vector: Any) -> Any:
+def masked(builder: Any, kind: str, vector: Any) -> Any:
     """``llvm.masked.load`` / ``llvm.masked.store`` for ``vector`` (declared once a module)."""
     pointer = vector.as_pointer()
     element = vector.element
@@ -101,15 +102,15 @@ def _masked(builder: Any, kind: str, vector: Any) -> Any:
     return cgutils.get_or_insert_function(builder.module, fnty, f"llvm.masked.{kind}.{suffix}.p0")
 
 
-def _masked_load(builder: Any, vector: Any, pointer: Any, mask: Any, passthru: Any = None) -> Any:
-    fn = _masked(builder, "load", vector)
+def masked_load(builder: Any, vector: Any, pointer: Any, mask: Any, passthru: Any = None) -> Any:
+    fn = masked(builder, "load", vector)
     fill = ir.Constant(vector, ir.Undefined) if passthru is None else passthru
     return builder.call(fn, [builder.bitcast(pointer, vector.as_pointer()), ir.Constant(ir.IntType(32), 1), mask,
                              fill])
 
 
-def _masked_store(builder: Any, value: Any, pointer: Any, mask: Any) -> None:
-    fn = _masked(builder, "store", value.type)
+def masked_store(builder: Any, value: Any, pointer: Any, mask: Any) -> None:
+    fn = masked(builder, "store", value.type)
     builder.call(fn, [value, builder.bitcast(pointer, value.type.as_pointer()), ir.Constant(ir.IntType(32), 1), mask])
 
 
@@ -147,10 +148,10 @@ def max3_rows(typingctx: Any, src: Any, a0: Any, a1: Any, a2: Any, dst: Any, at:
 
         dtype = signature.args[0].dtype
         vector = ir.VectorType(context.get_value_type(dtype), LANES)
-        mask = _first_lanes(builder, context.cast(builder, args[6], signature.args[6], types.int64))
-        r0, r1, r2 = (_masked_load(builder, vector, pointer(0, k), mask) for k in (1, 2, 3))
+        mask = first_lanes(builder, context.cast(builder, args[6], signature.args[6], types.int64))
+        r0, r1, r2 = (masked_load(builder, vector, pointer(0, k), mask) for k in (1, 2, 3))
         folded = _max2(builder, dtype, r2, _max2(builder, dtype, r1, r0))
-        _masked_store(builder, folded, pointer(4, 5), mask)
+        masked_store(builder, folded, pointer(4, 5), mask)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -180,8 +181,8 @@ def max_s2_lanes(typingctx: Any, row: Any, at: Any, three: Any, dst: Any, to: An
         second = builder.load(builder.bitcast(pointer(0, 1, 2), wide.as_pointer()), align=1)
         folded = _stride2_windows(builder, dtype, first, second,
                                   context.cast(builder, args[2], signature.args[2], types.boolean))
-        mask = _first_lanes(builder, context.cast(builder, args[5], signature.args[5], types.int64))
-        _masked_store(builder, folded, pointer(3, 4), mask)
+        mask = first_lanes(builder, context.cast(builder, args[5], signature.args[5], types.int64))
+        masked_store(builder, folded, pointer(3, 4), mask)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -218,13 +219,13 @@ def max_s2_row(typingctx: Any, src: Any, s0: Any, s1: Any, s2: Any, pl: Any, col
             rows = []
             for k in (1, 2, 3):
                 start = builder.sub(builder.add(int64(k), ir.Constant(ir.IntType(64), shift)), pad)
-                rows.append(_masked_load(builder, wide, builder.gep(data, [start]), mask, fill))
+                rows.append(masked_load(builder, wide, builder.gep(data, [start]), mask, fill))
             return _max2(builder, dtype, rows[2], _max2(builder, dtype, rows[1], rows[0]))
 
         out = _stride2_windows(builder, dtype, folded(0), folded(2),
                                context.cast(builder, args[7], signature.args[7], types.boolean))
         target = context.make_array(signature.args[8])(context, builder, args[8]).data
-        _masked_store(builder, out, builder.gep(target, [int64(9)]), _first_lanes(builder, int64(10)))
+        masked_store(builder, out, builder.gep(target, [int64(9)]), first_lanes(builder, int64(10)))
         return context.get_dummy_value()
 
     return sig, codegen
