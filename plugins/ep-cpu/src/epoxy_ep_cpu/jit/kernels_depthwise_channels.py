@@ -6,15 +6,16 @@ them) a plane is a few dozen elements, so its setup (placing it in a padded grid
 seven short passes, the store) costs far more than its arithmetic. The exporter
 mobilenetv3 at batch 8 spent 39 us in one 48-channel 3x3 layer on 4x4 maps (0.055 M
 multiply-adds, 1.4 G a second) and ~120 us of its 342 in four such layers; onnxruntime runs
-the whole model in 113 us. Here each image is copied once, transposed to channels-last with
-zero padding, into a scratch grid (split by column parity for stride 2); an output row is then
-computed in register tiles of up to eight positions and one vector of channels over all the
-taps (:mod:`depthwise_taps`; session 50: the tap-by-tap pass over the row's ``ow * C`` sums in
-memory before it ran at a fifth of the multiply-add rate), and the row is stored back to the
-NCHW output with the bias, an optional residual of the output's shape and the exact
-activations (Relu, LeakyRelu, Clip, HardSigmoid's and HardSwish's codes) applied; without a residual the activation runs over the row before the
-store, while it is contiguous (session 49). One thread (the layers this takes are below the
-thread grain); one compiled specialization per dtype.
+the whole model in 113 us. Here each image is copied once into a channels-last scratch grid
+with zero padding, through register transposes (:mod:`lane_transpose`); an output row is
+then computed in register tiles of up to eight positions and one vector of channels over all
+the taps (:mod:`depthwise_taps`; session 50: the tap-by-tap pass over the row's ``ow * C``
+sums in memory before ran at a fifth of the multiply-add rate), the residual (a tensor of
+the output's shape) added and the exact activation (Relu, LeakyRelu, Clip, HardSigmoid's and
+HardSwish's codes) applied over the row while it is contiguous, one loop per code (session
+49), and the row transposed back into the NCHW output. Stride 2 reads every other grid
+column. One thread (the layers this takes are below the thread grain); one compiled
+specialization per dtype.
 """
 
 from __future__ import annotations
