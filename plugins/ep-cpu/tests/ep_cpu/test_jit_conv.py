@@ -272,6 +272,28 @@ def test_a_depthwise_layer_split_over_the_native_pool_keeps_the_grid_kernel(monk
     assert two._kind == "grid" and two._split_count == 2
 
 
+def test_a_batch_on_the_channels_kernel_splits_over_its_images(monkeypatch):
+    """A batch the channels kernel takes splits over its images on the threads (each share
+    with its own scratch), with the same bits as on one thread, residual included; one image
+    too large for one thread keeps the grid kernel's split."""
+    from epoxy_ep_cpu.jit import kernels_depthwise
+
+    monkeypatch.setattr(kernels_depthwise.threads, "native", lambda: True)
+    rng = np.random.default_rng(11)
+    w = rng.standard_normal((16, 1, 7, 7)).astype(np.float32)
+    b = rng.standard_normal(16).astype(np.float32)
+    x = rng.standard_normal((8, 16, 8, 8)).astype(np.float32)
+    z = rng.standard_normal((8, 16, 8, 8)).astype(np.float32)
+    calls = {t: kernels_depthwise.DepthwiseCall(x.shape, np.dtype(np.float32), w, b, (3, 3), (8, 8), 1, 0.0, 0.0, t)
+             for t in (1, 2)}
+    assert calls[1]._kind == calls[2]._kind == "channels"
+    assert (calls[1]._channel_shares._count, calls[2]._channel_shares._count) == (1, 2)
+    np.testing.assert_array_equal(calls[2](x, z), calls[1](x, z))
+    one = kernels_depthwise.DepthwiseCall((1, 96, 14, 14), np.dtype(np.float32), np.ones((96, 1, 5, 5), np.float32),
+                                          np.zeros(96, np.float32), (2, 2), (14, 14), 0, 0.0, 0.0, 2)
+    assert one._kind == "grid" and one._split_count == 2
+
+
 @pytest.mark.parametrize(("act", "params"), [("Relu", ()), ("LeakyRelu", (0.1,)), ("Clip", (-0.5, 0.7)),
                                              ("HardSwish", ())])
 def test_channels_kernel_activations_without_a_residual_are_the_standalone_ops_bits(monkeypatch, act, params):

@@ -435,7 +435,8 @@ class DepthwiseCall:
     C-contiguous of ``dtype`` and ``z`` None or a C-contiguous array of ``out_shape`` and
     ``dtype`` (:meth:`accepts`)."""
 
-    __slots__ = ("_count", "_fn", "_head", "_kind", "_rest", "_scratch", "_split", "_split_count", "activation_done",
+    __slots__ = ("_channel_shares", "_count", "_fn", "_head", "_kind", "_rest", "_scratch", "_split", "_split_count",
+                 "activation_done",
                  "dims", "dtype", "out_shape", "shape")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
@@ -454,7 +455,10 @@ class DepthwiseCall:
         native_split = 1
         if self._count == 1 and nthreads > 1 and threads.native():
             native_split = max(1, min(nthreads, planes, planes * oh * ow * kh * kw // NATIVE_MACS_PER_SHARE))
-        self._kind = kernel_kind(planes, c, oh, ow, max(self._count, native_split), kh * kw)
+        self._kind = kernel_kind(planes, c, oh, ow, 1, kh * kw)
+        shares = max(self._count, native_split)
+        if self._kind != "channels" or n == 1:  # a batch splits over its images on the channels kernel
+            self._kind = kernel_kind(planes, c, oh, ow, shares, kh * kw)
         # the small-map kernels' stores also apply HardSwish (``store``: its
         # ``activations.activate_wide`` code), which the grid kernel leaves to a pass after it;
         # HardSigmoid's multiply-add would contract into one rounding under their fastmath
@@ -468,7 +472,9 @@ class DepthwiseCall:
         scalars = (act, dtype.type(alpha), dtype.type(beta))
         if self._kind == "channels":
             grid = kernels_depthwise_channels.grid_shape((oh, ow), (kh, kw), stride)
-            self._scratch = kernels_depthwise_channels.scratch_size(c, grid, ow)
+            image_shares = max(1, min(shares, n, planes * oh * ow * kh * kw // NATIVE_MACS_PER_SHARE))
+            self._channel_shares = threads.Shares(kernels_depthwise_channels.depthwise_channels, n, image_shares)
+            self._scratch = kernels_depthwise_channels.scratch_size(c, grid, ow) * (n if image_shares > 1 else 1)
             self._head = (kernels_depthwise_channels.tap_weights(w, dtype), bias)
             self._rest: tuple[Any, ...] = (np.array((n, c, h, wd, oh, ow, kh, kw, int(begin[0]), int(begin[1]), stride,
                                                      *grid), dtype=np.int64),
@@ -487,10 +493,10 @@ class DepthwiseCall:
         dt = self.dtype
         y = np.empty(self.out_shape, dtype=dt) if out is None else out
         if self._scratch:
-            args = (x.reshape(-1), *self._head, _NO_Z[dt] if z is None else z.reshape(-1), y.reshape(-1),
-                    scratch("depthwise.channels", self._scratch, dt), *self._rest)
-        else:
-            args = (x.reshape(-1), *self._head, _NO_Z[dt] if z is None else z.reshape(-1), y.reshape(-1), *self._rest)
+            self._channel_shares(x.reshape(-1), *self._head, _NO_Z[dt] if z is None else z.reshape(-1),
+                                 y.reshape(-1), scratch("depthwise.channels", self._scratch, dt), *self._rest)
+            return y
+        args = (x.reshape(-1), *self._head, _NO_Z[dt] if z is None else z.reshape(-1), y.reshape(-1), *self._rest)
         if self._split_count > 1:
             planes_args = (args[0], *self._head, args[3], args[4], self.dims, *self._rest[-3:])
             split = self._split
@@ -511,7 +517,6 @@ class DepthwiseCall:
 
 #: kernel kind -> the compiled function for a thread count (``grid``: the serial twin on one)
 _KERNELS = {
-    "channels": lambda count: kernels_depthwise_channels.depthwise_channels,
     "small": lambda count: depthwise_small,
     "grid": lambda count: depthwise_serial if count == 1 else depthwise_parallel,
 }

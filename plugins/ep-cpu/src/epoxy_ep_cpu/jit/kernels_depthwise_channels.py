@@ -30,10 +30,11 @@ from .lane_transpose import transpose_block
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def depthwise_channels(x, wt, bias, z, y, scratch, dims, toff, act, alpha, beta):  # pragma: no cover - compiled
-    """``y = act(depthwise(x) + bias + z)``. ``x``: NCHW flat; ``wt``: the weights as
-    :func:`tap_weights` lays them out, ``bias``: (C,); ``scratch``: :func:`scratch_size`
-    elements (the padded grid of one image, channels last, then two output rows' worth);
+def depthwise_channels(x, wt, bias, z, y, scratch, dims, toff, act, alpha, beta, first, last):  # pragma: no cover
+    """``y = act(depthwise(x) + bias + z)`` for images [first, last). ``x``: NCHW flat; ``wt``:
+    the weights as :func:`tap_weights` lays them out, ``bias``: (C,); ``scratch``: from element
+    ``first *`` :func:`scratch_size` on, that many (the padded grid of one image, channels
+    last, then two output rows' worth: a share over images has its own);
     ``dims``: N, C, H, W, oh, ow, kh, kw, pad top, pad left, stride, hp, wp
     (:func:`grid_shape`; pads >= 0, grid cells past the input stay zero); ``toff``:
     :func:`tap_offsets`. For one output row and one tap the inputs of consecutive output
@@ -41,13 +42,14 @@ def depthwise_channels(x, wt, bias, z, y, scratch, dims, toff, act, alpha, beta)
     (:func:`depthwise_taps.tap_tile`) takes up to ``TILE`` of them times one vector of
     channels over all the taps; the moves into and out of channels-last order are register
     transposes (:func:`lane_transpose.transpose_block`)."""
-    n, c, h, wd, oh, ow = dims[0], dims[1], dims[2], dims[3], dims[4], dims[5]
+    c, h, wd, oh, ow = dims[1], dims[2], dims[3], dims[4], dims[5]
     kh, kw, pt, pl, s, hp, wp = dims[6], dims[7], dims[8], dims[9], dims[10], dims[11], dims[12]
     grid = hp * wp * c
     row = ow * c
-    xt = scratch[:grid]
-    acc = scratch[grid:grid + row]
-    zt = scratch[grid + row:grid + 2 * row]  # the residual's row, channels last
+    at = first * (grid + 2 * row)
+    xt = scratch[at:at + grid]
+    acc = scratch[at + grid:at + grid + row]
+    zt = scratch[at + grid + row:at + grid + 2 * row]  # the residual's row, channels last
     rows = min(h, hp - pt)  # input rows and columns inside the grid (the others no window reads)
     cols = min(wd, wp - pl)
     plane = h * wd
@@ -56,7 +58,7 @@ def depthwise_channels(x, wt, bias, z, y, scratch, dims, toff, act, alpha, beta)
     taps = kh * kw
     lanes = VECTOR_BYTES // x.itemsize  # a vector of channels (depthwise_taps.lanes_of)
     _zero_border(xt, hp, wp, c, pt, pl, rows, cols)
-    for b in range(n):
+    for b in range(first, last):
         xb = b * c * plane
         for iy in range(rows):  # NCHW -> the channels-last grid (the padding stays zero)
             for ix in range(0, cols, lanes):
