@@ -253,9 +253,9 @@ def test_depthwise_planes_split_on_the_native_pool_equal_one_thread(monkeypatch,
                               [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
     x = rng.standard_normal((1, 24, 12, 12)).astype(np.float32)
+    monkeypatch.setattr(kernels_depthwise, "kernel_kind", lambda *a, **k: "grid")  # the plane kernel on both
     one = epoxy.InferenceSession(model, providers=[("cpu", {"jit": True, "jit_threads": 1})]).run(None, {"x": x})
     monkeypatch.setattr(kernels_depthwise, "NATIVE_MACS_PER_SHARE", 1)
-    monkeypatch.setattr(kernels_depthwise, "kernel_kind", lambda *a, **k: "grid")
     splits: list[int] = []
     real = threads.Split.__call__
     monkeypatch.setattr(threads.Split, "__call__", lambda self, *a: splits.append(self._count) or real(self, *a))
