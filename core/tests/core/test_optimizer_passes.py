@@ -25,6 +25,7 @@ from epoxy.optimize.passes import (
     LayerNormFusionPass,
     LegacyInitializerInputsPass,
     MatMulAddToGemmPass,
+    MatMulAffineFoldPass,
     ReshapeTransposeSimplifyPass,
     RMSNormFusionPass,
 )
@@ -742,3 +743,66 @@ def test_the_core_passes_and_helpers_come_from_the_public_kit_module():  # type:
     assert callable(kit_passes.RewritePass) and callable(kit_passes.make_node)
     with pytest.raises(AttributeError, match="no attribute 'NoSuchPass'"):
         kit_passes.NoSuchPass  # noqa: B018
+
+
+# -- MatMul + per-channel scale/shift (convnext's layer scale) ---------------------------
+def _layer_scale_model(scale_shape=(32, 1, 1), bias=True, perm=(0, 3, 1, 2), tail="Mul", shared=False):  # type: ignore[no-untyped-def]
+    """x (2, 5, 5, 8) @ W (8, 32) [+ b] -> Transpose(perm) -> ``tail`` by a constant -> + residual."""
+    out_shape = [(2, 5, 5, 32)[i] for i in perm] if perm else [2, 5, 5, 32]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"])]
+    cur = "m"
+    if bias:
+        nodes.append(helper.make_node("Add", [cur, "b"], ["mb"]))
+        cur = "mb"
+    if perm:
+        nodes.append(helper.make_node("Transpose", [cur], ["t"], perm=list(perm)))
+        cur = "t"
+    nodes += [helper.make_node(tail, [cur, "g"], ["s"]), helper.make_node("Add", ["s", "r"], ["y"])]
+    outputs = [vi("y", out_shape)]
+    if shared:  # a second MatMul reads the same weights
+        nodes.append(helper.make_node("MatMul", ["x", "w"], ["y2"]))
+        outputs.append(vi("y2", [2, 5, 5, 32]))
+    inits = [init("w", rand(8, 32)), init("g", rand(*scale_shape) + 2.0)] + ([init("b", rand(32))] if bias else [])
+    return model(nodes, [vi("x", [2, 5, 5, 8]), vi("r", out_shape)], outputs, inits)
+
+
+def _layer_scale_feeds(proto):  # type: ignore[no-untyped-def]
+    shape = [d.dim_value for d in proto.graph.input[1].type.tensor_type.shape.dim]
+    return {"x": rand(2, 5, 5, 8), "r": rand(*shape)}
+
+
+@pytest.mark.parametrize(("kwargs", "remaining"), [
+    ({}, ["MatMul", "Add", "Transpose", "Add"]),  # convnext: the Mul after the Transpose goes
+    ({"tail": "Div"}, ["MatMul", "Add", "Transpose", "Add"]),
+    ({"scale_shape": (1, 32, 1, 1), "tail": "Sub"}, ["MatMul", "Add", "Transpose", "Add"]),  # a shift: into b
+    ({"bias": False, "perm": None, "scale_shape": (32,)}, ["MatMul", "Add"]),  # the scale right after the product
+    ({"shared": True}, ["MatMul", "Add", "Transpose", "Add", "MatMul"]),  # the other product keeps the weights
+])
+def test_matmul_affine_fold_takes_the_scale_into_the_weights(kwargs, remaining):  # type: ignore[no-untyped-def]
+    m = _layer_scale_model(**kwargs)
+    after, im, counts = apply(m, MatMulAffineFoldPass())
+    assert counts == [1] and ops(im) == remaining
+    check_same(m, after, _layer_scale_feeds(m), rtol=1e-5, atol=1e-4)
+
+
+def test_matmul_affine_fold_rounds_each_weight_once_from_float64():  # type: ignore[no-untyped-def]
+    m = _layer_scale_model()
+    inits = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in m.graph.initializer}
+    _, im, _ = apply(m, MatMulAffineFoldPass())
+    mm = next(n for n in im.graph if n.op_type == "MatMul")
+    g = inits["g"].reshape(-1)
+    assert np.array_equal(mm.inputs[1].const_value.numpy(), (inits["w"] * g).astype(np.float32))
+    add = next(n for n in im.graph if n.op_type == "Add")
+    assert np.array_equal(add.inputs[1].const_value.numpy(), (inits["b"] * g).astype(np.float32))
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"scale_shape": (1, 1, 5, 1)},  # varies along a spatial axis, not the weights' columns
+    {"scale_shape": (1, 32, 1, 1), "tail": "Add", "bias": False},  # a shift with no bias to carry it
+    {"perm": (0, 1, 3, 2), "scale_shape": (32, 1, 1)},  # the Transpose keeps the columns last: (32, 1, 1) is not them
+])
+def test_matmul_affine_fold_leaves_look_alikes(kwargs):  # type: ignore[no-untyped-def]
+    m = _layer_scale_model(**kwargs)
+    before = [n.op_type for n in m.graph.node]
+    _, im, counts = apply(m, MatMulAffineFoldPass())
+    assert counts == [0] and ops(im) == before

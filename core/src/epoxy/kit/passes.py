@@ -572,7 +572,8 @@ CORE_PASSES = (
     "DeadNodeRemovalPass", "DequantizeWeightsPass", "DropoutEliminationPass", "FlattenedGemmPass", "GeluFusionPass",
     "IdentityEliminationPass", "LayerNormFusionPass",
     "LegacyInitializerInputsPass",
-    "LiftConstantsPass", "MatMulAddToGemmPass", "ReshapeTransposeSimplifyPass", "RMSNormFusionPass",
+    "LiftConstantsPass", "MatMulAddToGemmPass", "MatMulAffineFoldPass", "ReshapeTransposeSimplifyPass",
+    "RMSNormFusionPass",
     "StaticShapePass",
 )
 

@@ -36,6 +36,7 @@ class BuiltinPasses:
             LegacyInitializerInputsPass,
             LiftConstantsPass,
             MatMulAddToGemmPass,
+            MatMulAffineFoldPass,
             ReshapeTransposeSimplifyPass,
             RMSNormFusionPass,
             StaticShapePass,
@@ -81,6 +82,9 @@ class BuiltinPasses:
         register(ConvBatchNormFoldPass(), level="basic")
         register(BatchNormAffineFoldPass(), level="basic")
         register(ConvAffineFoldPass(), level="basic")
+        # before MatMul+Add -> Gemm: a linear layer's per-channel scale (convnext's layer scale,
+        # after its Transpose) into the weights
+        register(MatMulAffineFoldPass(), level="extended")
         # before MatMul+Add -> Gemm (which takes 2-D products only): a linear layer's flatten,
         # Gemm and reshape back become a MatMul (+ Add) the providers' fusions see through
         register(FlattenedGemmPass(), level="extended")

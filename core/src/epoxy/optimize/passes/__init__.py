@@ -18,6 +18,7 @@ from .layer_norm import LayerNormFusionPass
 from .legacy_initializers import LegacyInitializerInputsPass
 from .lift_constants import LiftConstantsPass
 from .matmul_add import MatMulAddToGemmPass
+from .matmul_affine import MatMulAffineFoldPass
 from .qdq_weights import DequantizeWeightsPass
 from .reshape_transpose import ReshapeTransposeSimplifyPass
 from .rms_norm import RMSNormFusionPass
@@ -39,6 +40,7 @@ __all__ = [
     "LegacyInitializerInputsPass",
     "LiftConstantsPass",
     "MatMulAddToGemmPass",
+    "MatMulAffineFoldPass",
     "RMSNormFusionPass",
     "ReshapeTransposeSimplifyPass",
     "StaticShapePass",

@@ -1,6 +1,7 @@
 """A chain of per-channel constant Add/Sub/Mul/Div nodes read as one affine map.
 
-Shared by the Conv+BN fold (the chain after the BN), the Conv fold and the BN fold.
+Shared by the Conv+BN fold (the chain after the BN), the Conv fold, the BN fold and the
+MatMul fold (channels on the last axis, or where a Transpose moves it).
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from ...kit.passes import channel_vector, constant, is_op, sole_consumer
 _OPS = ("Add", "Sub", "Mul", "Div")
 
 
-def follow_affine(node_out: ir.Value, rank: int | None, channels: int, dtype: np.dtype,
+def follow_affine(node_out: ir.Value, rank: int | None, channels: int, dtype: np.dtype, axis: int = 1,
                   ) -> tuple[list[ir.Node], np.ndarray | None, np.ndarray | None, ir.Value]:
-    """Walk single-reader per-channel constant Add/Sub/Mul/Div nodes after ``node_out``:
-    (nodes, scale, shift, last value) with ``y = x * scale + shift`` (None: 1 / 0)."""
+    """Walk single-reader per-channel constant Add/Sub/Mul/Div nodes after ``node_out``
+    (``channels`` on ``axis``): (nodes, scale, shift, last value) with ``y = x * scale +
+    shift`` (None: 1 / 0)."""
     nodes: list[ir.Node] = []
     scale: np.ndarray | None = None
     shift: np.ndarray | None = None
@@ -35,7 +37,7 @@ def follow_affine(node_out: ir.Value, rank: int | None, channels: int, dtype: np
         c = constant(c_value)
         if c is None or c.dtype != dtype:
             break
-        vec = channel_vector(c, rank, channels)
+        vec = channel_vector(c, rank, channels, axis)
         if vec is None:
             break
         vec = vec.astype(np.float64)
