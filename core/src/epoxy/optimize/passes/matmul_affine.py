@@ -35,29 +35,31 @@ from ...kit.passes import (
 from .affine_chain import follow_affine
 
 
-def _bias_add(value: ir.Value, rank: int, columns: int, dtype: np.dtype) -> tuple[ir.Node, int, np.ndarray] | None:
+def _bias_add(value: ir.Value, rank: int, columns: int,
+              dtype: np.dtype) -> tuple[ir.Node, int, np.ndarray, np.ndarray] | None:
     """``value``'s sole reader when it adds a constant along the last axis: (the Add, the
-    constant's input index, the constant)."""
+    constant's input index, the constant, the constant as a vector of ``columns``)."""
     add = sole_consumer(value)
-    if not is_op(add, "Add"):
+    if add is None or not is_op(add, "Add"):
         return None
-    found = other_input(add, value)  # type: ignore[arg-type]
+    found = other_input(add, value)
     bias = constant(found[0]) if found is not None else None
-    if found is None or bias is None or bias.dtype != dtype or channel_vector(bias, rank, columns, rank - 1) is None:
+    vector = None if bias is None or bias.dtype != dtype else channel_vector(bias, rank, columns, rank - 1)
+    if found is None or bias is None or vector is None:
         return None
-    return add, found[1], bias  # type: ignore[return-value]
+    return add, found[1], bias, vector
 
 
 def _moved_axis(value: ir.Value, rank: int) -> tuple[ir.Node, int] | None:
     """``value``'s sole reader when it is a Transpose: (it, where it moves the last axis)."""
     transpose = sole_consumer(value)
-    if not is_op(transpose, "Transpose"):
+    if transpose is None or not is_op(transpose, "Transpose"):
         return None
-    perm = transpose.attributes.get_ints("perm", None)  # type: ignore[union-attr]
+    perm = transpose.attributes.get_ints("perm", None)
     perm = list(range(rank))[::-1] if perm is None else list(perm)
     if sorted(perm) != list(range(rank)):
         return None
-    return transpose, perm.index(rank - 1)  # type: ignore[return-value]
+    return transpose, perm.index(rank - 1)
 
 
 class MatMulAffineFoldPass(RewritePass):
@@ -103,8 +105,8 @@ class MatMulAffineFoldPass(RewritePass):
             if not in_place:
                 mm.replace_input_with(1, add_initializer(graph, namer, f"{base}.W_folded", w, fresh=True))
         if bias is not None:
-            add, index, b = bias
-            b64 = np.broadcast_to(channel_vector(b, rank, columns, rank - 1), (columns,)).astype(np.float64)
+            add, index, b, vector = bias
+            b64 = np.broadcast_to(vector, (columns,)).astype(np.float64)
             b64 = b64 * (1.0 if scale is None else scale) + (0.0 if shift is None else shift)
             data = b64.astype(w.dtype).reshape(b.shape if b.size == columns else (columns,))
             new_b = written_into(add.inputs[index], b, data)
