@@ -92,3 +92,44 @@ def test_a_fed_residual_is_added_whatever_its_broadcast(residual_shape: tuple[in
     assert [s.op_type for s in sess._plan.steps] == ["FusedMatMul"]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     assert not np.shares_memory(got, feeds["r"])
+
+
+@pytest.mark.parametrize("owned", [False, True], ids=["dense", "owned-weights"])
+def test_a_dense_layers_bias_and_gelu_run_in_one_pass_with_the_two_passes_bits(monkeypatch, owned: bool) -> None:
+    """FusedMatMul(x, W, B) + Gelu (erf) on float32 adds the bias inside the compiled GELU's
+    pass (``kernels_special.bias_in_place``): the same bits as the layer without the GELU (its
+    bias added by numpy) followed by the in-place GELU, on the dense path and on the
+    owned-weights one; NaN and products far into GELU's negative tail included."""
+    pytest.importorskip("numba")
+    from epoxy_ep_cpu.jit import kernels_sgemm, kernels_special
+
+    monkeypatch.setattr(kernels_sgemm, "MIN_OWNED_WEIGHTS", 0 if owned else 1 << 40)
+    rng = np.random.default_rng(3)
+    w, b = rng.standard_normal((16, 48)).astype(np.float32), rng.standard_normal(48).astype(np.float32)
+
+    def model(gelu: bool) -> bytes:
+        nodes = [helper.make_node("MatMul", ["x", "W"], ["m"]),
+                 helper.make_node("Add", ["m", "B"], ["a" if gelu else "y"])]
+        nodes += [helper.make_node("Gelu", ["a"], ["y"])] if gelu else []
+        graph = helper.make_graph(nodes, "ffn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 16])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                                  initializer=[numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "B")])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=9).SerializeToString()
+
+    x = rng.standard_normal((2, 5, 16)).astype(np.float32)
+    x[0, 0, 0] = np.nan
+    x[1, 2] *= 40.0
+    passes: list[str] = []
+    for table, name in ((kernels_special.F32_BIAS_IN_PLACE, "gelu_f32_bias_in_place"),
+                        (kernels_special.F32_IN_PLACE, "gelu_f32_in_place")):
+        real = getattr(kernels_special, name)
+        monkeypatch.setitem(table, "gelu", lambda *a, _r=real, _n=name: passes.append(_n) or _r(*a))
+    one = epoxy.SessionOptions(intra_op_num_threads=1)
+    sess = epoxy.InferenceSession(model(True), providers=["cpu"], sess_options=one)
+    assert [s.op_type for s in sess._plan.steps] == ["FusedMatMul"]
+    (got,) = sess.run(None, {"x": x})
+    assert passes == ["gelu_f32_bias_in_place"]
+    (linear,) = epoxy.InferenceSession(model(False), providers=["cpu"], sess_options=one).run(None, {"x": x})
+    kernels_special.gelu_f32_in_place(linear.reshape(-1))
+    np.testing.assert_array_equal(got, linear)
+    assert np.isnan(got[0, 0]).all() and not np.isnan(got[1]).any()

@@ -222,6 +222,7 @@ def activation_fn(node: NodeSpec) -> Callable[[np.ndarray], np.ndarray] | None:
             done = over(y)  # float32 written over y, the fresh product: no new output's pages
             return done if done is not None else op(y)
 
+        gelu.with_bias = _special(lambda module: module.bias_in_place("gelu"))  # type: ignore[attr-defined]
         return gelu
     raise Unsupported(f"unknown fused activation {name!r}")
 
@@ -326,6 +327,7 @@ def fused_matmul(node: NodeSpec):
     if dense is not None and dense[0].owned:
         return released_when_owned(_owned_dense_matmul(node, dense[0], dense[2], act), dense[0], 1)
     mm = _inner(node, "MatMul", 13, 2)
+    act_bias = _with_bias(act)
 
     def run(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
         if dense is not None and a.dtype == dense[1].dtype and a.ndim >= 2 and a.flags.c_contiguous:
@@ -336,9 +338,7 @@ def fused_matmul(node: NodeSpec):
                 # the added term: the constant bias, or a residual of exactly the output's shape
                 if c is None or c is bias or (type(c) is np.ndarray and c.dtype == weights.dtype and c.shape == shape):
                     y = weights.product(a.reshape(-1, k)).reshape(shape)  # fresh: the tail may overwrite it
-                    if c is not None:
-                        np.add(y, c, out=y)
-                    return act(y) if act is not None else y
+                    return _add_bias_then_activate(y, c, c is not None and c is bias, act, act_bias)
         return _add_then_activate(mm(a, b), c, act, a, b)
 
     return run
@@ -350,18 +350,37 @@ def _owned_dense_matmul(node: NodeSpec, weights: DenseWeights, bias: np.ndarray 
     every product on it, B never read (the plan may pass None there); a residual or bias of
     the output's shape added in place, any other addend broadcast by the general tail."""
     label = node.name  # the closure keeps no NodeSpec: its constants would keep the released weight
+    act_bias = _with_bias(act)
 
     def run(a: np.ndarray, b: np.ndarray | None, c: np.ndarray | None = None) -> np.ndarray:
         if a.dtype != weights.dtype:
             raise TypeError(f"FusedMatMul {label!r}: input A is {a.dtype}, its constant B {weights.dtype}")
         y = _matmul_2d_weight(a, weights)  # fresh: the tail may overwrite it
         if c is None or c is bias or (type(c) is np.ndarray and c.dtype == y.dtype and c.shape == y.shape):
-            if c is not None:
-                np.add(y, c, out=y)
-            return act(y) if act is not None else y
+            return _add_bias_then_activate(y, c, c is not None and c is bias, act, act_bias)
         return _add_then_activate(y, c, act, a)
 
     return run
+
+
+def _with_bias(act: Callable[[np.ndarray], np.ndarray] | None) -> Callable[..., np.ndarray | None] | None:
+    """The activation's one-pass form with a bias row added first (``act.with_bias``), if any."""
+    return getattr(act, "with_bias", None) if act is not None else None
+
+
+def _add_bias_then_activate(y: np.ndarray, c: np.ndarray | None, is_bias: bool,
+                            act: Callable[[np.ndarray], np.ndarray] | None,
+                            act_bias: Callable[..., np.ndarray | None] | None) -> np.ndarray:
+    """``act(y + c)`` over the fresh product ``y`` (``c``: the layer's constant bias when
+    ``is_bias``, else None or a residual of ``y``'s shape): the bias and the activation in one
+    pass where the activation has one (the same bits as the two), else in place, in order."""
+    if is_bias and act_bias is not None:
+        done = act_bias(y, c)
+        if done is not None:
+            return done
+    if c is not None:
+        np.add(y, c, out=y)
+    return act(y) if act is not None else y
 
 
 def _dense_layer(node: NodeSpec) -> tuple[DenseWeights, np.ndarray | None, np.ndarray | None] | None:
