@@ -474,10 +474,10 @@ class DepthwiseCall:
             grid = kernels_depthwise_channels.grid_shape((oh, ow), (kh, kw), stride)
             image_shares = max(1, min(shares, n, planes * oh * ow * kh * kw // NATIVE_MACS_PER_SHARE))
             self._channel_shares = threads.Shares(kernels_depthwise_channels.depthwise_channels, n, image_shares)
-            self._scratch = kernels_depthwise_channels.scratch_size(c, grid, ow) * (n if image_shares > 1 else 1)
+            self._scratch = kernels_depthwise_channels.scratch_size(c, grid, ow) * image_shares  # a slot a share
             self._head = (kernels_depthwise_channels.tap_weights(w, dtype), bias)
             self._rest: tuple[Any, ...] = (np.array((n, c, h, wd, oh, ow, kh, kw, int(begin[0]), int(begin[1]), stride,
-                                                     *grid), dtype=np.int64),
+                                                     *grid, image_shares), dtype=np.int64),
                                            kernels_depthwise_channels.tap_offsets((kh, kw), grid, c), *scalars)
         else:
             self._head = (np.ascontiguousarray(w, dtype=dtype).reshape(-1), bias)

@@ -32,21 +32,23 @@ from .lane_transpose import transpose_block
 @njit(cache=True, nogil=True, boundscheck=False)
 def depthwise_channels(x, wt, bias, z, y, scratch, dims, toff, act, alpha, beta, first, last):  # pragma: no cover
     """``y = act(depthwise(x) + bias + z)`` for images [first, last). ``x``: NCHW flat; ``wt``:
-    the weights as :func:`tap_weights` lays them out, ``bias``: (C,); ``scratch``: from element
-    ``first *`` :func:`scratch_size` on, that many (the padded grid of one image, channels
-    last, then two output rows' worth: a share over images has its own);
+    the weights as :func:`tap_weights` lays them out, ``bias``: (C,); ``scratch``: one slot of
+    :func:`scratch_size` elements per share (the padded grid of one image, channels last, then
+    two output rows' worth);
     ``dims``: N, C, H, W, oh, ow, kh, kw, pad top, pad left, stride, hp, wp
-    (:func:`grid_shape`; pads >= 0, grid cells past the input stay zero); ``toff``:
+    (:func:`grid_shape`; pads >= 0, grid cells past the input stay zero), the number of
+    shares the images are split in (``threads.Shares``' contiguous bounds); ``toff``:
     :func:`tap_offsets`. For one output row and one tap the inputs of consecutive output
     columns lie ``stride * C`` apart in the grid: a register tile
     (:func:`depthwise_taps.tap_tile`) takes up to ``TILE`` of them times one vector of
     channels over all the taps; the moves into and out of channels-last order are register
     transposes (:func:`lane_transpose.transpose_block`)."""
-    c, h, wd, oh, ow = dims[1], dims[2], dims[3], dims[4], dims[5]
-    kh, kw, pt, pl, s, hp, wp = dims[6], dims[7], dims[8], dims[9], dims[10], dims[11], dims[12]
+    n, c, h, wd, oh, ow = dims[0], dims[1], dims[2], dims[3], dims[4], dims[5]
+    kh, kw, pt, pl, s, hp, wp, shares = dims[6], dims[7], dims[8], dims[9], dims[10], dims[11], dims[12], dims[13]
     grid = hp * wp * c
     row = ow * c
-    at = first * (grid + 2 * row)
+    # this share's slot: shares are [i * n // shares, (i + 1) * n // shares) (native_pool.bounds_for)
+    at = ((first * shares + n - 1) // n) * (grid + 2 * row)
     xt = scratch[at:at + grid]
     acc = scratch[at + grid:at + grid + row]
     zt = scratch[at + grid + row:at + grid + 2 * row]  # the residual's row, channels last
