@@ -71,7 +71,8 @@ class MatMulAffineFoldPass(RewritePass):
     def rewrite(self, model: ir.Model, graph: ir.Graph, namer: Namer) -> int:
         count = 0
         for mm in graph_nodes(graph):
-            if mm.graph is not graph or not is_op(mm, "MatMul") or len(mm.inputs) != 2:
+            # op_type first: one attribute read for the nodes that are not MatMuls (most)
+            if mm.op_type != "MatMul" or mm.graph is not graph or not is_op(mm, "MatMul") or len(mm.inputs) != 2:
                 continue
             w = constant(mm.inputs[1])
             rank = rank_of(mm.outputs[0])
