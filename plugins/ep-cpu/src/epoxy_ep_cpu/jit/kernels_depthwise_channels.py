@@ -14,8 +14,8 @@ sums in memory before ran at a fifth of the multiply-add rate), the residual (a 
 the output's shape) added and the exact activation (Relu, LeakyRelu, Clip, HardSigmoid's and
 HardSwish's codes) applied over the row while it is contiguous, one loop per code (session
 49), and the row transposed back into the NCHW output. Stride 2 reads every other grid
-column. One thread (the layers this takes are below the thread grain); one compiled
-specialization per dtype.
+column. A batch splits over its images on the threads (each share its own scratch slot); one
+image runs on one thread. One compiled specialization per dtype.
 """
 
 from __future__ import annotations
@@ -34,9 +34,8 @@ def depthwise_channels(x, wt, bias, z, y, scratch, dims, toff, act, alpha, beta,
     """``y = act(depthwise(x) + bias + z)`` for images [first, last). ``x``: NCHW flat; ``wt``:
     the weights as :func:`tap_weights` lays them out, ``bias``: (C,); ``scratch``: one slot of
     :func:`scratch_size` elements per share (the padded grid of one image, channels last, then
-    two output rows' worth);
-    ``dims``: N, C, H, W, oh, ow, kh, kw, pad top, pad left, stride, hp, wp
-    (:func:`grid_shape`; pads >= 0, grid cells past the input stay zero), the number of
+    two output rows' worth); ``dims``: N, C, H, W, oh, ow, kh, kw, pad top, pad left, stride,
+    hp, wp (:func:`grid_shape`; pads >= 0, grid cells past the input stay zero), the number of
     shares the images are split in (``threads.Shares``' contiguous bounds); ``toff``:
     :func:`tap_offsets`. For one output row and one tap the inputs of consecutive output
     columns lie ``stride * C`` apart in the grid: a register tile
