@@ -17,7 +17,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from .depthwise_taps import VECTOR_BYTES
+from .depthwise_taps import lanes_of
 from .simd import first_lanes, masked_load, masked_store
 
 
@@ -44,7 +44,7 @@ def transpose_registers(builder: Any, rows: list[Any]) -> list[Any]:
 def transpose_block(typingctx: Any, src: Any, src_at: Any, src_step: Any, rows: Any, dst: Any, dst_at: Any,
                     dst_step: Any, cols: Any) -> Any:
     """``dst[dst_at + j * dst_step + r] = src[src_at + r * src_step + j]`` for ``r < rows`` and
-    ``j < cols``, both at most the vector's lanes for the dtype (``VECTOR_BYTES`` / its size);
+    ``j < cols``, both at most the vector's lanes for the dtype (:func:`depthwise_taps.lanes_of`);
     nothing else is read or written. ``src`` and ``dst``: 1-D arrays of one float dtype."""
     if not (isinstance(src, types.Array) and isinstance(dst, types.Array) and src.dtype == dst.dtype
             and isinstance(src.dtype, types.Float)):
@@ -53,7 +53,7 @@ def transpose_block(typingctx: Any, src: Any, src_at: Any, src_step: Any, rows: 
 
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
         dtype = signature.args[0].dtype
-        lanes = VECTOR_BYTES // (dtype.bitwidth // 8)
+        lanes = lanes_of(dtype.bitwidth // 8)
         vector = ir.VectorType(context.get_value_type(dtype), lanes)
         i64 = ir.IntType(64)
         src_at, src_step, n_rows, dst_at, dst_step, n_cols = (
