@@ -195,7 +195,7 @@ def test_depthwise_small_maps_with_channels_take_the_channels_kernel(monkeypatch
     real = kernels_depthwise_channels.depthwise_channels
     monkeypatch.setattr(kernels_depthwise_channels, "depthwise_channels", lambda *a: used.append(1) or real(*a))
     monkeypatch.setattr(kernels_depthwise.direct, "overload", lambda fn, sample: fn)
-    monkeypatch.setattr(kernels_depthwise, "depthwise_serial",
+    monkeypatch.setattr(kernels_depthwise, "grid_planes",
                         lambda *a: pytest.fail("the plane kernel ran a small map"))
     x, w, b = _data(sum(x_shape), x_shape, w_shape, dtype, True)
     case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], attrs, 22)
@@ -268,8 +268,8 @@ def test_a_depthwise_layer_split_over_the_native_pool_keeps_the_grid_kernel(monk
     b = np.zeros(672, np.float32)
     one = kernels_depthwise.DepthwiseCall((1, 672, 7, 7), np.dtype(np.float32), w, b, (2, 2), (7, 7), 0, 0.0, 0.0, 1)
     two = kernels_depthwise.DepthwiseCall((1, 672, 7, 7), np.dtype(np.float32), w, b, (2, 2), (7, 7), 0, 0.0, 0.0, 2)
-    assert (one._kind, one._split_count) == ("channels", 1)
-    assert two._kind == "grid" and two._split_count == 2
+    assert (one._kind, one._shares._count) == ("channels", 1)
+    assert two._kind == "grid" and two._shares._count == 2
 
 
 def test_a_batch_on_the_channels_kernel_splits_over_its_images(monkeypatch):
@@ -287,11 +287,11 @@ def test_a_batch_on_the_channels_kernel_splits_over_its_images(monkeypatch):
     calls = {t: kernels_depthwise.DepthwiseCall(x.shape, np.dtype(np.float32), w, b, (3, 3), (8, 8), 1, 0.0, 0.0, t)
              for t in (1, 2)}
     assert calls[1]._kind == calls[2]._kind == "channels"
-    assert (calls[1]._channel_shares._count, calls[2]._channel_shares._count) == (1, 2)
+    assert (calls[1]._shares._count, calls[2]._shares._count) == (1, 2)
     np.testing.assert_array_equal(calls[2](x, z), calls[1](x, z))
     one = kernels_depthwise.DepthwiseCall((1, 96, 14, 14), np.dtype(np.float32), np.ones((96, 1, 5, 5), np.float32),
                                           np.zeros(96, np.float32), (2, 2), (14, 14), 0, 0.0, 0.0, 2)
-    assert one._kind == "grid" and one._split_count == 2
+    assert one._kind == "grid" and one._shares._count == 2
 
 
 @pytest.mark.parametrize(("act", "params"), [("Relu", ()), ("LeakyRelu", (0.1,)), ("Clip", (-0.5, 0.7)),
@@ -445,11 +445,11 @@ _PARALLEL_CASES = CASES[:4] + CASES[10:12]
 
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), _PARALLEL_CASES, ids=_ids(_PARALLEL_CASES))
 def test_parallel_variant_matches_the_serial_one(monkeypatch, split_recorder, x_shape, w_shape, attrs):
-    """Layers big enough for two threads run the ``prange`` variants: forced here on small
-    ones (grain 1), they must give the serial kernels' values exactly (same order per output):
-    the depthwise kernel's for stride-1 depthwise layers, the direct kernel's for other
-    depthwise and grouped layers, the grid GEMM's for group-1 ones."""
-    from epoxy_ep_cpu.jit import kernels_conv, kernels_conv_gemm, kernels_depthwise
+    """Layers big enough for two threads run on two: forced here on small ones (grain 1), they
+    must give the serial kernels' values exactly (same order per output): the depthwise
+    kernel's planes in two shares for depthwise layers, the direct kernel's ``prange`` variant
+    for grouped layers, the grid GEMM's shares for group-1 ones."""
+    from epoxy_ep_cpu.jit import kernels_conv, kernels_conv_gemm, kernels_depthwise, threads
 
     x, w, b = _data(8, x_shape, w_shape, np.float32, True)
     case = one_node("Conv", [x, In(w, const=True), In(b, const=True)], attrs, 22)
@@ -465,12 +465,13 @@ def test_parallel_variant_matches_the_serial_one(monkeypatch, split_recorder, x_
     module, names, per_run = (kernels_conv, ("flat_parallel",), 1) if direct else (None, (), 2)
     if kernels_depthwise.fits(x_shape[1], w_shape[0], group, w_shape[2:], attrs.get("strides", (1, 1)),
                               attrs.get("dilations", (1, 1)), [0, 0], [0, 0]):
-        module, names, per_run = kernels_depthwise, ("depthwise_parallel",), 1
+        module, names, per_run = None, (), 1  # its planes in two shares (threads.Shares)
+        splits = split_recorder(threads)
     for name in names:
         real = getattr(module, name)
         monkeypatch.setattr(module, name, lambda *a, _real=real: calls.append(1) or _real(*a))
     close(run_cpu(case, True, jit_threads=2, runs=2), serial, 0, 0)
-    if module is None:  # the grid GEMM: its two passes split in two, on both runs
+    if module is None:  # split in two on both runs: the grid GEMM's two passes, the depthwise planes
         assert [count for _, count in splits] == [2] * 2 * per_run
     else:
         assert len(calls) == 2 * per_run  # each kernel, on both runs

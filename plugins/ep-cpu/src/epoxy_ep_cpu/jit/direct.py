@@ -19,9 +19,27 @@ from typing import Any
 def overload(dispatcher: Any, sample: Sequence[Any]) -> Callable[..., Any]:
     """``dispatcher``'s compiled overload for the types of ``sample`` (compiled, or loaded
     from numba's cache, now); the dispatcher itself when numba cannot give one."""
-    import numba
-
     try:
-        return dispatcher.compile(tuple(numba.typeof(a) for a in sample))  # type: ignore[no-any-return]
+        return dispatcher.compile(argument_types(sample))  # type: ignore[no-any-return]
     except Exception:  # noqa: BLE001 - typing or an older numba: the dispatcher types per call
         return dispatcher  # type: ignore[no-any-return]
+
+
+def argument_types(sample: Sequence[Any]) -> tuple[Any, ...]:
+    """numba's types of ``sample``, a read-only array typed as a writable one.
+
+    Why: numba types a read-only array (a bias or weight viewing a model's bytes) apart from
+    a writable one, so the same kernel compiled twice in one model (densenet121's row GEMM:
+    2.5 s more of a cold first run) and twice in the cache. The entry point takes either (it
+    checks dtype and rank only), and the kernels write only the outputs and scratch they are
+    given, arrays the provider allocated."""
+    import numba
+    from numba.core import types
+
+    typed = []
+    for value in sample:
+        ty = numba.typeof(value)
+        if isinstance(ty, types.Array) and not ty.mutable:
+            ty = ty.copy(readonly=False)
+        typed.append(ty)
+    return tuple(typed)

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from numba import njit, prange, uint64
+from numba import njit, uint64
 
 from . import (
     direct,
@@ -32,7 +32,6 @@ from . import (
 from .activations import ACT_HARD_SWISH, activate, activate_wide
 from .kernels_conv import LANES, call_accepts
 from .scratch import scratch
-from .threads import GRAIN, serial_twin, use
 
 
 @njit(cache=True, nogil=True, boundscheck=False, inline="always")
@@ -208,38 +207,48 @@ def tap_offsets(offs, oh, kh, kw, wp, s):  # pragma: no cover - compiled
                 offs[ki * kw + kj] = (((ki % 2) * 2 + kj % 2) * hq + ki // 2) * wp + kj // 2
 
 
-@njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"}, inline="always")
-def _plane(x, w, bias, z, y, xp, acc, offs, p, c, h, wd, oh, ow, kh, kw, s, pt, pl, act, alpha,
-           beta):  # pragma: no cover - compiled
-    """Output plane ``p`` (= batch * C + channel) of a depthwise layer of stride ``s`` (1 or
-    2); ``xp`` (the padded grid, (oh + kh - 1) x (ow + kw - 1), or its four phase grids of
-    (oh + (kh - 1) // 2) x (ow + (kw - 1) // 2), the padding zero) and ``acc`` are scratch;
-    the grid's row width ``wp`` is also the accumulator's."""
-    ch = p % c
-    wb = ch * kh * kw
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def _grid_scratch(x, dims):  # pragma: no cover - compiled
+    """A share's scratch for the grid kernel: the padded grid (or stride 2's four phase grids),
+    its accumulator and the taps' offsets, with the grid's row width. The padding stays zero:
+    planes write the interior only; LANES more, which the one-pass kernels' whole vectors read
+    past the last tap's span (finite, their sums dropped)."""
+    oh, ow, kh, kw, s = dims[3], dims[4], dims[5], dims[6], dims[9]
     if s == 1:
         wp = ow + kw - 1
+        grid = (oh + kh - 1) * wp
+    else:
+        wp = ow + (kw - 1) // 2
+        grid = 4 * (oh + (kh - 1) // 2) * wp
+    xp = np.zeros(grid + LANES, dtype=x.dtype)
+    acc = np.empty(grid + LANES, dtype=x.dtype)
+    offs = np.empty(kh * kw, dtype=np.int64)
+    tap_offsets(offs, oh, kh, kw, wp, s)
+    return xp, acc, offs, wp
+
+
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def _place_any(x, xp, p, dims, wp):  # pragma: no cover - compiled
+    """Plane ``p`` into the grid (:func:`_place`) or stride 2's phase grids (:func:`_place_s2`)."""
+    h, wd, oh, kh, pt, pl = dims[1], dims[2], dims[3], dims[5], dims[7], dims[8]
+    if dims[9] == 1:
         _place(x, xp, p * h * wd, h, wd, wp, pt, pl)
     else:
-        hq, wp = oh + (kh - 1) // 2, ow + (kw - 1) // 2
-        _place_s2(x, xp, p * h * wd, h, wd, hq, wp, pt, pl)
-    span = (oh - 1) * wp + ow
-    # the one-pass kernels run whole vectors (a scalar remainder of up to 15 elements was a
-    # third of an 8x8 plane's time): their span is rounded up to LANES
-    vectors = -(-span // LANES) * LANES
-    if kh == 3 and kw == 3:
-        _taps3x3(xp, acc, w, uint64(wb), offs, vectors, bias[ch])
-    elif kh == 5 and kw == 5:
-        _taps5x5(xp, acc, w, uint64(wb), offs, vectors, bias[ch])
-    elif kh == 7 and kw == 7:
-        _taps7x7(xp, acc, w, uint64(wb), offs, vectors, bias[ch])
-    elif s == 1:
-        for ki in range(kh):
-            _kernel_row(xp, acc, w, wb + ki * kw, ki * wp, ki * wp + 1, 2, span, kw, ki == 0, bias[ch])
-    else:
-        for ki in range(kh):
-            g0 = ((ki % 2 * 2) * hq + ki // 2) * wp  # phase (ki % 2, 0), row ki // 2
-            _kernel_row(xp, acc, w, wb + ki * kw, g0, g0 + hq * wp, 1, span, kw, ki == 0, bias[ch])
+        _place_s2(x, xp, p * h * wd, h, wd, oh + (kh - 1) // 2, wp, pt, pl)
+
+
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def _vectors(dims, wp):  # pragma: no cover - compiled
+    """The one-pass kernels' span: the plane's grid positions rounded up to whole vectors (a
+    scalar remainder of up to 15 elements was a third of an 8x8 plane's time)."""
+    span = (dims[3] - 1) * wp + dims[4]
+    return -(-span // LANES) * LANES
+
+
+@njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"}, inline="always")
+def _store(acc, z, y, p, oh, ow, wp, act, alpha, beta):  # pragma: no cover - compiled
+    """Plane ``p``'s outputs from the accumulator (``wp`` wide; its extra columns dropped), with
+    the residual (``z`` empty: none) and the activation."""
     yb = uint64(p * oh * ow)
     w_ = uint64(wp)
     o = uint64(ow)
@@ -254,86 +263,77 @@ def _plane(x, w, bias, z, y, xp, acc, offs, p, c, h, wd, oh, ow, kh, kw, s, pt, 
             y[rb + ox] = activate(v, act, alpha, beta)
 
 
+# The grid kernel's plane loops, one compiled function per window: its place, its taps and the
+# store only, so that a model compiles the windows it runs and nothing else. With one loop for
+# every window (the window's branch picked per plane) a plane ran 2.3x slower (8 x 48 planes of
+# 8x8, 3x3: 48 us against 21); with a loop per window behind one entry, inlined helpers and
+# every branch lowered in each, a cold first run compiled all of them: ~30 s of shufflenet's 47.
+# Each is ``fn(x, w, bias, z, y, dims, act, alpha, beta, first, last)``: planes [first, last),
+# with scratch of its own (a share of ``threads.Shares``).
 @njit(cache=True, nogil=True, fastmath={"contract"})
-def depthwise_planes(x, w, bias, z, y, dims, act, alpha, beta, first, last):  # pragma: no cover - compiled
-    """Planes [first, last) of a depthwise layer on the padded-grid kernel (:func:`_plane`),
-    with scratch of its own: a share of :func:`depthwise_parallel` or of the native pool
-    (``threads.Split``)."""
-    c, h, wd, oh, ow, kh, kw, pt, pl, s = (dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6], dims[7],
-                                           dims[8], dims[9])
-    if s == 1:
-        grid = (oh + kh - 1) * (ow + kw - 1)
-    else:
-        grid = 4 * (oh + (kh - 1) // 2) * (ow + (kw - 1) // 2)
-    # the padding stays zero: planes write the interior only; LANES more, which the one-pass
-    # kernels' whole vectors read past the last tap's span (finite, their sums dropped)
-    xp = np.zeros(grid + LANES, dtype=x.dtype)
-    acc = np.empty(grid + LANES, dtype=x.dtype)
-    offs = np.empty(kh * kw, dtype=np.int64)
-    tap_offsets(offs, oh, kh, kw, ow + kw - 1 if s == 1 else ow + (kw - 1) // 2, s)
-    if kh == 3 and kw == 3:
+def planes_3x3(x, w, bias, z, y, dims, act, alpha, beta, first, last):  # pragma: no cover - compiled
+    xp, acc, offs, wp = _grid_scratch(x, dims)
+    vectors = _vectors(dims, wp)
+    c, oh, ow = dims[0], dims[3], dims[4]
+    for p in range(first, last):
+        ch = p % c
+        _place_any(x, xp, p, dims, wp)
+        _taps3x3(xp, acc, w, uint64(ch * 9), offs, vectors, bias[ch])
+        _store(acc, z, y, p, oh, ow, wp, act, alpha, beta)
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def planes_5x5(x, w, bias, z, y, dims, act, alpha, beta, first, last):  # pragma: no cover - compiled
+    xp, acc, offs, wp = _grid_scratch(x, dims)
+    vectors = _vectors(dims, wp)
+    c, oh, ow = dims[0], dims[3], dims[4]
+    for p in range(first, last):
+        ch = p % c
+        _place_any(x, xp, p, dims, wp)
+        _taps5x5(xp, acc, w, uint64(ch * 25), offs, vectors, bias[ch])
+        _store(acc, z, y, p, oh, ow, wp, act, alpha, beta)
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def planes_7x7(x, w, bias, z, y, dims, act, alpha, beta, first, last):  # pragma: no cover - compiled
+    xp, acc, offs, wp = _grid_scratch(x, dims)
+    vectors = _vectors(dims, wp)
+    c, oh, ow = dims[0], dims[3], dims[4]
+    for p in range(first, last):
+        ch = p % c
+        _place_any(x, xp, p, dims, wp)
+        _taps7x7(xp, acc, w, uint64(ch * 49), offs, vectors, bias[ch])
+        _store(acc, z, y, p, oh, ow, wp, act, alpha, beta)
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def planes_rows(x, w, bias, z, y, dims, act, alpha, beta, first, last):  # pragma: no cover - compiled
+    """Any other window: one pass per kernel row (:func:`_kernel_row`)."""
+    xp, acc, offs, wp = _grid_scratch(x, dims)
+    c, oh, ow, kh, kw, s = dims[0], dims[3], dims[4], dims[5], dims[6], dims[9]
+    span = (oh - 1) * wp + ow
+    hq = oh + (kh - 1) // 2
+    for p in range(first, last):
+        ch = p % c
+        wb = ch * kh * kw
+        _place_any(x, xp, p, dims, wp)
         if s == 1:
-            _planes_3x3_s1(x, w, bias, z, y, xp, acc, offs, dims, act, alpha, beta, first, last)
+            for ki in range(kh):
+                _kernel_row(xp, acc, w, wb + ki * kw, ki * wp, ki * wp + 1, 2, span, kw, ki == 0, bias[ch])
         else:
-            _planes_3x3_s2(x, w, bias, z, y, xp, acc, offs, dims, act, alpha, beta, first, last)
-    elif kh == 5 and kw == 5:
-        if s == 1:
-            _planes_5x5_s1(x, w, bias, z, y, xp, acc, offs, dims, act, alpha, beta, first, last)
-        else:
-            _planes_5x5_s2(x, w, bias, z, y, xp, acc, offs, dims, act, alpha, beta, first, last)
-    elif kh == 7 and kw == 7 and s == 1:
-        _planes_7x7_s1(x, w, bias, z, y, xp, acc, offs, dims, act, alpha, beta, first, last)
-    else:
-        for p in range(first, last):
-            _plane(x, w, bias, z, y, xp, acc, offs, p, c, h, wd, oh, ow, kh, kw, s, pt, pl, act, alpha, beta)
+            for ki in range(kh):
+                g0 = ((ki % 2 * 2) * hq + ki // 2) * wp  # phase (ki % 2, 0), row ki // 2
+                _kernel_row(xp, acc, w, wb + ki * kw, g0, g0 + hq * wp, 1, span, kw, ki == 0, bias[ch])
+        _store(acc, z, y, p, oh, ow, wp, act, alpha, beta)
 
 
-# The common kernels' plane loops, each with :func:`_plane` inlined under constant kernel sizes
-# and stride, so that only its branch is compiled: with every branch in one loop the plane ran
-# 2.3x slower (8 x 48 planes of 8x8, 3x3: 48 us against 21).
-@njit(cache=True, nogil=True, fastmath={"contract"})
-def _planes_3x3_s1(x, w, bias, z, y, xp, acc, offs, dims, act, alpha, beta, first, last):  # pragma: no cover - compiled
-    for p in range(first, last):
-        _plane(x, w, bias, z, y, xp, acc, offs, p, dims[0], dims[1], dims[2], dims[3], dims[4], 3, 3, 1, dims[7],
-               dims[8], act, alpha, beta)
+#: square windows with a one-pass taps kernel -> its plane loop (others: :func:`planes_rows`)
+_GRID_PLANES = {3: planes_3x3, 5: planes_5x5, 7: planes_7x7}
 
 
-@njit(cache=True, nogil=True, fastmath={"contract"})
-def _planes_3x3_s2(x, w, bias, z, y, xp, acc, offs, dims, act, alpha, beta, first, last):  # pragma: no cover - compiled
-    for p in range(first, last):
-        _plane(x, w, bias, z, y, xp, acc, offs, p, dims[0], dims[1], dims[2], dims[3], dims[4], 3, 3, 2, dims[7],
-               dims[8], act, alpha, beta)
-
-
-@njit(cache=True, nogil=True, fastmath={"contract"})
-def _planes_5x5_s1(x, w, bias, z, y, xp, acc, offs, dims, act, alpha, beta, first, last):  # pragma: no cover - compiled
-    for p in range(first, last):
-        _plane(x, w, bias, z, y, xp, acc, offs, p, dims[0], dims[1], dims[2], dims[3], dims[4], 5, 5, 1, dims[7],
-               dims[8], act, alpha, beta)
-
-
-@njit(cache=True, nogil=True, fastmath={"contract"})
-def _planes_5x5_s2(x, w, bias, z, y, xp, acc, offs, dims, act, alpha, beta, first, last):  # pragma: no cover - compiled
-    for p in range(first, last):
-        _plane(x, w, bias, z, y, xp, acc, offs, p, dims[0], dims[1], dims[2], dims[3], dims[4], 5, 5, 2, dims[7],
-               dims[8], act, alpha, beta)
-
-
-@njit(cache=True, nogil=True, fastmath={"contract"})
-def _planes_7x7_s1(x, w, bias, z, y, xp, acc, offs, dims, act, alpha, beta, first,
-                   last):  # pragma: no cover - compiled
-    for p in range(first, last):
-        _plane(x, w, bias, z, y, xp, acc, offs, p, dims[0], dims[1], dims[2], dims[3], dims[4], 7, 7, 1, dims[7],
-               dims[8], act, alpha, beta)
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def depthwise_parallel(x, w, bias, z, y, dims, planes, shares, act, alpha, beta):  # pragma: no cover - compiled
-    for t in prange(shares):  # one share of planes a thread
-        depthwise_planes(x, w, bias, z, y, dims, act, alpha, beta, t * planes // shares, (t + 1) * planes // shares)
-
-
-depthwise_serial = serial_twin(depthwise_parallel)
+def grid_planes(kh: int, kw: int) -> Any:
+    """The grid kernel's plane loop for a ``kh`` x ``kw`` window (either stride)."""
+    return _GRID_PLANES.get(kh, planes_rows) if kh == kw else planes_rows
 
 #: multiply-adds from which a grid-kind layer's planes split over the native pool's threads
 #: (``threads.native``; a hand-off costs a few us there, ~2^17 multiply-adds of this kernel)
@@ -435,9 +435,8 @@ class DepthwiseCall:
     C-contiguous of ``dtype`` and ``z`` None or a C-contiguous array of ``out_shape`` and
     ``dtype`` (:meth:`accepts`)."""
 
-    __slots__ = ("_channel_shares", "_count", "_fn", "_head", "_kind", "_rest", "_scratch", "_split", "_split_count",
-                 "activation_done",
-                 "dims", "dtype", "out_shape", "shape")
+    __slots__ = ("_count", "_fn", "_head", "_kind", "_rest", "_scratch", "_shares", "activation_done", "dims",
+                 "dtype", "out_shape", "shape")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, w: np.ndarray, bias: np.ndarray,
                  begin: Sequence[int], out_sp: Sequence[int], act: int, alpha: float, beta: float,
@@ -470,21 +469,24 @@ class DepthwiseCall:
         self._scratch = 0
         bias = np.ascontiguousarray(bias, dtype=dtype)
         scalars = (act, dtype.type(alpha), dtype.type(beta))
+        self._shares: threads.Shares | None = None
         if self._kind == "channels":
             grid = kernels_depthwise_channels.grid_shape((oh, ow), (kh, kw), stride)
             image_shares = max(1, min(shares, n, planes * oh * ow * kh * kw // NATIVE_MACS_PER_SHARE))
-            self._channel_shares = threads.Shares(kernels_depthwise_channels.depthwise_channels, n, image_shares)
+            self._shares = threads.Shares(kernels_depthwise_channels.depthwise_channels, n, image_shares)
             self._scratch = kernels_depthwise_channels.scratch_size(c, grid, ow) * image_shares  # a slot a share
             self._head = (kernels_depthwise_channels.tap_weights(w, dtype), bias)
             self._rest: tuple[Any, ...] = (np.array((n, c, h, wd, oh, ow, kh, kw, int(begin[0]), int(begin[1]), stride,
                                                      *grid, image_shares), dtype=np.int64),
                                            kernels_depthwise_channels.tap_offsets((kh, kw), grid, c), *scalars)
+            return
+        self._head = (np.ascontiguousarray(w, dtype=dtype).reshape(-1), bias)
+        if self._kind == "grid":  # planes in shares (one: the compiled loop called directly)
+            self._shares = threads.Shares(grid_planes(kh, kw), planes, shares)
+            self._rest = (self.dims, *scalars)
         else:
-            self._head = (np.ascontiguousarray(w, dtype=dtype).reshape(-1), bias)
-            self._rest = (self.dims, planes, *(() if self._kind == "small" else (self._count,)), *scalars)
+            self._rest = (self.dims, planes, *scalars)
         self._fn: Any = None
-        self._split_count = native_split if self._kind == "grid" else 1
-        self._split: Any = None
 
     def accepts(self, x: np.ndarray, z: np.ndarray | None) -> bool:
         return x.shape == self.shape and call_accepts(x, z, self.dtype, self.out_shape)
@@ -492,31 +494,17 @@ class DepthwiseCall:
     def __call__(self, x: np.ndarray, z: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
         dt = self.dtype
         y = np.empty(self.out_shape, dtype=dt) if out is None else out
+        flat_z = _NO_Z[dt] if z is None else z.reshape(-1)
+        shares = self._shares
         if self._scratch:
-            self._channel_shares(x.reshape(-1), *self._head, _NO_Z[dt] if z is None else z.reshape(-1),
-                                 y.reshape(-1), scratch("depthwise.channels", self._scratch, dt), *self._rest)
-            return y
-        args = (x.reshape(-1), *self._head, _NO_Z[dt] if z is None else z.reshape(-1), y.reshape(-1), *self._rest)
-        if self._split_count > 1:
-            planes_args = (args[0], *self._head, args[3], args[4], self.dims, *self._rest[-3:])
-            split = self._split
-            if split is None:
-                fn = direct.overload(depthwise_planes, (*planes_args, 0, 1))
-                planes = int(self.shape[0] * self.shape[1])
-                split = self._split = threads.Split(depthwise_planes, fn, planes_args, planes, self._split_count)
-            split(*planes_args)
-            return y
-        fn = self._fn
-        if fn is None:
-            fn = self._fn = direct.overload(_KERNELS[self._kind](self._count), args)
-        if self._count > 1:
-            use(self._count, self._count * GRAIN)
-        fn(*args)
+            shares(x.reshape(-1), *self._head, flat_z, y.reshape(-1),  # type: ignore[misc]
+                   scratch("depthwise.channels", self._scratch, dt), *self._rest)
+        elif shares is not None:
+            shares(x.reshape(-1), *self._head, flat_z, y.reshape(-1), *self._rest)
+        else:
+            args = (x.reshape(-1), *self._head, flat_z, y.reshape(-1), *self._rest)
+            fn = self._fn
+            if fn is None:
+                fn = self._fn = direct.overload(depthwise_small, args)
+            fn(*args)
         return y
-
-
-#: kernel kind -> the compiled function for a thread count (``grid``: the serial twin on one)
-_KERNELS = {
-    "small": lambda count: depthwise_small,
-    "grid": lambda count: depthwise_serial if count == 1 else depthwise_parallel,
-}

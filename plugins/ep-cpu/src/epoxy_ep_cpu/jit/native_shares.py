@@ -320,9 +320,9 @@ def call_compiled(typingctx: Any, address: Any, args: Any) -> Any:
 def compiled_address(kernel: Any, args: Sequence[Any]) -> int:
     """The address of ``kernel``'s compiled overload for ``(*args, first, last)`` (compiled,
     or loaded from numba's cache, now): what :func:`call_compiled` calls."""
-    import numba
+    from .direct import argument_types
 
-    sig = tuple(numba.typeof(a) for a in args) + (types.int64, types.int64)
+    sig = argument_types(args) + (types.int64, types.int64)
     kernel.compile(sig)
     cres = kernel.overloads[sig]
     return int(cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name))
