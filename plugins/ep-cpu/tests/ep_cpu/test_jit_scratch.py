@@ -28,6 +28,19 @@ def test_a_slot_reuses_its_buffer_and_grows():
     assert not np.shares_memory(grown, scratch("test.other", 4000, F32))  # slots are apart
 
 
+def test_a_request_asked_again_gets_its_view_back(monkeypatch):
+    first = scratch("test.v", 100, F32)
+    assert scratch("test.v", 100, F32) is first  # no slicing and viewing per call
+    other = scratch("test.v", 50, np.dtype(np.float64))
+    assert other.dtype == np.float64 and other.shape == (50,) and np.shares_memory(first, other)
+    grown = scratch("test.v", 100_000, F32)  # the slot's buffer is replaced: its views go with it
+    again = scratch("test.v", 100, F32)
+    assert again is not first and np.shares_memory(again, grown) and not np.shares_memory(again, first)
+    monkeypatch.setattr(scratch_module, "MAX_VIEWS", 2)
+    views = [scratch("test.w", n, F32) for n in (1, 2, 3)]  # the third clears the first two
+    assert scratch("test.w", 3, F32) is views[2] and scratch("test.w", 1, F32) is not views[0]
+
+
 def test_threads_get_their_own_buffers():
     here = scratch("test.t", 256, F32)
     seen: list[np.ndarray] = []

@@ -290,21 +290,28 @@ class Shares:
     pass's call is a few us), else a :class:`Split`. The pools, BatchNorm and LRN passes of
     one input shape each hold one."""
 
-    __slots__ = ("_count", "_kernel", "_run", "_total")
+    __slots__ = ("_count", "_kernel", "_one", "_run", "_total")
 
     def __init__(self, kernel: Any, total: int, count: int) -> None:
         self._kernel, self._total, self._count = kernel, total, count
         self._run: Any = None
+        self._one: Any = None  # one share: the overload, called here with no frame between
 
     def __call__(self, *args: Any) -> None:
+        one = self._one
+        if one is not None:
+            one(*args, 0, self._total)
+            return
         run = self._run
         if run is None:
             from . import direct
 
             fn = direct.overload(self._kernel, (*args, 0, self._total))
-            total = self._total
-            run = self._run = (Split(self._kernel, fn, args, total, self._count) if self._count > 1
-                               else lambda *a: fn(*a, 0, total))
+            if self._count <= 1:
+                self._one = fn
+                fn(*args, 0, self._total)
+                return
+            run = self._run = Split(self._kernel, fn, args, self._total, self._count)
         run(*args)
 
 
