@@ -53,3 +53,64 @@ def test_an_array_of_another_dtype_is_still_refused():
     fn = direct.overload(_scaled_into, (x, x, out, 0, 4))
     with pytest.raises(TypeError):
         fn(x.astype(np.float64), x, out, 0, 4)
+
+
+_SMALL_CNN = r"""
+import pkgutil, sys
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+import epoxy
+import epoxy_ep_cpu.jit as jit
+from numba.core import types
+from numba.core.registry import CPUDispatcher
+
+rng = np.random.default_rng(0)
+def init(name, *shape, low=-1.0):
+    return numpy_helper.from_array(rng.uniform(low, 1.0, shape).astype(np.float32), name)
+inits = []
+nodes = []
+value = "x"
+# each kind of layer twice: its bias the model's own (a read-only constant), then none (the
+# kernel's own zeros, writable)
+for i, (k, c, m, stride) in enumerate([(1, 64, 64, 1), (1, 64, 64, 1), (3, 64, 64, 1), (3, 64, 64, 1),
+                                       (3, 64, 128, 2), (3, 128, 128, 2)]):
+    inits.append(init(f"w{i}", m, c, k, k))
+    bias = [f"b{i}"] if i % 2 == 0 else []
+    inits += [init(f"b{i}", m)] if bias else []
+    nodes += [helper.make_node("Conv", [value, f"w{i}", *bias], [f"c{i}"], pads=[k // 2] * 4, strides=[stride] * 2),
+              helper.make_node("Relu", [f"c{i}"], [f"r{i}"])]
+    value = f"r{i}"
+nodes.append(helper.make_node("GlobalAveragePool", [value], ["y"]))
+graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 28, 28])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 128, 1, 1])], inits)
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+x = rng.standard_normal((1, 64, 28, 28)).astype(np.float32)
+for threads in (1, 2):
+    session = epoxy.InferenceSession(model, providers=[("cpu", {"jit": True, "jit_threads": threads})])
+    session.run(None, {"x": x})
+twice = []
+for info in pkgutil.iter_modules(jit.__path__):
+    module = sys.modules.get("epoxy_ep_cpu.jit." + info.name)
+    for name, value in (vars(module) if module is not None else {}).items():
+        if isinstance(value, CPUDispatcher):
+            kinds = [tuple(t.copy(readonly=False) if isinstance(t, types.Array) else t for t in sig)
+                     for sig in value.signatures]
+            if len(set(kinds)) != len(kinds):
+                twice.append(f"{info.name}.{name}")
+print("twice:", sorted(set(twice)))
+"""
+
+
+def test_a_model_compiles_no_kernel_twice_for_a_read_only_argument():
+    """A small CNN whose layers come in pairs on one kernel, one with the model's bias (a
+    read-only constant) and one without (the kernel's writable zeros), on one and two
+    threads: no kernel holds two overloads that differ only in an argument's read-only flag
+    (without ``argument_types``: the row GEMM, the pointwise GEMM and the Winograd output
+    transform here; densenet121 compiled three kernels twice that way, bench/README.md,
+    session 51). A fresh process, whose kernels are only this model's."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _SMALL_CNN], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "twice: []"
