@@ -11,6 +11,13 @@ of the run, calls per run) are printed, plus the slowest single nodes. ``--ort``
 onnxruntime with its profiler on and prints its per-op-type kernel times the same way (ORT
 fuses nodes, so its op types differ: FusedConv, FusedMatMul...). Not a benchmark (the timers
 add ~1 µs a step); compare shares and the op types that dominate.
+
+``--alone N`` also calls each step on its last run's arguments, alone in a loop (best of 5 x
+20 calls), and lists the N steps whose time inside the model (median) exceeds that the most:
+where the model's run is more than its steps (data or weights out of the cache, a tensor the
+other core wrote), as the convolutions' table of ``model_convs.py`` but for every op.
+
+    ... bench/profile_ops.py --models squeezenet --threads 2 --runs 30 --alone 12
 """
 
 from __future__ import annotations
@@ -34,6 +41,9 @@ def parse_args(argv=None):
     ap.add_argument("--top", type=int, default=12, help="rows per table")
     ap.add_argument("--nodes", type=int, default=8, help="slowest single nodes to list (0: none)")
     ap.add_argument("--ort", action="store_true", help="also profile onnxruntime (per op type)")
+    ap.add_argument("--alone", type=int, default=0, metavar="N",
+                    help="also time each step alone on its captured arguments and list the N steps "
+                         "that take longest more inside the model than alone")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="per-step timer: wall (perf_counter) or this process's CPU time (process_time: "
@@ -41,7 +51,9 @@ def parse_args(argv=None):
     return ap.parse_args(argv)
 
 
-def profile_epoxy(path, feeds, threads, runs, warmup, clock=time.perf_counter):
+def profile_epoxy(path, feeds, threads, runs, warmup, clock=time.perf_counter, alone=False):
+    """(per node: seconds a run, op type, label; the median wall time of a run; with
+    ``alone``, per node: (median seconds inside the model, seconds alone, op type, label))."""
     import epoxy
 
     opts = epoxy.SessionOptions(intra_op_num_threads=threads)
@@ -52,6 +64,8 @@ def profile_epoxy(path, feeds, threads, runs, warmup, clock=time.perf_counter):
     steps = ex.plan.steps
     warmup = max(warmup, 2) if ex is not sess._executor else warmup
     totals = [0.0] * len(steps)
+    samples: list[list[float]] = [[] for _ in steps]
+    captured: dict[int, tuple] = {}
     program = []
     for i, (entry, _step) in enumerate(zip(ex._program, steps)):
         fn = entry[0]
@@ -59,7 +73,10 @@ def profile_epoxy(path, feeds, threads, runs, warmup, clock=time.perf_counter):
         def timed(*args, _fn=fn, _i=i, _pc=clock, **kwargs):
             t0 = _pc()
             r = _fn(*args, **kwargs)
-            totals[_i] += _pc() - t0
+            took = _pc() - t0
+            totals[_i] += took
+            samples[_i].append(took)
+            captured[_i] = (args, kwargs)
             return r
 
         program.append((timed,) + tuple(entry[1:]))
@@ -71,13 +88,23 @@ def profile_epoxy(path, feeds, threads, runs, warmup, clock=time.perf_counter):
         sess.run(None, feeds)
         walls.append(time.perf_counter() - t0)
     # per-node times through the interpreted plan with timed callables
+    original = ex._program
     ex._program = program
     ex._generate = False
     ex._programs.clear()
     for _ in range(runs):
         sess.run(None, feeds)
     per_node = [(t / runs, s.op_type, s.label) for t, s in zip(totals, steps)]
-    return per_node, statistics.median(walls)
+    if not alone:
+        return per_node, statistics.median(walls), None
+    import timeit
+
+    side = []
+    for i, (entry, step) in enumerate(zip(original, steps)):
+        call_args, call_kwargs = captured[i]
+        best = min(timeit.repeat(lambda f=entry[0], a=call_args, k=call_kwargs: f(*a, **k), number=20, repeat=5)) / 20
+        side.append((statistics.median(samples[i]), best, step.op_type, step.label))
+    return per_node, statistics.median(walls), side
 
 
 def profile_ort(path, feeds, threads, runs, warmup):
@@ -128,6 +155,17 @@ def table(title, per_node, wall, top, nodes):
             f"{label} ({op}) {t * 1e3:.2f}" for t, op, label in sorted(per_node, key=lambda r: -r[0])[:nodes]))
 
 
+def alone_table(title, side, wall, top):
+    """The steps that take longest more inside the model than alone, and the sums."""
+    inside, alone = sum(r[0] for r in side), sum(r[1] for r in side)
+    print(f"\n#### {title}: steps inside the model {inside * 1e3:.2f} ms (medians), alone {alone * 1e3:.2f} ms, "
+          f"the run {wall * 1e3:.2f} ms")
+    print("| node | op | inside us | alone us | more us |")
+    print("|---|---|---|---|---|")
+    for t_in, t_alone, op, label in sorted(side, key=lambda r: r[1] - r[0])[:top]:
+        print(f"| {label} | {op} | {t_in * 1e6:.1f} | {t_alone * 1e6:.1f} | {(t_in - t_alone) * 1e6:.1f} |")
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -141,8 +179,11 @@ def main(argv=None) -> int:
         feeds = model.make_feeds(np.random.default_rng(args.seed))
         with threadpool_limits(limits=args.threads):
             clock = time.process_time if args.clock == "cpu" else time.perf_counter
-            per_node, wall = profile_epoxy(model.path, dict(feeds), args.threads, args.runs, args.warmup, clock)
+            per_node, wall, side = profile_epoxy(model.path, dict(feeds), args.threads, args.runs, args.warmup,
+                                                 clock, alone=args.alone > 0)
             table(f"{model.name} epoxy", per_node, wall, args.top, args.nodes)
+            if side:
+                alone_table(f"{model.name} epoxy", side, wall, args.alone)
             if args.ort:
                 per_node, wall = profile_ort(model.path, dict(feeds), args.threads, args.runs, args.warmup)
                 table(f"{model.name} onnxruntime", per_node, wall, args.top, args.nodes)
